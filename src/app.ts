@@ -1,0 +1,82 @@
+// Wires the parts into one running gateway: database, catalogue, services, the RPC port, the
+// HTTP facade and the hold sweeper. main.ts runs it; tests and tools can too.
+import type { AddressInfo } from 'node:net';
+import type http2 from 'node:http2';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { Config } from './config/config.ts';
+import { migrate, openDb, type Db } from './db/db.ts';
+import { Ledger } from './billing/ledger.ts';
+import { billingService } from './billing/service.ts';
+import { Catalogue } from './catalogue/catalogue.ts';
+import { catalogueService } from './catalogue/service.ts';
+import { ChatService } from './inference/chat.ts';
+import { inferenceService } from './inference/service.ts';
+import { Upstream } from './inference/upstream.ts';
+import { inProcessTransport, startRpcServer, type Services } from './rpc/server.ts';
+import { buildFacade } from './facade/server.ts';
+
+export interface Gateway {
+  httpUrl: string;
+  rpcUrl: string;
+  db: Db;
+  ledger: Ledger;
+  close(): Promise<void>;
+}
+
+export async function startGateway(config: Config, log: Logger): Promise<Gateway> {
+  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  await migrate(db);
+  log.info({ database: config.databaseUrl ? 'postgresql' : `embedded PGlite in ${config.dataDir}` }, 'database ready');
+  const ledger = new Ledger(db, await Ledger.loadSecret(db, config.keyHashSecret));
+
+  const catalogue = new Catalogue(config);
+  for (const { provider, models } of catalogue.providersWithoutCredentials()) {
+    log.warn({ provider, models: models.length }, `provider ${provider}: ${provider.toUpperCase()}_API_KEY is not set, so its ${models.length} models are unavailable (${models.join(', ')})`);
+  }
+
+  const upstream = new Upstream(config);
+  const chat = new ChatService({ config, catalogue, ledger, upstream, log });
+  const services: Services = { billing: billingService(ledger), catalogue: catalogueService(catalogue), inference: inferenceService(chat) };
+
+  const rpc: http2.Http2Server = await startRpcServer(services, { host: config.grpcHost, port: config.grpcPort, adminToken: config.adminToken });
+  const facade: FastifyInstance = buildFacade({
+    transport: inProcessTransport(services),
+    log,
+    bodyLimitBytes: config.bodyLimitBytes,
+    ready: async () => { await db.raw('SELECT 1'); },
+  });
+  await facade.listen({ host: config.host, port: config.port });
+
+  // Holds of a crashed process are released here; safe with many instances (see Ledger.expireHolds).
+  const sweeper = setInterval(() => {
+    ledger.expireHolds().then(
+      (n) => { if (n > 0) log.warn({ released: n }, 'released expired holds'); },
+      (err) => log.error({ err }, 'hold sweep failed'),
+    );
+  }, config.holds.sweepIntervalMs);
+  sweeper.unref();
+
+  const httpPort = (facade.server.address() as AddressInfo).port;
+  const rpcPort = (rpc.address() as AddressInfo).port;
+  const shown = (h: string) => (h === '0.0.0.0' || h === '::' ? '127.0.0.1' : h);
+  const httpUrl = `http://${shown(config.host)}:${httpPort}`;
+  const rpcUrl = `http://${shown(config.grpcHost)}:${rpcPort}`;
+  log.info({ http: httpUrl, rpc: rpcUrl }, `gateway ready: OpenAI-compatible base URL ${httpUrl}/v1; Connect/gRPC services on ${rpcUrl}`);
+
+  let closing: Promise<void> | undefined;
+  return {
+    httpUrl,
+    rpcUrl,
+    db,
+    ledger,
+    close: () =>
+      (closing ??= (async () => {
+        clearInterval(sweeper);
+        await facade.close(); // stops accepting; in-flight requests and streams finish first
+        await new Promise<void>((resolve) => rpc.close(() => resolve()));
+        await upstream.close();
+        await db.destroy();
+      })()),
+  };
+}

@@ -1,0 +1,325 @@
+// All money movements, each one SQL statement or one short transaction. The database's
+// constraints (see migrations) are the last word on every invariant; this module only asks.
+import { randomBytes } from 'node:crypto';
+import type { Db } from '../db/db.ts';
+import { generateKey, hashKey, randomBase62, visiblePrefix } from './keys.ts';
+
+export interface KeyRow {
+  keyId: string;
+  accountId: string;
+  prefix: string;
+}
+
+export interface Balance {
+  accountId: string;
+  balanceNano: bigint;
+  heldNano: bigint;
+  availableNano: bigint;
+}
+
+export type HoldResult =
+  | { kind: 'held'; keyId: string; accountId: string; amountNano: bigint; availableNano: bigint }
+  | { kind: 'insufficient'; keyId: string; accountId: string; availableNano: bigint }
+  | { kind: 'unknown_key' };
+
+export interface SettleInput {
+  requestId: string;
+  costNano: bigint;
+  model: string;
+  route: string;
+  inputTokens: bigint;
+  outputTokens: bigint;
+  cachedTokens: bigint;
+  cacheWriteTokens: bigint;
+  usageEstimated: boolean;
+  status: string;
+  httpStatus: number;
+  latencyMs: number;
+}
+
+export interface SettleResult {
+  /** What was charged: min(cost, hold). */
+  chargedNano: bigint;
+  /** False when the request had already been settled; the earlier figure is returned. */
+  firstSettle: boolean;
+}
+
+export interface UsageRow {
+  requestId: string;
+  keyId: string;
+  model: string;
+  route: string;
+  inputTokens: bigint;
+  outputTokens: bigint;
+  cachedTokens: bigint;
+  cacheWriteTokens: bigint;
+  costNano: bigint;
+  status: string;
+  httpStatus: number;
+  latencyMs: number;
+  createdAt: Date;
+}
+
+export class LedgerError extends Error {
+  readonly code: 'unknown_key' | 'invalid_amount' | 'duplicate_request';
+  constructor(code: LedgerError['code'], message: string) {
+    super(message);
+    this.code = code;
+  }
+}
+
+type Row = Record<string, unknown>;
+const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
+const big = (v: unknown): bigint => BigInt(v as string);
+
+export const newId = (prefix: string): string => `${prefix}_${randomBase62(20)}`;
+
+/** Either the secret key itself or its public id. */
+export type KeyRef = { apiKey: string } | { keyId: string };
+
+export class Ledger {
+  readonly db: Db;
+  private readonly secret: string;
+
+  constructor(db: Db, secret: string) {
+    this.db = db;
+    this.secret = secret;
+  }
+
+  /** The pepper for key hashes: the configured one, or one generated once and kept in the database. */
+  static async loadSecret(db: Db, configured: string | undefined): Promise<string> {
+    if (configured) return configured;
+    const fresh = randomBytes(32).toString('base64url');
+    await db.raw(`INSERT INTO settings (name, value) VALUES ('key_hash_secret', ?) ON CONFLICT (name) DO NOTHING`, [fresh]);
+    const rows = rowsOf(await db.raw(`SELECT value FROM settings WHERE name = 'key_hash_secret'`));
+    return rows[0]!.value as string;
+  }
+
+  hash(apiKey: string): Buffer {
+    return hashKey(apiKey, this.secret);
+  }
+
+  async createAccountWithKey(opts: { creditsNano: bigint; label: string; externalId?: string; cause: string }): Promise<{ apiKey: string; key: KeyRow; balanceNano: bigint }> {
+    if (opts.creditsNano < 0n) throw new LedgerError('invalid_amount', 'credits must not be negative');
+    const accountId = newId('acct');
+    const keyId = newId('key');
+    const apiKey = generateKey();
+    await this.db.transaction(async (trx) => {
+      await trx.raw(`INSERT INTO accounts (id, label) VALUES (?, ?)`, [accountId, opts.label]);
+      await trx.raw(`INSERT INTO api_keys (id, account_id, key_hash, prefix) VALUES (?, ?, ?, ?)`, [keyId, accountId, this.hash(apiKey), visiblePrefix(apiKey)]);
+    });
+    let balanceNano = 0n;
+    if (opts.creditsNano > 0n) {
+      const r = await this.topUp({ accountId, amountNano: opts.creditsNano, externalId: opts.externalId ?? `create:${accountId}`, cause: opts.cause });
+      balanceNano = r.balanceNano;
+    }
+    return { apiKey, key: { keyId, accountId, prefix: visiblePrefix(apiKey) }, balanceNano };
+  }
+
+  /** Live (not revoked) key by secret or id. */
+  async findKey(ref: KeyRef, includeRevoked = false): Promise<KeyRow | undefined> {
+    const [col, val] = 'apiKey' in ref ? ['key_hash', this.hash(ref.apiKey)] : ['id', ref.keyId];
+    const rows = rowsOf(
+      await this.db.raw(`SELECT id, account_id, prefix FROM api_keys WHERE ${col} = ? ${includeRevoked ? '' : 'AND revoked_at IS NULL'}`, [val]),
+    );
+    const r = rows[0];
+    return r ? { keyId: r.id as string, accountId: r.account_id as string, prefix: r.prefix as string } : undefined;
+  }
+
+  /**
+   * Credits an account once per external id. Concurrent calls with the same id serialise on
+   * the unique index; the losers see `applied: false`.
+   */
+  async topUp(opts: { accountId: string; amountNano: bigint; externalId: string; cause: string }): Promise<{ applied: boolean; balanceNano: bigint }> {
+    if (opts.amountNano <= 0n) throw new LedgerError('invalid_amount', 'a top-up must be positive');
+    if (!opts.externalId) throw new LedgerError('invalid_amount', 'a top-up needs an external id');
+    return this.db.transaction(async (trx) => {
+      const acct = rowsOf(await trx.raw(`SELECT balance_nano::text AS b FROM accounts WHERE id = ? FOR UPDATE`, [opts.accountId]))[0];
+      if (!acct) throw new LedgerError('unknown_key', 'no such account');
+      const after = big(acct.b) + opts.amountNano;
+      const inserted = rowsOf(
+        await trx.raw(
+          `INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, external_id, cause)
+           VALUES (?, CAST(? AS bigint), 'topup', CAST(? AS bigint), ?, ?)
+           ON CONFLICT (external_id) WHERE kind = 'topup' DO NOTHING RETURNING id`,
+          [opts.accountId, opts.amountNano.toString(), after.toString(), opts.externalId, opts.cause],
+        ),
+      );
+      if (inserted.length === 0) return { applied: false, balanceNano: big(acct.b) };
+      await trx.raw(`UPDATE accounts SET balance_nano = balance_nano + CAST(? AS bigint) WHERE id = ?`, [opts.amountNano.toString(), opts.accountId]);
+      return { applied: true, balanceNano: after };
+    });
+  }
+
+  async balance(accountId: string): Promise<Balance> {
+    const r = rowsOf(await this.db.raw(`SELECT balance_nano::text AS b, held_nano::text AS h FROM accounts WHERE id = ?`, [accountId]))[0];
+    if (!r) throw new LedgerError('unknown_key', 'no such account');
+    const b = big(r.b);
+    const h = big(r.h);
+    return { accountId, balanceNano: b, heldNano: h, availableNano: b - h };
+  }
+
+  /** New key on the same account; the old one is revoked in the same transaction. */
+  async rotate(keyId: string): Promise<{ apiKey: string; key: KeyRow }> {
+    const apiKey = generateKey();
+    const newKeyId = newId('key');
+    return this.db.transaction(async (trx) => {
+      const old = rowsOf(await trx.raw(`SELECT account_id FROM api_keys WHERE id = ? AND revoked_at IS NULL FOR UPDATE`, [keyId]))[0];
+      if (!old) throw new LedgerError('unknown_key', 'no such live key');
+      const accountId = old.account_id as string;
+      await trx.raw(`INSERT INTO api_keys (id, account_id, key_hash, prefix) VALUES (?, ?, ?, ?)`, [newKeyId, accountId, this.hash(apiKey), visiblePrefix(apiKey)]);
+      await trx.raw(`UPDATE api_keys SET revoked_at = now(), replaced_by = ? WHERE id = ?`, [newKeyId, keyId]);
+      return { apiKey, key: { keyId: newKeyId, accountId, prefix: visiblePrefix(apiKey) } };
+    });
+  }
+
+  async revoke(keyId: string): Promise<boolean> {
+    const rows = rowsOf(await this.db.raw(`UPDATE api_keys SET revoked_at = now() WHERE id = ? AND revoked_at IS NULL RETURNING id`, [keyId]));
+    return rows.length > 0;
+  }
+
+  /**
+   * Places a hold for a request in one statement, checking the key on the way (a revoked key
+   * fails here even if a cache somewhere still believed in it). Holds min(max, available)
+   * when available >= min; otherwise nothing. The row lock on the account serialises
+   * concurrent holds, and the CHECK held <= balance backs it up.
+   */
+  async placeHold(opts: { apiKeyHash: Buffer; requestId: string; minNano: bigint; maxNano: bigint; ttlSeconds: number }): Promise<HoldResult> {
+    const min = opts.minNano.toString();
+    const max = opts.maxNano.toString();
+    let rows: Row[];
+    try {
+      rows = rowsOf(
+        await this.db.raw(
+          `WITH k AS (
+             SELECT id, account_id FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
+           ), cur AS (
+             SELECT a.id, a.balance_nano - a.held_nano AS avail FROM accounts a JOIN k ON a.id = k.account_id FOR UPDATE OF a
+           ), upd AS (
+             UPDATE accounts SET held_nano = held_nano + LEAST(CAST(? AS bigint), cur.avail)
+             FROM cur WHERE accounts.id = cur.id AND cur.avail >= CAST(? AS bigint)
+             RETURNING LEAST(CAST(? AS bigint), cur.avail) AS amount
+           ), ins AS (
+             INSERT INTO holds (request_id, account_id, key_id, amount_nano, expires_at)
+             SELECT ?, k.account_id, k.id, upd.amount, now() + make_interval(secs => ?) FROM k, upd
+             RETURNING amount_nano
+           )
+           SELECT k.id AS key_id, k.account_id, cur.avail::text AS avail, (SELECT amount_nano::text FROM ins) AS held
+           FROM k LEFT JOIN cur ON true`,
+          [opts.apiKeyHash, max, min, max, opts.requestId, opts.ttlSeconds],
+        ),
+      );
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505') throw new LedgerError('duplicate_request', `request id ${opts.requestId} was already used`);
+      throw err;
+    }
+    const r = rows[0];
+    if (!r) return { kind: 'unknown_key' };
+    const base = { keyId: r.key_id as string, accountId: r.account_id as string, availableNano: big(r.avail ?? '0') };
+    return r.held == null ? { kind: 'insufficient', ...base } : { kind: 'held', ...base, amountNano: big(r.held) };
+  }
+
+  /** Pushes a long stream's hold expiry forward so the sweeper leaves it alone. */
+  async renewHold(requestId: string, ttlSeconds: number): Promise<void> {
+    await this.db.raw(`UPDATE holds SET expires_at = now() + make_interval(secs => ?) WHERE request_id = ? AND status = 'active'`, [ttlSeconds, requestId]);
+  }
+
+  /**
+   * Settles a hold exactly once: charges min(cost, hold), releases the rest, appends the
+   * ledger row (when something was charged) and writes the usage row, in one statement.
+   * A second call for the same request changes nothing and returns the first figure.
+   */
+  async settle(s: SettleInput): Promise<SettleResult> {
+    const cost = s.costNano.toString();
+    const rows = rowsOf(
+      await this.db.raw(
+        `WITH h AS (
+           UPDATE holds SET status = 'settled', charged_nano = LEAST(CAST(? AS bigint), amount_nano), closed_at = now()
+           WHERE request_id = ? AND status = 'active'
+           RETURNING account_id, key_id, amount_nano, charged_nano
+         ), a AS (
+           UPDATE accounts SET balance_nano = accounts.balance_nano - h.charged_nano, held_nano = accounts.held_nano - h.amount_nano
+           FROM h WHERE accounts.id = h.account_id
+           RETURNING accounts.balance_nano
+         ), l AS (
+           INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, request_id, cause)
+           SELECT h.account_id, -h.charged_nano, 'charge', a.balance_nano, ?, 'request' FROM h, a WHERE h.charged_nano > 0
+         ), u AS (
+           INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
+             cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms)
+           SELECT ?, h.account_id, h.key_id, ?, ?, CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), ?,
+             h.charged_nano, CAST(? AS bigint) - h.charged_nano, ?, ?, ? FROM h
+         )
+         SELECT charged_nano::text AS charged FROM h`,
+        [
+          cost, s.requestId, s.requestId, s.requestId, s.model, s.route,
+          s.inputTokens.toString(), s.outputTokens.toString(), s.cachedTokens.toString(), s.cacheWriteTokens.toString(), s.usageEstimated,
+          cost, s.status, s.httpStatus, s.latencyMs,
+        ],
+      ),
+    );
+    if (rows[0]) return { chargedNano: big(rows[0].charged), firstSettle: true };
+    const prior = rowsOf(await this.db.raw(`SELECT cost_nano::text AS c FROM usage_records WHERE request_id = ?`, [s.requestId]))[0];
+    return { chargedNano: prior ? big(prior.c) : 0n, firstSettle: false };
+  }
+
+  /**
+   * Releases holds whose process died before settling. Safe to run in many instances at
+   * once: each hold is claimed by one of them (SKIP LOCKED) and only while still active.
+   */
+  async expireHolds(limit = 1000): Promise<number> {
+    const rows = rowsOf(
+      await this.db.raw(
+        `WITH h AS (
+           UPDATE holds SET status = 'expired', charged_nano = 0, closed_at = now()
+           WHERE request_id IN (
+             SELECT request_id FROM holds WHERE status = 'active' AND expires_at < now()
+             ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED
+           ) AND status = 'active'
+           RETURNING request_id, account_id, key_id, amount_nano
+         ), per_account AS (
+           SELECT account_id, sum(amount_nano) AS amount FROM h GROUP BY account_id
+         ), a AS (
+           UPDATE accounts SET held_nano = accounts.held_nano - per_account.amount
+           FROM per_account WHERE accounts.id = per_account.account_id
+         ), u AS (
+           INSERT INTO usage_records (request_id, account_id, key_id, model, route, cost_nano, status, http_status, latency_ms)
+           SELECT request_id, account_id, key_id, '', '', 0, 'hold_expired', 0, 0 FROM h
+           ON CONFLICT (request_id) DO NOTHING
+         )
+         SELECT count(*)::int AS n FROM h`,
+        [limit],
+      ),
+    );
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  async listUsage(keyId: string, limit: number): Promise<UsageRow[]> {
+    // Usage of every key of the account this key belongs to: rotation keeps the history.
+    const rows = rowsOf(
+      await this.db.raw(
+        `SELECT u.request_id, u.key_id, u.model, u.route, u.input_tokens::text AS i, u.output_tokens::text AS o,
+                u.cached_tokens::text AS c, u.cache_write_tokens::text AS w, u.cost_nano::text AS cost, u.status,
+                u.http_status, u.latency_ms, u.created_at
+         FROM usage_records u JOIN api_keys k ON k.id = ?
+         WHERE u.account_id = k.account_id ORDER BY u.created_at DESC, u.request_id LIMIT ?`,
+        [keyId, limit],
+      ),
+    );
+    return rows.map((r) => ({
+      requestId: r.request_id as string,
+      keyId: r.key_id as string,
+      model: r.model as string,
+      route: r.route as string,
+      inputTokens: big(r.i),
+      outputTokens: big(r.o),
+      cachedTokens: big(r.c),
+      cacheWriteTokens: big(r.w),
+      costNano: big(r.cost),
+      status: r.status as string,
+      httpStatus: Number(r.http_status),
+      latencyMs: Number(r.latency_ms),
+      createdAt: new Date(r.created_at as string),
+    }));
+  }
+}

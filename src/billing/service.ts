@@ -1,0 +1,77 @@
+// BillingService: keys, balances, top-ups and usage over RPC. Money logic lives in the
+// ledger; this maps messages to it.
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import type { ServiceImpl } from '@connectrpc/connect';
+import type { BillingService, KeyRef } from '../gen/gateway/v1/billing_pb.js';
+import { gatewayError, badRequest } from '../rpc/errors.ts';
+import { isWellFormedKey } from './keys.ts';
+import { LedgerError, type KeyRow, type Ledger } from './ledger.ts';
+
+const keyNotFound = () => gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'key_not_found', message: 'No live key matches.' });
+
+export function billingService(ledger: Ledger): ServiceImpl<typeof BillingService> {
+  async function resolve(ref: KeyRef | undefined, includeRevoked = false): Promise<KeyRow> {
+    const r = ref?.ref;
+    if (!r?.case || !r.value) throw badRequest('key (api_key or key_id) is required', 'missing_required_parameter', 'key');
+    if (r.case === 'apiKey' && !isWellFormedKey(r.value)) throw keyNotFound();
+    const row = await ledger.findKey(r.case === 'apiKey' ? { apiKey: r.value } : { keyId: r.value }, includeRevoked);
+    if (!row) throw keyNotFound();
+    return row;
+  }
+
+  const positive = (v: bigint, what: string) => {
+    if (v <= 0n) throw badRequest(`${what} must be a positive number of nano-USD`, 'invalid_value', what);
+  };
+
+  return {
+    async createKey(req) {
+      if (req.creditsNano < 0n) throw badRequest('credits_nano must not be negative', 'invalid_value', 'credits_nano');
+      const r = await ledger.createAccountWithKey({ creditsNano: req.creditsNano, label: req.label, ...(req.externalId ? { externalId: req.externalId } : {}), cause: 'billing-rpc:create-key' });
+      return { apiKey: r.apiKey, keyId: r.key.keyId, accountId: r.key.accountId, prefix: r.key.prefix, balanceNano: r.balanceNano };
+    },
+
+    async topUp(req) {
+      positive(req.amountNano, 'amount_nano');
+      if (!req.externalId) throw badRequest('external_id is required so a retried top-up applies once', 'missing_required_parameter', 'external_id');
+      const key = await resolve(req.key, true);
+      const r = await ledger.topUp({ accountId: key.accountId, amountNano: req.amountNano, externalId: req.externalId, cause: req.cause || 'billing-rpc' });
+      return { applied: r.applied, balanceNano: r.balanceNano };
+    },
+
+    async getBalance(req) {
+      const key = await resolve(req.key, true);
+      const b = await ledger.balance(key.accountId);
+      return { accountId: b.accountId, balanceNano: b.balanceNano, heldNano: b.heldNano, availableNano: b.availableNano };
+    },
+
+    async rotateKey(req) {
+      const key = await resolve(req.key);
+      try {
+        const r = await ledger.rotate(key.keyId);
+        return { apiKey: r.apiKey, keyId: r.key.keyId, prefix: r.key.prefix, revokedKeyId: key.keyId };
+      } catch (err) {
+        if (err instanceof LedgerError && err.code === 'unknown_key') throw keyNotFound();
+        throw err;
+      }
+    },
+
+    async revokeKey(req) {
+      const key = await resolve(req.key, true);
+      return { revoked: await ledger.revoke(key.keyId) };
+    },
+
+    async listUsage(req) {
+      const key = await resolve(req.key, true);
+      const limit = req.limit <= 0 ? 50 : Math.min(req.limit, 1000);
+      const rows = await ledger.listUsage(key.keyId, limit);
+      return {
+        records: rows.map((r) => ({
+          requestId: r.requestId, keyId: r.keyId, model: r.model, route: r.route,
+          inputTokens: r.inputTokens, outputTokens: r.outputTokens, cachedTokens: r.cachedTokens, cacheWriteTokens: r.cacheWriteTokens,
+          costNano: r.costNano, status: r.status, httpStatus: r.httpStatus, latencyMs: r.latencyMs,
+          createdAt: timestampFromDate(r.createdAt),
+        })),
+      };
+    },
+  };
+}

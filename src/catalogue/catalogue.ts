@@ -1,0 +1,42 @@
+// The catalogue at run time: the declarative list joined with which providers have
+// credentials. Lookups are by the id callers use.
+import type { Config, ProviderConfig, ProviderName } from '../config/config.ts';
+import { parseDecimal } from '../billing/money.ts';
+import { MODELS, type CatalogueEntry } from './models.ts';
+
+export interface ResolvedModel extends CatalogueEntry {
+  available: boolean;
+  unavailableReason: string;
+  providerConfig: ProviderConfig;
+}
+
+export class Catalogue {
+  private readonly byId = new Map<string, ResolvedModel>();
+
+  constructor(config: Config, entries: readonly CatalogueEntry[] = MODELS) {
+    for (const e of entries) {
+      for (const p of Object.values(e.prices)) parseDecimal(p); // a bad price fails the start, not a request
+      if (this.byId.has(e.id)) throw new Error(`catalogue lists ${e.id} twice`);
+      const pc = config.providers[e.provider];
+      const reason = !e.enabled ? 'disabled in the catalogue' : pc.apiKey ? '' : `${e.provider.toUpperCase()}_API_KEY is not set`;
+      this.byId.set(e.id, { ...e, available: reason === '', unavailableReason: reason, providerConfig: pc });
+    }
+  }
+
+  get(id: string): ResolvedModel | undefined {
+    return this.byId.get(id);
+  }
+
+  list(): ResolvedModel[] {
+    return [...this.byId.values()];
+  }
+
+  /** Providers that have models but no credentials: one log line each at start. */
+  providersWithoutCredentials(): { provider: ProviderName; models: string[] }[] {
+    const missing = new Map<ProviderName, string[]>();
+    for (const m of this.byId.values()) {
+      if (m.enabled && !m.providerConfig.apiKey) missing.set(m.provider, [...(missing.get(m.provider) ?? []), m.id]);
+    }
+    return [...missing].map(([provider, models]) => ({ provider, models }));
+  }
+}

@@ -1,0 +1,92 @@
+// Everything the gateway reads from the environment, in one place, parsed once at start.
+import path from 'node:path';
+
+export type ProviderName = 'openai' | 'anthropic' | 'xai' | 'deepseek' | 'cohere' | 'bfl';
+
+export interface ProviderConfig {
+  name: ProviderName;
+  /** Same form as the provider SDK's own default, e.g. https://api.openai.com/v1. */
+  baseUrl: string;
+  apiKey: string | undefined;
+}
+
+export interface Config {
+  host: string;
+  port: number;
+  grpcHost: string;
+  grpcPort: number;
+  databaseUrl: string | undefined;
+  dataDir: string;
+  /** Pepper for key hashes; when unset one is generated and kept in the database. */
+  keyHashSecret: string | undefined;
+  /** Bearer token required on the network RPC port; unset means the port is open (bind it privately). */
+  adminToken: string | undefined;
+  providers: Record<ProviderName, ProviderConfig>;
+  /** Largest request body the HTTP facade accepts on JSON routes. */
+  bodyLimitBytes: number;
+  upstream: {
+    connectTimeoutMs: number;
+    /** Time to the upstream's response headers. */
+    headersTimeoutMs: number;
+    /** Longest silence between two body chunks (idle stream). */
+    bodyTimeoutMs: number;
+  };
+  holds: {
+    /** A hold not settled by then (crashed process) is released by the sweeper. */
+    ttlSeconds: number;
+    sweepIntervalMs: number;
+  };
+  logLevel: string;
+}
+
+const DEFAULT_BASE_URLS: Record<ProviderName, string> = {
+  openai: 'https://api.openai.com/v1',
+  anthropic: 'https://api.anthropic.com',
+  xai: 'https://api.x.ai/v1',
+  deepseek: 'https://api.deepseek.com',
+  cohere: 'https://api.cohere.com',
+  bfl: 'https://api.bfl.ai/v1',
+};
+
+function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got ${JSON.stringify(raw)}`);
+  return n;
+}
+
+function nonEmpty(v: string | undefined): string | undefined {
+  return v === undefined || v.trim() === '' ? undefined : v.trim();
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const providers = {} as Record<ProviderName, ProviderConfig>;
+  for (const name of Object.keys(DEFAULT_BASE_URLS) as ProviderName[]) {
+    const upper = name.toUpperCase();
+    const baseUrl = (nonEmpty(env[`${upper}_BASE_URL`]) ?? DEFAULT_BASE_URLS[name]).replace(/\/+$/, '');
+    providers[name] = { name, baseUrl, apiKey: nonEmpty(env[`${upper}_API_KEY`]) };
+  }
+  return {
+    host: nonEmpty(env.HOST) ?? '0.0.0.0',
+    port: int(env, 'PORT', 8080),
+    grpcHost: nonEmpty(env.GRPC_HOST) ?? '0.0.0.0',
+    grpcPort: int(env, 'GRPC_PORT', 8081),
+    databaseUrl: nonEmpty(env.DATABASE_URL),
+    dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? 'data'),
+    keyHashSecret: nonEmpty(env.KEY_HASH_SECRET),
+    adminToken: nonEmpty(env.ADMIN_TOKEN),
+    providers,
+    bodyLimitBytes: int(env, 'BODY_LIMIT_BYTES', 4 * 1024 * 1024),
+    upstream: {
+      connectTimeoutMs: int(env, 'UPSTREAM_CONNECT_TIMEOUT_MS', 10_000),
+      headersTimeoutMs: int(env, 'UPSTREAM_HEADERS_TIMEOUT_MS', 600_000),
+      bodyTimeoutMs: int(env, 'UPSTREAM_BODY_TIMEOUT_MS', 300_000),
+    },
+    holds: {
+      ttlSeconds: int(env, 'HOLD_TTL_SECONDS', 900),
+      sweepIntervalMs: int(env, 'HOLD_SWEEP_INTERVAL_MS', 30_000),
+    },
+    logLevel: nonEmpty(env.LOG_LEVEL) ?? 'info',
+  };
+}

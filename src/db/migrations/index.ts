@@ -1,0 +1,14 @@
+// Migrations are imported modules, not files knex discovers on disk, so they run the same
+// under Node's type stripping, vitest and any bundler.
+import type { Knex } from 'knex';
+import * as m001 from './001_ledger.ts';
+
+const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
+  '001_ledger': m001,
+};
+
+export const migrationSource: Knex.MigrationSource<string> = {
+  getMigrations: async () => Object.keys(migrations),
+  getMigrationName: (name) => name,
+  getMigration: async (name) => migrations[name]!,
+};

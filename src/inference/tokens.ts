@@ -1,0 +1,73 @@
+// Token estimates for holds and token counts for upstreams that report no usage.
+import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
+
+type Json = Record<string, unknown>;
+
+/** Tokens an image part may cost at most (high detail, many tiles); it has few bytes of its own. */
+export const IMAGE_PART_TOKENS = 2_000;
+const PER_MESSAGE_OVERHEAD = 8;
+const PER_REQUEST_OVERHEAD = 16;
+
+const utf8Length = (s: string): number => Buffer.byteLength(s, 'utf8');
+
+/**
+ * An upper bound on the request's input tokens without tokenizing: a byte-level BPE token
+ * covers at least one byte, so text bytes bound text tokens. Images are counted at their
+ * ceiling, not by the bytes of their URL or data. Cheap enough for every request.
+ */
+export function inputTokensUpperBound(body: Json): number {
+  let total = PER_REQUEST_OVERHEAD;
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  for (const m of messages as Json[]) {
+    total += PER_MESSAGE_OVERHEAD;
+    if (m === null || typeof m !== 'object') continue;
+    for (const [k, v] of Object.entries(m)) {
+      if (k === 'content') total += contentUpperBound(v);
+      else if (typeof v === 'string') total += utf8Length(v);
+      else if (v !== null && v !== undefined) total += utf8Length(JSON.stringify(v));
+    }
+  }
+  for (const field of ['tools', 'functions', 'response_format', 'tool_choice', 'prediction']) {
+    if (body[field] !== undefined) total += utf8Length(JSON.stringify(body[field]));
+  }
+  return total;
+}
+
+function contentUpperBound(content: unknown): number {
+  if (typeof content === 'string') return utf8Length(content);
+  if (!Array.isArray(content)) return content == null ? 0 : utf8Length(JSON.stringify(content));
+  let n = 0;
+  for (const part of content as Json[]) {
+    if (part?.type === 'text' && typeof part.text === 'string') n += utf8Length(part.text) + 4;
+    else if (part?.type === 'image_url') n += IMAGE_PART_TOKENS;
+    else n += utf8Length(JSON.stringify(part));
+  }
+  return n;
+}
+
+export function countTextTokens(text: string): number {
+  return text.length === 0 ? 0 : countTokens(text);
+}
+
+/** The request's input tokens as an OpenAI-style tokenizer sees them (o200k_base). */
+export function countInputTokens(body: Json): number {
+  let total = 3;
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  for (const m of messages as Json[]) {
+    total += 3;
+    if (m === null || typeof m !== 'object') continue;
+    const content = m.content;
+    if (typeof content === 'string') total += countTextTokens(content);
+    else if (Array.isArray(content)) {
+      for (const part of content as Json[]) {
+        if (part?.type === 'text' && typeof part.text === 'string') total += countTextTokens(part.text);
+        else if (part?.type === 'image_url') total += IMAGE_PART_TOKENS;
+        else total += countTextTokens(JSON.stringify(part));
+      }
+    }
+    if (typeof m.name === 'string') total += 1 + countTextTokens(m.name);
+    if (m.tool_calls !== undefined) total += countTextTokens(JSON.stringify(m.tool_calls));
+  }
+  if (body.tools !== undefined) total += countTextTokens(JSON.stringify(body.tools));
+  return total;
+}

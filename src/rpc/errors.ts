@@ -1,0 +1,66 @@
+// One error type for every failure the services report. It travels as a ConnectError with a
+// GatewayError detail, so the HTTP facade can answer in the route's own shape and status and
+// a gRPC caller sees the same facts.
+import { create } from '@bufbuild/protobuf';
+import { Code, ConnectError } from '@connectrpc/connect';
+import { GatewayErrorSchema, type GatewayError } from '../gen/gateway/v1/errors_pb.js';
+
+export interface GatewayErrorInit {
+  httpStatus: number;
+  type: string;
+  code?: string;
+  param?: string;
+  message: string;
+  upstreamBody?: Uint8Array;
+  retryAfterSeconds?: number;
+  requestId?: string;
+}
+
+function connectCode(status: number): Code {
+  switch (status) {
+    case 400: return Code.InvalidArgument;
+    case 401: return Code.Unauthenticated;
+    case 402: return Code.FailedPrecondition;
+    case 403: return Code.PermissionDenied;
+    case 404: return Code.NotFound;
+    case 409: return Code.AlreadyExists;
+    case 413: return Code.InvalidArgument;
+    case 429: return Code.ResourceExhausted;
+    case 501: return Code.Unimplemented;
+    case 502: case 503: return Code.Unavailable;
+    case 504: return Code.DeadlineExceeded;
+    default: return status >= 500 ? Code.Internal : Code.InvalidArgument;
+  }
+}
+
+export function gatewayError(init: GatewayErrorInit): ConnectError {
+  const detail = create(GatewayErrorSchema, {
+    httpStatus: init.httpStatus,
+    type: init.type,
+    code: init.code ?? '',
+    param: init.param ?? '',
+    message: init.message,
+    upstreamBody: init.upstreamBody ?? new Uint8Array(),
+    retryAfterSeconds: init.retryAfterSeconds ?? 0,
+    requestId: init.requestId ?? '',
+  });
+  return new ConnectError(init.message, connectCode(init.httpStatus), undefined, [{ desc: GatewayErrorSchema, value: detail }]);
+}
+
+/** The GatewayError behind any thrown value; unknown failures become a 500. */
+export function toGatewayError(err: unknown): GatewayError {
+  const ce = ConnectError.from(err);
+  const found = ce.findDetails(GatewayErrorSchema)[0];
+  if (found) return found;
+  const status = ce.code === Code.Canceled ? 499 : ce.code === Code.DeadlineExceeded ? 504 : 500;
+  return create(GatewayErrorSchema, { httpStatus: status, type: 'server_error', message: 'internal gateway error' });
+}
+
+export const UNAUTHORIZED_MESSAGE = 'Invalid API key. Pass a gateway key (prx-…) as "Authorization: Bearer <key>" or "x-api-key: <key>".';
+
+/** One answer for missing, malformed, unknown and revoked keys, so none can be told apart. */
+export const unauthorized = (): ConnectError =>
+  gatewayError({ httpStatus: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: UNAUTHORIZED_MESSAGE });
+
+export const badRequest = (message: string, code: string, param?: string): ConnectError =>
+  gatewayError({ httpStatus: 400, type: 'invalid_request_error', code, message, ...(param ? { param } : {}) });

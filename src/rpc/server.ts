@@ -1,0 +1,49 @@
+// The services, served two ways from one router definition: over the network (Connect, gRPC
+// and gRPC-Web on one HTTP/2 port) and in-process for the HTTP facade (no network hop).
+import http2 from 'node:http2';
+import type { ServiceImpl, Interceptor, ConnectRouter } from '@connectrpc/connect';
+import { Code, ConnectError, createRouterTransport } from '@connectrpc/connect';
+import { connectNodeAdapter } from '@connectrpc/connect-node';
+import { BillingService } from '../gen/gateway/v1/billing_pb.js';
+import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
+import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
+
+export interface Services {
+  billing: ServiceImpl<typeof BillingService>;
+  catalogue: ServiceImpl<typeof CatalogueService>;
+  inference: ServiceImpl<typeof InferenceService>;
+}
+
+export function routes(s: Services) {
+  return (router: ConnectRouter) => {
+    router.service(BillingService, s.billing);
+    router.service(CatalogueService, s.catalogue);
+    router.service(InferenceService, s.inference);
+  };
+}
+
+export function inProcessTransport(s: Services) {
+  return createRouterTransport(routes(s));
+}
+
+/**
+ * When ADMIN_TOKEN is set, Billing and Catalogue calls over the network must carry it.
+ * Inference calls authenticate with the caller's own gateway key instead.
+ */
+function adminGuard(token: string): Interceptor {
+  return (next) => async (req) => {
+    if (req.service.typeName !== InferenceService.typeName && req.header.get('authorization') !== `Bearer ${token}`) {
+      throw new ConnectError('admin token required', Code.Unauthenticated);
+    }
+    return next(req);
+  };
+}
+
+export function startRpcServer(s: Services, opts: { host: string; port: number; adminToken: string | undefined }): Promise<http2.Http2Server> {
+  const handler = connectNodeAdapter({ routes: routes(s), interceptors: opts.adminToken ? [adminGuard(opts.adminToken)] : [] });
+  const server = http2.createServer(handler);
+  return new Promise((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => resolve(server));
+  });
+}

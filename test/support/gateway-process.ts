@@ -1,0 +1,60 @@
+// Runs the gateway as its own process, exactly as `npm start` does, with its logs in a file.
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { freePort } from './ports.ts';
+
+export interface GatewayProcess {
+  httpUrl: string;
+  rpcUrl: string;
+  logFile: string;
+  child: ChildProcess;
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+const ROOT = path.resolve(import.meta.dirname, '..', '..');
+
+export async function startGatewayProcess(opts: { env: Record<string, string>; logFile: string; command?: string[] }): Promise<GatewayProcess> {
+  const port = Number(opts.env.PORT) || (await freePort());
+  const grpcPort = Number(opts.env.GRPC_PORT) || (await freePort());
+  const log = fs.openSync(opts.logFile, 'a');
+  const [cmd, ...args] = opts.command ?? [process.execPath, 'src/main.ts'];
+  const child = spawn(cmd!, args, {
+    cwd: ROOT,
+    env: { ...process.env, HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', ...opts.env, PORT: String(port), GRPC_PORT: String(grpcPort) },
+    stdio: ['ignore', log, log],
+    // Own process group, so stopping `npm start` stops the node process under it too.
+    detached: true,
+  });
+  fs.closeSync(log);
+  const httpUrl = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 60_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`gateway exited with ${child.exitCode}; log: ${fs.readFileSync(opts.logFile, 'utf8').slice(-3000)}`);
+    try {
+      const r = await fetch(`${httpUrl}/readyz`);
+      if (r.ok) break;
+    } catch {
+      // not listening yet
+    }
+    if (Date.now() > deadline) throw new Error(`gateway not ready in time; log: ${fs.readFileSync(opts.logFile, 'utf8').slice(-3000)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return {
+    httpUrl,
+    rpcUrl: `http://127.0.0.1:${grpcPort}`,
+    logFile: opts.logFile,
+    child,
+    stop(signal = 'SIGTERM') {
+      if (child.exitCode !== null) return Promise.resolve(child.exitCode);
+      return new Promise((resolve) => {
+        child.once('exit', (code) => resolve(code));
+        try {
+          process.kill(-child.pid!, signal);
+        } catch {
+          child.kill(signal);
+        }
+      });
+    },
+  };
+}

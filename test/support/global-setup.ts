@@ -1,0 +1,62 @@
+// Starts the real parts once for the test run: a throwaway PostgreSQL cluster, the upstream
+// simulator and the gateway process pointed at both. Tests reach them through inject().
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import type { TestProject } from 'vitest/node';
+import { createDatabase, startPostgres } from './postgres.ts';
+import { startSimulator } from '../upstream/simulator.ts';
+import { startGatewayProcess } from './gateway-process.ts';
+
+export const UPSTREAM_KEY = 'sk-sim-upstream-secret';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    gatewayUrl: string;
+    rpcUrl: string;
+    databaseUrl: string;
+    adminDatabaseUrl: string;
+    simulatorUrl: string;
+    gatewayLog: string;
+    workDir: string;
+  }
+}
+
+export default async function setup(project: TestProject) {
+  const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-test-'));
+  const pg = await startPostgres();
+  await createDatabase(pg.url(), 'gateway');
+  const sim = await startSimulator({ apiKey: UPSTREAM_KEY });
+  const gatewayLog = path.join(workDir, 'gateway.log');
+  const gw = await startGatewayProcess({
+    logFile: gatewayLog,
+    env: {
+      DATABASE_URL: pg.url('gateway'),
+      OPENAI_API_KEY: UPSTREAM_KEY,
+      OPENAI_BASE_URL: `${sim.url}/v1`,
+      XAI_API_KEY: UPSTREAM_KEY,
+      XAI_BASE_URL: `${sim.url}/v1`,
+      DEEPSEEK_API_KEY: UPSTREAM_KEY,
+      DEEPSEEK_BASE_URL: `${sim.url}/v1`,
+      // Short enough for the hang tests, long enough for a loaded 2-core machine.
+      UPSTREAM_HEADERS_TIMEOUT_MS: '2000',
+      UPSTREAM_BODY_TIMEOUT_MS: '2000',
+      LOG_LEVEL: 'info',
+    },
+  });
+
+  project.provide('gatewayUrl', gw.httpUrl);
+  project.provide('rpcUrl', gw.rpcUrl);
+  project.provide('databaseUrl', pg.url('gateway'));
+  project.provide('adminDatabaseUrl', pg.url());
+  project.provide('simulatorUrl', sim.url);
+  project.provide('gatewayLog', gatewayLog);
+  project.provide('workDir', workDir);
+
+  return async () => {
+    await gw.stop();
+    await sim.close();
+    await pg.stop();
+    if (!process.env.KEEP_TEST_DIR) fs.rmSync(workDir, { recursive: true, force: true });
+  };
+}

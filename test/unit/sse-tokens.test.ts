@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { readSse } from '../../src/inference/sse.ts';
+import { countInputTokens, inputTokensUpperBound } from '../../src/inference/tokens.ts';
+
+async function collect(chunks: (string | Uint8Array)[]) {
+  async function* gen() { for (const c of chunks) yield c; }
+  const out = [];
+  for await (const e of readSse(gen())) out.push(e);
+  return out;
+}
+
+describe('sse reader', () => {
+  it('splits events across arbitrary chunk boundaries, CRLF and multi-byte characters', async () => {
+    const text = 'data: {"a":"é€"}\n\n: comment\n\nevent: error\ndata: line1\ndata: line2\r\n\r\ndata: [DONE]\n\n';
+    const bytes = new TextEncoder().encode(text);
+    const pieces: Uint8Array[] = [];
+    for (let i = 0; i < bytes.length; i += 3) pieces.push(bytes.slice(i, i + 3));
+    expect(await collect(pieces)).toEqual([
+      { event: 'message', data: '{"a":"é€"}' },
+      { event: 'error', data: 'line1\nline2' },
+      { event: 'message', data: '[DONE]' },
+    ]);
+  });
+
+  it('yields a last event that has no trailing blank line', async () => {
+    expect(await collect(['data: x'])).toEqual([{ event: 'message', data: 'x' }]);
+  });
+});
+
+describe('token estimates', () => {
+  const body = {
+    model: 'gpt-4o-mini',
+    messages: [
+      { role: 'system', content: 'You are terse.' },
+      { role: 'user', content: [{ type: 'text', text: 'Describe this picture in detail, please — ünïcödé.' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,' + 'A'.repeat(50_000) } }] },
+    ],
+    tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } } } }],
+  };
+
+  it('the hold bound is never below the counted tokens, and ignores image bytes', () => {
+    const upper = inputTokensUpperBound(body);
+    const counted = countInputTokens(body);
+    expect(upper).toBeGreaterThanOrEqual(counted);
+    expect(upper).toBeLessThan(5_000); // not 50,000 bytes of base64
+  });
+
+  it('counts text with a real tokenizer', () => {
+    const short = countInputTokens({ messages: [{ role: 'user', content: 'hello world' }] });
+    const long = countInputTokens({ messages: [{ role: 'user', content: 'hello world '.repeat(100) }] });
+    expect(short).toBeGreaterThan(2);
+    expect(long - short).toBeGreaterThanOrEqual(190);
+  });
+});

@@ -1,0 +1,271 @@
+// A local stand-in for the upstream providers, speaking OpenAI's chat completions wire format
+// (JSON and SSE). Tests steer it per request with a directive in the last user message:
+//   "hello [sim tokens=20 fault=reset after=3]"
+// It records what it receives so tests can check what the gateway sent upstream.
+import http from 'node:http';
+import type { Socket } from 'node:net';
+import { randomBytes } from 'node:crypto';
+import { pathToFileURL } from 'node:url';
+
+export interface RecordedRequest {
+  method: string;
+  path: string;
+  headers: Record<string, string | string[] | undefined>;
+  body: unknown;
+  at: number;
+}
+
+export interface Simulator {
+  url: string;
+  port: number;
+  requests: RecordedRequest[];
+  clear(): void;
+  close(): Promise<void>;
+}
+
+type Json = Record<string, unknown>;
+const MAX_RECORDED = 10_000;
+
+/** `[sim a=1 b=x]` in the last user message -> { a: '1', b: 'x' }. */
+export function parseDirectives(body: unknown): Record<string, string> {
+  const messages = (body as Json | null)?.messages;
+  if (!Array.isArray(messages)) return {};
+  const lastUser = [...messages].reverse().find((m) => (m as Json)?.role === 'user') as Json | undefined;
+  const m = /\[sim ([^\]]*)\]/.exec(textOf(lastUser?.content));
+  const out: Record<string, string> = {};
+  for (const pair of m?.[1]?.trim().split(/\s+/) ?? []) {
+    const eq = pair.indexOf('=');
+    if (eq > 0) out[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return out;
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (Array.isArray(content)) return content.map((p) => ((p as Json)?.type === 'text' ? String((p as Json).text ?? '') : '')).join('');
+  return '';
+}
+
+/** The simulator's own prompt token count: 3 per message + ceil(text bytes / 4), plus 3. */
+export function simPromptTokens(body: unknown): number {
+  const messages = (body as Json | null)?.messages;
+  let n = 3;
+  if (Array.isArray(messages)) for (const m of messages) n += 3 + Math.ceil(Buffer.byteLength(textOf((m as Json)?.content)) / 4);
+  return n;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function openAIError(res: http.ServerResponse, status: number, message: string, type: string, code: string | null, headers: Record<string, string> = {}) {
+  const body = JSON.stringify({ error: { message, type, param: null, code } });
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers });
+  res.end(body);
+}
+
+export async function startSimulator(opts: { port?: number; host?: string; apiKey?: string } = {}): Promise<Simulator> {
+  const requests: RecordedRequest[] = [];
+  const failCounts = new Map<string, number>();
+  const sockets = new Set<Socket>();
+
+  const server = http.createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      handle(req, res, Buffer.concat(chunks)).catch(() => res.destroy());
+    });
+  });
+  server.keepAliveTimeout = 60_000;
+  server.on('connection', (s) => {
+    sockets.add(s);
+    s.on('close', () => sockets.delete(s));
+  });
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse, raw: Buffer): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://sim');
+    if (url.pathname === '/__sim/requests') {
+      if (req.method === 'DELETE') {
+        requests.length = 0;
+        res.writeHead(204).end();
+        return;
+      }
+      const since = Number(url.searchParams.get('since') ?? 0);
+      const body = JSON.stringify(requests.filter((r) => r.at >= since));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(body);
+      return;
+    }
+
+    let body: unknown = null;
+    try {
+      body = raw.length ? JSON.parse(raw.toString('utf8')) : null;
+    } catch {
+      body = null;
+    }
+    if (url.pathname.startsWith('/v1/')) {
+      requests.push({ method: req.method ?? '', path: url.pathname, headers: req.headers, body, at: Date.now() });
+      if (requests.length > MAX_RECORDED) requests.splice(0, requests.length - MAX_RECORDED);
+    }
+    if (opts.apiKey && url.pathname.startsWith('/v1/') && req.headers.authorization !== `Bearer ${opts.apiKey}`) {
+      return openAIError(res, 401, 'Incorrect API key provided.', 'invalid_request_error', 'invalid_api_key');
+    }
+
+    if (req.method === 'GET' && url.pathname === '/v1/models') {
+      const data = ['gpt-4o-mini', 'gpt-5.5', 'grok-4'].map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'sim' }));
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data }));
+      return;
+    }
+    if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
+      if (body === null || typeof body !== 'object') return openAIError(res, 400, 'We could not parse the JSON body of your request.', 'invalid_request_error', null);
+      return chat(req, res, body as Json);
+    }
+    return openAIError(res, 404, `Unknown request URL: ${req.method} ${url.pathname}`, 'invalid_request_error', 'unknown_url');
+  }
+
+  async function chat(_req: http.IncomingMessage, res: http.ServerResponse, body: Json): Promise<void> {
+    const d = parseDirectives(body);
+    let fault = d.fault;
+    if (fault && d.fail && d.id) {
+      const seen = failCounts.get(d.id) ?? 0;
+      failCounts.set(d.id, seen + 1);
+      if (seen >= Number(d.fail)) fault = undefined;
+    }
+    const delay = Number(d.delay ?? 0);
+    const after = Number(d.after ?? 0);
+    const stream = body.stream === true;
+    if (delay > 0) await sleep(delay);
+
+    switch (fault) {
+      case '500': case '502': case '503':
+        return openAIError(res, Number(fault), 'The server had an error while processing your request.', 'server_error', null);
+      case '400':
+        return openAIError(res, 400, "Invalid value for 'temperature': must be between 0 and 2.", 'invalid_request_error', 'invalid_value');
+      case '429':
+        return openAIError(res, 429, 'Rate limit reached for requests.', 'requests', 'rate_limit_exceeded', {
+          'retry-after': '1', 'x-ratelimit-limit-requests': '60', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '1s',
+        });
+      case 'hang':
+        return; // never answer; close() destroys the socket
+      case 'reset':
+        if (!stream || after === 0) { res.socket?.destroy(); return; }
+        break;
+    }
+
+    const model = String(body.model ?? '');
+    const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
+    const created = Math.floor(Date.now() / 1000);
+    const cap = (body.max_completion_tokens ?? body.max_tokens) as number | undefined;
+    const wanted = Number(d.tokens ?? 8);
+    const n = typeof cap === 'number' ? Math.min(wanted, cap) : wanted;
+    const finish = typeof cap === 'number' && cap < wanted ? 'length' : 'stop';
+    const prompt = Number(d.prompt ?? simPromptTokens(body));
+    const cached = Math.min(Number(d.cached ?? 0), prompt);
+    const usage = {
+      prompt_tokens: prompt, completion_tokens: n, total_tokens: prompt + n,
+      prompt_tokens_details: { cached_tokens: cached, audio_tokens: 0 },
+      completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+    };
+    const toolName = pickTool(body, d);
+    const words = Array.from({ length: n }, (_, i) => `w${i + 1}`);
+    const noUsage = fault === 'no_usage';
+
+    if (!stream) {
+      const message = toolName
+        ? { role: 'assistant', content: null, refusal: null, tool_calls: [{ id: `call_${id.slice(-12)}`, type: 'function', function: { name: toolName, arguments: toolArgs(words) } }] }
+        : { role: 'assistant', content: words.join(' '), refusal: null, annotations: [] };
+      const reply: Json = {
+        id, object: 'chat.completion', created, model,
+        choices: [{ index: 0, message, logprobs: null, finish_reason: toolName ? 'tool_calls' : finish }],
+        service_tier: 'default', system_fingerprint: 'fp_sim',
+      };
+      if (!noUsage) reply.usage = usage;
+      const text = JSON.stringify(reply);
+      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'x-request-id': `sim_${id}` });
+      res.end(text);
+      return;
+    }
+
+    const includeUsage = (body.stream_options as Json | undefined)?.include_usage === true && !noUsage;
+    const base = { id, object: 'chat.completion.chunk', created, model, service_tier: 'default', system_fingerprint: 'fp_sim' };
+    const send = (choices: unknown[], extra: Json = {}) => {
+      const chunk: Json = { ...base, choices, ...extra };
+      if (includeUsage && !('usage' in extra)) chunk.usage = null;
+      res.write(`data: ${JSON.stringify(chunk)}\n\n`);
+    };
+    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    res.flushHeaders();
+
+    if (fault === 'error_stream') {
+      res.end(`data: ${JSON.stringify({ error: { message: 'The model is overloaded.', type: 'server_error', param: null, code: null } })}\n\n`);
+      return;
+    }
+
+    send([{ index: 0, delta: { role: 'assistant', content: toolName ? null : '', refusal: null }, logprobs: null, finish_reason: null }]);
+    const pieces: Json[] = toolName
+      ? toolDeltas(id, toolName, toolArgs(words), n)
+      : words.map((w, i) => ({ content: i === 0 ? w : ` ${w}` }));
+    for (let i = 0; i < pieces.length; i++) {
+      if ((fault === 'reset' || fault === 'error_after') && i === after) break;
+      if (delay > 0 && i > 0) await sleep(delay);
+      if (res.destroyed) return;
+      send([{ index: 0, delta: pieces[i], logprobs: null, finish_reason: null }]);
+    }
+    if (fault === 'reset') {
+      // Let the chunks reach the peer first, as on a real network, then cut the connection.
+      await sleep(50);
+      res.socket?.destroy();
+      return;
+    }
+    if (fault === 'error_after') {
+      res.end(`data: ${JSON.stringify({ error: { message: 'The server had an error while processing your request.', type: 'server_error', param: null, code: null } })}\n\n`);
+      return;
+    }
+    send([{ index: 0, delta: {}, logprobs: null, finish_reason: toolName ? 'tool_calls' : finish }]);
+    if (includeUsage) send([], { usage });
+    res.end('data: [DONE]\n\n');
+  }
+
+  const host = opts.host ?? '127.0.0.1';
+  await new Promise<void>((resolve) => server.listen(opts.port ?? 0, host, resolve));
+  const port = (server.address() as { port: number }).port;
+  return {
+    url: `http://${host}:${port}`,
+    port,
+    requests,
+    clear: () => { requests.length = 0; },
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/** Which tool to call, if any: a `tool=` directive, a named tool_choice, or "required". */
+function pickTool(body: Json, d: Record<string, string>): string | undefined {
+  const tools = Array.isArray(body.tools) ? (body.tools as Json[]) : [];
+  if (tools.length === 0) return undefined;
+  const messages = Array.isArray(body.messages) ? (body.messages as Json[]) : [];
+  if (messages.at(-1)?.role === 'tool') return undefined; // a tool result: answer in text
+  if (d.tool) return d.tool;
+  const choice = body.tool_choice as Json | string | undefined;
+  if (choice && typeof choice === 'object') return String((choice.function as Json | undefined)?.name ?? '');
+  if (choice === 'required') return String(((tools[0]!.function as Json | undefined)?.name) ?? '');
+  return undefined;
+}
+
+function toolArgs(words: string[]): string {
+  return JSON.stringify({ echo: words.join(' ') });
+}
+
+/** OpenAI's tool-call delta sequence: id, type and name first, then the arguments in pieces. */
+function toolDeltas(id: string, name: string, args: string, parts: number): Json[] {
+  const first = { tool_calls: [{ index: 0, id: `call_${id.slice(-12)}`, type: 'function', function: { name, arguments: '' } }] };
+  const size = Math.max(1, Math.ceil(args.length / Math.max(1, parts)));
+  const rest: Json[] = [];
+  for (let i = 0; i < args.length; i += size) rest.push({ tool_calls: [{ index: 0, function: { arguments: args.slice(i, i + size) } }] });
+  return [first, ...rest];
+}
+
+if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
+  const sim = await startSimulator({ port: Number(process.env.PORT ?? 9090), ...(process.env.SIM_API_KEY ? { apiKey: process.env.SIM_API_KEY } : {}) });
+  console.log(`upstream simulator on ${sim.url} (OpenAI base URL ${sim.url}/v1)`);
+}
