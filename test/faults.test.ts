@@ -25,6 +25,7 @@ async function failing(directive: string, stream: boolean) {
   const e = err as InstanceType<typeof OpenAI.APIError>;
   const requestId = e.headers?.get('x-request-id');
   expect(requestId).toMatch(/^req_/);
+  expect(e.headers?.get('x-gateway-cost-nano-usd')).toBe('0');
   const row = await waitForUsage(requestId!);
   return { key, e, row };
 }

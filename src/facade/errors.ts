@@ -27,5 +27,7 @@ export function sendGatewayError(reply: FastifyReply, ge: GatewayError): Fastify
   const status = ge.httpStatus >= 400 && ge.httpStatus <= 599 ? ge.httpStatus : 500;
   if (ge.retryAfterSeconds > 0) reply.header('retry-after', String(ge.retryAfterSeconds));
   if (ge.requestId) reply.header('x-request-id', ge.requestId);
+  // Failures are never charged; say so as plainly as on a success.
+  reply.header('x-gateway-cost-nano-usd', '0');
   return reply.code(status).type('application/json').send(errorBodyOf(ge));
 }
