@@ -4,6 +4,7 @@ export default defineConfig({
   test: {
     // Forks, not threads: Temporal's native module (video jobs) crashes in worker threads.
     pool: 'forks',
+    reporters: ['default', './test/support/summary-reporter.ts'],
     maxWorkers: 2,
     testTimeout: 30_000,
     hookTimeout: 120_000,

@@ -74,8 +74,18 @@ export async function startPostgres(): Promise<TestPostgres> {
     url,
     port,
     async stop() {
-      server.kill('SIGINT');
-      await new Promise((r) => (server.exitCode !== null ? r(null) : server.once('exit', r)));
+      // Signal the postmaster itself: runuser does not pass signals on to its child.
+      const pidFile = path.join(dataDir, 'postmaster.pid');
+      const pid = fs.existsSync(pidFile) ? Number(fs.readFileSync(pidFile, 'utf8').split('\n')[0]) : NaN;
+      const exited = new Promise((r) => (server.exitCode !== null ? r(null) : server.once('exit', r)));
+      try {
+        if (Number.isInteger(pid) && pid > 0) process.kill(pid, 'SIGINT');
+        else server.kill('SIGINT');
+      } catch {
+        server.kill('SIGKILL');
+      }
+      await Promise.race([exited, new Promise((r) => setTimeout(r, 10_000))]);
+      if (server.exitCode === null) server.kill('SIGKILL');
       fs.rmSync(dir, { recursive: true, force: true });
     },
   };
