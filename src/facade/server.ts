@@ -6,7 +6,7 @@ import { createClient, type Transport } from '@connectrpc/connect';
 import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { toGatewayError } from '../rpc/errors.ts';
-import { newRequestId } from '../inference/chat.ts';
+import { newRequestId } from '../inference/engine.ts';
 import { openAIError, sendGatewayError } from './errors.ts';
 
 export interface FacadeDeps {

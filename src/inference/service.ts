@@ -3,7 +3,8 @@
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { keyFromHeaders } from '../billing/keys.ts';
-import { newRequestId, type ChargeInfo, type ChatService } from './chat.ts';
+import type { ChatService } from './chat.ts';
+import { newRequestId, type ChargeInfo } from './engine.ts';
 
 const encoder = new TextEncoder();
 

@@ -1,0 +1,349 @@
+// The metering engine every inference route shares: key check, body parse, hold, upstream
+// call, settle, and the streaming relay that settles exactly once however a stream ends.
+// Routes (chat.ts, messages.ts, responses.ts) decide what to send and how to read the reply.
+import type { Logger } from 'pino';
+import { Code, ConnectError } from '@connectrpc/connect';
+import type { Config } from '../config/config.ts';
+import type { ResolvedModel } from '../catalogue/catalogue.ts';
+import { isWellFormedKey } from '../billing/keys.ts';
+import { LedgerError, newId, type Ledger } from '../billing/ledger.ts';
+import { affordableOutputTokens, tokenCostNano, type TokenPrices, type TokenUsage } from '../billing/pricing.ts';
+import { badRequest, gatewayError, unauthorized } from '../rpc/errors.ts';
+import { isAbort, upstreamFailure, type Upstream, type UpstreamResponse } from './upstream.ts';
+import { readSse, type SseEvent } from './sse.ts';
+
+export type Json = Record<string, unknown>;
+
+export interface ChargeInfo {
+  requestId: string;
+  costNano: bigint;
+  usage: TokenUsage & { estimated: boolean };
+}
+
+/** What the facade writes, in order. `event` is the SSE event name where the format has one. */
+export type StreamEvent =
+  | { kind: 'request_id'; requestId: string }
+  | { kind: 'data'; event?: string; json: string }
+  | { kind: 'error'; event?: string; json: string }
+  | { kind: 'charge'; charge: ChargeInfo };
+
+/** An event for the caller; `needsCharge` events wait for the settle and the last one carries it. */
+export interface OutEvent {
+  event?: string;
+  data: Json;
+  needsCharge?: boolean;
+}
+
+export interface StepResult {
+  out?: OutEvent[];
+  /** Usage reported so far (providers may report it in pieces). */
+  usage?: TokenUsage;
+  /** The usage is final: settle now, before the events that carry the charge go out. */
+  finalUsage?: boolean;
+  /** The upstream reported an error inside the stream. */
+  error?: { event?: string; json: string; message: string };
+  /** The upstream said it is done. */
+  done?: boolean;
+}
+
+/** Reads one upstream streaming format and writes the caller's. */
+export interface StreamProcessor {
+  step(ev: SseEvent): StepResult;
+  /** Text delivered so far, to count tokens when the upstream reports no usage. */
+  deliveredText(): string;
+  /** Events to send once the charge is known (e.g. a usage chunk the upstream never sent). */
+  finish?(charge: ChargeInfo, usageReported: boolean): OutEvent[];
+}
+
+export interface Plan {
+  requestId: string;
+  route: string;
+  model: ResolvedModel;
+  prices: TokenPrices;
+  body: Json;
+  /** Cheap upper bound of input tokens (no tokenizer). */
+  inputUpper: bigint;
+  /** Tokenizer count of the input, used only when the balance is tight. */
+  countInput: () => bigint;
+  /** Output cap per choice and the number of choices. */
+  maxOutput: bigint;
+  choices: bigint;
+  startedAt: number;
+}
+
+export interface Held {
+  amountNano: bigint;
+  /** Set when the balance covers less than the worst case: the per-choice output cap it affords. */
+  loweredOutputCap?: bigint;
+}
+
+const MAX_ERROR_BODY = 64 * 1024;
+const encoder = new TextEncoder();
+
+export const zeroUsage = (): ChargeInfo['usage'] => ({ inputTokens: 0n, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n, estimated: false });
+export const newRequestId = (): string => newId('req');
+
+export function chargeField(c: ChargeInfo) {
+  return { request_id: c.requestId, cost_nano_usd: c.costNano.toString(), usage_estimated: c.usage.estimated };
+}
+
+export class Engine {
+  readonly config: Config;
+  readonly ledger: Ledger;
+  readonly upstream: Upstream;
+  readonly log: Logger;
+
+  constructor(deps: { config: Config; ledger: Ledger; upstream: Upstream; log: Logger }) {
+    this.config = deps.config;
+    this.ledger = deps.ledger;
+    this.upstream = deps.upstream;
+    this.log = deps.log;
+  }
+
+  /** A well-formed key and a JSON object body; any other failure still answers 401 first for an unknown key. */
+  async parse(apiKey: string | undefined, raw: Uint8Array): Promise<{ apiKey: string; body: Json }> {
+    if (!apiKey || !isWellFormedKey(apiKey)) throw unauthorized();
+    let body: unknown;
+    try {
+      body = JSON.parse(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('utf8'));
+    } catch {
+      return this.invalid(apiKey, badRequest('The request body is not valid JSON.', 'invalid_json'));
+    }
+    if (body === null || typeof body !== 'object' || Array.isArray(body)) return this.invalid(apiKey, badRequest('The request body must be a JSON object.', 'invalid_json'));
+    return { apiKey, body: body as Json };
+  }
+
+  /** Throws `err`, unless the key is unknown, in which case 401 (so bad input never reveals more than a bad key). */
+  async invalid(apiKey: string, err: Error): Promise<never> {
+    if (!(await this.ledger.findKey({ apiKey }))) throw unauthorized();
+    throw err;
+  }
+
+  /** Checks the key against the database without holding anything (free routes). */
+  async requireKey(apiKey: string): Promise<void> {
+    if (!(await this.ledger.findKey({ apiKey }))) throw unauthorized();
+  }
+
+  /**
+   * Holds the worst case on the cheap input bound; when that does not fit, counts the input
+   * precisely and holds what the balance affords (402 below the least possible cost).
+   */
+  async hold(apiKey: string, plan: Plan): Promise<Held> {
+    const keyHash = this.ledger.hash(apiKey);
+    const cost = (input: bigint, output: bigint) => tokenCostNano(plan.prices, { inputTokens: input, outputTokens: output, cachedTokens: 0n, cacheWriteTokens: 0n });
+    let input = plan.inputUpper;
+    const maxCost = cost(input, plan.maxOutput * plan.choices);
+    const ttlSeconds = this.config.holds.ttlSeconds;
+    let hold;
+    try {
+      hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId: plan.requestId, minNano: cost(input, plan.choices), maxNano: maxCost, ttlSeconds });
+      if (hold.kind === 'insufficient') {
+        input = plan.countInput();
+        const min = cost(input, plan.choices);
+        if (hold.availableNano >= min) hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId: plan.requestId, minNano: min, maxNano: maxCost, ttlSeconds });
+      }
+    } catch (err) {
+      if (err instanceof LedgerError && err.code === 'duplicate_request') throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'duplicate_request_id', message: err.message });
+      throw err;
+    }
+    if (hold.kind === 'unknown_key') throw unauthorized();
+    if (hold.kind === 'insufficient') {
+      throw gatewayError({
+        httpStatus: 402, type: 'insufficient_quota', code: 'insufficient_credits', requestId: plan.requestId,
+        message: `Insufficient credits: this request needs at least ${cost(input, plan.choices)} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
+      });
+    }
+    if (hold.amountNano >= maxCost) return { amountNano: hold.amountNano };
+    const perChoice = affordableOutputTokens(plan.prices, input, hold.amountNano) / plan.choices;
+    return { amountNano: hold.amountNano, loweredOutputCap: perChoice < 1n ? 1n : perChoice };
+  }
+
+  async settle(plan: Plan, usage: ChargeInfo['usage'], status: string, httpStatus: number): Promise<ChargeInfo> {
+    const cost = tokenCostNano(plan.prices, usage);
+    const r = await this.ledger.settle({
+      requestId: plan.requestId, costNano: cost, model: plan.model.id, route: plan.route,
+      inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedTokens: usage.cachedTokens, cacheWriteTokens: usage.cacheWriteTokens,
+      usageEstimated: usage.estimated, status, httpStatus, latencyMs: Math.round(performance.now() - plan.startedAt),
+    });
+    return { requestId: plan.requestId, costNano: r.chargedNano, usage };
+  }
+
+  /** POST upstream; a transport failure settles at zero and becomes 502/504. */
+  async post(plan: Plan, url: string, headers: Record<string, string>, body: string | Uint8Array, signal?: AbortSignal): Promise<UpstreamResponse> {
+    try {
+      return await this.upstream.post(url, headers, body, signal);
+    } catch (err) {
+      if (isAbort(err)) throw err;
+      const failure = upstreamFailure(err, plan.requestId);
+      const timedOut = failure.code === Code.DeadlineExceeded;
+      await this.settle(plan, zeroUsage(), timedOut ? 'upstream_timeout' : 'upstream_unreachable', timedOut ? 504 : 502);
+      throw failure;
+    }
+  }
+
+  /** Reads a unary JSON reply; a broken or non-JSON body settles at zero and becomes 502. */
+  async readJson(plan: Plan, res: UpstreamResponse): Promise<{ text: string; json: Json }> {
+    try {
+      const text = await res.body.text();
+      const json = JSON.parse(text) as Json;
+      if (json === null || typeof json !== 'object') throw new Error('not an object');
+      return { text, json };
+    } catch (err) {
+      await this.settle(plan, zeroUsage(), 'upstream_bad_reply', 502);
+      throw (err as { code?: string }).code?.startsWith('UND_ERR')
+        ? upstreamFailure(err, plan.requestId)
+        : gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_bad_reply', message: 'The upstream provider sent a reply that is not JSON.', requestId: plan.requestId });
+    }
+  }
+
+  /**
+   * An upstream error answer: settled at zero, its body passed on when it is in the caller's
+   * wire format, with a status that does not blame the caller for the gateway's credentials.
+   */
+  async upstreamError(plan: Plan, res: UpstreamResponse, opts: { passBody: boolean; settle?: boolean }) {
+    let text = '';
+    try { text = (await res.body.text()).slice(0, MAX_ERROR_BODY); } catch { /* body lost: the status is enough */ }
+    if (opts.settle !== false) await this.settle(plan, zeroUsage(), 'upstream_error', res.statusCode);
+    const s = res.statusCode;
+    const status = s === 401 || s === 403 ? 502 : s;
+    const retryAfter = Number(res.headers['retry-after']);
+    let message = `The upstream provider answered ${s}.`;
+    try { message = errorMessage((JSON.parse(text) as Json).error) || message; } catch { /* not JSON */ }
+    return gatewayError({
+      httpStatus: status,
+      type: s === 429 ? 'rate_limit_error' : s >= 500 || status === 502 ? 'server_error' : 'invalid_request_error',
+      code: s === 429 ? 'upstream_rate_limited' : 'upstream_error',
+      message,
+      upstreamBody: opts.passBody && status === s ? encoder.encode(text) : undefined,
+      retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter > 0 ? Math.ceil(retryAfter) : s === 429 ? 1 : 0,
+      requestId: plan.requestId,
+    });
+  }
+
+  /**
+   * Relays an upstream SSE stream through `processor`. Nothing is yielded before the first
+   * event for the caller, so failures before it remain proper HTTP errors. Settles exactly
+   * once: at the final usage, at the end, or — cut, failed or abandoned — in `finally`,
+   * charging what was delivered (nothing when nothing was).
+   */
+  async *relay(plan: Plan, opts: {
+    send: (signal: AbortSignal) => Promise<UpstreamResponse>;
+    processor: StreamProcessor;
+    passErrorBody: boolean;
+    countUsage: (delivered: string) => TokenUsage;
+    brokenStreamEvent: (message: string) => { event?: string; json: string };
+    signal: AbortSignal;
+  }): AsyncGenerator<StreamEvent> {
+    const upstreamAbort = new AbortController();
+    const onAbort = () => upstreamAbort.abort();
+    opts.signal.addEventListener('abort', onAbort, { once: true });
+    const renew = setInterval(() => {
+      this.ledger.renewHold(plan.requestId, this.config.holds.ttlSeconds).catch((err) => this.log.warn({ err, requestId: plan.requestId }, 'hold renewal failed'));
+    }, Math.max(1000, (this.config.holds.ttlSeconds * 1000) / 3));
+    renew.unref();
+
+    const p = opts.processor;
+    let usage: TokenUsage | undefined;
+    let charge: ChargeInfo | undefined;
+    let started = false;
+    let sawContent = false;
+    let outcome = 'ok';
+    let httpStatus = 200;
+    const waiting: OutEvent[] = [];
+    const emit = (e: OutEvent): StreamEvent => ({ kind: 'data', ...(e.event ? { event: e.event } : {}), json: JSON.stringify(e.data) });
+    const stamp = (events: OutEvent[], c: ChargeInfo) => {
+      const last = [...events].reverse().find((e) => e.needsCharge);
+      if (last) last.data.x_gateway = chargeField(c);
+    };
+
+    try {
+      let res: UpstreamResponse;
+      try {
+        res = await opts.send(upstreamAbort.signal);
+      } catch (err) {
+        if (isAbort(err)) { outcome = 'client_closed'; httpStatus = 499; return; }
+        outcome = 'upstream_unreachable'; httpStatus = 502;
+        throw err instanceof ConnectError ? err : upstreamFailure(err, plan.requestId);
+      }
+      if (res.statusCode < 200 || res.statusCode >= 300) {
+        outcome = 'upstream_error'; httpStatus = res.statusCode;
+        throw await this.upstreamError(plan, res, { passBody: opts.passErrorBody, settle: false });
+      }
+
+      try {
+        for await (const ev of readSse(res.body)) {
+          const r = p.step(ev);
+          if (r.usage) usage = r.usage;
+          if (r.error) {
+            outcome = 'upstream_stream_error';
+            if (!started) {
+              httpStatus = 502;
+              throw gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_stream_error', message: r.error.message, upstreamBody: opts.passErrorBody ? encoder.encode(r.error.json) : undefined, requestId: plan.requestId });
+            }
+            yield { kind: 'error', ...(r.error.event ? { event: r.error.event } : {}), json: r.error.json };
+            return;
+          }
+          if (p.deliveredText().length > 0) sawContent = true;
+          if (r.finalUsage && usage && !charge) charge = await this.settle(plan, { ...usage, estimated: false }, 'ok', 200);
+          for (const e of r.out ?? []) {
+            if (e.needsCharge && !charge) { waiting.push(e); continue; }
+            if (e.needsCharge && charge) stamp([e], charge);
+            if (!started) { started = true; yield { kind: 'request_id', requestId: plan.requestId }; }
+            yield emit(e);
+          }
+          if (charge && waiting.length) {
+            stamp(waiting, charge);
+            for (const e of waiting.splice(0)) yield emit(e);
+          }
+          if (r.done) break;
+        }
+      } catch (err) {
+        if (err instanceof ConnectError) throw err;
+        if (isAbort(err) || opts.signal.aborted) { outcome = 'client_closed'; httpStatus = 499; return; }
+        outcome = sawContent ? 'upstream_cut' : 'upstream_unreachable';
+        httpStatus = 502;
+        if (!started && !sawContent) throw upstreamFailure(err, plan.requestId);
+        this.log.warn({ requestId: plan.requestId, err: (err as Error).message }, 'upstream stream broke');
+        if (!started) { started = true; yield { kind: 'request_id', requestId: plan.requestId }; }
+        const broken = opts.brokenStreamEvent('The upstream provider connection broke during the stream.');
+        yield { kind: 'error', ...(broken.event ? { event: broken.event } : {}), json: broken.json };
+        return;
+      }
+
+      const reported = charge !== undefined || usage !== undefined;
+      if (!charge) charge = await this.settle(plan, deliveredUsage(usage, p.deliveredText(), opts.countUsage), 'ok', 200);
+      const tail = [...waiting.splice(0), ...(p.finish?.(charge, reported) ?? [])];
+      stamp(tail, charge);
+      if (!started) { started = true; yield { kind: 'request_id', requestId: plan.requestId }; }
+      for (const e of tail) yield emit(e);
+      yield { kind: 'charge', charge };
+    } finally {
+      clearInterval(renew);
+      opts.signal.removeEventListener('abort', onAbort);
+      upstreamAbort.abort();
+      if (!charge) {
+        const u = deliveredUsage(usage, p.deliveredText(), opts.countUsage);
+        await this.settle(plan, u, outcome === 'ok' ? 'client_closed' : outcome, outcome === 'ok' ? 499 : httpStatus).catch((err) =>
+          this.log.error({ err, requestId: plan.requestId }, 'settle failed; the hold will expire'),
+        );
+      }
+    }
+  }
+}
+
+/**
+ * What to charge when the stream ended without final usage: nothing if nothing was delivered;
+ * otherwise the reported figures, with output no lower than our count of what was delivered
+ * (a provider may report input at the start and output only at the end).
+ */
+function deliveredUsage(usage: TokenUsage | undefined, delivered: string, count: (d: string) => TokenUsage): ChargeInfo['usage'] {
+  if (delivered.length === 0) return zeroUsage();
+  const counted = count(delivered);
+  if (!usage) return { ...counted, estimated: true };
+  return { ...usage, outputTokens: usage.outputTokens > counted.outputTokens ? usage.outputTokens : counted.outputTokens, estimated: true };
+}
+
+export function errorMessage(e: unknown): string {
+  if (e && typeof e === 'object' && typeof (e as Json).message === 'string') return (e as Json).message as string;
+  return typeof e === 'string' ? e : '';
+}
