@@ -11,6 +11,7 @@ import { billingService } from './billing/service.ts';
 import { Catalogue } from './catalogue/catalogue.ts';
 import { catalogueService } from './catalogue/service.ts';
 import { ChatService } from './inference/chat.ts';
+import { MessagesService } from './inference/messages.ts';
 import { Engine } from './inference/engine.ts';
 import { inferenceService } from './inference/service.ts';
 import { Upstream } from './inference/upstream.ts';
@@ -39,7 +40,8 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   const upstream = new Upstream(config);
   const engine = new Engine({ config, ledger, upstream, log });
   const chat = new ChatService(engine, catalogue);
-  const services: Services = { billing: billingService(ledger), catalogue: catalogueService(catalogue), inference: inferenceService(chat) };
+  const messages = new MessagesService(engine, catalogue);
+  const services: Services = { billing: billingService(ledger), catalogue: catalogueService(catalogue), inference: inferenceService(chat, messages) };
 
   const rpc: http2.Http2Server = await startRpcServer(services, { host: config.grpcHost, port: config.grpcPort, adminToken: config.adminToken });
   const facade: FastifyInstance = buildFacade({

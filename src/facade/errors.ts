@@ -1,6 +1,9 @@
-// Error answers in the OpenAI wire shape: {"error":{"message","type","param","code"}}.
+// Error answers in each route's own wire shape: OpenAI's {"error":{message,type,param,code}} and
+// Anthropic's {"type":"error","error":{type,message}}.
 import type { FastifyReply } from 'fastify';
 import type { GatewayError } from '../gen/gateway/v1/errors_pb.js';
+
+export type WireShape = 'openai' | 'anthropic';
 
 export interface OpenAIErrorBody {
   error: { message: string; type: string; param: string | null; code: string | null };
@@ -10,24 +13,49 @@ export function openAIError(message: string, type: string, code: string | null =
   return { error: { message, type, param, code } };
 }
 
-/** The upstream's own error body when it is already in our shape, else one built from the fields. */
-export function errorBodyOf(ge: GatewayError): string {
+/** Anthropic's error types by status, as its SDK and docs name them. */
+export function anthropicErrorType(status: number): string {
+  switch (status) {
+    case 400: case 409: case 422: return 'invalid_request_error';
+    case 401: return 'authentication_error';
+    case 402: return 'billing_error';
+    case 403: return 'permission_error';
+    case 404: return 'not_found_error';
+    case 413: return 'request_too_large';
+    case 429: return 'rate_limit_error';
+    case 504: return 'timeout_error';
+    case 529: return 'overloaded_error';
+    default: return 'api_error';
+  }
+}
+
+export function anthropicError(status: number, message: string) {
+  return { type: 'error', error: { type: anthropicErrorType(status), message } };
+}
+
+export function errorBody(shape: WireShape, status: number, message: string, type: string, code: string | null = null, param: string | null = null): string {
+  return JSON.stringify(shape === 'anthropic' ? anthropicError(status, message) : openAIError(message, type, code, param));
+}
+
+/** The upstream's own error body when it is already in the route's shape, else one built from the fields. */
+export function errorBodyOf(ge: GatewayError, shape: WireShape, status: number): string {
   if (ge.upstreamBody.length > 0) {
     try {
-      const parsed = JSON.parse(Buffer.from(ge.upstreamBody).toString('utf8')) as { error?: unknown };
-      if (parsed && typeof parsed.error === 'object' && parsed.error !== null) return JSON.stringify(parsed);
+      const parsed = JSON.parse(Buffer.from(ge.upstreamBody).toString('utf8')) as { type?: unknown; error?: unknown };
+      const fits = parsed && typeof parsed.error === 'object' && parsed.error !== null && (shape === 'openai' || parsed.type === 'error');
+      if (fits) return JSON.stringify(parsed);
     } catch {
       // not JSON: fall through to our own body
     }
   }
-  return JSON.stringify(openAIError(ge.message, ge.type, ge.code || null, ge.param || null));
+  return errorBody(shape, status, ge.message, ge.type, ge.code || null, ge.param || null);
 }
 
-export function sendGatewayError(reply: FastifyReply, ge: GatewayError): FastifyReply {
+export function sendGatewayError(reply: FastifyReply, ge: GatewayError, shape: WireShape): FastifyReply {
   const status = ge.httpStatus >= 400 && ge.httpStatus <= 599 ? ge.httpStatus : 500;
   if (ge.retryAfterSeconds > 0) reply.header('retry-after', String(ge.retryAfterSeconds));
-  if (ge.requestId) reply.header('x-request-id', ge.requestId);
+  if (ge.requestId) reply.header('x-request-id', ge.requestId).header('request-id', ge.requestId);
   // Failures are never charged; say so as plainly as on a success.
   reply.header('x-gateway-cost-nano-usd', '0');
-  return reply.code(status).type('application/json').send(errorBodyOf(ge));
+  return reply.code(status).type('application/json').send(errorBodyOf(ge, shape, status));
 }

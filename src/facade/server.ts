@@ -3,11 +3,11 @@
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { createClient, type Transport } from '@connectrpc/connect';
-import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
+import { InferenceService, type InferenceEvent, type InferenceResponse, type SseEvent } from '../gen/gateway/v1/inference_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { toGatewayError } from '../rpc/errors.ts';
 import { newRequestId } from '../inference/engine.ts';
-import { openAIError, sendGatewayError } from './errors.ts';
+import { errorBody, openAIError, sendGatewayError, type WireShape } from './errors.ts';
 
 export interface FacadeDeps {
   transport: Transport;
@@ -41,16 +41,18 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     done();
   });
 
+  const shapeOf = (url: string): WireShape => (url.startsWith('/v1/messages') ? 'anthropic' : 'openai');
   app.setErrorHandler((err: { statusCode?: number; code?: string; message: string }, req, reply) => {
     const status = err.statusCode ?? 500;
-    reply.header('x-request-id', req.id);
-    if (status === 413) return reply.code(413).send(openAIError(`The request body is larger than the limit of ${deps.bodyLimitBytes} bytes.`, 'invalid_request_error', 'request_too_large'));
-    if (status >= 400 && status < 500) return reply.code(status).send(openAIError(err.message, 'invalid_request_error', err.code ?? null));
+    const shape = shapeOf(req.url);
+    reply.header('x-request-id', req.id).type('application/json');
+    if (status === 413) return reply.code(413).send(errorBody(shape, 413, `The request body is larger than the limit of ${deps.bodyLimitBytes} bytes.`, 'invalid_request_error', 'request_too_large'));
+    if (status >= 400 && status < 500) return reply.code(status).send(errorBody(shape, status, err.message, 'invalid_request_error', err.code ?? null));
     req.log.error({ err }, 'unhandled facade error');
-    return reply.code(500).send(openAIError('Internal gateway error.', 'server_error'));
+    return reply.code(500).send(errorBody(shape, 500, 'Internal gateway error.', 'server_error'));
   });
   app.setNotFoundHandler((req, reply) =>
-    reply.code(404).send(openAIError(`Unknown route: ${req.method} ${req.url.split('?')[0]}`, 'invalid_request_error', 'unknown_route')),
+    reply.code(404).type('application/json').send(errorBody(shapeOf(req.url), 404, `Unknown route: ${req.method} ${req.url.split('?')[0]}`, 'invalid_request_error', 'unknown_route')),
   );
 
   app.get('/healthz', async () => ({ status: 'ok' }));
@@ -77,82 +79,99 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     }
   });
 
-  app.post('/v1/chat/completions', async (req, reply) => chatCompletions(req, reply));
+  app.post('/v1/chat/completions', (req, reply) =>
+    wantsStream(req.body as Buffer)
+      ? relayStream(req, reply, 'openai', (body, opts) => inference.streamChatCompletion({ body, requestId: req.id }, opts))
+      : relayUnary(req, reply, 'openai', (body, opts) => inference.chatCompletion({ body, requestId: req.id }, opts)),
+  );
+  app.post('/v1/messages', (req, reply) =>
+    wantsStream(req.body as Buffer)
+      ? relayStream(req, reply, 'anthropic', (body, opts) => inference.streamMessage({ body, requestId: req.id }, opts))
+      : relayUnary(req, reply, 'anthropic', (body, opts) => inference.createMessage({ body, requestId: req.id }, opts)),
+  );
+  app.post('/v1/messages/count_tokens', (req, reply) =>
+    relayUnary(req, reply, 'anthropic', (body, opts) => inference.countMessageTokens({ body, requestId: req.id }, opts)),
+  );
 
-  async function chatCompletions(req: FastifyRequest, reply: FastifyReply) {
+  type CallOptions = { headers: Record<string, string>; signal?: AbortSignal };
+
+  async function relayUnary(req: FastifyRequest, reply: FastifyReply, shape: WireShape, call: (body: Buffer, opts: CallOptions) => Promise<InferenceResponse>) {
     const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
-    const headers = authHeaders(req);
-    if (!wantsStream(body)) {
-      try {
-        const r = await inference.chatCompletion({ body, requestId: req.id }, { headers });
-        return reply
-          .header('x-request-id', r.charge?.requestId ?? req.id)
-          .header('x-gateway-cost-nano-usd', String(r.charge?.costNano ?? 0n))
-          .type('application/json')
-          .send(Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength));
-      } catch (err) {
-        return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id));
-      }
+    try {
+      const r = await call(body, { headers: callHeaders(req) });
+      const requestId = r.charge?.requestId || req.id;
+      reply.header('x-request-id', requestId).header('request-id', requestId);
+      if (r.charge) reply.header('x-gateway-cost-nano-usd', String(r.charge.costNano));
+      return reply.type('application/json').send(Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength));
+    } catch (err) {
+      return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), shape);
     }
+  }
 
-    // Streamed: wait for the first event before committing to a 200, so an upstream that fails
-    // before its first chunk still gets a real error status.
+  // Waits for the first event before committing to a 200, so an upstream that fails before its
+  // first chunk still gets a real error status.
+  async function relayStream(req: FastifyRequest, reply: FastifyReply, shape: WireShape, call: (body: Buffer, opts: CallOptions) => AsyncIterable<InferenceEvent>) {
+    const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
     const abort = new AbortController();
     const res = reply.raw;
     res.on('close', () => {
       if (!res.writableFinished) abort.abort();
     });
-    const events = inference.streamChatCompletion({ body, requestId: req.id }, { headers, signal: abort.signal })[Symbol.asyncIterator]();
-    let first: IteratorResult<Awaited<ReturnType<typeof events.next>>['value']>;
+    const events = call(body, { headers: callHeaders(req), signal: abort.signal })[Symbol.asyncIterator]();
+    let first: IteratorResult<InferenceEvent>;
     try {
       first = await events.next();
     } catch (err) {
-      const ge = withRequestId(toGatewayError(err), req.id);
       if (abort.signal.aborted) return reply.hijack();
-      return sendGatewayError(reply, ge);
+      return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), shape);
     }
     reply.hijack();
+    const requestId = first.value?.event.case === 'requestId' ? first.value.event.value : req.id;
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',
       connection: 'keep-alive',
-      'x-request-id': first.value?.event.case === 'requestId' ? first.value.event.value : req.id,
+      'x-request-id': requestId,
+      'request-id': requestId,
       'x-accel-buffering': 'no',
     });
+    const frame = (e: SseEvent) => `${e.event ? `event: ${e.event}\n` : ''}data: ${Buffer.from(e.data).toString('utf8')}\n\n`;
     let ended = false;
     try {
       for (let r = first; !r.done; r = await events.next()) {
         const ev = r.value.event;
-        if (ev.case === 'data') await write(res, `data: ${Buffer.from(ev.value).toString('utf8')}\n\n`);
-        else if (ev.case === 'error') { await write(res, `data: ${Buffer.from(ev.value).toString('utf8')}\n\n`); ended = true; }
+        if (ev.case === 'data') await write(res, frame(ev.value));
+        else if (ev.case === 'error') { await write(res, frame(ev.value)); ended = true; }
       }
-      if (!ended) await write(res, 'data: [DONE]\n\n');
+      if (!ended && shape === 'openai') await write(res, 'data: [DONE]\n\n');
     } catch (err) {
       if (!abort.signal.aborted) {
         const ge = toGatewayError(err);
-        await write(res, `data: ${JSON.stringify(openAIError(ge.message, ge.type, ge.code || null))}\n\n`).catch(() => {});
+        const data = errorBody(shape, 500, ge.message, ge.type, ge.code || null);
+        await write(res, shape === 'anthropic' ? `event: error\ndata: ${data}\n\n` : `data: ${data}\n\n`).catch(() => {});
       }
     } finally {
       res.end();
     }
-    req.log.info({ method: req.method, url: '/v1/chat/completions', status: 200, ms: Math.round(reply.elapsedTime), stream: true }, 'request');
+    req.log.info({ method: req.method, url: req.routeOptions.url, status: 200, ms: Math.round(reply.elapsedTime), stream: true }, 'request');
   }
 
   return app;
 }
 
-function authHeaders(req: FastifyRequest): Record<string, string> {
+/** The only caller headers the services see: credentials and Anthropic's version/beta flags. */
+function callHeaders(req: FastifyRequest): Record<string, string> {
   const h: Record<string, string> = {};
-  const a = req.headers.authorization;
-  const x = req.headers['x-api-key'];
-  if (typeof a === 'string') h.authorization = a;
-  if (typeof x === 'string') h['x-api-key'] = x;
+  for (const name of ['authorization', 'x-api-key', 'anthropic-version', 'anthropic-beta']) {
+    const v = req.headers[name];
+    if (typeof v === 'string') h[name] = v;
+  }
   return h;
 }
 
 /** Only a parsable body with "stream": true takes the streaming RPC; all else the unary one, which reports what is wrong. */
-function wantsStream(body: Buffer): boolean {
-  if (body.length === 0 || body.indexOf('"stream"') === -1) return false;
+function wantsStream(body: Buffer | undefined): boolean {
+  if (!body || body.length === 0 || body.indexOf('"stream"') === -1) return false;
   try {
     return (JSON.parse(body.toString('utf8')) as { stream?: unknown })?.stream === true;
   } catch {

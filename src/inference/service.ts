@@ -1,10 +1,11 @@
-// InferenceService: the RPC face of the chat pipeline. The caller's key comes from the call's
-// metadata (authorization: Bearer … or x-api-key), exactly as on the HTTP routes.
+// InferenceService: the RPC face of the inference routes. The caller's key comes from the
+// call's metadata (authorization: Bearer … or x-api-key), exactly as on the HTTP routes.
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { keyFromHeaders } from '../billing/keys.ts';
 import type { ChatService } from './chat.ts';
-import { newRequestId, type ChargeInfo } from './engine.ts';
+import type { MessagesService } from './messages.ts';
+import { newRequestId, type ChargeInfo, type StreamEvent } from './engine.ts';
 
 const encoder = new TextEncoder();
 
@@ -17,22 +18,38 @@ function chargeMessage(c: ChargeInfo) {
 }
 
 const callerKey = (ctx: HandlerContext) => keyFromHeaders(ctx.requestHeader.get('authorization'), ctx.requestHeader.get('x-api-key'));
+const anthropicHeaders = (ctx: HandlerContext) => ({ version: ctx.requestHeader.get('anthropic-version'), beta: ctx.requestHeader.get('anthropic-beta') });
 
-export function inferenceService(chat: ChatService): ServiceImpl<typeof InferenceService> {
+async function* events(source: AsyncGenerator<StreamEvent>) {
+  for await (const ev of source) {
+    switch (ev.kind) {
+      case 'request_id': yield { event: { case: 'requestId' as const, value: ev.requestId } }; break;
+      case 'data': yield { event: { case: 'data' as const, value: { event: ev.event ?? '', data: encoder.encode(ev.json) } } }; break;
+      case 'error': yield { event: { case: 'error' as const, value: { event: ev.event ?? '', data: encoder.encode(ev.json) } } }; break;
+      case 'charge': yield { event: { case: 'charge' as const, value: chargeMessage(ev.charge) } }; break;
+    }
+  }
+}
+
+export function inferenceService(chat: ChatService, messages: MessagesService): ServiceImpl<typeof InferenceService> {
   return {
     async chatCompletion(req, ctx) {
       const r = await chat.complete(callerKey(ctx), req.body, req.requestId || newRequestId());
       return { body: r.body, charge: chargeMessage(r.charge) };
     },
-    async *streamChatCompletion(req, ctx) {
-      for await (const ev of chat.stream(callerKey(ctx), req.body, req.requestId || newRequestId(), ctx.signal)) {
-        switch (ev.kind) {
-          case 'request_id': yield { event: { case: 'requestId', value: ev.requestId } }; break;
-          case 'data': yield { event: { case: 'data', value: encoder.encode(ev.json) } }; break;
-          case 'error': yield { event: { case: 'error', value: encoder.encode(ev.json) } }; break;
-          case 'charge': yield { event: { case: 'charge', value: chargeMessage(ev.charge) } }; break;
-        }
-      }
+    streamChatCompletion(req, ctx) {
+      return events(chat.stream(callerKey(ctx), req.body, req.requestId || newRequestId(), ctx.signal));
+    },
+    async createMessage(req, ctx) {
+      const r = await messages.create(callerKey(ctx), req.body, req.requestId || newRequestId(), anthropicHeaders(ctx));
+      return { body: r.body, charge: chargeMessage(r.charge) };
+    },
+    streamMessage(req, ctx) {
+      return events(messages.stream(callerKey(ctx), req.body, req.requestId || newRequestId(), anthropicHeaders(ctx), ctx.signal));
+    },
+    async countMessageTokens(req, ctx) {
+      const r = await messages.countTokens(callerKey(ctx), req.body, req.requestId || newRequestId(), anthropicHeaders(ctx));
+      return { body: r.body };
     },
   };
 }

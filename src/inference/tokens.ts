@@ -71,3 +71,58 @@ export function countInputTokens(body: Json): number {
   if (body.tools !== undefined) total += countTextTokens(JSON.stringify(body.tools));
   return total;
 }
+
+/** Tokens a Claude image may cost at most (about 1.6k for the largest size Claude keeps). */
+const CLAUDE_IMAGE_TOKENS = 2_000;
+
+/**
+ * Upper bound of an Anthropic messages request's input tokens: text bytes, images at their
+ * ceiling, base64 documents by their decoded size, everything else by its JSON bytes.
+ */
+export function anthropicInputUpperBound(body: Json): number {
+  let total = PER_REQUEST_OVERHEAD + blocksUpperBound(body.system);
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  for (const m of messages as Json[]) total += PER_MESSAGE_OVERHEAD + blocksUpperBound(m?.content);
+  if (body.tools !== undefined) total += utf8Length(JSON.stringify(body.tools));
+  if (body.tool_choice !== undefined) total += utf8Length(JSON.stringify(body.tool_choice));
+  return total;
+}
+
+function blocksUpperBound(content: unknown): number {
+  if (content == null) return 0;
+  if (typeof content === 'string') return utf8Length(content);
+  if (!Array.isArray(content)) return utf8Length(JSON.stringify(content));
+  let n = 0;
+  for (const b of content as Json[]) {
+    const source = b?.source as Json | undefined;
+    if (b?.type === 'text' && typeof b.text === 'string') n += utf8Length(b.text) + 4;
+    else if (b?.type === 'image') n += CLAUDE_IMAGE_TOKENS;
+    else if (b?.type === 'document' && source?.type === 'base64' && typeof source.data === 'string') n += Math.ceil((source.data.length * 3) / 4);
+    else if (b?.type === 'tool_result') n += 8 + blocksUpperBound(b.content);
+    else n += utf8Length(JSON.stringify(b));
+  }
+  return n;
+}
+
+/** Tokenizer count of an Anthropic request (o200k: close to, not exactly, Claude's tokenizer). */
+export function countAnthropicInput(body: Json): number {
+  let total = 3 + blocksCount(body.system);
+  const messages = Array.isArray(body.messages) ? body.messages : [];
+  for (const m of messages as Json[]) total += 3 + blocksCount(m?.content);
+  if (body.tools !== undefined) total += countTextTokens(JSON.stringify(body.tools));
+  return total;
+}
+
+function blocksCount(content: unknown): number {
+  if (content == null) return 0;
+  if (typeof content === 'string') return countTextTokens(content);
+  if (!Array.isArray(content)) return countTextTokens(JSON.stringify(content));
+  let n = 0;
+  for (const b of content as Json[]) {
+    if (b?.type === 'text' && typeof b.text === 'string') n += countTextTokens(b.text);
+    else if (b?.type === 'image') n += CLAUDE_IMAGE_TOKENS;
+    else if (b?.type === 'tool_result') n += blocksCount(b.content);
+    else n += countTextTokens(JSON.stringify(b));
+  }
+  return n;
+}

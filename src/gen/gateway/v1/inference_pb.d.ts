@@ -11,13 +11,11 @@ import type { Message } from "@bufbuild/protobuf";
 export declare const file_gateway_v1_inference: GenFile;
 
 /**
- * @generated from message gateway.v1.ChatCompletionRequest
+ * @generated from message gateway.v1.InferenceRequest
  */
-export declare type ChatCompletionRequest = Message<"gateway.v1.ChatCompletionRequest"> & {
+export declare type InferenceRequest = Message<"gateway.v1.InferenceRequest"> & {
   /**
-   * The OpenAI chat completions request body as the client sent it (JSON bytes). The
-   * gateway interprets model, stream, max_tokens and messages; every other field is
-   * forwarded untouched.
+   * The request body as the client sent it (JSON bytes).
    *
    * @generated from field: bytes body = 1;
    */
@@ -32,17 +30,17 @@ export declare type ChatCompletionRequest = Message<"gateway.v1.ChatCompletionRe
 };
 
 /**
- * Describes the message gateway.v1.ChatCompletionRequest.
- * Use `create(ChatCompletionRequestSchema)` to create a new message.
+ * Describes the message gateway.v1.InferenceRequest.
+ * Use `create(InferenceRequestSchema)` to create a new message.
  */
-export declare const ChatCompletionRequestSchema: GenMessage<ChatCompletionRequest>;
+export declare const InferenceRequestSchema: GenMessage<InferenceRequest>;
 
 /**
  * @generated from message gateway.v1.Usage
  */
 export declare type Usage = Message<"gateway.v1.Usage"> & {
   /**
-   * Total input tokens as the upstream reports them, including cached ones.
+   * All input tokens: uncached + cache reads + cache writes.
    *
    * @generated from field: int64 input_tokens = 1;
    */
@@ -108,38 +106,68 @@ export declare type Charge = Message<"gateway.v1.Charge"> & {
 export declare const ChargeSchema: GenMessage<Charge>;
 
 /**
- * @generated from message gateway.v1.ChatCompletionResponse
+ * @generated from message gateway.v1.InferenceResponse
  */
-export declare type ChatCompletionResponse = Message<"gateway.v1.ChatCompletionResponse"> & {
+export declare type InferenceResponse = Message<"gateway.v1.InferenceResponse"> & {
   /**
-   * The upstream's JSON reply, with only gateway-owned fields rewritten (model).
+   * The upstream's JSON reply in the route's wire format, with only gateway-owned fields
+   * rewritten (model as the caller named it).
    *
    * @generated from field: bytes body = 1;
    */
   body: Uint8Array;
 
   /**
+   * Absent for free calls (count_tokens).
+   *
    * @generated from field: gateway.v1.Charge charge = 2;
    */
   charge?: Charge | undefined;
 };
 
 /**
- * Describes the message gateway.v1.ChatCompletionResponse.
- * Use `create(ChatCompletionResponseSchema)` to create a new message.
+ * Describes the message gateway.v1.InferenceResponse.
+ * Use `create(InferenceResponseSchema)` to create a new message.
  */
-export declare const ChatCompletionResponseSchema: GenMessage<ChatCompletionResponse>;
+export declare const InferenceResponseSchema: GenMessage<InferenceResponse>;
 
 /**
- * @generated from message gateway.v1.ChatCompletionChunk
+ * One server-sent event of the route's wire format.
+ *
+ * @generated from message gateway.v1.SseEvent
  */
-export declare type ChatCompletionChunk = Message<"gateway.v1.ChatCompletionChunk"> & {
+export declare type SseEvent = Message<"gateway.v1.SseEvent"> & {
   /**
-   * @generated from oneof gateway.v1.ChatCompletionChunk.event
+   * The SSE event name, where the format uses one (Anthropic); empty otherwise.
+   *
+   * @generated from field: string event = 1;
+   */
+  event: string;
+
+  /**
+   * The event's data: one JSON object.
+   *
+   * @generated from field: bytes data = 2;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message gateway.v1.SseEvent.
+ * Use `create(SseEventSchema)` to create a new message.
+ */
+export declare const SseEventSchema: GenMessage<SseEvent>;
+
+/**
+ * @generated from message gateway.v1.InferenceEvent
+ */
+export declare type InferenceEvent = Message<"gateway.v1.InferenceEvent"> & {
+  /**
+   * @generated from oneof gateway.v1.InferenceEvent.event
    */
   event: {
     /**
-     * Response metadata, always the first message: the request id before any content.
+     * Always first, before any content: the request id.
      *
      * @generated from field: string request_id = 1;
      */
@@ -147,19 +175,17 @@ export declare type ChatCompletionChunk = Message<"gateway.v1.ChatCompletionChun
     case: "requestId";
   } | {
     /**
-     * One SSE `data:` payload (a chat.completion.chunk JSON object).
-     *
-     * @generated from field: bytes data = 2;
+     * @generated from field: gateway.v1.SseEvent data = 2;
      */
-    value: Uint8Array;
+    value: SseEvent;
     case: "data";
   } | {
     /**
-     * An error after content was delivered: an OpenAI error object to send as a final event.
+     * An error after content was delivered: the route's own error event, sent last.
      *
-     * @generated from field: bytes error = 3;
+     * @generated from field: gateway.v1.SseEvent error = 3;
      */
-    value: Uint8Array;
+    value: SseEvent;
     case: "error";
   } | {
     /**
@@ -173,36 +199,68 @@ export declare type ChatCompletionChunk = Message<"gateway.v1.ChatCompletionChun
 };
 
 /**
- * Describes the message gateway.v1.ChatCompletionChunk.
- * Use `create(ChatCompletionChunkSchema)` to create a new message.
+ * Describes the message gateway.v1.InferenceEvent.
+ * Use `create(InferenceEventSchema)` to create a new message.
  */
-export declare const ChatCompletionChunkSchema: GenMessage<ChatCompletionChunk>;
+export declare const InferenceEventSchema: GenMessage<InferenceEvent>;
 
 /**
  * Forwards a request to the model's provider and bills the caller's key.
- * The caller's key travels in the request metadata: `authorization: Bearer prx-…` or `x-api-key`.
- * Failures are ConnectErrors carrying a gateway.v1.GatewayError detail.
+ *
+ * The caller's key travels in the call metadata: `authorization: Bearer prx-…` or `x-api-key`.
+ * Anthropic routes also read `anthropic-version` and `anthropic-beta` from the metadata.
+ * Every request carries the wire-format body exactly as the client sent it: the gateway
+ * interprets the few fields it must (model, stream, output caps, messages) and forwards the
+ * rest untouched. Failures are ConnectErrors carrying a gateway.v1.GatewayError detail.
  *
  * @generated from service gateway.v1.InferenceService
  */
 export declare const InferenceService: GenService<{
   /**
+   * OpenAI chat completions (POST /v1/chat/completions).
+   *
    * @generated from rpc gateway.v1.InferenceService.ChatCompletion
    */
   chatCompletion: {
     methodKind: "unary";
-    input: typeof ChatCompletionRequestSchema;
-    output: typeof ChatCompletionResponseSchema;
+    input: typeof InferenceRequestSchema;
+    output: typeof InferenceResponseSchema;
   },
   /**
-   * Server stream of OpenAI chat.completion.chunk payloads, ending with a summary.
-   *
    * @generated from rpc gateway.v1.InferenceService.StreamChatCompletion
    */
   streamChatCompletion: {
     methodKind: "server_streaming";
-    input: typeof ChatCompletionRequestSchema;
-    output: typeof ChatCompletionChunkSchema;
+    input: typeof InferenceRequestSchema;
+    output: typeof InferenceEventSchema;
+  },
+  /**
+   * Anthropic messages (POST /v1/messages), Claude models only.
+   *
+   * @generated from rpc gateway.v1.InferenceService.CreateMessage
+   */
+  createMessage: {
+    methodKind: "unary";
+    input: typeof InferenceRequestSchema;
+    output: typeof InferenceResponseSchema;
+  },
+  /**
+   * @generated from rpc gateway.v1.InferenceService.StreamMessage
+   */
+  streamMessage: {
+    methodKind: "server_streaming";
+    input: typeof InferenceRequestSchema;
+    output: typeof InferenceEventSchema;
+  },
+  /**
+   * Anthropic count_tokens (POST /v1/messages/count_tokens): authenticated, free.
+   *
+   * @generated from rpc gateway.v1.InferenceService.CountMessageTokens
+   */
+  countMessageTokens: {
+    methodKind: "unary";
+    input: typeof InferenceRequestSchema;
+    output: typeof InferenceResponseSchema;
   },
 }>;
 

@@ -8,13 +8,13 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
  * Describes the file gateway/v1/inference.proto.
  */
 export const file_gateway_v1_inference = /*@__PURE__*/
-  fileDesc("ChpnYXRld2F5L3YxL2luZmVyZW5jZS5wcm90bxIKZ2F0ZXdheS52MSI5ChVDaGF0Q29tcGxldGlvblJlcXVlc3QSDAoEYm9keRgBIAEoDBISCgpyZXF1ZXN0X2lkGAIgASgJInoKBVVzYWdlEhQKDGlucHV0X3Rva2VucxgBIAEoAxIVCg1vdXRwdXRfdG9rZW5zGAIgASgDEhUKDWNhY2hlZF90b2tlbnMYAyABKAMSGgoSY2FjaGVfd3JpdGVfdG9rZW5zGAQgASgDEhEKCWVzdGltYXRlZBgFIAEoCCJRCgZDaGFyZ2USEgoKcmVxdWVzdF9pZBgBIAEoCRIRCgljb3N0X25hbm8YAiABKAMSIAoFdXNhZ2UYAyABKAsyES5nYXRld2F5LnYxLlVzYWdlIkoKFkNoYXRDb21wbGV0aW9uUmVzcG9uc2USDAoEYm9keRgBIAEoDBIiCgZjaGFyZ2UYAiABKAsyEi5nYXRld2F5LnYxLkNoYXJnZSJ7ChNDaGF0Q29tcGxldGlvbkNodW5rEhQKCnJlcXVlc3RfaWQYASABKAlIABIOCgRkYXRhGAIgASgMSAASDwoFZXJyb3IYAyABKAxIABIkCgZjaGFyZ2UYBCABKAsyEi5nYXRld2F5LnYxLkNoYXJnZUgAQgcKBWV2ZW50MskBChBJbmZlcmVuY2VTZXJ2aWNlElcKDkNoYXRDb21wbGV0aW9uEiEuZ2F0ZXdheS52MS5DaGF0Q29tcGxldGlvblJlcXVlc3QaIi5nYXRld2F5LnYxLkNoYXRDb21wbGV0aW9uUmVzcG9uc2USXAoUU3RyZWFtQ2hhdENvbXBsZXRpb24SIS5nYXRld2F5LnYxLkNoYXRDb21wbGV0aW9uUmVxdWVzdBofLmdhdGV3YXkudjEuQ2hhdENvbXBsZXRpb25DaHVuazABYgZwcm90bzM");
+  fileDesc("ChpnYXRld2F5L3YxL2luZmVyZW5jZS5wcm90bxIKZ2F0ZXdheS52MSI0ChBJbmZlcmVuY2VSZXF1ZXN0EgwKBGJvZHkYASABKAwSEgoKcmVxdWVzdF9pZBgCIAEoCSJ6CgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIVCg1jYWNoZWRfdG9rZW5zGAMgASgDEhoKEmNhY2hlX3dyaXRlX3Rva2VucxgEIAEoAxIRCgllc3RpbWF0ZWQYBSABKAgiUQoGQ2hhcmdlEhIKCnJlcXVlc3RfaWQYASABKAkSEQoJY29zdF9uYW5vGAIgASgDEiAKBXVzYWdlGAMgASgLMhEuZ2F0ZXdheS52MS5Vc2FnZSJFChFJbmZlcmVuY2VSZXNwb25zZRIMCgRib2R5GAEgASgMEiIKBmNoYXJnZRgCIAEoCzISLmdhdGV3YXkudjEuQ2hhcmdlIicKCFNzZUV2ZW50Eg0KBWV2ZW50GAEgASgJEgwKBGRhdGEYAiABKAwiogEKDkluZmVyZW5jZUV2ZW50EhQKCnJlcXVlc3RfaWQYASABKAlIABIkCgRkYXRhGAIgASgLMhQuZ2F0ZXdheS52MS5Tc2VFdmVudEgAEiUKBWVycm9yGAMgASgLMhQuZ2F0ZXdheS52MS5Tc2VFdmVudEgAEiQKBmNoYXJnZRgEIAEoCzISLmdhdGV3YXkudjEuQ2hhcmdlSABCBwoFZXZlbnQyowMKEEluZmVyZW5jZVNlcnZpY2USTQoOQ2hhdENvbXBsZXRpb24SHC5nYXRld2F5LnYxLkluZmVyZW5jZVJlcXVlc3QaHS5nYXRld2F5LnYxLkluZmVyZW5jZVJlc3BvbnNlElIKFFN0cmVhbUNoYXRDb21wbGV0aW9uEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0GhouZ2F0ZXdheS52MS5JbmZlcmVuY2VFdmVudDABEkwKDUNyZWF0ZU1lc3NhZ2USHC5nYXRld2F5LnYxLkluZmVyZW5jZVJlcXVlc3QaHS5nYXRld2F5LnYxLkluZmVyZW5jZVJlc3BvbnNlEksKDVN0cmVhbU1lc3NhZ2USHC5nYXRld2F5LnYxLkluZmVyZW5jZVJlcXVlc3QaGi5nYXRld2F5LnYxLkluZmVyZW5jZUV2ZW50MAESUQoSQ291bnRNZXNzYWdlVG9rZW5zEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZWIGcHJvdG8z");
 
 /**
- * Describes the message gateway.v1.ChatCompletionRequest.
- * Use `create(ChatCompletionRequestSchema)` to create a new message.
+ * Describes the message gateway.v1.InferenceRequest.
+ * Use `create(InferenceRequestSchema)` to create a new message.
  */
-export const ChatCompletionRequestSchema = /*@__PURE__*/
+export const InferenceRequestSchema = /*@__PURE__*/
   messageDesc(file_gateway_v1_inference, 0);
 
 /**
@@ -32,23 +32,34 @@ export const ChargeSchema = /*@__PURE__*/
   messageDesc(file_gateway_v1_inference, 2);
 
 /**
- * Describes the message gateway.v1.ChatCompletionResponse.
- * Use `create(ChatCompletionResponseSchema)` to create a new message.
+ * Describes the message gateway.v1.InferenceResponse.
+ * Use `create(InferenceResponseSchema)` to create a new message.
  */
-export const ChatCompletionResponseSchema = /*@__PURE__*/
+export const InferenceResponseSchema = /*@__PURE__*/
   messageDesc(file_gateway_v1_inference, 3);
 
 /**
- * Describes the message gateway.v1.ChatCompletionChunk.
- * Use `create(ChatCompletionChunkSchema)` to create a new message.
+ * Describes the message gateway.v1.SseEvent.
+ * Use `create(SseEventSchema)` to create a new message.
  */
-export const ChatCompletionChunkSchema = /*@__PURE__*/
+export const SseEventSchema = /*@__PURE__*/
   messageDesc(file_gateway_v1_inference, 4);
 
 /**
+ * Describes the message gateway.v1.InferenceEvent.
+ * Use `create(InferenceEventSchema)` to create a new message.
+ */
+export const InferenceEventSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_inference, 5);
+
+/**
  * Forwards a request to the model's provider and bills the caller's key.
- * The caller's key travels in the request metadata: `authorization: Bearer prx-…` or `x-api-key`.
- * Failures are ConnectErrors carrying a gateway.v1.GatewayError detail.
+ *
+ * The caller's key travels in the call metadata: `authorization: Bearer prx-…` or `x-api-key`.
+ * Anthropic routes also read `anthropic-version` and `anthropic-beta` from the metadata.
+ * Every request carries the wire-format body exactly as the client sent it: the gateway
+ * interprets the few fields it must (model, stream, output caps, messages) and forwards the
+ * rest untouched. Failures are ConnectErrors carrying a gateway.v1.GatewayError detail.
  *
  * @generated from service gateway.v1.InferenceService
  */

@@ -1,0 +1,195 @@
+// POST /v1/messages and /v1/messages/count_tokens: Anthropic's wire format, Claude models only.
+// Bodies go upstream as the caller wrote them (system, content blocks, tools, cache_control,
+// metadata…); the gateway owns only model -> upstream id and a lowered max_tokens.
+import type { Catalogue, ResolvedModel } from '../catalogue/catalogue.ts';
+import { usageFromAnthropic, type TokenPrices, type TokenUsage } from '../billing/pricing.ts';
+import { badRequest, gatewayError } from '../rpc/errors.ts';
+import { anthropicInputUpperBound, countAnthropicInput, countTextTokens } from './tokens.ts';
+import { anthropic } from './providers/anthropic.ts';
+import { upstreamFailure } from './upstream.ts';
+import { errorMessage, type ChargeInfo, type Engine, type Json, type Plan, type StepResult, type StreamEvent, type StreamProcessor } from './engine.ts';
+import type { SseEvent } from './sse.ts';
+
+export const MESSAGES_ROUTE = '/v1/messages';
+const encoder = new TextEncoder();
+
+export interface AnthropicHeaders {
+  version?: string | null;
+  beta?: string | null;
+}
+
+export class MessagesService {
+  private readonly engine: Engine;
+  private readonly catalogue: Catalogue;
+
+  constructor(engine: Engine, catalogue: Catalogue) {
+    this.engine = engine;
+    this.catalogue = catalogue;
+  }
+
+  async create(apiKey: string | undefined, raw: Uint8Array, requestId: string, h: AnthropicHeaders): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+    const { plan, upstreamBody } = await this.prepare(apiKey, raw, requestId, false);
+    const call = anthropic(plan.model.providerConfig, h);
+    const res = await this.engine.post(plan, call.messagesUrl, call.headers, upstreamBody);
+    if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res, { passBody: true });
+    const { text, json } = await this.engine.readJson(plan, res);
+
+    const usage = json.usage && typeof json.usage === 'object'
+      ? { ...usageFromAnthropic(json.usage as Json), estimated: false }
+      : { ...countUsage(plan.body, outputTextOfMessage(json)), estimated: true };
+    const charge = await this.engine.settle(plan, usage, 'ok', 200);
+    const out = json.model === plan.model.id ? text : JSON.stringify({ ...json, model: plan.model.id });
+    return { body: encoder.encode(out), charge };
+  }
+
+  async *stream(apiKey: string | undefined, raw: Uint8Array, requestId: string, h: AnthropicHeaders, signal: AbortSignal): AsyncGenerator<StreamEvent> {
+    const { plan, upstreamBody } = await this.prepare(apiKey, raw, requestId, true);
+    const call = anthropic(plan.model.providerConfig, h);
+    yield* this.engine.relay(plan, {
+      send: (s) => this.engine.post(plan, call.messagesUrl, call.headers, upstreamBody, s),
+      processor: new AnthropicEventRelay(plan.model.id),
+      passErrorBody: true,
+      countUsage: (d) => countUsage(plan.body, d),
+      brokenStreamEvent: (message) => ({ event: 'error', json: JSON.stringify({ type: 'error', error: { type: 'api_error', message } }) }),
+      signal,
+    });
+  }
+
+  /** Free, but only for a live key: forwarded to the upstream's own counter. */
+  async countTokens(apiKey: string | undefined, raw: Uint8Array, requestId: string, h: AnthropicHeaders): Promise<{ body: Uint8Array }> {
+    const { apiKey: key, body } = await this.engine.parse(apiKey, raw);
+    const invalid = (e: Error) => this.engine.invalid(key, e);
+    if (typeof body.model !== 'string' || body.model === '') return invalid(badRequest('model: Field required', 'missing_required_parameter', 'model'));
+    if (!Array.isArray(body.messages)) return invalid(badRequest('messages: Field required', 'missing_required_parameter', 'messages'));
+    const model = await this.claudeModel(key, body.model);
+    await this.engine.requireKey(key);
+    const call = anthropic(model.providerConfig, h);
+    const upstreamBody = model.upstreamId === model.id ? raw : JSON.stringify({ ...body, model: model.upstreamId });
+    let res;
+    try {
+      res = await this.engine.upstream.post(call.countTokensUrl, call.headers, upstreamBody);
+    } catch (err) {
+      throw upstreamFailure(err, requestId);
+    }
+    const text = await res.body.text();
+    if (res.statusCode < 200 || res.statusCode >= 300) {
+      const s = res.statusCode;
+      let message = `The upstream provider answered ${s}.`;
+      try { message = errorMessage((JSON.parse(text) as Json).error) || message; } catch { /* not JSON */ }
+      throw gatewayError({ httpStatus: s === 401 || s === 403 ? 502 : s, type: 'upstream_error', code: 'upstream_error', message, upstreamBody: s === 401 || s === 403 ? undefined : encoder.encode(text), requestId });
+    }
+    return { body: encoder.encode(text) };
+  }
+
+  private async prepare(apiKey: string | undefined, raw: Uint8Array, requestId: string, streamRoute: boolean) {
+    const startedAt = performance.now();
+    const { apiKey: key, body } = await this.engine.parse(apiKey, raw);
+    const invalid = (e: Error) => this.engine.invalid(key, e);
+    if (typeof body.model !== 'string' || body.model === '') return invalid(badRequest('model: Field required', 'missing_required_parameter', 'model'));
+    if (!Array.isArray(body.messages) || body.messages.length === 0) return invalid(badRequest('messages: Field required (at least one message)', 'missing_required_parameter', 'messages'));
+    if (!(Number.isSafeInteger(body.max_tokens) && (body.max_tokens as number) >= 1)) return invalid(badRequest('max_tokens: Field required (a positive integer)', 'invalid_value', 'max_tokens'));
+    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') return invalid(badRequest('stream: Input should be a valid boolean', 'invalid_type', 'stream'));
+    if (Boolean(body.stream) !== streamRoute) return invalid(badRequest(streamRoute ? 'StreamMessage needs "stream": true.' : 'Use StreamMessage for "stream": true.', 'invalid_value', 'stream'));
+    const model = await this.claudeModel(key, body.model);
+
+    const plan: Plan = {
+      requestId, route: MESSAGES_ROUTE, model, prices: model.prices as unknown as TokenPrices, body,
+      inputUpper: BigInt(anthropicInputUpperBound(body)),
+      countInput: () => BigInt(countAnthropicInput(body)),
+      maxOutput: BigInt(body.max_tokens as number),
+      choices: 1n,
+      startedAt,
+    };
+    const held = await this.engine.hold(key, plan);
+    let changed = false;
+    const out: Json = { ...body };
+    if (model.upstreamId !== model.id) { out.model = model.upstreamId; changed = true; }
+    if (held.loweredOutputCap !== undefined) { out.max_tokens = Number(held.loweredOutputCap); changed = true; }
+    return { plan, upstreamBody: changed ? JSON.stringify(out) : raw };
+  }
+
+  private async claudeModel(apiKey: string, id: string): Promise<ResolvedModel> {
+    const model = this.catalogue.get(id);
+    const invalid = (e: Error) => this.engine.invalid(apiKey, e);
+    if (!model || !model.enabled) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: `model: the model '${id}' does not exist on this gateway. GET /v1/models lists the models.` }));
+    if (model.kind !== 'chat' || model.provider !== 'anthropic') {
+      return invalid(badRequest(`model: '${model.id}' is not a Claude model. /v1/messages serves Claude models only; use POST /v1/chat/completions for ${model.id}.`, 'model_not_supported', 'model'));
+    }
+    if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `model: '${model.id}' is not available: ${model.unavailableReason}.` }));
+    return model;
+  }
+}
+
+function countUsage(body: Json, outputText: string): TokenUsage {
+  return { inputTokens: BigInt(countAnthropicInput(body)), outputTokens: BigInt(countTextTokens(outputText)), cachedTokens: 0n, cacheWriteTokens: 0n };
+}
+
+function outputTextOfMessage(msg: Json): string {
+  const blocks = Array.isArray(msg.content) ? (msg.content as Json[]) : [];
+  return blocks.map((b) => (typeof b.text === 'string' ? b.text : typeof b.thinking === 'string' ? b.thinking : b.input !== undefined ? JSON.stringify(b.input) : '')).join('');
+}
+
+/**
+ * Anthropic SSE relay: events pass on as they are (model renamed in message_start); usage comes
+ * from message_start (input, cache) and message_delta (output, final), and the charge rides on
+ * message_delta.
+ */
+export class AnthropicEventRelay implements StreamProcessor {
+  private readonly model: string;
+  private delivered = '';
+  private usageSoFar: Json = {};
+
+  constructor(model: string) {
+    this.model = model;
+  }
+
+  deliveredText(): string {
+    return this.delivered;
+  }
+
+  /** Usage only once the upstream reported some: an absent report is not a report of zero. */
+  private reported(): TokenUsage | undefined {
+    return Object.keys(this.usageSoFar).length > 0 ? usageFromAnthropic(this.usageSoFar) : undefined;
+  }
+
+  step(ev: SseEvent): StepResult {
+    let data: Json;
+    try {
+      data = JSON.parse(ev.data) as Json;
+    } catch {
+      return {};
+    }
+    const type = (data.type as string | undefined) ?? ev.event;
+    const event = ev.event !== 'message' ? ev.event : type;
+    switch (type) {
+      case 'error':
+        return { error: { event: 'error', json: ev.data, message: errorMessage(data.error) || 'The upstream provider reported an error.' } };
+      case 'message_start': {
+        const msg = (data.message ?? {}) as Json;
+        if (msg.model !== undefined) msg.model = this.model;
+        this.usageSoFar = { ...((msg.usage as Json | undefined) ?? {}) };
+        return { usage: this.reported(), out: [{ event, data }] };
+      }
+      case 'content_block_delta': {
+        const d = (data.delta ?? {}) as Json;
+        for (const k of ['text', 'partial_json', 'thinking'] as const) if (typeof d[k] === 'string') this.delivered += d[k] as string;
+        return { out: [{ event, data }] };
+      }
+      case 'content_block_start': {
+        const b = (data.content_block ?? {}) as Json;
+        if (typeof b.text === 'string') this.delivered += b.text;
+        return { out: [{ event, data }] };
+      }
+      case 'message_delta': {
+        // message_delta usage is cumulative; fields it carries replace those from message_start.
+        const u = (data.usage ?? {}) as Json;
+        for (const [k, v] of Object.entries(u)) if (typeof v === 'number') this.usageSoFar[k] = v;
+        return { usage: this.reported(), finalUsage: data.usage !== undefined, out: [{ event, data, needsCharge: true }] };
+      }
+      case 'message_stop':
+        return { out: [{ event, data }], done: true };
+      default:
+        return { out: [{ event, data }] };
+    }
+  }
+}
