@@ -12,6 +12,7 @@ import { Catalogue } from './catalogue/catalogue.ts';
 import { catalogueService } from './catalogue/service.ts';
 import { ChatService } from './inference/chat.ts';
 import { MessagesService } from './inference/messages.ts';
+import { ResponsesService } from './inference/responses.ts';
 import { Engine } from './inference/engine.ts';
 import { inferenceService } from './inference/service.ts';
 import { Upstream } from './inference/upstream.ts';
@@ -41,7 +42,8 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   const engine = new Engine({ config, ledger, upstream, log });
   const chat = new ChatService(engine, catalogue);
   const messages = new MessagesService(engine, catalogue);
-  const services: Services = { billing: billingService(ledger), catalogue: catalogueService(catalogue), inference: inferenceService(chat, messages) };
+  const responses = new ResponsesService(engine, catalogue);
+  const services: Services = { billing: billingService(ledger), catalogue: catalogueService(catalogue), inference: inferenceService(chat, messages, responses) };
 
   const rpc: http2.Http2Server = await startRpcServer(services, { host: config.grpcHost, port: config.grpcPort, adminToken: config.adminToken });
   const facade: FastifyInstance = buildFacade({

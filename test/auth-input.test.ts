@@ -86,7 +86,7 @@ describe('400 and 413 for bad input, nothing held or charged', () => {
     ['bad max_tokens', JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], max_tokens: -5 }), 'invalid_value'],
     ['embedding model on the chat route', JSON.stringify({ model: 'text-embedding-3-small', messages: [{ role: 'user', content: 'hi' }] }), 'model_not_supported'],
     ['image model on the chat route', JSON.stringify({ model: 'FLUX.2-pro', messages: [{ role: 'user', content: 'hi' }] }), 'model_not_supported'],
-    ['Claude on the chat route (translation comes with /v1/messages)', JSON.stringify({ model: 'claude-haiku-4-5', messages: [{ role: 'user', content: 'hi' }] }), 'model_not_supported'],
+    ['n > 1 for a Claude model', JSON.stringify({ model: 'claude-haiku-4-5', n: 2, messages: [{ role: 'user', content: 'hi' }] }), 'unsupported_parameter'],
     ['stream not a boolean', JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: 'yes' }), 'invalid_type'],
   ])('%s', async (_label, body, code) => {
     const key = await newKey('1');

@@ -179,7 +179,8 @@ describe('chat completions', () => {
     const ids = list.data.map((m) => m.id);
     expect(ids).toContain('gpt-5.6-sol');
     expect(ids).toContain('grok-4');
-    expect(ids).not.toContain('claude-opus-4-8'); // no Anthropic credentials in this run
+    expect(ids).toContain('claude-opus-4-8');
+    expect(ids).not.toContain('Cohere-embed-v3-multilingual'); // no Cohere credentials in this run
     expect(list.data[0]).toMatchObject({ object: 'model' });
   });
 });

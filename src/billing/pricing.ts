@@ -87,3 +87,10 @@ export function affordableOutputTokens(prices: TokenPrices, inputTokens: bigint,
   if (perOutScaled === 0n) return BigInt(Number.MAX_SAFE_INTEGER);
   return left / perOutScaled;
 }
+
+/** OpenAI Responses API: input_tokens include input_tokens_details.cached_tokens. */
+export function usageFromOpenAIResponses(u: Record<string, unknown>): TokenUsage {
+  const input = count(u.input_tokens);
+  const cached = count(((u.input_tokens_details ?? {}) as Record<string, unknown>).cached_tokens);
+  return { inputTokens: input, outputTokens: count(u.output_tokens), cachedTokens: cached > input ? input : cached, cacheWriteTokens: 0n };
+}

@@ -93,6 +93,12 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     relayUnary(req, reply, 'anthropic', (body, opts) => inference.countMessageTokens({ body, requestId: req.id }, opts)),
   );
 
+  app.post('/v1/responses', (req, reply) =>
+    wantsStream(req.body as Buffer)
+      ? relayStream(req, reply, 'openai-events', (body, opts) => inference.streamResponse({ body, requestId: req.id }, opts))
+      : relayUnary(req, reply, 'openai', (body, opts) => inference.createResponse({ body, requestId: req.id }, opts)),
+  );
+
   type CallOptions = { headers: Record<string, string>; signal?: AbortSignal };
 
   async function relayUnary(req: FastifyRequest, reply: FastifyReply, shape: WireShape, call: (body: Buffer, opts: CallOptions) => Promise<InferenceResponse>) {
@@ -110,13 +116,16 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
 
   // Waits for the first event before committing to a 200, so an upstream that fails before its
   // first chunk still gets a real error status.
-  async function relayStream(req: FastifyRequest, reply: FastifyReply, shape: WireShape, call: (body: Buffer, opts: CallOptions) => AsyncIterable<InferenceEvent>) {
+  async function relayStream(req: FastifyRequest, reply: FastifyReply, format: WireShape | 'openai-events', call: (body: Buffer, opts: CallOptions) => AsyncIterable<InferenceEvent>) {
     const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
     const abort = new AbortController();
     const res = reply.raw;
     res.on('close', () => {
       if (!res.writableFinished) abort.abort();
     });
+    // The Responses API speaks OpenAI errors but frames its stream with event names and no [DONE].
+    const shape: WireShape = format === 'anthropic' ? 'anthropic' : 'openai';
+    const doneMarker = format === 'openai';
     const events = call(body, { headers: callHeaders(req), signal: abort.signal })[Symbol.asyncIterator]();
     let first: IteratorResult<InferenceEvent>;
     try {
@@ -143,12 +152,12 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
         if (ev.case === 'data') await write(res, frame(ev.value));
         else if (ev.case === 'error') { await write(res, frame(ev.value)); ended = true; }
       }
-      if (!ended && shape === 'openai') await write(res, 'data: [DONE]\n\n');
+      if (!ended && doneMarker) await write(res, 'data: [DONE]\n\n');
     } catch (err) {
       if (!abort.signal.aborted) {
         const ge = toGatewayError(err);
         const data = errorBody(shape, 500, ge.message, ge.type, ge.code || null);
-        await write(res, shape === 'anthropic' ? `event: error\ndata: ${data}\n\n` : `data: ${data}\n\n`).catch(() => {});
+        await write(res, format === 'openai' ? `data: ${data}\n\n` : `event: error\ndata: ${data}\n\n`).catch(() => {});
       }
     } finally {
       res.end();

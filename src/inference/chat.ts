@@ -2,10 +2,12 @@
 // goes upstream as the caller wrote it, except for fields the gateway owns (model -> upstream
 // id, a lowered output cap, usage on streams).
 import type { Catalogue, ResolvedModel } from '../catalogue/catalogue.ts';
-import { usageFromOpenAI, type TokenPrices, type TokenUsage } from '../billing/pricing.ts';
+import { usageFromAnthropic, usageFromOpenAI, type TokenPrices, type TokenUsage } from '../billing/pricing.ts';
 import { badRequest, gatewayError } from '../rpc/errors.ts';
 import { countInputTokens, countTextTokens, inputTokensUpperBound } from './tokens.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
+import { anthropic } from './providers/anthropic.ts';
+import { chatRequestToMessages, messagesResponseToChat, MessagesToChatStream, TranslationError } from './translate/chat-messages.ts';
 import { chargeField, errorMessage, type ChargeInfo, type Engine, type Json, type OutEvent, type Plan, type StepResult, type StreamEvent, type StreamProcessor } from './engine.ts';
 import type { SseEvent } from './sse.ts';
 
@@ -22,7 +24,8 @@ export class ChatService {
   }
 
   async complete(apiKey: string | undefined, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
-    const { plan, upstreamBody } = await this.prepare(apiKey, raw, requestId, false);
+    const { plan, upstreamBody, viaMessages } = await this.prepare(apiKey, raw, requestId, false);
+    if (viaMessages) return this.completeViaMessages(plan, upstreamBody as string);
     const provider = openAICompatible(plan.model.providerConfig);
     const res = await this.engine.post(plan, provider.chatUrl, provider.headers, upstreamBody);
     if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res, { passBody: true });
@@ -37,13 +40,30 @@ export class ChatService {
     return { body: encoder.encode(out), charge };
   }
 
+  /** Claude on the chat route: the request translated to Anthropic messages and the reply back. */
+  private async completeViaMessages(plan: Plan, upstreamBody: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+    const call = anthropic(plan.model.providerConfig);
+    const res = await this.engine.post(plan, call.messagesUrl, call.headers, upstreamBody);
+    if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res, { passBody: false });
+    const { json } = await this.engine.readJson(plan, res);
+    const reply = messagesResponseToChat(json, { model: plan.model.id, created: Math.floor(Date.now() / 1000) });
+    const usage = json.usage && typeof json.usage === 'object'
+      ? { ...usageFromAnthropic(json.usage as Json), estimated: false }
+      : { ...countUsage(plan.body, outputTextOfReply(reply)), estimated: true };
+    const charge = await this.engine.settle(plan, usage, 'ok', 200);
+    return { body: encoder.encode(JSON.stringify(reply)), charge };
+  }
+
   async *stream(apiKey: string | undefined, raw: Uint8Array, requestId: string, signal: AbortSignal): AsyncGenerator<StreamEvent> {
-    const { plan, upstreamBody, clientWantsUsage } = await this.prepare(apiKey, raw, requestId, true);
+    const { plan, upstreamBody, clientWantsUsage, viaMessages } = await this.prepare(apiKey, raw, requestId, true);
+    const target = viaMessages ? anthropic(plan.model.providerConfig) : undefined;
     const provider = openAICompatible(plan.model.providerConfig);
     yield* this.engine.relay(plan, {
-      send: (s) => this.engine.post(plan, provider.chatUrl, provider.headers, upstreamBody, s),
-      processor: new ChatChunkRelay(plan.model.id, clientWantsUsage),
-      passErrorBody: true,
+      send: (s) => (target ? this.engine.post(plan, target.messagesUrl, target.headers, upstreamBody, s) : this.engine.post(plan, provider.chatUrl, provider.headers, upstreamBody, s)),
+      processor: viaMessages
+        ? new ClaudeChatRelay(new MessagesToChatStream({ model: plan.model.id, created: Math.floor(Date.now() / 1000), includeUsage: clientWantsUsage }), clientWantsUsage)
+        : new ChatChunkRelay(plan.model.id, clientWantsUsage),
+      passErrorBody: !viaMessages,
       countUsage: (d) => countUsage(plan.body, d),
       brokenStreamEvent: brokenChatStream,
       signal,
@@ -74,8 +94,23 @@ export class ChatService {
       choices: BigInt((body.n as number | undefined) ?? 1),
       startedAt,
     };
-    const held = await this.engine.hold(key, plan);
+    const streamOptions = (body.stream_options ?? {}) as Json;
+    const clientWantsUsage = streamRoute && streamOptions.include_usage === true;
 
+    if (model.provider === 'anthropic') {
+      let messages: Json;
+      try {
+        messages = chatRequestToMessages(body, { upstreamModel: model.upstreamId, defaultMaxTokens: model.maxOutputTokens });
+      } catch (err) {
+        if (err instanceof TranslationError) return invalid(badRequest(err.message, 'unsupported_parameter', err.param ?? undefined));
+        throw err;
+      }
+      const held = await this.engine.hold(key, plan);
+      if (held.loweredOutputCap !== undefined) messages.max_tokens = Number(held.loweredOutputCap);
+      return { plan, upstreamBody: JSON.stringify(messages), clientWantsUsage, viaMessages: true };
+    }
+
+    const held = await this.engine.hold(key, plan);
     // What goes upstream: the caller's bytes unless the gateway must own a field.
     let changed = false;
     const out: Json = { ...body };
@@ -84,10 +119,8 @@ export class ChatService {
       out[capField ?? openAICompatible(model.providerConfig).maxTokensField] = Number(held.loweredOutputCap);
       changed = true;
     }
-    const streamOptions = (body.stream_options ?? {}) as Json;
-    const clientWantsUsage = streamRoute && streamOptions.include_usage === true;
     if (streamRoute && !clientWantsUsage) { out.stream_options = { ...streamOptions, include_usage: true }; changed = true; }
-    return { plan, upstreamBody: changed ? JSON.stringify(out) : raw, clientWantsUsage };
+    return { plan, upstreamBody: changed ? JSON.stringify(out) : raw, clientWantsUsage, viaMessages: false };
   }
 
   /** A chat model this route can serve now, or the 400 that says why not. */
@@ -96,7 +129,6 @@ export class ChatService {
     const invalid = (e: Error) => this.engine.invalid(apiKey, e);
     if (!model || !model.enabled) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: `The model '${id}' does not exist on this gateway. GET /v1/models lists the models.` }));
     if (model.kind !== 'chat') return invalid(badRequest(`The model '${model.id}' is a ${model.kind} model; it cannot be used on ${CHAT_ROUTE}.`, 'model_not_supported', 'model'));
-    if (model.provider === 'anthropic') return invalid(badRequest(`Claude models are served on /v1/messages; '${model.id}' on ${CHAT_ROUTE} is not available yet.`, 'model_not_supported', 'model'));
     if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `The model '${model.id}' is not available: ${model.unavailableReason}.` }));
     return model;
   }
@@ -170,6 +202,48 @@ export class ChatChunkRelay implements StreamProcessor {
       prompt_tokens_details: { cached_tokens: Number(u.cachedTokens) },
     };
     return [{ data: { ...this.meta, choices: [], usage, x_gateway: chargeField(charge) } }];
+  }
+}
+
+/** Claude's Anthropic events, translated to chat chunks; the charge rides as on native chat. */
+class ClaudeChatRelay implements StreamProcessor {
+  private readonly t: MessagesToChatStream;
+  private readonly clientWantsUsage: boolean;
+  private delivered = '';
+
+  constructor(t: MessagesToChatStream, clientWantsUsage: boolean) {
+    this.t = t;
+    this.clientWantsUsage = clientWantsUsage;
+  }
+
+  deliveredText(): string {
+    return this.delivered;
+  }
+
+  step(ev: SseEvent): StepResult {
+    let data: Json;
+    try {
+      data = JSON.parse(ev.data) as Json;
+    } catch {
+      return {};
+    }
+    const type = String(data.type ?? ev.event);
+    if (type === 'error') {
+      const message = errorMessage(data.error) || 'The upstream provider reported an error.';
+      return { error: { json: JSON.stringify({ error: { message, type: 'server_error', param: null, code: 'upstream_error' } }), message } };
+    }
+    const chunks = this.t.push(ev.event !== 'message' ? ev.event : type, data);
+    const out: OutEvent[] = [];
+    for (const chunk of chunks) {
+      const choices = Array.isArray(chunk.choices) ? (chunk.choices as Json[]) : [];
+      for (const c of choices) this.delivered += deltaText(c.delta as Json | undefined);
+      const carriesCharge = this.clientWantsUsage ? choices.length === 0 && chunk.usage != null : choices.some((c) => c.finish_reason != null);
+      out.push({ data: chunk, ...(carriesCharge ? { needsCharge: true } : {}) });
+    }
+    const final = type === 'message_delta' || type === 'message_stop';
+    const u = this.t.usage();
+    const usage = Object.keys(u).length > 0 ? usageFromAnthropic(u) : undefined;
+    return { out, usage, finalUsage: final && usage !== undefined && type === 'message_delta' && data.usage !== undefined, done: this.t.done };
   }
 }
 

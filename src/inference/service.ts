@@ -5,6 +5,7 @@ import type { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { keyFromHeaders } from '../billing/keys.ts';
 import type { ChatService } from './chat.ts';
 import type { MessagesService } from './messages.ts';
+import type { ResponsesService } from './responses.ts';
 import { newRequestId, type ChargeInfo, type StreamEvent } from './engine.ts';
 
 const encoder = new TextEncoder();
@@ -31,7 +32,7 @@ async function* events(source: AsyncGenerator<StreamEvent>) {
   }
 }
 
-export function inferenceService(chat: ChatService, messages: MessagesService): ServiceImpl<typeof InferenceService> {
+export function inferenceService(chat: ChatService, messages: MessagesService, responses: ResponsesService): ServiceImpl<typeof InferenceService> {
   return {
     async chatCompletion(req, ctx) {
       const r = await chat.complete(callerKey(ctx), req.body, req.requestId || newRequestId());
@@ -50,6 +51,13 @@ export function inferenceService(chat: ChatService, messages: MessagesService): 
     async countMessageTokens(req, ctx) {
       const r = await messages.countTokens(callerKey(ctx), req.body, req.requestId || newRequestId(), anthropicHeaders(ctx));
       return { body: r.body };
+    },
+    async createResponse(req, ctx) {
+      const r = await responses.create(callerKey(ctx), req.body, req.requestId || newRequestId());
+      return { body: r.body, charge: chargeMessage(r.charge) };
+    },
+    streamResponse(req, ctx) {
+      return events(responses.stream(callerKey(ctx), req.body, req.requestId || newRequestId(), ctx.signal));
     },
   };
 }

@@ -126,3 +126,54 @@ function blocksCount(content: unknown): number {
   }
   return n;
 }
+
+/** Upper bound of a Responses API request's input tokens (same reasoning as for chat). */
+export function responsesInputUpperBound(body: Json): number {
+  let total = PER_REQUEST_OVERHEAD;
+  if (typeof body.instructions === 'string') total += utf8Length(body.instructions);
+  const input = body.input;
+  if (typeof input === 'string') total += PER_MESSAGE_OVERHEAD + utf8Length(input);
+  else if (Array.isArray(input)) {
+    for (const item of input as Json[]) {
+      total += PER_MESSAGE_OVERHEAD;
+      if (item?.type === 'message' || (item && 'role' in item)) total += partsUpperBound(item.content);
+      else total += utf8Length(JSON.stringify(item ?? null));
+    }
+  }
+  if (body.tools !== undefined) total += utf8Length(JSON.stringify(body.tools));
+  if (body.text !== undefined) total += utf8Length(JSON.stringify(body.text));
+  return total;
+}
+
+function partsUpperBound(content: unknown): number {
+  if (typeof content === 'string') return utf8Length(content);
+  if (!Array.isArray(content)) return content == null ? 0 : utf8Length(JSON.stringify(content));
+  let n = 0;
+  for (const p of content as Json[]) {
+    if (typeof p?.text === 'string') n += utf8Length(p.text) + 4;
+    else if (p?.type === 'input_image') n += IMAGE_PART_TOKENS;
+    else if (p?.type === 'input_file' && typeof p.file_data === 'string') n += Math.ceil((p.file_data.length * 3) / 4);
+    else n += utf8Length(JSON.stringify(p));
+  }
+  return n;
+}
+
+/** Tokenizer count of a Responses API request. */
+export function countResponsesInput(body: Json): number {
+  let total = 3;
+  if (typeof body.instructions === 'string') total += 3 + countTextTokens(body.instructions);
+  const input = body.input;
+  if (typeof input === 'string') total += 3 + countTextTokens(input);
+  else if (Array.isArray(input)) {
+    for (const item of input as Json[]) {
+      total += 3;
+      const content = item?.content;
+      if (typeof content === 'string') total += countTextTokens(content);
+      else if (Array.isArray(content)) {
+        for (const p of content as Json[]) total += typeof p?.text === 'string' ? countTextTokens(p.text) : p?.type === 'input_image' ? IMAGE_PART_TOKENS : countTextTokens(JSON.stringify(p));
+      } else total += countTextTokens(JSON.stringify(item ?? null));
+    }
+  }
+  if (body.tools !== undefined) total += countTextTokens(JSON.stringify(body.tools));
+  return total;
+}

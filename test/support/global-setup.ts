@@ -38,6 +38,8 @@ export default async function setup(project: TestProject) {
       XAI_BASE_URL: `${sim.url}/v1`,
       DEEPSEEK_API_KEY: UPSTREAM_KEY,
       DEEPSEEK_BASE_URL: `${sim.url}/v1`,
+      ANTHROPIC_API_KEY: UPSTREAM_KEY,
+      ANTHROPIC_BASE_URL: sim.url,
       // Short enough for the hang tests, long enough for a loaded 2-core machine.
       UPSTREAM_HEADERS_TIMEOUT_MS: '2000',
       UPSTREAM_BODY_TIMEOUT_MS: '2000',

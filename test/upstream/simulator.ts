@@ -6,6 +6,8 @@ import http from 'node:http';
 import type { Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
+import { anthropicError, handleAnthropic } from './anthropic-api.ts';
+import { handleResponses } from './responses-api.ts';
 
 export interface RecordedRequest {
   method: string;
@@ -104,9 +106,15 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
       requests.push({ method: req.method ?? '', path: url.pathname, headers: req.headers, body, at: Date.now() });
       if (requests.length > MAX_RECORDED) requests.splice(0, requests.length - MAX_RECORDED);
     }
+    if (url.pathname.startsWith('/v1/messages')) {
+      if (opts.apiKey && req.headers['x-api-key'] !== opts.apiKey) return anthropicError(res, 401, 'authentication_error', 'invalid x-api-key');
+      if (body === null || typeof body !== 'object') return anthropicError(res, 400, 'invalid_request_error', 'invalid JSON body');
+      if (await handleAnthropic(res, url.pathname, body as Json)) return;
+    }
     if (opts.apiKey && url.pathname.startsWith('/v1/') && req.headers.authorization !== `Bearer ${opts.apiKey}`) {
       return openAIError(res, 401, 'Incorrect API key provided.', 'invalid_request_error', 'invalid_api_key');
     }
+    if (req.method === 'POST' && body !== null && typeof body === 'object' && (await handleResponses(res, url.pathname, body as Json))) return;
 
     if (req.method === 'GET' && url.pathname === '/v1/models') {
       const data = ['gpt-4o-mini', 'gpt-5.5', 'grok-4'].map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'sim' }));

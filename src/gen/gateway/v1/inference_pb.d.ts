@@ -262,5 +262,24 @@ export declare const InferenceService: GenService<{
     input: typeof InferenceRequestSchema;
     output: typeof InferenceResponseSchema;
   },
+  /**
+   * OpenAI responses (POST /v1/responses): passthrough models natively, chat-only models
+   * rewritten to chat completions.
+   *
+   * @generated from rpc gateway.v1.InferenceService.CreateResponse
+   */
+  createResponse: {
+    methodKind: "unary";
+    input: typeof InferenceRequestSchema;
+    output: typeof InferenceResponseSchema;
+  },
+  /**
+   * @generated from rpc gateway.v1.InferenceService.StreamResponse
+   */
+  streamResponse: {
+    methodKind: "server_streaming";
+    input: typeof InferenceRequestSchema;
+    output: typeof InferenceEventSchema;
+  },
 }>;
 

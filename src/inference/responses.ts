@@ -1,0 +1,256 @@
+// POST /v1/responses. Passthrough models (catalogue flag) go to the provider's own Responses
+// API untouched; chat-only models are rewritten to chat completions and the reply rebuilt in
+// the Responses shape (translate/responses-chat.ts), streamed too.
+import type { Catalogue, ResolvedModel } from '../catalogue/catalogue.ts';
+import { usageFromOpenAI, usageFromOpenAIResponses, type TokenPrices, type TokenUsage } from '../billing/pricing.ts';
+import { randomBase62 } from '../billing/keys.ts';
+import { badRequest, gatewayError } from '../rpc/errors.ts';
+import { countInputTokens, countResponsesInput, countTextTokens, inputTokensUpperBound, responsesInputUpperBound } from './tokens.ts';
+import { openAICompatible } from './providers/openai-compatible.ts';
+import { outputTextOfReply, deltaText } from './chat.ts';
+import { errorMessage, type ChargeInfo, type Engine, type Json, type OutEvent, type Plan, type StepResult, type StreamEvent, type StreamProcessor } from './engine.ts';
+import type { SseEvent } from './sse.ts';
+import { builtinToolTypes, chatResponseToResponses, ChatToResponsesStream, responsesRequestToChat, TranslationError } from './translate/responses-chat.ts';
+
+export const RESPONSES_ROUTE = '/v1/responses';
+const encoder = new TextEncoder();
+
+interface Prepared {
+  plan: Plan;
+  upstreamUrl: string;
+  headers: Record<string, string>;
+  upstreamBody: string | Uint8Array;
+  passthrough: boolean;
+}
+
+export class ResponsesService {
+  private readonly engine: Engine;
+  private readonly catalogue: Catalogue;
+
+  constructor(engine: Engine, catalogue: Catalogue) {
+    this.engine = engine;
+    this.catalogue = catalogue;
+  }
+
+  async create(apiKey: string | undefined, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+    const p = await this.prepare(apiKey, raw, requestId, false);
+    const res = await this.engine.post(p.plan, p.upstreamUrl, p.headers, p.upstreamBody);
+    if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(p.plan, res, { passBody: true });
+    const { text, json } = await this.engine.readJson(p.plan, res);
+    const model = p.plan.model.id;
+
+    if (p.passthrough) {
+      const usage = json.usage && typeof json.usage === 'object'
+        ? { ...usageFromOpenAIResponses(json.usage as Json), estimated: false }
+        : { ...countedUsage(p.plan, outputTextOfResponse(json)), estimated: true };
+      const charge = await this.engine.settle(p.plan, usage, 'ok', 200);
+      return { body: encoder.encode(json.model === model ? text : JSON.stringify({ ...json, model })), charge };
+    }
+
+    const usage = json.usage && typeof json.usage === 'object'
+      ? { ...usageFromOpenAI(json.usage as Json), estimated: false }
+      : { ...countedUsage(p.plan, outputTextOfReply(json)), estimated: true };
+    const charge = await this.engine.settle(p.plan, usage, 'ok', 200);
+    const rebuilt = chatResponseToResponses(usage.estimated ? { ...json, usage: chatUsage(usage) } : json, {
+      model, request: p.plan.body, responseId: `resp_${randomBase62(24)}`, createdAt: Math.floor(Date.now() / 1000),
+    });
+    return { body: encoder.encode(JSON.stringify(rebuilt)), charge };
+  }
+
+  async *stream(apiKey: string | undefined, raw: Uint8Array, requestId: string, signal: AbortSignal): AsyncGenerator<StreamEvent> {
+    const p = await this.prepare(apiKey, raw, requestId, true);
+    const processor: StreamProcessor = p.passthrough
+      ? new ResponsesEventRelay(p.plan.model.id)
+      : new ChatToResponsesRelay(new ChatToResponsesStream({ model: p.plan.model.id, request: p.plan.body, responseId: `resp_${randomBase62(24)}`, createdAt: Math.floor(Date.now() / 1000) }));
+    yield* this.engine.relay(p.plan, {
+      send: (s) => this.engine.post(p.plan, p.upstreamUrl, p.headers, p.upstreamBody, s),
+      processor,
+      passErrorBody: true,
+      countUsage: (d) => countedUsage(p.plan, d),
+      brokenStreamEvent: (message) => ({ event: 'error', json: JSON.stringify({ type: 'error', code: 'upstream_stream_broken', message, param: null }) }),
+      signal,
+    });
+  }
+
+  private async prepare(apiKey: string | undefined, raw: Uint8Array, requestId: string, streamRoute: boolean): Promise<Prepared> {
+    const startedAt = performance.now();
+    const { apiKey: key, body } = await this.engine.parse(apiKey, raw);
+    const invalid = (e: Error) => this.engine.invalid(key, e);
+    if (typeof body.model !== 'string' || body.model === '') return invalid(badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model'));
+    if (typeof body.input !== 'string' && !Array.isArray(body.input)) return invalid(badRequest("Missing required parameter: 'input'.", 'missing_required_parameter', 'input'));
+    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') return invalid(badRequest("'stream' must be a boolean.", 'invalid_type', 'stream'));
+    if (Boolean(body.stream) !== streamRoute) return invalid(badRequest(streamRoute ? 'StreamResponse needs "stream": true.' : 'Use StreamResponse for "stream": true.', 'invalid_value', 'stream'));
+    const cap = body.max_output_tokens;
+    if (cap !== undefined && cap !== null && !(Number.isSafeInteger(cap) && (cap as number) >= 1)) return invalid(badRequest("'max_output_tokens' must be a positive integer.", 'invalid_value', 'max_output_tokens'));
+    const model = await this.responsesModel(key, body.model);
+    const prices = model.prices as unknown as TokenPrices;
+    const maxOutput = BigInt((cap as number | undefined) ?? model.maxOutputTokens);
+
+    if (model.responsesPassthrough) {
+      const plan: Plan = {
+        requestId, route: RESPONSES_ROUTE, model, prices, body, maxOutput, choices: 1n, startedAt,
+        inputUpper: BigInt(responsesInputUpperBound(body)),
+        countInput: () => BigInt(countResponsesInput(body)),
+      };
+      const held = await this.engine.hold(key, plan);
+      let changed = false;
+      const out: Json = { ...body };
+      if (model.upstreamId !== model.id) { out.model = model.upstreamId; changed = true; }
+      if (held.loweredOutputCap !== undefined) { out.max_output_tokens = Number(held.loweredOutputCap); changed = true; }
+      const provider = openAICompatible(model.providerConfig);
+      return { plan, upstreamUrl: `${model.providerConfig.baseUrl}/responses`, headers: provider.headers, upstreamBody: changed ? JSON.stringify(out) : raw, passthrough: true };
+    }
+
+    // A chat-only model: only what chat completions can express.
+    const builtins = builtinToolTypes(body);
+    if (builtins.length > 0) {
+      const passthroughs = this.catalogue.list().filter((m) => m.responsesPassthrough && m.available).map((m) => m.id);
+      return invalid(gatewayError({
+        httpStatus: 400, type: 'invalid_request_error', code: 'unsupported_responses_tools', param: 'tools',
+        message: `The model '${model.id}' is served on /v1/responses through chat completions, which cannot run built-in tools (${builtins.join(', ')}). Use a passthrough model for them: ${passthroughs.join(', ')}.`,
+      }));
+    }
+    const provider = openAICompatible(model.providerConfig);
+    let chat: Json;
+    try {
+      chat = responsesRequestToChat(body, { upstreamModel: model.upstreamId });
+    } catch (err) {
+      if (err instanceof TranslationError) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: err.code, param: err.param ?? undefined, message: err.message }));
+      throw err;
+    }
+    const plan: Plan = {
+      requestId, route: RESPONSES_ROUTE, model, prices, body, maxOutput, choices: 1n, startedAt,
+      inputUpper: BigInt(inputTokensUpperBound(chat)),
+      countInput: () => BigInt(countInputTokens(chat)),
+    };
+    const held = await this.engine.hold(key, plan);
+    if (held.loweredOutputCap !== undefined) {
+      delete chat.max_completion_tokens;
+      delete chat.max_tokens;
+      chat[provider.maxTokensField] = Number(held.loweredOutputCap);
+    }
+    if (streamRoute) chat.stream_options = { ...((chat.stream_options as Json | undefined) ?? {}), include_usage: true };
+    return { plan, upstreamUrl: provider.chatUrl, headers: provider.headers, upstreamBody: JSON.stringify(chat), passthrough: false };
+  }
+
+  private async responsesModel(apiKey: string, id: string): Promise<ResolvedModel> {
+    const model = this.catalogue.get(id);
+    const invalid = (e: Error) => this.engine.invalid(apiKey, e);
+    if (!model || !model.enabled) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: `The model '${id}' does not exist on this gateway. GET /v1/models lists the models.` }));
+    if (model.kind !== 'chat') return invalid(badRequest(`The model '${model.id}' is a ${model.kind} model; it cannot be used on ${RESPONSES_ROUTE}.`, 'model_not_supported', 'model'));
+    if (model.provider === 'anthropic') return invalid(badRequest(`Claude models are served on /v1/messages (and /v1/chat/completions), not on ${RESPONSES_ROUTE}.`, 'model_not_supported', 'model'));
+    if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `The model '${model.id}' is not available: ${model.unavailableReason}.` }));
+    return model;
+  }
+}
+
+function countedUsage(plan: Plan, outputText: string): TokenUsage {
+  return { inputTokens: plan.countInput(), outputTokens: BigInt(countTextTokens(outputText)), cachedTokens: 0n, cacheWriteTokens: 0n };
+}
+
+function chatUsage(u: TokenUsage) {
+  return { prompt_tokens: Number(u.inputTokens), completion_tokens: Number(u.outputTokens), total_tokens: Number(u.inputTokens + u.outputTokens), prompt_tokens_details: { cached_tokens: Number(u.cachedTokens) } };
+}
+
+function outputTextOfResponse(r: Json): string {
+  let s = '';
+  for (const item of (Array.isArray(r.output) ? r.output : []) as Json[]) {
+    if (typeof item.arguments === 'string') s += item.arguments;
+    if (typeof item.input === 'string') s += item.input;
+    for (const part of (Array.isArray(item.content) ? item.content : []) as Json[]) if (typeof part.text === 'string') s += part.text;
+  }
+  return s;
+}
+
+const TERMINAL = new Set(['response.completed', 'response.incomplete']);
+const DELTAS = new Set(['response.output_text.delta', 'response.function_call_arguments.delta', 'response.custom_tool_call_input.delta', 'response.reasoning_summary_text.delta', 'response.refusal.delta']);
+
+/** Native Responses SSE relay: events pass on; usage and the charge ride on the terminal event. */
+class ResponsesEventRelay implements StreamProcessor {
+  private readonly model: string;
+  private delivered = '';
+
+  constructor(model: string) {
+    this.model = model;
+  }
+
+  deliveredText(): string {
+    return this.delivered;
+  }
+
+  step(ev: SseEvent): StepResult {
+    if (ev.data === '[DONE]') return { done: true };
+    let data: Json;
+    try {
+      data = JSON.parse(ev.data) as Json;
+    } catch {
+      return {};
+    }
+    const type = String(data.type ?? ev.event);
+    const event = ev.event !== 'message' ? ev.event : type;
+    if (type === 'error') return { error: { event: 'error', json: ev.data, message: errorMessage(data) || 'The upstream provider reported an error.' } };
+    if (type === 'response.failed') {
+      const r = (data.response ?? {}) as Json;
+      return { error: { event, json: ev.data, message: errorMessage(r.error) || 'The response failed upstream.' } };
+    }
+    if (DELTAS.has(type) && typeof data.delta === 'string') this.delivered += data.delta;
+    const response = data.response as Json | undefined;
+    if (response && response.model !== undefined) response.model = this.model;
+    if (TERMINAL.has(type)) {
+      const u = response?.usage;
+      const usage = u && typeof u === 'object' ? usageFromOpenAIResponses(u as Json) : undefined;
+      return { usage, finalUsage: usage !== undefined, out: [{ event, data, needsCharge: true }], done: true };
+    }
+    return { out: [{ event, data }] };
+  }
+}
+
+/** Chat chunks from a chat-only upstream, rebuilt as Responses events. */
+class ChatToResponsesRelay implements StreamProcessor {
+  private readonly t: ChatToResponsesStream;
+  private delivered = '';
+  private started = false;
+  private usage: Json | undefined;
+
+  constructor(t: ChatToResponsesStream) {
+    this.t = t;
+  }
+
+  deliveredText(): string {
+    return this.delivered;
+  }
+
+  private wrap(events: Json[], needsCharge = false): OutEvent[] {
+    return events.map((e) => ({ event: String(e.type), data: e, ...(needsCharge && TERMINAL.has(String(e.type)) ? { needsCharge: true } : {}) }));
+  }
+
+  step(ev: SseEvent): StepResult {
+    if (ev.data === '[DONE]') return { done: true };
+    let chunk: Json;
+    try {
+      chunk = JSON.parse(ev.data) as Json;
+    } catch {
+      return {};
+    }
+    if (chunk.error !== undefined) {
+      const e = chunk.error as Json;
+      return { error: { event: 'error', json: JSON.stringify({ type: 'error', code: e.code ?? null, message: errorMessage(e), param: e.param ?? null }), message: errorMessage(e) || 'The upstream provider reported an error.' } };
+    }
+    const out: Json[] = [];
+    if (!this.started) { this.started = true; out.push(...this.t.start()); }
+    for (const c of (Array.isArray(chunk.choices) ? chunk.choices : []) as Json[]) this.delivered += deltaText(c.delta as Json | undefined);
+    let usage: TokenUsage | undefined;
+    if (chunk.usage && typeof chunk.usage === 'object') {
+      this.usage = chunk.usage as Json;
+      usage = usageFromOpenAI(this.usage);
+    }
+    out.push(...this.t.push(chunk));
+    return { out: this.wrap(out), usage, finalUsage: usage !== undefined && (chunk.choices as unknown[] | undefined)?.length === 0 };
+  }
+
+  finish(charge: ChargeInfo): OutEvent[] {
+    const head = this.started ? [] : this.t.start();
+    this.started = true;
+    return this.wrap([...head, ...this.t.finish(this.usage ?? chatUsage(charge.usage))], true);
+  }
+}

@@ -1,0 +1,147 @@
+// The simulator's Anthropic Messages API: POST /v1/messages (JSON and SSE) and
+// /v1/messages/count_tokens, steered by the same `[sim …]` directives as the chat API.
+import type http from 'node:http';
+import { randomBytes } from 'node:crypto';
+
+type Json = Record<string, unknown>;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export function anthropicError(res: http.ServerResponse, status: number, type: string, message: string, headers: Record<string, string> = {}) {
+  const body = JSON.stringify({ type: 'error', error: { type, message } });
+  res.writeHead(status, { 'content-type': 'application/json', 'request-id': `req_sim_${randomBytes(6).toString('hex')}`, ...headers });
+  res.end(body);
+}
+
+function blocksText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return (content as Json[]).map((b) => (b?.type === 'text' ? String(b.text ?? '') : b?.type === 'tool_result' ? blocksText(b.content) : '')).join('');
+}
+
+/** 3 per message + ceil(text bytes / 4), plus 3, the system prompt counted as a message. */
+export function anthropicPromptTokens(body: Json): number {
+  let n = 3;
+  if (body.system !== undefined) n += 3 + Math.ceil(Buffer.byteLength(blocksText(body.system)) / 4);
+  for (const m of (Array.isArray(body.messages) ? body.messages : []) as Json[]) n += 3 + Math.ceil(Buffer.byteLength(blocksText(m?.content)) / 4);
+  return n;
+}
+
+export function anthropicDirectives(body: Json): Record<string, string> {
+  const messages = (Array.isArray(body.messages) ? body.messages : []) as Json[];
+  const lastUser = [...messages].reverse().find((m) => m?.role === 'user');
+  const match = /\[sim ([^\]]*)\]/.exec(blocksText(lastUser?.content));
+  const out: Record<string, string> = {};
+  for (const pair of match?.[1]?.trim().split(/\s+/) ?? []) {
+    const eq = pair.indexOf('=');
+    if (eq > 0) out[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  return out;
+}
+
+const failCounts = new Map<string, number>();
+
+/** Handles the Anthropic paths; false for any other path. */
+export async function handleAnthropic(res: http.ServerResponse, path: string, body: Json): Promise<boolean> {
+  if (path !== '/v1/messages' && path !== '/v1/messages/count_tokens') return false;
+  const d = anthropicDirectives(body);
+  let fault = d.fault;
+  if (fault && d.fail && d.id) {
+    const seen = failCounts.get(d.id) ?? 0;
+    failCounts.set(d.id, seen + 1);
+    if (seen >= Number(d.fail)) fault = undefined;
+  }
+  const delay = Number(d.delay ?? 0);
+  const after = Number(d.after ?? 0);
+  const stream = body.stream === true && path === '/v1/messages';
+  if (delay > 0) await sleep(delay);
+
+  switch (fault) {
+    case '500': return anthropicError(res, 500, 'api_error', 'Internal server error'), true;
+    case '502': case '503': return anthropicError(res, Number(fault), 'api_error', 'Upstream unavailable'), true;
+    case '529': return anthropicError(res, 529, 'overloaded_error', 'Overloaded'), true;
+    case '400': return anthropicError(res, 400, 'invalid_request_error', 'messages: roles must alternate'), true;
+    case '429': return anthropicError(res, 429, 'rate_limit_error', 'Number of request tokens has exceeded your per-minute rate limit', { 'retry-after': '1' }), true;
+    case 'hang': return true;
+    case 'reset':
+      if (!stream || after === 0) { res.socket?.destroy(); return true; }
+  }
+
+  const prompt = Number(d.prompt ?? anthropicPromptTokens(body));
+  if (path === '/v1/messages/count_tokens') {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ input_tokens: prompt }));
+    return true;
+  }
+
+  const cacheRead = Number(d.cached ?? 0);
+  const cacheWrite = Number(d.cache_write ?? 0);
+  const usage = { input_tokens: prompt, cache_creation_input_tokens: cacheWrite, cache_read_input_tokens: cacheRead, output_tokens: 0, service_tier: 'standard' };
+  const cap = typeof body.max_tokens === 'number' ? body.max_tokens : Infinity;
+  const wanted = Number(d.tokens ?? 8);
+  const n = Math.min(wanted, cap);
+  const words = Array.from({ length: n }, (_, i) => `w${i + 1}`);
+  const toolName = pickTool(body, d);
+  const stopReason = toolName ? 'tool_use' : cap < wanted ? 'max_tokens' : 'end_turn';
+  const id = `msg_sim${randomBytes(10).toString('hex')}`;
+  const model = String(body.model ?? '');
+  const toolId = `toolu_${id.slice(-14)}`;
+  const toolInput = { echo: words.join(' ') };
+  const noUsage = fault === 'no_usage';
+
+  if (!stream) {
+    const content = toolName ? [{ type: 'tool_use', id: toolId, name: toolName, input: toolInput }] : [{ type: 'text', text: words.join(' ') }];
+    const msg: Json = { id, type: 'message', role: 'assistant', model, content, stop_reason: stopReason, stop_sequence: null };
+    if (!noUsage) msg.usage = { ...usage, output_tokens: n };
+    res.writeHead(200, { 'content-type': 'application/json', 'request-id': `req_${id}` }).end(JSON.stringify(msg));
+    return true;
+  }
+
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'request-id': `req_${id}` });
+  res.flushHeaders();
+  const send = (event: string, data: Json) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
+  const errorEvent = () => res.end(`event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })}\n\n`);
+  if (fault === 'error_stream') { errorEvent(); return true; }
+
+  const startMsg: Json = { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null };
+  if (!noUsage) startMsg.usage = { ...usage, output_tokens: 1 };
+  send('message_start', { type: 'message_start', message: startMsg });
+  send('ping', { type: 'ping' });
+  if (toolName) {
+    send('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: toolId, name: toolName, input: {} } });
+    const json = JSON.stringify(toolInput);
+    const size = Math.max(1, Math.ceil(json.length / Math.max(1, n)));
+    for (let i = 0; i < json.length; i += size) {
+      if (delay > 0) await sleep(delay);
+      send('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: json.slice(i, i + size) } });
+    }
+  } else {
+    send('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } });
+    for (let i = 0; i < words.length; i++) {
+      if ((fault === 'reset' || fault === 'error_after') && i === after) break;
+      if (delay > 0 && i > 0) await sleep(delay);
+      if (res.destroyed) return true;
+      send('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: i === 0 ? words[i] : ` ${words[i]}` } });
+    }
+    if (fault === 'reset') { await sleep(50); res.socket?.destroy(); return true; }
+    if (fault === 'error_after') { errorEvent(); return true; }
+  }
+  send('content_block_stop', { type: 'content_block_stop', index: 0 });
+  const delta: Json = { type: 'message_delta', delta: { stop_reason: stopReason, stop_sequence: null } };
+  if (!noUsage) delta.usage = { output_tokens: n };
+  send('message_delta', delta);
+  send('message_stop', { type: 'message_stop' });
+  res.end();
+  return true;
+}
+
+function pickTool(body: Json, d: Record<string, string>): string | undefined {
+  const tools = (Array.isArray(body.tools) ? body.tools : []) as Json[];
+  if (tools.length === 0) return undefined;
+  const messages = (Array.isArray(body.messages) ? body.messages : []) as Json[];
+  const last = messages.at(-1);
+  if (Array.isArray(last?.content) && (last.content as Json[]).some((b) => b?.type === 'tool_result')) return undefined;
+  if (d.tool) return d.tool;
+  const choice = body.tool_choice as Json | undefined;
+  if (choice?.type === 'tool') return String(choice.name);
+  if (choice?.type === 'any') return String(tools[0]!.name);
+  return undefined;
+}

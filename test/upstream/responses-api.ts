@@ -1,0 +1,134 @@
+// The simulator's OpenAI Responses API: POST /v1/responses (JSON and SSE), steered by the same
+// `[sim …]` directives as the chat API, read from the last user input.
+import type http from 'node:http';
+import { randomBytes } from 'node:crypto';
+
+type Json = Record<string, unknown>;
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function openAIError(res: http.ServerResponse, status: number, message: string, type: string, code: string | null, headers: Record<string, string> = {}) {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify({ error: { message, type, param: null, code } }));
+}
+
+function partsText(content: unknown): string {
+  if (typeof content === 'string') return content;
+  return ((Array.isArray(content) ? content : []) as Json[]).map((p) => String(p?.text ?? '')).join('');
+}
+
+function lastUserText(body: Json): string {
+  if (typeof body.input === 'string') return body.input;
+  const items = (Array.isArray(body.input) ? body.input : []) as Json[];
+  const last = [...items].reverse().find((i) => i?.role === 'user');
+  return partsText(last?.content);
+}
+
+export function responsesPromptTokens(body: Json): number {
+  let n = 3;
+  if (typeof body.instructions === 'string') n += 3 + Math.ceil(Buffer.byteLength(body.instructions) / 4);
+  if (typeof body.input === 'string') n += 3 + Math.ceil(Buffer.byteLength(body.input) / 4);
+  for (const i of (Array.isArray(body.input) ? body.input : []) as Json[]) n += 3 + Math.ceil(Buffer.byteLength(partsText(i?.content) || String(i?.output ?? i?.arguments ?? '')) / 4);
+  return n;
+}
+
+const failCounts = new Map<string, number>();
+
+export async function handleResponses(res: http.ServerResponse, path: string, body: Json): Promise<boolean> {
+  if (path !== '/v1/responses') return false;
+  const m = /\[sim ([^\]]*)\]/.exec(lastUserText(body));
+  const d: Record<string, string> = {};
+  for (const pair of m?.[1]?.trim().split(/\s+/) ?? []) {
+    const eq = pair.indexOf('=');
+    if (eq > 0) d[pair.slice(0, eq)] = pair.slice(eq + 1);
+  }
+  let fault = d.fault;
+  if (fault && d.fail && d.id) {
+    const seen = failCounts.get(d.id) ?? 0;
+    failCounts.set(d.id, seen + 1);
+    if (seen >= Number(d.fail)) fault = undefined;
+  }
+  const delay = Number(d.delay ?? 0);
+  const after = Number(d.after ?? 0);
+  const stream = body.stream === true;
+  if (delay > 0) await sleep(delay);
+  switch (fault) {
+    case '500': case '502': case '503': return openAIError(res, Number(fault), 'The server had an error while processing your request.', 'server_error', null), true;
+    case '400': return openAIError(res, 400, 'Invalid input.', 'invalid_request_error', 'invalid_value'), true;
+    case '429': return openAIError(res, 429, 'Rate limit reached.', 'requests', 'rate_limit_exceeded', { 'retry-after': '1' }), true;
+    case 'hang': return true;
+    case 'reset': if (!stream || after === 0) { res.socket?.destroy(); return true; }
+  }
+
+  const id = `resp_sim${randomBytes(12).toString('hex')}`;
+  const created = Math.floor(Date.now() / 1000);
+  const cap = typeof body.max_output_tokens === 'number' ? body.max_output_tokens : Infinity;
+  const wanted = Number(d.tokens ?? 8);
+  const n = Math.min(wanted, cap);
+  const words = Array.from({ length: n }, (_, i) => `w${i + 1}`);
+  const prompt = Number(d.prompt ?? responsesPromptTokens(body));
+  const cached = Math.min(Number(d.cached ?? 0), prompt);
+  const usage = fault === 'no_usage' ? null : { input_tokens: prompt, input_tokens_details: { cached_tokens: cached }, output_tokens: n, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: prompt + n };
+  const tool = pickTool(body, d);
+  const incomplete = !tool && cap < wanted;
+  const text = words.join(' ');
+  const msgItem = { id: `msg_${id.slice(5)}`, type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [], logprobs: [] }] };
+  const callItem = tool ? { id: `fc_${id.slice(5)}`, type: 'function_call', status: 'completed', call_id: `call_${id.slice(-12)}`, name: tool, arguments: JSON.stringify({ echo: text }) } : undefined;
+  const base = (status: string, output: Json[], u: Json | null) => ({
+    id, object: 'response', created_at: created, status, error: null,
+    incomplete_details: status === 'incomplete' ? { reason: 'max_output_tokens' } : null,
+    instructions: body.instructions ?? null, max_output_tokens: body.max_output_tokens ?? null, model: body.model, output,
+    parallel_tool_calls: true, previous_response_id: null, reasoning: { effort: null, summary: null }, store: true, temperature: 1,
+    text: { format: { type: 'text' } }, tool_choice: body.tool_choice ?? 'auto', tools: body.tools ?? [], top_p: 1, truncation: 'disabled', usage: u, metadata: {},
+  });
+  const final = base(incomplete ? 'incomplete' : 'completed', callItem ? [callItem] : [msgItem], usage);
+
+  if (!stream) {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(final));
+    return true;
+  }
+  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
+  res.flushHeaders();
+  let seq = 0;
+  const send = (type: string, fields: Json) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...fields })}\n\n`);
+  const errorEvent = () => res.end(`event: error\ndata: ${JSON.stringify({ type: 'error', code: 'server_error', message: 'The server had an error.', param: null, sequence_number: seq++ })}\n\n`);
+  if (fault === 'error_stream') { errorEvent(); return true; }
+  send('response.created', { response: base('in_progress', [], null) });
+  send('response.in_progress', { response: base('in_progress', [], null) });
+  if (callItem) {
+    send('response.output_item.added', { output_index: 0, item: { ...callItem, status: 'in_progress', arguments: '' } });
+    const args = callItem.arguments;
+    const size = Math.max(1, Math.ceil(args.length / 4));
+    for (let i = 0; i < args.length; i += size) send('response.function_call_arguments.delta', { item_id: callItem.id, output_index: 0, delta: args.slice(i, i + size) });
+    send('response.function_call_arguments.done', { item_id: callItem.id, output_index: 0, arguments: args });
+    send('response.output_item.done', { output_index: 0, item: callItem });
+  } else {
+    send('response.output_item.added', { output_index: 0, item: { ...msgItem, status: 'in_progress', content: [] } });
+    send('response.content_part.added', { item_id: msgItem.id, output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [], logprobs: [] } });
+    for (let i = 0; i < words.length; i++) {
+      if ((fault === 'reset' || fault === 'error_after') && i === after) break;
+      if (delay > 0 && i > 0) await sleep(delay);
+      if (res.destroyed) return true;
+      send('response.output_text.delta', { item_id: msgItem.id, output_index: 0, content_index: 0, delta: i === 0 ? words[i] : ` ${words[i]}`, logprobs: [] });
+    }
+    if (fault === 'reset') { await sleep(50); res.socket?.destroy(); return true; }
+    if (fault === 'error_after') { errorEvent(); return true; }
+    send('response.output_text.done', { item_id: msgItem.id, output_index: 0, content_index: 0, text, logprobs: [] });
+    send('response.content_part.done', { item_id: msgItem.id, output_index: 0, content_index: 0, part: msgItem.content[0] });
+    send('response.output_item.done', { output_index: 0, item: msgItem });
+  }
+  send(incomplete ? 'response.incomplete' : 'response.completed', { response: final });
+  res.end();
+  return true;
+}
+
+function pickTool(body: Json, d: Record<string, string>): string | undefined {
+  const tools = (Array.isArray(body.tools) ? body.tools : []) as Json[];
+  const fnTools = tools.filter((t) => t?.type === 'function');
+  if (fnTools.length === 0) return undefined;
+  const items = (Array.isArray(body.input) ? body.input : []) as Json[];
+  if (items.at(-1)?.type === 'function_call_output') return undefined;
+  if (d.tool) return d.tool;
+  const choice = body.tool_choice as Json | string | undefined;
+  if (choice && typeof choice === 'object' && choice.type === 'function') return String(choice.name);
+  if (choice === 'required') return String(fnTools[0]!.name);
+  return undefined;
+}
