@@ -126,6 +126,22 @@ describe('/v1/messages errors, in the Anthropic shape, with the SDK typed errors
     expect(await accountActivity(key.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
   });
 
+  it('broken JSON, a missing max_tokens and an oversized body answer in the Anthropic shape', async () => {
+    const key = await newKey('1');
+    const post = async (body: string) => {
+      const r = await fetch(`${gatewayUrl()}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key.apiKey, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' }, body });
+      return { status: r.status, body: (await r.json()) as { type: string; error: { type: string; message: string } } };
+    };
+    const broken = await post('{"model":');
+    expect(broken).toMatchObject({ status: 400, body: { type: 'error', error: { type: 'invalid_request_error' } } });
+    const noMax = await post(JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }));
+    expect(noMax.status).toBe(400);
+    expect(noMax.body.error.message).toContain('max_tokens');
+    const huge = await post(JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'x'.repeat(5 * 1024 * 1024) }] }));
+    expect(huge).toMatchObject({ status: 413, body: { type: 'error', error: { type: 'request_too_large' } } });
+    expect(await accountActivity(key.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
+  });
+
   it('401 for a bad key', async () => {
     expect(await ask('prx-junk', 'hi')).toBeInstanceOf(Anthropic.AuthenticationError);
   });

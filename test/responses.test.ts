@@ -105,6 +105,17 @@ describe('/v1/responses rules', () => {
     expect((sent!.body as { tools: unknown }).tools).toEqual([{ type: 'web_search' }]);
   });
 
+  it('custom tools: rewritten for a chat-only model and mapped back to custom_tool_call; untouched for a passthrough model', async () => {
+    const key = await newKey('1');
+    const custom = { type: 'custom' as const, name: 'run_sql', description: 'Runs SQL' };
+    const r = await openai(key.apiKey).responses.create({ model: 'gpt-4o-mini', input: 'count users', tools: [custom], tool_choice: { type: 'custom', name: 'run_sql' } });
+    expect(r.output[0]).toMatchObject({ type: 'custom_tool_call', name: 'run_sql' });
+    const m = uniqueMarker();
+    await openai(key.apiKey).responses.create({ model: 'gpt-5.5', input: `count ${m}`, tools: [custom] });
+    const [sent] = await upstreamRequests(m);
+    expect((sent!.body as { tools: unknown }).tools).toEqual([custom]);
+  });
+
   it('an error-only stream costs nothing', async () => {
     const key = await newKey('5');
     const err = await openai(key.apiKey).responses.create({ model: 'gpt-5.5', input: `${uniqueMarker()} [sim fault=error_stream]`, stream: true }).catch((e) => e);
