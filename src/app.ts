@@ -7,6 +7,7 @@ import type { Logger } from 'pino';
 import type { Config } from './config/config.ts';
 import { migrate, openDb, type Db } from './db/db.ts';
 import { Ledger } from './billing/ledger.ts';
+import { RateLimiter } from './billing/rate-limits.ts';
 import { billingService } from './billing/service.ts';
 import { Catalogue } from './catalogue/catalogue.ts';
 import { catalogueService } from './catalogue/service.ts';
@@ -39,11 +40,12 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   }
 
   const upstream = new Upstream(config);
-  const engine = new Engine({ config, ledger, upstream, log });
+  const limiter = new RateLimiter(db, config.rateLimits);
+  const engine = new Engine({ config, ledger, upstream, limiter, log });
   const chat = new ChatService(engine, catalogue);
   const messages = new MessagesService(engine, catalogue);
   const responses = new ResponsesService(engine, catalogue);
-  const services: Services = { billing: billingService(ledger), catalogue: catalogueService(catalogue), inference: inferenceService(chat, messages, responses) };
+  const services: Services = { billing: billingService(ledger, limiter), catalogue: catalogueService(catalogue), inference: inferenceService(chat, messages, responses) };
 
   const rpc: http2.Http2Server = await startRpcServer(services, { host: config.grpcHost, port: config.grpcPort, adminToken: config.adminToken });
   const facade: FastifyInstance = buildFacade({
@@ -60,6 +62,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
       (n) => { if (n > 0) log.warn({ released: n }, 'released expired holds'); },
       (err) => log.error({ err }, 'hold sweep failed'),
     );
+    limiter.prune().catch((err) => log.warn({ err }, 'rate window prune failed'));
   }, config.holds.sweepIntervalMs);
   sweeper.unref();
 

@@ -6,10 +6,11 @@ import type { BillingService, KeyRef } from '../gen/gateway/v1/billing_pb.js';
 import { gatewayError, badRequest } from '../rpc/errors.ts';
 import { isWellFormedKey } from './keys.ts';
 import { LedgerError, type KeyRow, type Ledger } from './ledger.ts';
+import type { RateLimiter } from './rate-limits.ts';
 
 const keyNotFound = () => gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'key_not_found', message: 'No live key matches.' });
 
-export function billingService(ledger: Ledger): ServiceImpl<typeof BillingService> {
+export function billingService(ledger: Ledger, limiter: RateLimiter): ServiceImpl<typeof BillingService> {
   async function resolve(ref: KeyRef | undefined, includeRevoked = false): Promise<KeyRow> {
     const r = ref?.ref;
     if (!r?.case || !r.value) throw badRequest('key (api_key or key_id) is required', 'missing_required_parameter', 'key');
@@ -58,6 +59,14 @@ export function billingService(ledger: Ledger): ServiceImpl<typeof BillingServic
     async revokeKey(req) {
       const key = await resolve(req.key, true);
       return { revoked: await ledger.revoke(key.keyId) };
+    },
+
+    async setRateLimits(req) {
+      const key = await resolve(req.key);
+      const rpm = req.requestsPerMinute ?? null;
+      const tpm = req.tokensPerMinute ?? null;
+      if ((rpm !== null && rpm < 0) || (tpm !== null && tpm < 0n)) throw badRequest('limits must not be negative', 'invalid_value');
+      return { updated: await limiter.setLimits(key.keyId, rpm, tpm === null ? null : Number(tpm)) };
     },
 
     async listUsage(req) {

@@ -15,6 +15,7 @@ const USAGE = `usage: npm run cli -- keys <command>
   keys rotate <key|key_id>                        new key on the same balance; the old one dies now
   keys revoke <key|key_id>
   keys usage <key|key_id> [--limit <n>]
+  keys limits <key|key_id> [--rpm <n>] [--tpm <n>]    per-key rate limits (0 = unlimited; omitted = default)
 options: --json for machine-readable output
 env: GATEWAY_RPC_URL (default http://127.0.0.1:$GRPC_PORT or 8081), ADMIN_TOKEN`;
 
@@ -26,6 +27,8 @@ const { values, positionals } = parseArgs({
     label: { type: 'string' },
     'external-id': { type: 'string' },
     limit: { type: 'string' },
+    rpm: { type: 'string' },
+    tpm: { type: 'string' },
     json: { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   },
@@ -110,6 +113,18 @@ async function run(): Promise<void> {
         r.records.map((u) => `${u.createdAt ? new Date(Number(u.createdAt.seconds) * 1000).toISOString() : ''}  ${u.route}  ${u.model}  ${u.status}  in=${u.inputTokens} out=${u.outputTokens}  ${usd(u.costNano)}  ${u.requestId}`).join('\n') || '(no usage)',
         r.records.map((u) => ({ request_id: u.requestId, model: u.model, route: u.route, status: u.status, cost_nano: u.costNano, input_tokens: u.inputTokens, output_tokens: u.outputTokens })),
       );
+      return;
+    }
+    case 'limits': {
+      const count = (v: string | undefined, flag: string) => {
+        if (v === undefined) return undefined;
+        if (!/^\d+$/.test(v)) fail(`--${flag} must be a whole number`);
+        return Number(v);
+      };
+      const rpm = count(values.rpm, 'rpm');
+      const tpm = count(values.tpm, 'tpm');
+      const r = await client.setRateLimits({ key: keyRef(arg), ...(rpm !== undefined ? { requestsPerMinute: rpm } : {}), ...(tpm !== undefined ? { tokensPerMinute: BigInt(tpm) } : {}) });
+      out(r.updated ? `limits set: rpm ${rpm ?? 'default'}, tpm ${tpm ?? 'default'}` : 'no such key', { updated: r.updated });
       return;
     }
     default:

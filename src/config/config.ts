@@ -36,6 +36,8 @@ export interface Config {
     ttlSeconds: number;
     sweepIntervalMs: number;
   };
+  /** Per-key defaults, overridable per key through BillingService; 0 means unlimited. */
+  rateLimits: { rpm: number; tpm: number };
   logLevel: string;
 }
 
@@ -87,6 +89,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ttlSeconds: int(env, 'HOLD_TTL_SECONDS', 900),
       sweepIntervalMs: int(env, 'HOLD_SWEEP_INTERVAL_MS', 30_000),
     },
+    rateLimits: { rpm: int(env, 'RATE_LIMIT_RPM', 600), tpm: int(env, 'RATE_LIMIT_TPM', 2_000_000) },
     logLevel: nonEmpty(env.LOG_LEVEL) ?? 'info',
   };
 }

@@ -2,7 +2,7 @@
 // formats out. It owns translation only: no money, no upstreams, no database.
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
-import { createClient, type Transport } from '@connectrpc/connect';
+import { ConnectError, createClient, type Transport } from '@connectrpc/connect';
 import { InferenceService, type InferenceEvent, type InferenceResponse, type SseEvent } from '../gen/gateway/v1/inference_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { toGatewayError } from '../rpc/errors.ts';
@@ -110,6 +110,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
       if (r.charge) reply.header('x-gateway-cost-nano-usd', String(r.charge.costNano));
       return reply.type('application/json').send(Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength));
     } catch (err) {
+      copyRateLimitHeaders(err, reply);
       return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), shape);
     }
   }
@@ -132,6 +133,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
       first = await events.next();
     } catch (err) {
       if (abort.signal.aborted) return reply.hijack();
+      copyRateLimitHeaders(err, reply);
       return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), shape);
     }
     reply.hijack();
@@ -186,6 +188,12 @@ function wantsStream(body: Buffer | undefined): boolean {
   } catch {
     return false;
   }
+}
+
+function copyRateLimitHeaders(err: unknown, reply: FastifyReply): void {
+  ConnectError.from(err).metadata.forEach((value, name) => {
+    if (name.startsWith('x-ratelimit-')) reply.header(name, value);
+  });
 }
 
 function withRequestId<T extends { requestId: string }>(ge: T, id: string): T {

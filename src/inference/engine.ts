@@ -11,6 +11,7 @@ import { affordableOutputTokens, tokenCostNano, type TokenPrices, type TokenUsag
 import { badRequest, gatewayError, unauthorized } from '../rpc/errors.ts';
 import { isAbort, upstreamFailure, type Upstream, type UpstreamResponse } from './upstream.ts';
 import { readSse, type SseEvent } from './sse.ts';
+import type { RateDecision, RateLimiter } from '../billing/rate-limits.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -69,6 +70,8 @@ export interface Plan {
   maxOutput: bigint;
   choices: bigint;
   startedAt: number;
+  /** Set by the hold: whose window the tokens are counted in. */
+  keyHash?: Buffer;
 }
 
 export interface Held {
@@ -91,13 +94,24 @@ export class Engine {
   readonly config: Config;
   readonly ledger: Ledger;
   readonly upstream: Upstream;
+  readonly limiter: RateLimiter;
   readonly log: Logger;
 
-  constructor(deps: { config: Config; ledger: Ledger; upstream: Upstream; log: Logger }) {
+  constructor(deps: { config: Config; ledger: Ledger; upstream: Upstream; limiter: RateLimiter; log: Logger }) {
     this.config = deps.config;
     this.ledger = deps.ledger;
     this.upstream = deps.upstream;
+    this.limiter = deps.limiter;
     this.log = deps.log;
+  }
+
+  /** Authenticates the key and counts the request against its per-minute limits (429 past them, 401 for an unknown key). */
+  async admit(apiKey: string, requestId: string): Promise<Buffer> {
+    const keyHash = this.ledger.hash(apiKey);
+    const d = await this.limiter.admit(keyHash);
+    if (!d) throw unauthorized();
+    if (!d.allowed) throw rateLimited(d, requestId);
+    return keyHash;
   }
 
   /** A well-formed key and a JSON object body; any other failure still answers 401 first for an unknown key. */
@@ -119,17 +133,13 @@ export class Engine {
     throw err;
   }
 
-  /** Checks the key against the database without holding anything (free routes). */
-  async requireKey(apiKey: string): Promise<void> {
-    if (!(await this.ledger.findKey({ apiKey }))) throw unauthorized();
-  }
-
   /**
    * Holds the worst case on the cheap input bound; when that does not fit, counts the input
    * precisely and holds what the balance affords (402 below the least possible cost).
    */
   async hold(apiKey: string, plan: Plan): Promise<Held> {
-    const keyHash = this.ledger.hash(apiKey);
+    const keyHash = await this.admit(apiKey, plan.requestId);
+    plan.keyHash = keyHash;
     const cost = (input: bigint, output: bigint) => tokenCostNano(plan.prices, { inputTokens: input, outputTokens: output, cachedTokens: 0n, cacheWriteTokens: 0n });
     let input = plan.inputUpper;
     const maxCost = cost(input, plan.maxOutput * plan.choices);
@@ -165,6 +175,9 @@ export class Engine {
       inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedTokens: usage.cachedTokens, cacheWriteTokens: usage.cacheWriteTokens,
       usageEstimated: usage.estimated, status, httpStatus, latencyMs: Math.round(performance.now() - plan.startedAt),
     });
+    if (plan.keyHash && r.firstSettle) {
+      this.limiter.addTokens(plan.keyHash, usage.inputTokens + usage.outputTokens).catch((err) => this.log.warn({ err }, 'token window update failed'));
+    }
     return { requestId: plan.requestId, costNano: r.chargedNano, usage };
   }
 
@@ -341,6 +354,20 @@ function deliveredUsage(usage: TokenUsage | undefined, delivered: string, count:
   const counted = count(delivered);
   if (!usage) return { ...counted, estimated: true };
   return { ...usage, outputTokens: usage.outputTokens > counted.outputTokens ? usage.outputTokens : counted.outputTokens, estimated: true };
+}
+
+function rateLimited(d: RateDecision, requestId: string): ConnectError {
+  const err = gatewayError({
+    httpStatus: 429, type: 'rate_limit_error', code: 'rate_limit_exceeded', requestId, retryAfterSeconds: d.resetSeconds,
+    message: `Rate limit reached for this key: ${d.limitRequests} requests and ${d.limitTokens} tokens per minute (0 = unlimited). Try again in ${d.resetSeconds}s.`,
+  });
+  err.metadata.set('x-ratelimit-limit-requests', String(d.limitRequests));
+  err.metadata.set('x-ratelimit-remaining-requests', String(d.remainingRequests));
+  err.metadata.set('x-ratelimit-reset-requests', `${d.resetSeconds}s`);
+  err.metadata.set('x-ratelimit-limit-tokens', String(d.limitTokens));
+  err.metadata.set('x-ratelimit-remaining-tokens', String(d.remainingTokens));
+  err.metadata.set('x-ratelimit-reset-tokens', `${d.resetSeconds}s`);
+  return err;
 }
 
 export function errorMessage(e: unknown): string {

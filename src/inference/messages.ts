@@ -62,7 +62,7 @@ export class MessagesService {
     if (typeof body.model !== 'string' || body.model === '') return invalid(badRequest('model: Field required', 'missing_required_parameter', 'model'));
     if (!Array.isArray(body.messages)) return invalid(badRequest('messages: Field required', 'missing_required_parameter', 'messages'));
     const model = await this.claudeModel(key, body.model);
-    await this.engine.requireKey(key);
+    await this.engine.admit(key, requestId);
     const call = anthropic(model.providerConfig, h);
     const upstreamBody = model.upstreamId === model.id ? raw : JSON.stringify({ ...body, model: model.upstreamId });
     let res;

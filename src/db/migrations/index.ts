@@ -2,9 +2,11 @@
 // under Node's type stripping, vitest and any bundler.
 import type { Knex } from 'knex';
 import * as m001 from './001_ledger.ts';
+import * as m002 from './002_rate_limits.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
+  '002_rate_limits': m002,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -403,6 +403,52 @@ export declare type ListUsageResponse = Message<"gateway.v1.ListUsageResponse"> 
 export declare const ListUsageResponseSchema: GenMessage<ListUsageResponse>;
 
 /**
+ * @generated from message gateway.v1.SetRateLimitsRequest
+ */
+export declare type SetRateLimitsRequest = Message<"gateway.v1.SetRateLimitsRequest"> & {
+  /**
+   * @generated from field: gateway.v1.KeyRef key = 1;
+   */
+  key?: KeyRef | undefined;
+
+  /**
+   * Requests per minute; 0 means unlimited; absent means the gateway default.
+   *
+   * @generated from field: optional int32 requests_per_minute = 2;
+   */
+  requestsPerMinute?: number | undefined;
+
+  /**
+   * Tokens per minute; 0 means unlimited; absent means the gateway default.
+   *
+   * @generated from field: optional int64 tokens_per_minute = 3;
+   */
+  tokensPerMinute?: bigint | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.SetRateLimitsRequest.
+ * Use `create(SetRateLimitsRequestSchema)` to create a new message.
+ */
+export declare const SetRateLimitsRequestSchema: GenMessage<SetRateLimitsRequest>;
+
+/**
+ * @generated from message gateway.v1.SetRateLimitsResponse
+ */
+export declare type SetRateLimitsResponse = Message<"gateway.v1.SetRateLimitsResponse"> & {
+  /**
+   * @generated from field: bool updated = 1;
+   */
+  updated: boolean;
+};
+
+/**
+ * Describes the message gateway.v1.SetRateLimitsResponse.
+ * Use `create(SetRateLimitsResponseSchema)` to create a new message.
+ */
+export declare const SetRateLimitsResponseSchema: GenMessage<SetRateLimitsResponse>;
+
+/**
  * Keys, balances and the ledger. Amounts are integer nano-USD (1e-9 USD).
  *
  * @generated from service gateway.v1.BillingService
@@ -461,6 +507,16 @@ export declare const BillingService: GenService<{
     methodKind: "unary";
     input: typeof ListUsageRequestSchema;
     output: typeof ListUsageResponseSchema;
+  },
+  /**
+   * Per-key requests and tokens per minute; unset fields fall back to the gateway defaults.
+   *
+   * @generated from rpc gateway.v1.BillingService.SetRateLimits
+   */
+  setRateLimits: {
+    methodKind: "unary";
+    input: typeof SetRateLimitsRequestSchema;
+    output: typeof SetRateLimitsResponseSchema;
   },
 }>;
 

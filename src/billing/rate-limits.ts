@@ -1,0 +1,97 @@
+// Requests and tokens per minute, per key. State lives in PostgreSQL (rate_windows), so the
+// limit holds across any number of gateway instances: the conditional upsert serialises on
+// the row lock and admits exactly `rpm` requests in a minute window.
+import type { Db } from '../db/db.ts';
+
+export interface RateLimitDefaults {
+  /** 0 means unlimited. */
+  rpm: number;
+  tpm: number;
+}
+
+export interface RateDecision {
+  allowed: boolean;
+  limitRequests: number;
+  remainingRequests: number;
+  limitTokens: number;
+  remainingTokens: number;
+  /** Seconds until the window resets. */
+  resetSeconds: number;
+}
+
+type Row = Record<string, unknown>;
+const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
+
+export class RateLimiter {
+  private readonly db: Db;
+  private readonly defaults: RateLimitDefaults;
+
+  constructor(db: Db, defaults: RateLimitDefaults) {
+    this.db = db;
+    this.defaults = defaults;
+  }
+
+  /**
+   * Admits one request for the key with this hash, or not. Tokens are checked against what the
+   * window has already used (settled requests add their real tokens via `addTokens`), so a
+   * burst of in-flight requests can pass the token limit by what they use; requests cannot.
+   */
+  async admit(keyHash: Buffer): Promise<RateDecision | undefined> {
+    const rows = rowsOf(
+      await this.db.raw(
+        `WITH k AS (
+           SELECT id, COALESCE(rpm_limit, ?) AS rpm, COALESCE(tpm_limit, ?) AS tpm FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
+         ), w AS (
+           INSERT INTO rate_windows AS r (key_id, window_start, requests)
+           SELECT k.id, date_trunc('minute', now()), 1 FROM k
+           ON CONFLICT (key_id, window_start) DO UPDATE SET requests = r.requests + 1
+           WHERE ((SELECT rpm FROM k) = 0 OR r.requests < (SELECT rpm FROM k))
+             AND ((SELECT tpm FROM k) = 0 OR r.tokens < (SELECT tpm FROM k))
+           RETURNING r.requests, r.tokens
+         )
+         SELECT k.rpm, k.tpm::text AS tpm, w.requests, w.tokens::text AS tokens,
+                (SELECT r.requests FROM rate_windows r WHERE r.key_id = k.id AND r.window_start = date_trunc('minute', now())) AS seen,
+                (SELECT r.tokens::text FROM rate_windows r WHERE r.key_id = k.id AND r.window_start = date_trunc('minute', now())) AS seen_tokens,
+                ceil(extract(epoch FROM date_trunc('minute', now()) + interval '1 minute' - now()))::int AS reset
+         FROM k LEFT JOIN w ON true`,
+        [this.defaults.rpm, this.defaults.tpm, keyHash],
+      ),
+    );
+    const r = rows[0];
+    if (!r) return undefined; // unknown or revoked key: the caller answers 401
+    const rpm = Number(r.rpm);
+    const tpm = Number(r.tpm);
+    const allowed = r.requests != null;
+    const used = allowed ? Number(r.requests) : Number(r.seen ?? 0);
+    const tokens = Number((allowed ? r.tokens : r.seen_tokens) ?? 0);
+    return {
+      allowed,
+      limitRequests: rpm,
+      remainingRequests: rpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, rpm - used),
+      limitTokens: tpm,
+      remainingTokens: tpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, tpm - tokens),
+      resetSeconds: Math.max(1, Number(r.reset)),
+    };
+  }
+
+  /** Counts a finished request's tokens in the current window. */
+  async addTokens(keyHash: Buffer, tokens: bigint): Promise<void> {
+    if (tokens <= 0n) return;
+    await this.db.raw(
+      `INSERT INTO rate_windows AS r (key_id, window_start, tokens)
+       SELECT id, date_trunc('minute', now()), CAST(? AS bigint) FROM api_keys WHERE key_hash = ?
+       ON CONFLICT (key_id, window_start) DO UPDATE SET tokens = r.tokens + EXCLUDED.tokens`,
+      [tokens.toString(), keyHash],
+    );
+  }
+
+  async setLimits(keyId: string, rpm: number | null, tpm: number | null): Promise<boolean> {
+    const rows = rowsOf(await this.db.raw(`UPDATE api_keys SET rpm_limit = ?, tpm_limit = ? WHERE id = ? RETURNING id`, [rpm, tpm, keyId]));
+    return rows.length > 0;
+  }
+
+  /** Drops windows nobody will ask about again. */
+  async prune(): Promise<void> {
+    await this.db.raw(`DELETE FROM rate_windows WHERE window_start < now() - interval '5 minutes'`);
+  }
+}

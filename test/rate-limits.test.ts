@@ -1,0 +1,80 @@
+// Per-key requests-per-minute, shared through PostgreSQL: exact under concurrency, and shared
+// by two gateway processes over one database. 429s carry retry-after and cost nothing.
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import OpenAI from 'openai';
+import Anthropic from '@anthropic-ai/sdk';
+import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
+import { UPSTREAM_KEY } from './support/global-setup.ts';
+import { accountActivity, billing, checkInvariants, gatewayUrl, newKey, openai, type TestKey } from './support/context.ts';
+
+let second: GatewayProcess;
+beforeAll(async () => {
+  const sim = inject('simulatorUrl');
+  second = await startGatewayProcess({
+    logFile: path.join(inject('workDir'), 'gateway-2.log'),
+    env: { DATABASE_URL: inject('databaseUrl'), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${sim}/v1`, ANTHROPIC_API_KEY: UPSTREAM_KEY, ANTHROPIC_BASE_URL: sim },
+  });
+});
+afterAll(async () => {
+  await second?.stop();
+});
+
+async function limitedKey(rpm: number): Promise<TestKey> {
+  const key = await newKey('5');
+  const r = await billing().setRateLimits({ key: { ref: { case: 'keyId', value: key.keyId } }, requestsPerMinute: rpm, tokensPerMinute: 0n });
+  expect(r.updated).toBe(true);
+  return key;
+}
+
+// Far from a minute boundary, so all requests of a test share one window.
+async function awayFromMinuteEdge() {
+  const s = new Date().getSeconds();
+  if (s > 50) await new Promise((r) => setTimeout(r, (61 - s) * 1000));
+}
+
+describe('rate limits', () => {
+  it('N concurrent requests over a per-minute limit of K: exactly K succeed, N-K get 429 with retry-after, free', async () => {
+    await awayFromMinuteEdge();
+    const key = await limitedKey(7);
+    const client = openai(key.apiKey);
+    const results = await Promise.allSettled(Array.from({ length: 25 }, () => client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi [sim tokens=2]' }] })));
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(7);
+    const refused = results.filter((r): r is PromiseRejectedResult => r.status === 'rejected').map((r) => r.reason as InstanceType<typeof OpenAI.APIError>);
+    expect(refused).toHaveLength(18);
+    for (const e of refused) {
+      expect(e).toBeInstanceOf(OpenAI.RateLimitError);
+      expect(Number(e.headers!.get('retry-after'))).toBeGreaterThan(0);
+      expect(e.headers!.get('x-ratelimit-limit-requests')).toBe('7');
+      expect(e.headers!.get('x-ratelimit-remaining-requests')).toBe('0');
+      expect(e.headers!.get('x-gateway-cost-nano-usd')).toBe('0');
+    }
+    expect(await accountActivity(key.accountId)).toMatchObject({ holds: 7, usage: 7 });
+    await checkInvariants(key.accountId);
+  });
+
+  it('two gateway processes over one database share the limit', async () => {
+    await awayFromMinuteEdge();
+    const key = await limitedKey(10);
+    const a = openai(key.apiKey);
+    const b = new OpenAI({ apiKey: key.apiKey, baseURL: `${second.httpUrl}/v1`, maxRetries: 0 });
+    const calls = Array.from({ length: 30 }, (_, i) => (i % 2 ? a : b).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi [sim tokens=2]' }] }));
+    const results = await Promise.allSettled(calls);
+    expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(10);
+    expect(results.filter((r) => r.status === 'rejected' && r.reason instanceof OpenAI.RateLimitError)).toHaveLength(20);
+    await checkInvariants(key.accountId);
+  });
+
+  it('count_tokens is rate-limited too, in the Anthropic shape', async () => {
+    await awayFromMinuteEdge();
+    const key = await limitedKey(2);
+    const client = new Anthropic({ apiKey: key.apiKey, baseURL: gatewayUrl(), maxRetries: 0 });
+    const body = { model: 'claude-haiku-4-5', messages: [{ role: 'user' as const, content: 'count me' }] };
+    await client.messages.countTokens(body);
+    await client.messages.countTokens(body);
+    const err = await client.messages.countTokens(body).catch((e) => e);
+    expect(err).toBeInstanceOf(Anthropic.RateLimitError);
+    expect(err.error).toMatchObject({ type: 'error', error: { type: 'rate_limit_error' } });
+  });
+});
