@@ -8,6 +8,7 @@ import type { Config } from './config/config.ts';
 import { migrate, openDb, type Db } from './db/db.ts';
 import { Ledger } from './billing/ledger.ts';
 import { RateLimiter } from './billing/rate-limits.ts';
+import { Metrics } from './log/metrics.ts';
 import { billingService } from './billing/service.ts';
 import { Catalogue } from './catalogue/catalogue.ts';
 import { catalogueService } from './catalogue/service.ts';
@@ -41,7 +42,8 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
 
   const upstream = new Upstream(config);
   const limiter = new RateLimiter(db, config.rateLimits);
-  const engine = new Engine({ config, ledger, upstream, limiter, log });
+  const metrics = new Metrics();
+  const engine = new Engine({ config, ledger, upstream, limiter, metrics, log });
   const chat = new ChatService(engine, catalogue);
   const messages = new MessagesService(engine, catalogue);
   const responses = new ResponsesService(engine, catalogue);
@@ -52,6 +54,9 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
     transport: inProcessTransport(services),
     log,
     bodyLimitBytes: config.bodyLimitBytes,
+    metrics,
+    metricsToken: config.metricsToken,
+    knownModels: new Set(catalogue.list().map((m) => m.id)),
     ready: async () => { await db.raw('SELECT 1'); },
   });
   await facade.listen({ host: config.host, port: config.port });

@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import http from 'node:http';
 import OpenAI from 'openai';
 import { generateKey } from '../src/billing/keys.ts';
-import { accountActivity, billing, gatewayUrl, newKey, openai, rowsForRequest, checkInvariants } from './support/context.ts';
+import { accountActivity, billing, gatewayUrl, newKey, openai, postRaw, rowsForRequest, checkInvariants } from './support/context.ts';
 
 const chatUrl = () => `${gatewayUrl()}/v1/chat/completions`;
 const goodBody = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
@@ -107,8 +107,8 @@ describe('400 and 413 for bad input, nothing held or charged', () => {
 
   it('413 for a body over the limit, in the OpenAI shape', async () => {
     const key = await newKey('1');
-    const huge = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'x'.repeat(5 * 1024 * 1024) }] });
-    const r = await post({ authorization: `Bearer ${key.apiKey}` }, huge);
+    const huge = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'x'.repeat(400 * 1024) }] });
+    const r = await postRaw(`${gatewayUrl()}/v1/chat/completions`, { authorization: `Bearer ${key.apiKey}` }, huge);
     expect(r.status).toBe(413);
     expect(JSON.parse(r.text)).toMatchObject({ error: { type: 'invalid_request_error', code: 'request_too_large' } });
     expect(await accountActivity(key.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });

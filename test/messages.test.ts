@@ -5,7 +5,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import { MODELS } from '../src/catalogue/models.ts';
 import { tokenCostNano, usageFromAnthropic, type TokenPrices } from '../src/billing/pricing.ts';
 import { UPSTREAM_KEY } from './support/global-setup.ts';
-import { accountActivity, balanceOf, checkInvariants, gatewayUrl, newKey, uniqueMarker, upstreamRequests, usageRow, waitForUsage } from './support/context.ts';
+import { accountActivity, balanceOf, checkInvariants, gatewayUrl, newKey, postRaw, uniqueMarker, upstreamRequests, usageRow, waitForUsage } from './support/context.ts';
 
 const MODEL = 'claude-sonnet-4-6';
 const prices = MODELS.find((m) => m.id === MODEL)!.prices as unknown as TokenPrices;
@@ -137,8 +137,9 @@ describe('/v1/messages errors, in the Anthropic shape, with the SDK typed errors
     const noMax = await post(JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }));
     expect(noMax.status).toBe(400);
     expect(noMax.body.error.message).toContain('max_tokens');
-    const huge = await post(JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'x'.repeat(5 * 1024 * 1024) }] }));
-    expect(huge).toMatchObject({ status: 413, body: { type: 'error', error: { type: 'request_too_large' } } });
+    const huge = await postRaw(`${gatewayUrl()}/v1/messages`, { 'x-api-key': key.apiKey }, JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'x'.repeat(400 * 1024) }] }));
+    expect(huge.status).toBe(413);
+    expect(JSON.parse(huge.text)).toMatchObject({ type: 'error', error: { type: 'request_too_large' } });
     expect(await accountActivity(key.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
   });
 

@@ -19,6 +19,8 @@ export interface Config {
   dataDir: string;
   /** Pepper for key hashes; when unset one is generated and kept in the database. */
   keyHashSecret: string | undefined;
+  /** Bearer token for GET /metrics; unset means the endpoint is open. */
+  metricsToken: string | undefined;
   /** Bearer token required on the network RPC port; unset means the port is open (bind it privately). */
   adminToken: string | undefined;
   providers: Record<ProviderName, ProviderConfig>;
@@ -30,6 +32,11 @@ export interface Config {
     headersTimeoutMs: number;
     /** Longest silence between two body chunks (idle stream). */
     bodyTimeoutMs: number;
+    /** Retries of a 429/5xx/connection failure, only before the caller got any byte. */
+    retries: number;
+    retryBaseMs: number;
+    /** Longest wait between two attempts, retry-after included. */
+    retryMaxWaitMs: number;
   };
   holds: {
     /** A hold not settled by then (crashed process) is released by the sweeper. */
@@ -78,12 +85,16 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? 'data'),
     keyHashSecret: nonEmpty(env.KEY_HASH_SECRET),
     adminToken: nonEmpty(env.ADMIN_TOKEN),
+    metricsToken: nonEmpty(env.METRICS_TOKEN),
     providers,
     bodyLimitBytes: int(env, 'BODY_LIMIT_BYTES', 4 * 1024 * 1024),
     upstream: {
       connectTimeoutMs: int(env, 'UPSTREAM_CONNECT_TIMEOUT_MS', 10_000),
       headersTimeoutMs: int(env, 'UPSTREAM_HEADERS_TIMEOUT_MS', 600_000),
       bodyTimeoutMs: int(env, 'UPSTREAM_BODY_TIMEOUT_MS', 300_000),
+      retries: int(env, 'UPSTREAM_RETRIES', 2),
+      retryBaseMs: int(env, 'UPSTREAM_RETRY_BASE_MS', 250),
+      retryMaxWaitMs: int(env, 'UPSTREAM_RETRY_MAX_WAIT_MS', 4_000),
     },
     holds: {
       ttlSeconds: int(env, 'HOLD_TTL_SECONDS', 900),

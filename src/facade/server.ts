@@ -7,12 +7,17 @@ import { InferenceService, type InferenceEvent, type InferenceResponse, type Sse
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { toGatewayError } from '../rpc/errors.ts';
 import { newRequestId } from '../inference/engine.ts';
+import type { Metrics } from '../log/metrics.ts';
 import { errorBody, openAIError, sendGatewayError, type WireShape } from './errors.ts';
 
 export interface FacadeDeps {
   transport: Transport;
   log: Logger;
   bodyLimitBytes: number;
+  metrics: Metrics;
+  metricsToken: string | undefined;
+  /** Catalogue ids: the only model names used as metric labels. */
+  knownModels: ReadonlySet<string>;
   /** Throws when a dependency (database, …) is not reachable. */
   ready: () => Promise<void>;
 }
@@ -37,6 +42,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
 
   app.addHook('onResponse', (req, reply, done) => {
+    if (req.routeOptions.url?.startsWith('/v1/')) deps.metrics.requests.inc({ route: req.routeOptions.url, model: modelOf(req, deps.knownModels), status: String(reply.statusCode) });
     req.log.info({ method: req.method, url: req.routeOptions.url ?? req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
     done();
   });
@@ -46,7 +52,14 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     const status = err.statusCode ?? 500;
     const shape = shapeOf(req.url);
     reply.header('x-request-id', req.id).type('application/json');
-    if (status === 413) return reply.code(413).send(errorBody(shape, 413, `The request body is larger than the limit of ${deps.bodyLimitBytes} bytes.`, 'invalid_request_error', 'request_too_large'));
+    if (status === 413) {
+      // Read and discard the rest of the body (for a few seconds at most) so the client gets this
+      // answer instead of a reset connection while it is still uploading.
+      // (Node discards an unread body after the response; a body still arriving after 5 s is cut.)
+      req.raw.resume();
+      setTimeout(() => { if (!req.raw.complete) req.raw.socket?.destroy(); }, 5_000).unref();
+      return reply.code(413).send(errorBody(shape, 413, `The request body is larger than the limit of ${deps.bodyLimitBytes} bytes.`, 'invalid_request_error', 'request_too_large'));
+    }
     if (status >= 400 && status < 500) return reply.code(status).send(errorBody(shape, status, err.message, 'invalid_request_error', err.code ?? null));
     req.log.error({ err }, 'unhandled facade error');
     return reply.code(500).send(errorBody(shape, 500, 'Internal gateway error.', 'server_error'));
@@ -56,6 +69,10 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   );
 
   app.get('/healthz', async () => ({ status: 'ok' }));
+  app.get('/metrics', async (req, reply) => {
+    if (deps.metricsToken && req.headers.authorization !== `Bearer ${deps.metricsToken}`) return reply.code(401).send({ error: 'metrics token required' });
+    return reply.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
+  });
   app.get('/readyz', async (_req, reply) => {
     try {
       await deps.ready();
@@ -164,7 +181,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     } finally {
       res.end();
     }
-    req.log.info({ method: req.method, url: req.routeOptions.url, status: 200, ms: Math.round(reply.elapsedTime), stream: true }, 'request');
+    // The onResponse hook counts and logs this request too (it runs for hijacked replies).
   }
 
   return app;
@@ -188,6 +205,14 @@ function wantsStream(body: Buffer | undefined): boolean {
   } catch {
     return false;
   }
+}
+
+/** The model named in a JSON body, for metric labels; only catalogue ids, to bound cardinality. */
+function modelOf(req: FastifyRequest, known: ReadonlySet<string>): string {
+  const body = req.body;
+  if (!Buffer.isBuffer(body) || body.length === 0) return '';
+  const m = /"model"\s*:\s*"([A-Za-z0-9._-]{1,64})"/.exec(body.toString('latin1', 0, Math.min(body.length, 4096)));
+  return m && known.has(m[1]!) ? m[1]! : m ? 'other' : '';
 }
 
 function copyRateLimitHeaders(err: unknown, reply: FastifyReply): void {

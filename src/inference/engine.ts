@@ -12,6 +12,8 @@ import { badRequest, gatewayError, unauthorized } from '../rpc/errors.ts';
 import { isAbort, upstreamFailure, type Upstream, type UpstreamResponse } from './upstream.ts';
 import { readSse, type SseEvent } from './sse.ts';
 import type { RateDecision, RateLimiter } from '../billing/rate-limits.ts';
+import type { Metrics } from '../log/metrics.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 export type Json = Record<string, unknown>;
 
@@ -72,6 +74,10 @@ export interface Plan {
   startedAt: number;
   /** Set by the hold: whose window the tokens are counted in. */
   keyHash?: Buffer;
+  /** When the first upstream attempt started (for the added-latency metric). */
+  upstreamStartedAt?: number;
+  /** Keeps the hold from expiring while the request runs; cleared by the settle. */
+  renewal?: NodeJS.Timeout;
 }
 
 export interface Held {
@@ -95,13 +101,15 @@ export class Engine {
   readonly ledger: Ledger;
   readonly upstream: Upstream;
   readonly limiter: RateLimiter;
+  readonly metrics: Metrics;
   readonly log: Logger;
 
-  constructor(deps: { config: Config; ledger: Ledger; upstream: Upstream; limiter: RateLimiter; log: Logger }) {
+  constructor(deps: { config: Config; ledger: Ledger; upstream: Upstream; limiter: RateLimiter; metrics: Metrics; log: Logger }) {
     this.config = deps.config;
     this.ledger = deps.ledger;
     this.upstream = deps.upstream;
     this.limiter = deps.limiter;
+    this.metrics = deps.metrics;
     this.log = deps.log;
   }
 
@@ -163,34 +171,80 @@ export class Engine {
         message: `Insufficient credits: this request needs at least ${cost(input, plan.choices)} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
       });
     }
+    // A hold lives HOLD_TTL_SECONDS unless renewed: long requests renew theirs until settled,
+    // so only a dead process's holds ever expire.
+    // Renewals stop after two hours, so a request lost to a bug cannot pin a balance forever.
+    const renewEveryMs = Math.max(1000, (ttlSeconds * 1000) / 3);
+    let renewalsLeft = Math.ceil(7_200_000 / renewEveryMs);
+    plan.renewal = setInterval(() => {
+      if (--renewalsLeft < 0) return clearInterval(plan.renewal);
+      this.ledger.renewHold(plan.requestId, ttlSeconds).catch((err) => this.log.warn({ err, requestId: plan.requestId }, 'hold renewal failed'));
+    }, renewEveryMs);
+    plan.renewal.unref();
+    this.metrics.holdsOpen.inc();
     if (hold.amountNano >= maxCost) return { amountNano: hold.amountNano };
     const perChoice = affordableOutputTokens(plan.prices, input, hold.amountNano) / plan.choices;
     return { amountNano: hold.amountNano, loweredOutputCap: perChoice < 1n ? 1n : perChoice };
   }
 
   async settle(plan: Plan, usage: ChargeInfo['usage'], status: string, httpStatus: number): Promise<ChargeInfo> {
+    if (plan.renewal) {
+      clearInterval(plan.renewal);
+      plan.renewal = undefined;
+      this.metrics.holdsOpen.dec();
+    }
     const cost = tokenCostNano(plan.prices, usage);
     const r = await this.ledger.settle({
       requestId: plan.requestId, costNano: cost, model: plan.model.id, route: plan.route,
       inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedTokens: usage.cachedTokens, cacheWriteTokens: usage.cacheWriteTokens,
       usageEstimated: usage.estimated, status, httpStatus, latencyMs: Math.round(performance.now() - plan.startedAt),
     });
+    if (r.firstSettle && r.chargedNano > 0n) this.metrics.chargedNano.inc({ route: plan.route, model: plan.model.id }, Number(r.chargedNano));
     if (plan.keyHash && r.firstSettle) {
       this.limiter.addTokens(plan.keyHash, usage.inputTokens + usage.outputTokens).catch((err) => this.log.warn({ err }, 'token window update failed'));
     }
     return { requestId: plan.requestId, costNano: r.chargedNano, usage };
   }
 
-  /** POST upstream; a transport failure settles at zero and becomes 502/504. */
+  /**
+   * POST upstream. 429, 5xx and connection failures are retried with backoff (honouring
+   * retry-after, capped) — safe because the caller has received nothing yet. What still fails
+   * settles at zero: a transport failure becomes 502/504, an HTTP error is returned as is.
+   */
   async post(plan: Plan, url: string, headers: Record<string, string>, body: string | Uint8Array, signal?: AbortSignal): Promise<UpstreamResponse> {
-    try {
-      return await this.upstream.post(url, headers, body, signal);
-    } catch (err) {
-      if (isAbort(err)) throw err;
-      const failure = upstreamFailure(err, plan.requestId);
-      const timedOut = failure.code === Code.DeadlineExceeded;
-      await this.settle(plan, zeroUsage(), timedOut ? 'upstream_timeout' : 'upstream_unreachable', timedOut ? 504 : 502);
-      throw failure;
+    if (plan.upstreamStartedAt === undefined) {
+      plan.upstreamStartedAt = performance.now();
+      this.metrics.addedLatency.observe({ route: plan.route }, (plan.upstreamStartedAt - plan.startedAt) / 1000);
+    }
+    const { retries, retryBaseMs, retryMaxWaitMs } = this.config.upstream;
+    const provider = plan.model.provider;
+    for (let attempt = 0; ; attempt++) {
+      const started = performance.now();
+      const backoff = Math.min(retryMaxWaitMs, retryBaseMs * 2 ** attempt * (0.5 + Math.random() / 2));
+      let res: UpstreamResponse;
+      try {
+        res = await this.upstream.post(url, headers, body, signal);
+      } catch (err) {
+        if (isAbort(err)) throw err;
+        const failure = upstreamFailure(err, plan.requestId);
+        const timedOut = failure.code === Code.DeadlineExceeded;
+        if (!timedOut && attempt < retries) {
+          this.metrics.upstreamRetries.inc({ provider, reason: 'connection' });
+          await sleep(backoff, undefined, { signal });
+          continue;
+        }
+        await this.settle(plan, zeroUsage(), timedOut ? 'upstream_timeout' : 'upstream_unreachable', timedOut ? 504 : 502);
+        throw failure;
+      }
+      this.metrics.upstreamLatency.observe({ provider, status: String(res.statusCode) }, (performance.now() - started) / 1000);
+      if ((res.statusCode === 429 || res.statusCode >= 500) && attempt < retries) {
+        const retryAfter = Number(res.headers['retry-after']) * 1000;
+        await res.body.dump().catch(() => {});
+        this.metrics.upstreamRetries.inc({ provider, reason: String(res.statusCode) });
+        await sleep(Math.min(retryMaxWaitMs, Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : backoff), undefined, { signal });
+        continue;
+      }
+      return res;
     }
   }
 
@@ -250,10 +304,6 @@ export class Engine {
     const upstreamAbort = new AbortController();
     const onAbort = () => upstreamAbort.abort();
     opts.signal.addEventListener('abort', onAbort, { once: true });
-    const renew = setInterval(() => {
-      this.ledger.renewHold(plan.requestId, this.config.holds.ttlSeconds).catch((err) => this.log.warn({ err, requestId: plan.requestId }, 'hold renewal failed'));
-    }, Math.max(1000, (this.config.holds.ttlSeconds * 1000) / 3));
-    renew.unref();
 
     const p = opts.processor;
     let usage: TokenUsage | undefined;
@@ -331,7 +381,6 @@ export class Engine {
       for (const e of tail) yield emit(e);
       yield { kind: 'charge', charge };
     } finally {
-      clearInterval(renew);
       opts.signal.removeEventListener('abort', onAbort);
       upstreamAbort.abort();
       if (!charge) {

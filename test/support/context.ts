@@ -1,6 +1,7 @@
 // What tests share: clients for the running gateway, direct database checks of the money
 // invariants, and the simulator's record of what the gateway sent upstream.
 import { inject } from 'vitest';
+import http from 'node:http';
 import pg from 'pg';
 import OpenAI from 'openai';
 import { createClient } from '@connectrpc/connect';
@@ -106,3 +107,22 @@ export async function upstreamRequests(marker: string): Promise<SimRequest[]> {
 }
 
 export const uniqueMarker = (label = 'm') => `${label}-${Math.random().toString(36).slice(2, 10)}`;
+
+/**
+ * POSTs a body with node:http and returns the answer even when the server answers (413) and
+ * closes before the whole body is written, which fetch reports as a failed write instead.
+ */
+export function postRaw(url: string, headers: Record<string, string>, body: string): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const u = new URL(url);
+    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (d) => { text += d; });
+      res.on('end', () => resolve({ status: res.statusCode!, text }));
+      res.on('error', reject);
+    });
+    req.on('error', (err) => setTimeout(() => reject(err), 500)); // a response may still arrive
+    req.end(body);
+  });
+}

@@ -43,6 +43,11 @@ export default async function setup(project: TestProject) {
       // Short enough for the hang tests, long enough for a loaded 2-core machine.
       UPSTREAM_HEADERS_TIMEOUT_MS: '2000',
       UPSTREAM_BODY_TIMEOUT_MS: '2000',
+      UPSTREAM_RETRY_BASE_MS: '20',
+      // Small enough that an oversized test body fits in loopback socket buffers, so the client
+      // reads the 413 instead of a reset it gets when the server stops reading mid-upload.
+      BODY_LIMIT_BYTES: String(256 * 1024),
+      UPSTREAM_RETRY_MAX_WAIT_MS: '100',
       LOG_LEVEL: 'info',
     },
   });
