@@ -15,6 +15,9 @@ import { catalogueService } from './catalogue/service.ts';
 import { ChatService } from './inference/chat.ts';
 import { MessagesService } from './inference/messages.ts';
 import { ResponsesService } from './inference/responses.ts';
+import { EmbeddingsService } from './inference/embeddings.ts';
+import { ImagesService } from './inference/images.ts';
+import { AudioService } from './inference/audio.ts';
 import { Engine } from './inference/engine.ts';
 import { inferenceService } from './inference/service.ts';
 import { Upstream } from './inference/upstream.ts';
@@ -47,13 +50,19 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   const chat = new ChatService(engine, catalogue);
   const messages = new MessagesService(engine, catalogue);
   const responses = new ResponsesService(engine, catalogue);
-  const services: Services = { billing: billingService(ledger, limiter), catalogue: catalogueService(catalogue), inference: inferenceService(chat, messages, responses) };
+  const services: Services = { billing: billingService(ledger, limiter), catalogue: catalogueService(catalogue), inference: inferenceService({
+    chat, messages, responses,
+    embeddings: new EmbeddingsService(engine, catalogue),
+    images: new ImagesService(engine, catalogue, config),
+    audio: new AudioService(engine, catalogue),
+  }) };
 
   const rpc: http2.Http2Server = await startRpcServer(services, { host: config.grpcHost, port: config.grpcPort, adminToken: config.adminToken });
   const facade: FastifyInstance = buildFacade({
     transport: inProcessTransport(services),
     log,
     bodyLimitBytes: config.bodyLimitBytes,
+    uploads: config.media,
     metrics,
     metricsToken: config.metricsToken,
     knownModels: new Set(catalogue.list().map((m) => m.id)),

@@ -32,6 +32,9 @@ export interface SettleInput {
   cachedTokens: bigint;
   cacheWriteTokens: bigint;
   usageEstimated: boolean;
+  /** Non-token billing basis (images, audio_seconds, characters, pixels); 0 and '' for tokens. */
+  units?: bigint;
+  unit?: string;
   status: string;
   httpStatus: number;
   latencyMs: number;
@@ -246,15 +249,15 @@ export class Ledger {
            SELECT h.account_id, -h.charged_nano, 'charge', a.balance_nano, ?, 'request' FROM h, a WHERE h.charged_nano > 0
          ), u AS (
            INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
-             cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms)
+             cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit)
            SELECT ?, h.account_id, h.key_id, ?, ?, CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), ?,
-             h.charged_nano, CAST(? AS bigint) - h.charged_nano, ?, ?, ? FROM h
+             h.charged_nano, CAST(? AS bigint) - h.charged_nano, ?, ?, ?, CAST(? AS bigint), ? FROM h
          )
          SELECT charged_nano::text AS charged FROM h`,
         [
           cost, s.requestId, s.requestId, s.requestId, s.model, s.route,
           s.inputTokens.toString(), s.outputTokens.toString(), s.cachedTokens.toString(), s.cacheWriteTokens.toString(), s.usageEstimated,
-          cost, s.status, s.httpStatus, s.latencyMs,
+          cost, s.status, s.httpStatus, s.latencyMs, (s.units ?? 0n).toString(), s.unit ?? '',
         ],
       ),
     );

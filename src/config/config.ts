@@ -43,6 +43,17 @@ export interface Config {
     ttlSeconds: number;
     sweepIntervalMs: number;
   };
+  media: {
+    /** Largest multipart upload (image edits, transcriptions); OpenAI's own limit is 25 MB. */
+    uploadLimitBytes: number;
+    /** Most files in one upload (image edits take up to 16 images and a mask). */
+    maxFiles: number;
+    /** Largest plain multipart field (a prompt). */
+    fieldLimitBytes: number;
+    /** FLUX jobs: time between polls, and how long to wait for the image. */
+    pollIntervalMs: number;
+    pollTimeoutMs: number;
+  };
   /** Per-key defaults, overridable per key through BillingService; 0 means unlimited. */
   rateLimits: { rpm: number; tpm: number };
   logLevel: string;
@@ -95,6 +106,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       retries: int(env, 'UPSTREAM_RETRIES', 2),
       retryBaseMs: int(env, 'UPSTREAM_RETRY_BASE_MS', 250),
       retryMaxWaitMs: int(env, 'UPSTREAM_RETRY_MAX_WAIT_MS', 4_000),
+    },
+    media: {
+      uploadLimitBytes: int(env, 'UPLOAD_LIMIT_BYTES', 25 * 1024 * 1024),
+      maxFiles: int(env, 'UPLOAD_MAX_FILES', 17),
+      fieldLimitBytes: int(env, 'UPLOAD_FIELD_LIMIT_BYTES', 128 * 1024),
+      pollIntervalMs: int(env, 'IMAGE_POLL_INTERVAL_MS', 500),
+      pollTimeoutMs: int(env, 'IMAGE_POLL_TIMEOUT_MS', 120_000),
     },
     holds: {
       ttlSeconds: int(env, 'HOLD_TTL_SECONDS', 900),

@@ -9,11 +9,15 @@ import { toGatewayError } from '../rpc/errors.ts';
 import { newRequestId } from '../inference/engine.ts';
 import type { Metrics } from '../log/metrics.ts';
 import { errorBody, openAIError, sendGatewayError, type WireShape } from './errors.ts';
+import { registerMediaRoutes } from './media-routes.ts';
+import { writeChunk } from './write.ts';
+import type { Config } from '../config/config.ts';
 
 export interface FacadeDeps {
   transport: Transport;
   log: Logger;
   bodyLimitBytes: number;
+  uploads: Config['media'];
   metrics: Metrics;
   metricsToken: string | undefined;
   /** Catalogue ids: the only model names used as metric labels. */
@@ -118,6 +122,8 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
 
   type CallOptions = { headers: Record<string, string>; signal?: AbortSignal };
 
+  registerMediaRoutes(app, { inference, uploads: deps.uploads, relayUnary, callHeaders });
+
   async function relayUnary(req: FastifyRequest, reply: FastifyReply, shape: WireShape, call: (body: Buffer, opts: CallOptions) => Promise<InferenceResponse>) {
     const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
     try {
@@ -125,7 +131,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
       const requestId = r.charge?.requestId || req.id;
       reply.header('x-request-id', requestId).header('request-id', requestId);
       if (r.charge) reply.header('x-gateway-cost-nano-usd', String(r.charge.costNano));
-      return reply.type('application/json').send(Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength));
+      return reply.type(r.contentType || 'application/json').send(Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength));
     } catch (err) {
       copyRateLimitHeaders(err, reply);
       return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), shape);
@@ -168,15 +174,15 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     try {
       for (let r = first; !r.done; r = await events.next()) {
         const ev = r.value.event;
-        if (ev.case === 'data') await write(res, frame(ev.value));
-        else if (ev.case === 'error') { await write(res, frame(ev.value)); ended = true; }
+        if (ev.case === 'data') await writeChunk(res, frame(ev.value));
+        else if (ev.case === 'error') { await writeChunk(res, frame(ev.value)); ended = true; }
       }
-      if (!ended && doneMarker) await write(res, 'data: [DONE]\n\n');
+      if (!ended && doneMarker) await writeChunk(res, 'data: [DONE]\n\n');
     } catch (err) {
       if (!abort.signal.aborted) {
         const ge = toGatewayError(err);
         const data = errorBody(shape, 500, ge.message, ge.type, ge.code || null);
-        await write(res, format === 'openai' ? `data: ${data}\n\n` : `event: error\ndata: ${data}\n\n`).catch(() => {});
+        await writeChunk(res, format === 'openai' ? `data: ${data}\n\n` : `event: error\ndata: ${data}\n\n`).catch(() => {});
       }
     } finally {
       res.end();
@@ -224,16 +230,4 @@ function copyRateLimitHeaders(err: unknown, reply: FastifyReply): void {
 function withRequestId<T extends { requestId: string }>(ge: T, id: string): T {
   if (!ge.requestId) ge.requestId = id;
   return ge;
-}
-
-function write(res: import('node:http').ServerResponse, chunk: string): Promise<void> {
-  if (res.destroyed) return Promise.reject(new Error('client gone'));
-  if (res.write(chunk)) return Promise.resolve();
-  return new Promise((resolve, reject) => {
-    const done = (err?: Error) => { res.off('drain', ok); res.off('close', gone); err ? reject(err) : resolve(); };
-    const ok = () => done();
-    const gone = () => done(new Error('client gone'));
-    res.once('drain', ok);
-    res.once('close', gone);
-  });
 }

@@ -9,7 +9,7 @@ import { isWellFormedKey } from '../billing/keys.ts';
 import { LedgerError, newId, type Ledger } from '../billing/ledger.ts';
 import { affordableOutputTokens, tokenCostNano, type TokenPrices, type TokenUsage } from '../billing/pricing.ts';
 import { badRequest, gatewayError, unauthorized } from '../rpc/errors.ts';
-import { isAbort, upstreamFailure, type Upstream, type UpstreamResponse } from './upstream.ts';
+import { isAbort, upstreamFailure, type Upstream, type UpstreamBody, type UpstreamResponse } from './upstream.ts';
 import { readSse, type SseEvent } from './sse.ts';
 import type { RateDecision, RateLimiter } from '../billing/rate-limits.ts';
 import type { Metrics } from '../log/metrics.ts';
@@ -20,7 +20,8 @@ export type Json = Record<string, unknown>;
 export interface ChargeInfo {
   requestId: string;
   costNano: bigint;
-  usage: TokenUsage & { estimated: boolean };
+  /** Tokens, and for routes billed otherwise the billed quantity (`units` of `unit`). */
+  usage: TokenUsage & { estimated: boolean; units?: bigint; unit?: string };
 }
 
 /** What the facade writes, in order. `event` is the SSE event name where the format has one. */
@@ -122,6 +123,12 @@ export class Engine {
     return keyHash;
   }
 
+  /** The key when well formed (401 otherwise), checked before any database work. */
+  wellFormedKey(apiKey: string | undefined): string {
+    if (!apiKey || !isWellFormedKey(apiKey)) throw unauthorized();
+    return apiKey;
+  }
+
   /** A well-formed key and a JSON object body; any other failure still answers 401 first for an unknown key. */
   async parse(apiKey: string | undefined, raw: Uint8Array): Promise<{ apiKey: string; body: Json }> {
     if (!apiKey || !isWellFormedKey(apiKey)) throw unauthorized();
@@ -171,6 +178,37 @@ export class Engine {
         message: `Insufficient credits: this request needs at least ${cost(input, plan.choices)} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
       });
     }
+    this.keepHold(plan);
+    if (hold.amountNano >= maxCost) return { amountNano: hold.amountNano };
+    const perChoice = affordableOutputTokens(plan.prices, input, hold.amountNano) / plan.choices;
+    return { amountNano: hold.amountNano, loweredOutputCap: perChoice < 1n ? 1n : perChoice };
+  }
+
+  /**
+   * Holds an amount known up front (a price per image, second or character): 402 when the
+   * available balance is below it.
+   */
+  async holdExact(apiKey: string, plan: Plan, amountNano: bigint): Promise<void> {
+    plan.keyHash = await this.admit(apiKey, plan.requestId);
+    let hold;
+    try {
+      hold = await this.ledger.placeHold({ apiKeyHash: plan.keyHash, requestId: plan.requestId, minNano: amountNano, maxNano: amountNano, ttlSeconds: this.config.holds.ttlSeconds });
+    } catch (err) {
+      if (err instanceof LedgerError && err.code === 'duplicate_request') throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'duplicate_request_id', message: err.message });
+      throw err;
+    }
+    if (hold.kind === 'unknown_key') throw unauthorized();
+    if (hold.kind === 'insufficient') {
+      throw gatewayError({
+        httpStatus: 402, type: 'insufficient_quota', code: 'insufficient_credits', requestId: plan.requestId,
+        message: `Insufficient credits: this request costs up to ${amountNano} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
+      });
+    }
+    this.keepHold(plan);
+  }
+
+  private keepHold(plan: Plan): void {
+    const ttlSeconds = this.config.holds.ttlSeconds;
     // A hold lives HOLD_TTL_SECONDS unless renewed: long requests renew theirs until settled,
     // so only a dead process's holds ever expire.
     // Renewals stop after two hours, so a request lost to a bug cannot pin a balance forever.
@@ -182,22 +220,20 @@ export class Engine {
     }, renewEveryMs);
     plan.renewal.unref();
     this.metrics.holdsOpen.inc();
-    if (hold.amountNano >= maxCost) return { amountNano: hold.amountNano };
-    const perChoice = affordableOutputTokens(plan.prices, input, hold.amountNano) / plan.choices;
-    return { amountNano: hold.amountNano, loweredOutputCap: perChoice < 1n ? 1n : perChoice };
   }
 
-  async settle(plan: Plan, usage: ChargeInfo['usage'], status: string, httpStatus: number): Promise<ChargeInfo> {
+  /** Settles at `costNano` when given (routes not billed by tokens), else at the token price of `usage`. */
+  async settle(plan: Plan, usage: ChargeInfo['usage'], status: string, httpStatus: number, costNano?: bigint): Promise<ChargeInfo> {
     if (plan.renewal) {
       clearInterval(plan.renewal);
       plan.renewal = undefined;
       this.metrics.holdsOpen.dec();
     }
-    const cost = tokenCostNano(plan.prices, usage);
+    const cost = costNano ?? tokenCostNano(plan.prices, usage);
     const r = await this.ledger.settle({
       requestId: plan.requestId, costNano: cost, model: plan.model.id, route: plan.route,
       inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedTokens: usage.cachedTokens, cacheWriteTokens: usage.cacheWriteTokens,
-      usageEstimated: usage.estimated, status, httpStatus, latencyMs: Math.round(performance.now() - plan.startedAt),
+      usageEstimated: usage.estimated, units: usage.units, unit: usage.unit, status, httpStatus, latencyMs: Math.round(performance.now() - plan.startedAt),
     });
     if (r.firstSettle && r.chargedNano > 0n) this.metrics.chargedNano.inc({ route: plan.route, model: plan.model.id }, Number(r.chargedNano));
     if (plan.keyHash && r.firstSettle) {
@@ -211,7 +247,7 @@ export class Engine {
    * retry-after, capped) — safe because the caller has received nothing yet. What still fails
    * settles at zero: a transport failure becomes 502/504, an HTTP error is returned as is.
    */
-  async post(plan: Plan, url: string, headers: Record<string, string>, body: string | Uint8Array, signal?: AbortSignal): Promise<UpstreamResponse> {
+  async post(plan: Plan, url: string, headers: Record<string, string>, body: UpstreamBody, signal?: AbortSignal): Promise<UpstreamResponse> {
     if (plan.upstreamStartedAt === undefined) {
       plan.upstreamStartedAt = performance.now();
       this.metrics.addedLatency.observe({ route: plan.route }, (plan.upstreamStartedAt - plan.startedAt) / 1000);

@@ -6,6 +6,9 @@ import { keyFromHeaders } from '../billing/keys.ts';
 import type { ChatService } from './chat.ts';
 import type { MessagesService } from './messages.ts';
 import type { ResponsesService } from './responses.ts';
+import type { EmbeddingsService } from './embeddings.ts';
+import type { ImagesService } from './images.ts';
+import type { AudioService } from './audio.ts';
 import { newRequestId, type ChargeInfo, type StreamEvent } from './engine.ts';
 
 const encoder = new TextEncoder();
@@ -14,7 +17,10 @@ function chargeMessage(c: ChargeInfo) {
   return {
     requestId: c.requestId,
     costNano: c.costNano,
-    usage: { inputTokens: c.usage.inputTokens, outputTokens: c.usage.outputTokens, cachedTokens: c.usage.cachedTokens, cacheWriteTokens: c.usage.cacheWriteTokens, estimated: c.usage.estimated },
+    usage: {
+      inputTokens: c.usage.inputTokens, outputTokens: c.usage.outputTokens, cachedTokens: c.usage.cachedTokens, cacheWriteTokens: c.usage.cacheWriteTokens,
+      estimated: c.usage.estimated, units: c.usage.units ?? 0n, unit: c.usage.unit ?? '',
+    },
   };
 }
 
@@ -32,7 +38,16 @@ async function* events(source: AsyncGenerator<StreamEvent>) {
   }
 }
 
-export function inferenceService(chat: ChatService, messages: MessagesService, responses: ResponsesService): ServiceImpl<typeof InferenceService> {
+export interface InferenceRoutes {
+  chat: ChatService;
+  messages: MessagesService;
+  responses: ResponsesService;
+  embeddings: EmbeddingsService;
+  images: ImagesService;
+  audio: AudioService;
+}
+
+export function inferenceService({ chat, messages, responses, embeddings, images, audio }: InferenceRoutes): ServiceImpl<typeof InferenceService> {
   return {
     async chatCompletion(req, ctx) {
       const r = await chat.complete(callerKey(ctx), req.body, req.requestId || newRequestId());
@@ -58,6 +73,29 @@ export function inferenceService(chat: ChatService, messages: MessagesService, r
     },
     streamResponse(req, ctx) {
       return events(responses.stream(callerKey(ctx), req.body, req.requestId || newRequestId(), ctx.signal));
+    },
+    async createEmbedding(req, ctx) {
+      const r = await embeddings.create(callerKey(ctx), req.body, req.requestId || newRequestId());
+      return { body: r.body, charge: chargeMessage(r.charge) };
+    },
+    async generateImage(req, ctx) {
+      const r = await images.generate(callerKey(ctx), req.body, req.requestId || newRequestId());
+      return { body: r.body, charge: chargeMessage(r.charge) };
+    },
+    async editImage(req, ctx) {
+      const r = await images.edit(callerKey(ctx), req.parts, req.requestId || newRequestId());
+      return { body: r.body, charge: chargeMessage(r.charge) };
+    },
+    async transcribe(req, ctx) {
+      const r = await audio.transcribe(callerKey(ctx), req.parts, req.requestId || newRequestId());
+      return { body: r.body, contentType: r.contentType, charge: chargeMessage(r.charge) };
+    },
+    async *createSpeech(req, ctx) {
+      for await (const ev of audio.speech(callerKey(ctx), req.body, req.requestId || newRequestId(), ctx.signal)) {
+        if (ev.kind === 'start') yield { event: { case: 'start' as const, value: { requestId: ev.requestId, contentType: ev.contentType, costNano: ev.costNano } } };
+        else if (ev.kind === 'audio') yield { event: { case: 'audio' as const, value: ev.data } };
+        else yield { event: { case: 'charge' as const, value: chargeMessage(ev.charge) } };
+      }
     },
   };
 }

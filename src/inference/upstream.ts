@@ -1,10 +1,12 @@
 // HTTP to the providers: one keep-alive undici Agent for all of them, with the three timeouts
 // that matter (connect, first byte, silence between body chunks).
-import { Agent, errors, request, type Dispatcher } from 'undici';
+import { Agent, errors, request, type Dispatcher, type FormData } from 'undici';
 import type { Config } from '../config/config.ts';
 import { gatewayError } from '../rpc/errors.ts';
 
 export type UpstreamResponse = Dispatcher.ResponseData;
+/** JSON text, bytes, or a multipart form (undici writes the boundary and content type). */
+export type UpstreamBody = string | Uint8Array | FormData;
 
 export class Upstream {
   readonly agent: Agent;
@@ -19,8 +21,12 @@ export class Upstream {
     });
   }
 
-  async post(url: string, headers: Record<string, string>, body: string | Uint8Array, signal?: AbortSignal): Promise<UpstreamResponse> {
+  async post(url: string, headers: Record<string, string>, body: UpstreamBody, signal?: AbortSignal): Promise<UpstreamResponse> {
     return request(url, { method: 'POST', headers, body, signal, dispatcher: this.agent });
+  }
+
+  async get(url: string, headers: Record<string, string>, signal?: AbortSignal): Promise<UpstreamResponse> {
+    return request(url, { method: 'GET', headers, signal, dispatcher: this.agent });
   }
 
   close(): Promise<void> {

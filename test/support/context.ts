@@ -75,7 +75,7 @@ export async function accountActivity(accountId: string): Promise<{ holds: numbe
 export async function usageRow(requestId: string): Promise<Record<string, string> | undefined> {
   const r = await db().query(
     `SELECT request_id, model, route, status, http_status::text, cost_nano::text, input_tokens::text, output_tokens::text,
-            cached_tokens::text, usage_estimated::text FROM usage_records WHERE request_id = $1`,
+            cached_tokens::text, usage_estimated::text, units::text, unit FROM usage_records WHERE request_id = $1`,
     [requestId],
   );
   return r.rows[0];
@@ -112,7 +112,7 @@ export const uniqueMarker = (label = 'm') => `${label}-${Math.random().toString(
  * POSTs a body with node:http and returns the answer even when the server answers (413) and
  * closes before the whole body is written, which fetch reports as a failed write instead.
  */
-export function postRaw(url: string, headers: Record<string, string>, body: string): Promise<{ status: number; text: string }> {
+export function postRaw(url: string, headers: Record<string, string>, body: string | Buffer): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const u = new URL(url);
     const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } }, (res) => {

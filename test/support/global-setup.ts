@@ -40,6 +40,13 @@ export default async function setup(project: TestProject) {
       DEEPSEEK_BASE_URL: `${sim.url}/v1`,
       ANTHROPIC_API_KEY: UPSTREAM_KEY,
       ANTHROPIC_BASE_URL: sim.url,
+      COHERE_API_KEY: UPSTREAM_KEY,
+      COHERE_BASE_URL: `${sim.url}/cohere`,
+      BFL_API_KEY: UPSTREAM_KEY,
+      BFL_BASE_URL: `${sim.url}/bfl/v1`,
+      IMAGE_POLL_INTERVAL_MS: '20',
+      IMAGE_POLL_TIMEOUT_MS: '1500',
+      UPLOAD_LIMIT_BYTES: String(1024 * 1024),
       // Short enough for the hang tests, long enough for a loaded 2-core machine.
       UPSTREAM_HEADERS_TIMEOUT_MS: '2000',
       UPSTREAM_BODY_TIMEOUT_MS: '2000',

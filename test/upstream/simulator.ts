@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
 import { anthropicError, handleAnthropic } from './anthropic-api.ts';
 import { handleResponses } from './responses-api.ts';
+import { formSummary, handleMedia } from './media-api.ts';
 
 export interface RecordedRequest {
   method: string;
@@ -68,6 +69,7 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
   const requests: RecordedRequest[] = [];
   const failCounts = new Map<string, number>();
   const sockets = new Set<Socket>();
+  let selfUrl = '';
 
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -102,7 +104,8 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     } catch {
       body = null;
     }
-    if (url.pathname.startsWith('/v1/')) {
+    if (String(req.headers['content-type'] ?? '').startsWith('multipart/form-data')) body = await formSummary(req, raw);
+    if (/^\/(v1|cohere|bfl)\//.test(url.pathname)) {
       requests.push({ method: req.method ?? '', path: url.pathname, headers: req.headers, body, at: Date.now() });
       if (requests.length > MAX_RECORDED) requests.splice(0, requests.length - MAX_RECORDED);
     }
@@ -114,6 +117,7 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     if (opts.apiKey && url.pathname.startsWith('/v1/') && req.headers.authorization !== `Bearer ${opts.apiKey}`) {
       return openAIError(res, 401, 'Incorrect API key provided.', 'invalid_request_error', 'invalid_api_key');
     }
+    if (await handleMedia(req, res, url, raw, { baseUrl: selfUrl, apiKey: opts.apiKey, failCounts })) return;
     if (req.method === 'POST' && body !== null && typeof body === 'object' && (await handleResponses(res, url.pathname, body as Json))) return;
 
     if (req.method === 'GET' && url.pathname === '/v1/models') {
@@ -234,6 +238,7 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
   const host = opts.host ?? '127.0.0.1';
   await new Promise<void>((resolve) => server.listen(opts.port ?? 0, host, resolve));
   const port = (server.address() as { port: number }).port;
+  selfUrl = `http://${host}:${port}`;
   return {
     url: `http://${host}:${port}`,
     port,

@@ -6,6 +6,10 @@ export interface ChatProvider {
   headers: Record<string, string>;
   /** Field that caps output tokens when the gateway must lower or set it. */
   maxTokensField: 'max_tokens' | 'max_completion_tokens';
+  /** Another endpoint of the same API, e.g. url('/embeddings'). */
+  url(path: string): string;
+  /** Authorization only, for multipart bodies (the form sets its own content type). */
+  authHeaders: Record<string, string>;
 }
 
 export function openAICompatible(pc: ProviderConfig): ChatProvider {
@@ -15,5 +19,7 @@ export function openAICompatible(pc: ProviderConfig): ChatProvider {
     headers: { authorization: `Bearer ${pc.apiKey ?? ''}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
     // OpenAI's reasoning models refuse max_tokens; xAI and DeepSeek document max_tokens.
     maxTokensField: pc.name === 'openai' ? 'max_completion_tokens' : 'max_tokens',
+    url: (path) => `${pc.baseUrl}${path}`,
+    authHeaders: { authorization: `Bearer ${pc.apiKey ?? ''}` },
   };
 }

@@ -11,6 +11,130 @@ import type { Message } from "@bufbuild/protobuf";
 export declare const file_gateway_v1_inference: GenFile;
 
 /**
+ * A multipart/form-data request, part by part, in the order the client sent them.
+ *
+ * @generated from message gateway.v1.MultipartRequest
+ */
+export declare type MultipartRequest = Message<"gateway.v1.MultipartRequest"> & {
+  /**
+   * @generated from field: repeated gateway.v1.FormPart parts = 1;
+   */
+  parts: FormPart[];
+
+  /**
+   * Optional id to correlate and deduplicate; the gateway makes one when empty.
+   *
+   * @generated from field: string request_id = 2;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message gateway.v1.MultipartRequest.
+ * Use `create(MultipartRequestSchema)` to create a new message.
+ */
+export declare const MultipartRequestSchema: GenMessage<MultipartRequest>;
+
+/**
+ * @generated from message gateway.v1.FormPart
+ */
+export declare type FormPart = Message<"gateway.v1.FormPart"> & {
+  /**
+   * @generated from field: string name = 1;
+   */
+  name: string;
+
+  /**
+   * Set for file parts; empty for plain fields.
+   *
+   * @generated from field: string filename = 2;
+   */
+  filename: string;
+
+  /**
+   * @generated from field: string content_type = 3;
+   */
+  contentType: string;
+
+  /**
+   * @generated from field: bytes data = 4;
+   */
+  data: Uint8Array;
+};
+
+/**
+ * Describes the message gateway.v1.FormPart.
+ * Use `create(FormPartSchema)` to create a new message.
+ */
+export declare const FormPartSchema: GenMessage<FormPart>;
+
+/**
+ * @generated from message gateway.v1.SpeechEvent
+ */
+export declare type SpeechEvent = Message<"gateway.v1.SpeechEvent"> & {
+  /**
+   * @generated from oneof gateway.v1.SpeechEvent.event
+   */
+  event: {
+    /**
+     * Always first: the request id and the audio's content type.
+     *
+     * @generated from field: gateway.v1.SpeechStart start = 1;
+     */
+    value: SpeechStart;
+    case: "start";
+  } | {
+    /**
+     * @generated from field: bytes audio = 2;
+     */
+    value: Uint8Array;
+    case: "audio";
+  } | {
+    /**
+     * Last message: what was charged.
+     *
+     * @generated from field: gateway.v1.Charge charge = 3;
+     */
+    value: Charge;
+    case: "charge";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message gateway.v1.SpeechEvent.
+ * Use `create(SpeechEventSchema)` to create a new message.
+ */
+export declare const SpeechEventSchema: GenMessage<SpeechEvent>;
+
+/**
+ * @generated from message gateway.v1.SpeechStart
+ */
+export declare type SpeechStart = Message<"gateway.v1.SpeechStart"> & {
+  /**
+   * @generated from field: string request_id = 1;
+   */
+  requestId: string;
+
+  /**
+   * @generated from field: string content_type = 2;
+   */
+  contentType: string;
+
+  /**
+   * What the request costs once the audio is complete (known up front: per character).
+   *
+   * @generated from field: int64 cost_nano = 3;
+   */
+  costNano: bigint;
+};
+
+/**
+ * Describes the message gateway.v1.SpeechStart.
+ * Use `create(SpeechStartSchema)` to create a new message.
+ */
+export declare const SpeechStartSchema: GenMessage<SpeechStart>;
+
+/**
  * @generated from message gateway.v1.InferenceRequest
  */
 export declare type InferenceRequest = Message<"gateway.v1.InferenceRequest"> & {
@@ -71,6 +195,19 @@ export declare type Usage = Message<"gateway.v1.Usage"> & {
    * @generated from field: bool estimated = 5;
    */
   estimated: boolean;
+
+  /**
+   * For routes not billed by tokens: how many of `unit` were billed (images, audio_seconds,
+   * characters, pixels).
+   *
+   * @generated from field: int64 units = 6;
+   */
+  units: bigint;
+
+  /**
+   * @generated from field: string unit = 7;
+   */
+  unit: string;
 };
 
 /**
@@ -123,6 +260,13 @@ export declare type InferenceResponse = Message<"gateway.v1.InferenceResponse"> 
    * @generated from field: gateway.v1.Charge charge = 2;
    */
   charge?: Charge | undefined;
+
+  /**
+   * The body's media type when it is not application/json (e.g. text/plain transcripts).
+   *
+   * @generated from field: string content_type = 3;
+   */
+  contentType: string;
 };
 
 /**
@@ -280,6 +424,57 @@ export declare const InferenceService: GenService<{
     methodKind: "server_streaming";
     input: typeof InferenceRequestSchema;
     output: typeof InferenceEventSchema;
+  },
+  /**
+   * OpenAI embeddings (POST /v1/embeddings); Cohere translated to and from the OpenAI shape.
+   *
+   * @generated from rpc gateway.v1.InferenceService.CreateEmbedding
+   */
+  createEmbedding: {
+    methodKind: "unary";
+    input: typeof InferenceRequestSchema;
+    output: typeof InferenceResponseSchema;
+  },
+  /**
+   * OpenAI image generation (POST /v1/images/generations); FLUX through its own API.
+   *
+   * @generated from rpc gateway.v1.InferenceService.GenerateImage
+   */
+  generateImage: {
+    methodKind: "unary";
+    input: typeof InferenceRequestSchema;
+    output: typeof InferenceResponseSchema;
+  },
+  /**
+   * OpenAI image edits (POST /v1/images/edits, multipart), gpt-image-* models only.
+   *
+   * @generated from rpc gateway.v1.InferenceService.EditImage
+   */
+  editImage: {
+    methodKind: "unary";
+    input: typeof MultipartRequestSchema;
+    output: typeof InferenceResponseSchema;
+  },
+  /**
+   * OpenAI transcription (POST /v1/audio/transcriptions, multipart). The reply may be text
+   * (response_format text, srt, vtt): see InferenceResponse.content_type.
+   *
+   * @generated from rpc gateway.v1.InferenceService.Transcribe
+   */
+  transcribe: {
+    methodKind: "unary";
+    input: typeof MultipartRequestSchema;
+    output: typeof InferenceResponseSchema;
+  },
+  /**
+   * OpenAI speech (POST /v1/audio/speech): binary audio, streamed as the upstream makes it.
+   *
+   * @generated from rpc gateway.v1.InferenceService.CreateSpeech
+   */
+  createSpeech: {
+    methodKind: "server_streaming";
+    input: typeof InferenceRequestSchema;
+    output: typeof SpeechEventSchema;
   },
 }>;
 

@@ -1,0 +1,185 @@
+// POST /v1/audio/transcriptions (multipart) and /v1/audio/speech (binary audio back).
+// whisper is billed per second of the audio's real duration, read from the file; the
+// gpt-4o-*-transcribe models by tokens from the usage they report; speech per character.
+import { Blob } from 'node:buffer';
+import { FormData } from 'undici';
+import type { Catalogue } from '../catalogue/catalogue.ts';
+import { badRequest, gatewayError } from '../rpc/errors.ts';
+import { audioSecondsNano, charactersNano, mediaTokensFromUsage, mediaTokensNano, type MediaTokens } from '../billing/media-pricing.ts';
+import type { FormPart } from '../gen/gateway/v1/inference_pb.js';
+import { openAICompatible } from './providers/openai-compatible.ts';
+import { isAbort } from './upstream.ts';
+import { countTextTokens } from './tokens.ts';
+import { zeroUsage, type ChargeInfo, type Engine, type Json } from './engine.ts';
+import { audioDuration, ceilSeconds } from './media/audio-duration.ts';
+import { Form, mediaPlan, modelOfKind } from './media/common.ts';
+
+export const TRANSCRIPTIONS_ROUTE = '/v1/audio/transcriptions';
+export const SPEECH_ROUTE = '/v1/audio/speech';
+
+const TEXT_FIELDS = ['model', 'language', 'prompt', 'response_format', 'temperature', 'stream', 'chunking_strategy'];
+const RESPONSE_FORMATS: Record<string, string[]> = {
+  whisper: ['json', 'text', 'srt', 'verbose_json', 'vtt'],
+  'gpt-4o-transcribe-diarize': ['json', 'text', 'diarized_json'],
+};
+const TOKEN_MODEL_FORMATS = ['json', 'text'];
+/** Audio tokens per second of audio: held at twice the rate the models use, estimated at it. */
+const AUDIO_TOKENS_PER_SECOND = 10n;
+const PROMPT_OVERHEAD_TOKENS = 64n;
+
+const SPEECH_FORMATS: Record<string, string> = { mp3: 'audio/mpeg', opus: 'audio/ogg', aac: 'audio/aac', flac: 'audio/flac', wav: 'audio/wav', pcm: 'audio/pcm' };
+const MAX_SPEECH_CHARS = 4096;
+
+export type SpeechOut =
+  | { kind: 'start'; requestId: string; contentType: string; costNano: bigint }
+  | { kind: 'audio'; data: Uint8Array }
+  | { kind: 'charge'; charge: ChargeInfo };
+
+export class AudioService {
+  private readonly engine: Engine;
+  private readonly catalogue: Catalogue;
+
+  constructor(engine: Engine, catalogue: Catalogue) {
+    this.engine = engine;
+    this.catalogue = catalogue;
+  }
+
+  async transcribe(apiKey: string | undefined, parts: readonly FormPart[], requestId: string): Promise<{ body: Uint8Array; contentType: string; charge: ChargeInfo }> {
+    const startedAt = performance.now();
+    const engine = this.engine;
+    const key = engine.wellFormedKey(apiKey);
+    const invalid = (e: Error) => engine.invalid(key, e);
+    const form = new Form(parts);
+    for (const name of TEXT_FIELDS) {
+      if (form.files(name).length > 0) return invalid(badRequest(`'${name}' must be a text field, not a file.`, 'invalid_value', name));
+    }
+    const model = await modelOfKind(engine, this.catalogue, key, form.field('model'), 'transcription', TRANSCRIPTIONS_ROUTE);
+    const unexpected = form.parts.find((p) => p.filename !== '' && p.name !== 'file');
+    if (unexpected) return invalid(badRequest(`Unexpected file field '${unexpected.name}': send the audio as 'file'.`, 'invalid_value', unexpected.name));
+    const files = form.files('file');
+    if (files.length === 0) return invalid(badRequest(form.has('file') ? "'file' must be a file, not a text field." : "Missing required parameter: 'file'.", form.has('file') ? 'invalid_value' : 'missing_required_parameter', 'file'));
+    if (files.length > 1) return invalid(badRequest("Send one audio 'file' per request.", 'invalid_value', 'file'));
+    const file = files[0]!;
+    if (file.data.length === 0) return invalid(badRequest(`The audio file '${file.filename}' is empty.`, 'invalid_value', 'file'));
+    const duration = audioDuration(file.data);
+    if (!duration) {
+      return invalid(badRequest(`The file '${file.filename}' is not audio this gateway can read. Supported formats: flac, m4a, mp3, mp4, mpeg, mpga, oga, ogg, wav, webm.`, 'invalid_file_format', 'file'));
+    }
+    const format = form.field('response_format') ?? 'json';
+    const formats = RESPONSE_FORMATS[model.id] ?? TOKEN_MODEL_FORMATS;
+    if (!formats.includes(format)) return invalid(badRequest(`response_format '${format}' is not supported by ${model.id}. Supported: ${formats.join(', ')}.`, 'unsupported_value', 'response_format'));
+    if (form.field('stream') === 'true') return invalid(badRequest('Streamed transcription is not supported by this gateway; omit "stream".', 'unsupported_parameter', 'stream'));
+
+    const seconds = ceilSeconds(duration);
+    const plan = mediaPlan(requestId, TRANSCRIPTIONS_ROUTE, model, { model: model.id }, startedAt);
+    const perSecond = model.prices.per_audio_minute !== undefined;
+    const promptTokens = BigInt(Buffer.byteLength(form.field('prompt') ?? '')) + PROMPT_OVERHEAD_TOKENS;
+    const hold = perSecond
+      ? audioSecondsNano(model.prices, seconds)
+      : mediaTokensNano(model.prices, 'audio_input_per_mtok', {
+        textInput: promptTokens,
+        mediaInput: seconds * AUDIO_TOKENS_PER_SECOND * 2n,
+        output: BigInt(model.maxOutputTokens) + seconds * 12n,
+      });
+    await engine.holdExact(key, plan, hold);
+
+    const upstreamForm = new FormData();
+    for (const p of parts) {
+      if (p.filename !== '') upstreamForm.append(p.name, new Blob([p.data], { type: p.contentType || 'application/octet-stream' }), p.filename);
+      else upstreamForm.append(p.name, p.name === 'model' ? model.upstreamId : Buffer.from(p.data).toString('utf8'));
+    }
+    // The diarizing model needs a chunking strategy for audio over 30 s; 'auto' unless the caller chose.
+    if (model.id === 'gpt-4o-transcribe-diarize' && !form.has('chunking_strategy')) upstreamForm.append('chunking_strategy', 'auto');
+    const provider = openAICompatible(model.providerConfig);
+    const res = await engine.post(plan, provider.url('/audio/transcriptions'), provider.authHeaders, upstreamForm);
+    if (res.statusCode < 200 || res.statusCode >= 300) throw await engine.upstreamError(plan, res, { passBody: true });
+    const contentType = String(res.headers['content-type'] ?? 'application/json').split(';')[0]!.trim();
+    let text: string;
+    try {
+      text = await res.body.text();
+    } catch (err) {
+      await engine.settle(plan, zeroUsage(), 'upstream_unreachable', 502);
+      throw err;
+    }
+    let json: Json | undefined;
+    if (contentType === 'application/json') {
+      try { json = JSON.parse(text) as Json; } catch { json = undefined; }
+    }
+
+    let charge: ChargeInfo;
+    if (perSecond) {
+      charge = await engine.settle(plan, { ...zeroUsage(), units: seconds, unit: 'audio_seconds' }, 'ok', 200, audioSecondsNano(model.prices, seconds));
+    } else {
+      const reported = json?.usage && typeof json.usage === 'object' && (json.usage as Json).type !== 'duration' ? mediaTokensFromUsage(json.usage as Json, 'audio_tokens') : undefined;
+      // Text formats carry no usage: audio tokens at the models' rate, output counted.
+      const tokens: MediaTokens = reported ?? { textInput: promptTokens - PROMPT_OVERHEAD_TOKENS, mediaInput: seconds * AUDIO_TOKENS_PER_SECOND, output: BigInt(countTextTokens(typeof json?.text === 'string' ? json.text : text)) };
+      const usage = { ...zeroUsage(), inputTokens: tokens.textInput + tokens.mediaInput, outputTokens: tokens.output, estimated: !reported, units: seconds, unit: 'audio_seconds' };
+      charge = await engine.settle(plan, usage, 'ok', 200, mediaTokensNano(model.prices, 'audio_input_per_mtok', tokens));
+    }
+    return { body: new TextEncoder().encode(text), contentType: contentType === 'application/json' ? '' : contentType, charge };
+  }
+
+  /**
+   * Speech: the audio is relayed as it arrives. The price is per character, known up front;
+   * it is charged once the audio is complete (or the caller left mid-way: the provider made
+   * it all), and not at all when the upstream fails or breaks off.
+   */
+  async *speech(apiKey: string | undefined, raw: Uint8Array, requestId: string, signal: AbortSignal): AsyncGenerator<SpeechOut> {
+    const startedAt = performance.now();
+    const engine = this.engine;
+    const { apiKey: key, body } = await engine.parse(apiKey, raw);
+    const invalid = (e: Error) => engine.invalid(key, e);
+    const model = await modelOfKind(engine, this.catalogue, key, body.model, 'speech', SPEECH_ROUTE);
+    if (typeof body.input !== 'string' || body.input.length === 0) return invalid(badRequest("Missing required parameter: 'input'.", 'missing_required_parameter', 'input'));
+    const characters = BigInt([...body.input].length);
+    if (characters > BigInt(MAX_SPEECH_CHARS)) return invalid(badRequest(`'input' is longer than ${MAX_SPEECH_CHARS} characters.`, 'invalid_value', 'input'));
+    const voice = body.voice as unknown;
+    if (!(typeof voice === 'string' && voice !== '') && !(voice && typeof voice === 'object' && typeof (voice as Json).id === 'string')) {
+      return invalid(badRequest("Missing required parameter: 'voice'.", 'missing_required_parameter', 'voice'));
+    }
+    const format = body.response_format == null ? 'mp3' : String(body.response_format);
+    if (!(format in SPEECH_FORMATS)) return invalid(badRequest(`'response_format' must be one of ${Object.keys(SPEECH_FORMATS).join(', ')}.`, 'invalid_value', 'response_format'));
+    if (body.speed != null && !(typeof body.speed === 'number' && body.speed >= 0.25 && body.speed <= 4)) return invalid(badRequest("'speed' must be a number from 0.25 to 4.", 'invalid_value', 'speed'));
+    if (body.stream_format != null && body.stream_format !== 'audio') return invalid(badRequest("Only stream_format 'audio' is supported by this gateway.", 'unsupported_value', 'stream_format'));
+
+    const plan = mediaPlan(requestId, SPEECH_ROUTE, model, body, startedAt);
+    const cost = charactersNano(model.prices, characters);
+    await engine.holdExact(key, plan, cost);
+    const provider = openAICompatible(model.providerConfig);
+    const upstreamBody = model.upstreamId === model.id ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
+    const upstreamAbort = new AbortController();
+    const onAbort = () => upstreamAbort.abort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    const usage = { ...zeroUsage(), units: characters, unit: 'characters' };
+    let settled = false;
+    let answered = false;
+    try {
+      const res = await engine.post(plan, provider.url('/audio/speech'), { ...provider.headers, accept: '*/*' }, upstreamBody, upstreamAbort.signal);
+      if (res.statusCode < 200 || res.statusCode >= 300) {
+        settled = true;
+        throw await engine.upstreamError(plan, res, { passBody: true });
+      }
+      answered = true;
+      const contentType = String(res.headers['content-type'] ?? SPEECH_FORMATS[format]).split(';')[0]!.trim();
+      yield { kind: 'start', requestId, contentType, costNano: cost };
+      try {
+        for await (const chunk of res.body) yield { kind: 'audio', data: chunk as Buffer };
+      } catch (err) {
+        if (isAbort(err) || signal.aborted) return; // settled in full below
+        settled = true;
+        await engine.settle(plan, zeroUsage(), 'upstream_cut', 502);
+        throw gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_cut', message: 'The upstream provider broke off the audio.', requestId });
+      }
+      settled = true;
+      yield { kind: 'charge', charge: await engine.settle(plan, usage, 'ok', 200, cost) };
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+      upstreamAbort.abort();
+      if (!settled && plan.renewal) {
+        // The caller left. Once the provider answered it makes the whole audio, so that is
+        // charged; before, nothing is.
+        await engine.settle(plan, answered ? usage : zeroUsage(), 'client_closed', 499, answered ? cost : 0n).catch((err) => engine.log.error({ err, requestId }, 'settle failed; the hold will expire'));
+      }
+    }
+  }
+}

@@ -1,0 +1,288 @@
+// POST /v1/images/generations and /v1/images/edits. gpt-image-* models go to OpenAI's images
+// API and are billed from the usage it reports (per image tier when it reports none); FLUX
+// goes to Black Forest Labs' job API and is billed per megapixel of the image it made.
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Blob } from 'node:buffer';
+import { FormData } from 'undici';
+import type { Catalogue } from '../catalogue/catalogue.ts';
+import type { Config } from '../config/config.ts';
+import { badRequest, gatewayError } from '../rpc/errors.ts';
+import { megapixelNano, mediaTokensFromUsage, mediaTokensNano, perImageNano, type Prices } from '../billing/media-pricing.ts';
+import type { FormPart } from '../gen/gateway/v1/inference_pb.js';
+import { openAICompatible } from './providers/openai-compatible.ts';
+import { bfl, BFL_FAILED, BFL_MODERATED } from './providers/bfl.ts';
+import { zeroUsage, type ChargeInfo, type Engine, type Json, type Plan } from './engine.ts';
+import { imageSize } from './media/image-size.ts';
+import { badUpstreamReply, Form, intField, mediaPlan, modelOfKind } from './media/common.ts';
+
+export const GENERATIONS_ROUTE = '/v1/images/generations';
+export const EDITS_ROUTE = '/v1/images/edits';
+
+const GPT_IMAGE_SIZES = ['1024x1024', '1536x1024', '1024x1536'];
+const QUALITIES = ['low', 'medium', 'high'];
+const MAX_PROMPT_CHARS = 32_000;
+const MAX_EDIT_IMAGES = 16;
+/** At most this many input tokens per image given to an edit (high input fidelity included). */
+const INPUT_IMAGE_TOKENS_BOUND = 8_000n;
+/** Prompt overhead over its bytes, in tokens, for the hold. */
+const PROMPT_OVERHEAD_TOKENS = 64n;
+const encoder = new TextEncoder();
+
+type Fields = Record<string, unknown>;
+
+export class ImagesService {
+  private readonly engine: Engine;
+  private readonly catalogue: Catalogue;
+  private readonly config: Config;
+
+  constructor(engine: Engine, catalogue: Catalogue, config: Config) {
+    this.engine = engine;
+    this.catalogue = catalogue;
+    this.config = config;
+  }
+
+  async generate(apiKey: string | undefined, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+    const startedAt = performance.now();
+    const { apiKey: key, body } = await this.engine.parse(apiKey, raw);
+    const invalid = (e: Error) => this.engine.invalid(key, e);
+    const model = await modelOfKind(this.engine, this.catalogue, key, body.model, 'image', GENERATIONS_ROUTE);
+    const prompt = checkPrompt(body.prompt);
+    if (prompt instanceof Error) return invalid(prompt);
+    const n = intField(body.n, 'n', 1, 10);
+    if (n instanceof Error) return invalid(n);
+    const plan = mediaPlan(requestId, GENERATIONS_ROUTE, model, body, startedAt);
+
+    if (model.provider === 'bfl') {
+      const flux = fluxOptions(body, model.id, n ?? 1);
+      if (flux instanceof Error) return invalid(flux);
+      return this.generateFlux(key, plan, prompt, flux);
+    }
+
+    const opts = gptImageOptions(body, model.id);
+    if (opts instanceof Error) return invalid(opts);
+    await this.engine.holdExact(key, plan, gptImageHold(model.prices, prompt, opts, BigInt(n ?? 1), 0n));
+    const provider = openAICompatible(model.providerConfig);
+    const upstreamBody = model.upstreamId === model.id ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
+    const res = await this.engine.post(plan, provider.url('/images/generations'), provider.headers, upstreamBody);
+    return this.settleGptImage(plan, res, opts);
+  }
+
+  async edit(apiKey: string | undefined, parts: readonly FormPart[], requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+    const startedAt = performance.now();
+    const engine = this.engine;
+    const key = engine.wellFormedKey(apiKey);
+    const invalid = (e: Error) => engine.invalid(key, e);
+    const form = new Form(parts);
+    for (const name of ['model', 'prompt', 'n', 'size', 'quality', 'output_format', 'background']) {
+      if (form.files(name).length > 0) return invalid(badRequest(`'${name}' must be a text field, not a file.`, 'invalid_value', name));
+    }
+    const model = await modelOfKind(engine, this.catalogue, key, form.field('model'), 'image', EDITS_ROUTE);
+    if (!model.id.startsWith('gpt-image-')) {
+      return invalid(badRequest(`Image edits take gpt-image-* models only; '${model.id}' can generate images (${GENERATIONS_ROUTE}) but not edit them.`, 'model_not_supported', 'model'));
+    }
+    const unexpected = form.parts.find((p) => p.filename !== '' && !['image', 'image[]', 'mask'].includes(p.name));
+    if (unexpected) return invalid(badRequest(`Unexpected file field '${unexpected.name}': image edits take 'image' (or several 'image[]') and an optional 'mask'.`, 'invalid_value', unexpected.name));
+    if ((form.has('image') || form.has('image[]')) && form.files('image', 'image[]').length === 0) return invalid(badRequest("'image' must be a file, not a text field.", 'invalid_value', 'image'));
+    const images = form.files('image', 'image[]');
+    if (images.length === 0) return invalid(badRequest("Missing required parameter: 'image' (one or more image files).", 'missing_required_parameter', 'image'));
+    if (images.length > MAX_EDIT_IMAGES) return invalid(badRequest(`At most ${MAX_EDIT_IMAGES} images can be edited at once.`, 'invalid_value', 'image'));
+    const masks = form.files('mask');
+    if (masks.length > 1) return invalid(badRequest("Only one 'mask' file is allowed.", 'invalid_value', 'mask'));
+    for (const f of [...images, ...masks]) {
+      const param = f.name === 'mask' ? 'mask' : 'image';
+      if (f.data.length === 0) return invalid(badRequest(`The file '${f.filename}' is empty.`, 'invalid_value', param));
+      if (!imageSize(f.data)) return invalid(badRequest(`The file '${f.filename}' is not a PNG, JPEG or WebP image.`, 'invalid_image_format', param));
+    }
+    if (masks[0] && imageSize(masks[0].data)!.format !== 'png') return invalid(badRequest("'mask' must be a PNG image (with an alpha channel).", 'invalid_image_format', 'mask'));
+    const prompt = checkPrompt(form.field('prompt'));
+    if (prompt instanceof Error) return invalid(prompt);
+    const fields: Fields = {};
+    for (const name of ['n', 'size', 'quality', 'output_format', 'background', 'response_format', 'stream']) fields[name] = form.field(name);
+    const n = intField(fields.n, 'n', 1, 10);
+    if (n instanceof Error) return invalid(n);
+    const opts = gptImageOptions(fields, model.id);
+    if (opts instanceof Error) return invalid(opts);
+
+    const plan = mediaPlan(requestId, EDITS_ROUTE, model, { model: model.id }, startedAt);
+    await engine.holdExact(key, plan, gptImageHold(model.prices, prompt, opts, BigInt(n ?? 1), BigInt(images.length)));
+    // The same parts in the same order; only the model is the gateway's to change.
+    const upstreamForm = new FormData();
+    for (const p of parts) {
+      if (p.filename !== '') upstreamForm.append(p.name, new Blob([p.data], { type: p.contentType || 'application/octet-stream' }), p.filename);
+      else upstreamForm.append(p.name, p.name === 'model' ? model.upstreamId : Buffer.from(p.data).toString('utf8'));
+    }
+    const provider = openAICompatible(model.providerConfig);
+    const res = await engine.post(plan, provider.url('/images/edits'), provider.authHeaders, upstreamForm);
+    return this.settleGptImage(plan, res, opts);
+  }
+
+  /** Usage when reported; otherwise each returned image at its tier, sized from the image itself. */
+  private async settleGptImage(plan: Plan, res: Awaited<ReturnType<Engine['post']>>, opts: GptImageOptions) {
+    const engine = this.engine;
+    if (res.statusCode < 200 || res.statusCode >= 300) throw await engine.upstreamError(plan, res, { passBody: true });
+    const { text, json } = await engine.readJson(plan, res);
+    const data = Array.isArray(json.data) ? (json.data as Json[]) : [];
+    if (data.length === 0) {
+      await engine.settle(plan, zeroUsage(), 'upstream_bad_reply', 502);
+      throw badUpstreamReply(plan.requestId, 'an images reply without images');
+    }
+    const images = BigInt(data.length);
+    const tokens = json.usage && typeof json.usage === 'object' ? mediaTokensFromUsage(json.usage as Json, 'image_tokens') : undefined;
+    let charge: ChargeInfo;
+    if (tokens) {
+      const usage = { ...zeroUsage(), inputTokens: tokens.textInput + tokens.mediaInput, outputTokens: tokens.output, units: images, unit: 'images' };
+      charge = await engine.settle(plan, usage, 'ok', 200, mediaTokensNano(plan.model.prices, 'image_input_per_mtok', tokens));
+    } else {
+      const quality = QUALITIES.includes(String(json.quality)) ? String(json.quality) : opts.quality === 'auto' ? 'high' : opts.quality;
+      let cost = 0n;
+      for (const d of data) {
+        const made = typeof d.b64_json === 'string' ? imageSize(Buffer.from(d.b64_json, 'base64')) : undefined;
+        const size = made && GPT_IMAGE_SIZES.includes(`${made.width}x${made.height}`) ? `${made.width}x${made.height}`
+          : GPT_IMAGE_SIZES.includes(String(json.size)) ? String(json.size) : opts.size === 'auto' ? worstSize(plan.model.prices, quality) : opts.size;
+        cost += perImageNano(plan.model.prices, quality, size, 1n);
+      }
+      charge = await engine.settle(plan, { ...zeroUsage(), units: images, unit: 'images', estimated: true }, 'ok', 200, cost);
+    }
+    return { body: encoder.encode(text), charge };
+  }
+
+  private async generateFlux(key: string, plan: Plan, prompt: string, o: FluxOptions): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+    const engine = this.engine;
+    const api = bfl(plan.model.providerConfig);
+    // Held for the size rounded up to 32 pixels a side: the provider may round the size it makes.
+    const up32 = (v: number) => BigInt(Math.ceil(v / 32) * 32);
+    await engine.holdExact(key, plan, megapixelNano(plan.model.prices, up32(o.width) * up32(o.height)));
+
+    const job: Json = { prompt, width: o.width, height: o.height, output_format: o.outputFormat };
+    if (o.seed !== undefined) job.seed = o.seed;
+    const res = await engine.post(plan, api.createUrl(plan.model.upstreamId), api.headers, JSON.stringify(job));
+    if (res.statusCode < 200 || res.statusCode >= 300) throw await engine.upstreamError(plan, res, { passBody: false });
+    const { json: created } = await engine.readJson(plan, res);
+    const pollingUrl = typeof created.polling_url === 'string' ? created.polling_url : undefined;
+    if (!pollingUrl || !/^https?:\/\//.test(pollingUrl)) {
+      await engine.settle(plan, zeroUsage(), 'upstream_bad_reply', 502);
+      throw badUpstreamReply(plan.requestId, 'a job without a polling URL');
+    }
+
+    const fail = async (status: string, httpStatus: number, err: Error): Promise<never> => {
+      await engine.settle(plan, zeroUsage(), status, httpStatus);
+      throw err;
+    };
+    const keyFor = (url: string): Record<string, string> => (api.mayCarryKey(url) ? { 'x-key': api.headers['x-key'] } : {});
+    const deadline = performance.now() + this.config.media.pollTimeoutMs;
+    let sample: string | undefined;
+    while (!sample) {
+      if (performance.now() > deadline) {
+        return fail('upstream_timeout', 504, gatewayError({ httpStatus: 504, type: 'server_error', code: 'upstream_timeout', message: 'The image was not ready in time.', requestId: plan.requestId }));
+      }
+      await sleep(this.config.media.pollIntervalMs);
+      let poll: Json;
+      try {
+        const r = await engine.upstream.get(pollingUrl, { ...keyFor(pollingUrl), accept: 'application/json' });
+        if (r.statusCode === 429 || r.statusCode >= 500) { await r.body.dump(); continue; }
+        if (r.statusCode !== 200) { await r.body.dump(); return fail('upstream_error', 502, badUpstreamReply(plan.requestId, `polling status ${r.statusCode}`)); }
+        poll = (await r.body.json()) as Json;
+      } catch {
+        continue; // a dropped poll is retried until the deadline
+      }
+      const status = String(poll.status ?? '');
+      if (status === 'Ready') {
+        const url = (poll.result as Json | undefined)?.sample;
+        if (typeof url !== 'string' || !/^https?:\/\//.test(url)) return fail('upstream_bad_reply', 502, badUpstreamReply(plan.requestId, 'a finished job without an image'));
+        sample = url;
+      } else if (BFL_MODERATED.has(status)) {
+        return fail('content_rejected', 400, gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'moderation_blocked', param: 'prompt', message: `The image provider refused this prompt (${status}).`, requestId: plan.requestId }));
+      } else if (BFL_FAILED.has(status)) {
+        return fail('upstream_error', 502, gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_error', message: `The image provider failed the job (${status}).`, requestId: plan.requestId }));
+      }
+    }
+
+    let bytes: Buffer;
+    try {
+      const r = await engine.upstream.get(sample, keyFor(sample));
+      if (r.statusCode !== 200) { await r.body.dump(); throw new Error(`status ${r.statusCode}`); }
+      bytes = Buffer.from(await r.body.arrayBuffer());
+    } catch {
+      return fail('upstream_unreachable', 502, badUpstreamReply(plan.requestId, 'an image that could not be downloaded'));
+    }
+    const made = imageSize(bytes);
+    if (!made) return fail('upstream_bad_reply', 502, badUpstreamReply(plan.requestId, 'a file that is not an image'));
+    const pixels = BigInt(made.width) * BigInt(made.height);
+    const charge = await engine.settle(plan, { ...zeroUsage(), units: pixels, unit: 'pixels' }, 'ok', 200, megapixelNano(plan.model.prices, pixels));
+    const reply = {
+      created: Math.floor(Date.now() / 1000),
+      data: [{ b64_json: bytes.toString('base64') }],
+      output_format: made.format,
+      size: `${made.width}x${made.height}`,
+    };
+    return { body: encoder.encode(JSON.stringify(reply)), charge };
+  }
+}
+
+function checkPrompt(v: unknown): string | Error {
+  if (typeof v !== 'string' || v.trim() === '') return badRequest("Missing required parameter: 'prompt'.", 'missing_required_parameter', 'prompt');
+  if (v.length > MAX_PROMPT_CHARS) return badRequest(`'prompt' is longer than ${MAX_PROMPT_CHARS} characters.`, 'invalid_value', 'prompt');
+  return v;
+}
+
+interface GptImageOptions { size: string; quality: string }
+
+/** The OpenAI images API's options for gpt-image-* models, checked. */
+function gptImageOptions(f: Fields, modelId: string): GptImageOptions | Error {
+  const size = f.size == null ? 'auto' : String(f.size);
+  if (size !== 'auto' && !GPT_IMAGE_SIZES.includes(size)) {
+    return badRequest(`The size '${size}' is not supported by ${modelId}. Supported: ${GPT_IMAGE_SIZES.join(', ')}, auto.`, 'invalid_value', 'size');
+  }
+  const quality = f.quality == null ? 'auto' : String(f.quality);
+  if (quality !== 'auto' && !QUALITIES.includes(quality)) return badRequest(`'quality' must be one of low, medium, high, auto for ${modelId}.`, 'invalid_value', 'quality');
+  const format = f.output_format == null ? 'png' : String(f.output_format);
+  if (!['png', 'jpeg', 'webp'].includes(format)) return badRequest("'output_format' must be png, jpeg or webp.", 'invalid_value', 'output_format');
+  const background = f.background == null ? 'auto' : String(f.background);
+  if (!['transparent', 'opaque', 'auto'].includes(background)) return badRequest("'background' must be transparent, opaque or auto.", 'invalid_value', 'background');
+  if (background === 'transparent' && format === 'jpeg') return badRequest("A transparent background needs output_format png or webp.", 'invalid_value', 'background');
+  if (f.response_format != null && f.response_format !== 'b64_json') return badRequest(`${modelId} returns images as base64 (b64_json) only.`, 'unsupported_parameter', 'response_format');
+  if (f.stream === true || f.stream === 'true') return badRequest('Streamed image generation is not supported by this gateway; omit "stream".', 'unsupported_parameter', 'stream');
+  return { size, quality };
+}
+
+/** The most a gpt-image request can cost: the dearest tier it may be made at, per image, plus its input. */
+function gptImageHold(prices: Prices, prompt: string, o: GptImageOptions, n: bigint, inputImages: bigint): bigint {
+  const qualities = o.quality === 'auto' ? QUALITIES : [o.quality];
+  let worstTier = 0n;
+  for (const q of qualities) {
+    const tier = perImageNano(prices, q, o.size === 'auto' ? worstSize(prices, q) : o.size, 1n);
+    if (tier > worstTier) worstTier = tier;
+  }
+  const inputs = mediaTokensNano(prices, 'image_input_per_mtok', {
+    textInput: BigInt(Buffer.byteLength(prompt)) + PROMPT_OVERHEAD_TOKENS,
+    mediaInput: inputImages * INPUT_IMAGE_TOKENS_BOUND,
+    output: 0n,
+  });
+  return worstTier * n + inputs;
+}
+
+function worstSize(prices: Prices, quality: string): string {
+  let worst = GPT_IMAGE_SIZES[0]!;
+  for (const s of GPT_IMAGE_SIZES) if (perImageNano(prices, quality, s, 1n) > perImageNano(prices, quality, worst, 1n)) worst = s;
+  return worst;
+}
+
+interface FluxOptions { width: number; height: number; outputFormat: 'png' | 'jpeg'; seed?: number }
+
+/** FLUX takes any size in 16-pixel steps from 256 to 2048 a side, one image per request. */
+function fluxOptions(body: Json, modelId: string, n: number): FluxOptions | Error {
+  if (n !== 1) return badRequest(`${modelId} makes one image per request; send 'n': 1 (or several requests).`, 'invalid_value', 'n');
+  const size = body.size == null || body.size === 'auto' ? '1024x1024' : String(body.size);
+  const m = /^(\d{3,4})x(\d{3,4})$/.exec(size);
+  const ok = (v: number) => v >= 256 && v <= 2048 && v % 16 === 0;
+  if (!m || !ok(Number(m[1])) || !ok(Number(m[2]))) {
+    return badRequest(`The size '${size}' is not supported by ${modelId}: width and height must be multiples of 16 from 256 to 2048, as <width>x<height>.`, 'invalid_value', 'size');
+  }
+  if (body.quality != null && body.quality !== 'auto') return badRequest(`${modelId} has no quality setting; omit 'quality' or send 'auto'.`, 'unsupported_parameter', 'quality');
+  if (body.background != null && body.background !== 'auto' && body.background !== 'opaque') return badRequest(`${modelId} cannot make transparent backgrounds.`, 'unsupported_parameter', 'background');
+  const format = body.output_format == null ? 'png' : String(body.output_format);
+  if (format !== 'png' && format !== 'jpeg') return badRequest(`${modelId} makes png or jpeg images.`, 'invalid_value', 'output_format');
+  if (body.response_format != null && body.response_format !== 'b64_json') return badRequest(`${modelId} returns images as base64 (b64_json) only.`, 'unsupported_parameter', 'response_format');
+  if (body.seed != null && !Number.isSafeInteger(body.seed)) return badRequest("'seed' must be an integer.", 'invalid_value', 'seed');
+  return { width: Number(m[1]), height: Number(m[2]), outputFormat: format, ...(body.seed != null ? { seed: body.seed as number } : {}) };
+}

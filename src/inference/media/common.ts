@@ -1,0 +1,68 @@
+// What the media routes (embeddings, images, audio) share: model lookup by kind, a plan for
+// prices known up front, and reading multipart parts.
+import type { Catalogue, ResolvedModel } from '../../catalogue/catalogue.ts';
+import type { ModelKindName } from '../../catalogue/models.ts';
+import type { TokenPrices } from '../../billing/pricing.ts';
+import { badRequest, gatewayError } from '../../rpc/errors.ts';
+import type { FormPart } from '../../gen/gateway/v1/inference_pb.js';
+import type { Engine, Json, Plan } from '../engine.ts';
+
+/** The catalogue model named `id`, of `kind`: 400 in the OpenAI shape otherwise (401 first for a bad key). */
+export async function modelOfKind(engine: Engine, catalogue: Catalogue, apiKey: string, id: unknown, kind: ModelKindName, route: string): Promise<ResolvedModel> {
+  const invalid = (e: Error) => engine.invalid(apiKey, e);
+  if (typeof id !== 'string' || id === '') return invalid(badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model'));
+  const model = catalogue.get(id);
+  if (!model || !model.enabled) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: `The model '${id}' does not exist on this gateway. GET /v1/models lists the models.` }));
+  if (model.kind !== kind) return invalid(badRequest(`The model '${model.id}' is a ${model.kind} model; ${route} takes ${kind} models.`, 'model_not_supported', 'model'));
+  if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `The model '${model.id}' is not available: ${model.unavailableReason}.` }));
+  return model;
+}
+
+/** A plan for routes whose hold is computed by the route itself (Engine.holdExact). */
+export function mediaPlan(requestId: string, route: string, model: ResolvedModel, body: Json, startedAt: number): Plan {
+  return {
+    requestId, route, model, body, startedAt,
+    prices: model.prices as unknown as TokenPrices,
+    inputUpper: 0n, countInput: () => 0n, maxOutput: 0n, choices: 1n,
+  };
+}
+
+/** Multipart parts by name, fields as text, files kept apart. */
+export class Form {
+  readonly parts: readonly FormPart[];
+
+  constructor(parts: readonly FormPart[]) {
+    this.parts = parts;
+  }
+
+  /** A plain field's text (the last one when repeated); undefined when absent. */
+  field(name: string): string | undefined {
+    for (let i = this.parts.length - 1; i >= 0; i--) {
+      const p = this.parts[i]!;
+      if (p.name === name && p.filename === '') return Buffer.from(p.data).toString('utf8');
+    }
+    return undefined;
+  }
+
+  files(...names: string[]): FormPart[] {
+    return this.parts.filter((p) => names.includes(p.name) && p.filename !== '');
+  }
+
+  /** Field names that arrived as files but must be text, or the reverse. */
+  has(name: string): boolean {
+    return this.parts.some((p) => p.name === name);
+  }
+}
+
+/** OpenAI-style bound for numeric fields given as multipart text or JSON numbers. */
+export function intField(v: unknown, name: string, min: number, max: number): number | Error | undefined {
+  if (v === undefined || v === null || v === '') return undefined;
+  const n = typeof v === 'string' ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < min || n > max) return badRequest(`'${name}' must be an integer from ${min} to ${max}.`, 'invalid_value', name);
+  return n;
+}
+
+/** 502 for an upstream answer the gateway cannot use (settle it at zero first). */
+export function badUpstreamReply(requestId: string, what: string) {
+  return gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_bad_reply', message: `The upstream provider sent ${what}.`, requestId });
+}
