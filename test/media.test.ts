@@ -225,7 +225,7 @@ describe('image edits (multipart)', () => {
     expect(await accountActivity(key.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
   });
 
-  it('an oversized upload gets 413, malformed multipart and JSON get 400, no key gets 401: none held', async () => {
+  it('an oversized upload, too many files or a huge field get 413, malformed multipart and JSON get 400, no key gets 401: none held', async () => {
     const key = await newKey('5');
     const boundary = 'x-boundary-1234';
     const head = (name: string, file?: string) => `--${boundary}\r\ncontent-disposition: form-data; name="${name}"${file ? `; filename="${file}"\r\ncontent-type: image/png` : ''}\r\n\r\n`;
@@ -239,6 +239,19 @@ describe('image edits (multipart)', () => {
     expect(JSON.parse(broken.text).error.code).toBe('invalid_multipart');
     const json = await postRaw(`${gatewayUrl()}/v1/images/edits`, { authorization: `Bearer ${key.apiKey}` }, '{"model":"gpt-image-2"}');
     expect(json.status).toBe(400);
+    const many = new FormData();
+    many.append('model', 'gpt-image-2');
+    many.append('prompt', 'x');
+    for (let i = 0; i < 18; i++) many.append('image[]', new Blob([png(8, 8)]), `${i}.png`);
+    const tooMany = await fetch(`${gatewayUrl()}/v1/images/edits`, { method: 'POST', headers: { authorization: `Bearer ${key.apiKey}` }, body: many });
+    expect(tooMany.status).toBe(413);
+    const longField = new FormData();
+    longField.append('model', 'gpt-image-2');
+    longField.append('prompt', 'p'.repeat(200 * 1024));
+    longField.append('image', new Blob([png(8, 8)]), 'a.png');
+    const fieldTooBig = await fetch(`${gatewayUrl()}/v1/images/edits`, { method: 'POST', headers: { authorization: `Bearer ${key.apiKey}` }, body: longField });
+    expect(fieldTooBig.status).toBe(413);
+    expect(((await fieldTooBig.json()) as { error: { param: string } }).error.param).toBe('prompt');
     const noKey = await postRaw(`${gatewayUrl()}/v1/audio/transcriptions`, { 'content-type': `multipart/form-data; boundary=${boundary}` }, big);
     expect(noKey.status).toBe(401);
     await free(key.accountId);
