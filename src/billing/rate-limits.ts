@@ -64,10 +64,13 @@ export class RateLimiter {
     const allowed = r.requests != null;
     const used = allowed ? Number(r.requests) : Number(r.seen ?? 0);
     const tokens = Number((allowed ? r.tokens : r.seen_tokens) ?? 0);
+    // A refusal not caused by tokens means the request count is at its limit, whatever the
+    // statement's snapshot (`seen`) says: concurrent increments may postdate it.
+    const requestsExhausted = !allowed && !(tpm !== 0 && tokens >= tpm);
     return {
       allowed,
       limitRequests: rpm,
-      remainingRequests: rpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, rpm - used),
+      remainingRequests: rpm === 0 ? Number.MAX_SAFE_INTEGER : requestsExhausted ? 0 : Math.max(0, rpm - used),
       limitTokens: tpm,
       remainingTokens: tpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, tpm - tokens),
       resetSeconds: Math.max(1, Number(r.reset)),
