@@ -18,6 +18,7 @@ import { ResponsesService } from './inference/responses.ts';
 import { EmbeddingsService } from './inference/embeddings.ts';
 import { ImagesService } from './inference/images.ts';
 import { AudioService } from './inference/audio.ts';
+import { startBotIfConfigured } from './bot/start.ts';
 import { Engine } from './inference/engine.ts';
 import { inferenceService } from './inference/service.ts';
 import { Upstream } from './inference/upstream.ts';
@@ -86,6 +87,8 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   const httpUrl = `http://${shown(config.host)}:${httpPort}`;
   const rpcUrl = `http://${shown(config.grpcHost)}:${rpcPort}`;
   log.info({ http: httpUrl, rpc: rpcUrl }, `gateway ready: OpenAI-compatible base URL ${httpUrl}/v1; Connect/gRPC services on ${rpcUrl}`);
+  // The Telegram bot, when TELEGRAM_BOT_TOKEN is set, on the same services (see src/bot/).
+  const bot = await startBotIfConfigured({ transport: inProcessTransport(services), publicBaseUrl: httpUrl, log });
 
   let closing: Promise<void> | undefined;
   return {
@@ -96,6 +99,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
     close: () =>
       (closing ??= (async () => {
         clearInterval(sweeper);
+        await bot?.stop();
         await facade.close(); // stops accepting; in-flight requests and streams finish first
         await new Promise<void>((resolve) => rpc.close(() => resolve()));
         await upstream.close();

@@ -63,6 +63,36 @@ export interface UsageRow {
   createdAt: Date;
 }
 
+export interface OwnedKeyRow {
+  keyId: string;
+  accountId: string;
+  prefix: string;
+  label: string;
+  owner: string;
+  createdAt: Date;
+  revokedAt: Date | null;
+}
+
+export interface LedgerEntryRow {
+  id: bigint;
+  kind: string;
+  amountNano: bigint;
+  balanceAfterNano: bigint;
+  externalId: string;
+  requestId: string;
+  cause: string;
+  createdAt: Date;
+}
+
+export interface RefundResult {
+  /** False when the top-up had already been refunded; the figures are that refund's. */
+  applied: boolean;
+  accountId: string;
+  topupNano: bigint;
+  refundedNano: bigint;
+  balanceNano: bigint;
+}
+
 export class LedgerError extends Error {
   readonly code: 'unknown_key' | 'invalid_amount' | 'duplicate_request';
   constructor(code: LedgerError['code'], message: string) {
@@ -102,13 +132,13 @@ export class Ledger {
     return hashKey(apiKey, this.secret);
   }
 
-  async createAccountWithKey(opts: { creditsNano: bigint; label: string; externalId?: string; cause: string }): Promise<{ apiKey: string; key: KeyRow; balanceNano: bigint }> {
+  async createAccountWithKey(opts: { creditsNano: bigint; label: string; externalId?: string; cause: string; owner?: string }): Promise<{ apiKey: string; key: KeyRow; balanceNano: bigint }> {
     if (opts.creditsNano < 0n) throw new LedgerError('invalid_amount', 'credits must not be negative');
     const accountId = newId('acct');
     const keyId = newId('key');
     const apiKey = generateKey();
     await this.db.transaction(async (trx) => {
-      await trx.raw(`INSERT INTO accounts (id, label) VALUES (?, ?)`, [accountId, opts.label]);
+      await trx.raw(`INSERT INTO accounts (id, label, owner) VALUES (?, ?, ?)`, [accountId, opts.label, opts.owner || null]);
       await trx.raw(`INSERT INTO api_keys (id, account_id, key_hash, prefix) VALUES (?, ?, ?, ?)`, [keyId, accountId, this.hash(apiKey), visiblePrefix(apiKey)]);
     });
     let balanceNano = 0n;
@@ -295,6 +325,104 @@ export class Ledger {
       ),
     );
     return Number(rows[0]?.n ?? 0);
+  }
+
+  /** The owner of an account, or null when it has none. */
+  async accountOwner(accountId: string): Promise<string | null> {
+    const r = rowsOf(await this.db.raw(`SELECT owner FROM accounts WHERE id = ?`, [accountId]))[0];
+    return (r?.owner as string | null | undefined) ?? null;
+  }
+
+  /** Keys of every account an owner holds, newest first. */
+  async listKeysByOwner(owner: string, includeRevoked: boolean): Promise<OwnedKeyRow[]> {
+    const rows = rowsOf(
+      await this.db.raw(
+        `SELECT k.id, k.account_id, k.prefix, a.label, a.owner, k.created_at, k.revoked_at
+         FROM api_keys k JOIN accounts a ON a.id = k.account_id
+         WHERE a.owner = ? ${includeRevoked ? '' : 'AND k.revoked_at IS NULL'}
+         ORDER BY k.created_at DESC, k.id`,
+        [owner],
+      ),
+    );
+    return rows.map((r) => ({
+      keyId: r.id as string,
+      accountId: r.account_id as string,
+      prefix: r.prefix as string,
+      label: r.label as string,
+      owner: r.owner as string,
+      createdAt: new Date(r.created_at as string),
+      revokedAt: r.revoked_at ? new Date(r.revoked_at as string) : null,
+    }));
+  }
+
+  /** An account's ledger, newest first; `beforeId` continues after the last row of a previous page. */
+  async listLedger(accountId: string, limit: number, beforeId?: bigint): Promise<LedgerEntryRow[]> {
+    const rows = rowsOf(
+      await this.db.raw(
+        `SELECT id::text AS id, kind, amount_nano::text AS amount, balance_after_nano::text AS after, external_id, request_id, cause, created_at
+         FROM ledger WHERE account_id = ? ${beforeId === undefined ? '' : 'AND id < CAST(? AS bigint)'}
+         ORDER BY id DESC LIMIT ?`,
+        beforeId === undefined ? [accountId, limit] : [accountId, beforeId.toString(), limit],
+      ),
+    );
+    return rows.map((r) => ({
+      id: big(r.id),
+      kind: r.kind as string,
+      amountNano: big(r.amount),
+      balanceAfterNano: big(r.after),
+      externalId: (r.external_id as string | null) ?? '',
+      requestId: (r.request_id as string | null) ?? '',
+      cause: r.cause as string,
+      createdAt: new Date(r.created_at as string),
+    }));
+  }
+
+  /**
+   * Takes back what the top-up with this external id credited, in one statement: once per
+   * top-up (the refunds row is the record, also when nothing could be taken), and never more
+   * than the available balance (balance - held), so neither the balance nor the holds can be
+   * overdrawn; credit already spent stays spent. Undefined when no such top-up exists.
+   */
+  async refundTopUp(opts: { externalId: string; cause: string }): Promise<RefundResult | undefined> {
+    const rows = rowsOf(
+      await this.db.raw(
+        `WITH t AS (
+           SELECT id, account_id, amount_nano FROM ledger WHERE kind = 'topup' AND external_id = ?
+         ), cur AS (
+           SELECT a.id, a.balance_nano - a.held_nano AS avail FROM accounts a JOIN t ON a.id = t.account_id FOR UPDATE OF a
+         ), r AS (
+           INSERT INTO refunds (topup_id, account_id, topup_nano, refunded_nano, cause)
+           SELECT t.id, t.account_id, t.amount_nano, LEAST(t.amount_nano, cur.avail), ? FROM t JOIN cur ON cur.id = t.account_id
+           ON CONFLICT (topup_id) DO NOTHING
+           RETURNING account_id, refunded_nano
+         ), a AS (
+           UPDATE accounts SET balance_nano = accounts.balance_nano - r.refunded_nano
+           FROM r WHERE accounts.id = r.account_id AND r.refunded_nano > 0
+           RETURNING accounts.balance_nano
+         ), l AS (
+           INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, external_id, cause)
+           SELECT r.account_id, -r.refunded_nano, 'refund', a.balance_nano, ?, ? FROM r, a
+         )
+         SELECT t.account_id, t.amount_nano::text AS topup, (SELECT refunded_nano::text FROM r) AS refunded,
+                (SELECT balance_nano::text FROM a) AS after
+         FROM t`,
+        [opts.externalId, opts.cause, opts.externalId, opts.cause],
+      ),
+    );
+    const t = rows[0];
+    if (!t) return undefined;
+    const accountId = t.account_id as string;
+    if (t.refunded != null) {
+      const balanceNano = t.after != null ? big(t.after) : (await this.balance(accountId)).balanceNano;
+      return { applied: true, accountId, topupNano: big(t.topup), refundedNano: big(t.refunded), balanceNano };
+    }
+    const prior = rowsOf(
+      await this.db.raw(
+        `SELECT r.refunded_nano::text AS refunded FROM refunds r JOIN ledger l ON l.id = r.topup_id WHERE l.kind = 'topup' AND l.external_id = ?`,
+        [opts.externalId],
+      ),
+    )[0];
+    return { applied: false, accountId, topupNano: big(t.topup), refundedNano: prior ? big(prior.refunded) : 0n, balanceNano: (await this.balance(accountId)).balanceNano };
   }
 
   async listUsage(keyId: string, limit: number): Promise<UsageRow[]> {

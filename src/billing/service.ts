@@ -17,6 +17,8 @@ export function billingService(ledger: Ledger, limiter: RateLimiter): ServiceImp
     if (r.case === 'apiKey' && !isWellFormedKey(r.value)) throw keyNotFound();
     const row = await ledger.findKey(r.case === 'apiKey' ? { apiKey: r.value } : { keyId: r.value }, includeRevoked);
     if (!row) throw keyNotFound();
+    // An owner-scoped caller (the Telegram bot) sees another owner's key as no key at all.
+    if (ref?.owner && (await ledger.accountOwner(row.accountId)) !== ref.owner) throw keyNotFound();
     return row;
   }
 
@@ -27,7 +29,10 @@ export function billingService(ledger: Ledger, limiter: RateLimiter): ServiceImp
   return {
     async createKey(req) {
       if (req.creditsNano < 0n) throw badRequest('credits_nano must not be negative', 'invalid_value', 'credits_nano');
-      const r = await ledger.createAccountWithKey({ creditsNano: req.creditsNano, label: req.label, ...(req.externalId ? { externalId: req.externalId } : {}), cause: 'billing-rpc:create-key' });
+      const r = await ledger.createAccountWithKey({
+        creditsNano: req.creditsNano, label: req.label, ...(req.externalId ? { externalId: req.externalId } : {}),
+        cause: req.cause || 'billing-rpc:create-key', ...(req.owner ? { owner: req.owner } : {}),
+      });
       return { apiKey: r.apiKey, keyId: r.key.keyId, accountId: r.key.accountId, prefix: r.key.prefix, balanceNano: r.balanceNano };
     },
 
@@ -67,6 +72,40 @@ export function billingService(ledger: Ledger, limiter: RateLimiter): ServiceImp
       const tpm = req.tokensPerMinute ?? null;
       if ((rpm !== null && rpm < 0) || (tpm !== null && tpm < 0n)) throw badRequest('limits must not be negative', 'invalid_value');
       return { updated: await limiter.setLimits(key.keyId, rpm, tpm === null ? null : Number(tpm)) };
+    },
+
+    async listKeys(req) {
+      if (!req.owner) throw badRequest('owner is required', 'missing_required_parameter', 'owner');
+      const rows = await ledger.listKeysByOwner(req.owner, req.includeRevoked);
+      return {
+        keys: rows.map((k) => ({
+          keyId: k.keyId, accountId: k.accountId, prefix: k.prefix, label: k.label, owner: k.owner,
+          createdAt: timestampFromDate(k.createdAt), ...(k.revokedAt ? { revokedAt: timestampFromDate(k.revokedAt) } : {}),
+        })),
+      };
+    },
+
+    async listLedger(req) {
+      const key = await resolve(req.key, true);
+      const size = req.pageSize <= 0 ? 20 : Math.min(req.pageSize, 200);
+      if (req.cursor && !/^[1-9]\d{0,17}$/.test(req.cursor)) throw badRequest('cursor is not one this service gave out', 'invalid_value', 'cursor');
+      // One row more than asked tells whether an older page exists.
+      const rows = await ledger.listLedger(key.accountId, size + 1, req.cursor ? BigInt(req.cursor) : undefined);
+      const page = rows.slice(0, size);
+      return {
+        entries: page.map((e) => ({
+          id: e.id.toString(), kind: e.kind, amountNano: e.amountNano, balanceAfterNano: e.balanceAfterNano,
+          externalId: e.externalId, requestId: e.requestId, cause: e.cause, createdAt: timestampFromDate(e.createdAt),
+        })),
+        nextCursor: rows.length > size ? page[page.length - 1]!.id.toString() : '',
+      };
+    },
+
+    async refundTopUp(req) {
+      if (!req.externalId) throw badRequest('external_id of the top-up is required', 'missing_required_parameter', 'external_id');
+      const r = await ledger.refundTopUp({ externalId: req.externalId, cause: req.cause || 'billing-rpc:refund' });
+      if (!r) throw gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'topup_not_found', message: 'No top-up was applied with this external id.' });
+      return { applied: r.applied, accountId: r.accountId, topupNano: r.topupNano, refundedNano: r.refundedNano, balanceNano: r.balanceNano };
     },
 
     async listUsage(req) {

@@ -71,7 +71,7 @@ async function run(): Promise<void> {
   if (values.help || group !== 'keys' || !cmd) fail(USAGE);
   switch (cmd) {
     case 'create': {
-      const r = await client.createKey({ creditsNano: dollars(values.credits ?? '0', 'credits'), label: values.label ?? '' });
+      const r = await client.createKey({ creditsNano: dollars(values.credits ?? '0', 'credits'), label: values.label ?? '', cause: 'operator-cli' });
       // The key alone on stdout, so `KEY=$(npm run -s cli -- keys create --credits 5)` works.
       if (values.json) out('', { api_key: r.apiKey, key_id: r.keyId, account_id: r.accountId, prefix: r.prefix, balance_nano: r.balanceNano });
       else {

@@ -33,6 +33,13 @@ export declare type KeyRef = Message<"gateway.v1.KeyRef"> & {
     value: string;
     case: "keyId";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * When set, the key must belong to an account of this owner, or it is not found.
+   *
+   * @generated from field: string owner = 3;
+   */
+  owner: string;
 };
 
 /**
@@ -61,6 +68,20 @@ export declare type CreateKeyRequest = Message<"gateway.v1.CreateKeyRequest"> & 
    * @generated from field: string external_id = 3;
    */
   externalId: string;
+
+  /**
+   * Who holds the account, e.g. "telegram:<user id>"; empty means nobody in particular.
+   *
+   * @generated from field: string owner = 4;
+   */
+  owner: string;
+
+  /**
+   * Who or what caused it, recorded on the opening credit's ledger row (e.g. "operator-cli").
+   *
+   * @generated from field: string cause = 5;
+   */
+  cause: string;
 };
 
 /**
@@ -449,6 +470,270 @@ export declare type SetRateLimitsResponse = Message<"gateway.v1.SetRateLimitsRes
 export declare const SetRateLimitsResponseSchema: GenMessage<SetRateLimitsResponse>;
 
 /**
+ * @generated from message gateway.v1.ListKeysRequest
+ */
+export declare type ListKeysRequest = Message<"gateway.v1.ListKeysRequest"> & {
+  /**
+   * @generated from field: string owner = 1;
+   */
+  owner: string;
+
+  /**
+   * Revoked and rotated-away keys too.
+   *
+   * @generated from field: bool include_revoked = 2;
+   */
+  includeRevoked: boolean;
+};
+
+/**
+ * Describes the message gateway.v1.ListKeysRequest.
+ * Use `create(ListKeysRequestSchema)` to create a new message.
+ */
+export declare const ListKeysRequestSchema: GenMessage<ListKeysRequest>;
+
+/**
+ * @generated from message gateway.v1.KeyInfo
+ */
+export declare type KeyInfo = Message<"gateway.v1.KeyInfo"> & {
+  /**
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * @generated from field: string account_id = 2;
+   */
+  accountId: string;
+
+  /**
+   * The short visible start of the key, never the key itself.
+   *
+   * @generated from field: string prefix = 3;
+   */
+  prefix: string;
+
+  /**
+   * @generated from field: string label = 4;
+   */
+  label: string;
+
+  /**
+   * @generated from field: string owner = 5;
+   */
+  owner: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 6;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * Set when the key no longer works.
+   *
+   * @generated from field: google.protobuf.Timestamp revoked_at = 7;
+   */
+  revokedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.KeyInfo.
+ * Use `create(KeyInfoSchema)` to create a new message.
+ */
+export declare const KeyInfoSchema: GenMessage<KeyInfo>;
+
+/**
+ * @generated from message gateway.v1.ListKeysResponse
+ */
+export declare type ListKeysResponse = Message<"gateway.v1.ListKeysResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.KeyInfo keys = 1;
+   */
+  keys: KeyInfo[];
+};
+
+/**
+ * Describes the message gateway.v1.ListKeysResponse.
+ * Use `create(ListKeysResponseSchema)` to create a new message.
+ */
+export declare const ListKeysResponseSchema: GenMessage<ListKeysResponse>;
+
+/**
+ * @generated from message gateway.v1.ListLedgerRequest
+ */
+export declare type ListLedgerRequest = Message<"gateway.v1.ListLedgerRequest"> & {
+  /**
+   * @generated from field: gateway.v1.KeyRef key = 1;
+   */
+  key?: KeyRef | undefined;
+
+  /**
+   * At most this many entries (default 20, max 200).
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * next_cursor of the previous page; empty for the newest entries.
+   *
+   * @generated from field: string cursor = 3;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message gateway.v1.ListLedgerRequest.
+ * Use `create(ListLedgerRequestSchema)` to create a new message.
+ */
+export declare const ListLedgerRequestSchema: GenMessage<ListLedgerRequest>;
+
+/**
+ * @generated from message gateway.v1.LedgerEntry
+ */
+export declare type LedgerEntry = Message<"gateway.v1.LedgerEntry"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * "topup", "charge" or "refund".
+   *
+   * @generated from field: string kind = 2;
+   */
+  kind: string;
+
+  /**
+   * Positive for credits, negative for charges and refunds.
+   *
+   * @generated from field: int64 amount_nano = 3;
+   */
+  amountNano: bigint;
+
+  /**
+   * @generated from field: int64 balance_after_nano = 4;
+   */
+  balanceAfterNano: bigint;
+
+  /**
+   * @generated from field: string external_id = 5;
+   */
+  externalId: string;
+
+  /**
+   * @generated from field: string request_id = 6;
+   */
+  requestId: string;
+
+  /**
+   * Who or what caused it: "request", "operator-cli", "telegram-bot:payment", ...
+   *
+   * @generated from field: string cause = 7;
+   */
+  cause: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 8;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.LedgerEntry.
+ * Use `create(LedgerEntrySchema)` to create a new message.
+ */
+export declare const LedgerEntrySchema: GenMessage<LedgerEntry>;
+
+/**
+ * @generated from message gateway.v1.ListLedgerResponse
+ */
+export declare type ListLedgerResponse = Message<"gateway.v1.ListLedgerResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.LedgerEntry entries = 1;
+   */
+  entries: LedgerEntry[];
+
+  /**
+   * Pass as cursor for the next (older) page; empty when there is none.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
+};
+
+/**
+ * Describes the message gateway.v1.ListLedgerResponse.
+ * Use `create(ListLedgerResponseSchema)` to create a new message.
+ */
+export declare const ListLedgerResponseSchema: GenMessage<ListLedgerResponse>;
+
+/**
+ * @generated from message gateway.v1.RefundTopUpRequest
+ */
+export declare type RefundTopUpRequest = Message<"gateway.v1.RefundTopUpRequest"> & {
+  /**
+   * The external_id the top-up was applied with.
+   *
+   * @generated from field: string external_id = 1;
+   */
+  externalId: string;
+
+  /**
+   * @generated from field: string cause = 2;
+   */
+  cause: string;
+};
+
+/**
+ * Describes the message gateway.v1.RefundTopUpRequest.
+ * Use `create(RefundTopUpRequestSchema)` to create a new message.
+ */
+export declare const RefundTopUpRequestSchema: GenMessage<RefundTopUpRequest>;
+
+/**
+ * @generated from message gateway.v1.RefundTopUpResponse
+ */
+export declare type RefundTopUpResponse = Message<"gateway.v1.RefundTopUpResponse"> & {
+  /**
+   * False when this top-up had already been refunded; the figures are those of that refund.
+   *
+   * @generated from field: bool applied = 1;
+   */
+  applied: boolean;
+
+  /**
+   * @generated from field: string account_id = 2;
+   */
+  accountId: string;
+
+  /**
+   * What the top-up credited.
+   *
+   * @generated from field: int64 topup_nano = 3;
+   */
+  topupNano: bigint;
+
+  /**
+   * What the refund debited: min(topup, available balance at the time).
+   *
+   * @generated from field: int64 refunded_nano = 4;
+   */
+  refundedNano: bigint;
+
+  /**
+   * @generated from field: int64 balance_nano = 5;
+   */
+  balanceNano: bigint;
+};
+
+/**
+ * Describes the message gateway.v1.RefundTopUpResponse.
+ * Use `create(RefundTopUpResponseSchema)` to create a new message.
+ */
+export declare const RefundTopUpResponseSchema: GenMessage<RefundTopUpResponse>;
+
+/**
  * Keys, balances and the ledger. Amounts are integer nano-USD (1e-9 USD).
  *
  * @generated from service gateway.v1.BillingService
@@ -517,6 +802,37 @@ export declare const BillingService: GenService<{
     methodKind: "unary";
     input: typeof SetRateLimitsRequestSchema;
     output: typeof SetRateLimitsResponseSchema;
+  },
+  /**
+   * Keys of the accounts an owner holds (e.g. "telegram:<user id>"), newest first.
+   *
+   * @generated from rpc gateway.v1.BillingService.ListKeys
+   */
+  listKeys: {
+    methodKind: "unary";
+    input: typeof ListKeysRequestSchema;
+    output: typeof ListKeysResponseSchema;
+  },
+  /**
+   * The ledger of a key's account, newest first, one page at a time.
+   *
+   * @generated from rpc gateway.v1.BillingService.ListLedger
+   */
+  listLedger: {
+    methodKind: "unary";
+    input: typeof ListLedgerRequestSchema;
+    output: typeof ListLedgerResponseSchema;
+  },
+  /**
+   * Takes back the credits a top-up bought, once per top-up, clamped at the available
+   * balance so the balance never goes below zero (what was already spent stays spent).
+   *
+   * @generated from rpc gateway.v1.BillingService.RefundTopUp
+   */
+  refundTopUp: {
+    methodKind: "unary";
+    input: typeof RefundTopUpRequestSchema;
+    output: typeof RefundTopUpResponseSchema;
   },
 }>;
 

@@ -1,0 +1,27 @@
+// `npm run bot`: the Telegram bot on its own, calling the gateway's BillingService over the
+// network (GATEWAY_RPC_URL, ADMIN_TOKEN), exactly as the operator CLI does.
+import { createLogger } from '../log/logger.ts';
+import { loadBotConfig } from './config.ts';
+import { networkTransport, startBot } from './start.ts';
+
+const log = createLogger(process.env.LOG_LEVEL || 'info');
+try {
+  const config = loadBotConfig();
+  if (!config) {
+    log.fatal('TELEGRAM_BOT_TOKEN is not set');
+    process.exit(2);
+  }
+  const running = await startBot({ config, transport: networkTransport(config.rpcUrl, config.adminToken), log });
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'telegram bot stopping');
+    running.stop().then(() => process.exit(0), () => process.exit(1));
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+} catch (err) {
+  log.fatal({ err }, 'telegram bot failed to start');
+  process.exit(1);
+}

@@ -1,0 +1,87 @@
+// Runs the bot: long polling by default, a webhook server when TELEGRAM_WEBHOOK_URL is set.
+// Long polling allows one poller per bot token, so with several gateway instances use the
+// webhook (any instance can take any update) or run `npm run bot` once.
+import http from 'node:http';
+import type { Transport } from '@connectrpc/connect';
+import { createClient } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { webhookCallback, type Bot } from 'grammy';
+import type { Logger } from 'pino';
+import { BillingService } from '../gen/gateway/v1/billing_pb.js';
+import { COMMANDS, createBot } from './bot.ts';
+import { loadBotConfig, type BotConfig } from './config.ts';
+
+export interface RunningBot {
+  bot: Bot;
+  mode: 'polling' | 'webhook';
+  stop(): Promise<void>;
+}
+
+// Only what the bot handles; Telegram keeps this list between calls.
+const ALLOWED_UPDATES = ['message', 'callback_query', 'pre_checkout_query'] as const;
+
+/** BillingService over the network, as the operator CLI reaches it. */
+export function networkTransport(rpcUrl: string, adminToken: string | undefined): Transport {
+  return createGrpcTransport({
+    baseUrl: rpcUrl,
+    interceptors: adminToken ? [(next) => (req) => { req.header.set('authorization', `Bearer ${adminToken}`); return next(req); }] : [],
+  });
+}
+
+export async function startBot(opts: { config: BotConfig; transport: Transport; log: Logger; historyPageSize?: number }): Promise<RunningBot> {
+  const { config, log } = opts;
+  const bot = createBot({ config, billing: createClient(BillingService, opts.transport), log, ...(opts.historyPageSize ? { historyPageSize: opts.historyPageSize } : {}) });
+  await bot.init(); // getMe: a wrong token fails here, loudly
+  await bot.api.setMyCommands(COMMANDS).catch((err) => log.warn({ err }, 'telegram: setMyCommands failed'));
+
+  if (config.webhook) {
+    const wh = config.webhook;
+    const path = new URL(wh.url).pathname;
+    const handle = webhookCallback(bot, 'http', { secretToken: wh.secret });
+    const server = http.createServer((req, res) => {
+      if (req.method !== 'POST' || new URL(req.url ?? '/', 'http://x').pathname !== path) {
+        res.statusCode = 404;
+        return void res.end();
+      }
+      handle(req, res).catch((err: unknown) => {
+        log.error({ err }, 'telegram webhook update failed');
+        if (!res.headersSent) res.statusCode = 500; // Telegram delivers it again
+        res.end();
+      });
+    });
+    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(wh.port, wh.host, () => resolve()));
+    await bot.api.setWebhook(wh.url, { secret_token: wh.secret, allowed_updates: [...ALLOWED_UPDATES] });
+    log.info({ bot: bot.botInfo.username, url: wh.url, port: wh.port }, 'telegram bot running by webhook');
+    return {
+      bot,
+      mode: 'webhook',
+      stop: () => new Promise<void>((resolve) => { server.close(() => resolve()); server.closeIdleConnections(); }),
+    };
+  }
+
+  const polling = bot.start({ allowed_updates: [...ALLOWED_UPDATES] }).catch((err: unknown) => log.error({ err }, 'telegram long polling stopped'));
+  log.info({ bot: bot.botInfo.username }, 'telegram bot running by long polling');
+  return {
+    bot,
+    mode: 'polling',
+    stop: async () => {
+      if (bot.isRunning()) await bot.stop().catch((err: unknown) => log.warn({ err }, 'telegram: confirming the last update failed'));
+      await polling;
+    },
+  };
+}
+
+/**
+ * For the gateway: starts the bot when TELEGRAM_BOT_TOKEN is set, on the gateway's own
+ * services. A bot that cannot start is logged and the gateway serves on without it.
+ */
+export async function startBotIfConfigured(opts: { transport: Transport; publicBaseUrl: string; log: Logger }): Promise<RunningBot | undefined> {
+  try {
+    const config = loadBotConfig(process.env, { publicBaseUrl: opts.publicBaseUrl });
+    if (!config) return undefined;
+    return await startBot({ config, transport: opts.transport, log: opts.log });
+  } catch (err) {
+    opts.log.error({ err }, 'telegram bot not started');
+    return undefined;
+  }
+}
