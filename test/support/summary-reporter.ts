@@ -6,15 +6,17 @@ export default class SummaryReporter implements Reporter {
     let passed = 0;
     let failed = 0;
     let skipped = 0;
+    const names: string[] = [];
     for (const m of modules) {
       for (const t of m.children.allTests()) {
         const state = t.result().state;
         if (state === 'passed') passed++;
-        else if (state === 'failed') failed++;
+        else if (state === 'failed') { failed++; names.push(`${m.moduleId.split('/test/').pop()} > ${t.fullName}`); }
         else skipped++;
       }
-      if (m.state() === 'failed' && [...m.children.allTests()].length === 0) failed++;
+      if (m.state() === 'failed' && [...m.children.allTests()].length === 0) { failed++; names.push(m.moduleId); }
     }
+    for (const n of names) process.stdout.write(`\nfailed: ${n}`);
     process.stdout.write(`\n${passed} passed, ${failed} failed, ${skipped} skipped\n`);
   }
 }
