@@ -18,12 +18,14 @@ import { ResponsesService } from './inference/responses.ts';
 import { EmbeddingsService } from './inference/embeddings.ts';
 import { ImagesService } from './inference/images.ts';
 import { AudioService } from './inference/audio.ts';
-import { startBotIfConfigured } from './bot/start.ts';
 import { Engine } from './inference/engine.ts';
 import { inferenceService } from './inference/service.ts';
 import { Upstream } from './inference/upstream.ts';
 import { inProcessTransport, startRpcServer, type Services } from './rpc/server.ts';
 import { buildFacade } from './facade/server.ts';
+import { VideoRuntime } from './video/runtime.ts';
+import { videoService } from './video/service.ts';
+import { startBotIfConfigured } from './bot/start.ts';
 
 export interface Gateway {
   httpUrl: string;
@@ -51,14 +53,21 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   const chat = new ChatService(engine, catalogue);
   const messages = new MessagesService(engine, catalogue);
   const responses = new ResponsesService(engine, catalogue);
+  // Video jobs run on Temporal, found or started in the background (see src/video/runtime.ts).
+  const video = new VideoRuntime({ config, log, db, ledger });
   const services: Services = { billing: billingService(ledger, limiter), catalogue: catalogueService(catalogue), inference: inferenceService({
     chat, messages, responses,
     embeddings: new EmbeddingsService(engine, catalogue),
     images: new ImagesService(engine, catalogue, config),
     audio: new AudioService(engine, catalogue),
-  }) };
+  }), video: videoService({ config, ledger, catalogue, engine, runtime: video, log }) };
 
   const rpc: http2.Http2Server = await startRpcServer(services, { host: config.grpcHost, port: config.grpcPort, adminToken: config.adminToken });
+  const rpcSessions = new Set<http2.ServerHttp2Session>();
+  rpc.on('session', (session) => {
+    rpcSessions.add(session);
+    session.once('close', () => rpcSessions.delete(session));
+  });
   const facade: FastifyInstance = buildFacade({
     transport: inProcessTransport(services),
     log,
@@ -87,6 +96,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   const httpUrl = `http://${shown(config.host)}:${httpPort}`;
   const rpcUrl = `http://${shown(config.grpcHost)}:${rpcPort}`;
   log.info({ http: httpUrl, rpc: rpcUrl }, `gateway ready: OpenAI-compatible base URL ${httpUrl}/v1; Connect/gRPC services on ${rpcUrl}`);
+  video.start();
   // The Telegram bot, when TELEGRAM_BOT_TOKEN is set, on the same services (see src/bot/).
   const bot = await startBotIfConfigured({ transport: inProcessTransport(services), publicBaseUrl: httpUrl, log });
 
@@ -100,9 +110,20 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
       (closing ??= (async () => {
         clearInterval(sweeper);
         await bot?.stop();
-        await facade.close(); // stops accepting; in-flight requests and streams finish first
-        await new Promise<void>((resolve) => rpc.close(() => resolve()));
+        // Stop accepting; in-flight requests and streams run on for the grace period, then their
+        // connections are cut (a cut stream is charged for what it delivered, as always).
+        const cut = setTimeout(() => {
+          facade.server.closeAllConnections();
+          for (const session of rpcSessions) session.destroy();
+        }, config.shutdownGraceMs);
+        for (const session of rpcSessions) session.close(); // GOAWAY: open RPC streams finish
+        await Promise.all([facade.close(), new Promise<void>((resolve) => rpc.close(() => resolve()))]);
+        clearTimeout(cut);
+        // Every hold this process placed is settled before the database goes.
+        const unsettled = await engine.drain(10_000);
+        if (unsettled > 0) log.error({ unsettled }, 'shutting down with unsettled holds; the sweeper will release them');
         await upstream.close();
+        await video.close(); // the worker finishes its running activities, which need the database
         await db.destroy();
       })()),
   };

@@ -88,6 +88,10 @@ describe('400 and 413 for bad input, nothing held or charged', () => {
     ['image model on the chat route', JSON.stringify({ model: 'FLUX.2-pro', messages: [{ role: 'user', content: 'hi' }] }), 'model_not_supported'],
     ['n > 1 for a Claude model', JSON.stringify({ model: 'claude-haiku-4-5', n: 2, messages: [{ role: 'user', content: 'hi' }] }), 'unsupported_parameter'],
     ['stream not a boolean', JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: 'yes' }), 'invalid_type'],
+    ['prototype poisoning (__proto__)', '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"__proto__":{"admin":true}}', 'invalid_json'],
+    ['prototype poisoning (constructor.prototype)', '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi","constructor":{"prototype":{"x":1}}}]}', 'invalid_json'],
+    ['JSON nested 65 levels deep', `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"metadata":${'['.repeat(64)}${']'.repeat(64)}}`, 'invalid_json'],
+    ['JSON nested 100,000 levels deep', `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"x":${'['.repeat(100_000)}${']'.repeat(100_000)}}`, 'invalid_json'],
   ])('%s', async (_label, body, code) => {
     const key = await newKey('1');
     const r = await post({ authorization: `Bearer ${key.apiKey}` }, body);
@@ -129,6 +133,13 @@ describe('400 and 413 for bad input, nothing held or charged', () => {
     const flood: Record<string, string> = {};
     for (let i = 0; i < 200; i++) flood[`x-junk-${i}`] = 'y'.repeat(200);
     expect(await raw(flood)).toBe(431);
+  });
+
+  it('a caller-supplied request id is never echoed: the gateway answers with its own', async () => {
+    const key = await newKey('1');
+    const r = await post({ authorization: `Bearer ${key.apiKey}`, 'x-request-id': 'evil"><script>alert(1)</script>', 'request-id': 'also-evil' });
+    expect(r.status).toBe(200);
+    expect(r.requestId).toMatch(/^req_[0-9A-Za-z]+$/);
   });
 
   it('an unknown route answers 404 in the OpenAI shape', async () => {

@@ -56,7 +56,36 @@ export interface Config {
   };
   /** Per-key defaults, overridable per key through BillingService; 0 means unlimited. */
   rateLimits: { rpm: number; tpm: number };
+  /** Video jobs (sora-2) as Temporal workflows: see src/video/ and workflows/. */
+  video: VideoConfig;
   logLevel: string;
+  /** On SIGTERM: how long in-flight requests and streams may run on before their connections are cut. */
+  shutdownGraceMs: number;
+}
+
+export interface VideoConfig {
+  /** Temporal frontend host:port; unset means a local dev server started from the temporal CLI. */
+  temporalAddress: string | undefined;
+  temporalNamespace: string;
+  /** The temporal CLI; unset means `temporal` on PATH, then $(go env GOPATH)/bin/temporal. */
+  temporalCli: string | undefined;
+  /** Ports of the local dev server (gRPC frontend, web UI) when TEMPORAL_ADDRESS is unset. */
+  devServerPort: number;
+  devServerUiPort: number;
+  taskQueue: string;
+  /** Run a video worker inside the gateway process; VIDEO_WORKER=0 when workers run alone (`npm run worker`). */
+  runWorker: boolean;
+  /** Folder of finished videos. */
+  dir: string;
+  /** Longest wait of POST /v1/videos/generations for the finished video before it answers 202. */
+  waitMs: number;
+  /** Upstream status polls: first delay, then growing to the maximum (durable timers). */
+  pollInitialMs: number;
+  pollMaxMs: number;
+  /** A job not finished by then is given up, and its hold released. */
+  jobTimeoutMs: number;
+  /** A video hold lives this long past its last renewal (every status poll renews it). */
+  holdTtlSeconds: number;
 }
 
 const DEFAULT_BASE_URLS: Record<ProviderName, string> = {
@@ -119,6 +148,22 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       sweepIntervalMs: int(env, 'HOLD_SWEEP_INTERVAL_MS', 30_000),
     },
     rateLimits: { rpm: int(env, 'RATE_LIMIT_RPM', 600), tpm: int(env, 'RATE_LIMIT_TPM', 2_000_000) },
+    video: {
+      temporalAddress: nonEmpty(env.TEMPORAL_ADDRESS),
+      temporalNamespace: nonEmpty(env.TEMPORAL_NAMESPACE) ?? 'default',
+      temporalCli: nonEmpty(env.TEMPORAL_CLI),
+      devServerPort: int(env, 'TEMPORAL_DEV_PORT', 7233),
+      devServerUiPort: int(env, 'TEMPORAL_UI_PORT', 8233),
+      taskQueue: nonEmpty(env.VIDEO_TASK_QUEUE) ?? 'video-jobs',
+      runWorker: !['0', 'false', 'no', 'off'].includes((nonEmpty(env.VIDEO_WORKER) ?? '1').toLowerCase()),
+      dir: path.resolve(nonEmpty(env.VIDEO_DIR) ?? path.join(nonEmpty(env.DATA_DIR) ?? 'data', 'videos')),
+      waitMs: int(env, 'VIDEO_WAIT_MS', 120_000),
+      pollInitialMs: int(env, 'VIDEO_POLL_INITIAL_MS', 2_000),
+      pollMaxMs: int(env, 'VIDEO_POLL_MAX_MS', 20_000),
+      jobTimeoutMs: int(env, 'VIDEO_JOB_TIMEOUT_MS', 3_600_000),
+      holdTtlSeconds: int(env, 'VIDEO_HOLD_TTL_SECONDS', 7_200),
+    },
     logLevel: nonEmpty(env.LOG_LEVEL) ?? 'info',
+    shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 30_000),
   };
 }

@@ -10,6 +10,7 @@ import { newRequestId } from '../inference/engine.ts';
 import type { Metrics } from '../log/metrics.ts';
 import { errorBody, openAIError, sendGatewayError, type WireShape } from './errors.ts';
 import { registerMediaRoutes } from './media-routes.ts';
+import { registerVideoRoutes } from './video-routes.ts';
 import { writeChunk } from './write.ts';
 import type { Config } from '../config/config.ts';
 
@@ -123,6 +124,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   type CallOptions = { headers: Record<string, string>; signal?: AbortSignal };
 
   registerMediaRoutes(app, { inference, uploads: deps.uploads, relayUnary, callHeaders });
+  registerVideoRoutes(app, { transport: deps.transport });
 
   async function relayUnary(req: FastifyRequest, reply: FastifyReply, shape: WireShape, call: (body: Buffer, opts: CallOptions) => Promise<InferenceResponse>) {
     const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);

@@ -104,6 +104,8 @@ export class Engine {
   readonly limiter: RateLimiter;
   readonly metrics: Metrics;
   readonly log: Logger;
+  /** Holds placed by this process and not yet settled. */
+  private inFlight = 0;
 
   constructor(deps: { config: Config; ledger: Ledger; upstream: Upstream; limiter: RateLimiter; metrics: Metrics; log: Logger }) {
     this.config = deps.config;
@@ -139,7 +141,19 @@ export class Engine {
       return this.invalid(apiKey, badRequest('The request body is not valid JSON.', 'invalid_json'));
     }
     if (body === null || typeof body !== 'object' || Array.isArray(body)) return this.invalid(apiKey, badRequest('The request body must be a JSON object.', 'invalid_json'));
+    const unsafe = unsafeJson(body);
+    if (unsafe) return this.invalid(apiKey, badRequest(unsafe, 'invalid_json'));
     return { apiKey, body: body as Json };
+  }
+
+  /**
+   * Resolves once every hold this process placed is settled, or after `timeoutMs`: shutdown
+   * waits here so no request is left to the sweeper.
+   */
+  async drain(timeoutMs: number): Promise<number> {
+    const until = performance.now() + timeoutMs;
+    while (this.inFlight > 0 && performance.now() < until) await sleep(20);
+    return this.inFlight;
   }
 
   /** Throws `err`, unless the key is unknown, in which case 401 (so bad input never reveals more than a bad key). */
@@ -219,6 +233,7 @@ export class Engine {
       this.ledger.renewHold(plan.requestId, ttlSeconds).catch((err) => this.log.warn({ err, requestId: plan.requestId }, 'hold renewal failed'));
     }, renewEveryMs);
     plan.renewal.unref();
+    this.inFlight++;
     this.metrics.holdsOpen.inc();
   }
 
@@ -227,6 +242,7 @@ export class Engine {
     if (plan.renewal) {
       clearInterval(plan.renewal);
       plan.renewal = undefined;
+      this.inFlight--;
       this.metrics.holdsOpen.dec();
     }
     const cost = costNano ?? tokenCostNano(plan.prices, usage);
@@ -439,6 +455,34 @@ function deliveredUsage(usage: TokenUsage | undefined, delivered: string, count:
   const counted = count(delivered);
   if (!usage) return { ...counted, estimated: true };
   return { ...usage, outputTokens: usage.outputTokens > counted.outputTokens ? usage.outputTokens : counted.outputTokens, estimated: true };
+}
+
+const MAX_JSON_DEPTH = 64;
+
+/**
+ * Refuses bodies that could poison prototypes where a body is merged into an object
+ * (`__proto__`, `constructor.prototype`) and bodies nested deeper than any real request.
+ * Iterative, so a hostile depth cannot overflow the stack.
+ */
+export function unsafeJson(root: object): string | undefined {
+  const stack: [unknown, number][] = [[root, 1]];
+  while (stack.length > 0) {
+    const [v, depth] = stack.pop()!;
+    if (v === null || typeof v !== 'object') continue;
+    if (depth > MAX_JSON_DEPTH) return `The request body is nested deeper than ${MAX_JSON_DEPTH} levels.`;
+    if (Array.isArray(v)) {
+      for (const item of v) if (item !== null && typeof item === 'object') stack.push([item, depth + 1]);
+      continue;
+    }
+    for (const key of Object.keys(v)) {
+      const child = (v as Json)[key];
+      if (key === '__proto__' || (key === 'constructor' && child !== null && typeof child === 'object' && 'prototype' in child)) {
+        return `The request body contains the key '${key}', which is not allowed.`;
+      }
+      if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);
+    }
+  }
+  return undefined;
 }
 
 function rateLimited(d: RateDecision, requestId: string): ConnectError {

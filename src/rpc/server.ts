@@ -7,11 +7,13 @@ import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
+import { VideoService } from '../gen/gateway/v1/video_pb.js';
 
 export interface Services {
   billing: ServiceImpl<typeof BillingService>;
   catalogue: ServiceImpl<typeof CatalogueService>;
   inference: ServiceImpl<typeof InferenceService>;
+  video: ServiceImpl<typeof VideoService>;
 }
 
 export function routes(s: Services) {
@@ -19,6 +21,7 @@ export function routes(s: Services) {
     router.service(BillingService, s.billing);
     router.service(CatalogueService, s.catalogue);
     router.service(InferenceService, s.inference);
+    router.service(VideoService, s.video);
   };
 }
 
@@ -28,11 +31,12 @@ export function inProcessTransport(s: Services) {
 
 /**
  * When ADMIN_TOKEN is set, Billing and Catalogue calls over the network must carry it.
- * Inference calls authenticate with the caller's own gateway key instead.
+ * Inference and video calls authenticate with the caller's own gateway key instead.
  */
 function adminGuard(token: string): Interceptor {
   return (next) => async (req) => {
-    if (req.service.typeName !== InferenceService.typeName && req.header.get('authorization') !== `Bearer ${token}`) {
+    const keyed = req.service.typeName === InferenceService.typeName || req.service.typeName === VideoService.typeName;
+    if (!keyed && req.header.get('authorization') !== `Bearer ${token}`) {
       throw new ConnectError('admin token required', Code.Unauthenticated);
     }
     return next(req);

@@ -46,7 +46,7 @@ export async function startGatewayProcess(opts: { env: Record<string, string>; l
     logFile: opts.logFile,
     child,
     stop(signal = 'SIGTERM') {
-      if (child.exitCode !== null) return Promise.resolve(child.exitCode);
+      if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve(child.exitCode);
       return new Promise((resolve) => {
         child.once('exit', (code) => resolve(code));
         try {

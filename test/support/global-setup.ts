@@ -7,6 +7,7 @@ import type { TestProject } from 'vitest/node';
 import { createDatabase, startPostgres } from './postgres.ts';
 import { startSimulator } from '../upstream/simulator.ts';
 import { startGatewayProcess } from './gateway-process.ts';
+import { NO_TEMPORAL_CLI, startTemporal, videoEnv } from './temporal.ts';
 
 export const UPSTREAM_KEY = 'sk-sim-upstream-secret';
 
@@ -27,6 +28,12 @@ export default async function setup(project: TestProject) {
   const pg = await startPostgres();
   await createDatabase(pg.url(), 'gateway');
   const sim = await startSimulator({ apiKey: UPSTREAM_KEY });
+  const temporal = await startTemporal(workDir);
+  const videoDir = path.join(workDir, 'videos');
+  // Gateways that other tests start on databases of their own inherit this: no video workers
+  // of theirs on the shared Temporal (they answer 503 on the video routes instead).
+  process.env.TEMPORAL_CLI = NO_TEMPORAL_CLI;
+  delete process.env.TEMPORAL_ADDRESS;
   const gatewayLog = path.join(workDir, 'gateway.log');
   const gw = await startGatewayProcess({
     logFile: gatewayLog,
@@ -56,6 +63,7 @@ export default async function setup(project: TestProject) {
       BODY_LIMIT_BYTES: String(256 * 1024),
       UPSTREAM_RETRY_MAX_WAIT_MS: '100',
       LOG_LEVEL: 'info',
+      ...videoEnv(temporal.address, videoDir),
     },
   });
 
@@ -66,9 +74,13 @@ export default async function setup(project: TestProject) {
   project.provide('simulatorUrl', sim.url);
   project.provide('gatewayLog', gatewayLog);
   project.provide('workDir', workDir);
+  project.provide('temporalAddress', temporal.address);
+  project.provide('temporalProblem', temporal.problem);
+  project.provide('videoDir', videoDir);
 
   return async () => {
     await gw.stop();
+    await temporal.stop();
     await sim.close();
     await pg.stop();
     if (!process.env.KEEP_TEST_DIR) fs.rmSync(workDir, { recursive: true, force: true });

@@ -8,6 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
 import { anthropicError, handleAnthropic } from './anthropic-api.ts';
 import { handleResponses } from './responses-api.ts';
+import { handleVideos } from './video-api.ts';
 import { formSummary, handleMedia } from './media-api.ts';
 
 export interface RecordedRequest {
@@ -119,6 +120,7 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     }
     if (await handleMedia(req, res, url, raw, { baseUrl: selfUrl, apiKey: opts.apiKey, failCounts })) return;
     if (req.method === 'POST' && body !== null && typeof body === 'object' && (await handleResponses(res, url.pathname, body as Json))) return;
+    if (await handleVideos(req, res, url.pathname, body)) return;
 
     if (req.method === 'GET' && url.pathname === '/v1/models') {
       const data = ['gpt-4o-mini', 'gpt-5.5', 'grok-4'].map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'sim' }));

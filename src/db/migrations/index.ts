@@ -4,12 +4,14 @@ import type { Knex } from 'knex';
 import * as m001 from './001_ledger.ts';
 import * as m002 from './002_rate_limits.ts';
 import * as m003 from './003_owners_and_causes.ts';
+import * as m004 from './004_video_jobs.ts';
 import * as m005 from './005_usage_units.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
   '002_rate_limits': m002,
   '003_owners_and_causes': m003,
+  '004_video_jobs': m004,
   '005_usage_units': m005,
 };
 

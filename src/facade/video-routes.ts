@@ -1,0 +1,208 @@
+// The video routes: OpenAI's own (POST /v1/videos, GET /v1/videos[/{id}[/content]], as the
+// SDK's client.videos.create / list / retrieve / downloadContent call them), the gateway's
+// POST /v1/videos/generations (waits for the finished MP4, 202 when it is not ready in time)
+// and POST /v1/videos/{id}/cancel. They translate to VideoService calls; nothing else.
+import { Readable } from 'node:stream';
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { createClient, type Transport } from '@connectrpc/connect';
+import { VideoService, type Video, type VideoContentChunk } from '../gen/gateway/v1/video_pb.js';
+import { toGatewayError } from '../rpc/errors.ts';
+import { FORM_ERROR_FIELD } from '../video/wire.ts';
+import { openAIError, sendGatewayError } from './errors.ts';
+
+type CallOptions = { headers: Record<string, string>; signal?: AbortSignal };
+
+/** OpenAI's Video object, plus the gateway's billing facts under x_gateway. */
+export function openAIVideo(v: Video) {
+  const failed = v.status === 'failed' || v.status === 'cancelled';
+  return {
+    id: v.id,
+    object: 'video',
+    created_at: Number(v.createdAt),
+    completed_at: v.completedAt > 0n ? Number(v.completedAt) : null,
+    error: failed && v.error ? { code: v.error.code, message: v.error.message } : null,
+    expires_at: null,
+    model: v.model,
+    progress: v.progress,
+    prompt: v.prompt,
+    remixed_from_video_id: null,
+    seconds: String(v.seconds),
+    size: v.size,
+    // OpenAI knows no "cancelled": a cancelled job is failed with error code "cancelled".
+    status: v.status === 'cancelled' ? 'failed' : v.status,
+    x_gateway: {
+      status: v.status,
+      request_id: v.requestId,
+      hold_nano_usd: String(v.holdNano),
+      cost_nano_usd: String(v.costNano),
+      produced_seconds: v.producedMs > 0n ? msToSeconds(v.producedMs) : null,
+      content_bytes: Number(v.contentBytes),
+    },
+  };
+}
+
+/** 5500n -> "5.5": exact, no float. */
+function msToSeconds(ms: bigint): string {
+  const frac = (ms % 1000n).toString().padStart(3, '0').replace(/0+$/, '');
+  return `${ms / 1000n}${frac ? `.${frac}` : ''}`;
+}
+
+/** HTTP status of a job that ended without a video, for the route that waited on it. */
+function failureStatus(code: string): number {
+  switch (code) {
+    case 'content_policy_violation': return 400;
+    case 'cancelled': return 409;
+    case 'timeout': return 504;
+    case 'not_started': return 503;
+    default: return 502;
+  }
+}
+
+export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Transport }): void {
+  const videos = createClient(VideoService, deps.transport);
+
+  // Its own scope: these routes read the raw body (JSON or the SDK's multipart form) themselves.
+  app.register(async (scope) => {
+    scope.post('/v1/videos/generations', async (req, reply) => {
+      const preferMs = preferWaitMs(req.headers.prefer);
+      try {
+        const body = await jsonBody(req);
+        const v = await videos.createVideo({ body, requestId: req.id, waitMs: preferMs ?? 0xffff_ffff, openaiDefaults: false }, callOptions(req, reply));
+        billingHeaders(reply, v);
+        if (v.status === 'completed') return await sendContent(req, reply, v.id);
+        if (v.status === 'failed' || v.status === 'cancelled') {
+          const code = v.error?.code ?? 'upstream_error';
+          const status = failureStatus(code);
+          return reply.code(status).type('application/json').send(openAIError(v.error?.message ?? 'The video job failed.', status < 500 ? 'invalid_request_error' : 'server_error', code));
+        }
+        // Still running when the wait ended: where to look, and when.
+        return reply.code(202).header('location', `/v1/videos/${v.id}`).header('retry-after', '5').type('application/json').send(openAIVideo(v));
+      } catch (err) {
+        return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
+      }
+    });
+
+    scope.post('/v1/videos', async (req, reply) => {
+      try {
+        const body = await jsonBody(req);
+        const v = await videos.createVideo({ body, requestId: req.id, waitMs: 0, openaiDefaults: true }, callOptions(req, reply));
+        billingHeaders(reply, v);
+        return reply.type('application/json').send(openAIVideo(v));
+      } catch (err) {
+        return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
+      }
+    });
+
+    scope.get<{ Querystring: { limit?: string; after?: string; order?: string } }>('/v1/videos', async (req, reply) => {
+      try {
+        const limit = req.query.limit === undefined ? 0 : Number(req.query.limit);
+        if (!Number.isInteger(limit) || limit < 0) return reply.code(400).send(openAIError("Invalid value for 'limit': an integer between 1 and 100.", 'invalid_request_error', 'invalid_value', 'limit'));
+        const r = await videos.listVideos({ limit, after: req.query.after ?? '', order: req.query.order ?? '' }, callOptions(req, reply));
+        const data = r.videos.map(openAIVideo);
+        return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: r.hasMore };
+      } catch (err) {
+        return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
+      }
+    });
+
+    scope.get<{ Params: { id: string } }>('/v1/videos/:id', async (req, reply) => {
+      try {
+        const v = await videos.getVideo({ id: req.params.id }, callOptions(req, reply));
+        billingHeaders(reply, v);
+        return reply.type('application/json').send(openAIVideo(v));
+      } catch (err) {
+        return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
+      }
+    });
+
+    scope.get<{ Params: { id: string }; Querystring: { variant?: string } }>('/v1/videos/:id/content', async (req, reply) => {
+      const variant = req.query.variant;
+      if (variant !== undefined && variant !== 'video') {
+        return reply.code(400).send(openAIError(`Invalid value for 'variant': only 'video' is available on this gateway.`, 'invalid_request_error', 'invalid_value', 'variant'));
+      }
+      return sendContent(req, reply, req.params.id);
+    });
+
+    scope.post<{ Params: { id: string } }>('/v1/videos/:id/cancel', async (req, reply) => {
+      try {
+        const v = await videos.cancelVideo({ id: req.params.id }, callOptions(req, reply));
+        billingHeaders(reply, v);
+        return reply.type('application/json').send(openAIVideo(v));
+      } catch (err) {
+        return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
+      }
+    });
+  });
+
+  /** The MP4, streamed; errors before the first byte keep their status. */
+  async function sendContent(req: FastifyRequest, reply: FastifyReply, id: string) {
+    const abort = new AbortController();
+    reply.raw.on('close', () => { if (!reply.raw.writableFinished) abort.abort(); });
+    const chunks = videos.getVideoContent({ id }, { headers: credentials(req), signal: abort.signal })[Symbol.asyncIterator]();
+    let first: IteratorResult<VideoContentChunk>;
+    try {
+      first = await chunks.next();
+    } catch (err) {
+      return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
+    }
+    const start = first.value?.part.case === 'start' ? first.value.part.value : undefined;
+    reply.header('x-request-id', req.id).header('x-video-id', start?.videoId ?? id).type(start?.contentType || 'video/mp4');
+    if (start) reply.header('content-length', String(start.size));
+    async function* bytes() {
+      for (let r = await chunks.next(); !r.done; r = await chunks.next()) {
+        if (r.value.part.case === 'data') yield Buffer.from(r.value.part.value.buffer, r.value.part.value.byteOffset, r.value.part.value.byteLength);
+      }
+    }
+    return reply.send(Readable.from(bytes()));
+  }
+}
+
+function callOptions(req: FastifyRequest, reply: FastifyReply): CallOptions {
+  const abort = new AbortController();
+  reply.raw.on('close', () => { if (!reply.raw.writableFinished) abort.abort(); });
+  return { headers: credentials(req), signal: abort.signal };
+}
+
+/** The only caller headers the video service sees: the credentials. */
+function credentials(req: FastifyRequest): Record<string, string> {
+  const h: Record<string, string> = {};
+  for (const name of ['authorization', 'x-api-key']) {
+    const v = req.headers[name];
+    if (typeof v === 'string') h[name] = v;
+  }
+  return h;
+}
+
+function billingHeaders(reply: FastifyReply, v: Video): void {
+  reply.header('x-request-id', v.requestId).header('request-id', v.requestId).header('x-video-id', v.id).header('x-gateway-cost-nano-usd', String(v.costNano));
+}
+
+/**
+ * The body as JSON bytes for the service: JSON as sent, or the SDK's multipart form turned
+ * into an object field by field (a file part becomes a marker the service refuses).
+ */
+async function jsonBody(req: FastifyRequest): Promise<Uint8Array> {
+  const raw = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
+  const type = req.headers['content-type'] ?? '';
+  if (!/^multipart\/form-data/i.test(type)) return raw;
+  try {
+    const form = await new Response(raw, { headers: { 'content-type': type } }).formData();
+    const out: Record<string, unknown> = {};
+    for (const [name, value] of form) out[name] = typeof value === 'string' ? value : { file: value.name };
+    return Buffer.from(JSON.stringify(out));
+  } catch (err) {
+    return Buffer.from(JSON.stringify({ [FORM_ERROR_FIELD]: (err as Error).message }));
+  }
+}
+
+/** RFC 7240 `Prefer: wait=<seconds>`: how long the caller is willing to wait. */
+function preferWaitMs(prefer: string | string[] | undefined): number | undefined {
+  const text = Array.isArray(prefer) ? prefer.join(',') : prefer;
+  const m = text ? /(?:^|[,;\s])wait\s*=\s*(\d{1,6})/i.exec(text) : null;
+  return m ? Number(m[1]) * 1000 : undefined;
+}
+
+function withRequestId<T extends { requestId: string }>(ge: T, id: string): T {
+  if (!ge.requestId) ge.requestId = id;
+  return ge;
+}

@@ -1,0 +1,126 @@
+// The video workflow's activities: all its I/O. Each is idempotent, because Temporal runs an
+// activity again whenever it cannot know the last attempt finished (a worker killed mid-call,
+// a lost reply): the create carries an idempotency key, the download rewrites the same object,
+// the settle and the release are one statement each that acts once per request id.
+import { ApplicationFailure, Context } from '@temporalio/activity';
+import type { Logger } from 'pino';
+import type { Config, ProviderConfig, ProviderName } from '../config/config.ts';
+import type { Ledger } from '../billing/ledger.ts';
+import { costNano } from '../billing/money.ts';
+import { FAILURE, type VideoActivities } from '../../workflows/video-types.ts';
+import type { VideoJobs } from './jobs.ts';
+import { durationMs, measureMp4, Mp4Error } from './mp4.ts';
+import { videoKey, type VideoStore } from './store.ts';
+import type { VideoUpstream } from './upstream.ts';
+
+export const VIDEO_ROUTE = '/v1/videos';
+
+export interface ActivityDeps {
+  config: Config;
+  ledger: Ledger;
+  jobs: VideoJobs;
+  store: VideoStore;
+  upstream: VideoUpstream;
+  log: Logger;
+}
+
+/** What a job is billed: min(produced, asked) milliseconds at the per-second price, rounded up once. */
+export function videoCostNano(producedMs: number, seconds: number, pricePerSecondUsd: string): bigint {
+  const billedMs = Math.min(producedMs, seconds * 1000);
+  return costNano([{ quantity: BigInt(billedMs), priceUsd: pricePerSecondUsd, perUnits: 1000n }]);
+}
+
+/** HTTP status recorded on the usage row of a job that ended without a charge. */
+function releaseStatus(reason: string): number {
+  switch (reason) {
+    case 'content_policy_violation': case 'upstream_rejected': return 400;
+    case 'cancelled': return 499;
+    case 'timeout': return 504;
+    default: return 502;
+  }
+}
+
+export function videoActivities(deps: ActivityDeps): VideoActivities {
+  const provider = (name: string): ProviderConfig => {
+    const pc = deps.config.providers[name as ProviderName];
+    if (!pc) throw ApplicationFailure.nonRetryable(`unknown provider ${name}`, FAILURE.rejected);
+    return pc;
+  };
+
+  return {
+    async createUpstreamJob(a) {
+      const r = await deps.upstream.create(provider(a.provider), { jobId: a.jobId, model: a.upstreamModel, prompt: a.prompt, seconds: a.seconds, size: a.size });
+      return { upstreamId: r.upstreamId };
+    },
+
+    async pollUpstreamJob(a) {
+      const s = await deps.upstream.status(provider(a.provider), a.upstreamId);
+      // Every poll keeps the hold alive, so the sweeper releases only holds of jobs nothing works on.
+      await deps.ledger.renewHold(a.requestId, a.holdTtlSeconds);
+      if (s.status !== 'failed') await deps.jobs.markProgress(a.jobId, s.status === 'queued' ? 'queued' : 'in_progress', s.status === 'completed' ? 99 : s.progress, a.upstreamId);
+      return s;
+    },
+
+    async downloadVideo(a) {
+      const ctx = Context.current();
+      const res = await deps.upstream.content(provider(a.provider), a.upstreamId);
+      const key = videoKey(a.jobId);
+      let last = 0;
+      const { bytes } = await deps.store.put(key, res.body, (n) => {
+        // Heartbeats are throttled by the SDK; one per MiB is plenty to show the worker is alive.
+        if (n - last >= 1 << 20) { last = n; ctx.heartbeat(n); }
+      }).catch((err: unknown) => {
+        if (err instanceof ApplicationFailure) throw err;
+        throw ApplicationFailure.retryable(`The video download broke: ${(err as Error).message}`, FAILURE.unavailable);
+      });
+      if (bytes === 0) throw ApplicationFailure.retryable('The upstream sent an empty video.', FAILURE.unavailable);
+      return { contentKey: key, bytes };
+    },
+
+    async measureVideo(a) {
+      const obj = await deps.store.open(a.contentKey);
+      if (!obj) throw ApplicationFailure.nonRetryable(`stored video ${a.contentKey} is missing`, FAILURE.invalidVideo);
+      try {
+        const d = await measureMp4(obj);
+        return { producedMs: Number(durationMs(d)), units: d.units.toString(), timescale: d.timescale.toString() };
+      } catch (err) {
+        if (err instanceof Mp4Error) throw ApplicationFailure.nonRetryable(`The upstream's video is not a readable MP4: ${err.message}`, FAILURE.invalidVideo);
+        throw err;
+      }
+    },
+
+    async settleCharge(a) {
+      const cost = videoCostNano(a.producedMs, a.seconds, a.pricePerSecondUsd);
+      const r = await deps.ledger.settle({
+        requestId: a.requestId, costNano: cost, model: a.model, route: VIDEO_ROUTE,
+        inputTokens: 0n, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n, usageEstimated: false,
+        units: BigInt(Math.min(a.producedMs, a.seconds * 1000)), unit: 'video_ms',
+        status: 'ok', httpStatus: 200, latencyMs: Math.max(0, Math.min(2_147_483_647, Date.now() - a.createdAtMs)),
+      });
+      if (!r.firstSettle) deps.log.info({ requestId: a.requestId, chargedNano: String(r.chargedNano) }, 'video charge was already settled; not charged again');
+      return { costNano: r.chargedNano.toString(), firstSettle: r.firstSettle };
+    },
+
+    async releaseHold(a) {
+      await deps.ledger.settle({
+        requestId: a.requestId, costNano: 0n, model: a.model, route: VIDEO_ROUTE,
+        inputTokens: 0n, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n, usageEstimated: false,
+        units: 0n, unit: 'video_ms',
+        status: a.reason, httpStatus: releaseStatus(a.reason), latencyMs: Math.max(0, Math.min(2_147_483_647, Date.now() - a.createdAtMs)),
+      });
+    },
+
+    async recordOutcome(o) {
+      await deps.jobs.recordOutcome(o);
+      deps.log.info({ videoId: o.jobId, status: o.status, producedMs: o.producedMs, costNano: o.costNano, error: o.error?.code }, 'video job finished');
+    },
+
+    async cancelUpstreamJob(a) {
+      try {
+        await deps.upstream.remove(provider(a.provider), a.upstreamId);
+      } catch (err) {
+        deps.log.warn({ upstreamId: a.upstreamId, err: (err as Error).message }, 'could not cancel the upstream video job');
+      }
+    },
+  };
+}

@@ -1,0 +1,118 @@
+// The video_jobs table: who owns a job and what became of it. The workflow's activities write
+// progress and the outcome; the routes read from here, so they answer without a worker and
+// after a restart.
+import type { Db } from '../db/db.ts';
+import type { JobOutcome, VideoStatus } from '../../workflows/video-types.ts';
+
+export interface VideoJobRow {
+  id: string;
+  requestId: string;
+  accountId: string;
+  keyId: string;
+  model: string;
+  prompt: string;
+  seconds: number;
+  size: string;
+  holdNano: bigint;
+  status: VideoStatus;
+  progress: number;
+  upstreamId: string | null;
+  producedMs: bigint;
+  costNano: bigint;
+  contentKey: string | null;
+  contentBytes: bigint;
+  errorCode: string | null;
+  errorMessage: string | null;
+  createdAt: Date;
+  completedAt: Date | null;
+}
+
+type Row = Record<string, unknown>;
+const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
+
+const COLUMNS = `id, request_id, account_id, key_id, model, prompt, seconds, size, hold_nano::text AS hold_nano, status, progress, upstream_id,
+  produced_ms::text AS produced_ms, cost_nano::text AS cost_nano, content_key, content_bytes::text AS content_bytes, error_code, error_message,
+  created_at, completed_at`;
+
+function toRow(r: Row): VideoJobRow {
+  return {
+    id: r.id as string,
+    requestId: r.request_id as string,
+    accountId: r.account_id as string,
+    keyId: r.key_id as string,
+    model: r.model as string,
+    prompt: r.prompt as string,
+    seconds: Number(r.seconds),
+    size: r.size as string,
+    holdNano: BigInt(r.hold_nano as string),
+    status: r.status as VideoStatus,
+    progress: Number(r.progress),
+    upstreamId: (r.upstream_id as string | null) ?? null,
+    producedMs: BigInt(r.produced_ms as string),
+    costNano: BigInt(r.cost_nano as string),
+    contentKey: (r.content_key as string | null) ?? null,
+    contentBytes: BigInt(r.content_bytes as string),
+    errorCode: (r.error_code as string | null) ?? null,
+    errorMessage: (r.error_message as string | null) ?? null,
+    createdAt: new Date(r.created_at as string),
+    completedAt: r.completed_at ? new Date(r.completed_at as string) : null,
+  };
+}
+
+export class VideoJobs {
+  private readonly db: Db;
+
+  constructor(db: Db) {
+    this.db = db;
+  }
+
+  async insert(j: { id: string; requestId: string; accountId: string; keyId: string; model: string; prompt: string; seconds: number; size: string; holdNano: bigint }): Promise<VideoJobRow> {
+    const rows = rowsOf(
+      await this.db.raw(
+        `INSERT INTO video_jobs (id, request_id, account_id, key_id, model, prompt, seconds, size, hold_nano)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS bigint)) RETURNING ${COLUMNS}`,
+        [j.id, j.requestId, j.accountId, j.keyId, j.model, j.prompt, j.seconds, j.size, j.holdNano.toString()],
+      ),
+    );
+    return toRow(rows[0]!);
+  }
+
+  /** A job of this account; undefined for another account's job, so ids reveal nothing. */
+  async get(id: string, accountId: string): Promise<VideoJobRow | undefined> {
+    const r = rowsOf(await this.db.raw(`SELECT ${COLUMNS} FROM video_jobs WHERE id = ? AND account_id = ?`, [id, accountId]))[0];
+    return r ? toRow(r) : undefined;
+  }
+
+  /** Newest first (or oldest first), continuing after the job `after` of the same account. */
+  async list(accountId: string, opts: { limit: number; after?: string; ascending: boolean }): Promise<VideoJobRow[]> {
+    const dir = opts.ascending ? 'ASC' : 'DESC';
+    const cmp = opts.ascending ? '>' : '<';
+    const params: unknown[] = [accountId];
+    let cursor = '';
+    if (opts.after) {
+      cursor = `AND (created_at, id) ${cmp} (SELECT created_at, id FROM video_jobs WHERE id = ? AND account_id = ?)`;
+      params.push(opts.after, accountId);
+    }
+    params.push(opts.limit);
+    const rows = rowsOf(await this.db.raw(`SELECT ${COLUMNS} FROM video_jobs WHERE account_id = ? ${cursor} ORDER BY created_at ${dir}, id ${dir} LIMIT ?`, params as never));
+    return rows.map(toRow);
+  }
+
+  /** Progress of a running job; never overwrites an outcome. */
+  async markProgress(id: string, status: 'queued' | 'in_progress', progress: number, upstreamId: string): Promise<void> {
+    await this.db.raw(
+      `UPDATE video_jobs SET status = ?, progress = ?, upstream_id = ? WHERE id = ? AND status IN ('queued', 'in_progress')`,
+      [status, progress, upstreamId, id],
+    );
+  }
+
+  /** The job's final state; repeating it (a retried activity) writes the same values. */
+  async recordOutcome(o: JobOutcome): Promise<void> {
+    await this.db.raw(
+      `UPDATE video_jobs SET status = ?, progress = ?, upstream_id = COALESCE(?, upstream_id), produced_ms = ?, cost_nano = CAST(? AS bigint),
+         content_key = ?, content_bytes = ?, error_code = ?, error_message = ?, completed_at = COALESCE(completed_at, now())
+       WHERE id = ?`,
+      [o.status, o.progress, o.upstreamId, o.producedMs, o.costNano, o.contentKey, o.contentBytes, o.error?.code ?? null, o.error?.message ?? null, o.jobId],
+    );
+  }
+}

@@ -1,0 +1,119 @@
+// The provider's video API (OpenAI's shape: POST /videos, GET /videos/{id},
+// GET /videos/{id}/content, DELETE /videos/{id}), called from activities only. Failures are
+// classified here for Temporal: what a retry can fix (5xx, 429, timeouts, broken connections)
+// is retryable, the rest (content policy, other 4xx) is final.
+import { ApplicationFailure } from '@temporalio/activity';
+import { Agent, FormData, request, type Dispatcher } from 'undici';
+import type { ProviderConfig } from '../config/config.ts';
+import { FAILURE, type UpstreamJobStatus } from '../../workflows/video-types.ts';
+
+type Json = Record<string, unknown>;
+const MAX_ERROR_BODY = 16 * 1024;
+
+/** Codes and words providers use for prompts or outputs their safety system refused. */
+const CONTENT_POLICY = /moderation|content[_ ]?policy|safety|blocked/i;
+
+export class VideoUpstream {
+  private readonly agent: Agent;
+
+  constructor(opts: { connectTimeoutMs: number }) {
+    this.agent = new Agent({ connect: { timeout: opts.connectTimeoutMs }, headersTimeout: 20_000, bodyTimeout: 60_000, keepAliveTimeout: 30_000 });
+  }
+
+  async create(pc: ProviderConfig, a: { jobId: string; model: string; prompt: string; seconds: number; size: string }): Promise<{ upstreamId: string; status: UpstreamJobStatus }> {
+    // OpenAI's video API takes a multipart form (its SDK always sends one).
+    const form = new FormData();
+    form.set('model', a.model);
+    form.set('prompt', a.prompt);
+    form.set('seconds', String(a.seconds));
+    form.set('size', a.size);
+    const res = await this.call(pc, 'POST', '/videos', { 'idempotency-key': `gateway-${a.jobId}` }, form);
+    const json = await readJson(res, 'create');
+    if (typeof json.id !== 'string' || json.id === '') throw ApplicationFailure.retryable('The upstream answered the create without a job id.', FAILURE.unavailable);
+    return { upstreamId: json.id, status: statusOf(json) };
+  }
+
+  async status(pc: ProviderConfig, upstreamId: string): Promise<UpstreamJobStatus> {
+    const res = await this.call(pc, 'GET', `/videos/${encodeURIComponent(upstreamId)}`);
+    return statusOf(await readJson(res, 'status'));
+  }
+
+  /** The MP4 as a stream; the caller consumes it. */
+  async content(pc: ProviderConfig, upstreamId: string): Promise<Dispatcher.ResponseData> {
+    return this.call(pc, 'GET', `/videos/${encodeURIComponent(upstreamId)}/content`, { accept: 'application/binary' });
+  }
+
+  async remove(pc: ProviderConfig, upstreamId: string): Promise<void> {
+    const res = await this.call(pc, 'DELETE', `/videos/${encodeURIComponent(upstreamId)}`);
+    await res.body.dump();
+  }
+
+  close(): Promise<void> {
+    return this.agent.close();
+  }
+
+  /** One request; anything but a 2xx becomes the right kind of failure. */
+  private async call(pc: ProviderConfig, method: 'GET' | 'POST' | 'DELETE', pathname: string, headers: Record<string, string> = {}, body?: FormData): Promise<Dispatcher.ResponseData> {
+    let res: Dispatcher.ResponseData;
+    try {
+      res = await request(`${pc.baseUrl}${pathname}`, {
+        method,
+        headers: { authorization: `Bearer ${pc.apiKey ?? ''}`, ...headers },
+        body,
+        dispatcher: this.agent,
+      });
+    } catch (err) {
+      // Connection refused or reset, or a timeout: all worth another attempt.
+      throw ApplicationFailure.retryable(`The upstream video API could not be reached: ${(err as Error).message}`, FAILURE.unavailable);
+    }
+    if (res.statusCode >= 200 && res.statusCode < 300) return res;
+    let text = '';
+    try { text = (await res.body.text()).slice(0, MAX_ERROR_BODY); } catch { /* the status says enough */ }
+    throw failureFor(res.statusCode, res.headers['retry-after'], text);
+  }
+}
+
+function failureFor(status: number, retryAfter: string | string[] | undefined, text: string): ApplicationFailure {
+  let message = `The upstream video API answered ${status}.`;
+  let code = '';
+  try {
+    const e = (JSON.parse(text) as Json).error as Json | undefined;
+    if (e && typeof e.message === 'string' && e.message) message = e.message;
+    if (e && typeof e.code === 'string') code = e.code;
+  } catch { /* not JSON */ }
+  if (status === 429) {
+    const seconds = Number(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
+    return ApplicationFailure.create({
+      message, type: FAILURE.unavailable, nonRetryable: false,
+      ...(Number.isFinite(seconds) && seconds > 0 ? { nextRetryDelay: Math.min(seconds, 120) * 1000 } : {}),
+    });
+  }
+  if (status >= 500 || status === 408) return ApplicationFailure.retryable(message, FAILURE.unavailable);
+  if (status === 401 || status === 403) return ApplicationFailure.nonRetryable(`The upstream refused the gateway's credentials (${status}).`, FAILURE.rejected);
+  if (CONTENT_POLICY.test(code) || (status === 400 && CONTENT_POLICY.test(message))) return ApplicationFailure.nonRetryable(message, FAILURE.contentPolicy);
+  return ApplicationFailure.nonRetryable(message, FAILURE.rejected);
+}
+
+async function readJson(res: Dispatcher.ResponseData, what: string): Promise<Json> {
+  try {
+    const json = JSON.parse(await res.body.text()) as unknown;
+    if (json && typeof json === 'object' && !Array.isArray(json)) return json as Json;
+  } catch { /* fall through */ }
+  throw ApplicationFailure.retryable(`The upstream's ${what} answer was not a JSON object.`, FAILURE.unavailable);
+}
+
+/** OpenAI's Video object -> the status the workflow acts on. */
+export function statusOf(json: Json): UpstreamJobStatus {
+  const progress = typeof json.progress === 'number' && Number.isFinite(json.progress) ? Math.max(0, Math.min(100, Math.round(json.progress))) : 0;
+  switch (json.status) {
+    case 'completed': return { status: 'completed', progress: 100, error: null };
+    case 'failed': {
+      const e = (json.error ?? {}) as Json;
+      const code = typeof e.code === 'string' ? e.code : '';
+      const message = typeof e.message === 'string' && e.message ? e.message : 'The upstream video job failed.';
+      return { status: 'failed', progress, error: { code: CONTENT_POLICY.test(code) ? 'content_policy_violation' : 'upstream_failed', message } };
+    }
+    case 'in_progress': return { status: 'in_progress', progress, error: null };
+    default: return { status: 'queued', progress, error: null };
+  }
+}

@@ -1,0 +1,56 @@
+// `npm run worker`: a video worker on its own, for scale-out. It needs what the gateway's own
+// worker uses: the same PostgreSQL (DATABASE_URL: holds are settled there), the same Temporal
+// (TEMPORAL_ADDRESS, or the local dev server) and task queue, the same video folder
+// (VIDEO_DIR) and the provider credentials (OPENAI_API_KEY, OPENAI_BASE_URL).
+import path from 'node:path';
+import { loadConfig } from '../config/config.ts';
+import { createLogger } from '../log/logger.ts';
+import { migrate, openDb } from '../db/db.ts';
+import { Ledger } from '../billing/ledger.ts';
+import { videoActivities } from './activities.ts';
+import { VideoJobs } from './jobs.ts';
+import { FolderVideoStore } from './store.ts';
+import { resolveTemporal } from './temporal.ts';
+import { VideoUpstream } from './upstream.ts';
+import { startVideoWorker } from './worker.ts';
+
+const config = loadConfig();
+const log = createLogger(config.logLevel).child({ component: 'video-worker' });
+
+if (!config.databaseUrl) {
+  log.fatal('npm run worker needs DATABASE_URL: the worker settles holds in the database the gateway uses, and the embedded PGlite database can be opened by one process only');
+  process.exit(1);
+}
+
+try {
+  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolMax: 5 });
+  await migrate(db);
+  const ledger = new Ledger(db, await Ledger.loadSecret(db, config.keyHashSecret));
+  const target = await resolveTemporal(config.video, path.join(config.dataDir, 'temporal'), log);
+  const upstream = new VideoUpstream({ connectTimeoutMs: config.upstream.connectTimeoutMs });
+  const store = new FolderVideoStore(config.video.dir);
+  const worker = await startVideoWorker({
+    address: target.address,
+    namespace: config.video.temporalNamespace,
+    taskQueue: config.video.taskQueue,
+    log,
+    activities: videoActivities({ config, ledger, jobs: new VideoJobs(db), store, upstream, log }),
+  });
+  log.info({ store: store.describe() }, 'video worker ready');
+
+  let stopping = false;
+  const stop = (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'video worker stopping: finishing running activities');
+    worker.shutdown()
+      .then(() => Promise.all([upstream.close(), db.destroy(), target.devServer?.stop()]))
+      .then(() => process.exit(0), (err) => { log.error({ err }, 'worker shutdown failed'); process.exit(1); });
+  };
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  await worker.done;
+} catch (err) {
+  log.fatal({ err }, 'video worker failed');
+  process.exit(1);
+}

@@ -1,0 +1,125 @@
+// The gateway process's life: graceful shutdown (in-flight streams finish, bounded), a process
+// killed with holds open (the sweeper of another instance releases them within expiry + one
+// sweep), and callers that leave before the stream starts.
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import OpenAI from 'openai';
+import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
+import { UPSTREAM_KEY } from './support/global-setup.ts';
+import { accountActivity, balanceOf, checkInvariants, db, gatewayUrl, newKey, uniqueMarker } from './support/context.ts';
+
+const started: GatewayProcess[] = [];
+afterEach(async () => {
+  await Promise.all(started.splice(0).map((g) => g.stop('SIGKILL')));
+});
+
+async function gateway(name: string, env: Record<string, string> = {}): Promise<GatewayProcess> {
+  const sim = inject('simulatorUrl');
+  const g = await startGatewayProcess({
+    logFile: path.join(inject('workDir'), `${name}-${uniqueMarker()}.log`),
+    env: { DATABASE_URL: inject('databaseUrl'), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${sim}/v1`, LOG_LEVEL: 'info', ...env },
+  });
+  started.push(g);
+  return g;
+}
+
+const client = (g: GatewayProcess | string, apiKey: string) => new OpenAI({ apiKey, baseURL: `${typeof g === 'string' ? g : g.httpUrl}/v1`, maxRetries: 0 });
+
+async function until<T>(what: string, f: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await f();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+const holdsOf = async (accountId: string) => (await db().query('SELECT status FROM holds WHERE account_id = $1', [accountId])).rows.map((r) => r.status as string);
+const usageOf = async (accountId: string) => (await db().query('SELECT status, cost_nano::text AS cost FROM usage_records WHERE account_id = $1', [accountId])).rows as { status: string; cost: string }[];
+
+describe('graceful shutdown', () => {
+  it('SIGTERM mid-stream: no new requests, the stream finishes and is charged, exit 0', async () => {
+    const g = await gateway('graceful', { SHUTDOWN_GRACE_MS: '15000' });
+    const key = await newKey('5');
+    const stream = await client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'long [sim tokens=10 delay=150]' }] });
+    const it = stream[Symbol.asyncIterator]();
+    let text = ((await it.next()).value as OpenAI.ChatCompletionChunk).choices[0]?.delta?.content ?? '';
+    const exited = g.stop('SIGTERM');
+    await new Promise((r) => setTimeout(r, 200));
+    const refused = await fetch(`${g.httpUrl}/healthz`).then((r) => r.status, () => 'refused');
+    expect([503, 'refused']).toContain(refused);
+    for (let r = await it.next(); !r.done; r = await it.next()) text += (r.value as OpenAI.ChatCompletionChunk).choices[0]?.delta?.content ?? '';
+    expect(text).toBe('w1 w2 w3 w4 w5 w6 w7 w8 w9 w10');
+    expect(await exited).toBe(0);
+    const usage = await usageOf(key.accountId);
+    expect(usage).toHaveLength(1);
+    expect(usage[0]!.status).toBe('ok');
+    expect(BigInt(usage[0]!.cost)).toBeGreaterThan(0n);
+    expect((await balanceOf(key.accountId)).held).toBe(0n);
+    await checkInvariants(key.accountId);
+  });
+
+  it('a stream longer than the grace period is cut, charged for what it delivered, and nothing stays held', async () => {
+    const g = await gateway('grace-exceeded', { SHUTDOWN_GRACE_MS: '400' });
+    const key = await newKey('5');
+    const stream = await client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'very long [sim tokens=40 delay=150]' }] });
+    const it = stream[Symbol.asyncIterator]();
+    await it.next();
+    const exited = g.stop('SIGTERM');
+    let chunks = 0;
+    await (async () => { for (let r = await it.next(); !r.done; r = await it.next()) chunks++; })().catch(() => {});
+    expect(chunks).toBeLessThan(40);
+    expect(await exited).toBe(0);
+    const usage = await usageOf(key.accountId);
+    expect(usage).toHaveLength(1);
+    expect(usage[0]!.status).toBe('client_closed');
+    expect(BigInt(usage[0]!.cost)).toBeGreaterThan(0n);
+    expect(await holdsOf(key.accountId)).toEqual(['settled']);
+    await checkInvariants(key.accountId);
+  });
+});
+
+describe('a process killed with a hold open', () => {
+  it('the hold expires and another instance releases it within expiry + one sweep; nothing is charged', async () => {
+    const ttlSeconds = 2;
+    const sweepMs = 300;
+    const doomed = await gateway('doomed', { HOLD_TTL_SECONDS: String(ttlSeconds) });
+    // The survivor runs the sweeper often; it shares the database.
+    await gateway('survivor', { HOLD_TTL_SECONDS: String(ttlSeconds), HOLD_SWEEP_INTERVAL_MS: String(sweepMs) });
+    const key = await newKey('5');
+    const pending = client(doomed, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'never answered [sim delay=20000]' }] }).catch((e) => e);
+    await until('the hold', async () => ((await holdsOf(key.accountId))[0] === 'active' ? true : undefined), 10_000);
+    expect((await balanceOf(key.accountId)).held).toBeGreaterThan(0n);
+    await doomed.stop('SIGKILL');
+    const killedAt = Date.now();
+    expect(await pending).toBeInstanceOf(OpenAI.APIConnectionError);
+    await until('the sweep', async () => ((await holdsOf(key.accountId))[0] === 'expired' ? true : undefined), (ttlSeconds * 1000 + sweepMs) * 3);
+    // Renewed at most ttl/3 before the kill, so it expired within ttl of the kill; one sweep later it is released.
+    expect(Date.now() - killedAt).toBeLessThan(ttlSeconds * 1000 + sweepMs + 1500);
+    expect(await balanceOf(key.accountId)).toEqual({ balance: 5_000_000_000n, held: 0n });
+    expect(await usageOf(key.accountId)).toEqual([{ status: 'hold_expired', cost: '0' }]);
+    await checkInvariants(key.accountId);
+  });
+});
+
+describe('callers that leave early', () => {
+  it('a client that aborts before the stream starts is charged nothing, and its hold is released', async () => {
+    const key = await newKey('5');
+    const abort = new AbortController();
+    const request = fetch(`${gatewayUrl()}/v1/chat/completions`, {
+      method: 'POST', signal: abort.signal,
+      headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'slow start [sim delay=1500]' }] }),
+    });
+    await until('the hold', async () => ((await holdsOf(key.accountId))[0] === 'active' ? true : undefined), 5_000);
+    abort.abort();
+    await request.catch(() => {});
+    const usage = await until('the settle', async () => ((await usageOf(key.accountId))[0] ?? undefined), 5_000);
+    expect(usage).toEqual({ status: 'client_closed', cost: '0' });
+    expect(await balanceOf(key.accountId)).toEqual({ balance: 5_000_000_000n, held: 0n });
+    expect(await accountActivity(key.accountId)).toEqual({ holds: 1, charges: 0, usage: 1 });
+    await checkInvariants(key.accountId);
+  });
+});

@@ -1,0 +1,60 @@
+// A real Temporal dev server for the test run, from the temporal CLI binary (TEMPORAL_CLI, else
+// PATH, else $(go env GOPATH)/bin/temporal; `.ci/run` builds it there when missing), on free
+// ports, its state in the run's work folder. Video tests talk to it; the gateway gets its address.
+import path from 'node:path';
+import { findTemporalCli, startDevServer, CLI_INSTALL_HINT } from '../../src/video/temporal.ts';
+import { freePort } from './ports.ts';
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    /** host:port of the run's Temporal dev server; '' when no CLI was found (video tests then fail saying so). */
+    temporalAddress: string;
+    temporalProblem: string;
+    videoDir: string;
+  }
+}
+
+/** The task queue of the shared gateway's in-process worker during tests. */
+export const TEST_TASK_QUEUE = 'video-e2e';
+
+/**
+ * Given to gateways that should not do video work: without TEMPORAL_ADDRESS they would find
+ * the CLI and start a dev server of their own on the default port.
+ */
+export const NO_TEMPORAL_CLI = '/nonexistent/temporal-cli-disabled-for-this-gateway';
+
+export interface TestTemporal {
+  address: string;
+  problem: string;
+  stop(): Promise<void>;
+}
+
+export async function startTemporal(workDir: string): Promise<TestTemporal> {
+  const { cli, tried } = findTemporalCli(process.env.TEMPORAL_CLI);
+  if (!cli) {
+    const problem = `no temporal CLI for the test harness (looked at ${tried.join(', ')}): ${CLI_INSTALL_HINT}`;
+    console.warn(problem);
+    return { address: '', problem, stop: async () => {} };
+  }
+  const server = await startDevServer(cli, {
+    port: await freePort(),
+    uiPort: await freePort(),
+    namespace: 'default',
+    stateDir: path.join(workDir, 'temporal'),
+    headless: true,
+  });
+  return { address: server.address, problem: '', stop: () => server.stop() };
+}
+
+/** What a gateway (or worker) process needs to run video jobs against the test's Temporal. */
+export function videoEnv(temporalAddress: string, videoDir: string, taskQueue = TEST_TASK_QUEUE): Record<string, string> {
+  return {
+    ...(temporalAddress ? { TEMPORAL_ADDRESS: temporalAddress } : { TEMPORAL_CLI: NO_TEMPORAL_CLI }),
+    VIDEO_TASK_QUEUE: taskQueue,
+    VIDEO_DIR: videoDir,
+    // Long enough for a loaded 2-core machine; tests that want a 202 send `Prefer: wait=1`.
+    VIDEO_WAIT_MS: '60000',
+    VIDEO_POLL_INITIAL_MS: '100',
+    VIDEO_POLL_MAX_MS: '400',
+  };
+}

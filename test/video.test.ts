@@ -1,0 +1,526 @@
+// sora-2 video jobs as Temporal workflows, end to end: the gateway (and, for the crash tests,
+// separate gateway and worker processes) against the harness's real Temporal dev server,
+// PostgreSQL and the simulated upstream video API. Charges are read from the database.
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import OpenAI from 'openai';
+import { Client, Connection } from '@temporalio/client';
+import { accountActivity, balanceOf, checkInvariants, db, gatewayUrl, newKey, openai, rowsForRequest, simulatorUrl, uniqueMarker, type TestKey } from './support/context.ts';
+import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
+import { UPSTREAM_KEY } from './support/global-setup.ts';
+import { NO_TEMPORAL_CLI, videoEnv } from './support/temporal.ts';
+import { freePort } from './support/ports.ts';
+import { durationMs, measureMp4 } from '../src/video/mp4.ts';
+
+const ROOT = path.resolve(import.meta.dirname, '..');
+const PRICE_PER_SECOND_NANO = 100_000_000n; // sora-2: $0.10 per second
+const LONG = { timeout: 180_000 };
+
+type Json = Record<string, any>;
+
+let temporal: Client;
+
+beforeAll(async () => {
+  const address = inject('temporalAddress');
+  if (!address) throw new Error(inject('temporalProblem'));
+  temporal = new Client({ connection: await Connection.connect({ address }), namespace: 'default' });
+});
+afterAll(async () => {
+  await temporal?.connection.close();
+});
+
+const auth = (k: TestKey | string) => ({ authorization: `Bearer ${typeof k === 'string' ? k : k.apiKey}` });
+
+function generate(k: TestKey, body: unknown, headers: Record<string, string> = {}, base = gatewayUrl()) {
+  return fetch(`${base}/v1/videos/generations`, { method: 'POST', headers: { ...auth(k), 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+}
+
+function createJob(k: TestKey, body: unknown, base = gatewayUrl()) {
+  return fetch(`${base}/v1/videos`, { method: 'POST', headers: { ...auth(k), 'content-type': 'application/json' }, body: JSON.stringify(body) });
+}
+
+async function getVideo(k: TestKey, id: string, base = gatewayUrl()): Promise<{ status: number; body: Json }> {
+  const r = await fetch(`${base}/v1/videos/${id}`, { headers: auth(k) });
+  return { status: r.status, body: (await r.json()) as Json };
+}
+
+/** Polls GET /v1/videos/{id} until `done` holds for the job. */
+async function waitFor(k: TestKey, id: string, done: (v: Json) => boolean, base = gatewayUrl(), timeoutMs = 150_000): Promise<Json> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await getVideo(k, id, base).catch(() => undefined);
+    if (r?.status === 200 && done(r.body)) return r.body;
+    if (Date.now() > until) throw new Error(`video ${id} never reached the expected state; last: ${JSON.stringify(r?.body)}`);
+    await new Promise((res) => setTimeout(res, 200));
+  }
+}
+const finished = (v: Json) => ['completed', 'failed'].includes(v.status);
+
+/** Duration of MP4 bytes, measured by the gateway's own parser. */
+async function mp4Ms(bytes: Buffer): Promise<bigint> {
+  return durationMs(await measureMp4({ size: bytes.length, read: async (p, n) => bytes.subarray(p, p + n) }));
+}
+
+interface SimVideo { id: string; prompt: string; creates: number; polls: number; downloads: number; deleted: boolean; idempotencyKey?: string }
+async function simVideos(marker: string): Promise<SimVideo[]> {
+  const all = (await (await fetch(`${simulatorUrl()}/__sim/videos`)).json()) as SimVideo[];
+  return all.filter((v) => v.prompt.includes(marker));
+}
+async function simCreates(marker: string): Promise<Json[]> {
+  const all = (await (await fetch(`${simulatorUrl()}/__sim/requests`)).json()) as Json[];
+  return all.filter((r) => r.method === 'POST' && r.path === '/v1/videos' && JSON.stringify(r.body ?? {}).includes(marker));
+}
+
+async function videoRow(id: string): Promise<Json> {
+  return (await db().query('SELECT * FROM video_jobs WHERE id = $1', [id])).rows[0];
+}
+
+async function chargesOf(requestId: string): Promise<bigint[]> {
+  const r = await db().query("SELECT amount_nano::text AS a FROM ledger WHERE request_id = $1 AND kind = 'charge'", [requestId]);
+  return r.rows.map((x) => -BigInt(x.a));
+}
+
+/** No money moved and no hold is left for the account. */
+async function expectNothingCharged(k: TestKey, creditsNano: bigint) {
+  expect(await balanceOf(k.accountId)).toEqual({ balance: creditsNano, held: 0n });
+  expect((await accountActivity(k.accountId)).charges).toBe(0);
+  await checkInvariants(k.accountId);
+}
+
+function expectOpenAIError(body: Json, code: string | null, type = 'invalid_request_error') {
+  expect(Object.keys(body)).toEqual(['error']);
+  expect(Object.keys(body.error).sort()).toEqual(['code', 'message', 'param', 'type']);
+  expect(body.error.type).toBe(type);
+  if (code !== null) expect(body.error.code).toBe(code);
+  expect(typeof body.error.message).toBe('string');
+}
+
+describe('video jobs: billing', () => {
+  it('a completed job charges exactly the seconds produced × $0.10 and returns the MP4', LONG, async () => {
+    const k = await newKey('5');
+    const marker = uniqueMarker('full');
+    const r = await generate(k, { model: 'sora-2', prompt: `a red kite over the sea ${marker} [sim ms=300]`, seconds: 8, size: '1280x720' });
+    expect(r.status).toBe(200);
+    expect(r.headers.get('content-type')).toBe('video/mp4');
+    expect(r.headers.get('x-gateway-cost-nano-usd')).toBe(String(8n * PRICE_PER_SECOND_NANO));
+    const id = r.headers.get('x-video-id')!;
+    expect(id).toMatch(/^video_/);
+    const bytes = Buffer.from(await r.arrayBuffer());
+    expect(Number(r.headers.get('content-length'))).toBe(bytes.length);
+    expect(await mp4Ms(bytes)).toBe(8000n);
+
+    expect(await balanceOf(k.accountId)).toEqual({ balance: 5_000_000_000n - 800_000_000n, held: 0n });
+    const v = (await getVideo(k, id)).body;
+    expect(v).toMatchObject({ id, object: 'video', status: 'completed', model: 'sora-2', seconds: '8', size: '1280x720', progress: 100, error: null });
+    expect(v.x_gateway).toMatchObject({ status: 'completed', cost_nano_usd: '800000000', hold_nano_usd: '800000000', produced_seconds: '8' });
+    const requestId = v.x_gateway.request_id as string;
+    expect(await chargesOf(requestId)).toEqual([800_000_000n]);
+    expect(await rowsForRequest(requestId)).toEqual({ holds: 1, ledger: 1, usage: 1 });
+    const usage = (await db().query('SELECT model, route, status, cost_nano::text AS cost FROM usage_records WHERE request_id = $1', [requestId])).rows[0];
+    expect(usage).toEqual({ model: 'sora-2', route: '/v1/videos', status: 'ok', cost: '800000000' });
+    // Stored once, where VIDEO_DIR says.
+    expect(fs.statSync(path.join(inject('videoDir'), `${id}.mp4`)).size).toBe(bytes.length);
+    await checkInvariants(k.accountId);
+  });
+
+  it('an upstream that returns a shorter video than asked is charged for the shorter one', LONG, async () => {
+    const k = await newKey('5');
+    const marker = uniqueMarker('short');
+    // moov after mdat: the duration is found wherever the box sits.
+    const r = await generate(k, { model: 'sora-2', prompt: `${marker} [sim ms=300 produce=5.5 moov=end]`, seconds: 8, size: '720x1280' });
+    expect(r.status).toBe(200);
+    expect(await mp4Ms(Buffer.from(await r.arrayBuffer()))).toBe(5500n);
+    expect(r.headers.get('x-gateway-cost-nano-usd')).toBe('550000000');
+    expect(await balanceOf(k.accountId)).toEqual({ balance: 5_000_000_000n - 550_000_000n, held: 0n });
+    const v = (await getVideo(k, r.headers.get('x-video-id')!)).body;
+    expect(v.x_gateway).toMatchObject({ cost_nano_usd: '550000000', hold_nano_usd: '800000000', produced_seconds: '5.5' });
+    expect(await chargesOf(v.x_gateway.request_id)).toEqual([550_000_000n]);
+    await checkInvariants(k.accountId);
+  });
+
+  it('a longer video than asked is charged no more than asked (the hold)', LONG, async () => {
+    const k = await newKey('5');
+    const r = await generate(k, { model: 'sora-2', prompt: `${uniqueMarker('long')} [sim ms=300 produce=4.75]`, seconds: 4, size: '720x1280' });
+    expect(r.status).toBe(200);
+    expect(await mp4Ms(Buffer.from(await r.arrayBuffer()))).toBe(4750n);
+    expect(r.headers.get('x-gateway-cost-nano-usd')).toBe('400000000');
+    expect(await balanceOf(k.accountId)).toEqual({ balance: 4_600_000_000n, held: 0n });
+  });
+
+  it('a failed upstream job charges nothing and releases its hold', LONG, async () => {
+    const k = await newKey('5');
+    const r = await generate(k, { model: 'sora-2', prompt: `${uniqueMarker('fail')} [sim ms=2000 fault=failed]`, seconds: 4, size: '720x1280' });
+    expect(r.status).toBe(502);
+    const body = (await r.json()) as Json;
+    expectOpenAIError(body, 'upstream_failed', 'server_error');
+    expect(r.headers.get('x-gateway-cost-nano-usd')).toBe('0');
+    const v = (await getVideo(k, r.headers.get('x-video-id')!)).body;
+    expect(v).toMatchObject({ status: 'failed', error: { code: 'upstream_failed' } });
+    await expectNothingCharged(k, 5_000_000_000n);
+    const usage = (await db().query('SELECT status, cost_nano::text AS cost FROM usage_records WHERE request_id = $1', [v.x_gateway.request_id])).rows[0];
+    expect(usage).toEqual({ status: 'upstream_failed', cost: '0' });
+  });
+
+  it('a prompt rejected for content policy charges nothing, whether refused at create or during generation', LONG, async () => {
+    const k = await newKey('5');
+    for (const directive of ['fault=policy', 'fault=policy at=poll']) {
+      const marker = uniqueMarker('policy');
+      const r = await generate(k, { model: 'sora-2', prompt: `${marker} [sim ms=1500 ${directive}]`, seconds: 12, size: '720x1280' });
+      expect(r.status).toBe(400);
+      expectOpenAIError((await r.json()) as Json, 'content_policy_violation');
+      const v = (await getVideo(k, r.headers.get('x-video-id')!)).body;
+      expect(v).toMatchObject({ status: 'failed', error: { code: 'content_policy_violation' }, x_gateway: { cost_nano_usd: '0' } });
+      // Refused at create: never retried (one attempt only).
+      if (directive === 'fault=policy') expect(await simCreates(marker)).toHaveLength(1);
+    }
+    await expectNothingCharged(k, 5_000_000_000n);
+  });
+
+  it('upstream 5xx and 429 are retried: the job completes, with one upstream job, charged once', LONG, async () => {
+    const k = await newKey('5');
+    const createMarker = uniqueMarker('retry-create');
+    const r1 = await generate(k, { model: 'sora-2', prompt: `${createMarker} [sim ms=300 fault=503 at=create fail=2]`, seconds: 4, size: '720x1280' });
+    expect(r1.status).toBe(200);
+    const creates = await simCreates(createMarker);
+    expect(creates).toHaveLength(3);
+    expect(new Set(creates.map((c) => c.headers['idempotency-key'])).size).toBe(1);
+    expect(await simVideos(createMarker)).toHaveLength(1);
+
+    const pollMarker = uniqueMarker('retry-poll');
+    const r2 = await generate(k, { model: 'sora-2', prompt: `${pollMarker} [sim ms=300 fault=429 at=poll fail=2]`, seconds: 4, size: '720x1280' });
+    expect(r2.status).toBe(200);
+    const contentMarker = uniqueMarker('retry-content');
+    const r3 = await generate(k, { model: 'sora-2', prompt: `${contentMarker} [sim ms=300 fault=500 at=content fail=1]`, seconds: 4, size: '720x1280' });
+    expect(r3.status).toBe(200);
+    expect((await simVideos(contentMarker))[0]!.downloads).toBe(2);
+    for (const r of [r1, r2, r3]) expect(r.headers.get('x-gateway-cost-nano-usd')).toBe('400000000');
+    expect(await balanceOf(k.accountId)).toEqual({ balance: 5_000_000_000n - 3n * 400_000_000n, held: 0n });
+    expect((await accountActivity(k.accountId)).charges).toBe(3);
+    await checkInvariants(k.accountId);
+  });
+
+  it('a cancelled job charges nothing, releases its hold and shows as cancelled in Temporal', LONG, async () => {
+    const k = await newKey('5');
+    const marker = uniqueMarker('cancel');
+    const created = await createJob(k, { model: 'sora-2', prompt: `${marker} [sim ms=20000]`, seconds: '12', size: '720x1280' });
+    expect(created.status).toBe(200);
+    const job = (await created.json()) as Json;
+    expect(job.status).toBe('queued');
+    await waitFor(k, job.id, (v) => v.status === 'in_progress');
+    expect(await balanceOf(k.accountId)).toEqual({ balance: 5_000_000_000n, held: 1_200_000_000n });
+
+    const c = await fetch(`${gatewayUrl()}/v1/videos/${job.id}/cancel`, { method: 'POST', headers: auth(k) });
+    expect(c.status).toBe(200);
+    const cancelled = (await c.json()) as Json;
+    expect(cancelled).toMatchObject({ id: job.id, status: 'failed', error: { code: 'cancelled' }, x_gateway: { status: 'cancelled', cost_nano_usd: '0' } });
+    await expectNothingCharged(k, 5_000_000_000n);
+    const usage = (await db().query('SELECT status, cost_nano::text AS cost FROM usage_records WHERE request_id = $1', [cancelled.x_gateway.request_id])).rows[0];
+    expect(usage).toEqual({ status: 'cancelled', cost: '0' });
+    expect((await temporal.workflow.getHandle(job.id).describe()).status.name).toBe('CANCELLED');
+    // The upstream was told to drop the job; its content is not available.
+    expect((await simVideos(marker))[0]!.deleted).toBe(true);
+    const content = await fetch(`${gatewayUrl()}/v1/videos/${job.id}/content`, { headers: auth(k) });
+    expect(content.status).toBe(409);
+    expectOpenAIError((await content.json()) as Json, 'video_not_ready');
+  });
+
+  it('a job still running when the wait ends answers 202; GET and /content give it later', LONG, async () => {
+    const k = await newKey('5');
+    const r = await generate(k, { model: 'sora-2', prompt: `${uniqueMarker('later')} [sim ms=5000]`, seconds: 4, size: '1280x720' }, { prefer: 'wait=1' });
+    expect(r.status).toBe(202);
+    const job = (await r.json()) as Json;
+    expect(['queued', 'in_progress']).toContain(job.status);
+    expect(r.headers.get('location')).toBe(`/v1/videos/${job.id}`);
+    const early = await fetch(`${gatewayUrl()}/v1/videos/${job.id}/content`, { headers: auth(k) });
+    expect(early.status).toBe(409);
+
+    const done = await waitFor(k, job.id, finished);
+    expect(done).toMatchObject({ status: 'completed', x_gateway: { cost_nano_usd: '400000000' } });
+    const content = await fetch(`${gatewayUrl()}/v1/videos/${job.id}/content`, { headers: auth(k) });
+    expect(content.status).toBe(200);
+    expect(content.headers.get('content-type')).toBe('video/mp4');
+    expect(await mp4Ms(Buffer.from(await content.arrayBuffer()))).toBe(4000n);
+    expect(await balanceOf(k.accountId)).toEqual({ balance: 4_600_000_000n, held: 0n });
+  });
+
+  it('a balance below seconds × price gets 402 and starts nothing', async () => {
+    const k = await newKey('0.5');
+    const r = await generate(k, { model: 'sora-2', prompt: 'too long for the balance', seconds: 8, size: '720x1280' });
+    expect(r.status).toBe(402);
+    expectOpenAIError((await r.json()) as Json, 'insufficient_credits', 'insufficient_quota');
+    expect(await accountActivity(k.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
+    expect((await db().query('SELECT count(*)::int AS n FROM video_jobs WHERE account_id = $1', [k.accountId])).rows[0].n).toBe(0);
+  });
+});
+
+describe('video jobs: the API', () => {
+  it('the official openai SDK creates, retrieves, lists and downloads videos', LONG, async () => {
+    const k = await newKey('5');
+    const client = openai(k.apiKey);
+    const created = await client.videos.create({ model: 'sora-2', prompt: `a paper boat ${uniqueMarker('sdk')} [sim ms=400]`, seconds: '4', size: '720x1280' });
+    expect(created).toMatchObject({ object: 'video', model: 'sora-2', seconds: '4', size: '720x1280' });
+    expect(['queued', 'in_progress']).toContain(created.status);
+
+    let v = await client.videos.retrieve(created.id);
+    for (let i = 0; i < 600 && (v.status === 'queued' || v.status === 'in_progress'); i++) {
+      await new Promise((r) => setTimeout(r, 250));
+      v = await client.videos.retrieve(created.id);
+    }
+    expect(v.status).toBe('completed');
+    expect(v.completed_at).toBeGreaterThanOrEqual(v.created_at);
+
+    const res = await client.videos.downloadContent(created.id);
+    const bytes = Buffer.from(await res.arrayBuffer());
+    expect(await mp4Ms(bytes)).toBe(4000n);
+
+    const listed = [];
+    for await (const item of client.videos.list({ limit: 1 })) listed.push(item.id);
+    expect(listed).toEqual([created.id]);
+
+    // Only the prompt: OpenAI's defaults (sora-2, 4 s, 720x1280).
+    const defaults = await client.videos.create({ prompt: `defaults ${uniqueMarker('sdk')} [sim ms=100]` });
+    expect(defaults).toMatchObject({ model: 'sora-2', seconds: '4', size: '720x1280' });
+    await waitFor(k, defaults.id, finished);
+
+    await expect(client.videos.retrieve('video_doesnotexist')).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(client.videos.create({ prompt: 'x', size: '1792x1024' })).rejects.toBeInstanceOf(OpenAI.BadRequestError);
+    await expect(openai('prx-not-a-key').videos.retrieve(created.id)).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
+    expect(await balanceOf(k.accountId)).toEqual({ balance: 5_000_000_000n - 800_000_000n, held: 0n });
+  });
+
+  it('a key sees only its own jobs', LONG, async () => {
+    const owner = await newKey('5');
+    const other = await newKey('5');
+    const r = await createJob(owner, { prompt: `${uniqueMarker('mine')} [sim ms=200]`, seconds: 4 });
+    const job = (await r.json()) as Json;
+    await waitFor(owner, job.id, finished);
+
+    const seen = await getVideo(other, job.id);
+    expect(seen.status).toBe(404);
+    expectOpenAIError(seen.body, 'video_not_found');
+    const content = await fetch(`${gatewayUrl()}/v1/videos/${job.id}/content`, { headers: auth(other) });
+    expect(content.status).toBe(404);
+    const cancel = await fetch(`${gatewayUrl()}/v1/videos/${job.id}/cancel`, { method: 'POST', headers: auth(other) });
+    expect(cancel.status).toBe(404);
+    const list = (await (await fetch(`${gatewayUrl()}/v1/videos`, { headers: auth(other) })).json()) as Json;
+    expect(list).toMatchObject({ object: 'list', data: [], has_more: false });
+    await expect(openai(other.apiKey).videos.retrieve(job.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+
+    expect((await getVideo(owner, job.id)).status).toBe(200);
+    const mine = (await (await fetch(`${gatewayUrl()}/v1/videos`, { headers: auth(owner) })).json()) as Json;
+    expect(mine.data.map((v: Json) => v.id)).toEqual([job.id]);
+  });
+
+  it('bad input gets 400 in the OpenAI error shape, and holds nothing', async () => {
+    const k = await newKey('5');
+    const ok = { model: 'sora-2', prompt: 'a calm lake', seconds: 4, size: '720x1280' };
+    const cases: [string, unknown, string, string | null][] = [
+      ['no prompt', { ...ok, prompt: undefined }, 'missing_required_parameter', 'prompt'],
+      ['no size', { ...ok, size: undefined }, 'missing_required_parameter', 'size'],
+      ['no seconds', { ...ok, seconds: undefined }, 'missing_required_parameter', 'seconds'],
+      ['no model', { ...ok, model: undefined }, 'missing_required_parameter', 'model'],
+      ['empty prompt', { ...ok, prompt: '  ' }, 'invalid_value', 'prompt'],
+      ['seconds not offered', { ...ok, seconds: 5 }, 'invalid_value', 'seconds'],
+      ['seconds not a number', { ...ok, seconds: 'four' }, 'invalid_value', 'seconds'],
+      ['size not offered', { ...ok, size: '1792x1024' }, 'invalid_value', 'size'],
+      ['unknown model', { ...ok, model: 'sora-9' }, 'model_not_found', 'model'],
+      ['chat model', { ...ok, model: 'gpt-5.4-mini' }, 'model_not_supported', 'model'],
+      ['unknown field', { ...ok, n: 2 }, 'unknown_parameter', 'n'],
+      ['reference input', { ...ok, input_reference: { image_url: 'https://example.com/a.png' } }, 'unsupported_parameter', 'input_reference'],
+      ['not an object', [ok], 'invalid_json', null],
+    ];
+    for (const [name, body, code, param] of cases) {
+      const r = await generate(k, body);
+      expect(r.status, name).toBe(400);
+      const e = (await r.json()) as Json;
+      expectOpenAIError(e, code);
+      expect(e.error.param, name).toBe(param);
+    }
+    const broken = await fetch(`${gatewayUrl()}/v1/videos/generations`, { method: 'POST', headers: { ...auth(k), 'content-type': 'application/json' }, body: '{"model":' });
+    expect(broken.status).toBe(400);
+    expectOpenAIError((await broken.json()) as Json, 'invalid_json');
+    const variant = await fetch(`${gatewayUrl()}/v1/videos/video_x/content?variant=thumbnail`, { headers: auth(k) });
+    expect(variant.status).toBe(400);
+    expectOpenAIError((await variant.json()) as Json, 'invalid_value');
+
+    // No key, or a bad one: 401 before anything else.
+    const anon = await fetch(`${gatewayUrl()}/v1/videos/generations`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(ok) });
+    expect(anon.status).toBe(401);
+    expectOpenAIError((await anon.json()) as Json, 'invalid_api_key');
+    expect((await fetch(`${gatewayUrl()}/v1/videos`, { headers: auth('prx-bad') })).status).toBe(401);
+
+    expect(await accountActivity(k.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
+  });
+
+  it('the workflow shows its state by query and is found by its search attributes', LONG, async () => {
+    const k = await newKey('5');
+    const r = await generate(k, { model: 'sora-2', prompt: `${uniqueMarker('inspect')} [sim ms=300 produce=3.25]`, seconds: 4, size: '720x1280' });
+    expect(r.status).toBe(200);
+    const id = r.headers.get('x-video-id')!;
+    const handle = temporal.workflow.getHandle(id);
+    const state = (await handle.query('state')) as Json;
+    expect(state).toMatchObject({ jobId: id, status: 'completed', phase: 'done', producedMs: 3250, costNano: '325000000', holdNano: '400000000', error: null });
+    expect(state.polls).toBeGreaterThan(0);
+
+    const d = await handle.describe();
+    expect(d.status.name).toBe('COMPLETED');
+    const prefix = k.apiKey.slice(0, 10);
+    expect(d.searchAttributes).toMatchObject({ VideoModel: ['sora-2'], VideoKeyPrefix: [prefix], VideoStatus: ['completed'] });
+
+    // What an operator types in the UI's search box.
+    const query = `VideoKeyPrefix = "${prefix}" AND VideoModel = "sora-2" AND VideoStatus = "completed"`;
+    let found: string[] = [];
+    for (let i = 0; i < 100 && found.length === 0; i++) {
+      found = [];
+      for await (const w of temporal.workflow.list({ query })) found.push(w.workflowId);
+      if (found.length === 0) await new Promise((res) => setTimeout(res, 200));
+    }
+    expect(found).toEqual([id]);
+    const row = await videoRow(id);
+    expect(row).toMatchObject({ status: 'completed', produced_ms: '3250', cost_nano: '325000000' });
+  });
+});
+
+// --- separate processes: a worker killed mid-job, a gateway restarted mid-job, no Temporal ----
+
+function baseEnv(): Record<string, string> {
+  return {
+    DATABASE_URL: inject('databaseUrl'),
+    OPENAI_API_KEY: UPSTREAM_KEY,
+    OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
+    LOG_LEVEL: 'info',
+  };
+}
+
+interface WorkerProcess { child: ChildProcess; logFile: string; stop(signal: NodeJS.Signals): Promise<void> }
+
+/** `npm run worker` as its own process, waiting until it polls its task queue. */
+async function startWorker(env: Record<string, string>, logFile: string): Promise<WorkerProcess> {
+  const out = fs.openSync(logFile, 'a');
+  const child = spawn(process.execPath, ['src/video/worker-main.ts'], { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', out, out], detached: true });
+  fs.closeSync(out);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async (signal: NodeJS.Signals) => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    try { process.kill(-child.pid!, signal); } catch { child.kill(signal); }
+    await exited;
+  };
+  const until = Date.now() + 120_000;
+  const mark = fs.readFileSync(logFile, 'utf8').length;
+  while (!fs.readFileSync(logFile, 'utf8').slice(mark).includes('video worker polling task queue')) {
+    if (child.exitCode !== null) throw new Error(`worker exited: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`);
+    if (Date.now() > until) throw new Error(`worker not ready: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { child, logFile, stop };
+}
+
+describe('video jobs survive crashes', () => {
+  const cleanup: (() => Promise<unknown>)[] = [];
+  afterAll(async () => {
+    for (const c of cleanup.reverse()) await c().catch(() => {});
+  });
+
+  it('killing and restarting the worker mid-job loses nothing: the job completes once and is charged once', LONG, async () => {
+    const dir = fs.mkdtempSync(path.join(inject('workDir'), 'video-worker-'));
+    const queue = `video-killed-worker-${uniqueMarker('q')}`;
+    const env = { ...baseEnv(), ...videoEnv(inject('temporalAddress'), inject('videoDir'), queue) };
+    // The gateway only starts jobs; the worker runs them.
+    const gw = await startGatewayProcess({ env: { ...env, VIDEO_WORKER: '0' }, logFile: path.join(dir, 'gateway.log') });
+    cleanup.push(() => gw.stop());
+    const w1 = await startWorker(env, path.join(dir, 'worker-1.log'));
+    cleanup.push(() => w1.stop('SIGKILL'));
+
+    const k = await newKey('5');
+    const marker = uniqueMarker('killed');
+    const created = await createJob(k, { model: 'sora-2', prompt: `${marker} [sim ms=6000]`, seconds: 8, size: '720x1280' }, gw.httpUrl);
+    expect(created.status).toBe(200);
+    const job = (await created.json()) as Json;
+    await waitFor(k, job.id, (v) => v.status === 'in_progress', gw.httpUrl);
+
+    await w1.stop('SIGKILL');
+    await new Promise((r) => setTimeout(r, 500)); // a poll already on the wire lands first
+    const pollsAtKill = (await simVideos(marker))[0]!.polls;
+    await new Promise((r) => setTimeout(r, 1_500));
+    // Nobody works on it while no worker runs (the hold stays).
+    expect((await simVideos(marker))[0]!.polls).toBe(pollsAtKill);
+    expect((await balanceOf(k.accountId)).held).toBe(800_000_000n);
+
+    const w2 = await startWorker(env, path.join(dir, 'worker-2.log'));
+    cleanup.push(() => w2.stop('SIGTERM'));
+    const done = await waitFor(k, job.id, finished, gw.httpUrl);
+    expect(done).toMatchObject({ status: 'completed', x_gateway: { cost_nano_usd: '800000000' } });
+
+    const sim = await simVideos(marker);
+    expect(sim).toHaveLength(1); // one upstream job
+    expect(await chargesOf(done.x_gateway.request_id)).toEqual([800_000_000n]);
+    expect(await rowsForRequest(done.x_gateway.request_id)).toEqual({ holds: 1, ledger: 1, usage: 1 });
+    expect(await balanceOf(k.accountId)).toEqual({ balance: 4_200_000_000n, held: 0n });
+    await checkInvariants(k.accountId);
+    // The restarted worker finished it (the killed one never got past polling).
+    expect(fs.readFileSync(w2.logFile, 'utf8')).toContain(job.id);
+    const content = await fetch(`${gw.httpUrl}/v1/videos/${job.id}/content`, { headers: auth(k) });
+    expect(await mp4Ms(Buffer.from(await content.arrayBuffer()))).toBe(8000n);
+  });
+
+  it('a gateway restart while a job runs: the client still gets the job and its video (its hold outlives the sweeper)', LONG, async () => {
+    const dir = fs.mkdtempSync(path.join(inject('workDir'), 'video-restart-'));
+    const queue = `video-restarted-gateway-${uniqueMarker('q')}`;
+    // The ordinary hold sweeper runs often with 1 s holds here: the video hold must outlive it.
+    const env = { ...baseEnv(), ...videoEnv(inject('temporalAddress'), inject('videoDir'), queue), HOLD_TTL_SECONDS: '1', HOLD_SWEEP_INTERVAL_MS: '200' };
+    const first = await startGatewayProcess({ env, logFile: path.join(dir, 'gateway-1.log') });
+    cleanup.push(() => first.stop());
+
+    const k = await newKey('5');
+    const marker = uniqueMarker('restart');
+    const r = await generate(k, { model: 'sora-2', prompt: `${marker} [sim ms=6000]`, seconds: 4, size: '720x1280' }, { prefer: 'wait=1' }, first.httpUrl);
+    expect(r.status).toBe(202);
+    const job = (await r.json()) as Json;
+    await waitFor(k, job.id, (v) => v.status === 'in_progress', first.httpUrl);
+
+    expect(await first.stop('SIGTERM')).toBe(0);
+    const second = await startGatewayProcess({ env, logFile: path.join(dir, 'gateway-2.log') });
+    cleanup.push(() => second.stop());
+    expect(second.httpUrl).not.toBe(first.httpUrl);
+
+    const done = await waitFor(k, job.id, finished, second.httpUrl);
+    expect(done).toMatchObject({ id: job.id, status: 'completed', x_gateway: { cost_nano_usd: '400000000' } });
+    const content = await fetch(`${second.httpUrl}/v1/videos/${job.id}/content`, { headers: auth(k) });
+    expect(content.status).toBe(200);
+    expect(await mp4Ms(Buffer.from(await content.arrayBuffer()))).toBe(4000n);
+    expect(await simVideos(marker)).toHaveLength(1);
+    expect(await chargesOf(done.x_gateway.request_id)).toEqual([400_000_000n]);
+    expect(await balanceOf(k.accountId)).toEqual({ balance: 4_600_000_000n, held: 0n });
+  });
+
+  it('without Temporal the gateway serves every other route, says once how to get it, and video answers 503 without holding', LONG, async () => {
+    const dir = fs.mkdtempSync(path.join(inject('workDir'), 'video-none-'));
+    const env = { ...baseEnv(), TEMPORAL_CLI: NO_TEMPORAL_CLI, TEMPORAL_DEV_PORT: String(await freePort()), VIDEO_DIR: path.join(dir, 'videos') };
+    const gw = await startGatewayProcess({ env, logFile: path.join(dir, 'gateway.log') });
+    cleanup.push(() => gw.stop());
+    const k = await newKey('5');
+
+    const chat = await openai(k.apiKey, { baseURL: `${gw.httpUrl}/v1` }).chat.completions.create({ model: 'gpt-5.4-mini', messages: [{ role: 'user', content: 'still here [sim tokens=3]' }] });
+    expect(chat.choices[0]!.message.content).toBe('w1 w2 w3');
+
+    for (let i = 0; i < 2; i++) {
+      const r = await generate(k, { model: 'sora-2', prompt: 'no temporal here', seconds: 4, size: '720x1280' }, {}, gw.httpUrl);
+      expect(r.status).toBe(503);
+      const body = (await r.json()) as Json;
+      expectOpenAIError(body, 'video_jobs_unavailable', 'server_error');
+      expect(body.error.message).toContain('TEMPORAL_ADDRESS');
+    }
+    const sdk = openai(k.apiKey, { baseURL: `${gw.httpUrl}/v1` });
+    await expect(sdk.videos.create({ prompt: 'no temporal' })).rejects.toMatchObject({ status: 503 });
+    expect((await getVideo(k, 'video_anything', gw.httpUrl)).status).toBe(503);
+
+    const charged = await accountActivity(k.accountId);
+    expect(charged.holds).toBe(1); // the chat completion's, settled
+    expect(charged.charges).toBe(1);
+    expect((await balanceOf(k.accountId)).held).toBe(0n);
+    const log = fs.readFileSync(gw.logFile, 'utf8');
+    expect(log.match(/video jobs are disabled/g)).toHaveLength(1);
+  });
+});

@@ -1,0 +1,122 @@
+// What the video workflow, its activities and the gateway share: the workflow's input and
+// state, the activities' signatures and the search attribute names. Types and constants
+// only, so the workflow bundle pulls in nothing that does I/O.
+
+export const VIDEO_WORKFLOW_TYPE = 'videoJob';
+export const VIDEO_STATE_QUERY = 'state';
+
+/** Custom search attributes (Keyword): find jobs in the Temporal UI by model, key prefix and status. */
+export const VIDEO_MODEL_ATTRIBUTE = { name: 'VideoModel', type: 'KEYWORD' } as const;
+export const VIDEO_KEY_PREFIX_ATTRIBUTE = { name: 'VideoKeyPrefix', type: 'KEYWORD' } as const;
+export const VIDEO_STATUS_ATTRIBUTE = { name: 'VideoStatus', type: 'KEYWORD' } as const;
+export const VIDEO_SEARCH_ATTRIBUTES = [VIDEO_MODEL_ATTRIBUTE, VIDEO_KEY_PREFIX_ATTRIBUTE, VIDEO_STATUS_ATTRIBUTE] as const;
+
+/** As the HTTP routes show it (cancelled appears there as failed with error code "cancelled"). */
+export type VideoStatus = 'queued' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
+export const TERMINAL_STATUSES: readonly VideoStatus[] = ['completed', 'failed', 'cancelled'];
+
+/** Where the workflow is, finer than the status: what the Temporal UI's query shows. */
+export type VideoPhase = 'creating' | 'generating' | 'downloading' | 'measuring' | 'settling' | 'releasing' | 'done';
+
+export interface VideoJobError {
+  /** content_policy_violation, upstream_rejected, upstream_failed, upstream_error, invalid_video, timeout, cancelled */
+  code: string;
+  message: string;
+}
+
+export interface VideoJobInput {
+  jobId: string;
+  /** The hold's request id: the settle and the release use it, so each happens once. */
+  requestId: string;
+  accountId: string;
+  keyPrefix: string;
+  model: string;
+  provider: string;
+  upstreamModel: string;
+  prompt: string;
+  seconds: number;
+  size: string;
+  /** Nano-USD as decimal strings (payloads are JSON: no bigint). */
+  holdNano: string;
+  /** USD per second of video, from the catalogue when the job was created. */
+  pricePerSecondUsd: string;
+  createdAtMs: number;
+  pollInitialMs: number;
+  pollMaxMs: number;
+  jobTimeoutMs: number;
+  holdTtlSeconds: number;
+  /** False when the cluster has no custom search attributes registered (they could not be added). */
+  searchAttributes: boolean;
+}
+
+export interface VideoJobState {
+  jobId: string;
+  requestId: string;
+  status: VideoStatus;
+  phase: VideoPhase;
+  /** 0..100, as the upstream reports it. */
+  progress: number;
+  upstreamId: string | null;
+  polls: number;
+  /** Duration measured from the stored MP4, milliseconds rounded up; 0 until measured. */
+  producedMs: number;
+  holdNano: string;
+  /** What was charged; "0" until settled, and for every job that did not complete. */
+  costNano: string;
+  contentKey: string | null;
+  contentBytes: number;
+  error: VideoJobError | null;
+}
+
+export interface UpstreamJobStatus {
+  status: 'queued' | 'in_progress' | 'completed' | 'failed';
+  progress: number;
+  /** Set when status is failed. */
+  error: VideoJobError | null;
+}
+
+export interface JobOutcome {
+  jobId: string;
+  status: VideoStatus;
+  progress: number;
+  upstreamId: string | null;
+  producedMs: number;
+  costNano: string;
+  contentKey: string | null;
+  contentBytes: number;
+  error: VideoJobError | null;
+}
+
+/**
+ * The activities, each idempotent: a retry (after a crash, a timeout or a lost reply) has the
+ * same effect as one call. Upstream calls throw retryable failures for 5xx, 429 and
+ * timeouts, and non-retryable ones (ContentPolicy, UpstreamRejected) for what no retry fixes.
+ */
+export interface VideoActivities {
+  /** POST {base}/videos with the job id as Idempotency-Key: a retried create finds the same upstream job. */
+  createUpstreamJob(a: { jobId: string; provider: string; upstreamModel: string; prompt: string; seconds: number; size: string }): Promise<{ upstreamId: string }>;
+  /** GET {base}/videos/{id}; also renews the hold and records the progress on the job row. */
+  pollUpstreamJob(a: { jobId: string; requestId: string; provider: string; upstreamId: string; holdTtlSeconds: number }): Promise<UpstreamJobStatus>;
+  /** GET {base}/videos/{id}/content into the video store (atomically; a retry rewrites it). */
+  downloadVideo(a: { jobId: string; provider: string; upstreamId: string }): Promise<{ contentKey: string; bytes: number }>;
+  /** Duration from the MP4's own boxes (video track mdhd, else mvhd), in milliseconds rounded up. */
+  measureVideo(a: { contentKey: string }): Promise<{ producedMs: number; units: string; timescale: string }>;
+  /** Charges min(produced, asked) seconds × price, never above the hold; once per request id. */
+  settleCharge(a: { requestId: string; model: string; producedMs: number; seconds: number; pricePerSecondUsd: string; createdAtMs: number }): Promise<{ costNano: string; firstSettle: boolean }>;
+  /** Settles at zero: the whole hold goes back. A no-op when already settled. */
+  releaseHold(a: { requestId: string; model: string; reason: string; createdAtMs: number }): Promise<void>;
+  /** Writes the job's final state to its row (what the HTTP routes read). */
+  recordOutcome(a: JobOutcome): Promise<void>;
+  /** Best effort: tells the upstream to drop a job the caller cancelled. */
+  cancelUpstreamJob(a: { provider: string; upstreamId: string }): Promise<void>;
+}
+
+/** Failure types the activities throw; the non-retryable ones end the job at once. */
+export const FAILURE = {
+  contentPolicy: 'ContentPolicy',
+  rejected: 'UpstreamRejected',
+  unavailable: 'UpstreamUnavailable',
+  invalidVideo: 'InvalidVideo',
+  upstreamJobFailed: 'UpstreamJobFailed',
+  timeout: 'VideoTimeout',
+} as const;
