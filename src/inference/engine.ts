@@ -182,8 +182,7 @@ export class Engine {
         if (hold.availableNano >= min) hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId: plan.requestId, minNano: min, maxNano: maxCost, ttlSeconds });
       }
     } catch (err) {
-      if (err instanceof LedgerError && err.code === 'duplicate_request') throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'duplicate_request_id', message: err.message });
-      throw err;
+      throw duplicateRequest(err);
     }
     if (hold.kind === 'unknown_key') throw unauthorized();
     if (hold.kind === 'insufficient') {
@@ -204,21 +203,26 @@ export class Engine {
    */
   async holdExact(apiKey: string, plan: Plan, amountNano: bigint): Promise<void> {
     plan.keyHash = await this.admit(apiKey, plan.requestId);
+    await this.placeExactHold(plan.keyHash, plan.requestId, amountNano, this.config.holds.ttlSeconds);
+    this.keepHold(plan);
+  }
+
+  /** One hold of exactly `amountNano`: 409 for a reused request id, 401, or 402 below it. */
+  async placeExactHold(keyHash: Buffer, requestId: string, amountNano: bigint, ttlSeconds: number): Promise<{ accountId: string; keyId: string }> {
     let hold;
     try {
-      hold = await this.ledger.placeHold({ apiKeyHash: plan.keyHash, requestId: plan.requestId, minNano: amountNano, maxNano: amountNano, ttlSeconds: this.config.holds.ttlSeconds });
+      hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId, minNano: amountNano, maxNano: amountNano, ttlSeconds });
     } catch (err) {
-      if (err instanceof LedgerError && err.code === 'duplicate_request') throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'duplicate_request_id', message: err.message });
-      throw err;
+      throw duplicateRequest(err);
     }
     if (hold.kind === 'unknown_key') throw unauthorized();
     if (hold.kind === 'insufficient') {
       throw gatewayError({
-        httpStatus: 402, type: 'insufficient_quota', code: 'insufficient_credits', requestId: plan.requestId,
-        message: `Insufficient credits: this request costs up to ${amountNano} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
+        httpStatus: 402, type: 'insufficient_quota', code: 'insufficient_credits', requestId,
+        message: `Insufficient credits: this request costs ${amountNano} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
       });
     }
-    this.keepHold(plan);
+    return { accountId: hold.accountId, keyId: hold.keyId };
   }
 
   private keepHold(plan: Plan): void {
@@ -455,6 +459,12 @@ function deliveredUsage(usage: TokenUsage | undefined, delivered: string, count:
   const counted = count(delivered);
   if (!usage) return { ...counted, estimated: true };
   return { ...usage, outputTokens: usage.outputTokens > counted.outputTokens ? usage.outputTokens : counted.outputTokens, estimated: true };
+}
+
+/** A reused request id is the caller's conflict (409); any other failure passes through. */
+function duplicateRequest(err: unknown): unknown {
+  if (err instanceof LedgerError && err.code === 'duplicate_request') return gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'duplicate_request_id', message: err.message });
+  return err;
 }
 
 const MAX_JSON_DEPTH = 64;

@@ -9,10 +9,11 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
 import type { Catalogue } from '../catalogue/catalogue.ts';
 import { isWellFormedKey, keyFromHeaders, visiblePrefix } from '../billing/keys.ts';
-import { LedgerError, newId, type KeyRow, type Ledger } from '../billing/ledger.ts';
+import { newId, type KeyRow, type Ledger } from '../billing/ledger.ts';
 import { costNano } from '../billing/money.ts';
 import { badRequest, gatewayError, unauthorized } from '../rpc/errors.ts';
 import { newRequestId, type Engine } from '../inference/engine.ts';
+import { modelOfKind } from '../inference/media/common.ts';
 import type { VideoService } from '../gen/gateway/v1/video_pb.js';
 import {
   TERMINAL_STATUSES,
@@ -145,12 +146,7 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
       const { apiKey, body } = await deps.engine.parse(callerKey(ctx), req.body);
       const input = readRequest(body, req.openaiDefaults);
       if (input instanceof Error) return deps.engine.invalid(apiKey, input);
-      const model = deps.catalogue.get(input.model);
-      if (!model || !model.enabled) {
-        return deps.engine.invalid(apiKey, gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: `The model '${input.model}' does not exist on this gateway. GET /v1/models lists the models.` }));
-      }
-      if (model.kind !== 'video') return deps.engine.invalid(apiKey, badRequest(`The model '${model.id}' is a ${model.kind} model; it cannot be used on ${VIDEO_ROUTE}.`, 'model_not_supported', 'model'));
-      if (!model.available) return deps.engine.invalid(apiKey, gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `The model '${model.id}' is not available: ${model.unavailableReason}.` }));
+      const model = await modelOfKind(deps.engine, deps.catalogue, apiKey, input.model, 'video', VIDEO_ROUTE);
       const price = model.prices.per_second;
       if (!price) throw gatewayError({ httpStatus: 500, type: 'server_error', message: `The catalogue has no per-second price for ${model.id}.` });
 
@@ -159,20 +155,7 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
       const temporal = await runtime.temporal();
 
       const holdNano = costNano([{ quantity: BigInt(input.seconds), priceUsd: price, perUnits: 1n }]);
-      let hold;
-      try {
-        hold = await ledger.placeHold({ apiKeyHash: keyHash, requestId, minNano: holdNano, maxNano: holdNano, ttlSeconds: config.video.holdTtlSeconds });
-      } catch (err) {
-        if (err instanceof LedgerError && err.code === 'duplicate_request') throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'duplicate_request_id', message: err.message });
-        throw err;
-      }
-      if (hold.kind === 'unknown_key') throw unauthorized();
-      if (hold.kind === 'insufficient') {
-        throw gatewayError({
-          httpStatus: 402, type: 'insufficient_quota', code: 'insufficient_credits', requestId,
-          message: `Insufficient credits: ${input.seconds} s of ${model.id} costs ${holdNano} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
-        });
-      }
+      const hold = await deps.engine.placeExactHold(keyHash, requestId, holdNano, config.video.holdTtlSeconds);
 
       const jobId = newId('video');
       const release = (status: string) =>
