@@ -62,14 +62,14 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
     audio: new AudioService(engine, catalogue),
   }), video: videoService({ config, ledger, catalogue, engine, runtime: video, log }) };
 
-  const rpc: http2.Http2Server = await startRpcServer(services, { host: config.grpcHost, port: config.grpcPort, adminToken: config.adminToken });
+  const rpc: http2.Http2Server = await startRpcServer(services, { host: config.grpcHost, port: config.grpcPort, adminToken: config.adminToken, log });
   const rpcSessions = new Set<http2.ServerHttp2Session>();
   rpc.on('session', (session) => {
     rpcSessions.add(session);
     session.once('close', () => rpcSessions.delete(session));
   });
   const facade: FastifyInstance = buildFacade({
-    transport: inProcessTransport(services),
+    transport: inProcessTransport(services, log),
     log,
     bodyLimitBytes: config.bodyLimitBytes,
     uploads: config.media,

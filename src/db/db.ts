@@ -15,11 +15,17 @@ export interface DbOptions {
 
 export async function openDb(opts: DbOptions): Promise<Db> {
   if (opts.databaseUrl) {
-    return knexFactory({
+    const db = knexFactory({
       client: 'pg',
       connection: opts.databaseUrl,
       pool: { min: 0, max: opts.poolMax ?? 20 },
     });
+    // Single statements are retried when PostgreSQL says it ended the session (a failover, a
+    // restart, pg_terminate_backend) or the connection never formed: the statement was then
+    // rolled back or never sent, so running it again cannot apply it twice. Transactions are not.
+    const raw = db.raw.bind(db);
+    Object.defineProperty(db, 'raw', { value: (...args: Parameters<typeof raw>) => retryWhenDisconnected(() => raw(...args)), configurable: true });
+    return db;
   }
   const dir = path.join(opts.dataDir, 'pglite');
   fs.mkdirSync(dir, { recursive: true });
@@ -30,6 +36,21 @@ export async function openDb(opts: DbOptions): Promise<Db> {
     // PGlite is one in-process connection; knex-pglite pins the pool to 1.
     connection: { filename: dir },
   } as Knex.Config);
+}
+
+const SESSION_ENDED = new Set(['57P01', '57P02', '57P03', 'ECONNREFUSED']);
+
+async function retryWhenDisconnected<T>(run: () => PromiseLike<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await run();
+    } catch (err) {
+      const e = err as { code?: string; message?: string };
+      const safe = SESSION_ENDED.has(e.code ?? '') || /not queryable/.test(e.message ?? '');
+      if (!safe || attempt >= 4) throw err;
+      await new Promise((r) => setTimeout(r, 25 * attempt));
+    }
+  }
 }
 
 export async function migrate(db: Db): Promise<void> {

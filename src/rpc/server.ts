@@ -8,6 +8,7 @@ import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { VideoService } from '../gen/gateway/v1/video_pb.js';
+import type { Logger } from 'pino';
 
 export interface Services {
   billing: ServiceImpl<typeof BillingService>;
@@ -25,8 +26,31 @@ export function routes(s: Services) {
   };
 }
 
-export function inProcessTransport(s: Services) {
-  return createRouterTransport(routes(s));
+export function inProcessTransport(s: Services, log?: Logger) {
+  return createRouterTransport(routes(s), { router: { interceptors: log ? [logInternalErrors(log)] : [] } });
+}
+
+/**
+ * A service that throws something other than a ConnectError (a database outage, a bug) answers
+ * a bare "internal error"; the cause is logged here, where it is still known.
+ */
+export function logInternalErrors(log: Logger): Interceptor {
+  return (next) => async (req) => {
+    const report = (err: unknown) => {
+      if (err instanceof ConnectError) return;
+      const requestId = (req as { message?: { requestId?: string } }).message?.requestId;
+      log.error({ err, rpc: `${req.service.typeName}/${req.method.name}`, requestId }, 'RPC failed inside the gateway');
+    };
+    try {
+      const res = await next(req);
+      if (!res.stream) return res;
+      const messages = res.message;
+      return { ...res, message: (async function* () { try { yield* messages; } catch (err) { report(err); throw err; } })() };
+    } catch (err) {
+      report(err);
+      throw err;
+    }
+  };
 }
 
 /**
@@ -43,8 +67,9 @@ function adminGuard(token: string): Interceptor {
   };
 }
 
-export function startRpcServer(s: Services, opts: { host: string; port: number; adminToken: string | undefined }): Promise<http2.Http2Server> {
-  const handler = connectNodeAdapter({ routes: routes(s), interceptors: opts.adminToken ? [adminGuard(opts.adminToken)] : [] });
+export function startRpcServer(s: Services, opts: { host: string; port: number; adminToken: string | undefined; log?: Logger }): Promise<http2.Http2Server> {
+  const interceptors = [...(opts.log ? [logInternalErrors(opts.log)] : []), ...(opts.adminToken ? [adminGuard(opts.adminToken)] : [])];
+  const handler = connectNodeAdapter({ routes: routes(s), interceptors });
   const server = http2.createServer(handler);
   return new Promise((resolve, reject) => {
     server.once('error', reject);

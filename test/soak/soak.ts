@@ -1,0 +1,199 @@
+// A seeded randomized run against real gateway processes over one PostgreSQL: keys, concurrent
+// mixed requests with upstream faults and client aborts, top-ups (some repeated), rotations,
+// dropped database connections, a gateway killed and restarted. After every step the ledger
+// invariants of DESIGN.md §3 are checked straight from the database. The seed decides every
+// operation, so a failing seed replays the same run (timing aside).
+import pg from 'pg';
+import OpenAI from 'openai';
+import { createClient } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
+
+export interface SoakGateway {
+  httpUrl: string;
+  rpcUrl: string;
+  /** Kills the process (SIGKILL) and starts it again on the same ports' successors. */
+  restart(): Promise<SoakGateway>;
+}
+
+export interface SoakEnv {
+  databaseUrl: string;
+  /** application_name the gateways' database connections carry (for dropping them). */
+  gatewayAppName: string;
+  gateways: SoakGateway[];
+  /** Hold TTL and sweep interval the gateways run with: no active hold may outlive both. */
+  holdTtlMs: number;
+  sweepMs: number;
+  log?: (line: string) => void;
+}
+
+export interface SoakResult {
+  seed: number;
+  steps: number;
+  requests: number;
+  failures: string[];
+}
+
+/** mulberry32: small, fast, and the same sequence for the same seed everywhere. */
+export function rng(seed: number) {
+  let a = seed >>> 0;
+  const next = () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  return {
+    next,
+    int: (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1)),
+    pick: <T>(xs: readonly T[]): T => xs[Math.floor(next() * xs.length)]!,
+    chance: (p: number) => next() < p,
+  };
+}
+
+interface Key { apiKey: string; accountId: string; revoked: string[] }
+
+const FAULTS = ['', '', '', '', ' fault=500', ' fault=429 fail=1 id=', ' fault=no_usage', ' fault=reset after=2', ' fault=error_stream', ' fault=400'];
+
+export async function runSeed(seed: number, env: SoakEnv, steps: number): Promise<SoakResult> {
+  const r = rng(seed);
+  const pool = new pg.Pool({ connectionString: env.databaseUrl, max: 3 });
+  const failures: string[] = [];
+  const keys: Key[] = [];
+  const externalIds: string[] = [];
+  let requests = 0;
+  const log = env.log ?? (() => {});
+  const fail = (step: number, what: string) => { failures.push(`seed ${seed} step ${step}: ${what}`); log(`FAIL ${what}`); };
+  const billing = (g: SoakGateway) => createClient(BillingService, createGrpcTransport({ baseUrl: g.rpcUrl }));
+
+  const newKey = async (g: SoakGateway) => {
+    const credits = r.pick([1_000_000n, 50_000_000n, 2_000_000_000n]); // $0.001 provokes 402s and lowered caps
+    const k = await billing(g).createKey({ creditsNano: credits, label: `soak-${seed}` });
+    keys.push({ apiKey: k.apiKey, accountId: k.accountId, revoked: [] });
+  };
+
+  try {
+    for (let i = 0; i < 3; i++) await newKey(env.gateways[0]!);
+    for (let step = 1; step <= steps; step++) {
+      const g = r.pick(env.gateways);
+      const action = r.pick(['requests', 'requests', 'requests', 'requests', 'topup', 'topup', 'newkey', 'rotate', 'dropdb', 'restart'] as const);
+      log(`seed ${seed} step ${step}: ${action}`);
+      try {
+        if (action === 'newkey') await newKey(g);
+        else if (action === 'topup') {
+          const key = r.pick(keys);
+          const repeat = externalIds.length > 0 && r.chance(0.4);
+          const externalId = repeat ? r.pick(externalIds) : `soak-${seed}-${step}`;
+          if (!repeat) externalIds.push(externalId);
+          const res = await billing(g).topUp({ key: { ref: { case: 'apiKey', value: key.apiKey } }, amountNano: BigInt(r.int(1, 5_000_000)), externalId, cause: 'soak' }).catch((e) => e as Error);
+          if (!(res instanceof Error) && repeat && res.applied) fail(step, `a repeated top-up (${externalId}) applied again`);
+        } else if (action === 'rotate') {
+          const key = r.pick(keys);
+          const res = await billing(g).rotateKey({ key: { ref: { case: 'apiKey', value: key.apiKey } } });
+          key.revoked.push(key.apiKey);
+          key.apiKey = res.apiKey;
+          const old = await new OpenAI({ apiKey: key.revoked.at(-1)!, baseURL: `${r.pick(env.gateways).httpUrl}/v1`, maxRetries: 0 }).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'old key' }] }).catch((e) => e);
+          if ((old as { status?: number }).status !== 401) fail(step, `a rotated-away key got ${(old as { status?: number }).status ?? 'a success'}, not 401`);
+        } else if (action === 'dropdb') {
+          await pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [env.gatewayAppName]);
+        } else if (action === 'restart') {
+          // Kill a gateway while requests run on it; its holds are the sweeper's to release.
+          const index = env.gateways.indexOf(g);
+          const inFlight = Array.from({ length: r.int(1, 4) }, () => request(g, r, keys, step).catch(() => {}));
+          await new Promise((res) => setTimeout(res, r.int(0, 150)));
+          env.gateways[index] = await g.restart();
+          await Promise.all(inFlight);
+          requests += inFlight.length;
+        } else {
+          const n = r.int(1, 12);
+          const outcomes = await Promise.all(Array.from({ length: n }, () => request(r.pick(env.gateways), r, keys, step)));
+          requests += n;
+          for (const o of outcomes) if (o) fail(step, o);
+        }
+      } catch (err) {
+        // A step may fail on its own (a dropped connection, a killed gateway): the books must not.
+        log(`step error (allowed): ${(err as Error).message}`);
+      }
+      for (const v of await violations(pool, env)) fail(step, v);
+      if (failures.length > 0) break;
+    }
+    // In the end every hold is settled or released: wait out expiry + one sweep.
+    const deadline = Date.now() + env.holdTtlMs + env.sweepMs + 5_000;
+    while (Date.now() < deadline && (await activeHolds(pool, keys)) > 0) await new Promise((res) => setTimeout(res, 100));
+    const left = await activeHolds(pool, keys);
+    if (left > 0) fail(steps, `${left} holds still active after expiry + one sweep`);
+    for (const v of await violations(pool, env)) fail(steps, v);
+  } finally {
+    await pool.end();
+  }
+  return { seed, steps, requests, failures };
+}
+
+/** One random request; returns a description of anything the caller saw that breaks a rule. */
+async function request(g: SoakGateway, r: ReturnType<typeof rng>, keys: Key[], step: number): Promise<string | undefined> {
+  const key = r.pick(keys);
+  const fault = r.pick(FAULTS);
+  const tag = `soak-${step}-${r.int(0, 1e9)}`;
+  const directive = `[sim tokens=${r.int(1, 30)}${fault}${fault.endsWith('id=') ? tag : ''}]`;
+  const client = new OpenAI({ apiKey: key.apiKey, baseURL: `${g.httpUrl}/v1`, maxRetries: 0, timeout: 15_000 });
+  const kind = r.pick(['chat', 'chat-stream', 'chat-stream-abort', 'embeddings', 'claude'] as const);
+  try {
+    if (kind === 'embeddings') {
+      await client.embeddings.create({ model: 'text-embedding-3-small', input: `${tag} ${directive.replace(' fault=reset after=2', '')}` });
+    } else if (kind === 'chat') {
+      await client.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: r.int(1, 40), messages: [{ role: 'user', content: `${tag} ${directive}` }] });
+    } else if (kind === 'claude') {
+      await client.chat.completions.create({ model: 'claude-haiku-4-5', messages: [{ role: 'user', content: `${tag} ${directive}` }] });
+    } else {
+      const abortAfter = kind === 'chat-stream-abort' ? r.int(0, 3) : -1;
+      const stream = await client.chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: `${tag} ${directive}` }] });
+      let n = 0;
+      for await (const _ of stream) if (n++ === abortAfter) { stream.controller.abort(); break; }
+    }
+  } catch (err) {
+    const status = (err as { status?: number }).status;
+    // Refusals and upstream failures are expected outcomes; a 500 from the gateway itself is not,
+    // unless its database connections were just dropped or it was killed (connection errors).
+    if (status === 500 && !fault.includes('500') && !(err as Error).message.includes('server had an error')) return `unexpected 500: ${(err as Error).message}`;
+  }
+  return undefined;
+}
+
+async function activeHolds(pool: pg.Pool, keys: Key[]): Promise<number> {
+  const ids = [...new Set(keys.map((k) => k.accountId))];
+  const res = await pool.query(`SELECT count(*)::int AS n FROM holds WHERE status = 'active' AND account_id = ANY($1)`, [ids]);
+  return res.rows[0].n as number;
+}
+
+/** DESIGN.md §3, for every account, straight from the database. */
+export async function violations(pool: Pick<pg.Pool, 'query'>, env: Pick<SoakEnv, 'holdTtlMs' | 'sweepMs'>): Promise<string[]> {
+  const out: string[] = [];
+  const accounts = await pool.query(`
+    SELECT a.id, a.balance_nano::text AS balance, a.held_nano::text AS held,
+           (SELECT COALESCE(sum(amount_nano), 0) FROM ledger l WHERE l.account_id = a.id)::text AS ledger,
+           (SELECT COALESCE(sum(amount_nano), 0) FROM holds h WHERE h.account_id = a.id AND h.status = 'active')::text AS active
+    FROM accounts a`);
+  for (const a of accounts.rows) {
+    const [balance, held, ledger, active] = [BigInt(a.balance), BigInt(a.held), BigInt(a.ledger), BigInt(a.active)];
+    if (balance < 0n) out.push(`account ${a.id}: balance ${balance} < 0`);
+    if (held < 0n || held > balance) out.push(`account ${a.id}: held ${held} outside 0..balance ${balance}`);
+    if (ledger !== balance) out.push(`account ${a.id}: ledger sum ${ledger} != balance ${balance}`);
+    if (active !== held) out.push(`account ${a.id}: active holds ${active} != held ${held}`);
+  }
+  const settles = await pool.query(`
+    SELECT h.request_id FROM holds h LEFT JOIN usage_records u ON u.request_id = h.request_id
+    WHERE h.status <> 'active' AND u.request_id IS NULL LIMIT 5`);
+  for (const s of settles.rows) out.push(`hold ${s.request_id} closed without its usage row`);
+  const over = await pool.query(`
+    SELECT u.request_id FROM usage_records u JOIN holds h ON h.request_id = u.request_id
+    WHERE u.cost_nano > h.amount_nano OR u.cost_nano <> h.charged_nano LIMIT 5`);
+  for (const s of over.rows) out.push(`request ${s.request_id}: charged more than its hold, or not what its hold says`);
+  const charges = await pool.query(`
+    SELECT l.request_id, count(*)::int AS n FROM ledger l WHERE l.kind = 'charge' GROUP BY l.request_id HAVING count(*) > 1 LIMIT 5`);
+  for (const c of charges.rows) out.push(`request ${c.request_id} charged ${c.n} times`);
+  const stale = await pool.query(`
+    SELECT request_id FROM holds WHERE status = 'active' AND expires_at < now() - make_interval(secs => $1) LIMIT 5`, [(env.sweepMs + 3_000) / 1000]);
+  for (const s of stale.rows) out.push(`hold ${s.request_id} outlived its expiry by more than one sweep`);
+  return out;
+}
