@@ -7,7 +7,7 @@ import { inject } from 'vitest';
 import OpenAI from 'openai';
 import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
 import { UPSTREAM_KEY } from './support/global-setup.ts';
-import { accountActivity, balanceOf, checkInvariants, db, gatewayUrl, newKey, uniqueMarker } from './support/context.ts';
+import { accountActivity, balanceOf, checkInvariants, db, gatewayUrl, newKey, uniqueMarker, upstreamRequests } from './support/context.ts';
 
 const started: GatewayProcess[] = [];
 afterEach(async () => {
@@ -120,6 +120,32 @@ describe('callers that leave early', () => {
     expect(usage).toEqual({ status: 'client_closed', cost: '0' });
     expect(await balanceOf(key.accountId)).toEqual({ balance: 5_000_000_000n, held: 0n });
     expect(await accountActivity(key.accountId)).toEqual({ holds: 1, charges: 0, usage: 1 });
+    await checkInvariants(key.accountId);
+  });
+});
+
+describe('fallback deployment', () => {
+  it('when the first deployment keeps failing before the first byte, the same request goes to the fallback, with its own key, charged once', async () => {
+    const sim = inject('simulatorUrl');
+    const g = await gateway('fallback', { OPENAI_FALLBACK_BASE_URL: `${sim}/fallback/v1`, OPENAI_FALLBACK_API_KEY: `${UPSTREAM_KEY}-fallback` });
+    const key = await newKey('5');
+    const m = uniqueMarker();
+    for (const stream of [false, true]) {
+      const content = `${m}-${stream} [sim fault=503]`;
+      let text = '';
+      if (stream) {
+        for await (const c of await client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content }] })) text += c.choices[0]?.delta?.content ?? '';
+      } else {
+        text = (await client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }] })).choices[0]!.message.content!;
+      }
+      expect(text).toBe('w1 w2 w3 w4 w5 w6 w7 w8');
+      const sent = await upstreamRequests(`${m}-${stream}`);
+      expect(sent.map((r) => r.path)).toEqual(['/v1/chat/completions', '/v1/chat/completions', '/v1/chat/completions', '/fallback/v1/chat/completions']);
+      expect(sent[3]!.headers.authorization).toBe(`Bearer ${UPSTREAM_KEY}-fallback`);
+    }
+    const usage = await usageOf(key.accountId);
+    expect(usage.map((u) => u.status)).toEqual(['ok', 'ok']);
+    expect((await balanceOf(key.accountId)).balance).toBe(5_000_000_000n - usage.reduce((s, u) => s + BigInt(u.cost), 0n));
     await checkInvariants(key.accountId);
   });
 });

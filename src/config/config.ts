@@ -8,6 +8,11 @@ export interface ProviderConfig {
   /** Same form as the provider SDK's own default, e.g. https://api.openai.com/v1. */
   baseUrl: string;
   apiKey: string | undefined;
+  /**
+   * A second deployment of the same models (another account, region or compatible host),
+   * tried when the first fails before the caller got anything.
+   */
+  fallback?: { baseUrl: string; apiKey: string };
 }
 
 export interface Config {
@@ -115,6 +120,9 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     const upper = name.toUpperCase();
     const baseUrl = (nonEmpty(env[`${upper}_BASE_URL`]) ?? DEFAULT_BASE_URLS[name]).replace(/\/+$/, '');
     providers[name] = { name, baseUrl, apiKey: nonEmpty(env[`${upper}_API_KEY`]) };
+    const fallbackUrl = nonEmpty(env[`${upper}_FALLBACK_BASE_URL`]);
+    const fallbackKey = nonEmpty(env[`${upper}_FALLBACK_API_KEY`]);
+    if (fallbackUrl && fallbackKey) providers[name].fallback = { baseUrl: fallbackUrl.replace(/\/+$/, ''), apiKey: fallbackKey };
   }
   return {
     host: nonEmpty(env.HOST) ?? '0.0.0.0',

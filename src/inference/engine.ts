@@ -8,7 +8,7 @@ import type { ResolvedModel } from '../catalogue/catalogue.ts';
 import { isWellFormedKey } from '../billing/keys.ts';
 import { LedgerError, newId, type Ledger } from '../billing/ledger.ts';
 import { affordableOutputTokens, tokenCostNano, type TokenPrices, type TokenUsage } from '../billing/pricing.ts';
-import { badRequest, gatewayError, unauthorized } from '../rpc/errors.ts';
+import { badRequest, gatewayError, toGatewayError, unauthorized } from '../rpc/errors.ts';
 import { isAbort, upstreamFailure, type Upstream, type UpstreamBody, type UpstreamResponse } from './upstream.ts';
 import { readSse, type SseEvent } from './sse.ts';
 import type { RateDecision, RateLimiter } from '../billing/rate-limits.ts';
@@ -79,6 +79,13 @@ export interface Plan {
   upstreamStartedAt?: number;
   /** Keeps the hold from expiring while the request runs; cleared by the settle. */
   renewal?: NodeJS.Timeout;
+}
+
+/** One deployment's result: an answer to use, or a failure not yet settled. */
+interface Attempted {
+  res?: UpstreamResponse;
+  failure?: ConnectError;
+  outcome?: 'upstream_timeout' | 'upstream_unreachable' | 'upstream_error';
 }
 
 export interface Held {
@@ -272,6 +279,25 @@ export class Engine {
       plan.upstreamStartedAt = performance.now();
       this.metrics.addedLatency.observe({ route: plan.route }, (plan.upstreamStartedAt - plan.startedAt) / 1000);
     }
+    const canFall = plan.model.providerConfig.fallback !== undefined && url.startsWith(plan.model.providerConfig.baseUrl);
+    const first = await this.attempts(plan, url, headers, body, signal, canFall);
+    if (first.res || !canFall) return this.finish(plan, first);
+    // The first deployment failed before the caller got anything: the same request, once more,
+    // on the fallback deployment (its URL and credentials; the caller's body unchanged).
+    const primary = plan.model.providerConfig;
+    const fallback = primary.fallback!;
+    const swap = (v: string) => (primary.apiKey ? v.split(primary.apiKey).join(fallback.apiKey) : v);
+    const fbHeaders = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, swap(v)]));
+    this.metrics.upstreamRetries.inc({ provider: plan.model.provider, reason: 'fallback' });
+    this.log.warn({ requestId: plan.requestId, provider: plan.model.provider }, 'first deployment failed; trying the fallback deployment');
+    return this.finish(plan, await this.attempts(plan, fallback.baseUrl + url.slice(primary.baseUrl.length), fbHeaders, body, signal, false));
+  }
+
+  /**
+   * One deployment's attempts with backoff. Returns the answer to use, or (when `keepFailure`)
+   * the failure, left unsettled for a fallback to try.
+   */
+  private async attempts(plan: Plan, url: string, headers: Record<string, string>, body: UpstreamBody, signal: AbortSignal | undefined, keepFailure: boolean): Promise<Attempted> {
     const { retries, retryBaseMs, retryMaxWaitMs } = this.config.upstream;
     const provider = plan.model.provider;
     for (let attempt = 0; ; attempt++) {
@@ -289,19 +315,27 @@ export class Engine {
           await sleep(backoff, undefined, { signal });
           continue;
         }
-        await this.settle(plan, zeroUsage(), timedOut ? 'upstream_timeout' : 'upstream_unreachable', timedOut ? 504 : 502);
-        throw failure;
+        return { failure, outcome: timedOut ? 'upstream_timeout' : 'upstream_unreachable' };
       }
       this.metrics.upstreamLatency.observe({ provider, status: String(res.statusCode) }, (performance.now() - started) / 1000);
-      if ((res.statusCode === 429 || res.statusCode >= 500) && attempt < retries) {
+      const retryable = res.statusCode === 429 || res.statusCode >= 500;
+      if (retryable && (attempt < retries || keepFailure)) {
         const retryAfter = Number(res.headers['retry-after']) * 1000;
         await res.body.dump().catch(() => {});
+        if (attempt >= retries) return { failure: upstreamStatusFailure(res.statusCode, plan.requestId), outcome: 'upstream_error' };
         this.metrics.upstreamRetries.inc({ provider, reason: String(res.statusCode) });
         await sleep(Math.min(retryMaxWaitMs, Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : backoff), undefined, { signal });
         continue;
       }
-      return res;
+      return { res };
     }
+  }
+
+  /** A transport failure settles at zero and becomes 502/504. */
+  private async finish(plan: Plan, r: Attempted): Promise<UpstreamResponse> {
+    if (r.res) return r.res;
+    await this.settle(plan, zeroUsage(), r.outcome!, toGatewayError(r.failure).httpStatus);
+    throw r.failure;
   }
 
   /** Reads a unary JSON reply; a broken or non-JSON body settles at zero and becomes 502. */
@@ -493,6 +527,14 @@ export function unsafeJson(root: object): string | undefined {
     }
   }
   return undefined;
+}
+
+/** The last status of a deployment whose answers were all 429/5xx, once a fallback failed too. */
+function upstreamStatusFailure(status: number, requestId: string) {
+  return gatewayError({
+    httpStatus: status, type: status === 429 ? 'rate_limit_error' : 'server_error', code: status === 429 ? 'upstream_rate_limited' : 'upstream_error',
+    message: `The upstream provider answered ${status}.`, retryAfterSeconds: status === 429 ? 1 : 0, requestId,
+  });
 }
 
 function rateLimited(d: RateDecision, requestId: string): ConnectError {

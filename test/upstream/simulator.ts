@@ -87,6 +87,10 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse, raw: Buffer): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://sim');
+    // A second deployment of the same API under /fallback: its own key (`<key>-fallback`), and
+    // it never fails, so tests can see a request move there.
+    const fallbackDeployment = url.pathname.startsWith('/fallback/');
+    if (fallbackDeployment) url.pathname = url.pathname.slice('/fallback'.length);
     if (url.pathname === '/__sim/requests') {
       if (req.method === 'DELETE') {
         requests.length = 0;
@@ -107,7 +111,7 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     }
     if (String(req.headers['content-type'] ?? '').startsWith('multipart/form-data')) body = await formSummary(req, raw);
     if (/^\/(v1|cohere|bfl)\//.test(url.pathname)) {
-      requests.push({ method: req.method ?? '', path: url.pathname, headers: req.headers, body, at: Date.now() });
+      requests.push({ method: req.method ?? '', path: (fallbackDeployment ? '/fallback' : '') + url.pathname, headers: req.headers, body, at: Date.now() });
       if (requests.length > MAX_RECORDED) requests.splice(0, requests.length - MAX_RECORDED);
     }
     if (url.pathname.startsWith('/v1/messages')) {
@@ -115,7 +119,7 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
       if (body === null || typeof body !== 'object') return anthropicError(res, 400, 'invalid_request_error', 'invalid JSON body');
       if (await handleAnthropic(res, url.pathname, body as Json)) return;
     }
-    if (opts.apiKey && url.pathname.startsWith('/v1/') && req.headers.authorization !== `Bearer ${opts.apiKey}`) {
+    if (opts.apiKey && url.pathname.startsWith('/v1/') && req.headers.authorization !== `Bearer ${opts.apiKey}${fallbackDeployment ? '-fallback' : ''}`) {
       return openAIError(res, 401, 'Incorrect API key provided.', 'invalid_request_error', 'invalid_api_key');
     }
     if (await handleMedia(req, res, url, raw, { baseUrl: selfUrl, apiKey: opts.apiKey, failCounts })) return;
@@ -129,14 +133,14 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     }
     if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
       if (body === null || typeof body !== 'object') return openAIError(res, 400, 'We could not parse the JSON body of your request.', 'invalid_request_error', null);
-      return chat(req, res, body as Json);
+      return chat(req, res, body as Json, fallbackDeployment);
     }
     return openAIError(res, 404, `Unknown request URL: ${req.method} ${url.pathname}`, 'invalid_request_error', 'unknown_url');
   }
 
-  async function chat(_req: http.IncomingMessage, res: http.ServerResponse, body: Json): Promise<void> {
+  async function chat(_req: http.IncomingMessage, res: http.ServerResponse, body: Json, healthy = false): Promise<void> {
     const d = parseDirectives(body);
-    let fault = d.fault;
+    let fault = healthy ? undefined : d.fault;
     if (fault && d.fail && d.id) {
       const seen = failCounts.get(d.id) ?? 0;
       failCounts.set(d.id, seen + 1);
