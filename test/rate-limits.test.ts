@@ -7,7 +7,7 @@ import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
 import { UPSTREAM_KEY } from './support/global-setup.ts';
-import { accountActivity, billing, checkInvariants, gatewayUrl, newKey, openai, type TestKey } from './support/context.ts';
+import { accountActivity, billing, checkInvariants, db, gatewayUrl, newKey, openai, type TestKey } from './support/context.ts';
 
 let second: GatewayProcess;
 beforeAll(async () => {
@@ -52,6 +52,16 @@ describe('rate limits', () => {
     }
     expect(await accountActivity(key.accountId)).toMatchObject({ holds: 7, usage: 7 });
     await checkInvariants(key.accountId);
+  });
+
+  it('a key without limits is not counted: no window row is written for it', async () => {
+    const key = await limitedKey(0); // 0 requests and 0 tokens per minute: unlimited
+    for (let i = 0; i < 3; i++) await openai(key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'free flow [sim tokens=2]' }] });
+    await new Promise((r) => setTimeout(r, 100));
+    expect((await db().query('SELECT count(*)::int AS n FROM rate_windows WHERE key_id = $1', [key.keyId])).rows[0].n).toBe(0);
+    const limited = await limitedKey(50);
+    await openai(limited.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'counted [sim tokens=2]' }] });
+    expect((await db().query('SELECT requests FROM rate_windows WHERE key_id = $1', [limited.keyId])).rows.map((r) => r.requests)).toEqual([1]);
   });
 
   it('two gateway processes over one database share the limit', async () => {

@@ -43,7 +43,7 @@ export class RateLimiter {
            SELECT id, COALESCE(rpm_limit, ?) AS rpm, COALESCE(tpm_limit, ?) AS tpm FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
          ), w AS (
            INSERT INTO rate_windows AS r (key_id, window_start, requests)
-           SELECT k.id, date_trunc('minute', now()), 1 FROM k
+           SELECT k.id, date_trunc('minute', now()), 1 FROM k WHERE k.rpm > 0 OR k.tpm > 0
            ON CONFLICT (key_id, window_start) DO UPDATE SET requests = r.requests + 1
            WHERE ((SELECT rpm FROM k) = 0 OR r.requests < (SELECT rpm FROM k))
              AND ((SELECT tpm FROM k) = 0 OR r.tokens < (SELECT tpm FROM k))
@@ -61,7 +61,10 @@ export class RateLimiter {
     if (!r) return undefined; // unknown or revoked key: the caller answers 401
     const rpm = Number(r.rpm);
     const tpm = Number(r.tpm);
-    const allowed = r.requests != null;
+    // A key without limits is not counted: its window row is never written (no hot row).
+    const unlimited = rpm === 0 && tpm === 0;
+    this.noteTokenLimit(keyHash, tpm !== 0);
+    const allowed = unlimited || r.requests != null;
     const used = allowed ? Number(r.requests) : Number(r.seen ?? 0);
     const tokens = Number((allowed ? r.tokens : r.seen_tokens) ?? 0);
     // A refusal not caused by tokens means the request count is at its limit, whatever the
@@ -77,9 +80,17 @@ export class RateLimiter {
     };
   }
 
-  /** Counts a finished request's tokens in the current window. */
+  /** Keys seen by `admit` and whether a token limit applies to them (bounded; a miss only costs a statement). */
+  private readonly tokenLimited = new Map<string, boolean>();
+
+  private noteTokenLimit(keyHash: Buffer, limited: boolean): void {
+    if (this.tokenLimited.size >= 10_000) this.tokenLimited.clear();
+    this.tokenLimited.set(keyHash.toString('hex'), limited);
+  }
+
+  /** Counts a finished request's tokens in the current window (not for keys without a token limit). */
   async addTokens(keyHash: Buffer, tokens: bigint): Promise<void> {
-    if (tokens <= 0n) return;
+    if (tokens <= 0n || this.tokenLimited.get(keyHash.toString('hex')) === false) return;
     await this.db.raw(
       `INSERT INTO rate_windows AS r (key_id, window_start, tokens)
        SELECT id, date_trunc('minute', now()), CAST(? AS bigint) FROM api_keys WHERE key_hash = ?
