@@ -1,4 +1,4 @@
-// `npm run bench [-- --seconds 5] [--quick] [--no-portkey]`: the same load, on loopback, straight
+// `npm run bench [-- --seconds 5] [--quick] [--no-portkey] [--billing lease|hold]`: the same load, on loopback, straight
 // to the upstream simulator, through this gateway (billing on, real PostgreSQL) and through the
 // Portkey gateway, at fixed concurrency; then a fixed 1,000 requests/s. Prints requests/s,
 // p50/p99 latency, the added latency (target percentile minus direct percentile), ratios and
@@ -18,9 +18,10 @@ import { createDatabase, startPostgres } from '../test/support/postgres.ts';
 import { startGatewayProcess } from '../test/support/gateway-process.ts';
 import { freePort } from '../test/support/ports.ts';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string' }, quick: { type: 'boolean' }, 'no-portkey': { type: 'boolean' } } });
+const { values } = parseArgs({ options: { seconds: { type: 'string' }, quick: { type: 'boolean' }, 'no-portkey': { type: 'boolean' }, billing: { type: 'string' } } });
 const SECONDS = Number(values.seconds ?? (values.quick ? 2 : 5));
 const LEVELS = values.quick ? [1, 16] : [1, 16, 32, 128];
+const BILLING = values.billing ?? 'lease';
 const ROOT = path.resolve(import.meta.dirname, '..');
 const UPSTREAM_KEY = 'sk-bench-upstream';
 const children: ChildProcess[] = [];
@@ -139,7 +140,7 @@ async function main() {
       logFile: path.join(dir, 'gateway.log'),
       env: {
         DATABASE_URL: pgServer.url('bench'), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${simUrl}/v1`,
-        RATE_LIMIT_RPM: '0', RATE_LIMIT_TPM: '0', LOG_LEVEL: 'warn', TEMPORAL_CLI: '/nonexistent', VIDEO_WORKER: '0',
+        RATE_LIMIT_RPM: '0', RATE_LIMIT_TPM: '0', LOG_LEVEL: 'warn', TEMPORAL_CLI: '/nonexistent', VIDEO_WORKER: '0', BILLING_MODE: BILLING,
       },
     });
     const billing = createClient(BillingService, createGrpcTransport({ baseUrl: gw.rpcUrl }));
@@ -157,7 +158,7 @@ async function main() {
     }
 
     const cpu = `${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}`;
-    console.log(`machine: ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}; ${SECONDS} s per cell, loopback only`);
+    console.log(`machine: ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}; ${SECONDS} s per cell, loopback only; gateway billing: ${BILLING}`);
     const results: Record<string, unknown>[] = [];
     const row = (cells: (string | number)[]) => console.log(cells.map((c, i) => String(c).padStart(i === 0 ? 22 : 10)).join(''));
     const f = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : '-');
@@ -196,11 +197,13 @@ async function main() {
 
     console.log('\npeak RSS (MB): ' + targets.map((t) => `${t.name === 'direct' ? 'simulator' : t.name} ${peakRssMb(t.pid)}`).join(', '));
 
-    // Billing on, exactly: the key's balance went down by the sum of its usage rows.
+    // Billing on, exactly: the key's balance went down by the sum of its usage rows. (Stopped
+    // first: with leases, charges are written in batches and the lease returned at shutdown.)
+    await gw.stop();
     const db = new pg.Pool({ connectionString: pgServer.url('bench'), max: 1 });
     const r = await db.query(`SELECT a.balance_nano::text AS balance, a.held_nano::text AS held,
       (SELECT COALESCE(sum(cost_nano), 0) FROM usage_records u WHERE u.account_id = a.id)::text AS charged,
-      (SELECT count(*) FROM usage_records u WHERE u.account_id = a.id)::int AS requests FROM accounts a WHERE a.id = $1`, [created.accountId]);
+      (SELECT count(*) FROM usage_records u WHERE u.account_id = a.id AND u.status <> 'lease_returned')::int AS requests FROM accounts a WHERE a.id = $1`, [created.accountId]);
     await db.end();
     const b = r.rows[0];
     const exact = BigInt(b.balance) + BigInt(b.charged) === 1_000_000_000_000n && b.held === '0';
@@ -210,7 +213,6 @@ async function main() {
     const out = path.join(ROOT, 'bench', 'results', `${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
     fs.writeFileSync(out, JSON.stringify({ machine: cpu, seconds: SECONDS, results }, null, 2));
     console.log(`results: ${path.relative(ROOT, out)}`);
-    await gw.stop();
     if (!exact) process.exitCode = 1;
   } finally {
     for (const c of children) c.kill('SIGTERM');

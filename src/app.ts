@@ -8,6 +8,8 @@ import type { Config } from './config/config.ts';
 import { migrate, openDb, type Db } from './db/db.ts';
 import { Ledger } from './billing/ledger.ts';
 import { RateLimiter } from './billing/rate-limits.ts';
+import { LeaseBook } from './billing/leases.ts';
+import { usdToNano } from './billing/money.ts';
 import { Metrics } from './log/metrics.ts';
 import { billingService } from './billing/service.ts';
 import { Catalogue } from './catalogue/catalogue.ts';
@@ -49,7 +51,11 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   const upstream = new Upstream(config);
   const limiter = new RateLimiter(db, config.rateLimits);
   const metrics = new Metrics();
-  const engine = new Engine({ config, ledger, upstream, limiter, metrics, log });
+  // Credit leases need one database shared by every instance, not the embedded one.
+  const leases = config.billingMode === 'lease' && config.databaseUrl
+    ? new LeaseBook(db, ledger, { sliceNano: usdToNano(config.lease.sliceUsd), flushMs: config.lease.flushMs, idleMs: config.lease.idleMs, ttlSeconds: config.holds.ttlSeconds }, log)
+    : undefined;
+  const engine = new Engine({ config, ledger, upstream, limiter, metrics, log, leases });
   const chat = new ChatService(engine, catalogue);
   const messages = new MessagesService(engine, catalogue);
   const responses = new ResponsesService(engine, catalogue);
@@ -122,6 +128,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
         // Every hold this process placed is settled before the database goes.
         const unsettled = await engine.drain(10_000);
         if (unsettled > 0) log.error({ unsettled }, 'shutting down with unsettled holds; the sweeper will release them');
+        await leases?.close(); // pending charges written, leases returned
         await upstream.close();
         await video.close(); // the worker finishes its running activities, which need the database
         await db.destroy();

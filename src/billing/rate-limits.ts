@@ -11,6 +11,8 @@ export interface RateLimitDefaults {
 
 export interface RateDecision {
   allowed: boolean;
+  keyId: string;
+  accountId: string;
   limitRequests: number;
   remainingRequests: number;
   limitTokens: number;
@@ -40,7 +42,7 @@ export class RateLimiter {
     const rows = rowsOf(
       await this.db.raw(
         `WITH k AS (
-           SELECT id, COALESCE(rpm_limit, ?) AS rpm, COALESCE(tpm_limit, ?) AS tpm FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
+           SELECT id, account_id, COALESCE(rpm_limit, ?) AS rpm, COALESCE(tpm_limit, ?) AS tpm FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
          ), w AS (
            INSERT INTO rate_windows AS r (key_id, window_start, requests)
            SELECT k.id, date_trunc('minute', now()), 1 FROM k WHERE k.rpm > 0 OR k.tpm > 0
@@ -49,7 +51,7 @@ export class RateLimiter {
              AND ((SELECT tpm FROM k) = 0 OR r.tokens < (SELECT tpm FROM k))
            RETURNING r.requests, r.tokens
          )
-         SELECT k.rpm, k.tpm::text AS tpm, w.requests, w.tokens::text AS tokens,
+         SELECT k.id AS key_id, k.account_id, k.rpm, k.tpm::text AS tpm, w.requests, w.tokens::text AS tokens,
                 (SELECT r.requests FROM rate_windows r WHERE r.key_id = k.id AND r.window_start = date_trunc('minute', now())) AS seen,
                 (SELECT r.tokens::text FROM rate_windows r WHERE r.key_id = k.id AND r.window_start = date_trunc('minute', now())) AS seen_tokens,
                 ceil(extract(epoch FROM date_trunc('minute', now()) + interval '1 minute' - now()))::int AS reset
@@ -72,6 +74,8 @@ export class RateLimiter {
     const requestsExhausted = !allowed && !(tpm !== 0 && tokens >= tpm);
     return {
       allowed,
+      keyId: r.key_id as string,
+      accountId: r.account_id as string,
       limitRequests: rpm,
       remainingRequests: rpm === 0 ? Number.MAX_SAFE_INTEGER : requestsExhausted ? 0 : Math.max(0, rpm - used),
       limitTokens: tpm,

@@ -64,6 +64,9 @@ export interface Config {
   /** Video jobs (sora-2) as Temporal workflows: see src/video/ and workflows/. */
   video: VideoConfig;
   logLevel: string;
+  /** `hold`: a database hold and settle per request. `lease`: credit leases (src/billing/leases.ts). */
+  billingMode: 'hold' | 'lease';
+  lease: { sliceUsd: string; flushMs: number; idleMs: number };
   /** On SIGTERM: how long in-flight requests and streams may run on before their connections are cut. */
   shutdownGraceMs: number;
 }
@@ -108,6 +111,12 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   const n = Number(raw);
   if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got ${JSON.stringify(raw)}`);
   return n;
+}
+
+function billingMode(v: string | undefined): 'hold' | 'lease' {
+  const mode = nonEmpty(v) ?? 'hold';
+  if (mode !== 'hold' && mode !== 'lease') throw new Error(`BILLING_MODE must be hold or lease, got ${JSON.stringify(v)}`);
+  return mode;
 }
 
 function nonEmpty(v: string | undefined): string | undefined {
@@ -173,5 +182,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     logLevel: nonEmpty(env.LOG_LEVEL) ?? 'info',
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 30_000),
+    billingMode: billingMode(env.BILLING_MODE),
+    lease: { sliceUsd: nonEmpty(env.LEASE_SLICE_USD) ?? '1', flushMs: int(env, 'LEASE_FLUSH_MS', 100), idleMs: int(env, 'LEASE_IDLE_MS', 10_000) },
   };
 }

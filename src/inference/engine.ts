@@ -13,6 +13,7 @@ import { isAbort, upstreamFailure, type Upstream, type UpstreamBody, type Upstre
 import { readSse, type SseEvent } from './sse.ts';
 import type { RateDecision, RateLimiter } from '../billing/rate-limits.ts';
 import type { Metrics } from '../log/metrics.ts';
+import type { LeaseBook, Reservation } from '../billing/leases.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export type Json = Record<string, unknown>;
@@ -79,6 +80,10 @@ export interface Plan {
   upstreamStartedAt?: number;
   /** Keeps the hold from expiring while the request runs; cleared by the settle. */
   renewal?: NodeJS.Timeout;
+  /** With credit leases: the in-memory reservation this request spends (instead of a hold). */
+  lease?: Reservation;
+  keyId?: string;
+  settledLeased?: boolean;
 }
 
 /** One deployment's result: an answer to use, or a failure not yet settled. */
@@ -111,10 +116,13 @@ export class Engine {
   readonly limiter: RateLimiter;
   readonly metrics: Metrics;
   readonly log: Logger;
+  /** Set when BILLING_MODE=lease. */
+  readonly leases: LeaseBook | undefined;
   /** Holds placed by this process and not yet settled. */
   private inFlight = 0;
 
-  constructor(deps: { config: Config; ledger: Ledger; upstream: Upstream; limiter: RateLimiter; metrics: Metrics; log: Logger }) {
+  constructor(deps: { config: Config; ledger: Ledger; upstream: Upstream; limiter: RateLimiter; metrics: Metrics; log: Logger; leases?: LeaseBook }) {
+    this.leases = deps.leases;
     this.config = deps.config;
     this.ledger = deps.ledger;
     this.upstream = deps.upstream;
@@ -125,11 +133,27 @@ export class Engine {
 
   /** Authenticates the key and counts the request against its per-minute limits (429 past them, 401 for an unknown key). */
   async admit(apiKey: string, requestId: string): Promise<Buffer> {
+    return (await this.admitKey(apiKey, requestId)).keyHash;
+  }
+
+  private async admitKey(apiKey: string, requestId: string): Promise<{ keyHash: Buffer; accountId: string; keyId: string }> {
     const keyHash = this.ledger.hash(apiKey);
     const d = await this.limiter.admit(keyHash);
     if (!d) throw unauthorized();
     if (!d.allowed) throw rateLimited(d, requestId);
-    return keyHash;
+    return { keyHash, accountId: d.accountId, keyId: d.keyId };
+  }
+
+  /** With credit leases on: reserves `amountNano` in memory; false when the lease cannot cover it (the caller then holds in the database). */
+  private async reserveFromLease(plan: Plan, key: { keyHash: Buffer; accountId: string; keyId: string }, amountNano: bigint): Promise<boolean> {
+    if (!this.leases) return false;
+    const r = await this.leases.reserve(key.keyHash, key.accountId, amountNano);
+    if (!r) return false;
+    plan.lease = r;
+    plan.keyId = key.keyId;
+    this.inFlight++;
+    this.metrics.holdsOpen.inc();
+    return true;
   }
 
   /** The key when well formed (401 otherwise), checked before any database work. */
@@ -174,11 +198,13 @@ export class Engine {
    * precisely and holds what the balance affords (402 below the least possible cost).
    */
   async hold(apiKey: string, plan: Plan): Promise<Held> {
-    const keyHash = await this.admit(apiKey, plan.requestId);
+    const key = await this.admitKey(apiKey, plan.requestId);
+    const keyHash = key.keyHash;
     plan.keyHash = keyHash;
     const cost = (input: bigint, output: bigint) => tokenCostNano(plan.prices, { inputTokens: input, outputTokens: output, cachedTokens: 0n, cacheWriteTokens: 0n });
     let input = plan.inputUpper;
     const maxCost = cost(input, plan.maxOutput * plan.choices);
+    if (await this.reserveFromLease(plan, key, maxCost)) return { amountNano: maxCost };
     const ttlSeconds = this.config.holds.ttlSeconds;
     let hold;
     try {
@@ -209,7 +235,9 @@ export class Engine {
    * available balance is below it.
    */
   async holdExact(apiKey: string, plan: Plan, amountNano: bigint): Promise<void> {
-    plan.keyHash = await this.admit(apiKey, plan.requestId);
+    const key = await this.admitKey(apiKey, plan.requestId);
+    plan.keyHash = key.keyHash;
+    if (await this.reserveFromLease(plan, key, amountNano)) return;
     await this.placeExactHold(plan.keyHash, plan.requestId, amountNano, this.config.holds.ttlSeconds);
     this.keepHold(plan);
   }
@@ -257,6 +285,22 @@ export class Engine {
       this.metrics.holdsOpen.dec();
     }
     const cost = costNano ?? tokenCostNano(plan.prices, usage);
+    if (plan.lease) {
+      const lease = plan.lease;
+      plan.lease = undefined;
+      plan.settledLeased = true;
+      this.inFlight--;
+      this.metrics.holdsOpen.dec();
+      const charged = this.leases!.settle(lease, {
+        requestId: plan.requestId, keyId: plan.keyId!, model: plan.model.id, route: plan.route,
+        inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedTokens: usage.cachedTokens, cacheWriteTokens: usage.cacheWriteTokens,
+        usageEstimated: usage.estimated, status, httpStatus, latencyMs: Math.round(performance.now() - plan.startedAt), units: usage.units ?? 0n, unit: usage.unit ?? '',
+      }, cost);
+      if (charged > 0n) this.metrics.chargedNano.inc({ route: plan.route, model: plan.model.id }, Number(charged));
+      if (plan.keyHash) this.limiter.addTokens(plan.keyHash, usage.inputTokens + usage.outputTokens).catch((err) => this.log.warn({ err }, 'token window update failed'));
+      return { requestId: plan.requestId, costNano: charged, usage };
+    }
+    if (plan.settledLeased) return { requestId: plan.requestId, costNano: 0n, usage };
     const r = await this.ledger.settle({
       requestId: plan.requestId, costNano: cost, model: plan.model.id, route: plan.route,
       inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedTokens: usage.cachedTokens, cacheWriteTokens: usage.cacheWriteTokens,

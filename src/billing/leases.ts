@@ -1,0 +1,249 @@
+// Credit leases (BILLING_MODE=lease): billing off the request path, exactness kept.
+//
+// An instance reserves a slice of an account's available balance in one statement: the lease
+// is an ordinary hold (so available = balance - held still holds, and the balance can never go
+// negative whatever N instances do). Requests then reserve and settle against the lease in
+// memory, with no database round trip of their own; their usage rows and ledger charges are
+// written in batches, each batch in one statement that charges the balance and shrinks the
+// lease by the same amount. Idle leases are returned, and shutdown flushes and returns all.
+//
+// Loss window on a crash: the charges not yet flushed (at most LEASE_FLUSH_MS of requests, or
+// 256 of them) are lost with the process: those requests are not charged and have no usage
+// row. The lease hold itself expires and the sweeper releases it. The operator bears that loss;
+// a customer is never charged twice or beyond their balance.
+import type { Logger } from 'pino';
+import type { Db } from '../db/db.ts';
+import { newId, type Ledger } from './ledger.ts';
+
+type Row = Record<string, unknown>;
+const rowsOf = (r: unknown): Row[] => ((r as { rows?: Row[] }).rows ?? []);
+
+export interface LeaseConfig {
+  /** How much of the available balance one lease takes at a time (nano-USD). */
+  sliceNano: bigint;
+  flushMs: number;
+  idleMs: number;
+  ttlSeconds: number;
+}
+
+/** One settled request, waiting for its batch. */
+export interface LeasedCharge {
+  requestId: string;
+  keyId: string;
+  model: string;
+  route: string;
+  inputTokens: bigint;
+  outputTokens: bigint;
+  cachedTokens: bigint;
+  cacheWriteTokens: bigint;
+  usageEstimated: boolean;
+  costNano: bigint;
+  uncoveredNano: bigint;
+  status: string;
+  httpStatus: number;
+  latencyMs: number;
+  units: bigint;
+  unit: string;
+}
+
+interface Lease {
+  id: string;
+  accountId: string;
+  /** Not reserved by a request in flight nor charged by one waiting for its batch. */
+  free: bigint;
+  inFlight: number;
+  pending: LeasedCharge[];
+  lastUsed: number;
+  /** Database work on this lease, one statement at a time. */
+  queue: Promise<unknown>;
+  closed: boolean;
+}
+
+export interface Reservation {
+  lease: Lease;
+  amountNano: bigint;
+}
+
+export class LeaseBook {
+  private readonly leases = new Map<string, Lease>();
+  private readonly opening = new Map<string, Promise<Lease | undefined>>();
+  private readonly timer: NodeJS.Timeout;
+  private ticks = 0;
+  private readonly db: Db;
+  private readonly ledger: Ledger;
+  private readonly config: LeaseConfig;
+  private readonly log: Logger;
+
+  constructor(db: Db, ledger: Ledger, config: LeaseConfig, log: Logger) {
+    this.db = db;
+    this.ledger = ledger;
+    this.config = config;
+    this.log = log;
+    this.timer = setInterval(() => this.tick(), config.flushMs);
+    this.timer.unref();
+  }
+
+  /** Reserves `amountNano` for one request, from this instance's lease on the account; undefined when the balance cannot cover it that way. */
+  async reserve(keyHash: Buffer, accountId: string, amountNano: bigint): Promise<Reservation | undefined> {
+    for (let attempt = 0; attempt < 2; attempt++) {
+      let lease = this.leases.get(accountId);
+      if (!lease || lease.closed) lease = await this.open(keyHash, accountId, amountNano);
+      if (!lease) return undefined;
+      if (lease.free < amountNano && !(await this.grow(lease, amountNano - lease.free))) return undefined;
+      // Retired while we waited: take a fresh lease rather than spend from a returned one.
+      if (lease.closed) continue;
+      if (lease.free < amountNano) return undefined;
+      lease.free -= amountNano;
+      lease.inFlight++;
+      lease.lastUsed = performance.now();
+      return { lease, amountNano };
+    }
+    return undefined;
+  }
+
+  /** Settles a reserved request in memory: charges min(cost, reserved); the batch writes it. */
+  settle(r: Reservation, charge: Omit<LeasedCharge, 'costNano' | 'uncoveredNano'>, costNano: bigint): bigint {
+    const charged = costNano < r.amountNano ? costNano : r.amountNano;
+    r.lease.free += r.amountNano - charged;
+    r.lease.inFlight--;
+    r.lease.pending.push({ ...charge, costNano: charged, uncoveredNano: costNano - charged });
+    if (r.lease.pending.length >= 256) void this.flush(r.lease);
+    return charged;
+  }
+
+  /** Writes every pending charge and returns every lease (shutdown). */
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await Promise.all([...this.leases.values()].map((l) => this.retire(l)));
+  }
+
+  private async open(keyHash: Buffer, accountId: string, need: bigint): Promise<Lease | undefined> {
+    const busy = this.opening.get(accountId);
+    if (busy) return busy;
+    const p = (async () => {
+      const id = newId('lease');
+      const want = need > this.config.sliceNano ? need : this.config.sliceNano;
+      const hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId: id, minNano: need, maxNano: want, ttlSeconds: this.config.ttlSeconds });
+      if (hold.kind !== 'held') return undefined;
+      const lease: Lease = { id, accountId, free: hold.amountNano, inFlight: 0, pending: [], lastUsed: performance.now(), queue: Promise.resolve(), closed: false };
+      this.leases.set(accountId, lease);
+      return lease;
+    })().finally(() => this.opening.delete(accountId));
+    this.opening.set(accountId, p);
+    return p;
+  }
+
+  /** Takes `atLeast` more (up to a slice more) of the available balance into the lease. */
+  private grow(lease: Lease, atLeast: bigint): Promise<boolean> {
+    const want = atLeast > this.config.sliceNano ? atLeast : this.config.sliceNano;
+    return this.serial(lease, async () => {
+      if (lease.free >= atLeast) return true; // another request grew it meanwhile
+      const rows = rowsOf(await this.db.raw(
+        `WITH cur AS (
+           SELECT a.id, a.balance_nano - a.held_nano AS avail FROM accounts a WHERE a.id = ? FOR UPDATE
+         ), g AS (
+           SELECT LEAST(CAST(? AS bigint), cur.avail) AS grow FROM cur WHERE cur.avail >= CAST(? AS bigint)
+         ), h AS (
+           UPDATE holds SET amount_nano = amount_nano + g.grow, expires_at = now() + make_interval(secs => ?)
+           FROM g WHERE request_id = ? AND status = 'active' RETURNING g.grow
+         ), a AS (
+           UPDATE accounts SET held_nano = held_nano + h.grow FROM h WHERE accounts.id = ?
+         )
+         SELECT (SELECT grow::text FROM h) AS grow`,
+        [lease.accountId, want.toString(), (atLeast - lease.free).toString(), this.config.ttlSeconds, lease.id, lease.accountId],
+      ));
+      const grow = rows[0]?.grow;
+      if (grow == null) return false;
+      lease.free += BigInt(grow as string);
+      return true;
+    });
+  }
+
+  /** One batch: usage rows, ledger charges, the balance and the lease, in one statement. */
+  private flush(lease: Lease): Promise<unknown> {
+    return this.serial(lease, async () => {
+      const batch = lease.pending.splice(0);
+      if (batch.length === 0) return;
+      // Every column as text: PostgreSQL parses each array into the type it is cast to.
+      const col = (k: keyof LeasedCharge): string[] => batch.map((c) => String(c[k]));
+      try {
+        const rows = rowsOf(await this.db.raw(
+          `WITH r AS (
+             SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[]),
+               CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS boolean[]), CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]),
+               CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[])) WITH ORDINALITY
+               AS r(request_id, key_id, model, route, input_tokens, output_tokens, cached_tokens, cache_write_tokens, usage_estimated,
+                    cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, n)
+           ), total AS (
+             SELECT COALESCE(sum(cost_nano), 0) AS t FROM r
+           ), lease AS (
+             UPDATE holds SET amount_nano = amount_nano - (SELECT t FROM total) WHERE request_id = ? AND status = 'active' RETURNING account_id
+           ), a AS (
+             UPDATE accounts SET balance_nano = balance_nano - (SELECT t FROM total), held_nano = held_nano - (SELECT t FROM total)
+             FROM lease WHERE accounts.id = lease.account_id RETURNING accounts.balance_nano + (SELECT t FROM total) AS before
+           ), l AS (
+             INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, request_id, cause)
+             SELECT lease.account_id, -r.cost_nano, 'charge', a.before - sum(r.cost_nano) OVER (ORDER BY r.n), r.request_id, 'request'
+             FROM r, lease, a WHERE r.cost_nano > 0
+           ), u AS (
+             INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
+               cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit)
+             SELECT r.request_id, lease.account_id, r.key_id, r.model, r.route, r.input_tokens, r.output_tokens, r.cached_tokens,
+               r.cache_write_tokens, r.usage_estimated, r.cost_nano, r.uncovered_nano, r.status, r.http_status, r.latency_ms, r.units, r.unit
+             FROM r, lease
+           )
+           SELECT count(*)::int AS applied FROM lease`,
+          [
+            col('requestId'), col('keyId'), col('model'), col('route'), col('inputTokens'), col('outputTokens'), col('cachedTokens'),
+            col('cacheWriteTokens'), col('usageEstimated'), col('costNano'), col('uncoveredNano'), col('status'), col('httpStatus'),
+            col('latencyMs'), col('units'), col('unit'), lease.id,
+          ],
+        ));
+        if (rows[0]?.applied !== 1) {
+          lease.closed = true;
+          this.log.error({ lease: lease.id, requests: batch.length }, 'lease no longer active (expired?); its unwritten charges are lost');
+        }
+      } catch (err) {
+        lease.pending.unshift(...batch); // try again with the next batch
+        throw err;
+      }
+    });
+  }
+
+  /** Flushes and returns a lease: what is left of it is released. */
+  private async retire(lease: Lease): Promise<void> {
+    lease.closed = true;
+    if (this.leases.get(lease.accountId) === lease) this.leases.delete(lease.accountId);
+    await this.flush(lease).catch((err) => this.log.error({ err, lease: lease.id }, 'lease flush failed'));
+    await this.serial(lease, () => this.db.raw(
+      `WITH h AS (
+         UPDATE holds SET status = 'settled', charged_nano = 0, closed_at = now() WHERE request_id = ? AND status = 'active'
+         RETURNING account_id, key_id, amount_nano
+       ), a AS (
+         UPDATE accounts SET held_nano = held_nano - h.amount_nano FROM h WHERE accounts.id = h.account_id
+       )
+       INSERT INTO usage_records (request_id, account_id, key_id, model, route, cost_nano, status, http_status, latency_ms)
+       SELECT ?, account_id, key_id, '', '', 0, 'lease_returned', 0, 0 FROM h`,
+      [lease.id, lease.id],
+    )).catch((err) => this.log.error({ err, lease: lease.id }, 'lease return failed; the sweeper will release it'));
+  }
+
+  private tick(): void {
+    const now = performance.now();
+    const renew = ++this.ticks % Math.max(1, Math.floor((this.config.ttlSeconds * 1000) / 3 / this.config.flushMs)) === 0;
+    for (const lease of this.leases.values()) {
+      if (lease.pending.length > 0) this.flush(lease).catch((err) => this.log.warn({ err, lease: lease.id }, 'lease flush failed; retried next tick'));
+      if (lease.inFlight === 0 && now - lease.lastUsed > this.config.idleMs) void this.retire(lease);
+      else if (renew) {
+        void this.serial(lease, () => this.db.raw(`UPDATE holds SET expires_at = now() + make_interval(secs => ?) WHERE request_id = ? AND status = 'active'`, [this.config.ttlSeconds, lease.id]))
+          .catch((err) => this.log.warn({ err, lease: lease.id }, 'lease renewal failed'));
+      }
+    }
+  }
+
+  private serial<T>(lease: Lease, work: () => Promise<T>): Promise<T> {
+    const next = lease.queue.then(work, work);
+    lease.queue = next.catch(() => {});
+    return next;
+  }
+}
