@@ -179,7 +179,7 @@ async function main() {
           results.push({ workload: w.name, target: t.name, concurrency: c, rps, p50: pct(s.latency, 50), p99: pct(s.latency, 99), ttftP50: pct(s.ttft, 50), gapP50: pct(s.gaps, 50), errors: s.errors });
         }
         const gwRps = byTarget.gateway!.done / byTarget.gateway!.elapsed;
-        if (byTarget.portkey) console.log(`${''.padStart(22)}gateway / portkey throughput: ${(gwRps / (byTarget.portkey.done / byTarget.portkey.elapsed)).toFixed(2)}x`);
+        if (byTarget.portkey && byTarget.portkey.done > 0) console.log(`${''.padStart(22)}gateway / portkey throughput: ${(gwRps / (byTarget.portkey.done / byTarget.portkey.elapsed)).toFixed(2)}x`);
       }
     }
 

@@ -39,8 +39,21 @@ export class RateLimiter {
    * burst of in-flight requests can pass the token limit by what they use; requests cannot.
    */
   async admit(keyHash: Buffer): Promise<RateDecision | undefined> {
-    const rows = rowsOf(
-      await this.db.raw(
+    // A connection the database dropped surfaces here first (the request's first statement).
+    // Running it again is safe: at worst a request is counted twice in its window.
+    const run = async (attempt: number): Promise<unknown> => {
+      try {
+        return await this.admitStatement(keyHash);
+      } catch (err) {
+        if (attempt < 3 && /Connection terminated|not queryable/.test((err as Error).message)) return run(attempt + 1);
+        throw err;
+      }
+    };
+    return this.decide(keyHash, rowsOf(await run(1)));
+  }
+
+  private admitStatement(keyHash: Buffer) {
+    return this.db.raw(
         `WITH k AS (
            SELECT id, account_id, COALESCE(rpm_limit, ?) AS rpm, COALESCE(tpm_limit, ?) AS tpm FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
          ), w AS (
@@ -57,8 +70,10 @@ export class RateLimiter {
                 ceil(extract(epoch FROM date_trunc('minute', now()) + interval '1 minute' - now()))::int AS reset
          FROM k LEFT JOIN w ON true`,
         [this.defaults.rpm, this.defaults.tpm, keyHash],
-      ),
-    );
+      );
+  }
+
+  private decide(keyHash: Buffer, rows: Row[]): RateDecision | undefined {
     const r = rows[0];
     if (!r) return undefined; // unknown or revoked key: the caller answers 401
     const rpm = Number(r.rpm);

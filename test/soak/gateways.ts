@@ -14,7 +14,7 @@ export function soakDatabaseUrl(databaseUrl: string): string {
   return u.toString();
 }
 
-export async function soakGateway(opts: { databaseUrl: string; simulatorUrl: string; upstreamKey: string; logDir: string; name: string }): Promise<SoakGateway & { stop(): Promise<void> }> {
+export async function soakGateway(opts: { databaseUrl: string; simulatorUrl: string; upstreamKey: string; logDir: string; name: string; billing?: 'hold' | 'lease' }): Promise<SoakGateway & { stop(): Promise<void> }> {
   let n = 0;
   const start = async () => {
     const proc = await startGatewayProcess({
@@ -27,6 +27,7 @@ export async function soakGateway(opts: { databaseUrl: string; simulatorUrl: str
         UPSTREAM_RETRY_BASE_MS: '10', UPSTREAM_RETRY_MAX_WAIT_MS: '50',
         UPSTREAM_HEADERS_TIMEOUT_MS: '5000', UPSTREAM_BODY_TIMEOUT_MS: '5000',
         RATE_LIMIT_RPM: '0', RATE_LIMIT_TPM: '0', LOG_LEVEL: 'warn',
+        BILLING_MODE: opts.billing ?? 'hold', LEASE_SLICE_USD: '0.005', LEASE_FLUSH_MS: '50', LEASE_IDLE_MS: '500',
       },
     });
     const handle: SoakGateway & { stop(): Promise<void> } = {

@@ -1,5 +1,6 @@
 // `npm run soak -- --seeds 1000 [--steps 30] [--start 1]`, or `--seed 42` to replay one seed.
-// Starts its own PostgreSQL, upstream simulator and two gateway processes, runs the seeds one
+// Starts its own PostgreSQL, upstream simulator and two gateway processes (one with a hold per
+// request, one with credit leases; the test suite's seeds run two of the first kind), runs the seeds one
 // after another and prints every broken invariant with the seed that broke it.
 import fs from 'node:fs';
 import os from 'node:os';
@@ -10,7 +11,7 @@ import { startSimulator } from '../upstream/simulator.ts';
 import { runSeed, type SoakGateway } from './soak.ts';
 import { SOAK_APP_NAME, SOAK_HOLD_TTL_MS, SOAK_SWEEP_MS, soakGateway } from './gateways.ts';
 
-const { values } = parseArgs({ options: { seeds: { type: 'string' }, seed: { type: 'string' }, steps: { type: 'string' }, start: { type: 'string' }, verbose: { type: 'boolean' } } });
+const { values } = parseArgs({ options: { seeds: { type: 'string' }, seed: { type: 'string' }, steps: { type: 'string' }, start: { type: 'string' }, verbose: { type: 'boolean' }, 'no-lease': { type: 'boolean' } } });
 const first = Number(values.seed ?? values.start ?? 1);
 const count = values.seed ? 1 : Number(values.seeds ?? 20);
 const steps = Number(values.steps ?? 30);
@@ -21,7 +22,7 @@ const pg = await startPostgres();
 await createDatabase(pg.url(), 'soak');
 const sim = await startSimulator({ apiKey: UPSTREAM_KEY });
 const opts = { databaseUrl: pg.url('soak'), simulatorUrl: sim.url, upstreamKey: UPSTREAM_KEY, logDir: dir };
-const gateways: (SoakGateway & { stop?: () => Promise<void> })[] = [await soakGateway({ ...opts, name: 'a' }), await soakGateway({ ...opts, name: 'b' })];
+const gateways: (SoakGateway & { stop?: () => Promise<void> })[] = [await soakGateway({ ...opts, name: 'a' }), await soakGateway({ ...opts, name: 'b', billing: values['no-lease'] ? 'hold' : 'lease' })];
 const env = { databaseUrl: pg.url('soak'), gatewayAppName: SOAK_APP_NAME, gateways, holdTtlMs: SOAK_HOLD_TTL_MS, sweepMs: SOAK_SWEEP_MS, log: values.verbose ? (l: string) => console.log(l) : undefined };
 
 let failed = 0;
