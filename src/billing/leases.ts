@@ -138,23 +138,25 @@ export class LeaseBook {
     const want = atLeast > this.config.sliceNano ? atLeast : this.config.sliceNano;
     return this.serial(lease, async () => {
       if (lease.free >= atLeast) return true; // another request grew it meanwhile
-      const rows = rowsOf(await this.db.raw(
-        `WITH cur AS (
-           SELECT a.id, a.balance_nano - a.held_nano AS avail FROM accounts a WHERE a.id = ? FOR UPDATE
-         ), g AS (
-           SELECT LEAST(CAST(? AS bigint), cur.avail) AS grow FROM cur WHERE cur.avail >= CAST(? AS bigint)
-         ), h AS (
-           UPDATE holds SET amount_nano = amount_nano + g.grow, expires_at = now() + make_interval(secs => ?)
-           FROM g WHERE request_id = ? AND status = 'active' RETURNING g.grow
-         ), a AS (
-           UPDATE accounts SET held_nano = held_nano + h.grow FROM h WHERE accounts.id = ?
-         )
-         SELECT (SELECT grow::text FROM h) AS grow`,
-        [lease.accountId, want.toString(), (atLeast - lease.free).toString(), this.config.ttlSeconds, lease.id, lease.accountId],
-      ));
-      const grow = rows[0]?.grow;
+      // A transaction: the lease row is locked and checked before the account grows, so a lease
+      // the sweeper just expired never takes balance (amounts come from the updated row itself).
+      const grow = await this.db.transaction(async (trx) => {
+        const live = rowsOf(await trx.raw(`SELECT 1 FROM holds WHERE request_id = ? AND status = 'active' FOR UPDATE`, [lease.id]));
+        if (live.length === 0) return null;
+        const got = rowsOf(await trx.raw(
+          `UPDATE accounts SET held_nano = held_nano + LEAST(CAST(? AS bigint), balance_nano - held_nano),
+                               last_hold_nano = LEAST(CAST(? AS bigint), balance_nano - held_nano)
+           WHERE id = ? AND balance_nano - held_nano >= CAST(? AS bigint)
+           RETURNING last_hold_nano::text AS grow`,
+          [want.toString(), want.toString(), lease.accountId, (atLeast - lease.free).toString()],
+        ))[0]?.grow as string | undefined;
+        if (got === undefined) return null;
+        await trx.raw(`UPDATE holds SET amount_nano = amount_nano + CAST(? AS bigint), expires_at = now() + make_interval(secs => ?) WHERE request_id = ?`, [got, this.config.ttlSeconds, lease.id]);
+        return got;
+      });
       if (grow == null) return false;
-      lease.free += BigInt(grow as string);
+      if (lease.closed) return false;
+      lease.free += BigInt(grow);
       return true;
     });
   }

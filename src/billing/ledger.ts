@@ -221,40 +221,34 @@ export class Ledger {
     const min = opts.minNano.toString();
     const max = opts.maxNano.toString();
     let rows: Row[];
-    for (let attempt = 1; ; attempt++) {
-      try {
-        rows = rowsOf(
-          await this.db.raw(
-            `WITH k AS (
-               SELECT id, account_id FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
-             ), cur AS (
-               SELECT a.id, a.balance_nano - a.held_nano AS avail FROM accounts a JOIN k ON a.id = k.account_id FOR UPDATE OF a
-             ), upd AS (
-               UPDATE accounts SET held_nano = held_nano + LEAST(CAST(? AS bigint), cur.avail)
-               FROM cur WHERE accounts.id = cur.id AND cur.avail >= CAST(? AS bigint)
-               RETURNING LEAST(CAST(? AS bigint), cur.avail) AS amount
-             ), ins AS (
-               INSERT INTO holds (request_id, account_id, key_id, amount_nano, expires_at)
-               SELECT ?, k.account_id, k.id, upd.amount, now() + make_interval(secs => ?) FROM k, upd
-               RETURNING amount_nano
-             )
-             SELECT k.id AS key_id, k.account_id, cur.avail::text AS avail, (SELECT amount_nano::text FROM ins) AS held
-             FROM k LEFT JOIN cur ON true`,
-            [opts.apiKeyHash, max, min, max, opts.requestId, opts.ttlSeconds],
-          ),
-        );
-        break;
-      } catch (err) {
-        const e = err as { code?: string; constraint?: string };
-        if (e.code === '23505') throw new LedgerError('duplicate_request', `request id ${opts.requestId} was already used`);
-        // Under heavy concurrency on one account the soak saw this statement compute its amount
-        // from a balance another hold had just taken; the CHECK refused it and rolled it back, so
-        // running it again, on fresh data, is safe. (Open question in the closing note.)
-        if (e.code === '23514' && e.constraint === 'accounts_held_within_balance' && attempt < 5) continue;
-        throw err;
-      }
+    try {
+      rows = rowsOf(
+        await this.db.raw(
+          // The amount is computed from the row the UPDATE itself writes (the newest version,
+          // locked), never from a separate read, and handed out through last_hold_nano.
+          `WITH k AS (
+             SELECT id, account_id FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
+           ), upd AS (
+             UPDATE accounts SET held_nano = held_nano + LEAST(CAST(? AS bigint), balance_nano - held_nano),
+                                 last_hold_nano = LEAST(CAST(? AS bigint), balance_nano - held_nano)
+             FROM k WHERE accounts.id = k.account_id AND balance_nano - held_nano >= CAST(? AS bigint)
+             RETURNING last_hold_nano AS amount
+           ), ins AS (
+             INSERT INTO holds (request_id, account_id, key_id, amount_nano, expires_at)
+             SELECT ?, k.account_id, k.id, upd.amount, now() + make_interval(secs => ?) FROM k, upd
+             RETURNING amount_nano
+           )
+           SELECT k.id AS key_id, k.account_id, (SELECT (balance_nano - held_nano)::text FROM accounts WHERE id = k.account_id) AS avail,
+                  (SELECT amount_nano::text FROM ins) AS held
+           FROM k`,
+          [opts.apiKeyHash, max, max, min, opts.requestId, opts.ttlSeconds],
+        ),
+      );
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505') throw new LedgerError('duplicate_request', `request id ${opts.requestId} was already used`);
+      throw err;
     }
-    const r = rows![0];
+    const r = rows[0];
     if (!r) return { kind: 'unknown_key' };
     const base = { keyId: r.key_id as string, accountId: r.account_id as string, availableNano: big(r.avail ?? '0') };
     return r.held == null ? { kind: 'insufficient', ...base } : { kind: 'held', ...base, amountNano: big(r.held) };

@@ -6,6 +6,7 @@ import * as m002 from './002_rate_limits.ts';
 import * as m003 from './003_owners_and_causes.ts';
 import * as m004 from './004_video_jobs.ts';
 import * as m005 from './005_usage_units.ts';
+import * as m006 from './006_last_hold.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -13,6 +14,7 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '003_owners_and_causes': m003,
   '004_video_jobs': m004,
   '005_usage_units': m005,
+  '006_last_hold': m006,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
