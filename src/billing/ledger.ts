@@ -386,46 +386,38 @@ export class Ledger {
    * overdrawn; credit already spent stays spent. Undefined when no such top-up exists.
    */
   async refundTopUp(opts: { externalId: string; cause: string }): Promise<RefundResult | undefined> {
-    const rows = rowsOf(
-      await this.db.raw(
-        `WITH t AS (
-           SELECT id, account_id, amount_nano FROM ledger WHERE kind = 'topup' AND external_id = ?
-         ), cur AS (
-           SELECT a.id, a.balance_nano - a.held_nano AS avail FROM accounts a JOIN t ON a.id = t.account_id FOR UPDATE OF a
-         ), r AS (
-           INSERT INTO refunds (topup_id, account_id, topup_nano, refunded_nano, cause)
-           SELECT t.id, t.account_id, t.amount_nano, LEAST(t.amount_nano, cur.avail), ? FROM t JOIN cur ON cur.id = t.account_id
-           ON CONFLICT (topup_id) DO NOTHING
-           RETURNING account_id, refunded_nano
-         ), a AS (
-           UPDATE accounts SET balance_nano = accounts.balance_nano - r.refunded_nano
-           FROM r WHERE accounts.id = r.account_id AND r.refunded_nano > 0
-           RETURNING accounts.balance_nano
-         ), l AS (
-           INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, external_id, cause)
-           SELECT r.account_id, -r.refunded_nano, 'refund', a.balance_nano, ?, ? FROM r, a
-         )
-         SELECT t.account_id, t.amount_nano::text AS topup, (SELECT refunded_nano::text FROM r) AS refunded,
-                (SELECT balance_nano::text FROM a) AS after
-         FROM t`,
-        [opts.externalId, opts.cause, opts.externalId, opts.cause],
-      ),
-    );
-    const t = rows[0];
-    if (!t) return undefined;
-    const accountId = t.account_id as string;
-    if (t.refunded != null) {
-      const balanceNano = t.after != null ? big(t.after) : (await this.balance(accountId)).balanceNano;
-      return { applied: true, accountId, topupNano: big(t.topup), refundedNano: big(t.refunded), balanceNano };
-    }
-    const prior = rowsOf(
-      await this.db.raw(
-        `SELECT r.refunded_nano::text AS refunded FROM refunds r JOIN ledger l ON l.id = r.topup_id WHERE l.kind = 'topup' AND l.external_id = ?`,
-        [opts.externalId],
-      ),
-    )[0];
-    return { applied: false, accountId, topupNano: big(t.topup), refundedNano: prior ? big(prior.refunded) : 0n, balanceNano: (await this.balance(accountId)).balanceNano };
+    // A transaction that locks the account before reading it: what it reads (the available
+    // balance) stays true until it commits. (A locking step inside one statement can read an
+    // older row version than the one it then updates; see placeHold.)
+    return this.db.transaction(async (trx) => {
+      const t = rowsOf(await trx.raw(`SELECT id::text AS id, account_id, amount_nano::text AS topup FROM ledger WHERE kind = 'topup' AND external_id = ?`, [opts.externalId]))[0];
+      if (!t) return undefined;
+      const accountId = t.account_id as string;
+      const topupNano = big(t.topup);
+      const account = rowsOf(await trx.raw(`SELECT balance_nano::text AS balance, held_nano::text AS held FROM accounts WHERE id = ? FOR UPDATE`, [accountId]))[0]!;
+      const available = big(account.balance) - big(account.held);
+      const refundedNano = available <= 0n ? 0n : topupNano < available ? topupNano : available;
+      const inserted = rowsOf(await trx.raw(
+        `INSERT INTO refunds (topup_id, account_id, topup_nano, refunded_nano, cause) VALUES (CAST(? AS bigint), ?, CAST(? AS bigint), CAST(? AS bigint), ?)
+         ON CONFLICT (topup_id) DO NOTHING RETURNING refunded_nano`,
+        [t.id as string, accountId, topupNano.toString(), refundedNano.toString(), opts.cause],
+      ));
+      if (inserted.length === 0) {
+        const prior = rowsOf(await trx.raw(`SELECT refunded_nano::text AS refunded FROM refunds WHERE topup_id = CAST(? AS bigint)`, [t.id as string]))[0];
+        return { applied: false, accountId, topupNano, refundedNano: prior ? big(prior.refunded) : 0n, balanceNano: big(account.balance) };
+      }
+      let balanceNano = big(account.balance);
+      if (refundedNano > 0n) {
+        balanceNano = big(rowsOf(await trx.raw(`UPDATE accounts SET balance_nano = balance_nano - CAST(? AS bigint) WHERE id = ? RETURNING balance_nano::text AS b`, [refundedNano.toString(), accountId]))[0]!.b);
+        await trx.raw(
+          `INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, external_id, cause) VALUES (?, CAST(? AS bigint), 'refund', CAST(? AS bigint), ?, ?)`,
+          [accountId, (-refundedNano).toString(), balanceNano.toString(), opts.externalId, opts.cause],
+        );
+      }
+      return { applied: true, accountId, topupNano, refundedNano, balanceNano };
+    });
   }
+
 
   async listUsage(keyId: string, limit: number): Promise<UsageRow[]> {
     // Usage of every key of the account this key belongs to: rotation keeps the history.
