@@ -107,7 +107,7 @@ export class LeaseBook {
     r.lease.free += r.amountNano - charged;
     r.lease.inFlight--;
     r.lease.pending.push({ ...charge, costNano: charged, uncoveredNano: costNano - charged });
-    if (r.lease.pending.length >= 256) void this.flush(r.lease);
+    if (r.lease.pending.length >= 256) this.flush(r.lease).catch((err) => this.log.warn({ err, lease: r.lease.id }, 'lease flush failed; retried next tick'));
     return charged;
   }
 
