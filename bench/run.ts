@@ -150,6 +150,9 @@ async function main() {
       { name: 'direct', url: `${simUrl}/v1`, headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, pid: sim.child.pid! },
       { name: 'gateway', url: `${gw.httpUrl}/v1`, headers: { authorization: `Bearer ${created.apiKey}` }, pid: gw.child.pid! },
     ];
+    // The floor: what any Node gateway pays for Fastify in and undici out, with nothing else.
+    const bare = await startChild(process.execPath, ['bench/bare-passthrough.ts'], { UPSTREAM_URL: simUrl, UPSTREAM_KEY });
+    targets.push({ name: 'bare', url: `${bare.line.trim()}/v1`, headers: {}, pid: bare.child.pid! });
     if (!values['no-portkey']) {
       const port = await freePort();
       const pk = await startChild(process.execPath, ['node_modules/@portkey-ai/gateway/build/start-server.js', `--port=${port}`, '--headless'], { NODE_ENV: 'production' }, /localhost|listening|running|port/i);
@@ -179,6 +182,7 @@ async function main() {
           results.push({ workload: w.name, target: t.name, concurrency: c, rps, p50: pct(s.latency, 50), p99: pct(s.latency, 99), ttftP50: pct(s.ttft, 50), gapP50: pct(s.gaps, 50), errors: s.errors });
         }
         const gwRps = byTarget.gateway!.done / byTarget.gateway!.elapsed;
+        if (byTarget.bare && byTarget.bare.done > 0) console.log(`${''.padStart(22)}gateway / bare pass-through throughput: ${(gwRps / (byTarget.bare.done / byTarget.bare.elapsed)).toFixed(2)}x`);
         if (byTarget.portkey && byTarget.portkey.done > 0) console.log(`${''.padStart(22)}gateway / portkey throughput: ${(gwRps / (byTarget.portkey.done / byTarget.portkey.elapsed)).toFixed(2)}x`);
       }
     }

@@ -9,6 +9,7 @@ import { migrate, openDb, type Db } from './db/db.ts';
 import { Ledger } from './billing/ledger.ts';
 import { RateLimiter } from './billing/rate-limits.ts';
 import { LeaseBook } from './billing/leases.ts';
+import { KeyCache } from './billing/key-cache.ts';
 import { usdToNano } from './billing/money.ts';
 import { Metrics } from './log/metrics.ts';
 import { billingService } from './billing/service.ts';
@@ -49,8 +50,11 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   }
 
   const upstream = new Upstream(config);
-  const limiter = new RateLimiter(db, config.rateLimits);
   const metrics = new Metrics();
+  // The key cache listens for key changes on a connection of its own: real PostgreSQL only.
+  const keyCache = config.databaseUrl && config.keyCacheMaxAgeMs > 0 ? new KeyCache({ databaseUrl: config.databaseUrl, maxAgeMs: config.keyCacheMaxAgeMs, log, lookups: metrics.keyCacheLookups }) : undefined;
+  await keyCache?.start();
+  const limiter = new RateLimiter(db, config.rateLimits, keyCache);
   // Credit leases need one database shared by every instance, not the embedded one.
   const leases = config.billingMode === 'lease' && config.databaseUrl
     ? new LeaseBook(db, ledger, { sliceNano: usdToNano(config.lease.sliceUsd), flushMs: config.lease.flushMs, idleMs: config.lease.idleMs, ttlSeconds: config.holds.ttlSeconds }, log)
@@ -130,6 +134,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
         if (unsettled > 0) log.error({ unsettled }, 'shutting down with unsettled holds; the sweeper will release them');
         await leases?.close(); // pending charges written, leases returned
         await upstream.close();
+        await keyCache?.close();
         await video.close(); // the worker finishes its running activities, which need the database
         await db.destroy();
       })()),

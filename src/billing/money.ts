@@ -11,12 +11,19 @@ export interface Rational {
 
 const DECIMAL = /^(\d+)(?:\.(\d+))?$/;
 
+// Prices are a few hundred distinct strings, parsed on every request: remembered once parsed.
+const parsed = new Map<string, Readonly<Rational>>();
+
 /** Parses a decimal string such as "0.022" into an exact rational. Refuses anything else. */
-export function parseDecimal(text: string): Rational {
+export function parseDecimal(text: string): Readonly<Rational> {
+  const known = parsed.get(text);
+  if (known) return known;
   const m = DECIMAL.exec(text);
   if (!m) throw new Error(`not a non-negative decimal string: ${JSON.stringify(text)}`);
   const frac = m[2] ?? '';
-  return { num: BigInt(m[1]! + frac), den: 10n ** BigInt(frac.length) };
+  const r = Object.freeze({ num: BigInt(m[1]! + frac), den: 10n ** BigInt(frac.length) });
+  if (parsed.size < 10_000) parsed.set(text, r);
+  return r;
 }
 
 /** USD decimal string -> nano-USD, refusing anything finer than a nano-dollar. */

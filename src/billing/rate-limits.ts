@@ -2,6 +2,7 @@
 // limit holds across any number of gateway instances: the conditional upsert serialises on
 // the row lock and admits exactly `rpm` requests in a minute window.
 import type { Db } from '../db/db.ts';
+import type { KeyCache } from './key-cache.ts';
 
 export interface RateLimitDefaults {
   /** 0 means unlimited. */
@@ -27,10 +28,12 @@ const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
 export class RateLimiter {
   private readonly db: Db;
   private readonly defaults: RateLimitDefaults;
+  private readonly cache: KeyCache | undefined;
 
-  constructor(db: Db, defaults: RateLimitDefaults) {
+  constructor(db: Db, defaults: RateLimitDefaults, cache?: KeyCache) {
     this.db = db;
     this.defaults = defaults;
+    this.cache = cache;
   }
 
   /**
@@ -39,6 +42,12 @@ export class RateLimiter {
    * burst of in-flight requests can pass the token limit by what they use; requests cannot.
    */
   async admit(keyHash: Buffer): Promise<RateDecision | undefined> {
+    // A cached key without limits needs nothing from the database; a key with limits always
+    // counts its request in the shared window.
+    const hex = this.cache ? keyHash.toString('hex') : '';
+    const cached = this.cache?.get(hex);
+    if (cached && cached.rpm === 0 && cached.tpm === 0) return unlimited(cached);
+    const mark = this.cache?.mark() ?? 0;
     // A connection the database dropped surfaces here first (the request's first statement).
     // Running it again is safe: at worst a request is counted twice in its window.
     const run = async (attempt: number): Promise<unknown> => {
@@ -49,7 +58,9 @@ export class RateLimiter {
         throw err;
       }
     };
-    return this.decide(keyHash, rowsOf(await run(1)));
+    const d = this.decide(keyHash, rowsOf(await run(1)));
+    if (d && this.cache) this.cache.fill(hex, { keyId: d.keyId, accountId: d.accountId, rpm: d.limitRequests, tpm: d.limitTokens }, mark);
+    return d;
   }
 
   private admitStatement(keyHash: Buffer) {
@@ -109,7 +120,8 @@ export class RateLimiter {
 
   /** Counts a finished request's tokens in the current window (not for keys without a token limit). */
   async addTokens(keyHash: Buffer, tokens: bigint): Promise<void> {
-    if (tokens <= 0n || this.tokenLimited.get(keyHash.toString('hex')) === false) return;
+    const hex = keyHash.toString('hex');
+    if (tokens <= 0n || this.tokenLimited.get(hex) === false || this.cache?.get(hex)?.tpm === 0) return;
     await this.db.raw(
       `INSERT INTO rate_windows AS r (key_id, window_start, tokens)
        SELECT id, date_trunc('minute', now()), CAST(? AS bigint) FROM api_keys WHERE key_hash = ?
@@ -127,4 +139,11 @@ export class RateLimiter {
   async prune(): Promise<void> {
     await this.db.raw(`DELETE FROM rate_windows WHERE window_start < now() - interval '5 minutes'`);
   }
+}
+
+function unlimited(k: { keyId: string; accountId: string }): RateDecision {
+  return {
+    allowed: true, keyId: k.keyId, accountId: k.accountId, limitRequests: 0, remainingRequests: Number.MAX_SAFE_INTEGER,
+    limitTokens: 0, remainingTokens: Number.MAX_SAFE_INTEGER, resetSeconds: 60,
+  };
 }

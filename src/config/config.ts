@@ -61,6 +61,8 @@ export interface Config {
   };
   /** Per-key defaults, overridable per key through BillingService; 0 means unlimited. */
   rateLimits: { rpm: number; tpm: number };
+  /** Known keys are kept in memory this long at most (src/billing/key-cache.ts); 0 turns the cache off. */
+  keyCacheMaxAgeMs: number;
   /** Video jobs (sora-2) as Temporal workflows: see src/video/ and workflows/. */
   video: VideoConfig;
   logLevel: string;
@@ -165,6 +167,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       sweepIntervalMs: int(env, 'HOLD_SWEEP_INTERVAL_MS', 30_000),
     },
     rateLimits: { rpm: int(env, 'RATE_LIMIT_RPM', 600), tpm: int(env, 'RATE_LIMIT_TPM', 2_000_000) },
+    keyCacheMaxAgeMs: int(env, 'KEY_CACHE_MAX_AGE_MS', 60_000),
     video: {
       temporalAddress: nonEmpty(env.TEMPORAL_ADDRESS),
       temporalNamespace: nonEmpty(env.TEMPORAL_NAMESPACE) ?? 'default',

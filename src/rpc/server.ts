@@ -2,13 +2,14 @@
 // and gRPC-Web on one HTTP/2 port) and in-process for the HTTP facade (no network hop).
 import http2 from 'node:http2';
 import type { ServiceImpl, Interceptor, ConnectRouter } from '@connectrpc/connect';
-import { Code, ConnectError, createRouterTransport } from '@connectrpc/connect';
+import { Code, ConnectError } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { VideoService } from '../gen/gateway/v1/video_pb.js';
 import type { Logger } from 'pino';
+import { directTransport } from './direct-transport.ts';
 
 export interface Services {
   billing: ServiceImpl<typeof BillingService>;
@@ -26,8 +27,9 @@ export function routes(s: Services) {
   };
 }
 
+/** What the facade and the bot use in one process: the services called directly (see direct-transport.ts). */
 export function inProcessTransport(s: Services, log?: Logger) {
-  return createRouterTransport(routes(s), { router: { interceptors: log ? [logInternalErrors(log)] : [] } });
+  return directTransport(s, log);
 }
 
 /**

@@ -7,6 +7,7 @@ import * as m003 from './003_owners_and_causes.ts';
 import * as m004 from './004_video_jobs.ts';
 import * as m005 from './005_usage_units.ts';
 import * as m006 from './006_last_hold.ts';
+import * as m007 from './007_key_notify.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -15,6 +16,7 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '004_video_jobs': m004,
   '005_usage_units': m005,
   '006_last_hold': m006,
+  '007_key_notify': m007,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

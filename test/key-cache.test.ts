@@ -1,0 +1,98 @@
+// Known keys are cached in memory by every instance (no database round trip per request), and
+// any change to a key reaches every instance through LISTEN/NOTIFY: a key rotated, revoked (by
+// the service or by hand in SQL) or given new limits on one instance is treated accordingly by
+// another at once. With the listener's connection gone the cache is off, then comes back.
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import OpenAI from 'openai';
+import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
+import { UPSTREAM_KEY } from './support/global-setup.ts';
+import { billing, checkInvariants, db, newKey, type TestKey } from './support/context.ts';
+
+let other: GatewayProcess;
+beforeAll(async () => {
+  const sim = inject('simulatorUrl');
+  other = await startGatewayProcess({
+    logFile: path.join(inject('workDir'), 'gateway-key-cache.log'),
+    // With credit leases a request touches no database at all, so only the cache stands between a revoked key and a 200.
+    env: { DATABASE_URL: inject('databaseUrl'), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${sim}/v1`, BILLING_MODE: 'lease', LEASE_FLUSH_MS: '50' },
+  });
+});
+afterAll(async () => {
+  await other?.stop();
+});
+
+const onOther = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${other.httpUrl}/v1`, maxRetries: 0 });
+const ask = (apiKey: string) => onOther(apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'cached? [sim tokens=2]' }] });
+
+async function lookups(): Promise<Record<'hit' | 'miss' | 'off', number>> {
+  const text = await (await fetch(`${other.httpUrl}/metrics`)).text();
+  const count = (result: string) => Number(new RegExp(`^gateway_key_cache_lookups_total\\{result="${result}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  return { hit: count('hit'), miss: count('miss'), off: count('off') };
+}
+
+/** A key without limits, known to the other instance's cache (its second request is a hit). */
+async function cachedKey(): Promise<TestKey> {
+  const key = await newKey('1');
+  await billing().setRateLimits({ key: { ref: { case: 'keyId', value: key.keyId } }, requestsPerMinute: 0, tokensPerMinute: 0n });
+  await ask(key.apiKey);
+  const before = await lookups();
+  await ask(key.apiKey);
+  expect((await lookups()).hit).toBe(before.hit + 1);
+  return key;
+}
+
+async function expectRefused(apiKey: string) {
+  await expect(ask(apiKey)).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
+}
+
+describe('key cache', () => {
+  it('a key rotated through one instance is refused at once by another that had it cached; the new key works there', async () => {
+    const key = await cachedKey();
+    const rotated = await billing().rotateKey({ key: { ref: { case: 'keyId', value: key.keyId } } });
+    await expectRefused(key.apiKey);
+    expect((await ask(rotated.apiKey)).choices[0]!.message.content).toBeTruthy();
+    await checkInvariants(key.accountId);
+  });
+
+  it('a key revoked by hand in SQL is refused at once', async () => {
+    const key = await cachedKey();
+    await db().query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [key.keyId]);
+    await expectRefused(key.apiKey);
+  });
+
+  it('new limits set through one instance apply at once on another', async () => {
+    const key = await cachedKey();
+    await billing().setRateLimits({ key: { ref: { case: 'keyId', value: key.keyId } }, requestsPerMinute: 1, tokensPerMinute: 0n });
+    // The window may already count requests of this minute; whatever it holds, one more is the most that passes.
+    const results = await Promise.allSettled([ask(key.apiKey), ask(key.apiKey)]);
+    const refused = results.filter((r) => r.status === 'rejected');
+    expect(refused.length).toBeGreaterThanOrEqual(1);
+    for (const r of refused) expect((r as PromiseRejectedResult).reason).toBeInstanceOf(OpenAI.RateLimitError);
+  });
+
+  it('an unknown key is never cached: each try asks the database', async () => {
+    const key = await newKey('1');
+    await db().query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [key.keyId]);
+    const before = await lookups();
+    await expectRefused(key.apiKey);
+    await expectRefused(key.apiKey);
+    const after = await lookups();
+    expect(after.miss - before.miss).toBe(2);
+    expect(after.hit).toBe(before.hit);
+  });
+
+  it('with the listener connection killed the cache is off (a revoke still applies at once), and it comes back', async () => {
+    const key = await cachedKey();
+    const killed = await db().query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN api_keys_changed'`);
+    expect(killed.rowCount).toBeGreaterThanOrEqual(1);
+    // Until the listener is back, every key check goes to the database.
+    await expect.poll(async () => { const b = await lookups(); await ask(key.apiKey); return (await lookups()).off - b.off; }, { timeout: 5_000 }).toBe(1);
+    await db().query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [key.keyId]);
+    await expectRefused(key.apiKey);
+    // Back (within about a second): a fresh key is cached again.
+    await expect.poll(async () => { const b = await lookups(); const k = await newKey('1'); await billing().setRateLimits({ key: { ref: { case: 'keyId', value: k.keyId } }, requestsPerMinute: 0, tokensPerMinute: 0n }); await ask(k.apiKey); await ask(k.apiKey); return (await lookups()).hit - b.hit; }, { timeout: 10_000, interval: 500 }).toBe(1);
+    await expectRefused(key.apiKey);
+  });
+});
