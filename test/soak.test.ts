@@ -1,4 +1,5 @@
-// A few seeds of the randomized soak (test/soak/) on every test run; `npm run soak` runs many.
+// A few seeds of the randomized soak (test/soak/) on every test run, over one gateway billing by
+// holds and one by credit leases (as `npm run soak` does, which runs many).
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
@@ -12,7 +13,7 @@ beforeAll(async () => {
   const opts = { databaseUrl: inject('databaseUrl'), simulatorUrl: inject('simulatorUrl'), upstreamKey: UPSTREAM_KEY, logDir: path.join(inject('workDir')) };
   env = {
     databaseUrl: inject('databaseUrl'), gatewayAppName: SOAK_APP_NAME, holdTtlMs: SOAK_HOLD_TTL_MS, sweepMs: SOAK_SWEEP_MS,
-    gateways: [await soakGateway({ ...opts, name: 'soak-a' }), await soakGateway({ ...opts, name: 'soak-b' })],
+    gateways: [await soakGateway({ ...opts, name: 'soak-a' }), await soakGateway({ ...opts, name: 'soak-b', billing: 'lease' })],
   };
 });
 afterAll(async () => {

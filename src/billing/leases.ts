@@ -120,7 +120,9 @@ export class LeaseBook {
   private async open(keyHash: Buffer, accountId: string, need: bigint): Promise<Lease | undefined> {
     const busy = this.opening.get(accountId);
     if (busy) return busy;
-    const p = (async () => {
+    const p = retryOnLostConnection(async () => {
+      // A fresh id per attempt: if a lost connection had in fact committed the previous one,
+      // that hold is simply never used, and expires and is swept like a crashed instance's.
       const id = newId('lease');
       const want = need > this.config.sliceNano ? need : this.config.sliceNano;
       const hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId: id, minNano: need, maxNano: want, ttlSeconds: this.config.ttlSeconds });
@@ -128,7 +130,7 @@ export class LeaseBook {
       const lease: Lease = { id, accountId, free: hold.amountNano, inFlight: 0, pending: [], lastUsed: performance.now(), queue: Promise.resolve(), closed: false };
       this.leases.set(accountId, lease);
       return lease;
-    })().finally(() => this.opening.delete(accountId));
+    }).finally(() => this.opening.delete(accountId));
     this.opening.set(accountId, p);
     return p;
   }
@@ -140,7 +142,9 @@ export class LeaseBook {
       if (lease.free >= atLeast) return true; // another request grew it meanwhile
       // A transaction: the lease row is locked and checked before the account grows, so a lease
       // the sweeper just expired never takes balance (amounts come from the updated row itself).
-      const grow = await this.db.transaction(async (trx) => {
+      // Retried when the connection is lost: a grow that did commit only holds more than the
+      // lease counts, and that surplus is released with the lease when it is returned.
+      const grow = await retryOnLostConnection(() => this.db.transaction(async (trx) => {
         const live = rowsOf(await trx.raw(`SELECT 1 FROM holds WHERE request_id = ? AND status = 'active' FOR UPDATE`, [lease.id]));
         if (live.length === 0) return null;
         const got = rowsOf(await trx.raw(
@@ -153,7 +157,7 @@ export class LeaseBook {
         if (got === undefined) return null;
         await trx.raw(`UPDATE holds SET amount_nano = amount_nano + CAST(? AS bigint), expires_at = now() + make_interval(secs => ?) WHERE request_id = ?`, [got, this.config.ttlSeconds, lease.id]);
         return got;
-      });
+      }));
       if (grow == null) return false;
       if (lease.closed) return false;
       lease.free += BigInt(grow);
@@ -247,5 +251,22 @@ export class LeaseBook {
     const next = lease.queue.then(work, work);
     lease.queue = next.catch(() => {});
     return next;
+  }
+}
+
+/**
+ * Runs `work` again (twice at most) when the database connection was lost under it: a session
+ * ended by the server or a socket closed mid-statement. Only for work that is harmless to repeat.
+ */
+async function retryOnLostConnection<T>(work: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await work();
+    } catch (err) {
+      const e = err as { code?: string; message?: string };
+      const lost = /^57P0/.test(e.code ?? '') || /Connection terminated|not queryable|terminating connection/.test(e.message ?? '');
+      if (!lost || attempt >= 3) throw err;
+      await new Promise((r) => setTimeout(r, 20 * attempt));
+    }
   }
 }

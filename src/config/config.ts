@@ -66,7 +66,7 @@ export interface Config {
   /** Video jobs (sora-2) as Temporal workflows: see src/video/ and workflows/. */
   video: VideoConfig;
   logLevel: string;
-  /** `hold`: a database hold and settle per request. `lease`: credit leases (src/billing/leases.ts). */
+  /** `lease` (default; real PostgreSQL only): credit leases (src/billing/leases.ts). `hold`: a database hold and settle per request. */
   billingMode: 'hold' | 'lease';
   lease: { sliceUsd: string; flushMs: number; idleMs: number };
   /** On SIGTERM: how long in-flight requests and streams may run on before their connections are cut. */
@@ -116,7 +116,7 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
 }
 
 function billingMode(v: string | undefined): 'hold' | 'lease' {
-  const mode = nonEmpty(v) ?? 'hold';
+  const mode = nonEmpty(v) ?? 'lease';
   if (mode !== 'hold' && mode !== 'lease') throw new Error(`BILLING_MODE must be hold or lease, got ${JSON.stringify(v)}`);
   return mode;
 }

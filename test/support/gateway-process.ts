@@ -1,4 +1,6 @@
 // Runs the gateway as its own process, exactly as `npm start` does, with its logs in a file.
+// Billing is per-request holds unless the test asks for leases: most tests look at the hold
+// and settle rows a request leaves; leases.test.ts, key-cache.test.ts and a soak seed run leases.
 import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
@@ -21,7 +23,7 @@ export async function startGatewayProcess(opts: { env: Record<string, string>; l
   const [cmd, ...args] = opts.command ?? [process.execPath, 'src/main.ts'];
   const child = spawn(cmd!, args, {
     cwd: ROOT,
-    env: { ...process.env, HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', ...opts.env, PORT: String(port), GRPC_PORT: String(grpcPort) },
+    env: { ...process.env, HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', BILLING_MODE: 'hold', ...opts.env, PORT: String(port), GRPC_PORT: String(grpcPort) },
     stdio: ['ignore', log, log],
     // Own process group, so stopping `npm start` stops the node process under it too.
     detached: true,
