@@ -53,7 +53,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   const metrics = new Metrics();
   // The key cache listens for key changes on a connection of its own: real PostgreSQL only, and
   // with leases only (a hold per request checks the key in its own statement anyway).
-  const keyCache = config.databaseUrl && config.billingMode === 'lease' && config.keyCacheMaxAgeMs > 0 ? new KeyCache({ databaseUrl: config.databaseUrl, maxAgeMs: config.keyCacheMaxAgeMs, log, lookups: metrics.keyCacheLookups }) : undefined;
+  const keyCache = config.databaseUrl && config.billingMode === 'lease' && config.keyCacheMaxAgeMs > 0 ? new KeyCache({ databaseUrl: config.databaseUrl, maxAgeMs: config.keyCacheMaxAgeMs, log, lookups: metrics.keyCacheLookupsOf }) : undefined;
   await keyCache?.start();
   const limiter = new RateLimiter(db, config.rateLimits, keyCache);
   // Credit leases need one database shared by every instance, not the embedded one.

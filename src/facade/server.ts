@@ -47,7 +47,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
 
   app.addHook('onResponse', (req, reply, done) => {
-    if (req.routeOptions.url?.startsWith('/v1/')) deps.metrics.requests.inc({ route: req.routeOptions.url, model: modelOf(req, deps.knownModels), status: String(reply.statusCode) });
+    if (req.routeOptions.url?.startsWith('/v1/')) deps.metrics.requestsOf(req.routeOptions.url, modelOf(req, deps.knownModels), String(reply.statusCode)).inc();
     req.log.info({ method: req.method, url: req.routeOptions.url ?? req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
     done();
   });

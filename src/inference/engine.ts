@@ -296,7 +296,7 @@ export class Engine {
         inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedTokens: usage.cachedTokens, cacheWriteTokens: usage.cacheWriteTokens,
         usageEstimated: usage.estimated, status, httpStatus, latencyMs: Math.round(performance.now() - plan.startedAt), units: usage.units ?? 0n, unit: usage.unit ?? '',
       }, cost);
-      if (charged > 0n) this.metrics.chargedNano.inc({ route: plan.route, model: plan.model.id }, Number(charged));
+      if (charged > 0n) this.metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(charged));
       if (plan.keyHash) this.limiter.addTokens(plan.keyHash, usage.inputTokens + usage.outputTokens).catch((err) => this.log.warn({ err }, 'token window update failed'));
       return { requestId: plan.requestId, costNano: charged, usage };
     }
@@ -306,7 +306,7 @@ export class Engine {
       inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedTokens: usage.cachedTokens, cacheWriteTokens: usage.cacheWriteTokens,
       usageEstimated: usage.estimated, units: usage.units, unit: usage.unit, status, httpStatus, latencyMs: Math.round(performance.now() - plan.startedAt),
     });
-    if (r.firstSettle && r.chargedNano > 0n) this.metrics.chargedNano.inc({ route: plan.route, model: plan.model.id }, Number(r.chargedNano));
+    if (r.firstSettle && r.chargedNano > 0n) this.metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(r.chargedNano));
     if (plan.keyHash && r.firstSettle) {
       this.limiter.addTokens(plan.keyHash, usage.inputTokens + usage.outputTokens).catch((err) => this.log.warn({ err }, 'token window update failed'));
     }
@@ -321,7 +321,7 @@ export class Engine {
   async post(plan: Plan, url: string, headers: Record<string, string>, body: UpstreamBody, signal?: AbortSignal): Promise<UpstreamResponse> {
     if (plan.upstreamStartedAt === undefined) {
       plan.upstreamStartedAt = performance.now();
-      this.metrics.addedLatency.observe({ route: plan.route }, (plan.upstreamStartedAt - plan.startedAt) / 1000);
+      this.metrics.addedLatencyOf(plan.route).observe((plan.upstreamStartedAt - plan.startedAt) / 1000);
     }
     const canFall = plan.model.providerConfig.fallback !== undefined && url.startsWith(plan.model.providerConfig.baseUrl);
     const first = await this.attempts(plan, url, headers, body, signal, canFall);
@@ -361,7 +361,7 @@ export class Engine {
         }
         return { failure, outcome: timedOut ? 'upstream_timeout' : 'upstream_unreachable' };
       }
-      this.metrics.upstreamLatency.observe({ provider, status: String(res.statusCode) }, (performance.now() - started) / 1000);
+      this.metrics.upstreamLatencyOf(provider, String(res.statusCode)).observe((performance.now() - started) / 1000);
       const retryable = res.statusCode === 429 || res.statusCode >= 500;
       if (retryable && (attempt < retries || keepFailure)) {
         const retryAfter = Number(res.headers['retry-after']) * 1000;

@@ -17,7 +17,28 @@ export class Metrics {
   readonly keyCacheLookups = new Counter({ name: 'gateway_key_cache_lookups_total', help: 'Key checks answered from memory (hit) or by the database (miss; off: the change listener is down). Keys with rate limits still count each request in the database', labelNames: ['result'] as const, registers: [this.registry] });
   readonly upstreamRetries = new Counter({ name: 'gateway_upstream_retries_total', help: 'Upstream attempts retried before the first byte', labelNames: ['provider', 'reason'] as const, registers: [this.registry] });
 
+  // The per-request series, looked up by label values (in labelNames order) once and kept.
+  readonly requestsOf = series(this.requests);
+  readonly upstreamLatencyOf = series(this.upstreamLatency);
+  readonly addedLatencyOf = series(this.addedLatency);
+  readonly chargedNanoOf = series(this.chargedNano);
+  readonly keyCacheLookupsOf = series(this.keyCacheLookups);
+
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'gateway_process_' });
   }
+}
+
+/** prom-client hashes a label object on every call; this finds a series by its values in one map lookup. */
+function series<C>(metric: { labels(...values: string[]): C }): (...values: string[]) => C {
+  const children = new Map<string, C>();
+  return (...values) => {
+    const key = values.join('\u0000');
+    let child = children.get(key);
+    if (!child) {
+      child = metric.labels(...values);
+      children.set(key, child);
+    }
+    return child;
+  };
 }
