@@ -76,6 +76,25 @@ describe('rate limits', () => {
     await checkInvariants(key.accountId);
   });
 
+  it('a tokens-per-minute limit: once the tokens settled this minute reach it, the next request gets 429, free', async () => {
+    await awayFromMinuteEdge();
+    const key = await newKey('5');
+    await billing().setRateLimits({ key: { ref: { case: 'keyId', value: key.keyId } }, requestsPerMinute: 0, tokensPerMinute: 10n });
+    const first = await openai(key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'spend tokens [sim tokens=12]' }] });
+    const used = first.usage!.prompt_tokens + first.usage!.completion_tokens;
+    expect(used).toBeGreaterThanOrEqual(10);
+    // The settled request's tokens land in the window just after it answered.
+    await expect.poll(async () => (await db().query('SELECT tokens::int AS t FROM rate_windows WHERE key_id = $1', [key.keyId])).rows[0]?.t ?? 0).toBe(used);
+    const err = await openai(key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'one more [sim tokens=2]' }] }).catch((e) => e);
+    expect(err).toBeInstanceOf(OpenAI.RateLimitError);
+    expect(err.headers.get('x-ratelimit-limit-tokens')).toBe('10');
+    expect(err.headers.get('x-ratelimit-remaining-tokens')).toBe('0');
+    expect(err.headers.get('x-gateway-cost-nano-usd')).toBe('0');
+    expect(Number(err.headers.get('retry-after'))).toBeGreaterThan(0);
+    expect(await accountActivity(key.accountId)).toMatchObject({ usage: 1 });
+    await checkInvariants(key.accountId);
+  });
+
   it('count_tokens is rate-limited too, in the Anthropic shape', async () => {
     await awayFromMinuteEdge();
     const key = await limitedKey(2);
