@@ -1,4 +1,4 @@
-// `npm run bench [-- --seconds 5] [--quick] [--no-portkey] [--billing lease|hold]`: the same load, on loopback, straight
+// `npm run bench [-- --seconds 5] [--quick] [--no-portkey] [--billing lease|hold] [--rpm N]`: the same load, on loopback, straight
 // to the upstream simulator, through this gateway (billing on, real PostgreSQL) and through the
 // Portkey gateway, at fixed concurrency; then a fixed 1,000 requests/s. Prints requests/s,
 // p50/p99 latency, the added latency (target percentile minus direct percentile), ratios and
@@ -18,10 +18,12 @@ import { createDatabase, startPostgres } from '../test/support/postgres.ts';
 import { startGatewayProcess } from '../test/support/gateway-process.ts';
 import { freePort } from '../test/support/ports.ts';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string' }, quick: { type: 'boolean' }, 'no-portkey': { type: 'boolean' }, billing: { type: 'string' } } });
+const { values } = parseArgs({ options: { seconds: { type: 'string' }, quick: { type: 'boolean' }, 'no-portkey': { type: 'boolean' }, billing: { type: 'string' }, rpm: { type: 'string' } } });
 const SECONDS = Number(values.seconds ?? (values.quick ? 2 : 5));
 const LEVELS = values.quick ? [1, 16] : [1, 16, 32, 128];
 const BILLING = values.billing ?? 'lease';
+// Per-key requests-per-minute limit of the bench key (0: none). Set high, it measures the cost of counting in grants.
+const RPM = values.rpm ?? '0';
 const ROOT = path.resolve(import.meta.dirname, '..');
 const UPSTREAM_KEY = 'sk-bench-upstream';
 const children: ChildProcess[] = [];
@@ -140,7 +142,7 @@ async function main() {
       logFile: path.join(dir, 'gateway.log'),
       env: {
         DATABASE_URL: pgServer.url('bench'), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${simUrl}/v1`,
-        RATE_LIMIT_RPM: '0', RATE_LIMIT_TPM: '0', LOG_LEVEL: 'warn', TEMPORAL_CLI: '/nonexistent', VIDEO_WORKER: '0', BILLING_MODE: BILLING,
+        RATE_LIMIT_RPM: RPM, RATE_LIMIT_TPM: '0', LOG_LEVEL: 'warn', TEMPORAL_CLI: '/nonexistent', VIDEO_WORKER: '0', BILLING_MODE: BILLING,
       },
     });
     const billing = createClient(BillingService, createGrpcTransport({ baseUrl: gw.rpcUrl }));
@@ -161,7 +163,7 @@ async function main() {
     }
 
     const cpu = `${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}`;
-    console.log(`machine: ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}; ${SECONDS} s per cell, loopback only; gateway billing: ${BILLING}`);
+    console.log(`machine: ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}; ${SECONDS} s per cell, loopback only; gateway billing: ${BILLING}, key limit ${RPM === '0' ? 'none' : `${RPM} requests/minute`}`);
     const results: Record<string, unknown>[] = [];
     const row = (cells: (string | number)[]) => console.log(cells.map((c, i) => String(c).padStart(i === 0 ? 22 : 10)).join(''));
     const f = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : '-');

@@ -55,7 +55,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   // with leases only (a hold per request checks the key in its own statement anyway).
   const keyCache = config.databaseUrl && config.billingMode === 'lease' && config.keyCacheMaxAgeMs > 0 ? new KeyCache({ databaseUrl: config.databaseUrl, maxAgeMs: config.keyCacheMaxAgeMs, log, lookups: metrics.keyCacheLookupsOf }) : undefined;
   await keyCache?.start();
-  const limiter = new RateLimiter(db, config.rateLimits, keyCache);
+  const limiter = new RateLimiter(db, config.rateLimits, keyCache, log);
   // Credit leases need one database shared by every instance, not the embedded one.
   const leases = config.billingMode === 'lease' && config.databaseUrl
     ? new LeaseBook(db, ledger, { sliceNano: usdToNano(config.lease.sliceUsd), flushMs: config.lease.flushMs, idleMs: config.lease.idleMs, ttlSeconds: config.holds.ttlSeconds }, log)
@@ -134,6 +134,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
         const unsettled = await engine.drain(10_000);
         if (unsettled > 0) log.error({ unsettled }, 'shutting down with unsettled holds; the sweeper will release them');
         await leases?.close(); // pending charges written, leases returned
+        await limiter.close(); // settled tokens written, unused rate grants handed back
         await upstream.close();
         await keyCache?.close();
         await video.close(); // the worker finishes its running activities, which need the database

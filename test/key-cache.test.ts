@@ -1,7 +1,8 @@
 // Known keys are cached in memory by every instance (no database round trip per request), and
 // any change to a key reaches every instance through LISTEN/NOTIFY: a key rotated, revoked (by
 // the service or by hand in SQL) or given new limits on one instance is treated accordingly by
-// another at once. With the listener's connection gone the cache is off, then comes back.
+// another as soon as the notice arrives (at commit: milliseconds; the tests allow a loaded
+// machine 3 s). With the listener's connection gone the cache is off, then comes back.
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
@@ -32,14 +33,13 @@ async function lookups(): Promise<Record<'hit' | 'miss' | 'off', number>> {
   return { hit: count('hit'), miss: count('miss'), off: count('off') };
 }
 
-/** A key without limits, known to the other instance's cache (its second request is a hit). */
+/** A key without limits, known to the other instance's cache (a request was answered from memory). */
 async function cachedKey(): Promise<TestKey> {
   const key = await newKey('1');
   await billing().setRateLimits({ key: { ref: { case: 'keyId', value: key.keyId } }, requestsPerMinute: 0, tokensPerMinute: 0n });
-  await ask(key.apiKey);
-  const before = await lookups();
-  await ask(key.apiKey);
-  expect((await lookups()).hit).toBe(before.hit + 1);
+  // The change notice of the limits just set may land while the first request's lookup runs,
+  // and then that lookup does not fill the cache: ask until a request is answered from memory.
+  await expect.poll(async () => { const before = await lookups(); await ask(key.apiKey); return (await lookups()).hit - before.hit; }, { timeout: 5_000 }).toBe(1);
   return key;
 }
 
@@ -47,29 +47,32 @@ async function expectRefused(apiKey: string) {
   await expect(ask(apiKey)).rejects.toBeInstanceOf(OpenAI.AuthenticationError);
 }
 
+/** Refused once the change notice has arrived, and from then on. */
+async function expectRefusedSoon(apiKey: string) {
+  await expect.poll(() => ask(apiKey).then(() => 'admitted', (e) => (e instanceof OpenAI.AuthenticationError ? 'refused' : String(e))), { timeout: 3_000, interval: 20 }).toBe('refused');
+  await expectRefused(apiKey);
+}
+
 describe('key cache', () => {
-  it('a key rotated through one instance is refused at once by another that had it cached; the new key works there', async () => {
+  it('a key rotated through one instance is refused by another that had it cached as soon as the notice arrives; the new key works there', async () => {
     const key = await cachedKey();
     const rotated = await billing().rotateKey({ key: { ref: { case: 'keyId', value: key.keyId } } });
-    await expectRefused(key.apiKey);
+    await expectRefusedSoon(key.apiKey);
     expect((await ask(rotated.apiKey)).choices[0]!.message.content).toBeTruthy();
     await checkInvariants(key.accountId);
   });
 
-  it('a key revoked by hand in SQL is refused at once', async () => {
+  it('a key revoked by hand in SQL is refused as soon as the notice arrives', async () => {
     const key = await cachedKey();
     await db().query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [key.keyId]);
-    await expectRefused(key.apiKey);
+    await expectRefusedSoon(key.apiKey);
   });
 
-  it('new limits set through one instance apply at once on another', async () => {
+  it('new limits set through one instance apply on another as soon as the notice arrives', async () => {
     const key = await cachedKey();
     await billing().setRateLimits({ key: { ref: { case: 'keyId', value: key.keyId } }, requestsPerMinute: 1, tokensPerMinute: 0n });
-    // The window may already count requests of this minute; whatever it holds, one more is the most that passes.
-    const results = await Promise.allSettled([ask(key.apiKey), ask(key.apiKey)]);
-    const refused = results.filter((r) => r.status === 'rejected');
-    expect(refused.length).toBeGreaterThanOrEqual(1);
-    for (const r of refused) expect((r as PromiseRejectedResult).reason).toBeInstanceOf(OpenAI.RateLimitError);
+    // Once the limit of one request a minute applies, a second request is refused with 429.
+    await expect.poll(() => ask(key.apiKey).then(() => 'admitted', (e) => (e instanceof OpenAI.RateLimitError ? 'limited' : String(e))), { timeout: 3_000, interval: 20 }).toBe('limited');
   });
 
   it('an unknown key is never cached: each try asks the database', async () => {
@@ -85,7 +88,7 @@ describe('key cache', () => {
 
   it('with the listener connection killed the cache is off (a revoke still applies at once), and it comes back', async () => {
     const key = await cachedKey();
-    const killed = await db().query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query = 'LISTEN api_keys_changed'`);
+    const killed = await db().query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'gateway-key-listener'`);
     expect(killed.rowCount).toBeGreaterThanOrEqual(1);
     // Until the listener is back, every key check goes to the database.
     await expect.poll(async () => { const b = await lookups(); await ask(key.apiKey); return (await lookups()).off - b.off; }, { timeout: 5_000 }).toBe(1);

@@ -107,3 +107,52 @@ describe('rate limits', () => {
     expect(err.error).toMatchObject({ type: 'error', error: { type: 'rate_limit_error' } });
   });
 });
+
+// With the key cache (credit leases), instances take requests from a window in grants and admit
+// them in memory; the window still never admits more than its limit.
+describe('rate limits with grants', () => {
+  const lease: GatewayProcess[] = [];
+  beforeAll(async () => {
+    const sim = inject('simulatorUrl');
+    for (const name of ['grants-a', 'grants-b']) {
+      lease.push(await startGatewayProcess({
+        logFile: path.join(inject('workDir'), `${name}.log`),
+        env: { DATABASE_URL: inject('databaseUrl'), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${sim}/v1`, BILLING_MODE: 'lease', LEASE_FLUSH_MS: '50' },
+      }));
+    }
+  });
+  afterAll(async () => {
+    await Promise.all(lease.map((g) => g.stop()));
+  });
+
+  const via = (g: GatewayProcess, apiKey: string) => new OpenAI({ apiKey, baseURL: `${g.httpUrl}/v1`, maxRetries: 0 });
+  const ask = (g: GatewayProcess, apiKey: string) => via(g, apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'granted [sim tokens=2]' }] });
+  const windowRequests = async (keyId: string) => (await db().query('SELECT requests FROM rate_windows WHERE key_id = $1', [keyId])).rows[0]?.requests as number | undefined;
+
+  it('an instance takes a grant in one statement, admits from it in memory, and hands back what it did not use', async () => {
+    await awayFromMinuteEdge();
+    const key = await limitedKey(800);
+    for (let i = 0; i < 10; i++) await ask(lease[0]!, key.apiKey);
+    // One grant of 64 (an eighth of 800, at most 64) covered all ten: the window counts the grant.
+    expect(await windowRequests(key.keyId)).toBe(64);
+    // Idle for a second, the 54 unused go back to the window.
+    await expect.poll(() => windowRequests(key.keyId), { timeout: 5_000 }).toBe(10);
+    await checkInvariants(key.accountId);
+  });
+
+  it('two instances over one window never admit more than its limit, and once grants are handed back, exactly the limit', async () => {
+    await awayFromMinuteEdge();
+    const key = await limitedKey(100);
+    const burst = await Promise.allSettled(Array.from({ length: 150 }, (_, i) => ask(lease[i % 2]!, key.apiKey)));
+    const first = burst.filter((r) => r.status === 'fulfilled').length;
+    expect(first).toBeLessThanOrEqual(100);
+    for (const r of burst) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(OpenAI.RateLimitError);
+    // What either instance still held unused goes back after a second idle; the rest of the
+    // limit is then there for whoever asks, and not one request more.
+    await new Promise((r) => setTimeout(r, 1_500));
+    const rest = await Promise.allSettled(Array.from({ length: 100 - first + 10 }, () => ask(lease[1]!, key.apiKey)));
+    expect(first + rest.filter((r) => r.status === 'fulfilled').length).toBe(100);
+    expect(await windowRequests(key.keyId)).toBe(100);
+    await checkInvariants(key.accountId);
+  });
+});

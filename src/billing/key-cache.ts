@@ -1,9 +1,11 @@
 // Known keys in memory, so a request for a key without rate limits makes no database round
-// trip at all. Correct with N instances: every change to a key row is announced at commit by a
-// trigger (migration 007) on the channel `api_keys_changed`, and each instance listens on a
-// connection of its own and drops the entry. While that connection is down the cache is off
-// (every request asks the database), and it starts empty when the connection is back, so a
-// notification missed during an outage can never leave a revoked key cached.
+// trip at all. Safely bounded with N instances: every change to a key row is announced at commit
+// by a trigger (migration 007) on the channel `api_keys_changed`, and each instance listens on a
+// connection of its own and drops the entry, as soon as PostgreSQL delivers the notice
+// (milliseconds; longer on a saturated machine). While that connection is down, or has not
+// heard its own heartbeat notice for 3 s, the cache is off (every request asks the database),
+// and it starts empty when the connection is back, so a notice missed in between can never
+// leave a revoked key cached. No entry outlives KEY_CACHE_MAX_AGE_MS whatever happens.
 //
 // Only keys the database confirmed are cached (a wrong key always costs a statement), and an
 // entry is filled only if no notification arrived while its lookup ran, so a lookup that read
@@ -20,7 +22,12 @@ export interface CachedKey {
 }
 
 export const KEY_CHANNEL = 'api_keys_changed';
+/** The listener's application_name, so operators (and tests) can find its connection. */
+export const KEY_LISTENER_APP = 'gateway-key-listener';
 const MAX_ENTRIES = 100_000;
+/** The listener notifies itself this often; a notice not back within HEARTBEAT_LOST_MS means it is not hearing. */
+const HEARTBEAT_MS = 1_000;
+const HEARTBEAT_LOST_MS = 3_000;
 
 export class KeyCache {
   private readonly entries = new Map<string, CachedKey & { at: number }>();
@@ -30,6 +37,8 @@ export class KeyCache {
   private client: pg.Client | undefined;
   private closed = false;
   private retry: NodeJS.Timeout | undefined;
+  private heartbeat: NodeJS.Timeout | undefined;
+  private readonly nonce = `ping:${process.pid}:${Math.random().toString(36).slice(2)}`;
   private readonly databaseUrl: string;
   private readonly maxAgeMs: number;
   private readonly log: Logger;
@@ -44,11 +53,13 @@ export class KeyCache {
 
   /** Connects the listener; the cache is used once it listens (and again after each reconnect). */
   async start(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.databaseUrl });
+    const client = new pg.Client({ connectionString: this.databaseUrl, keepAlive: true, application_name: KEY_LISTENER_APP });
     this.client = client;
+    let heardAt = performance.now();
     const lost = (err?: Error) => {
       if (this.client !== client) return;
       this.client = undefined;
+      clearInterval(this.heartbeat);
       this.off();
       client.end().catch(() => {});
       if (this.closed) return;
@@ -59,6 +70,10 @@ export class KeyCache {
     client.on('error', lost);
     client.on('end', () => lost());
     client.on('notification', (msg) => {
+      if (msg.payload?.startsWith('ping:')) {
+        if (msg.payload === this.nonce) heardAt = performance.now();
+        return;
+      }
       this.generation++;
       if (msg.payload) this.entries.delete(msg.payload);
     });
@@ -73,11 +88,21 @@ export class KeyCache {
     this.entries.clear();
     this.generation++;
     this.live = true;
+    // A connection can go quiet without an error (a half-open socket, a stalled server): the
+    // listener notifies itself every second, and if its own notice stops coming back the cache
+    // goes off and the listener reconnects. So a live cache has heard the channel recently.
+    heardAt = performance.now();
+    this.heartbeat = setInterval(() => {
+      if (performance.now() - heardAt > HEARTBEAT_LOST_MS) return lost(new Error('the listener stopped hearing its own notices'));
+      client.query('SELECT pg_notify($1, $2)', [KEY_CHANNEL, this.nonce]).catch(() => {});
+    }, HEARTBEAT_MS);
+    this.heartbeat.unref();
   }
 
   async close(): Promise<void> {
     this.closed = true;
     clearTimeout(this.retry);
+    clearInterval(this.heartbeat);
     this.off();
     const c = this.client;
     this.client = undefined;
@@ -96,6 +121,11 @@ export class KeyCache {
     }
     this.lookups?.(e ? 'hit' : 'miss').inc();
     return e;
+  }
+
+  /** The entry, if any, without counting a lookup (for bookkeeping after the request). */
+  peek(keyHashHex: string): CachedKey | undefined {
+    return this.live ? this.entries.get(keyHashHex) : undefined;
   }
 
   /** Call before the lookup; pass the result to `fill`. */

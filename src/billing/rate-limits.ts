@@ -1,8 +1,19 @@
 // Requests and tokens per minute, per key. State lives in PostgreSQL (rate_windows), so the
 // limit holds across any number of gateway instances: the conditional upsert serialises on
-// the row lock and admits exactly `rpm` requests in a minute window.
+// the row lock and never lets a minute's window count more than `rpm` requests.
+//
+// Grants: with the key cache on, an instance does not count every request in the database. It
+// takes a grant of several requests from the window in one statement (an eighth of what the
+// window has left, at most MAX_GRANT, never less than one) and admits that many in memory. The
+// window still never admits more than `rpm` across all instances: grants come out of it. Near
+// the limit grants shrink to one, so the last requests of a window are counted one by one and
+// K concurrent requests over a limit of K succeed exactly K times. What an instance was granted
+// but did not use stays counted until it is handed back (after GRANT_IDLE_MS without use) or the
+// minute ends: meanwhile other instances can be refused early, never admitted beyond the limit.
+// Tokens settled by requests are added to the window in one statement per LIMITER_FLUSH_MS.
+import type { Logger } from 'pino';
 import type { Db } from '../db/db.ts';
-import type { KeyCache } from './key-cache.ts';
+import type { CachedKey, KeyCache } from './key-cache.ts';
 
 export interface RateLimitDefaults {
   /** 0 means unlimited. */
@@ -22,6 +33,31 @@ export interface RateDecision {
   resetSeconds: number;
 }
 
+/** Requests one instance takes from a window at a time, at most; and the share of what is left. */
+const MAX_GRANT = 64;
+const GRANT_SHARE = 8;
+const GRANT_IDLE_MS = 1_000;
+const LIMITER_FLUSH_MS = 100;
+
+/** What this instance holds of one key's current window. */
+interface Grant {
+  keyId: string;
+  accountId: string;
+  rpm: number;
+  tpm: number;
+  windowStart: string;
+  /** performance.now() by which the window has surely ended (measured from before the statement). */
+  endsAt: number;
+  granted: number;
+  used: number;
+  /** The window's counts as the granting statement left them. */
+  windowRequests: number;
+  windowTokens: number;
+  /** Tokens settled here since. */
+  localTokens: number;
+  lastUsed: number;
+}
+
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
 
@@ -29,69 +65,174 @@ export class RateLimiter {
   private readonly db: Db;
   private readonly defaults: RateLimitDefaults;
   private readonly cache: KeyCache | undefined;
+  private readonly log: Logger | undefined;
+  private readonly grants = new Map<string, Grant>();
+  private readonly claiming = new Map<string, Promise<unknown>>();
+  /** Tokens to add to windows, by key id. */
+  private pendingTokens = new Map<string, bigint>();
+  private readonly timer: NodeJS.Timeout;
 
-  constructor(db: Db, defaults: RateLimitDefaults, cache?: KeyCache) {
+  constructor(db: Db, defaults: RateLimitDefaults, cache?: KeyCache, log?: Logger) {
     this.db = db;
     this.defaults = defaults;
     this.cache = cache;
+    this.log = log;
+    this.timer = setInterval(() => this.tick(), LIMITER_FLUSH_MS);
+    this.timer.unref();
   }
 
   /**
-   * Admits one request for the key with this hash, or not. Tokens are checked against what the
-   * window has already used (settled requests add their real tokens via `addTokens`), so a
-   * burst of in-flight requests can pass the token limit by what they use; requests cannot.
+   * Admits one request for the key with this hash, or not (undefined: unknown or revoked key).
+   * Tokens are checked against what the window has already used (settled requests add theirs),
+   * so a burst of in-flight requests can pass the token limit by what they use; requests cannot.
    */
   async admit(keyHash: Buffer): Promise<RateDecision | undefined> {
-    // A cached key without limits needs nothing from the database; a key with limits always
-    // counts its request in the shared window.
-    const hex = this.cache ? keyHash.toString('hex') : '';
-    const cached = this.cache?.get(hex);
-    if (cached && cached.rpm === 0 && cached.tpm === 0) return unlimited(cached);
+    const hex = keyHash.toString('hex');
+    for (let round = 0; ; round++) {
+      const cached = this.cache?.get(hex);
+      // A cached key without limits needs nothing from the database.
+      if (cached && cached.rpm === 0 && cached.tpm === 0) return unlimited(cached);
+      if (cached) {
+        const local = this.fromGrant(hex, cached);
+        if (local) return local;
+      }
+      // One statement per key at a time: requests that arrive meanwhile wait for its grant.
+      const busy = this.claiming.get(hex);
+      if (busy && round < 2) {
+        await busy.catch(() => {});
+        continue;
+      }
+      const p = this.claim(keyHash, hex);
+      if (this.cache) {
+        this.claiming.set(hex, p);
+        void p.catch(() => {}).finally(() => { if (this.claiming.get(hex) === p) this.claiming.delete(hex); });
+      }
+      return p;
+    }
+  }
+
+  /** Counts a finished request's tokens in its key's window (written with the next batch). */
+  async addTokens(keyHash: Buffer, tokens: bigint): Promise<void> {
+    if (tokens <= 0n) return;
+    const hex = keyHash.toString('hex');
+    const g = this.grants.get(hex);
+    const cached = this.cache?.peek(hex);
+    if (cached?.tpm === 0 || this.tokenLimited.get(hex) === false) return;
+    if (g) g.localTokens += Number(tokens);
+    const keyId = cached?.keyId ?? g?.keyId ?? this.keyIds.get(hex);
+    if (!keyId) return;
+    this.pendingTokens.set(keyId, (this.pendingTokens.get(keyId) ?? 0n) + tokens);
+  }
+
+  async setLimits(keyId: string, rpm: number | null, tpm: number | null): Promise<boolean> {
+    const rows = rowsOf(await this.db.raw(`UPDATE api_keys SET rpm_limit = ?, tpm_limit = ? WHERE id = ? RETURNING id`, [rpm, tpm, keyId]));
+    return rows.length > 0;
+  }
+
+  /** Drops windows nobody will ask about again. */
+  async prune(): Promise<void> {
+    await this.db.raw(`DELETE FROM rate_windows WHERE window_start < now() - interval '5 minutes'`);
+  }
+
+  /** Writes pending tokens and hands back unused grants (shutdown). */
+  async close(): Promise<void> {
+    clearInterval(this.timer);
+    await Promise.all([this.flushTokens(), ...[...this.grants.values()].map((g) => this.handBack(g))]);
+  }
+
+  private fromGrant(hex: string, key: CachedKey): RateDecision | undefined {
+    const g = this.grants.get(hex);
+    if (!g || g.rpm !== key.rpm || g.tpm !== key.tpm || g.keyId !== key.keyId) return undefined;
+    const now = performance.now();
+    if (now >= g.endsAt) return undefined;
+    if (g.rpm > 0 && g.used >= g.granted) return undefined;
+    if (g.tpm > 0 && g.windowTokens + g.localTokens >= g.tpm) return undefined;
+    g.used++;
+    g.lastUsed = now;
+    return {
+      allowed: true, keyId: g.keyId, accountId: g.accountId,
+      limitRequests: g.rpm, remainingRequests: g.rpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, g.rpm - g.windowRequests) + (g.granted - g.used),
+      limitTokens: g.tpm, remainingTokens: g.tpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, g.tpm - g.windowTokens - g.localTokens),
+      resetSeconds: Math.max(1, Math.ceil((g.endsAt - now) / 1000)),
+    };
+  }
+
+  private async claim(keyHash: Buffer, hex: string): Promise<RateDecision | undefined> {
     const mark = this.cache?.mark() ?? 0;
-    // A connection the database dropped surfaces here first (the request's first statement).
-    // Running it again is safe: at worst a request is counted twice in its window.
+    const sentAt = performance.now();
+    // A connection the database dropped surfaces here first (often the request's first
+    // statement). Running it again is safe: at worst requests are counted twice in the window.
     const run = async (attempt: number): Promise<unknown> => {
       try {
-        return await this.admitStatement(keyHash);
+        return await this.claimStatement(keyHash);
       } catch (err) {
         if (attempt < 3 && /Connection terminated|not queryable/.test((err as Error).message)) return run(attempt + 1);
         throw err;
       }
     };
-    const d = this.decide(keyHash, rowsOf(await run(1)));
-    if (d && this.cache) this.cache.fill(hex, { keyId: d.keyId, accountId: d.accountId, rpm: d.limitRequests, tpm: d.limitTokens }, mark);
+    const r = rowsOf(await run(1))[0];
+    if (!r) return undefined; // unknown or revoked key: the caller answers 401
+    const d = this.decide(hex, r);
+    if (this.cache) {
+      this.cache.fill(hex, { keyId: d.keyId, accountId: d.accountId, rpm: d.limitRequests, tpm: d.limitTokens }, mark);
+      if (d.allowed && (d.limitRequests > 0 || d.limitTokens > 0)) {
+        const fresh: Grant = {
+          keyId: d.keyId, accountId: d.accountId, rpm: d.limitRequests, tpm: d.limitTokens, windowStart: String(r.window_start),
+          endsAt: sentAt + Number(r.reset_ms), granted: Number(r.grant), used: 1, windowRequests: Number(r.requests),
+          windowTokens: Number(r.tokens ?? 0), localTokens: 0, lastUsed: performance.now(),
+        };
+        const prev = this.grants.get(hex);
+        if (prev && prev.windowStart === fresh.windowStart && prev.keyId === fresh.keyId && prev.rpm === fresh.rpm && prev.tpm === fresh.tpm) {
+          // Another grant from the same window (claims that overlapped): both are ours to use.
+          prev.granted += fresh.granted;
+          prev.used += 1;
+          prev.windowRequests = Math.max(prev.windowRequests, fresh.windowRequests);
+          prev.windowTokens = Math.max(prev.windowTokens, fresh.windowTokens);
+          prev.lastUsed = fresh.lastUsed;
+        } else {
+          if (prev) void this.handBack(prev);
+          this.grants.set(hex, fresh);
+        }
+      }
+    }
     return d;
   }
 
-  private admitStatement(keyHash: Buffer) {
+  /** One statement: the key, its limits, and a grant from the current window (none when the window is spent). */
+  private claimStatement(keyHash: Buffer) {
+    // Without the key cache every request runs this statement anyway: grants of one.
+    const most = this.cache ? MAX_GRANT : 1;
     return this.db.raw(
-        `WITH k AS (
-           SELECT id, account_id, COALESCE(rpm_limit, ?) AS rpm, COALESCE(tpm_limit, ?) AS tpm FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
-         ), w AS (
-           INSERT INTO rate_windows AS r (key_id, window_start, requests)
-           SELECT k.id, date_trunc('minute', now()), 1 FROM k WHERE k.rpm > 0 OR k.tpm > 0
-           ON CONFLICT (key_id, window_start) DO UPDATE SET requests = r.requests + 1
-           WHERE ((SELECT rpm FROM k) = 0 OR r.requests < (SELECT rpm FROM k))
-             AND ((SELECT tpm FROM k) = 0 OR r.tokens < (SELECT tpm FROM k))
-           RETURNING r.requests, r.tokens
-         )
-         SELECT k.id AS key_id, k.account_id, k.rpm, k.tpm::text AS tpm, w.requests, w.tokens::text AS tokens,
-                (SELECT r.requests FROM rate_windows r WHERE r.key_id = k.id AND r.window_start = date_trunc('minute', now())) AS seen,
-                (SELECT r.tokens::text FROM rate_windows r WHERE r.key_id = k.id AND r.window_start = date_trunc('minute', now())) AS seen_tokens,
-                ceil(extract(epoch FROM date_trunc('minute', now()) + interval '1 minute' - now()))::int AS reset
-         FROM k LEFT JOIN w ON true`,
-        [this.defaults.rpm, this.defaults.tpm, keyHash],
-      );
+      `WITH k AS (
+         SELECT id, account_id, COALESCE(rpm_limit, ?) AS rpm, COALESCE(tpm_limit, ?) AS tpm FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
+       ), w AS (
+         INSERT INTO rate_windows AS r (key_id, window_start, requests, last_grant)
+         SELECT k.id, date_trunc('minute', now()), g.n, g.n FROM k,
+           LATERAL (SELECT CASE WHEN k.rpm = 0 THEN CAST(? AS int) ELSE GREATEST(1, LEAST(CAST(? AS int), k.rpm / ?)) END AS n) g
+         WHERE k.rpm > 0 OR k.tpm > 0
+         ON CONFLICT (key_id, window_start) DO UPDATE
+           SET requests = r.requests + (CASE WHEN (SELECT rpm FROM k) = 0 THEN CAST(? AS int) ELSE GREATEST(1, LEAST(CAST(? AS int), ((SELECT rpm FROM k) - r.requests) / ?)) END),
+               last_grant = (CASE WHEN (SELECT rpm FROM k) = 0 THEN CAST(? AS int) ELSE GREATEST(1, LEAST(CAST(? AS int), ((SELECT rpm FROM k) - r.requests) / ?)) END)
+         WHERE ((SELECT rpm FROM k) = 0 OR r.requests < (SELECT rpm FROM k))
+           AND ((SELECT tpm FROM k) = 0 OR r.tokens < (SELECT tpm FROM k))
+         RETURNING r.requests, r.tokens, r.last_grant, r.window_start
+       )
+       SELECT k.id AS key_id, k.account_id, k.rpm, k.tpm::text AS tpm, w.requests, w.tokens::text AS tokens, w.last_grant AS grant,
+              w.window_start::text AS window_start,
+              (SELECT r.requests FROM rate_windows r WHERE r.key_id = k.id AND r.window_start = date_trunc('minute', now())) AS seen,
+              (SELECT r.tokens::text FROM rate_windows r WHERE r.key_id = k.id AND r.window_start = date_trunc('minute', now())) AS seen_tokens,
+              floor(extract(epoch FROM date_trunc('minute', now()) + interval '1 minute' - now()) * 1000)::int AS reset_ms
+       FROM k LEFT JOIN w ON true`,
+      [this.defaults.rpm, this.defaults.tpm, keyHash, most, most, GRANT_SHARE, most, most, GRANT_SHARE, most, most, GRANT_SHARE],
+    );
   }
 
-  private decide(keyHash: Buffer, rows: Row[]): RateDecision | undefined {
-    const r = rows[0];
-    if (!r) return undefined; // unknown or revoked key: the caller answers 401
+  private decide(hex: string, r: Row): RateDecision {
     const rpm = Number(r.rpm);
     const tpm = Number(r.tpm);
     // A key without limits is not counted: its window row is never written (no hot row).
     const unlimited = rpm === 0 && tpm === 0;
-    this.noteTokenLimit(keyHash, tpm !== 0);
+    this.noteKey(hex, r.key_id as string, tpm !== 0);
     const allowed = unlimited || r.requests != null;
     const used = allowed ? Number(r.requests) : Number(r.seen ?? 0);
     const tokens = Number((allowed ? r.tokens : r.seen_tokens) ?? 0);
@@ -106,38 +247,58 @@ export class RateLimiter {
       remainingRequests: rpm === 0 ? Number.MAX_SAFE_INTEGER : requestsExhausted ? 0 : Math.max(0, rpm - used),
       limitTokens: tpm,
       remainingTokens: tpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, tpm - tokens),
-      resetSeconds: Math.max(1, Number(r.reset)),
+      resetSeconds: Math.max(1, Math.ceil(Number(r.reset_ms) / 1000)),
     };
   }
 
-  /** Keys seen by `admit` and whether a token limit applies to them (bounded; a miss only costs a statement). */
+  /** Keys seen, whether a token limit applies, and their ids (bounded; a miss only costs a statement). */
   private readonly tokenLimited = new Map<string, boolean>();
+  private readonly keyIds = new Map<string, string>();
 
-  private noteTokenLimit(keyHash: Buffer, limited: boolean): void {
-    if (this.tokenLimited.size >= 10_000) this.tokenLimited.clear();
-    this.tokenLimited.set(keyHash.toString('hex'), limited);
+  private noteKey(hex: string, keyId: string, tokenLimited: boolean): void {
+    if (this.tokenLimited.size >= 10_000) {
+      this.tokenLimited.clear();
+      this.keyIds.clear();
+    }
+    this.tokenLimited.set(hex, tokenLimited);
+    this.keyIds.set(hex, keyId);
   }
 
-  /** Counts a finished request's tokens in the current window (not for keys without a token limit). */
-  async addTokens(keyHash: Buffer, tokens: bigint): Promise<void> {
-    const hex = keyHash.toString('hex');
-    if (tokens <= 0n || this.tokenLimited.get(hex) === false || this.cache?.get(hex)?.tpm === 0) return;
+  private tick(): void {
+    const now = performance.now();
+    for (const [hex, g] of this.grants) {
+      if (now >= g.endsAt) this.grants.delete(hex);
+      else if (g.granted > g.used && now - g.lastUsed > GRANT_IDLE_MS) void this.handBack(g);
+    }
+    if (this.pendingTokens.size > 0) void this.flushTokens();
+  }
+
+  /** Returns what a grant did not use to its window, so other instances can have it. */
+  private async handBack(g: Grant): Promise<void> {
+    const unused = g.granted - g.used;
+    if (unused <= 0 || g.rpm === 0) return;
+    g.granted = g.used;
     await this.db.raw(
-      `INSERT INTO rate_windows AS r (key_id, window_start, tokens)
-       SELECT id, date_trunc('minute', now()), CAST(? AS bigint) FROM api_keys WHERE key_hash = ?
-       ON CONFLICT (key_id, window_start) DO UPDATE SET tokens = r.tokens + EXCLUDED.tokens`,
-      [tokens.toString(), keyHash],
-    );
+      `UPDATE rate_windows SET requests = requests - CAST(? AS int) WHERE key_id = ? AND window_start = CAST(? AS timestamptz) AND requests >= CAST(? AS int)`,
+      [unused, g.keyId, g.windowStart, unused],
+    ).catch((err) => this.log?.warn({ err }, 'handing back a rate grant failed; it lapses with its minute'));
   }
 
-  async setLimits(keyId: string, rpm: number | null, tpm: number | null): Promise<boolean> {
-    const rows = rowsOf(await this.db.raw(`UPDATE api_keys SET rpm_limit = ?, tpm_limit = ? WHERE id = ? RETURNING id`, [rpm, tpm, keyId]));
-    return rows.length > 0;
-  }
-
-  /** Drops windows nobody will ask about again. */
-  async prune(): Promise<void> {
-    await this.db.raw(`DELETE FROM rate_windows WHERE window_start < now() - interval '5 minutes'`);
+  private async flushTokens(): Promise<void> {
+    if (this.pendingTokens.size === 0) return;
+    const batch = this.pendingTokens;
+    this.pendingTokens = new Map();
+    try {
+      await this.db.raw(
+        `INSERT INTO rate_windows AS r (key_id, window_start, requests, tokens)
+         SELECT t.key_id, date_trunc('minute', now()), 0, t.tokens FROM unnest(CAST(? AS text[]), CAST(? AS bigint[])) AS t(key_id, tokens)
+         ON CONFLICT (key_id, window_start) DO UPDATE SET tokens = r.tokens + EXCLUDED.tokens`,
+        [[...batch.keys()], [...batch.values()].map(String)],
+      );
+    } catch (err) {
+      for (const [k, v] of batch) this.pendingTokens.set(k, (this.pendingTokens.get(k) ?? 0n) + v);
+      this.log?.warn({ err }, 'token window update failed; retried with the next batch');
+    }
   }
 }
 

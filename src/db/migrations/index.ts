@@ -8,6 +8,7 @@ import * as m004 from './004_video_jobs.ts';
 import * as m005 from './005_usage_units.ts';
 import * as m006 from './006_last_hold.ts';
 import * as m007 from './007_key_notify.ts';
+import * as m008 from './008_rate_grants.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -17,6 +18,7 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '005_usage_units': m005,
   '006_last_hold': m006,
   '007_key_notify': m007,
+  '008_rate_grants': m008,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
