@@ -14,7 +14,7 @@ export class Metrics {
   });
   readonly chargedNano = new Counter({ name: 'gateway_charged_nano_usd_total', help: 'Credits charged, nano-USD', labelNames: ['route', 'model'] as const, registers: [this.registry] });
   readonly holdsOpen = new Gauge({ name: 'gateway_holds_open', help: 'Holds placed by this process and not yet settled', registers: [this.registry] });
-  readonly keyCacheLookups = new Counter({ name: 'gateway_key_cache_lookups_total', help: 'Key checks answered from memory (hit) or by the database (miss; off: the change listener is down). Keys with rate limits still count each request in the database', labelNames: ['result'] as const, registers: [this.registry] });
+  readonly keyCacheLookups = new Counter({ name: 'gateway_key_cache_lookups_total', help: 'Key checks answered from memory (hit) or by the database (miss; off: the change listener is down). Keys with rate limits also take requests from their shared window, in grants', labelNames: ['result'] as const, registers: [this.registry] });
   readonly upstreamRetries = new Counter({ name: 'gateway_upstream_retries_total', help: 'Upstream attempts retried before the first byte', labelNames: ['provider', 'reason'] as const, registers: [this.registry] });
 
   // The per-request series, looked up by label values (in labelNames order) once and kept.
