@@ -65,7 +65,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   const messages = new MessagesService(engine, catalogue);
   const responses = new ResponsesService(engine, catalogue);
   // Video jobs run on Temporal, found or started in the background (see src/video/runtime.ts).
-  const video = new VideoRuntime({ config, log, db, ledger });
+  const video = new VideoRuntime({ config, log, db, ledger, metrics });
   const services: Services = { billing: billingService(ledger, limiter), catalogue: catalogueService(catalogue), inference: inferenceService({
     chat, messages, responses,
     embeddings: new EmbeddingsService(engine, catalogue),

@@ -101,6 +101,8 @@ describe('video jobs: billing', () => {
   it('a completed job charges exactly the seconds produced × $0.10 and returns the MP4', LONG, async () => {
     const k = await newKey('5');
     const marker = uniqueMarker('full');
+    const chargedMetric = async () => Number(/^gateway_charged_nano_usd_total\{route="\/v1\/videos",model="sora-2"\} (\d+)/m.exec(await (await fetch(`${inject('gatewayUrl')}/metrics`)).text())?.[1] ?? 0);
+    const metricBefore = await chargedMetric();
     const r = await generate(k, { model: 'sora-2', prompt: `a red kite over the sea ${marker} [sim ms=300]`, seconds: 8, size: '1280x720' });
     expect(r.status).toBe(200);
     expect(r.headers.get('content-type')).toBe('video/mp4');
@@ -122,6 +124,8 @@ describe('video jobs: billing', () => {
     expect(usage).toEqual({ model: 'sora-2', route: '/v1/videos', status: 'ok', cost: '800000000' });
     // Stored once, where VIDEO_DIR says.
     expect(fs.statSync(path.join(inject('videoDir'), `${id}.mp4`)).size).toBe(bytes.length);
+    // The charge counts in the gateway's credits-charged metric, as every route's does.
+    expect((await chargedMetric()) - metricBefore).toBeGreaterThanOrEqual(800_000_000);
     await checkInvariants(k.accountId);
   });
 

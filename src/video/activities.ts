@@ -4,6 +4,7 @@
 // the settle and the release are one statement each that acts once per request id.
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
+import type { Metrics } from '../log/metrics.ts';
 import type { Config, ProviderConfig, ProviderName } from '../config/config.ts';
 import type { Ledger } from '../billing/ledger.ts';
 import { costNano } from '../billing/money.ts';
@@ -22,6 +23,8 @@ export interface ActivityDeps {
   store: VideoStore;
   upstream: VideoUpstream;
   log: Logger;
+  /** The gateway's metrics when the worker runs inside it (a standalone worker has no /metrics). */
+  metrics?: Metrics;
 }
 
 /** What a job is billed: min(produced, asked) milliseconds at the per-second price, rounded up once. */
@@ -98,6 +101,7 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
         status: 'ok', httpStatus: 200, latencyMs: Math.max(0, Math.min(2_147_483_647, Date.now() - a.createdAtMs)),
       });
       if (!r.firstSettle) deps.log.info({ requestId: a.requestId, chargedNano: String(r.chargedNano) }, 'video charge was already settled; not charged again');
+      else if (r.chargedNano > 0n) deps.metrics?.chargedNanoOf(VIDEO_ROUTE, a.model).inc(Number(r.chargedNano));
       return { costNano: r.chargedNano.toString(), firstSettle: r.firstSettle };
     },
 

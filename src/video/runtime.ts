@@ -5,6 +5,7 @@ import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import type { Logger } from 'pino';
+import type { Metrics } from '../log/metrics.ts';
 import type { Config } from '../config/config.ts';
 import type { Db } from '../db/db.ts';
 import type { Ledger } from '../billing/ledger.ts';
@@ -39,6 +40,7 @@ export class VideoRuntime {
   private readonly config: Config;
   private readonly log: Logger;
   private readonly ledger: Ledger;
+  private readonly metrics: Metrics | undefined;
   private readonly upstream: VideoUpstream;
   private state: State = { kind: 'starting' };
   private started: Promise<void> | undefined;
@@ -47,7 +49,8 @@ export class VideoRuntime {
   private worker: RunningWorker | undefined;
   private closing = false;
 
-  constructor(deps: { config: Config; log: Logger; db: Db; ledger: Ledger }) {
+  constructor(deps: { config: Config; log: Logger; db: Db; ledger: Ledger; metrics?: Metrics }) {
+    this.metrics = deps.metrics;
     this.config = deps.config;
     this.log = deps.log.child({ component: 'video' });
     this.ledger = deps.ledger;
@@ -127,7 +130,7 @@ export class VideoRuntime {
       try {
         this.worker = await startVideoWorker({
           address: target.address, namespace, taskQueue: cfg.taskQueue, log: this.log,
-          activities: videoActivities({ config: this.config, ledger: this.ledger, jobs: this.jobs, store: this.store, upstream: this.upstream, log: this.log }),
+          activities: videoActivities({ config: this.config, ledger: this.ledger, jobs: this.jobs, store: this.store, upstream: this.upstream, log: this.log, metrics: this.metrics }),
         });
         this.worker.done.catch((err) => this.log.error({ err }, 'the video worker stopped with an error; jobs wait for another worker'));
       } catch (err) {
