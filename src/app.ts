@@ -51,13 +51,14 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
 
   const upstream = new Upstream(config);
   const metrics = new Metrics();
-  // The key cache listens for key changes on a connection of its own: real PostgreSQL only, and
-  // with leases only (a hold per request checks the key in its own statement anyway).
-  const keyCache = config.databaseUrl && config.billingMode === 'lease' && config.keyCacheMaxAgeMs > 0 ? new KeyCache({ databaseUrl: config.databaseUrl, maxAgeMs: config.keyCacheMaxAgeMs, log, lookups: metrics.keyCacheLookupsOf }) : undefined;
+  // Credit leases need one database shared by every instance, not the embedded one.
+  const leasing = config.billingMode === 'lease' && config.databaseUrl !== undefined;
+  // The key cache listens for key changes on a connection of its own; with leases only (a hold
+  // per request checks the key in its own statement anyway).
+  const keyCache = leasing && config.keyCacheMaxAgeMs > 0 ? new KeyCache({ databaseUrl: config.databaseUrl!, maxAgeMs: config.keyCacheMaxAgeMs, log, lookups: metrics.keyCacheLookupsOf }) : undefined;
   await keyCache?.start();
   const limiter = new RateLimiter(db, config.rateLimits, keyCache, log);
-  // Credit leases need one database shared by every instance, not the embedded one.
-  const leases = config.billingMode === 'lease' && config.databaseUrl
+  const leases = leasing
     ? new LeaseBook(db, ledger, { sliceNano: usdToNano(config.lease.sliceUsd), flushMs: config.lease.flushMs, idleMs: config.lease.idleMs, ttlSeconds: config.holds.ttlSeconds }, log)
     : undefined;
   const engine = new Engine({ config, ledger, upstream, limiter, metrics, log, leases });

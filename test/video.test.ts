@@ -463,8 +463,9 @@ describe('video jobs survive crashes', () => {
     expect(await rowsForRequest(done.x_gateway.request_id)).toEqual({ holds: 1, ledger: 1, usage: 1 });
     expect(await balanceOf(k.accountId)).toEqual({ balance: 4_200_000_000n, held: 0n });
     await checkInvariants(k.accountId);
-    // The restarted worker finished it (the killed one never got past polling).
-    expect(fs.readFileSync(w2.logFile, 'utf8')).toContain(job.id);
+    // The restarted worker finished it (the killed one never got past polling); its log line may
+    // land just after the job's status does.
+    await expect.poll(() => fs.readFileSync(w2.logFile, 'utf8'), { timeout: 5_000 }).toContain(job.id);
     const content = await fetch(`${gw.httpUrl}/v1/videos/${job.id}/content`, { headers: auth(k) });
     expect(await mp4Ms(Buffer.from(await content.arrayBuffer()))).toBe(8000n);
   });

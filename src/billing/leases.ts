@@ -12,7 +12,7 @@
 // row. The lease hold itself expires and the sweeper releases it. The operator bears that loss;
 // a customer is never charged twice or beyond their balance.
 import type { Logger } from 'pino';
-import type { Db } from '../db/db.ts';
+import { retryIfConnectionLost, type Db } from '../db/db.ts';
 import { newId, type Ledger } from './ledger.ts';
 
 type Row = Record<string, unknown>;
@@ -120,7 +120,7 @@ export class LeaseBook {
   private async open(keyHash: Buffer, accountId: string, need: bigint): Promise<Lease | undefined> {
     const busy = this.opening.get(accountId);
     if (busy) return busy;
-    const p = retryOnLostConnection(async () => {
+    const p = retryIfConnectionLost(async () => {
       // A fresh id per attempt: if a lost connection had in fact committed the previous one,
       // that hold is simply never used, and expires and is swept like a crashed instance's.
       const id = newId('lease');
@@ -144,7 +144,7 @@ export class LeaseBook {
       // the sweeper just expired never takes balance (amounts come from the updated row itself).
       // Retried when the connection is lost: a grow that did commit only holds more than the
       // lease counts, and that surplus is released with the lease when it is returned.
-      const grow = await retryOnLostConnection(() => this.db.transaction(async (trx) => {
+      const grow = await retryIfConnectionLost(() => this.db.transaction(async (trx) => {
         const live = rowsOf(await trx.raw(`SELECT 1 FROM holds WHERE request_id = ? AND status = 'active' FOR UPDATE`, [lease.id]));
         if (live.length === 0) return null;
         const got = rowsOf(await trx.raw(
@@ -254,19 +254,3 @@ export class LeaseBook {
   }
 }
 
-/**
- * Runs `work` again (twice at most) when the database connection was lost under it: a session
- * ended by the server or a socket closed mid-statement. Only for work that is harmless to repeat.
- */
-async function retryOnLostConnection<T>(work: () => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await work();
-    } catch (err) {
-      const e = err as { code?: string; message?: string };
-      const lost = /^57P0/.test(e.code ?? '') || /Connection terminated|not queryable|terminating connection/.test(e.message ?? '');
-      if (!lost || attempt >= 3) throw err;
-      await new Promise((r) => setTimeout(r, 20 * attempt));
-    }
-  }
-}

@@ -12,7 +12,7 @@
 // minute ends: meanwhile other instances can be refused early, never admitted beyond the limit.
 // Tokens settled by requests are added to the window in one statement per LIMITER_FLUSH_MS.
 import type { Logger } from 'pino';
-import type { Db } from '../db/db.ts';
+import { retryIfConnectionLost, type Db } from '../db/db.ts';
 import type { CachedKey, KeyCache } from './key-cache.ts';
 
 export interface RateLimitDefaults {
@@ -112,16 +112,15 @@ export class RateLimiter {
   }
 
   /** Counts a finished request's tokens in its key's window (written with the next batch). */
-  async addTokens(keyHash: Buffer, tokens: bigint): Promise<void> {
+  addTokens(keyHash: Buffer, tokens: bigint): void {
     if (tokens <= 0n) return;
     const hex = keyHash.toString('hex');
-    const g = this.grants.get(hex);
     const cached = this.cache?.peek(hex);
-    if (cached?.tpm === 0 || this.tokenLimited.get(hex) === false) return;
+    const key = this.known.get(hex) ?? (cached && { keyId: cached.keyId, tokenLimited: cached.tpm !== 0 });
+    if (!key?.tokenLimited) return;
+    const g = this.grants.get(hex);
     if (g) g.localTokens += Number(tokens);
-    const keyId = cached?.keyId ?? g?.keyId ?? this.keyIds.get(hex);
-    if (!keyId) return;
-    this.pendingTokens.set(keyId, (this.pendingTokens.get(keyId) ?? 0n) + tokens);
+    this.pendingTokens.set(key.keyId, (this.pendingTokens.get(key.keyId) ?? 0n) + tokens);
   }
 
   async setLimits(keyId: string, rpm: number | null, tpm: number | null): Promise<boolean> {
@@ -162,15 +161,7 @@ export class RateLimiter {
     const sentAt = performance.now();
     // A connection the database dropped surfaces here first (often the request's first
     // statement). Running it again is safe: at worst requests are counted twice in the window.
-    const run = async (attempt: number): Promise<unknown> => {
-      try {
-        return await this.claimStatement(keyHash);
-      } catch (err) {
-        if (attempt < 3 && /Connection terminated|not queryable/.test((err as Error).message)) return run(attempt + 1);
-        throw err;
-      }
-    };
-    const r = rowsOf(await run(1))[0];
+    const r = rowsOf(await retryIfConnectionLost(() => this.claimStatement(keyHash)))[0];
     if (!r) return undefined; // unknown or revoked key: the caller answers 401
     const d = this.decide(hex, r);
     if (this.cache) {
@@ -251,17 +242,12 @@ export class RateLimiter {
     };
   }
 
-  /** Keys seen, whether a token limit applies, and their ids (bounded; a miss only costs a statement). */
-  private readonly tokenLimited = new Map<string, boolean>();
-  private readonly keyIds = new Map<string, string>();
+  /** Keys seen by a statement: their id and whether a token limit applies (bounded; forgotten keys' tokens are not counted until seen again). */
+  private readonly known = new Map<string, { keyId: string; tokenLimited: boolean }>();
 
   private noteKey(hex: string, keyId: string, tokenLimited: boolean): void {
-    if (this.tokenLimited.size >= 10_000) {
-      this.tokenLimited.clear();
-      this.keyIds.clear();
-    }
-    this.tokenLimited.set(hex, tokenLimited);
-    this.keyIds.set(hex, keyId);
+    if (this.known.size >= 10_000) this.known.clear();
+    this.known.set(hex, { keyId, tokenLimited });
   }
 
   private tick(): void {

@@ -63,18 +63,35 @@ function preparedStatements(db: Knex) {
 
 const SESSION_ENDED = new Set(['57P01', '57P02', '57P03', 'ECONNREFUSED']);
 
-async function retryWhenDisconnected<T>(run: () => PromiseLike<T>): Promise<T> {
+/** The server ended the session or the connection never formed: the statement did not apply. */
+function sessionEnded(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  return SESSION_ENDED.has(e.code ?? '') || /not queryable/.test(e.message ?? '');
+}
+
+/** Also a socket closed mid-statement: the work may or may not have applied. */
+function connectionLost(err: unknown): boolean {
+  return sessionEnded(err) || /Connection terminated|terminating connection/.test((err as { message?: string }).message ?? '');
+}
+
+async function retryWhen<T>(run: () => PromiseLike<T>, safe: (err: unknown) => boolean, attempts: number): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await run();
     } catch (err) {
-      const e = err as { code?: string; message?: string };
-      const safe = SESSION_ENDED.has(e.code ?? '') || /not queryable/.test(e.message ?? '');
-      if (!safe || attempt >= 4) throw err;
+      if (!safe(err) || attempt >= attempts) throw err;
       await new Promise((r) => setTimeout(r, 25 * attempt));
     }
   }
 }
+
+const retryWhenDisconnected = <T>(run: () => PromiseLike<T>): Promise<T> => retryWhen(run, sessionEnded, 4);
+
+/**
+ * Runs `work` again (twice at most) when the database connection was lost under it, even
+ * mid-statement. Only for work that is harmless to repeat.
+ */
+export const retryIfConnectionLost = <T>(work: () => PromiseLike<T>): Promise<T> => retryWhen(work, connectionLost, 3);
 
 export async function migrate(db: Db): Promise<void> {
   await db.migrate.latest({ migrationSource });

@@ -297,7 +297,7 @@ export class Engine {
         usageEstimated: usage.estimated, status, httpStatus, latencyMs: Math.round(performance.now() - plan.startedAt), units: usage.units ?? 0n, unit: usage.unit ?? '',
       }, cost);
       if (charged > 0n) this.metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(charged));
-      if (plan.keyHash) this.limiter.addTokens(plan.keyHash, usage.inputTokens + usage.outputTokens).catch((err) => this.log.warn({ err }, 'token window update failed'));
+      if (plan.keyHash) this.limiter.addTokens(plan.keyHash, usage.inputTokens + usage.outputTokens);
       return { requestId: plan.requestId, costNano: charged, usage };
     }
     if (plan.settledLeased) return { requestId: plan.requestId, costNano: 0n, usage };
@@ -307,9 +307,7 @@ export class Engine {
       usageEstimated: usage.estimated, units: usage.units, unit: usage.unit, status, httpStatus, latencyMs: Math.round(performance.now() - plan.startedAt),
     });
     if (r.firstSettle && r.chargedNano > 0n) this.metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(r.chargedNano));
-    if (plan.keyHash && r.firstSettle) {
-      this.limiter.addTokens(plan.keyHash, usage.inputTokens + usage.outputTokens).catch((err) => this.log.warn({ err }, 'token window update failed'));
-    }
+    if (plan.keyHash && r.firstSettle) this.limiter.addTokens(plan.keyHash, usage.inputTokens + usage.outputTokens);
     return { requestId: plan.requestId, costNano: r.chargedNano, usage };
   }
 

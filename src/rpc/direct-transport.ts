@@ -38,8 +38,8 @@ export function directTransport(s: Services, log?: Logger): Transport {
       service: method.parent, method, protocolName: 'in-process', requestMethod: 'POST', url: `/${method.parent.typeName}/${method.name}`,
       timeoutMs, requestSignal: signal, requestHeader: header, contextValues: values,
     });
-  // A unary call without a deadline needs no linked abort controllers, and its response headers
-  // only if the handler sets some: a lighter context than createHandlerContext builds.
+  // A unary call without a deadline needs no linked abort controllers: a lighter context than
+  // createHandlerContext builds.
   const unaryContext = (method: DescMethod, signal: AbortSignal | undefined, timeoutMs: number | undefined, header: ConstructorParameters<typeof Headers>[0], values: ContextValues | undefined): HandlerContext =>
     timeoutMs !== undefined ? contextFor(method, signal, timeoutMs, header, values) : new UnaryContext(method, signal ?? NEVER_ABORTED, header, values ?? createContextValues());
   const message = <T extends DescMessage>(desc: T, m: unknown) => (isMessage(m, desc) ? m : create(desc, m as MessageInitShape<T>));
@@ -58,8 +58,7 @@ export function directTransport(s: Services, log?: Logger): Transport {
       const req = message(method.input, input);
       try {
         const out = await implOf(method)(req, ctx);
-        const [h, t] = ctx instanceof UnaryContext ? ctx.sent() : [ctx.responseHeader, ctx.responseTrailer];
-        return { stream: false, service: method.parent, method, header: h, trailer: t, message: message(method.output, out) } as UnaryResponse<typeof method.input, typeof method.output>;
+        return { stream: false, service: method.parent, method, header: ctx.responseHeader, trailer: ctx.responseTrailer, message: message(method.output, out) } as UnaryResponse<typeof method.input, typeof method.output>;
       } catch (err) {
         throw failure(method, req, err);
       }
@@ -128,10 +127,5 @@ class UnaryContext implements HandlerContext {
 
   get responseTrailer(): Headers {
     return (this.trailer ??= new Headers());
-  }
-
-  /** What the handler set, without allocating for what it did not. */
-  sent(): [Headers, Headers] {
-    return [this.header ?? new Headers(), this.trailer ?? new Headers()];
   }
 }

@@ -43,15 +43,24 @@ export async function balanceOf(accountId: string): Promise<{ balance: bigint; h
   return { balance: BigInt(r.rows[0].b), held: BigInt(r.rows[0].h) };
 }
 
-/** DESIGN.md §3 invariants for one account, read straight from the database. */
+/** DESIGN.md §3 invariants for one account, read straight from the database in one snapshot (batched lease charges may commit between separate reads). */
 export async function checkInvariants(accountId: string): Promise<void> {
-  const { balance, held } = await balanceOf(accountId);
-  const ledger = await db().query('SELECT COALESCE(sum(amount_nano), 0)::text AS s FROM ledger WHERE account_id = $1', [accountId]);
-  const holds = await db().query("SELECT COALESCE(sum(amount_nano), 0)::text AS s FROM holds WHERE account_id = $1 AND status = 'active'", [accountId]);
-  if (balance < 0n) throw new Error(`balance ${balance} < 0`);
-  if (held > balance) throw new Error(`held ${held} > balance ${balance}`);
-  if (BigInt(ledger.rows[0].s) !== balance) throw new Error(`ledger sum ${ledger.rows[0].s} != balance ${balance}`);
-  if (BigInt(holds.rows[0].s) !== held) throw new Error(`active holds ${holds.rows[0].s} != held ${held}`);
+  const client = await db().connect();
+  try {
+    await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    const account = await client.query('SELECT balance_nano::text AS b, held_nano::text AS h FROM accounts WHERE id = $1', [accountId]);
+    const ledger = await client.query('SELECT COALESCE(sum(amount_nano), 0)::text AS s FROM ledger WHERE account_id = $1', [accountId]);
+    const holds = await client.query("SELECT COALESCE(sum(amount_nano), 0)::text AS s FROM holds WHERE account_id = $1 AND status = 'active'", [accountId]);
+    await client.query('COMMIT');
+    const balance = BigInt(account.rows[0].b);
+    const held = BigInt(account.rows[0].h);
+    if (balance < 0n) throw new Error(`balance ${balance} < 0`);
+    if (held > balance) throw new Error(`held ${held} > balance ${balance}`);
+    if (BigInt(ledger.rows[0].s) !== balance) throw new Error(`ledger sum ${ledger.rows[0].s} != balance ${balance}`);
+    if (BigInt(holds.rows[0].s) !== held) throw new Error(`active holds ${holds.rows[0].s} != held ${held}`);
+  } finally {
+    client.release();
+  }
 }
 
 export async function rowsForRequest(requestId: string): Promise<{ holds: number; ledger: number; usage: number }> {
