@@ -12,6 +12,7 @@ import { LeaseBook } from './billing/leases.ts';
 import { KeyCache } from './billing/key-cache.ts';
 import { usdToNano } from './billing/money.ts';
 import { Metrics } from './log/metrics.ts';
+import { connectableUrl, startupSummary } from './log/startup-summary.ts';
 import { billingService } from './billing/service.ts';
 import { Catalogue } from './catalogue/catalogue.ts';
 import { catalogueService } from './catalogue/service.ts';
@@ -44,10 +45,8 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   log.info({ database: config.databaseUrl ? 'postgresql' : `embedded PGlite in ${config.dataDir}` }, 'database ready');
   const ledger = new Ledger(db, await Ledger.loadSecret(db, config.keyHashSecret));
 
+  // Every provider, configured or not, is listed once in the start-up summary below.
   const catalogue = new Catalogue(config);
-  for (const { provider, models } of catalogue.providersWithoutCredentials()) {
-    log.warn({ provider, models: models.length }, `provider ${provider}: ${provider.toUpperCase()}_API_KEY is not set, so its ${models.length} models are unavailable (${models.join(', ')})`);
-  }
 
   const upstream = new Upstream(config);
   const metrics = new Metrics();
@@ -104,13 +103,17 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
 
   const httpPort = (facade.server.address() as AddressInfo).port;
   const rpcPort = (rpc.address() as AddressInfo).port;
-  const shown = (h: string) => (h === '0.0.0.0' || h === '::' ? '127.0.0.1' : h);
-  const httpUrl = `http://${shown(config.host)}:${httpPort}`;
-  const rpcUrl = `http://${shown(config.grpcHost)}:${rpcPort}`;
-  log.info({ http: httpUrl, rpc: rpcUrl }, `gateway ready: OpenAI-compatible base URL ${httpUrl}/v1; Connect/gRPC services on ${rpcUrl}`);
+  const httpUrl = connectableUrl(config.host, httpPort);
+  const rpcUrl = connectableUrl(config.grpcHost, rpcPort);
   video.start();
   // The Telegram bot, when TELEGRAM_BOT_TOKEN is set, on the same services (see src/bot/).
   const bot = await startBotIfConfigured({ transport: inProcessTransport(services), publicBaseUrl: httpUrl, log });
+  const summary = startupSummary(config, {
+    httpPort, rpcPort, models: catalogue.list(), leasing,
+    botConfigured: Boolean(process.env.TELEGRAM_BOT_TOKEN?.trim()),
+    bot: bot && { mode: bot.mode, username: bot.bot.botInfo.username },
+  });
+  log.info({ http: httpUrl, rpc: rpcUrl, summary }, `gateway ready: OpenAI-compatible base URL ${httpUrl}/v1; Connect/gRPC services on ${rpcUrl}`);
 
   let closing: Promise<void> | undefined;
   return {

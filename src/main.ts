@@ -1,17 +1,39 @@
-// `npm start`: the gateway with configuration from the environment (embedded defaults).
-import { loadConfig } from './config/config.ts';
+// `npm start`: the gateway with configuration from the environment (embedded defaults). Logs
+// are human lines on a terminal and JSON otherwise (LOG_FORMAT); the address it listens on is
+// written to DATA_DIR/gateway.json for the operator CLI while it runs.
+import { loadConfig, type Config } from './config/config.ts';
 import { createLogger } from './log/logger.ts';
 import { startGateway } from './app.ts';
+import { removeGatewayAddress, writeGatewayAddress } from './cli/gateway-address.ts';
 
-const config = loadConfig();
-const log = createLogger(config.logLevel);
+let config: Config;
+try {
+  config = loadConfig();
+} catch (err) {
+  // A bad setting is one line that names it, not a stack trace.
+  console.error(`gateway: ${(err as Error).message}`);
+  process.exit(1);
+}
+let log;
+try {
+  log = createLogger(config.logLevel, undefined, config.logFormat);
+} catch {
+  console.error(`gateway: LOG_LEVEL must be fatal, error, warn, info, debug, trace or silent, got ${JSON.stringify(config.logLevel)}`);
+  process.exit(1);
+}
 
 try {
   const gateway = await startGateway(config, log);
+  try {
+    writeGatewayAddress(config.dataDir, { rpcUrl: gateway.rpcUrl, httpUrl: gateway.httpUrl, pid: process.pid, startedAt: new Date().toISOString() });
+  } catch (err) {
+    log.warn({ err }, `could not write ${config.dataDir}/gateway.json; the operator CLI needs GATEWAY_RPC_URL or GRPC_PORT to find this gateway`);
+  }
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;
     stopping = true;
+    removeGatewayAddress(config.dataDir, process.pid);
     log.info({ signal }, 'shutting down: finishing in-flight requests');
     gateway.close().then(
       () => process.exit(0),

@@ -66,6 +66,8 @@ export interface Config {
   /** Video jobs (sora-2) as Temporal workflows: see src/video/ and workflows/. */
   video: VideoConfig;
   logLevel: string;
+  /** LOG_FORMAT: `auto` (default) is human lines on a terminal and JSON otherwise (src/log/pretty.ts). */
+  logFormat: 'auto' | 'json' | 'pretty';
   /** `lease` (default; real PostgreSQL only): credit leases (src/billing/leases.ts). `hold`: a database hold and settle per request. */
   billingMode: 'hold' | 'lease';
   lease: { sliceUsd: string; flushMs: number; idleMs: number };
@@ -119,6 +121,12 @@ function billingMode(v: string | undefined): 'hold' | 'lease' {
   const mode = nonEmpty(v) ?? 'lease';
   if (mode !== 'hold' && mode !== 'lease') throw new Error(`BILLING_MODE must be hold or lease, got ${JSON.stringify(v)}`);
   return mode;
+}
+
+function logFormat(v: string | undefined): 'auto' | 'json' | 'pretty' {
+  const format = (nonEmpty(v) ?? 'auto').toLowerCase();
+  if (format !== 'auto' && format !== 'json' && format !== 'pretty') throw new Error(`LOG_FORMAT must be json, pretty or auto, got ${JSON.stringify(v)}`);
+  return format;
 }
 
 function nonEmpty(v: string | undefined): string | undefined {
@@ -184,6 +192,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       holdTtlSeconds: int(env, 'VIDEO_HOLD_TTL_SECONDS', 7_200),
     },
     logLevel: nonEmpty(env.LOG_LEVEL) ?? 'info',
+    logFormat: logFormat(env.LOG_FORMAT),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 30_000),
     billingMode: billingMode(env.BILLING_MODE),
     lease: { sliceUsd: nonEmpty(env.LEASE_SLICE_USD) ?? '1', flushMs: int(env, 'LEASE_FLUSH_MS', 100), idleMs: int(env, 'LEASE_IDLE_MS', 10_000) },

@@ -1,10 +1,22 @@
-// JSON logs (pino). Keys must never reach a log line: credentials headers and bodies are
-// redacted by path, and anything shaped like a gateway key is masked wherever it appears.
+// Logs (pino): JSON lines, or human lines for a person at a terminal (src/log/pretty.ts).
+// Keys must never reach a log line, in either format: credentials headers and bodies are
+// redacted by path, and anything shaped like a gateway key is masked wherever it appears. The
+// human lines are made from the JSON after both steps, so they inherit them.
 import pino, { type Logger } from 'pino';
+import { prettyDestination } from './pretty.ts';
 
 const KEY_PATTERN = /prx-[0-9A-Za-z]{6,}/g;
 
-export function createLogger(level: string, destination?: pino.DestinationStream): Logger {
+export type LogFormat = 'json' | 'pretty';
+
+/** LOG_FORMAT `auto` means human lines when stdout is a terminal, JSON otherwise. */
+export function resolveLogFormat(setting: 'auto' | LogFormat, stdoutIsTty: boolean): LogFormat {
+  return setting === 'auto' ? (stdoutIsTty ? 'pretty' : 'json') : setting;
+}
+
+export function createLogger(level: string, destination?: pino.DestinationStream, format: 'auto' | LogFormat = 'json'): Logger {
+  const out = destination ?? process.stdout;
+  const pretty = resolveLogFormat(format, destination ? false : process.stdout.isTTY === true) === 'pretty';
   return pino(
     {
       level,
@@ -18,6 +30,12 @@ export function createLogger(level: string, destination?: pino.DestinationStream
         streamWrite: (s) => (s.includes('prx-') ? s.replace(KEY_PATTERN, (k) => `${k.slice(0, 8)}…[redacted]`) : s),
       },
     },
-    destination,
+    pretty
+      ? prettyDestination(out, {
+          // Colours only on a real terminal, and never when NO_COLOR is set (no-color.org).
+          color: !destination && process.stdout.isTTY === true && !process.env.NO_COLOR,
+          stacks: level === 'debug' || level === 'trace',
+        })
+      : destination,
   );
 }

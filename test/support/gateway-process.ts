@@ -23,7 +23,9 @@ export async function startGatewayProcess(opts: { env: Record<string, string>; l
   const [cmd, ...args] = opts.command ?? [process.execPath, 'src/main.ts'];
   const child = spawn(cmd!, args, {
     cwd: ROOT,
-    env: { ...process.env, HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', BILLING_MODE: 'hold', ...opts.env, PORT: String(port), GRPC_PORT: String(grpcPort) },
+    // A DATA_DIR of its own unless the test names one: a test gateway never writes its address
+    // (gateway.json) into the checkout's ./data, where a developer's own gateway keeps it.
+    env: { ...process.env, HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', BILLING_MODE: 'hold', DATA_DIR: fs.mkdtempSync(path.join(path.dirname(opts.logFile), 'data-')), ...opts.env, PORT: String(port), GRPC_PORT: String(grpcPort) },
     stdio: ['ignore', log, log],
     // Own process group, so stopping `npm start` stops the node process under it too.
     detached: true,

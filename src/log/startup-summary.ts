@@ -1,0 +1,154 @@
+// What a started gateway tells the person who started it: where it listens and who may reach
+// it, which database, billing mode, providers, Temporal and the bot. Computed once from the
+// Config and the parts that started, logged as one record: JSON keeps the facts as fields
+// (`summary`), a terminal gets the lines of summaryLines() (src/log/pretty.ts). Never a secret:
+// tokens and keys only as "set / not set", URLs without user, password or query.
+import path from 'node:path';
+import type { Config, ProviderName } from '../config/config.ts';
+import { addressFilePath } from '../cli/gateway-address.ts';
+
+/** Who can connect to a listening address. */
+export type Scope = 'loopback' | 'all interfaces' | 'one address';
+
+export interface Listener {
+  /** What a client on this machine connects to. */
+  url: string;
+  host: string;
+  port: number;
+  scope: Scope;
+}
+
+export interface StartupSummary {
+  http: Listener & { metricsToken: boolean };
+  rpc: Listener & { adminToken: boolean };
+  database: { kind: 'embedded'; dir: string } | { kind: 'postgresql'; server: string };
+  /** `mode` is what runs; `requested` is BILLING_MODE (leases need a PostgreSQL server). */
+  billing: { mode: 'lease' | 'hold'; requested: 'lease' | 'hold'; sliceUsd: string };
+  providers: { name: ProviderName; models: number; key: boolean; keyVariable: string; baseUrl?: string; fallback: boolean }[];
+  /** At start Temporal is always still being found or started (in the background). */
+  temporal:
+    | { kind: 'cluster'; address: string; namespace: string; status: 'starting'; worker: boolean }
+    | { kind: 'dev server'; address: string; uiUrl: string; status: 'starting'; worker: boolean };
+  bot: { state: 'off' } | { state: 'failed' } | { state: 'on'; mode: 'polling' | 'webhook'; username: string };
+  /** Where the operator CLI finds this gateway (written by `npm start`). */
+  addressFile: string;
+}
+
+export interface StartedParts {
+  httpPort: number;
+  rpcPort: number;
+  /** The catalogue's entries (only enabled ones count). */
+  models: readonly { provider: ProviderName; enabled: boolean }[];
+  /** Credit leases really run (BILLING_MODE=lease and a PostgreSQL server). */
+  leasing: boolean;
+  /** TELEGRAM_BOT_TOKEN is set. */
+  botConfigured: boolean;
+  bot: { mode: 'polling' | 'webhook'; username: string } | undefined;
+}
+
+export function scopeOf(host: string): Scope {
+  if (host === '0.0.0.0' || host === '::' || host === '') return 'all interfaces';
+  if (host === 'localhost' || host === '::1' || /^127\./.test(host)) return 'loopback';
+  return 'one address';
+}
+
+/** http://host:port a client on this machine can use; all-interfaces binds are reached on loopback. */
+export function connectableUrl(host: string, port: number): string {
+  const shown = scopeOf(host) === 'all interfaces' ? '127.0.0.1' : host;
+  return `http://${shown.includes(':') ? `[${shown}]` : shown}:${port}`;
+}
+
+/** A URL fit to show: no user, password, query or fragment; undefined when it does not parse. */
+export function withoutSecrets(raw: string): string | undefined {
+  try {
+    const u = new URL(raw);
+    u.username = '';
+    u.password = '';
+    u.search = '';
+    u.hash = '';
+    return u.toString().replace(/\/$/, '');
+  } catch {
+    return undefined;
+  }
+}
+
+const DEFAULT_HOSTS: Record<ProviderName, string> = {
+  openai: 'api.openai.com', anthropic: 'api.anthropic.com', xai: 'api.x.ai', deepseek: 'api.deepseek.com', cohere: 'api.cohere.com', bfl: 'api.bfl.ai',
+};
+
+export function startupSummary(config: Config, parts: StartedParts): StartupSummary {
+  const providers = Object.values(config.providers).map((p) => {
+    const baseUrl = withoutSecrets(p.baseUrl);
+    const custom = baseUrl !== undefined && new URL(baseUrl).hostname !== DEFAULT_HOSTS[p.name];
+    return {
+      name: p.name,
+      models: parts.models.filter((m) => m.enabled && m.provider === p.name).length,
+      key: p.apiKey !== undefined,
+      keyVariable: `${p.name.toUpperCase()}_API_KEY`,
+      ...(custom ? { baseUrl } : {}),
+      fallback: p.fallback !== undefined,
+    };
+  });
+  let database: StartupSummary['database'] = { kind: 'embedded', dir: config.dataDir };
+  if (config.databaseUrl) {
+    const u = withoutSecrets(config.databaseUrl);
+    database = { kind: 'postgresql', server: u ?? 'DATABASE_URL (not shown: it does not parse as a URL)' };
+  }
+  const v = config.video;
+  return {
+    http: { url: connectableUrl(config.host, parts.httpPort), host: config.host, port: parts.httpPort, scope: scopeOf(config.host), metricsToken: config.metricsToken !== undefined },
+    rpc: { url: connectableUrl(config.grpcHost, parts.rpcPort), host: config.grpcHost, port: parts.rpcPort, scope: scopeOf(config.grpcHost), adminToken: config.adminToken !== undefined },
+    database,
+    billing: { mode: parts.leasing ? 'lease' : 'hold', requested: config.billingMode, sliceUsd: config.lease.sliceUsd },
+    providers,
+    temporal: v.temporalAddress
+      ? { kind: 'cluster', address: v.temporalAddress, namespace: v.temporalNamespace, status: 'starting', worker: v.runWorker }
+      : { kind: 'dev server', address: `127.0.0.1:${v.devServerPort}`, uiUrl: `http://127.0.0.1:${v.devServerUiPort}`, status: 'starting', worker: v.runWorker },
+    bot: parts.bot ? { state: 'on', ...parts.bot } : parts.botConfigured ? { state: 'failed' } : { state: 'off' },
+    addressFile: addressFilePath(config.dataDir),
+  };
+}
+
+function reach(l: Listener): string {
+  if (l.scope === 'loopback') return `this machine only (${l.host})`;
+  if (l.scope === 'all interfaces') return `all interfaces (${l.host || '0.0.0.0'}): anyone who can reach this machine`;
+  return `address ${l.host} only`;
+}
+
+/** The summary as a title and short lines, for a person at a terminal. */
+export function summaryLines(s: StartupSummary): string[] {
+  const rows: [string, string][] = [];
+  rows.push(['HTTP', `${s.http.url}/v1  ${reach(s.http)}; /metrics ${s.http.metricsToken ? 'needs METRICS_TOKEN' : 'is open (set METRICS_TOKEN to guard it)'}`]);
+  const rpcGuard = s.rpc.adminToken
+    ? 'ADMIN_TOKEN required'
+    : s.rpc.scope === 'loopback'
+      ? 'no ADMIN_TOKEN'
+      : 'no ADMIN_TOKEN: whoever reaches this port can create keys and move credit';
+  rows.push(['RPC', `${s.rpc.url}  ${reach(s.rpc)}; ${rpcGuard}`]);
+  rows.push(['database', s.database.kind === 'embedded'
+    ? `embedded, in ${s.database.dir} (set DATABASE_URL for a PostgreSQL server)`
+    : `PostgreSQL at ${s.database.server}`]);
+  rows.push(['billing', s.billing.mode === 'lease'
+    ? `credit leases of $${s.billing.sliceUsd} per key and instance`
+    : `a hold and a settlement per request${s.billing.requested === 'lease' ? ' (credit leases need DATABASE_URL)' : ''}`]);
+  const nameWidth = Math.max(...s.providers.map((p) => p.name.length));
+  const countWidth = Math.max(...s.providers.map((p) => String(p.models).length));
+  s.providers.forEach((p, i) => {
+    const facts = [p.key ? 'key set' : `no key (set ${p.keyVariable})`];
+    if (p.baseUrl) facts.push(`at ${p.baseUrl}`);
+    if (p.fallback) facts.push('with a fallback');
+    rows.push([i === 0 ? 'providers' : '', `${p.name.padEnd(nameWidth)} ${String(p.models).padStart(countWidth)} ${(p.models === 1 ? 'model' : 'models').padEnd(6)}  ${facts.join(', ')}`]);
+  });
+  const t = s.temporal;
+  const worker = t.worker ? '' : '; no video worker here (VIDEO_WORKER=0)';
+  rows.push(['Temporal', t.kind === 'cluster'
+    ? `connecting to ${t.address} (namespace ${t.namespace}) in the background${worker}`
+    : `starting a local dev server on ${t.address} in the background; web UI ${t.uiUrl} once it is up${worker}`]);
+  rows.push(['bot', s.bot.state === 'on'
+    ? `on: @${s.bot.username} by ${s.bot.mode === 'polling' ? 'long polling' : 'webhook'}`
+    : s.bot.state === 'failed' ? 'not started (see the error above)' : 'off (set TELEGRAM_BOT_TOKEN for the Telegram bot)']);
+  const relative = path.relative(process.cwd(), s.addressFile);
+  rows.push(['CLI', `npm run cli -- keys --help  (finds this gateway through ${relative.startsWith('..') ? s.addressFile : relative})`]);
+  const width = Math.max(...rows.map(([label]) => label.length));
+  return ['gateway ready', ...rows.map(([label, text]) => `${label.padEnd(width)}  ${text}`)];
+}
