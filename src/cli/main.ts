@@ -1,74 +1,109 @@
-// Operator CLI: `npm run cli -- keys <command>`. Talks to the BillingService over the RPC port
-// (GATEWAY_RPC_URL, default http://127.0.0.1:$GRPC_PORT), never to the database directly.
+// Operator CLI: `npm run cli -- keys <command>`. Talks to the BillingService over the RPC port,
+// never to the database directly; finds the gateway as src/cli/gateway-address.ts says. Every
+// failure is one line on stderr (exit 2: wrong usage; exit 1: the call failed).
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { createClient } from '@connectrpc/connect';
+import { timestampDate } from '@bufbuild/protobuf/wkt';
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
+import { GatewayErrorSchema } from '../gen/gateway/v1/errors_pb.js';
 import { nanoToUsd, usdToNano } from '../billing/money.ts';
-import { toGatewayError } from '../rpc/errors.ts';
+import { findGateway, type FoundGateway } from './gateway-address.ts';
+import { usageTable } from './usage-table.ts';
 
-const USAGE = `usage: npm run cli -- keys <command>
+const USAGE = `usage: npm run cli -- keys <command> [options]
   keys create --credits <usd> [--label <text>]   create an account and key; prints the key once
   keys balance <key|key_id>                       balance, held and available
   keys topup <key|key_id> --amount <usd> [--external-id <id>]
   keys rotate <key|key_id>                        new key on the same balance; the old one dies now
   keys revoke <key|key_id>
-  keys usage <key|key_id> [--limit <n>]
+  keys usage <key|key_id> [--limit <n>]           the last requests (default 20), newest first
   keys limits <key|key_id> [--rpm <n>] [--tpm <n>]    per-key rate limits (0 = unlimited; omitted = default)
-options: --json for machine-readable output
-env: GATEWAY_RPC_URL (default http://127.0.0.1:$GRPC_PORT or 8081), ADMIN_TOKEN`;
+options: --json for machine-readable output; -h, --help for this text
+finding the gateway: GATEWAY_RPC_URL, else GRPC_PORT (and GRPC_HOST), else the address a running
+  gateway wrote to DATA_DIR/gateway.json (default ./data), else http://127.0.0.1:8081
+env: ADMIN_TOKEN when the gateway requires it`;
 
-const { values, positionals } = parseArgs({
-  allowPositionals: true,
-  options: {
-    credits: { type: 'string' },
-    amount: { type: 'string' },
-    label: { type: 'string' },
-    'external-id': { type: 'string' },
-    limit: { type: 'string' },
-    rpm: { type: 'string' },
-    tpm: { type: 'string' },
-    json: { type: 'boolean' },
-    help: { type: 'boolean', short: 'h' },
-  },
-});
+const COMMANDS = ['create', 'balance', 'topup', 'rotate', 'revoke', 'usage', 'limits'];
 
-const baseUrl = process.env.GATEWAY_RPC_URL ?? `http://127.0.0.1:${process.env.GRPC_PORT || 8081}`;
+function fail(msg: string, code = 2): never {
+  console.error(msg);
+  process.exit(code);
+}
+
+function usageError(msg: string): never {
+  fail(`error: ${msg}; see npm run cli -- --help`);
+}
+
+let parsed;
+try {
+  parsed = parseArgs({
+    allowPositionals: true,
+    options: {
+      credits: { type: 'string' },
+      amount: { type: 'string' },
+      label: { type: 'string' },
+      'external-id': { type: 'string' },
+      limit: { type: 'string' },
+      rpm: { type: 'string' },
+      tpm: { type: 'string' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
+} catch (err) {
+  const e = err as NodeJS.ErrnoException;
+  if (e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') usageError(`unknown option ${/'([^']+)'/.exec(e.message)?.[1] ?? ''}`.trim());
+  if (e.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') usageError(e.message.replace(/\.$/, ''));
+  usageError(e.message);
+}
+const { values, positionals } = parsed!;
+
+const gateway: FoundGateway = findGateway();
 const adminToken = process.env.ADMIN_TOKEN;
 const client = createClient(
   BillingService,
   createGrpcTransport({
-    baseUrl,
+    baseUrl: gateway.rpcUrl,
+    // An address that swallows packets fails here rather than hanging the terminal.
+    defaultTimeoutMs: 30_000,
     interceptors: adminToken ? [(next) => (req) => { req.header.set('authorization', `Bearer ${adminToken}`); return next(req); }] : [],
   }),
 );
 
-const keyRef = (s: string | undefined) => {
-  if (!s) fail('a key or key id is required');
+const keyRef = (s: string | undefined, cmd: string) => {
+  if (!s) usageError(`keys ${cmd} needs a key (prx-…) or a key id`);
   return { ref: s.startsWith('prx-') ? { case: 'apiKey' as const, value: s } : { case: 'keyId' as const, value: s } };
 };
 const usd = (nano: bigint) => `$${nanoToUsd(nano)}`;
 const out = (human: string, json: unknown) =>
   console.log(values.json ? JSON.stringify(json, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)) : human);
 
-function fail(msg: string): never {
-  console.error(msg);
-  process.exit(2);
-}
-
 function dollars(text: string | undefined, flag: string): bigint {
-  if (text === undefined) fail(`--${flag} <usd> is required`);
+  if (text === undefined) usageError(`--${flag} <usd> is required`);
   try {
     return usdToNano(text);
   } catch {
-    fail(`--${flag} must be a dollar amount such as 5 or 0.25`);
+    usageError(`--${flag} must be a dollar amount such as 5 or 0.25`);
   }
+}
+
+function count(v: string | undefined, flag: string): number | undefined {
+  if (v === undefined) return undefined;
+  if (!/^\d+$/.test(v)) usageError(`--${flag} must be a whole number`);
+  return Number(v);
 }
 
 async function run(): Promise<void> {
   const [group, cmd, arg] = positionals;
-  if (values.help || group !== 'keys' || !cmd) fail(USAGE);
+  if (values.help || group === 'help' || (group === 'keys' && cmd === 'help')) {
+    console.log(USAGE);
+    return;
+  }
+  if (group === undefined) fail(USAGE);
+  if (group !== 'keys') usageError(`unknown command "${group}" (the commands are keys ${COMMANDS.join(', keys ')})`);
+  if (!cmd) fail(USAGE);
   switch (cmd) {
     case 'create': {
       const r = await client.createKey({ creditsNano: dollars(values.credits ?? '0', 'credits'), label: values.label ?? '', cause: 'operator-cli' });
@@ -81,20 +116,22 @@ async function run(): Promise<void> {
       return;
     }
     case 'balance': {
-      const b = await client.getBalance({ key: keyRef(arg) });
+      const b = await client.getBalance({ key: keyRef(arg, cmd) });
       out(`balance   ${usd(b.balanceNano)}\nheld      ${usd(b.heldNano)}\navailable ${usd(b.availableNano)}`, {
         account_id: b.accountId, balance_nano: b.balanceNano, held_nano: b.heldNano, available_nano: b.availableNano,
       });
       return;
     }
     case 'topup': {
+      const key = keyRef(arg, cmd);
+      const amountNano = dollars(values.amount, 'amount');
       const externalId = values['external-id'] ?? `cli:${randomUUID()}`;
-      const r = await client.topUp({ key: keyRef(arg), amountNano: dollars(values.amount, 'amount'), externalId, cause: 'operator-cli' });
+      const r = await client.topUp({ key, amountNano, externalId, cause: 'operator-cli' });
       out(`${r.applied ? 'applied' : 'already applied'} (${externalId}); balance ${usd(r.balanceNano)}`, { applied: r.applied, external_id: externalId, balance_nano: r.balanceNano });
       return;
     }
     case 'rotate': {
-      const r = await client.rotateKey({ key: keyRef(arg) });
+      const r = await client.rotateKey({ key: keyRef(arg, cmd) });
       if (values.json) out('', { api_key: r.apiKey, key_id: r.keyId, revoked_key_id: r.revokedKeyId });
       else {
         console.log(r.apiKey);
@@ -103,37 +140,51 @@ async function run(): Promise<void> {
       return;
     }
     case 'revoke': {
-      const r = await client.revokeKey({ key: keyRef(arg) });
+      const r = await client.revokeKey({ key: keyRef(arg, cmd) });
       out(r.revoked ? 'revoked' : 'was already revoked', { revoked: r.revoked });
       return;
     }
     case 'usage': {
-      const r = await client.listUsage({ key: keyRef(arg), limit: Number(values.limit ?? 20) });
+      const key = keyRef(arg, cmd);
+      const limit = count(values.limit, 'limit') ?? 20;
+      if (limit < 1 || limit > 1000) usageError('--limit must be between 1 and 1000');
+      const r = await client.listUsage({ key, limit });
       out(
-        r.records.map((u) => `${u.createdAt ? new Date(Number(u.createdAt.seconds) * 1000).toISOString() : ''}  ${u.route}  ${u.model}  ${u.status}  in=${u.inputTokens} out=${u.outputTokens}  ${usd(u.costNano)}  ${u.requestId}`).join('\n') || '(no usage)',
+        usageTable(r.records.map((u) => ({ ...u, createdAt: u.createdAt ? timestampDate(u.createdAt) : undefined }))),
         r.records.map((u) => ({ request_id: u.requestId, model: u.model, route: u.route, status: u.status, cost_nano: u.costNano, input_tokens: u.inputTokens, output_tokens: u.outputTokens })),
       );
       return;
     }
     case 'limits': {
-      const count = (v: string | undefined, flag: string) => {
-        if (v === undefined) return undefined;
-        if (!/^\d+$/.test(v)) fail(`--${flag} must be a whole number`);
-        return Number(v);
-      };
+      const key = keyRef(arg, cmd);
       const rpm = count(values.rpm, 'rpm');
       const tpm = count(values.tpm, 'tpm');
-      const r = await client.setRateLimits({ key: keyRef(arg), ...(rpm !== undefined ? { requestsPerMinute: rpm } : {}), ...(tpm !== undefined ? { tokensPerMinute: BigInt(tpm) } : {}) });
+      const r = await client.setRateLimits({ key, ...(rpm !== undefined ? { requestsPerMinute: rpm } : {}), ...(tpm !== undefined ? { tokensPerMinute: BigInt(tpm) } : {}) });
       out(r.updated ? `limits set: rpm ${rpm ?? 'default'}, tpm ${tpm ?? 'default'}` : 'no such key', { updated: r.updated });
       return;
     }
     default:
-      fail(USAGE);
+      usageError(`unknown command "keys ${cmd}" (the commands are keys ${COMMANDS.join(', keys ')})`);
   }
 }
 
-run().catch((err) => {
-  const ge = toGatewayError(err);
-  console.error(`error: ${ge.httpStatus === 500 ? (err as Error).message : ge.message}`);
-  process.exit(1);
-});
+/** One line that says what went wrong, where the CLI looked, and how to point it elsewhere. */
+function describeFailure(err: unknown): string {
+  const ce = ConnectError.from(err);
+  const detail = ce.findDetails(GatewayErrorSchema)[0];
+  if (detail) return `error: ${detail.message}`;
+  const where = `${gateway.rpcUrl} (from ${gateway.source}${gateway.ignored.length ? `; ignored ${gateway.ignored.join('; ')}` : ''})`;
+  switch (ce.code) {
+    case Code.Unauthenticated:
+      return adminToken
+        ? `error: the gateway at ${where} refused ADMIN_TOKEN: it is not this gateway's admin token`
+        : `error: the gateway at ${where} requires ADMIN_TOKEN; set it to the gateway's admin token`;
+    case Code.Unavailable:
+    case Code.DeadlineExceeded:
+      return `error: no gateway answered at ${where}. Start one with \`npm start\`, or point the CLI at it with GATEWAY_RPC_URL=http://host:port (or GRPC_PORT, or the gateway's DATA_DIR)`;
+    default:
+      return `error: the gateway at ${where} failed: ${ce.rawMessage}`;
+  }
+}
+
+run().catch((err) => fail(describeFailure(err), 1));
