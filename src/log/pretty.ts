@@ -25,6 +25,13 @@ const HIDDEN = new Set(['level', 'time', 'pid', 'hostname', 'service', 'msg', 'e
 
 const two = (n: number) => String(n).padStart(2, '0');
 
+/**
+ * Control characters shown escaped: text from callers (a path, a model name in an error) must
+ * not move the cursor, recolour or clear the operator's terminal, nor fake a log line.
+ */
+const clean = (v: unknown): string =>
+  String(v).replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+
 export function prettyLine(json: string, opts: PrettyOptions): string {
   let rec: Record<string, unknown>;
   try {
@@ -39,11 +46,11 @@ export function prettyLine(json: string, opts: PrettyOptions): string {
 
   if (rec.summary && typeof rec.summary === 'object') {
     const [title, ...rest] = summaryLines(rec.summary as StartupSummary);
-    return `${time} ${paint('32;1', title!)}\n${rest.map((l) => `         ${l}`).join('\n')}\n`;
+    return `${time} ${paint('32;1', title!)}\n${rest.map((l) => `         ${clean(l)}`).join('\n')}\n`;
   }
   if (rec.msg === 'request' && typeof rec.status === 'number') {
     const status = rec.status >= 500 ? paint('31', String(rec.status)) : rec.status >= 400 ? paint('33', String(rec.status)) : paint('32', String(rec.status));
-    return `${time} ${status} ${rec.method} ${rec.url} ${rec.ms} ms\n`;
+    return `${time} ${status} ${clean(rec.method)} ${clean(rec.url)} ${clean(rec.ms)} ms\n`;
   }
 
   let text = typeof rec.msg === 'string' ? rec.msg : '';
@@ -53,10 +60,9 @@ export function prettyLine(json: string, opts: PrettyOptions): string {
   else if (err?.message && !text.includes(err.message)) text += `: ${err.message}`;
   const fields = Object.entries(rec)
     .filter(([k, v]) => !HIDDEN.has(k) && v !== undefined)
-    .map(([k, v]) => `${k}=${typeof v === 'string' && !/[\s"=]/.test(v) ? v : JSON.stringify(v)}`);
-  if (fields.length > 0) text += `  ${paint('2', fields.join(' '))}`;
-  let line = `${time} ${paint(level.color, level.label)} ${text}\n`;
-  if (opts.stacks && typeof err === 'object' && err?.stack) line += `${err.stack.split('\n').slice(1).map((l) => `         ${l.trim()}`).join('\n')}\n`;
+    .map(([k, v]) => `${clean(k)}=${typeof v === 'string' && !/[\s"=]/.test(v) ? clean(v) : clean(JSON.stringify(v))}`);
+  let line = `${time} ${paint(level.color, level.label)} ${clean(text)}${fields.length > 0 ? `  ${paint('2', fields.join(' '))}` : ''}\n`;
+  if (opts.stacks && typeof err === 'object' && err?.stack) line += `${err.stack.split('\n').slice(1).map((l) => `         ${clean(l.trim())}`).join('\n')}\n`;
   return line;
 }
 

@@ -111,6 +111,20 @@ describe('log formats', () => {
     expect(line({ level: 40, component: 'video', released: 2, msg: 'released expired holds' })).toMatch(/^\d\d:\d\d:\d\d WARN {2}\[video\] released expired holds {2}released=2\n$/);
     expect(prettyLine('not json', { color: false, stacks: false })).toBe('not json\n');
   });
+
+  it('text from callers cannot drive the terminal or fake a line', () => {
+    const out: string[] = [];
+    const log = createLogger('info', { write: (s: string) => void out.push(s) }, 'pretty');
+    const hostile = 'gpt\x1b[2J\x1b]0;owned\x07\n12:00:00 INFO  fake line\r';
+    log.warn({ model: hostile }, `unknown model ${hostile}`);
+    log.info({ method: 'GET', url: `/v1/${hostile}`, status: 404, ms: 1 }, 'request');
+    log.error({ err: new Error(hostile) }, 'failed');
+    for (const line of out) {
+      expect(line).not.toMatch(/[\x00-\x09\x0b-\x1f\x7f]/);
+      expect(line.indexOf('\n')).toBe(line.length - 1);
+      expect(line).toContain('gpt\\u001b[2J\\u001b]0;owned\\u0007\\u000a12:00:00');
+    }
+  });
 });
 
 describe('how the CLI finds the gateway', () => {
@@ -151,6 +165,47 @@ describe('how the CLI finds the gateway', () => {
     writeGatewayAddress(dir, { rpcUrl: 'http://127.0.0.1:9555', httpUrl: '', pid: process.pid, startedAt: '' });
     removeGatewayAddress(dir, process.pid + 1);
     expect(fs.existsSync(addressFilePath(dir))).toBe(true);
+  });
+});
+
+describe('the CLI command line', () => {
+  const ROOT = path.resolve(import.meta.dirname, '..', '..');
+  // No gateway is needed: each of these stops before any call.
+  const cli = (...args: string[]) => {
+    const r = spawnSync(process.execPath, ['src/cli/main.ts', ...args], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, GATEWAY_RPC_URL: 'http://127.0.0.1:9' } });
+    return { code: r.status, stdout: r.stdout, stderr: r.stderr };
+  };
+  const oneLine = (r: { stderr: string }) => r.stderr.trimEnd().split('\n');
+
+  it('--help prints the commands and how the gateway is found, on stdout, exit 0', () => {
+    for (const args of [['--help'], ['-h'], ['help'], ['keys', '--help']]) {
+      const r = cli(...args);
+      expect(r.code, args.join(' ')).toBe(0);
+      expect(r.stdout).toMatch(/^usage: npm run cli -- keys <command>/);
+      expect(r.stdout).toContain('DATA_DIR/gateway.json');
+    }
+  });
+
+  it('a wrong command line is one line on stderr and exit 2, never a stack trace', () => {
+    const cases: [string[], string][] = [
+      [['keys', 'balance', '--bogus'], 'error: unknown option --bogus; see npm run cli -- --help'],
+      [['keys', 'nope'], 'error: unknown command "keys nope" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits); see npm run cli -- --help'],
+      [['key', 'create'], 'error: unknown command "key" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits); see npm run cli -- --help'],
+      [['keys', 'balance'], 'error: keys balance needs a key (prx-…) or a key id; see npm run cli -- --help'],
+      [['keys', 'usage', 'key_x', '--limit', 'ten'], 'error: --limit must be a whole number; see npm run cli -- --help'],
+      [['keys', 'topup', 'key_x', '--amount', 'lots'], 'error: --amount must be a dollar amount such as 5 or 0.25; see npm run cli -- --help'],
+      [['keys', 'create', '--credits'], "error: Option '--credits <value>' argument missing; see npm run cli -- --help"],
+    ];
+    for (const [args, line] of cases) {
+      const r = cli(...args);
+      expect({ args, code: r.code, stderr: oneLine(r) }).toEqual({ args, code: 2, stderr: [line] });
+    }
+  });
+
+  it('a gateway that does not answer is one line naming where the CLI looked', () => {
+    const r = cli('keys', 'balance', 'key_x');
+    expect(r.code).toBe(1);
+    expect(oneLine(r)).toEqual(['error: no gateway answered at http://127.0.0.1:9 (from GATEWAY_RPC_URL). Start one with `npm start`, or point the CLI at it with GATEWAY_RPC_URL=http://host:port (or GRPC_PORT, or the gateway\'s DATA_DIR)']);
   });
 });
 
