@@ -89,6 +89,7 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
         if (!Number.isInteger(limit) || limit < 0) return reply.code(400).send(openAIError("Invalid value for 'limit': an integer between 1 and 100.", 'invalid_request_error', 'invalid_value', 'limit'));
         const r = await videos.listVideos({ limit, after: req.query.after ?? '', order: req.query.order ?? '' }, callOptions(req, reply));
         const data = r.videos.map(openAIVideo);
+        reply.header('x-gateway-cost-nano-usd', '0');
         return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: r.hasMore };
       } catch (err) {
         return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
@@ -116,7 +117,7 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
     scope.delete<{ Params: { id: string } }>('/v1/videos/:id', async (req, reply) => {
       try {
         const r = await videos.deleteVideo({ id: req.params.id }, callOptions(req, reply));
-        return reply.header('x-request-id', req.id).type('application/json').send({ id: r.id, object: 'video.deleted', deleted: r.deleted });
+        return reply.header('x-request-id', req.id).header('x-gateway-cost-nano-usd', '0').type('application/json').send({ id: r.id, object: 'video.deleted', deleted: r.deleted });
       } catch (err) {
         return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
       }
@@ -145,6 +146,8 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
       return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
     }
     const start = first.value?.part.case === 'start' ? first.value.part.value : undefined;
+    // The job was charged when it completed; its download costs nothing (the generations route says what the job cost).
+    if (!reply.hasHeader('x-gateway-cost-nano-usd')) reply.header('x-gateway-cost-nano-usd', '0');
     reply.header('x-request-id', req.id).header('x-video-id', start?.videoId ?? id).type(start?.contentType || 'video/mp4');
     if (start) reply.header('content-length', String(start.size));
     async function* bytes() {

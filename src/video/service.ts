@@ -65,7 +65,6 @@ export function keyedJobId(accountId: string, idempotencyKey: string, hash: stri
   return `video_${createHash('sha256').update(`${accountId}\n${idempotencyKey}\n${hash}`).digest('hex').slice(0, 32)}`;
 }
 
-
 export interface VideoServiceDeps {
   config: Config;
   ledger: Ledger;
@@ -176,7 +175,10 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
         throw gatewayError({ httpStatus: status, type: status < 500 ? 'invalid_request_error' : 'server_error', code: e.code, requestId: row.requestId, message: e.message });
       }
     }
-    return toVideo((await jobs.get(row.id, row.accountId)) ?? row);
+    const now = await jobs.get(row.id, row.accountId);
+    // Gone: the first request under this key was taken back (its hold could not be placed) while this one waited.
+    if (!now) throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'idempotency_key_in_use', message: 'The first request with this Idempotency-Key did not go through; send the request again.' });
+    return toVideo(now);
   }
 
   /**
