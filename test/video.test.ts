@@ -225,9 +225,13 @@ describe('video jobs: billing', () => {
     expect((await temporal.workflow.getHandle(job.id).describe()).status.name).toBe('CANCELLED');
     // The upstream was told to drop the job; its content is not available.
     expect((await simVideos(marker))[0]!.deleted).toBe(true);
+    expect(cancelled.x_gateway).toMatchObject({ status: 'cancelled' });
+    expect(((await temporal.workflow.getHandle(job.id).query('state')) as Json).cancellation).toBe('dropped');
     const content = await fetch(`${gatewayUrl()}/v1/videos/${job.id}/content`, { headers: auth(k) });
-    expect(content.status).toBe(409);
-    expectOpenAIError((await content.json()) as Json, 'video_not_ready');
+    expect(content.status).toBe(404);
+    const noContent = (await content.json()) as Json;
+    expectOpenAIError(noContent, null);
+    expect(noContent.error.code).toBeNull();
   });
 
   it('a job still running when the wait ends answers 202; GET and /content give it later', LONG, async () => {
@@ -238,7 +242,7 @@ describe('video jobs: billing', () => {
     expect(['queued', 'in_progress']).toContain(job.status);
     expect(r.headers.get('location')).toBe(`/v1/videos/${job.id}`);
     const early = await fetch(`${gatewayUrl()}/v1/videos/${job.id}/content`, { headers: auth(k) });
-    expect(early.status).toBe(409);
+    expect(early.status).toBe(404);
 
     const done = await waitFor(k, job.id, finished);
     expect(done).toMatchObject({ status: 'completed', x_gateway: { cost_nano_usd: '400000000' } });
@@ -308,8 +312,18 @@ describe('video jobs: the API', () => {
     expect(content.status).toBe(404);
     const cancel = await fetch(`${gatewayUrl()}/v1/videos/${job.id}/cancel`, { method: 'POST', headers: auth(other) });
     expect(cancel.status).toBe(404);
+    // Deleting another account's job is a 404 that reads as one for an id nobody has.
+    const theirs = await fetch(`${gatewayUrl()}/v1/videos/${job.id}`, { method: 'DELETE', headers: auth(other) });
+    const nobodys = await fetch(`${gatewayUrl()}/v1/videos/video_nobodyhasthisid`, { method: 'DELETE', headers: auth(other) });
+    expect([theirs.status, nobodys.status]).toEqual([404, 404]);
+    const [theirsBody, nobodysBody] = [(await theirs.json()) as Json, (await nobodys.json()) as Json];
+    expect(theirsBody).toEqual({ error: { ...nobodysBody.error, message: nobodysBody.error.message.replace('video_nobodyhasthisid', job.id) } });
+    await expect(openai(other.apiKey).videos.delete(job.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
     const list = (await (await fetch(`${gatewayUrl()}/v1/videos`, { headers: auth(other) })).json()) as Json;
     expect(list).toMatchObject({ object: 'list', data: [], has_more: false });
+    // Nor does another account's id work as a list cursor.
+    const after = (await (await fetch(`${gatewayUrl()}/v1/videos?after=${job.id}`, { headers: auth(other) })).json()) as Json;
+    expect(after).toMatchObject({ object: 'list', data: [], has_more: false });
     await expect(openai(other.apiKey).videos.retrieve(job.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
 
     expect((await getVideo(owner, job.id)).status).toBe(200);
@@ -384,6 +398,208 @@ describe('video jobs: the API', () => {
     expect(found).toEqual([id]);
     const row = await videoRow(id);
     expect(row).toMatchObject({ status: 'completed', produced_ms: '3250', cost_nano: '325000000' });
+  });
+});
+
+describe('video jobs: create, content, delete and repeat as OpenAI answers them', () => {
+  /** An SDK client with its default retries, counting the requests it sends. */
+  function countingClient(k: TestKey): { client: OpenAI; calls: string[] } {
+    const calls: string[] = [];
+    const client = new OpenAI({
+      apiKey: k.apiKey,
+      baseURL: `${gatewayUrl()}/v1`,
+      fetch: async (url, init) => {
+        calls.push(`${init?.method ?? 'GET'} ${new URL(String(url)).pathname}`);
+        return fetch(url, init);
+      },
+    });
+    return { client, calls };
+  }
+
+  const usageOf = async (accountId: string) =>
+    (await db().query('SELECT status, http_status, cost_nano::text AS cost FROM usage_records WHERE account_id = $1 ORDER BY created_at', [accountId])).rows;
+
+  it('POST /v1/videos answers once the provider has the job: a prompt it refuses is a 400 content_policy_violation that costs nothing', LONG, async () => {
+    const k = await newKey('5');
+    const client = openai(k.apiKey);
+    const refused = uniqueMarker('refused');
+    const err = await client.videos.create({ prompt: `${refused} [sim fault=policy]`, seconds: '12' }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((err as InstanceType<typeof OpenAI.BadRequestError>).error).toEqual({
+      message: 'Your request was blocked by our moderation system.', type: 'invalid_request_error', param: null, code: 'content_policy_violation',
+    });
+    expect(await simCreates(refused)).toHaveLength(1);
+    // The hold went back before the answer; the usage row says why, at zero.
+    expect(await balanceOf(k.accountId)).toEqual({ balance: 5_000_000_000n, held: 0n });
+    expect(await usageOf(k.accountId)).toEqual([{ status: 'content_policy_violation', http_status: 400, cost: '0' }]);
+    expect((await accountActivity(k.accountId)).charges).toBe(0);
+    await checkInvariants(k.accountId);
+
+    // Accepted: the upstream job exists by the time the caller has the id.
+    const accepted = uniqueMarker('accepted');
+    const job = await client.videos.create({ prompt: `${accepted} [sim ms=400]` });
+    expect(['queued', 'in_progress']).toContain(job.status);
+    expect(await simVideos(accepted)).toHaveLength(1);
+    expect(await waitFor(k, job.id, finished)).toMatchObject({ status: 'completed', x_gateway: { cost_nano_usd: '400000000' } });
+  });
+
+  it('GET /content of an unfinished job answers 404 as OpenAI does, which the SDK raises at once without retrying', LONG, async () => {
+    const k = await newKey('5');
+    const { client, calls } = countingClient(k);
+    const job = await client.videos.create({ prompt: `${uniqueMarker('early')} [sim ms=20000]` });
+    const err = await client.videos.downloadContent(job.id).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.NotFoundError);
+    expect((err as InstanceType<typeof OpenAI.NotFoundError>).error).toEqual({
+      message: 'Video is not ready yet, use GET /v1/videos/{video_id} to check status.', type: 'invalid_request_error', param: null, code: null,
+    });
+    expect(calls.filter((c) => c.endsWith('/content'))).toEqual([`GET /v1/videos/${job.id}/content`]);
+
+    const cancelled = await fetch(`${gatewayUrl()}/v1/videos/${job.id}/cancel`, { method: 'POST', headers: auth(k) });
+    expect(((await cancelled.json()) as Json).x_gateway.status).toBe('cancelled');
+    await expectNothingCharged(k, 5_000_000_000n);
+  });
+
+  it('client.videos.delete removes a finished job: gone from retrieve, list and content, its MP4 out of VIDEO_DIR, the provider\'s copy deleted; the charge stands', LONG, async () => {
+    const k = await newKey('5');
+    const client = openai(k.apiKey);
+    const marker = uniqueMarker('delete-done');
+    const job = await client.videos.create({ prompt: `${marker} [sim ms=200]` });
+    expect((await waitFor(k, job.id, finished)).status).toBe('completed');
+    const file = path.join(inject('videoDir'), `${job.id}.mp4`);
+    expect(fs.existsSync(file)).toBe(true);
+
+    expect(await client.videos.delete(job.id)).toEqual({ id: job.id, object: 'video.deleted', deleted: true });
+    expect(fs.existsSync(file)).toBe(false);
+    await expect(client.videos.retrieve(job.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(client.videos.downloadContent(job.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(client.videos.delete(job.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    const listed = [];
+    for await (const v of client.videos.list()) listed.push(v.id);
+    expect(listed).not.toContain(job.id);
+    await expect.poll(async () => (await simVideos(marker))[0]!.deleted, { timeout: 10_000 }).toBe(true);
+    expect(await balanceOf(k.accountId)).toEqual({ balance: 4_600_000_000n, held: 0n });
+    await checkInvariants(k.accountId);
+  });
+
+  it('deleting a running job the provider drops charges nothing and releases the hold', LONG, async () => {
+    const k = await newKey('5');
+    const client = openai(k.apiKey);
+    const marker = uniqueMarker('delete-running');
+    const job = await client.videos.create({ prompt: `${marker} [sim ms=20000]`, seconds: '8' });
+    await waitFor(k, job.id, (v) => v.status === 'in_progress');
+    expect((await balanceOf(k.accountId)).held).toBe(800_000_000n);
+
+    expect(await client.videos.delete(job.id)).toEqual({ id: job.id, object: 'video.deleted', deleted: true });
+    await expect(client.videos.retrieve(job.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    await expect(temporal.workflow.getHandle(job.id).result()).rejects.toThrow();
+    expect((await temporal.workflow.getHandle(job.id).describe()).status.name).toBe('CANCELLED');
+    expect((await simVideos(marker))[0]!.deleted).toBe(true);
+    await expectNothingCharged(k, 5_000_000_000n);
+    expect(await usageOf(k.accountId)).toEqual([{ status: 'cancelled', http_status: 499, cost: '0' }]);
+    expect(await videoRow(job.id)).toMatchObject({ status: 'cancelled', deleted_at: expect.any(Date) });
+  });
+
+  it('deleting a running job the provider will not stop: it runs to its end, is charged what it produced, then its MP4 and the provider\'s copy are removed', LONG, async () => {
+    const k = await newKey('5');
+    const client = openai(k.apiKey);
+    const marker = uniqueMarker('delete-refused');
+    const job = await client.videos.create({ prompt: `${marker} [sim ms=2500 produce=3.5 delete=refuse]`, seconds: '4' });
+    await waitFor(k, job.id, (v) => v.status === 'in_progress');
+
+    expect(await client.videos.delete(job.id)).toEqual({ id: job.id, object: 'video.deleted', deleted: true });
+    await expect(client.videos.retrieve(job.id)).rejects.toBeInstanceOf(OpenAI.NotFoundError);
+    const handle = temporal.workflow.getHandle(job.id);
+    expect(await handle.result()).toMatchObject({ status: 'completed', cancellation: 'refused_by_provider', producedMs: 3500, costNano: '350000000' });
+    expect(await balanceOf(k.accountId)).toEqual({ balance: 5_000_000_000n - 350_000_000n, held: 0n });
+    expect(fs.existsSync(path.join(inject('videoDir'), `${job.id}.mp4`))).toBe(false);
+    const sim = await simVideos(marker);
+    expect(sim).toHaveLength(1);
+    expect(sim[0]!.deleted).toBe(true);
+    expect(await videoRow(job.id)).toMatchObject({ status: 'completed', cost_nano: '350000000', deleted_at: expect.any(Date) });
+    await checkInvariants(k.accountId);
+  });
+
+  it('a cancel the provider will not act on: the job completes and is charged for what it produced', LONG, async () => {
+    const k = await newKey('5');
+    const job = (await (await createJob(k, { prompt: `${uniqueMarker('cancel-refused')} [sim ms=2500 delete=refuse]`, seconds: 4 })).json()) as Json;
+    await waitFor(k, job.id, (v) => v.status === 'in_progress');
+    const c = await fetch(`${gatewayUrl()}/v1/videos/${job.id}/cancel`, { method: 'POST', headers: auth(k) });
+    expect(c.status).toBe(200);
+    expect(await waitFor(k, job.id, finished)).toMatchObject({ status: 'completed', x_gateway: { cost_nano_usd: '400000000' } });
+    expect(((await temporal.workflow.getHandle(job.id).query('state')) as Json).cancellation).toBe('refused_by_provider');
+    const content = await fetch(`${gatewayUrl()}/v1/videos/${job.id}/content`, { headers: auth(k) });
+    expect(await mp4Ms(Buffer.from(await content.arrayBuffer()))).toBe(4000n);
+    expect(await balanceOf(k.accountId)).toEqual({ balance: 4_600_000_000n, held: 0n });
+  });
+
+  it('an Idempotency-Key makes a repeated create the same job: one hold, one upstream job, one workflow, one charge', LONG, async () => {
+    const k = await newKey('5');
+    const client = openai(k.apiKey);
+    const marker = uniqueMarker('idem');
+    const headers = { 'Idempotency-Key': `key-${marker}` };
+    const body = { prompt: `${marker} [sim ms=1500]`, seconds: '8' as const };
+    const first = await client.videos.create(body, { headers });
+    expect((await balanceOf(k.accountId)).held).toBe(800_000_000n);
+    expect((await client.videos.create(body, { headers })).id).toBe(first.id);
+    const burst = await Promise.all([1, 2, 3].map(() => client.videos.create(body, { headers })));
+    expect(burst.map((v) => v.id)).toEqual([first.id, first.id, first.id]);
+    expect((await balanceOf(k.accountId)).held).toBe(800_000_000n);
+    expect(await simVideos(marker)).toHaveLength(1);
+
+    const done = await waitFor(k, first.id, finished);
+    expect(done).toMatchObject({ status: 'completed', x_gateway: { cost_nano_usd: '800000000' } });
+    // The job id is the workflow id: Temporal ran one execution of it.
+    const runs: string[] = [];
+    for await (const w of temporal.workflow.list({ query: `WorkflowId = "${first.id}"` })) runs.push(w.runId);
+    expect(runs).toHaveLength(1);
+    // After the job has ended, the same request under the same key is still that job.
+    expect(await client.videos.create(body, { headers })).toMatchObject({ id: first.id, status: 'completed' });
+    expect(await accountActivity(k.accountId)).toEqual({ holds: 1, charges: 1, usage: 1 });
+
+    // A different request under the same key is refused, holding nothing.
+    const err = await client.videos.create({ ...body, seconds: '4' }, { headers }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OpenAI.UnprocessableEntityError);
+    expect((err as InstanceType<typeof OpenAI.UnprocessableEntityError>).error).toMatchObject({ type: 'invalid_request_error', code: 'idempotency_key_reused' });
+    expect(await accountActivity(k.accountId)).toEqual({ holds: 1, charges: 1, usage: 1 });
+    expect(await balanceOf(k.accountId)).toEqual({ balance: 4_200_000_000n, held: 0n });
+    await checkInvariants(k.accountId);
+  });
+
+  it('Idempotency-Keys belong to one account, last 24 hours, work on /v1/videos/generations too, and must be well formed', LONG, async () => {
+    const a = await newKey('5');
+    const b = await newKey('5');
+    const marker = uniqueMarker('idem-scope');
+    const headers = { 'Idempotency-Key': `shared-${marker}` };
+    const body = { prompt: `${marker} [sim ms=200]`, seconds: '4' as const };
+    const ja = await openai(a.apiKey).videos.create(body, { headers });
+    const jb = await openai(b.apiKey).videos.create(body, { headers });
+    expect(jb.id).not.toBe(ja.id);
+    await waitFor(a, ja.id, finished);
+    await waitFor(b, jb.id, finished);
+    expect(await balanceOf(a.accountId)).toEqual({ balance: 4_600_000_000n, held: 0n });
+    expect(await balanceOf(b.accountId)).toEqual({ balance: 4_600_000_000n, held: 0n });
+
+    // 24 hours on, the key may name another request.
+    await db().query("UPDATE video_jobs SET created_at = created_at - interval '25 hours' WHERE id = $1", [ja.id]);
+    const next = await openai(a.apiKey).videos.create({ ...body, seconds: '8' }, { headers });
+    expect(next.id).not.toBe(ja.id);
+    await waitFor(a, next.id, finished);
+    expect(await balanceOf(a.accountId)).toEqual({ balance: 3_800_000_000n, held: 0n });
+
+    const gen = { model: 'sora-2', prompt: `${marker} generations [sim ms=200]`, seconds: 4, size: '720x1280' };
+    const g1 = await generate(a, gen, { 'idempotency-key': `gen-${marker}` });
+    const g2 = await generate(a, gen, { 'idempotency-key': `gen-${marker}` });
+    expect([g1.status, g2.status]).toEqual([200, 200]);
+    expect(g2.headers.get('x-video-id')).toBe(g1.headers.get('x-video-id'));
+    expect(Buffer.from(await g2.arrayBuffer())).toEqual(Buffer.from(await g1.arrayBuffer()));
+    expect(await balanceOf(a.accountId)).toEqual({ balance: 3_400_000_000n, held: 0n });
+
+    const bad = await fetch(`${gatewayUrl()}/v1/videos`, {
+      method: 'POST', headers: { ...auth(a), 'content-type': 'application/json', 'idempotency-key': 'k'.repeat(256) }, body: JSON.stringify(body),
+    });
+    expect(bad.status).toBe(400);
+    expectOpenAIError((await bad.json()) as Json, 'invalid_idempotency_key');
+    await checkInvariants(a.accountId);
   });
 });
 
@@ -468,6 +684,40 @@ describe('video jobs survive crashes', () => {
     await expect.poll(() => fs.readFileSync(w2.logFile, 'utf8'), { timeout: 5_000 }).toContain(job.id);
     const content = await fetch(`${gw.httpUrl}/v1/videos/${job.id}/content`, { headers: auth(k) });
     expect(await mp4Ms(Buffer.from(await content.arrayBuffer()))).toBe(8000n);
+  });
+
+  it('a worker killed mid-download leaves an unfinished file, which the next worker to start removes', LONG, async () => {
+    const dir = fs.mkdtempSync(path.join(inject('workDir'), 'video-partial-'));
+    const videoDir = path.join(dir, 'videos');
+    const queue = `video-partial-${uniqueMarker('q')}`;
+    const env = { ...baseEnv(), ...videoEnv(inject('temporalAddress'), videoDir, queue) };
+    const gw = await startGatewayProcess({ env: { ...env, VIDEO_WORKER: '0' }, logFile: path.join(dir, 'gateway.log') });
+    cleanup.push(() => gw.stop());
+    const w1 = await startWorker(env, path.join(dir, 'worker-1.log'));
+    cleanup.push(() => w1.stop('SIGKILL'));
+
+    const k = await newKey('5');
+    // The first download sends half the MP4 and then stalls: the worker is killed while it waits.
+    const created = await createJob(k, { prompt: `${uniqueMarker('partial')} [sim ms=200 fault=stall at=content fail=1]`, seconds: 4 }, gw.httpUrl);
+    expect(created.status).toBe(200);
+    const job = (await created.json()) as Json;
+    const partials = () => (fs.existsSync(videoDir) ? fs.readdirSync(videoDir).filter((n) => n.endsWith('.partial')) : []);
+    await expect.poll(partials, { timeout: 60_000 }).toHaveLength(1);
+    const [partial] = partials();
+    expect(partial).toContain(job.id);
+    await w1.stop('SIGKILL');
+    expect(partials()).toEqual([partial]);
+
+    // Long after, a worker starts: it removes the abandoned file, not one another worker is writing.
+    const longAgo = new Date(Date.now() - 3_600_000);
+    fs.utimesSync(path.join(videoDir, partial!), longAgo, longAgo);
+    const beingWritten = '.video_elsewhere.mp4.0123456789ab.partial';
+    fs.writeFileSync(path.join(videoDir, beingWritten), 'still arriving');
+    const w2 = await startWorker(env, path.join(dir, 'worker-2.log'));
+    cleanup.push(() => w2.stop('SIGTERM'));
+    expect(partials()).not.toContain(partial);
+    expect(partials()).toContain(beingWritten);
+    expect(fs.readFileSync(w2.logFile, 'utf8')).toContain('removed unfinished video downloads left by a stopped worker');
   });
 
   it('a gateway restart while a job runs: the client still gets the job and its video (its hold outlives the sweeper)', LONG, async () => {

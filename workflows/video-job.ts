@@ -2,31 +2,41 @@
 // store the MP4, measure it, charge what was produced, or release the hold on failure,
 // cancellation or timeout. Deterministic: no I/O, clocks or randomness here (Date.now() is
 // the workflow task's time, replayed identically); everything else happens in activities.
+//
+// A cancel (POST /v1/videos/{id}/cancel, or DELETE of a running job) asks the provider to drop
+// its job. Only when it does is the hold released unspent: a provider that will not stop a job
+// bills it, so the job then runs to its end and is charged for what was produced (never more
+// than the hold), like any other.
 import {
-  ActivityFailure,
+  allHandlersFinished,
   ApplicationFailure,
   CancellationScope,
+  condition,
   defineQuery,
+  defineUpdate,
   isCancellation,
   proxyActivities,
   setHandler,
   sleep,
-  TimeoutFailure,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
+import { describeFailure } from './video-errors.ts';
 import {
   FAILURE,
+  VIDEO_CREATION_UPDATE,
   VIDEO_STATE_QUERY,
   VIDEO_STATUS_ATTRIBUTE,
   type JobOutcome,
   type VideoActivities,
-  type VideoJobError,
+  type VideoCreation,
   type VideoJobInput,
   type VideoJobState,
   type VideoStatus,
 } from './video-types.ts';
 
 export const videoStateQuery = defineQuery<VideoJobState>(VIDEO_STATE_QUERY);
+/** The gateway answers POST /v1/videos once this returns: a refusal at creation is the caller's error. */
+export const videoCreationUpdate = defineUpdate<VideoCreation>(VIDEO_CREATION_UPDATE);
 
 // Upstream calls: 5xx, 429 (after its retry-after) and timeouts are retried with backoff;
 // a content-policy rejection or another 4xx is final.
@@ -63,8 +73,13 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
     contentKey: null,
     contentBytes: 0,
     error: null,
+    cancellation: null,
   };
   setHandler(videoStateQuery, () => state);
+  setHandler(videoCreationUpdate, async () => {
+    await condition(() => state.upstreamId !== null || state.phase === 'done');
+    return { created: state.upstreamId !== null, error: state.upstreamId === null ? state.error : null };
+  });
 
   const setStatus = (status: VideoStatus) => {
     if (state.status === status) return;
@@ -77,13 +92,8 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
   });
   const deadline = Date.now() + input.jobTimeoutMs;
 
-  try {
-    const created = await upstream.createUpstreamJob({
-      jobId: input.jobId, provider: input.provider, upstreamModel: input.upstreamModel, prompt: input.prompt, seconds: input.seconds, size: input.size,
-    });
-    state.upstreamId = created.upstreamId;
-
-    state.phase = 'generating';
+  /** Polls the upstream job on durable timers until it has completed; throws when it failed or the deadline passed. */
+  const untilGenerated = async (upstreamId: string): Promise<void> => {
     let delay = input.pollInitialMs;
     for (;;) {
       if (Date.now() + delay > deadline) {
@@ -91,7 +101,7 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
       }
       await sleep(delay);
       const s = await upstream.pollUpstreamJob({
-        jobId: input.jobId, requestId: input.requestId, provider: input.provider, upstreamId: created.upstreamId, holdTtlSeconds: input.holdTtlSeconds,
+        jobId: input.jobId, requestId: input.requestId, provider: input.provider, upstreamId, holdTtlSeconds: input.holdTtlSeconds,
       });
       state.polls++;
       state.progress = s.progress;
@@ -100,21 +110,61 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
         throw ApplicationFailure.nonRetryable(e.message, e.code === 'content_policy_violation' ? FAILURE.contentPolicy : FAILURE.upstreamJobFailed);
       }
       setStatus(s.status === 'queued' ? 'queued' : 'in_progress');
-      if (s.status === 'completed') break;
+      if (s.status === 'completed') return;
       delay = Math.min(input.pollMaxMs, Math.ceil(delay * 1.5));
     }
+  };
 
-    state.phase = 'downloading';
-    const stored = await transfer.downloadVideo({ jobId: input.jobId, provider: input.provider, upstreamId: created.upstreamId });
-    state.contentKey = stored.contentKey;
-    state.contentBytes = stored.bytes;
+  /** True when the provider dropped its job (or it is gone); false when it would not, or could not be asked. */
+  const dropUpstreamJob = async (upstreamId: string): Promise<boolean> => {
+    try {
+      return (await upstream.cancelUpstreamJob({ provider: input.provider, upstreamId }))?.dropped ?? true;
+    } catch {
+      return false;
+    }
+  };
 
-    state.phase = 'measuring';
-    const measured = await books.measureVideo({ contentKey: stored.contentKey });
-    state.producedMs = measured.producedMs;
+  /** The outcome on the job's row; a job its owner deleted meanwhile loses what was stored of it. */
+  const record = async () => {
+    const recorded = await books.recordOutcome(outcome());
+    if (recorded?.deleted) await books.discardVideo({ contentKey: state.contentKey, provider: input.provider, upstreamId: state.upstreamId });
+    if (input.searchAttributes) upsertSearchAttributes([{ key: VIDEO_STATUS_ATTRIBUTE, value: state.status }]);
+  };
 
-    // From the charge on, a cancel request no longer interrupts the job: it completes, paid.
+  try {
+    // Not interrupted by a cancel: the upstream job's id is what cancelling it needs.
+    const created = await CancellationScope.nonCancellable(() =>
+      upstream.createUpstreamJob({
+        jobId: input.jobId, provider: input.provider, upstreamModel: input.upstreamModel, prompt: input.prompt, seconds: input.seconds, size: input.size,
+      }),
+    );
+    state.upstreamId = created.upstreamId;
+
+    state.phase = 'generating';
+    try {
+      await untilGenerated(created.upstreamId);
+    } catch (err) {
+      if (!isCancellation(err)) throw err;
+      if (await CancellationScope.nonCancellable(() => dropUpstreamJob(created.upstreamId))) {
+        state.cancellation = 'dropped';
+        throw err;
+      }
+      // The provider goes on and bills the job: follow it to its end and charge what it produced.
+      state.cancellation = 'refused_by_provider';
+      await CancellationScope.nonCancellable(() => untilGenerated(created.upstreamId));
+    }
+
+    // The video exists and the provider bills it: from here on a cancel changes nothing.
     return await CancellationScope.nonCancellable(async () => {
+      state.phase = 'downloading';
+      const stored = await transfer.downloadVideo({ jobId: input.jobId, provider: input.provider, upstreamId: created.upstreamId });
+      state.contentKey = stored.contentKey;
+      state.contentBytes = stored.bytes;
+
+      state.phase = 'measuring';
+      const measured = await books.measureVideo({ contentKey: stored.contentKey });
+      state.producedMs = measured.producedMs;
+
       state.phase = 'settling';
       const charge = await books.settleCharge({
         requestId: input.requestId, model: input.model, producedMs: measured.producedMs, seconds: input.seconds,
@@ -124,8 +174,8 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
       state.progress = 100;
       state.phase = 'done';
       state.status = 'completed';
-      await books.recordOutcome(outcome());
-      if (input.searchAttributes) upsertSearchAttributes([{ key: VIDEO_STATUS_ATTRIBUTE, value: 'completed' }]);
+      await record();
+      await condition(allHandlersFinished);
       return state;
     });
   } catch (err) {
@@ -133,35 +183,19 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
     const error = cancelled ? { code: 'cancelled', message: 'The job was cancelled; nothing was charged.' } : describeFailure(err);
     await CancellationScope.nonCancellable(async () => {
       state.phase = 'releasing';
+      // Given up on, the upstream job should not go on either (it would be billed to nobody).
+      if (error.code === 'timeout' && state.upstreamId) await dropUpstreamJob(state.upstreamId);
       await books.releaseHold({ requestId: input.requestId, model: input.model, reason: error.code, createdAtMs: input.createdAtMs });
-      if (cancelled && state.upstreamId) {
-        await upstream.cancelUpstreamJob({ provider: input.provider, upstreamId: state.upstreamId }).catch(() => undefined);
-      }
       state.error = error;
       state.phase = 'done';
       state.status = cancelled ? 'cancelled' : 'failed';
-      await books.recordOutcome(outcome());
-      if (input.searchAttributes) upsertSearchAttributes([{ key: VIDEO_STATUS_ATTRIBUTE, value: state.status }]);
+      await record();
+      // The creation update (a caller waiting on POST /v1/videos) gets its answer before the end.
+      await condition(allHandlersFinished);
     });
-    // Cancelled shows as Canceled in the Temporal UI, anything else as Failed with its reason.
+    // Cancelled shows as Canceled in the Temporal UI, anything else as Failed with its reason
+    // (and, for the operator, the failure that caused it).
     if (cancelled) throw err;
-    throw ApplicationFailure.nonRetryable(error.message, error.code);
+    throw ApplicationFailure.create({ message: error.message, type: error.code, nonRetryable: true, cause: err instanceof Error ? err : undefined });
   }
-}
-
-/** The job's error as callers see it, from the failure an activity (or the deadline) raised. */
-function describeFailure(err: unknown): VideoJobError {
-  const app = err instanceof ActivityFailure ? err.cause : err;
-  if (app instanceof ApplicationFailure) {
-    switch (app.type) {
-      case FAILURE.contentPolicy: return { code: 'content_policy_violation', message: app.message };
-      case FAILURE.rejected: return { code: 'upstream_rejected', message: app.message };
-      case FAILURE.upstreamJobFailed: return { code: 'upstream_failed', message: app.message };
-      case FAILURE.invalidVideo: return { code: 'invalid_video', message: app.message };
-      case FAILURE.timeout: return { code: 'timeout', message: app.message };
-      default: return { code: 'upstream_error', message: `The upstream video service kept failing: ${app.message}` };
-    }
-  }
-  if (app instanceof TimeoutFailure) return { code: 'upstream_error', message: 'The upstream video service did not answer in time.' };
-  return { code: 'upstream_error', message: err instanceof Error ? err.message : 'The video job failed.' };
 }

@@ -4,6 +4,8 @@
 
 export const VIDEO_WORKFLOW_TYPE = 'videoJob';
 export const VIDEO_STATE_QUERY = 'state';
+/** Update that returns once the upstream job exists, or once the job ended without one. */
+export const VIDEO_CREATION_UPDATE = 'creation';
 
 /** Custom search attributes (Keyword): find jobs in the Temporal UI by model, key prefix and status. */
 export const VIDEO_MODEL_ATTRIBUTE = { name: 'VideoModel', type: 'KEYWORD' } as const;
@@ -21,8 +23,23 @@ export type VideoPhase = 'creating' | 'generating' | 'downloading' | 'measuring'
 export interface VideoJobError {
   /** content_policy_violation, upstream_rejected, upstream_failed, upstream_error, invalid_video, timeout, cancelled */
   code: string;
+  /** Shown to the caller: the provider's words about the request, or a fixed text; never a server detail. */
   message: string;
 }
+
+/** What the creation update answers. */
+export interface VideoCreation {
+  /** The upstream job exists (the caller gets the job); false when the job ended before that. */
+  created: boolean;
+  /** Why it ended, when not created (a content-policy refusal, another 4xx, the upstream down). */
+  error: VideoJobError | null;
+}
+
+/**
+ * What became of a cancel (or a delete) of a running job: the provider dropped its job (nothing
+ * is charged), or it would not, so the job ran on and is charged for what it produced.
+ */
+export type VideoCancellation = 'dropped' | 'refused_by_provider';
 
 export interface VideoJobInput {
   jobId: string;
@@ -66,6 +83,8 @@ export interface VideoJobState {
   contentKey: string | null;
   contentBytes: number;
   error: VideoJobError | null;
+  /** Set once a cancel (or delete) of the running job was handled; null otherwise. */
+  cancellation: VideoCancellation | null;
 }
 
 export interface UpstreamJobStatus {
@@ -105,10 +124,16 @@ export interface VideoActivities {
   settleCharge(a: { requestId: string; model: string; producedMs: number; seconds: number; pricePerSecondUsd: string; createdAtMs: number }): Promise<{ costNano: string; firstSettle: boolean }>;
   /** Settles at zero: the whole hold goes back. A no-op when already settled. */
   releaseHold(a: { requestId: string; model: string; reason: string; createdAtMs: number }): Promise<void>;
-  /** Writes the job's final state to its row (what the HTTP routes read). */
-  recordOutcome(a: JobOutcome): Promise<void>;
-  /** Best effort: tells the upstream to drop a job the caller cancelled. */
-  cancelUpstreamJob(a: { provider: string; upstreamId: string }): Promise<void>;
+  /** Writes the job's final state to its row (what the HTTP routes read); says whether its owner deleted it meanwhile. */
+  recordOutcome(a: JobOutcome): Promise<{ deleted: boolean } | void>;
+  /**
+   * Asks the upstream to drop a job (DELETE {base}/videos/{id}). dropped: it did, or the job is
+   * gone; false when it refused (a job past the point where it can be stopped is billed anyway).
+   * Throws a retryable failure while the upstream cannot be reached.
+   */
+  cancelUpstreamJob(a: { provider: string; upstreamId: string }): Promise<{ dropped: boolean } | void>;
+  /** Removes a deleted job's stored video and the upstream's copy (best effort for the latter). */
+  discardVideo(a: { contentKey: string | null; provider: string; upstreamId: string | null }): Promise<void>;
 }
 
 /** Failure types the activities throw; the non-retryable ones end the job at once. */

@@ -1,13 +1,14 @@
-// The video routes: OpenAI's own (POST /v1/videos, GET /v1/videos[/{id}[/content]], as the
-// SDK's client.videos.create / list / retrieve / downloadContent call them), the gateway's
-// POST /v1/videos/generations (waits for the finished MP4, 202 when it is not ready in time)
-// and POST /v1/videos/{id}/cancel. They translate to VideoService calls; nothing else.
+// The video routes: OpenAI's own (POST /v1/videos, GET /v1/videos[/{id}[/content]],
+// DELETE /v1/videos/{id}, as the SDK's client.videos.create / list / retrieve /
+// downloadContent / delete call them), the gateway's POST /v1/videos/generations (waits for
+// the finished MP4, 202 when it is not ready in time) and POST /v1/videos/{id}/cancel. They
+// translate to VideoService calls; nothing else.
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { createClient, type Transport } from '@connectrpc/connect';
 import { VideoService, type Video, type VideoContentChunk } from '../gen/gateway/v1/video_pb.js';
 import { toGatewayError } from '../rpc/errors.ts';
-import { FORM_ERROR_FIELD } from '../video/wire.ts';
+import { failureHttpStatus, FORM_ERROR_FIELD } from '../video/wire.ts';
 import { openAIError, sendGatewayError } from './errors.ts';
 
 type CallOptions = { headers: Record<string, string>; signal?: AbortSignal };
@@ -47,17 +48,6 @@ function msToSeconds(ms: bigint): string {
   return `${ms / 1000n}${frac ? `.${frac}` : ''}`;
 }
 
-/** HTTP status of a job that ended without a video, for the route that waited on it. */
-function failureStatus(code: string): number {
-  switch (code) {
-    case 'content_policy_violation': return 400;
-    case 'cancelled': return 409;
-    case 'timeout': return 504;
-    case 'not_started': return 503;
-    default: return 502;
-  }
-}
-
 export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Transport }): void {
   const videos = createClient(VideoService, deps.transport);
 
@@ -67,12 +57,12 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
       const preferMs = preferWaitMs(req.headers.prefer);
       try {
         const body = await jsonBody(req);
-        const v = await videos.createVideo({ body, requestId: req.id, waitMs: preferMs ?? 0xffff_ffff, openaiDefaults: false }, callOptions(req, reply));
+        const v = await videos.createVideo({ body, requestId: req.id, waitMs: preferMs ?? 0xffff_ffff, openaiDefaults: false, idempotencyKey: idempotencyKey(req) }, callOptions(req, reply));
         billingHeaders(reply, v);
         if (v.status === 'completed') return await sendContent(req, reply, v.id);
         if (v.status === 'failed' || v.status === 'cancelled') {
           const code = v.error?.code ?? 'upstream_error';
-          const status = failureStatus(code);
+          const status = failureHttpStatus(code);
           return reply.code(status).type('application/json').send(openAIError(v.error?.message ?? 'The video job failed.', status < 500 ? 'invalid_request_error' : 'server_error', code));
         }
         // Still running when the wait ended: where to look, and when.
@@ -85,7 +75,7 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
     scope.post('/v1/videos', async (req, reply) => {
       try {
         const body = await jsonBody(req);
-        const v = await videos.createVideo({ body, requestId: req.id, waitMs: 0, openaiDefaults: true }, callOptions(req, reply));
+        const v = await videos.createVideo({ body, requestId: req.id, waitMs: 0, openaiDefaults: true, idempotencyKey: idempotencyKey(req) }, callOptions(req, reply));
         billingHeaders(reply, v);
         return reply.type('application/json').send(openAIVideo(v));
       } catch (err) {
@@ -99,6 +89,7 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
         if (!Number.isInteger(limit) || limit < 0) return reply.code(400).send(openAIError("Invalid value for 'limit': an integer between 1 and 100.", 'invalid_request_error', 'invalid_value', 'limit'));
         const r = await videos.listVideos({ limit, after: req.query.after ?? '', order: req.query.order ?? '' }, callOptions(req, reply));
         const data = r.videos.map(openAIVideo);
+        reply.header('x-gateway-cost-nano-usd', '0');
         return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: r.hasMore };
       } catch (err) {
         return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
@@ -121,6 +112,15 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
         return reply.code(400).send(openAIError(`Invalid value for 'variant': only 'video' is available on this gateway.`, 'invalid_request_error', 'invalid_value', 'variant'));
       }
       return sendContent(req, reply, req.params.id);
+    });
+
+    scope.delete<{ Params: { id: string } }>('/v1/videos/:id', async (req, reply) => {
+      try {
+        const r = await videos.deleteVideo({ id: req.params.id }, callOptions(req, reply));
+        return reply.header('x-request-id', req.id).header('x-gateway-cost-nano-usd', '0').type('application/json').send({ id: r.id, object: 'video.deleted', deleted: r.deleted });
+      } catch (err) {
+        return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
+      }
     });
 
     scope.post<{ Params: { id: string } }>('/v1/videos/:id/cancel', async (req, reply) => {
@@ -146,6 +146,8 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
       return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
     }
     const start = first.value?.part.case === 'start' ? first.value.part.value : undefined;
+    // The job was charged when it completed; its download costs nothing (the generations route says what the job cost).
+    if (!reply.hasHeader('x-gateway-cost-nano-usd')) reply.header('x-gateway-cost-nano-usd', '0');
     reply.header('x-request-id', req.id).header('x-video-id', start?.videoId ?? id).type(start?.contentType || 'video/mp4');
     if (start) reply.header('content-length', String(start.size));
     async function* bytes() {
@@ -193,6 +195,12 @@ async function jsonBody(req: FastifyRequest): Promise<Uint8Array> {
   } catch (err) {
     return Buffer.from(JSON.stringify({ [FORM_ERROR_FIELD]: (err as Error).message }));
   }
+}
+
+/** The caller's Idempotency-Key header ('' without one; the service checks its form). */
+function idempotencyKey(req: FastifyRequest): string {
+  const v = req.headers['idempotency-key'];
+  return Array.isArray(v) ? v.join(',') : (v ?? '');
 }
 
 /** RFC 7240 `Prefer: wait=<seconds>`: how long the caller is willing to wait. */

@@ -46,7 +46,7 @@ function releaseStatus(reason: string): number {
 export function videoActivities(deps: ActivityDeps): VideoActivities {
   const provider = (name: string): ProviderConfig => {
     const pc = deps.config.providers[name as ProviderName];
-    if (!pc) throw ApplicationFailure.nonRetryable(`unknown provider ${name}`, FAILURE.rejected);
+    if (!pc) throw ApplicationFailure.nonRetryable(`unknown provider ${name}`, FAILURE.unavailable);
     return pc;
   };
 
@@ -66,16 +66,22 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
 
     async downloadVideo(a) {
       const ctx = Context.current();
-      const res = await deps.upstream.content(provider(a.provider), a.upstreamId);
+      // A cancelled activity (its workflow gave up, the worker is shutting down) stops the
+      // transfer at once; the store removes the unfinished file either way.
+      const signal = ctx.cancellationSignal;
       const key = videoKey(a.jobId);
       let last = 0;
-      const { bytes } = await deps.store.put(key, res.body, (n) => {
-        // Heartbeats are throttled by the SDK; one per MiB is plenty to show the worker is alive.
-        if (n - last >= 1 << 20) { last = n; ctx.heartbeat(n); }
-      }).catch((err: unknown) => {
-        if (err instanceof ApplicationFailure) throw err;
-        throw ApplicationFailure.retryable(`The video download broke: ${(err as Error).message}`, FAILURE.unavailable);
-      });
+      const { bytes } = await deps.upstream.content(provider(a.provider), a.upstreamId, signal)
+        .then((res) => deps.store.put(key, res.body, (n) => {
+          // Heartbeats are throttled by the SDK; one per MiB is plenty to show the worker is alive.
+          if (n - last >= 1 << 20) { last = n; ctx.heartbeat(n); }
+        }, signal))
+        .catch((err: unknown) => {
+          if (signal.aborted) throw signal.reason;
+          if (err instanceof ApplicationFailure) throw err;
+          deps.log.warn({ videoId: a.jobId, err: (err as Error).message }, 'video download broke');
+          throw ApplicationFailure.retryable(`The video download broke: ${(err as Error).message}`, FAILURE.unavailable);
+        });
       if (bytes === 0) throw ApplicationFailure.retryable('The upstream sent an empty video.', FAILURE.unavailable);
       return { contentKey: key, bytes };
     },
@@ -115,15 +121,22 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
     },
 
     async recordOutcome(o) {
-      await deps.jobs.recordOutcome(o);
-      deps.log.info({ videoId: o.jobId, status: o.status, producedMs: o.producedMs, costNano: o.costNano, error: o.error?.code }, 'video job finished');
+      const { deleted } = await deps.jobs.recordOutcome(o);
+      deps.log.info({ videoId: o.jobId, status: o.status, producedMs: o.producedMs, costNano: o.costNano, error: o.error?.code, deleted }, 'video job finished');
+      return { deleted };
     },
 
     async cancelUpstreamJob(a) {
-      try {
-        await deps.upstream.remove(provider(a.provider), a.upstreamId);
-      } catch (err) {
-        deps.log.warn({ upstreamId: a.upstreamId, err: (err as Error).message }, 'could not cancel the upstream video job');
+      const r = await deps.upstream.remove(provider(a.provider), a.upstreamId);
+      if (r === 'refused') deps.log.warn({ upstreamId: a.upstreamId }, 'the upstream would not drop the video job; it runs on and is charged for what it produces');
+      return { dropped: r !== 'refused' };
+    },
+
+    async discardVideo(a) {
+      if (a.contentKey) await deps.store.delete(a.contentKey);
+      if (a.upstreamId) {
+        const r = await deps.upstream.remove(provider(a.provider), a.upstreamId).catch((err: unknown) => (err as Error).message);
+        if (r !== 'removed' && r !== 'gone') deps.log.warn({ upstreamId: a.upstreamId, result: r }, "could not delete the upstream's copy of a deleted video");
       }
     },
   };

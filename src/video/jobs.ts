@@ -1,6 +1,6 @@
 // The video_jobs table: who owns a job and what became of it. The workflow's activities write
 // progress and the outcome; the routes read from here, so they answer without a worker and
-// after a restart.
+// after a restart. A deleted job keeps its row (deleted_at set), hidden from its owner.
 import type { Db } from '../db/db.ts';
 import type { JobOutcome, VideoStatus } from '../../workflows/video-types.ts';
 
@@ -25,6 +25,11 @@ export interface VideoJobRow {
   errorMessage: string | null;
   createdAt: Date;
   completedAt: Date | null;
+  /** The caller's Idempotency-Key, while it is honoured; null without one or once expired. */
+  idempotencyKey: string | null;
+  /** What was asked, hashed: a repeat under the same key must match it. */
+  requestHash: string | null;
+  deletedAt: Date | null;
 }
 
 type Row = Record<string, unknown>;
@@ -32,7 +37,7 @@ const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
 
 const COLUMNS = `id, request_id, account_id, key_id, model, prompt, seconds, size, hold_nano::text AS hold_nano, status, progress, upstream_id,
   produced_ms::text AS produced_ms, cost_nano::text AS cost_nano, content_key, content_bytes::text AS content_bytes, error_code, error_message,
-  created_at, completed_at`;
+  created_at, completed_at, idempotency_key, request_hash, deleted_at`;
 
 function toRow(r: Row): VideoJobRow {
   return {
@@ -56,6 +61,9 @@ function toRow(r: Row): VideoJobRow {
     errorMessage: (r.error_message as string | null) ?? null,
     createdAt: new Date(r.created_at as string),
     completedAt: r.completed_at ? new Date(r.completed_at as string) : null,
+    idempotencyKey: (r.idempotency_key as string | null) ?? null,
+    requestHash: (r.request_hash as string | null) ?? null,
+    deletedAt: r.deleted_at ? new Date(r.deleted_at as string) : null,
   };
 }
 
@@ -66,20 +74,59 @@ export class VideoJobs {
     this.db = db;
   }
 
-  async insert(j: { id: string; requestId: string; accountId: string; keyId: string; model: string; prompt: string; seconds: number; size: string; holdNano: bigint }): Promise<VideoJobRow> {
+  /**
+   * A new job's row; undefined when its id, request id or (account, Idempotency-Key) is taken:
+   * a concurrent request with the same key got there first.
+   */
+  async insert(j: {
+    id: string; requestId: string; accountId: string; keyId: string; model: string; prompt: string; seconds: number; size: string; holdNano: bigint;
+    idempotencyKey: string | null; requestHash: string;
+  }): Promise<VideoJobRow | undefined> {
     const rows = rowsOf(
       await this.db.raw(
-        `INSERT INTO video_jobs (id, request_id, account_id, key_id, model, prompt, seconds, size, hold_nano)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS bigint)) RETURNING ${COLUMNS}`,
-        [j.id, j.requestId, j.accountId, j.keyId, j.model, j.prompt, j.seconds, j.size, j.holdNano.toString()],
+        `INSERT INTO video_jobs (id, request_id, account_id, key_id, model, prompt, seconds, size, hold_nano, idempotency_key, request_hash)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS bigint), ?, ?) ON CONFLICT DO NOTHING RETURNING ${COLUMNS}`,
+        [j.id, j.requestId, j.accountId, j.keyId, j.model, j.prompt, j.seconds, j.size, j.holdNano.toString(), j.idempotencyKey, j.requestHash],
       ),
     );
-    return toRow(rows[0]!);
+    return rows[0] ? toRow(rows[0]) : undefined;
   }
 
-  /** A job of this account; undefined for another account's job, so ids reveal nothing. */
+  /** Takes back a row whose hold could not be placed (nothing ran for it). */
+  async remove(id: string): Promise<void> {
+    await this.db.raw(`DELETE FROM video_jobs WHERE id = ? AND upstream_id IS NULL AND status = 'queued'`, [id]);
+  }
+
+  /** A job of this account that has not been deleted; undefined for another account's job, so ids reveal nothing. */
   async get(id: string, accountId: string): Promise<VideoJobRow | undefined> {
+    const r = rowsOf(await this.db.raw(`SELECT ${COLUMNS} FROM video_jobs WHERE id = ? AND account_id = ? AND deleted_at IS NULL`, [id, accountId]))[0];
+    return r ? toRow(r) : undefined;
+  }
+
+  /** Deleted or not: for matching a repeated request to its job. */
+  async getEvenDeleted(id: string, accountId: string): Promise<VideoJobRow | undefined> {
     const r = rowsOf(await this.db.raw(`SELECT ${COLUMNS} FROM video_jobs WHERE id = ? AND account_id = ?`, [id, accountId]))[0];
+    return r ? toRow(r) : undefined;
+  }
+
+  /**
+   * The job this account made with `key` within the last `ttlSeconds`. An older one first gives
+   * the key up, so the key can name a new request.
+   */
+  async findByIdempotencyKey(accountId: string, key: string, ttlSeconds: number): Promise<VideoJobRow | undefined> {
+    await this.db.raw(
+      `UPDATE video_jobs SET idempotency_key = NULL WHERE account_id = ? AND idempotency_key = ? AND created_at < now() - make_interval(secs => ?)`,
+      [accountId, key, ttlSeconds],
+    );
+    const r = rowsOf(await this.db.raw(`SELECT ${COLUMNS} FROM video_jobs WHERE account_id = ? AND idempotency_key = ?`, [accountId, key]))[0];
+    return r ? toRow(r) : undefined;
+  }
+
+  /** Hides the job from its owner; the row as it was when deleted, undefined when there was none to delete. */
+  async markDeleted(id: string, accountId: string): Promise<VideoJobRow | undefined> {
+    const r = rowsOf(
+      await this.db.raw(`UPDATE video_jobs SET deleted_at = now() WHERE id = ? AND account_id = ? AND deleted_at IS NULL RETURNING ${COLUMNS}`, [id, accountId]),
+    )[0];
     return r ? toRow(r) : undefined;
   }
 
@@ -94,7 +141,7 @@ export class VideoJobs {
       params.push(opts.after, accountId);
     }
     params.push(opts.limit);
-    const rows = rowsOf(await this.db.raw(`SELECT ${COLUMNS} FROM video_jobs WHERE account_id = ? ${cursor} ORDER BY created_at ${dir}, id ${dir} LIMIT ?`, params as never));
+    const rows = rowsOf(await this.db.raw(`SELECT ${COLUMNS} FROM video_jobs WHERE account_id = ? AND deleted_at IS NULL ${cursor} ORDER BY created_at ${dir}, id ${dir} LIMIT ?`, params as never));
     return rows.map(toRow);
   }
 
@@ -106,13 +153,19 @@ export class VideoJobs {
     );
   }
 
-  /** The job's final state; repeating it (a retried activity) writes the same values. */
-  async recordOutcome(o: JobOutcome): Promise<void> {
-    await this.db.raw(
-      `UPDATE video_jobs SET status = ?, progress = ?, upstream_id = COALESCE(?, upstream_id), produced_ms = ?, cost_nano = CAST(? AS bigint),
-         content_key = ?, content_bytes = ?, error_code = ?, error_message = ?, completed_at = COALESCE(completed_at, now())
-       WHERE id = ?`,
-      [o.status, o.progress, o.upstreamId, o.producedMs, o.costNano, o.contentKey, o.contentBytes, o.error?.code ?? null, o.error?.message ?? null, o.jobId],
-    );
+  /**
+   * The job's final state; repeating it (a retried activity) writes the same values. Says whether
+   * the owner has deleted the job (then what it stored is to be removed).
+   */
+  async recordOutcome(o: JobOutcome): Promise<{ deleted: boolean }> {
+    const r = rowsOf(
+      await this.db.raw(
+        `UPDATE video_jobs SET status = ?, progress = ?, upstream_id = COALESCE(?, upstream_id), produced_ms = ?, cost_nano = CAST(? AS bigint),
+           content_key = ?, content_bytes = ?, error_code = ?, error_message = ?, completed_at = COALESCE(completed_at, now())
+         WHERE id = ? RETURNING deleted_at IS NOT NULL AS deleted`,
+        [o.status, o.progress, o.upstreamId, o.producedMs, o.costNano, o.contentKey, o.contentBytes, o.error?.code ?? null, o.error?.message ?? null, o.jobId],
+      ),
+    )[0];
+    return { deleted: r?.deleted === true };
   }
 }

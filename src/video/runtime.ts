@@ -12,7 +12,7 @@ import type { Ledger } from '../billing/ledger.ts';
 import { gatewayError } from '../rpc/errors.ts';
 import { videoActivities } from './activities.ts';
 import { VideoJobs } from './jobs.ts';
-import { FolderVideoStore, type VideoStore } from './store.ts';
+import { FolderVideoStore, removeAbandonedWrites, type VideoStore } from './store.ts';
 import { ensureSearchAttributes, resolveTemporal, type DevServer } from './temporal.ts';
 import { VideoUpstream } from './upstream.ts';
 import { startVideoWorker, type RunningWorker } from './worker.ts';
@@ -127,6 +127,7 @@ export class VideoRuntime {
     );
 
     if (cfg.runWorker && !this.closing) {
+      await removeAbandonedWrites(this.store, this.log);
       try {
         this.worker = await startVideoWorker({
           address: target.address, namespace, taskQueue: cfg.taskQueue, log: this.log,
@@ -137,6 +138,16 @@ export class VideoRuntime {
         this.log.error({ err }, 'the video worker could not start; jobs wait for another worker (npm run worker)');
       }
     }
+  }
+
+  /** Best effort, in the background: deletes the provider's copy of a deleted job's video. */
+  discardUpstream(provider: string, upstreamId: string): void {
+    const pc = this.config.providers[provider as keyof Config['providers']];
+    if (!pc) return;
+    this.upstream.remove(pc, upstreamId).then(
+      (r) => { if (r === 'refused') this.log.warn({ upstreamId }, "the upstream would not delete its copy of a deleted video"); },
+      (err: unknown) => this.log.warn({ upstreamId, err: (err as Error).message }, "could not delete the upstream's copy of a deleted video"),
+    );
   }
 
   async close(): Promise<void> {

@@ -1,7 +1,9 @@
-// VideoService: the RPC face of video jobs. Validates, holds seconds × price, records the job
-// and starts its workflow; reads jobs from their rows (the workflow writes progress and the
-// outcome there), so answers need no worker and survive restarts. The caller's key comes
-// from the call metadata, as for InferenceService; a key sees only its own account's jobs.
+// VideoService: the RPC face of video jobs. Validates, records the job, holds seconds × price,
+// starts its workflow and waits until the upstream job exists; reads jobs from their rows (the
+// workflow writes progress and the outcome there), so answers need no worker and survive
+// restarts. The caller's key comes from the call metadata, as for InferenceService; a key sees
+// only its own account's jobs.
+import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import { WorkflowNotFoundError } from '@temporalio/client';
@@ -17,25 +19,51 @@ import { modelOfKind } from '../inference/media/common.ts';
 import type { VideoService } from '../gen/gateway/v1/video_pb.js';
 import {
   TERMINAL_STATUSES,
+  VIDEO_CREATION_UPDATE,
   VIDEO_KEY_PREFIX_ATTRIBUTE,
   VIDEO_MODEL_ATTRIBUTE,
   VIDEO_STATUS_ATTRIBUTE,
   VIDEO_WORKFLOW_TYPE,
+  type VideoCreation,
   type VideoJobInput,
 } from '../../workflows/video-types.ts';
 import { VIDEO_ROUTE } from './activities.ts';
 import type { VideoJobRow } from './jobs.ts';
 import type { VideoRuntime } from './runtime.ts';
-import { FORM_ERROR_FIELD, VIDEO_SECONDS, VIDEO_SIZES } from './wire.ts';
+import { failureHttpStatus, FORM_ERROR_FIELD, VIDEO_SECONDS, VIDEO_SIZES } from './wire.ts';
 
 const FIELDS = ['model', 'prompt', 'seconds', 'size'];
 const MAX_PROMPT_CHARS = 32_000;
 const CHUNK = 256 * 1024;
+/**
+ * Longest wait of POST /v1/videos for the upstream job to exist (the create retries a failing
+ * upstream for about 90 s). Past it (no worker running, say) the job is answered as queued.
+ */
+const CREATION_WAIT_MS = 60_000;
+/** How long an Idempotency-Key names its request (as Stripe's keys). */
+export const IDEMPOTENCY_TTL_SECONDS = 24 * 3600;
+/** Visible ASCII, 1 to 255 characters. */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 
 type Json = Record<string, unknown>;
+type VideoRequest = { model: string; prompt: string; seconds: number; size: string };
 
 const notFound = (id: string) =>
   gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'video_not_found', param: 'video_id', message: `No video found with id '${id}'.` });
+
+/** What identifies a request under an Idempotency-Key: the job it asks for, defaults applied. */
+function requestHash(r: VideoRequest): string {
+  return createHash('sha256').update(JSON.stringify([r.model, r.prompt, r.seconds, r.size])).digest('hex');
+}
+
+/**
+ * A keyed job's id (and so its workflow id), derived from the account, the key and the request:
+ * the same request under the same key is the same job, which the row's primary key and
+ * Temporal's workflow id both hold to.
+ */
+export function keyedJobId(accountId: string, idempotencyKey: string, hash: string): string {
+  return `video_${createHash('sha256').update(`${accountId}\n${idempotencyKey}\n${hash}`).digest('hex').slice(0, 32)}`;
+}
 
 export interface VideoServiceDeps {
   config: Config;
@@ -111,8 +139,69 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
     return (await jobs.get(row.id, row.accountId)) ?? row;
   }
 
+  /**
+   * The job an earlier request under this Idempotency-Key made, when the key is still honoured
+   * (or its id matches: the same request, after the key's 24 hours). 422 when the key named a
+   * different request, or its job has been deleted.
+   */
+  async function earlierJob(accountId: string, idempotencyKey: string, jobId: string, hash: string): Promise<VideoJobRow | undefined> {
+    const row = (await jobs.findByIdempotencyKey(accountId, idempotencyKey, IDEMPOTENCY_TTL_SECONDS)) ?? (await jobs.getEvenDeleted(jobId, accountId));
+    if (!row) return undefined;
+    if (row.requestHash !== hash) {
+      throw gatewayError({
+        httpStatus: 422, type: 'invalid_request_error', code: 'idempotency_key_reused',
+        message: 'This Idempotency-Key was used with a different request in the last 24 hours; a key can only be repeated with the same request. Use a new key.',
+      });
+    }
+    if (row.deletedAt) {
+      throw gatewayError({ httpStatus: 422, type: 'invalid_request_error', code: 'idempotency_key_reused', message: 'The video made with this Idempotency-Key has been deleted. Use a new key.' });
+    }
+    return row;
+  }
+
+  /**
+   * Answers a create: with no wait asked, once the upstream job exists (a refusal at creation
+   * becomes the caller's error, its hold already released); otherwise once the job has ended or
+   * the wait is over.
+   */
+  async function answerJob(row: VideoJobRow, waitMs: number, signal: AbortSignal) {
+    if (waitMs > 0) {
+      await waitForEnd(row.id, Math.min(waitMs, config.video.waitMs), signal);
+    } else {
+      const creation = await awaitCreation(row, signal);
+      if (creation && !creation.created) {
+        const e = creation.error ?? { code: 'upstream_error', message: 'The video job could not be created; nothing was charged.' };
+        const status = failureHttpStatus(e.code);
+        throw gatewayError({ httpStatus: status, type: status < 500 ? 'invalid_request_error' : 'server_error', code: e.code, requestId: row.requestId, message: e.message });
+      }
+    }
+    const now = await jobs.get(row.id, row.accountId);
+    // Gone: the first request under this key was taken back (its hold could not be placed) while this one waited.
+    if (!now) throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'idempotency_key_in_use', message: 'The first request with this Idempotency-Key did not go through; send the request again.' });
+    return toVideo(now);
+  }
+
+  /**
+   * The workflow's creation update: it returns once the upstream job exists or the job has
+   * ended without one. Undefined when the wait is over first (no worker yet), the caller left,
+   * or the workflow is gone: the job's row then says where it is.
+   */
+  async function awaitCreation(row: VideoJobRow, signal: AbortSignal): Promise<VideoCreation | undefined> {
+    if (row.upstreamId || TERMINAL_STATUSES.includes(row.status)) {
+      return { created: row.upstreamId !== null, error: row.errorCode ? { code: row.errorCode, message: row.errorMessage ?? '' } : null };
+    }
+    try {
+      const { client } = await runtime.temporal();
+      const stop = AbortSignal.any([AbortSignal.timeout(CREATION_WAIT_MS), signal]);
+      return await client.withAbortSignal(stop, () => client.workflow.getHandle(row.id).executeUpdate<VideoCreation, []>(VIDEO_CREATION_UPDATE));
+    } catch (err) {
+      if (!signal.aborted) deps.log.warn({ videoId: row.id, err: (err as Error).message }, 'did not learn whether the upstream video job was created; answering the job as it stands');
+      return undefined;
+    }
+  }
+
   /** The request's fields, checked: 400 for anything missing, unknown or out of range. */
-  function readRequest(body: Json, openaiDefaults: boolean): { model: string; prompt: string; seconds: number; size: string } | Error {
+  function readRequest(body: Json, openaiDefaults: boolean): VideoRequest | Error {
     if (typeof body[FORM_ERROR_FIELD] === 'string') return badRequest(`The multipart body could not be read: ${body[FORM_ERROR_FIELD]}`, 'invalid_multipart');
     for (const name of Object.keys(body)) {
       if (name === 'input_reference') return badRequest('Reference inputs (input_reference) are not supported by this gateway.', 'unsupported_parameter', name);
@@ -146,6 +235,10 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
       const { apiKey, body } = await deps.engine.parse(callerKey(ctx), req.body);
       const input = readRequest(body, req.openaiDefaults);
       if (input instanceof Error) return deps.engine.invalid(apiKey, input);
+      const idempotencyKey = req.idempotencyKey || null;
+      if (idempotencyKey !== null && !IDEMPOTENCY_KEY.test(idempotencyKey)) {
+        return deps.engine.invalid(apiKey, badRequest('Invalid Idempotency-Key: 1 to 255 visible ASCII characters.', 'invalid_idempotency_key'));
+      }
       const model = await modelOfKind(deps.engine, deps.catalogue, apiKey, input.model, 'video', VIDEO_ROUTE);
       const price = model.prices.per_second;
       if (!price) throw gatewayError({ httpStatus: 500, type: 'server_error', message: `The catalogue has no per-second price for ${model.id}.` });
@@ -153,27 +246,45 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
       const keyHash = await deps.engine.admit(apiKey, requestId);
       // No Temporal, no hold: 503 before any money moves.
       const temporal = await runtime.temporal();
+      const key = await caller(ctx);
+      const asked = { ...input, model: model.id };
+      const hash = requestHash(asked);
+      const answer = (row: VideoJobRow) => answerJob(row, req.waitMs, ctx.signal);
 
+      let jobId = newId('video');
+      if (idempotencyKey !== null) {
+        jobId = keyedJobId(key.accountId, idempotencyKey, hash);
+        const earlier = await earlierJob(key.accountId, idempotencyKey, jobId, hash);
+        if (earlier) return answer(earlier);
+      }
+
+      // The row first, then the hold: a repeat that finds the row finds a job with its hold.
       const holdNano = costNano([{ quantity: BigInt(input.seconds), priceUsd: price, perUnits: 1n }]);
-      const hold = await deps.engine.placeExactHold(keyHash, requestId, holdNano, config.video.holdTtlSeconds);
+      const row = await jobs.insert({
+        id: jobId, requestId, accountId: key.accountId, keyId: key.keyId, model: model.id, prompt: input.prompt, seconds: input.seconds, size: input.size, holdNano,
+        idempotencyKey, requestHash: hash,
+      });
+      if (!row) {
+        // A concurrent request with the same key (or request id) got there first.
+        const earlier = idempotencyKey !== null ? await earlierJob(key.accountId, idempotencyKey, jobId, hash) : undefined;
+        if (earlier) return answer(earlier);
+        throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'duplicate_request', requestId, message: `Request id '${requestId}' was already used.` });
+      }
+      try {
+        await deps.engine.placeExactHold(keyHash, requestId, holdNano, config.video.holdTtlSeconds);
+      } catch (err) {
+        await jobs.remove(jobId);
+        throw err;
+      }
 
-      const jobId = newId('video');
       const release = (status: string) =>
         ledger.settle({
           requestId, costNano: 0n, model: model.id, route: VIDEO_ROUTE, inputTokens: 0n, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n,
           usageEstimated: false, status, httpStatus: 503, latencyMs: 0,
         });
-      let row: VideoJobRow;
-      try {
-        row = await jobs.insert({ id: jobId, requestId, accountId: hold.accountId, keyId: hold.keyId, model: model.id, prompt: input.prompt, seconds: input.seconds, size: input.size, holdNano });
-      } catch (err) {
-        await release('not_started');
-        throw err;
-      }
-
       const keyPrefix = visiblePrefix(apiKey);
       const workflowInput: VideoJobInput = {
-        jobId, requestId, accountId: hold.accountId, keyPrefix, model: model.id, provider: model.provider, upstreamModel: model.upstreamId,
+        jobId, requestId, accountId: key.accountId, keyPrefix, model: model.id, provider: model.provider, upstreamModel: model.upstreamId,
         prompt: input.prompt, seconds: input.seconds, size: input.size, holdNano: holdNano.toString(), pricePerSecondUsd: price,
         createdAtMs: row.createdAt.getTime(), pollInitialMs: config.video.pollInitialMs, pollMaxMs: config.video.pollMaxMs,
         jobTimeoutMs: config.video.jobTimeoutMs, holdTtlSeconds: config.video.holdTtlSeconds, searchAttributes: temporal.searchAttributes,
@@ -196,10 +307,8 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
         });
         throw gatewayError({ httpStatus: 503, type: 'server_error', code: 'video_jobs_unavailable', requestId, message: 'Video generation is unavailable right now: the job could not be started. Nothing was charged.' });
       }
-      deps.log.info({ videoId: jobId, requestId, model: model.id, seconds: input.seconds, holdNano: String(holdNano) }, 'video job started');
-
-      await waitForEnd(jobId, Math.min(req.waitMs, config.video.waitMs), ctx.signal);
-      return toVideo((await jobs.get(jobId, hold.accountId)) ?? row);
+      deps.log.info({ videoId: jobId, requestId, model: model.id, seconds: input.seconds, holdNano: String(holdNano), idempotent: idempotencyKey !== null }, 'video job started');
+      return answer(row);
     },
 
     async getVideo(req, ctx) {
@@ -209,9 +318,12 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
 
     async *getVideoContent(req, ctx) {
       const { row } = await ownJob(ctx, req.id);
+      // As OpenAI answers it: a 404 (which the SDKs do not retry), no code.
       if (row.status !== 'completed' || !row.contentKey) {
-        const why = TERMINAL_STATUSES.includes(row.status) ? `has ${row.status === 'cancelled' ? 'been cancelled' : 'failed'}; there is no content` : `is ${row.status}; its content is available once it has completed`;
-        throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'video_not_ready', param: 'video_id', message: `Video '${row.id}' ${why}.` });
+        const message = TERMINAL_STATUSES.includes(row.status)
+          ? `Video '${row.id}' has ${row.status === 'cancelled' ? 'been cancelled' : 'failed'}; it has no content.`
+          : 'Video is not ready yet, use GET /v1/videos/{video_id} to check status.';
+        throw gatewayError({ httpStatus: 404, type: 'invalid_request_error', message });
       }
       const obj = await runtime.store.open(row.contentKey);
       if (!obj) throw gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'video_content_missing', message: `The content of video '${row.id}' is no longer stored.` });
@@ -241,6 +353,27 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
         now = (await jobs.get(row.id, row.accountId)) ?? now;
       }
       return toVideo(now);
+    },
+
+    async deleteVideo(req, ctx) {
+      const { row } = await ownJob(ctx, req.id);
+      const current = TERMINAL_STATUSES.includes(row.status) ? row : await reconcile(row);
+      // A running job is cancelled through its workflow: no Temporal, no delete (503 before anything changes).
+      const temporal = TERMINAL_STATUSES.includes(current.status) ? undefined : await runtime.temporal();
+      const deleted = await jobs.markDeleted(row.id, row.accountId);
+      if (!deleted) throw notFound(req.id);
+      if (TERMINAL_STATUSES.includes(deleted.status)) {
+        if (deleted.contentKey) await runtime.store.delete(deleted.contentKey);
+        const provider = deps.catalogue.get(deleted.model)?.provider;
+        if (deleted.upstreamId && provider) runtime.discardUpstream(provider, deleted.upstreamId);
+      } else {
+        // The workflow ends as a cancel makes it end, then removes what it stored (the row says deleted).
+        await (temporal ?? (await runtime.temporal())).client.workflow.getHandle(row.id).cancel().catch((err: unknown) => {
+          deps.log.info({ videoId: row.id, err: (err as Error).message }, 'deleted a running video job whose workflow could not be cancelled (it has ended, or ends by itself)');
+        });
+      }
+      deps.log.info({ videoId: row.id, status: deleted.status }, 'video job deleted');
+      return { id: row.id, deleted: true };
     },
 
     async listVideos(req, ctx) {

@@ -6,6 +6,7 @@ import path from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import type { Logger } from 'pino';
 import type { ByteSource } from './mp4.ts';
 
 export interface StoredVideo extends ByteSource {
@@ -18,15 +19,30 @@ export interface VideoStore {
    * Writes the object from `body`; it becomes visible under `key` only once complete, so a
    * reader never sees half a video. Writing a key again replaces it (a retried download).
    */
-  put(key: string, body: AsyncIterable<Uint8Array>, onProgress?: (bytes: number) => void): Promise<{ bytes: number }>;
+  put(key: string, body: AsyncIterable<Uint8Array>, onProgress?: (bytes: number) => void, signal?: AbortSignal): Promise<{ bytes: number }>;
   /** Undefined when there is no such object. */
   open(key: string): Promise<StoredVideo | undefined>;
   delete(key: string): Promise<void>;
+  /**
+   * Removes what unfinished writes left behind (a process killed mid-download never ran its
+   * cleanup) untouched for `olderThanMs`; returns how many. A write in progress on another
+   * worker sharing the store touches its file all the time, so it is never taken for one.
+   */
+  removeAbandonedWrites(olderThanMs: number): Promise<number>;
   /** Where it is, for the startup log. */
   describe(): string;
 }
 
+/**
+ * How long an unfinished write must have been left alone before a starting worker removes it:
+ * far beyond the download's heartbeat (30 s) and the upstream body timeout (60 s).
+ */
+export const ABANDONED_WRITE_MS = 10 * 60_000;
+
 const KEY = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,200}$/;
+const NEVER_ABORTED = new AbortController().signal;
+/** The temporary file a write goes to before it is renamed into place. */
+const PARTIAL = /^\.[A-Za-z0-9][A-Za-z0-9_.-]*\.[0-9a-f]{12}\.partial$/;
 
 function checkKey(key: string): string {
   if (!KEY.test(key) || key.includes('..')) throw new Error(`invalid video key ${JSON.stringify(key)}`);
@@ -45,7 +61,7 @@ export class FolderVideoStore implements VideoStore {
     return `folder ${this.dir}`;
   }
 
-  async put(key: string, body: AsyncIterable<Uint8Array>, onProgress?: (bytes: number) => void): Promise<{ bytes: number }> {
+  async put(key: string, body: AsyncIterable<Uint8Array>, onProgress?: (bytes: number) => void, signal?: AbortSignal): Promise<{ bytes: number }> {
     const final = path.join(this.dir, checkKey(key));
     await fs.promises.mkdir(this.dir, { recursive: true });
     const temp = path.join(this.dir, `.${key}.${randomBytes(6).toString('hex')}.partial`);
@@ -61,6 +77,7 @@ export class FolderVideoStore implements VideoStore {
           }
         },
         fs.createWriteStream(temp, { flags: 'wx' }),
+        { signal: signal ?? NEVER_ABORTED },
       );
       await fs.promises.rename(temp, final);
     } catch (err) {
@@ -97,6 +114,39 @@ export class FolderVideoStore implements VideoStore {
 
   async delete(key: string): Promise<void> {
     await fs.promises.rm(path.join(this.dir, checkKey(key)), { force: true });
+  }
+
+  async removeAbandonedWrites(olderThanMs: number): Promise<number> {
+    let names: string[];
+    try {
+      names = await fs.promises.readdir(this.dir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 0;
+      throw err;
+    }
+    const before = Date.now() - olderThanMs;
+    let removed = 0;
+    for (const name of names.filter((n) => PARTIAL.test(n))) {
+      const file = path.join(this.dir, name);
+      try {
+        if ((await fs.promises.stat(file)).mtimeMs >= before) continue;
+        await fs.promises.rm(file, { force: true });
+        removed++;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+      }
+    }
+    return removed;
+  }
+}
+
+/** At a worker's start: clears what writes killed mid-way (a worker killed mid-download) left in the store. */
+export async function removeAbandonedWrites(store: VideoStore, log: Logger): Promise<void> {
+  try {
+    const n = await store.removeAbandonedWrites(ABANDONED_WRITE_MS);
+    if (n > 0) log.info({ removed: n, store: store.describe() }, 'removed unfinished video downloads left by a stopped worker');
+  } catch (err) {
+    log.warn({ err: (err as Error).message }, 'could not look for unfinished video downloads');
   }
 }
 

@@ -38,14 +38,25 @@ export class VideoUpstream {
     return statusOf(await readJson(res, 'status'));
   }
 
-  /** The MP4 as a stream; the caller consumes it. */
-  async content(pc: ProviderConfig, upstreamId: string): Promise<Dispatcher.ResponseData> {
-    return this.call(pc, 'GET', `/videos/${encodeURIComponent(upstreamId)}/content`, { accept: 'application/binary' });
+  /** The MP4 as a stream; the caller consumes it (or aborts `signal`, which ends the transfer). */
+  async content(pc: ProviderConfig, upstreamId: string, signal?: AbortSignal): Promise<Dispatcher.ResponseData> {
+    return this.call(pc, 'GET', `/videos/${encodeURIComponent(upstreamId)}/content`, { accept: 'application/binary' }, undefined, signal);
   }
 
-  async remove(pc: ProviderConfig, upstreamId: string): Promise<void> {
-    const res = await this.call(pc, 'DELETE', `/videos/${encodeURIComponent(upstreamId)}`);
-    await res.body.dump();
+  /**
+   * DELETE {base}/videos/{id}: 'removed' (2xx), 'gone' (404: nothing left to bill), or 'refused'
+   * (another 4xx, e.g. a job the provider will not stop). 5xx, 429 and network failures throw
+   * retryable failures, as every call here does.
+   */
+  async remove(pc: ProviderConfig, upstreamId: string): Promise<'removed' | 'gone' | 'refused'> {
+    try {
+      const res = await this.call(pc, 'DELETE', `/videos/${encodeURIComponent(upstreamId)}`);
+      await res.body.dump();
+      return 'removed';
+    } catch (err) {
+      if (err instanceof ApplicationFailure && err.nonRetryable) return (err.details?.[0] as { status?: number } | undefined)?.status === 404 ? 'gone' : 'refused';
+      throw err;
+    }
   }
 
   close(): Promise<void> {
@@ -53,7 +64,7 @@ export class VideoUpstream {
   }
 
   /** One request; anything but a 2xx becomes the right kind of failure. */
-  private async call(pc: ProviderConfig, method: 'GET' | 'POST' | 'DELETE', pathname: string, headers: Record<string, string> = {}, body?: FormData): Promise<Dispatcher.ResponseData> {
+  private async call(pc: ProviderConfig, method: 'GET' | 'POST' | 'DELETE', pathname: string, headers: Record<string, string> = {}, body?: FormData, signal?: AbortSignal): Promise<Dispatcher.ResponseData> {
     let res: Dispatcher.ResponseData;
     try {
       res = await request(`${pc.baseUrl}${pathname}`, {
@@ -61,8 +72,10 @@ export class VideoUpstream {
         headers: { authorization: `Bearer ${pc.apiKey ?? ''}`, ...headers },
         body,
         dispatcher: this.agent,
+        ...(signal ? { signal } : {}),
       });
     } catch (err) {
+      if (signal?.aborted) throw signal.reason;
       // Connection refused or reset, or a timeout: all worth another attempt.
       throw ApplicationFailure.retryable(`The upstream video API could not be reached: ${(err as Error).message}`, FAILURE.unavailable);
     }
@@ -89,9 +102,12 @@ function failureFor(status: number, retryAfter: string | string[] | undefined, t
     });
   }
   if (status >= 500 || status === 408) return ApplicationFailure.retryable(message, FAILURE.unavailable);
-  if (status === 401 || status === 403) return ApplicationFailure.nonRetryable(`The upstream refused the gateway's credentials (${status}).`, FAILURE.rejected);
-  if (CONTENT_POLICY.test(code) || (status === 400 && CONTENT_POLICY.test(message))) return ApplicationFailure.nonRetryable(message, FAILURE.contentPolicy);
-  return ApplicationFailure.nonRetryable(message, FAILURE.rejected);
+  // The gateway's own credentials: its operator's problem, not the caller's request (a 502 to them).
+  if (status === 401 || status === 403) {
+    return ApplicationFailure.create({ message: `The upstream refused the gateway's credentials (${status}).`, type: FAILURE.unavailable, nonRetryable: true, details: [{ status }] });
+  }
+  if (CONTENT_POLICY.test(code) || (status === 400 && CONTENT_POLICY.test(message))) return ApplicationFailure.create({ message, type: FAILURE.contentPolicy, nonRetryable: true, details: [{ status }] });
+  return ApplicationFailure.create({ message, type: FAILURE.rejected, nonRetryable: true, details: [{ status }] });
 }
 
 async function readJson(res: Dispatcher.ResponseData, what: string): Promise<Json> {

@@ -9,7 +9,7 @@ import { migrate, openDb } from '../db/db.ts';
 import { Ledger } from '../billing/ledger.ts';
 import { videoActivities } from './activities.ts';
 import { VideoJobs } from './jobs.ts';
-import { FolderVideoStore } from './store.ts';
+import { FolderVideoStore, removeAbandonedWrites } from './store.ts';
 import { resolveTemporal } from './temporal.ts';
 import { VideoUpstream } from './upstream.ts';
 import { startVideoWorker } from './worker.ts';
@@ -29,6 +29,7 @@ try {
   const target = await resolveTemporal(config.video, path.join(config.dataDir, 'temporal'), log);
   const upstream = new VideoUpstream({ connectTimeoutMs: config.upstream.connectTimeoutMs });
   const store = new FolderVideoStore(config.video.dir);
+  await removeAbandonedWrites(store, log);
   const worker = await startVideoWorker({
     address: target.address,
     namespace: config.video.temporalNamespace,

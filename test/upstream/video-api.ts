@@ -3,9 +3,13 @@
 // GET /v1/videos/{id}/content (a structurally valid MP4 of the produced duration) and
 // DELETE /v1/videos/{id}. Steered by a `[sim …]` directive in the prompt:
 //   ms=<generation time, default 600>   produce=<seconds produced, default as asked>
-//   fault=500|502|503|429|policy|reject|failed|garbage|hang   at=create|poll|content
+//   fault=500|502|503|429|policy|reject|failed|garbage|hang|stall   at=create|poll|content
+//     (stall: the content answer sends half the MP4, then nothing more)
 //   fail=<n>: only the first n calls at that step fail (per job), then it works
 //   moov=end: the MP4's moov box after mdat (as some encoders write it)
+//   delete=refuse: DELETE of a job not finished yet is refused (400), as for a job the
+//     provider will not stop; by default a running job is dropped
+// GET /v1/videos/{id}/content of an unfinished job answers 404, as OpenAI does.
 // GET /__sim/videos lists the jobs it made, for tests.
 import type http from 'node:http';
 import { randomBytes } from 'node:crypto';
@@ -137,6 +141,9 @@ export async function handleVideos(req: http.IncomingMessage, res: http.ServerRe
   const v = videos.get(decodeURIComponent(m[1]!));
   if (!v || v.deleted) return openAIError(res, 404, `Video with id '${m[1]}' not found.`, 'invalid_request_error', 'not_found'), true;
   if (req.method === 'DELETE' && !m[2]) {
+    if (v.directives.delete === 'refuse' && statusOf(v).status !== 'completed') {
+      return openAIError(res, 400, 'Video is still being processed.', 'invalid_request_error', null), true;
+    }
     v.deleted = true;
     send(res, 200, { id: v.id, object: 'video.deleted', deleted: true });
     return true;
@@ -160,10 +167,15 @@ export async function handleVideos(req: http.IncomingMessage, res: http.ServerRe
   v.downloads++;
   const fault = faultAt(v, v.directives, 'content', v.id);
   if (answerFault(res, fault)) return true;
-  if (statusOf(v).status !== 'completed') return openAIError(res, 404, 'Video is not ready yet.', 'invalid_request_error', 'video_not_ready'), true;
+  if (statusOf(v).status !== 'completed') {
+    return openAIError(res, 404, 'Video is not ready yet, use GET /v1/videos/{video_id} to check status.', 'invalid_request_error', null), true;
+  }
   const ms = Math.round(Number(v.directives.produce ?? v.seconds) * 1000);
   const mp4 = fault === 'garbage' ? Buffer.from('this is not a video') : makeMp4(ms, { moovAtEnd: v.directives.moov === 'end' });
-  res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': mp4.length }).end(mp4);
+  res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': mp4.length });
+  // stall: half the file, then silence (the simulator's close() destroys the socket).
+  if (fault === 'stall') res.write(mp4.subarray(0, mp4.length >> 1));
+  else res.end(mp4);
   return true;
 }
 

@@ -43,6 +43,15 @@ export declare type CreateVideoRequest = Message<"gateway.v1.CreateVideoRequest"
    * @generated from field: bool openai_defaults = 4;
    */
   openaiDefaults: boolean;
+
+  /**
+   * The caller's Idempotency-Key (1-255 visible ASCII characters), scoped to its account and
+   * honoured for 24 hours: the same key with the same request returns the first job (no second
+   * hold); with a different request it fails (HTTP 422, idempotency_key_reused).
+   *
+   * @generated from field: string idempotency_key = 5;
+   */
+  idempotencyKey: string;
 };
 
 /**
@@ -98,6 +107,43 @@ export declare type CancelVideoRequest = Message<"gateway.v1.CancelVideoRequest"
  * Use `create(CancelVideoRequestSchema)` to create a new message.
  */
 export declare const CancelVideoRequestSchema: GenMessage<CancelVideoRequest>;
+
+/**
+ * @generated from message gateway.v1.DeleteVideoRequest
+ */
+export declare type DeleteVideoRequest = Message<"gateway.v1.DeleteVideoRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+};
+
+/**
+ * Describes the message gateway.v1.DeleteVideoRequest.
+ * Use `create(DeleteVideoRequestSchema)` to create a new message.
+ */
+export declare const DeleteVideoRequestSchema: GenMessage<DeleteVideoRequest>;
+
+/**
+ * @generated from message gateway.v1.DeleteVideoResponse
+ */
+export declare type DeleteVideoResponse = Message<"gateway.v1.DeleteVideoResponse"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: bool deleted = 2;
+   */
+  deleted: boolean;
+};
+
+/**
+ * Describes the message gateway.v1.DeleteVideoResponse.
+ * Use `create(DeleteVideoResponseSchema)` to create a new message.
+ */
+export declare const DeleteVideoResponseSchema: GenMessage<DeleteVideoResponse>;
 
 /**
  * @generated from message gateway.v1.ListVideosRequest
@@ -348,6 +394,8 @@ export declare const VideoContentStartSchema: GenMessage<VideoContentStart>;
 export declare const VideoService: GenService<{
   /**
    * Holds seconds × price and starts the job (POST /v1/videos, POST /v1/videos/generations).
+   * With wait_ms = 0 it answers once the upstream job exists: a refusal at creation (content
+   * policy, another 4xx) fails the call (InvalidArgument, HTTP 400) with the hold released.
    * With wait_ms > 0 it answers once the job has finished or when the wait ends, whichever
    * comes first; the job carries on either way.
    *
@@ -377,8 +425,10 @@ export declare const VideoService: GenService<{
     output: typeof VideoContentChunkSchema;
   },
   /**
-   * Cancels a job that has not finished; its hold is released and nothing is charged. A job
-   * already charged or over is returned as it is.
+   * Cancels a job that has not finished: the provider is asked to drop it; when it does, the
+   * hold is released and nothing is charged. A provider that will not stop its job bills it:
+   * the job then runs to its end and is charged for what it produced. A job already being
+   * charged or over is returned as it is.
    *
    * @generated from rpc gateway.v1.VideoService.CancelVideo
    */
@@ -386,6 +436,18 @@ export declare const VideoService: GenService<{
     methodKind: "unary";
     input: typeof CancelVideoRequestSchema;
     output: typeof VideoSchema;
+  },
+  /**
+   * Deletes a job of the caller's account (another account's id is NotFound, as a missing one):
+   * it disappears from Get/List, its stored MP4 is removed and the provider's copy deleted. A
+   * job still running is cancelled as CancelVideo does, and what it stores is removed at its end.
+   *
+   * @generated from rpc gateway.v1.VideoService.DeleteVideo
+   */
+  deleteVideo: {
+    methodKind: "unary";
+    input: typeof DeleteVideoRequestSchema;
+    output: typeof DeleteVideoResponseSchema;
   },
   /**
    * The account's jobs, newest first.

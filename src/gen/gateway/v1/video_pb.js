@@ -8,7 +8,7 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
  * Describes the file gateway/v1/video.proto.
  */
 export const file_gateway_v1_video = /*@__PURE__*/
-  fileDesc("ChZnYXRld2F5L3YxL3ZpZGVvLnByb3RvEgpnYXRld2F5LnYxImAKEkNyZWF0ZVZpZGVvUmVxdWVzdBIMCgRib2R5GAEgASgMEhIKCnJlcXVlc3RfaWQYAiABKAkSDwoHd2FpdF9tcxgDIAEoDRIXCg9vcGVuYWlfZGVmYXVsdHMYBCABKAgiHQoPR2V0VmlkZW9SZXF1ZXN0EgoKAmlkGAEgASgJIiQKFkdldFZpZGVvQ29udGVudFJlcXVlc3QSCgoCaWQYASABKAkiIAoSQ2FuY2VsVmlkZW9SZXF1ZXN0EgoKAmlkGAEgASgJIkAKEUxpc3RWaWRlb3NSZXF1ZXN0Eg0KBWxpbWl0GAEgASgNEg0KBWFmdGVyGAIgASgJEg0KBW9yZGVyGAMgASgJIkkKEkxpc3RWaWRlb3NSZXNwb25zZRIhCgZ2aWRlb3MYASADKAsyES5nYXRld2F5LnYxLlZpZGVvEhAKCGhhc19tb3JlGAIgASgIIqoCCgVWaWRlbxIKCgJpZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIOCgZwcm9tcHQYAyABKAkSDwoHc2Vjb25kcxgEIAEoDRIMCgRzaXplGAUgASgJEg4KBnN0YXR1cxgGIAEoCRIQCghwcm9ncmVzcxgHIAEoDRISCgpjcmVhdGVkX2F0GAggASgDEhQKDGNvbXBsZXRlZF9hdBgJIAEoAxIlCgVlcnJvchgKIAEoCzIWLmdhdGV3YXkudjEuVmlkZW9FcnJvchISCgpyZXF1ZXN0X2lkGAsgASgJEhEKCWhvbGRfbmFubxgMIAEoAxIRCgljb3N0X25hbm8YDSABKAMSEwoLcHJvZHVjZWRfbXMYDiABKAQSFQoNY29udGVudF9ieXRlcxgPIAEoBCIrCgpWaWRlb0Vycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSJbChFWaWRlb0NvbnRlbnRDaHVuaxIuCgVzdGFydBgBIAEoCzIdLmdhdGV3YXkudjEuVmlkZW9Db250ZW50U3RhcnRIABIOCgRkYXRhGAIgASgMSABCBgoEcGFydCJJChFWaWRlb0NvbnRlbnRTdGFydBIQCgh2aWRlb19pZBgBIAEoCRIUCgxjb250ZW50X3R5cGUYAiABKAkSDAoEc2l6ZRgDIAEoBDLzAgoMVmlkZW9TZXJ2aWNlEkAKC0NyZWF0ZVZpZGVvEh4uZ2F0ZXdheS52MS5DcmVhdGVWaWRlb1JlcXVlc3QaES5nYXRld2F5LnYxLlZpZGVvEjoKCEdldFZpZGVvEhsuZ2F0ZXdheS52MS5HZXRWaWRlb1JlcXVlc3QaES5nYXRld2F5LnYxLlZpZGVvElYKD0dldFZpZGVvQ29udGVudBIiLmdhdGV3YXkudjEuR2V0VmlkZW9Db250ZW50UmVxdWVzdBodLmdhdGV3YXkudjEuVmlkZW9Db250ZW50Q2h1bmswARJACgtDYW5jZWxWaWRlbxIeLmdhdGV3YXkudjEuQ2FuY2VsVmlkZW9SZXF1ZXN0GhEuZ2F0ZXdheS52MS5WaWRlbxJLCgpMaXN0VmlkZW9zEh0uZ2F0ZXdheS52MS5MaXN0VmlkZW9zUmVxdWVzdBoeLmdhdGV3YXkudjEuTGlzdFZpZGVvc1Jlc3BvbnNlYgZwcm90bzM");
+  fileDesc("ChZnYXRld2F5L3YxL3ZpZGVvLnByb3RvEgpnYXRld2F5LnYxInkKEkNyZWF0ZVZpZGVvUmVxdWVzdBIMCgRib2R5GAEgASgMEhIKCnJlcXVlc3RfaWQYAiABKAkSDwoHd2FpdF9tcxgDIAEoDRIXCg9vcGVuYWlfZGVmYXVsdHMYBCABKAgSFwoPaWRlbXBvdGVuY3lfa2V5GAUgASgJIh0KD0dldFZpZGVvUmVxdWVzdBIKCgJpZBgBIAEoCSIkChZHZXRWaWRlb0NvbnRlbnRSZXF1ZXN0EgoKAmlkGAEgASgJIiAKEkNhbmNlbFZpZGVvUmVxdWVzdBIKCgJpZBgBIAEoCSIgChJEZWxldGVWaWRlb1JlcXVlc3QSCgoCaWQYASABKAkiMgoTRGVsZXRlVmlkZW9SZXNwb25zZRIKCgJpZBgBIAEoCRIPCgdkZWxldGVkGAIgASgIIkAKEUxpc3RWaWRlb3NSZXF1ZXN0Eg0KBWxpbWl0GAEgASgNEg0KBWFmdGVyGAIgASgJEg0KBW9yZGVyGAMgASgJIkkKEkxpc3RWaWRlb3NSZXNwb25zZRIhCgZ2aWRlb3MYASADKAsyES5nYXRld2F5LnYxLlZpZGVvEhAKCGhhc19tb3JlGAIgASgIIqoCCgVWaWRlbxIKCgJpZBgBIAEoCRINCgVtb2RlbBgCIAEoCRIOCgZwcm9tcHQYAyABKAkSDwoHc2Vjb25kcxgEIAEoDRIMCgRzaXplGAUgASgJEg4KBnN0YXR1cxgGIAEoCRIQCghwcm9ncmVzcxgHIAEoDRISCgpjcmVhdGVkX2F0GAggASgDEhQKDGNvbXBsZXRlZF9hdBgJIAEoAxIlCgVlcnJvchgKIAEoCzIWLmdhdGV3YXkudjEuVmlkZW9FcnJvchISCgpyZXF1ZXN0X2lkGAsgASgJEhEKCWhvbGRfbmFubxgMIAEoAxIRCgljb3N0X25hbm8YDSABKAMSEwoLcHJvZHVjZWRfbXMYDiABKAQSFQoNY29udGVudF9ieXRlcxgPIAEoBCIrCgpWaWRlb0Vycm9yEgwKBGNvZGUYASABKAkSDwoHbWVzc2FnZRgCIAEoCSJbChFWaWRlb0NvbnRlbnRDaHVuaxIuCgVzdGFydBgBIAEoCzIdLmdhdGV3YXkudjEuVmlkZW9Db250ZW50U3RhcnRIABIOCgRkYXRhGAIgASgMSABCBgoEcGFydCJJChFWaWRlb0NvbnRlbnRTdGFydBIQCgh2aWRlb19pZBgBIAEoCRIUCgxjb250ZW50X3R5cGUYAiABKAkSDAoEc2l6ZRgDIAEoBDLDAwoMVmlkZW9TZXJ2aWNlEkAKC0NyZWF0ZVZpZGVvEh4uZ2F0ZXdheS52MS5DcmVhdGVWaWRlb1JlcXVlc3QaES5nYXRld2F5LnYxLlZpZGVvEjoKCEdldFZpZGVvEhsuZ2F0ZXdheS52MS5HZXRWaWRlb1JlcXVlc3QaES5nYXRld2F5LnYxLlZpZGVvElYKD0dldFZpZGVvQ29udGVudBIiLmdhdGV3YXkudjEuR2V0VmlkZW9Db250ZW50UmVxdWVzdBodLmdhdGV3YXkudjEuVmlkZW9Db250ZW50Q2h1bmswARJACgtDYW5jZWxWaWRlbxIeLmdhdGV3YXkudjEuQ2FuY2VsVmlkZW9SZXF1ZXN0GhEuZ2F0ZXdheS52MS5WaWRlbxJOCgtEZWxldGVWaWRlbxIeLmdhdGV3YXkudjEuRGVsZXRlVmlkZW9SZXF1ZXN0Gh8uZ2F0ZXdheS52MS5EZWxldGVWaWRlb1Jlc3BvbnNlEksKCkxpc3RWaWRlb3MSHS5nYXRld2F5LnYxLkxpc3RWaWRlb3NSZXF1ZXN0Gh4uZ2F0ZXdheS52MS5MaXN0VmlkZW9zUmVzcG9uc2ViBnByb3RvMw");
 
 /**
  * Describes the message gateway.v1.CreateVideoRequest.
@@ -39,46 +39,60 @@ export const CancelVideoRequestSchema = /*@__PURE__*/
   messageDesc(file_gateway_v1_video, 3);
 
 /**
+ * Describes the message gateway.v1.DeleteVideoRequest.
+ * Use `create(DeleteVideoRequestSchema)` to create a new message.
+ */
+export const DeleteVideoRequestSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_video, 4);
+
+/**
+ * Describes the message gateway.v1.DeleteVideoResponse.
+ * Use `create(DeleteVideoResponseSchema)` to create a new message.
+ */
+export const DeleteVideoResponseSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_video, 5);
+
+/**
  * Describes the message gateway.v1.ListVideosRequest.
  * Use `create(ListVideosRequestSchema)` to create a new message.
  */
 export const ListVideosRequestSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_video, 4);
+  messageDesc(file_gateway_v1_video, 6);
 
 /**
  * Describes the message gateway.v1.ListVideosResponse.
  * Use `create(ListVideosResponseSchema)` to create a new message.
  */
 export const ListVideosResponseSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_video, 5);
+  messageDesc(file_gateway_v1_video, 7);
 
 /**
  * Describes the message gateway.v1.Video.
  * Use `create(VideoSchema)` to create a new message.
  */
 export const VideoSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_video, 6);
+  messageDesc(file_gateway_v1_video, 8);
 
 /**
  * Describes the message gateway.v1.VideoError.
  * Use `create(VideoErrorSchema)` to create a new message.
  */
 export const VideoErrorSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_video, 7);
+  messageDesc(file_gateway_v1_video, 9);
 
 /**
  * Describes the message gateway.v1.VideoContentChunk.
  * Use `create(VideoContentChunkSchema)` to create a new message.
  */
 export const VideoContentChunkSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_video, 8);
+  messageDesc(file_gateway_v1_video, 10);
 
 /**
  * Describes the message gateway.v1.VideoContentStart.
  * Use `create(VideoContentStartSchema)` to create a new message.
  */
 export const VideoContentStartSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_video, 9);
+  messageDesc(file_gateway_v1_video, 11);
 
 /**
  * Video generation (sora-2) as durable jobs: each job is one Temporal workflow that creates the
