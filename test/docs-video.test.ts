@@ -1,4 +1,4 @@
-// The shell commands docs/video.md shows, run as shown (curl and jq) against the test gateway:
+// The shell commands docs/video.md shows, run as shown (curl, and node to read JSON) against the test gateway:
 // they make, fetch, cancel and delete a real job, and the download fails loudly, writing no
 // file, when the job is not done.
 import { spawnSync } from 'node:child_process';
