@@ -87,6 +87,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
     metrics,
     metricsToken: config.metricsToken,
     knownModels: new Set(catalogue.list().map((m) => m.id)),
+    modelAliases: new Map(catalogue.aliases().map((a) => [a.alias, a.model.id])),
     ready: async () => { await db.raw('SELECT 1'); },
   });
   await facade.listen({ host: config.host, port: config.port });

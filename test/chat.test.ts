@@ -169,7 +169,7 @@ describe('chat completions', () => {
     const err = await openai(key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
     expect(err.status).toBe(402);
-    expect(err.error).toMatchObject({ type: 'insufficient_quota', code: 'insufficient_credits' });
+    expect(err.error).toMatchObject({ type: 'insufficient_quota', code: 'insufficient_quota' });
     expect(await accountActivity(key.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
   });
 

@@ -257,7 +257,7 @@ describe('video jobs: billing', () => {
     const k = await newKey('0.5');
     const r = await generate(k, { model: 'sora-2', prompt: 'too long for the balance', seconds: 8, size: '720x1280' });
     expect(r.status).toBe(402);
-    expectOpenAIError((await r.json()) as Json, 'insufficient_credits', 'insufficient_quota');
+    expectOpenAIError((await r.json()) as Json, 'insufficient_quota', 'insufficient_quota');
     expect(await accountActivity(k.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
     expect((await db().query('SELECT count(*)::int AS n FROM video_jobs WHERE account_id = $1', [k.accountId])).rows[0].n).toBe(0);
   });

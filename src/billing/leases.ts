@@ -31,6 +31,8 @@ export interface LeasedCharge {
   requestId: string;
   keyId: string;
   model: string;
+  /** The name the caller asked for: the model's id or an alias of it. */
+  requestedModel: string;
   route: string;
   inputTokens: bigint;
   outputTokens: bigint;
@@ -177,9 +179,9 @@ export class LeaseBook {
           `WITH r AS (
              SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[]),
                CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS boolean[]), CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]),
-               CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[])) WITH ORDINALITY
+               CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[])) WITH ORDINALITY
                AS r(request_id, key_id, model, route, input_tokens, output_tokens, cached_tokens, cache_write_tokens, usage_estimated,
-                    cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, n)
+                    cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model, n)
            ), total AS (
              SELECT COALESCE(sum(cost_nano), 0) AS t FROM r
            ), lease AS (
@@ -193,16 +195,17 @@ export class LeaseBook {
              FROM r, lease, a WHERE r.cost_nano > 0
            ), u AS (
              INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
-               cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit)
+               cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model)
              SELECT r.request_id, lease.account_id, r.key_id, r.model, r.route, r.input_tokens, r.output_tokens, r.cached_tokens,
-               r.cache_write_tokens, r.usage_estimated, r.cost_nano, r.uncovered_nano, r.status, r.http_status, r.latency_ms, r.units, r.unit
+               r.cache_write_tokens, r.usage_estimated, r.cost_nano, r.uncovered_nano, r.status, r.http_status, r.latency_ms, r.units, r.unit,
+               r.requested_model
              FROM r, lease
            )
            SELECT count(*)::int AS applied FROM lease`,
           [
             col('requestId'), col('keyId'), col('model'), col('route'), col('inputTokens'), col('outputTokens'), col('cachedTokens'),
             col('cacheWriteTokens'), col('usageEstimated'), col('costNano'), col('uncoveredNano'), col('status'), col('httpStatus'),
-            col('latencyMs'), col('units'), col('unit'), lease.id,
+            col('latencyMs'), col('units'), col('unit'), col('requestedModel'), lease.id,
           ],
         ));
         if (rows[0]?.applied !== 1) {

@@ -26,6 +26,8 @@ export interface SettleInput {
   requestId: string;
   costNano: bigint;
   model: string;
+  /** The name the caller asked for (the model's id or an alias of it); the model's id when unset. */
+  requestedModel?: string;
   route: string;
   inputTokens: bigint;
   outputTokens: bigint;
@@ -290,15 +292,15 @@ export class Ledger {
            SELECT h.account_id, -h.charged_nano, 'charge', a.balance_nano, ?, 'request' FROM h, a WHERE h.charged_nano > 0
          ), u AS (
            INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
-             cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit)
+             cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model)
            SELECT ?, h.account_id, h.key_id, ?, ?, CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), ?,
-             h.charged_nano, CAST(? AS bigint) - h.charged_nano, ?, ?, ?, CAST(? AS bigint), ? FROM h
+             h.charged_nano, CAST(? AS bigint) - h.charged_nano, ?, ?, ?, CAST(? AS bigint), ?, ? FROM h
          )
          SELECT charged_nano::text AS charged FROM h`,
         [
           cost, s.requestId, s.requestId, s.requestId, s.model, s.route,
           s.inputTokens.toString(), s.outputTokens.toString(), s.cachedTokens.toString(), s.cacheWriteTokens.toString(), s.usageEstimated,
-          cost, s.status, s.httpStatus, s.latencyMs, (s.units ?? 0n).toString(), s.unit ?? '',
+          cost, s.status, s.httpStatus, s.latencyMs, (s.units ?? 0n).toString(), s.unit ?? '', s.requestedModel ?? s.model,
         ],
       ),
     );

@@ -1,5 +1,5 @@
 // The catalogue at run time: the declarative list joined with which providers have
-// credentials. Lookups are by the id callers use.
+// credentials, and the model aliases. Lookups are by the id callers use, or an alias of it.
 import type { Config, ProviderConfig, ProviderName } from '../config/config.ts';
 import { parseDecimal } from '../billing/money.ts';
 import { MODELS, type CatalogueEntry } from './models.ts';
@@ -10,10 +10,16 @@ export interface ResolvedModel extends CatalogueEntry {
   providerConfig: ProviderConfig;
 }
 
+export interface ModelAlias {
+  alias: string;
+  model: ResolvedModel;
+}
+
 export class Catalogue {
   private readonly byId = new Map<string, ResolvedModel>();
+  private readonly byAlias = new Map<string, ResolvedModel>();
 
-  constructor(config: Config, entries: readonly CatalogueEntry[] = MODELS) {
+  constructor(config: Config, entries: readonly CatalogueEntry[] = MODELS, aliases: Readonly<Record<string, string>> = config.modelAliases ?? {}) {
     for (const e of entries) {
       for (const p of Object.values(e.prices)) parseDecimal(p); // a bad price fails the start, not a request
       if (this.byId.has(e.id)) throw new Error(`catalogue lists ${e.id} twice`);
@@ -21,14 +27,26 @@ export class Catalogue {
       const reason = !e.enabled ? 'disabled in the catalogue' : pc.apiKey ? '' : `${e.provider.toUpperCase()}_API_KEY is not set`;
       this.byId.set(e.id, { ...e, available: reason === '', unavailableReason: reason, providerConfig: pc });
     }
+    // A bad alias fails the start: one that hides a model, or points at nothing (or at another alias).
+    for (const [alias, target] of Object.entries(aliases)) {
+      if (this.byId.has(alias)) throw new Error(`MODEL_ALIASES: '${alias}' is a catalogue model; an alias cannot replace it`);
+      const model = this.byId.get(target);
+      if (!model) throw new Error(`MODEL_ALIASES: '${alias}' points at '${target}', which is not in the catalogue`);
+      this.byAlias.set(alias, model);
+    }
   }
 
-  get(id: string): ResolvedModel | undefined {
-    return this.byId.get(id);
+  /** The model named `name`, or the one its alias points at. The result's `id` is the model that serves. */
+  get(name: string): ResolvedModel | undefined {
+    return this.byId.get(name) ?? this.byAlias.get(name);
   }
 
   list(): ResolvedModel[] {
     return [...this.byId.values()];
+  }
+
+  aliases(): ModelAlias[] {
+    return [...this.byAlias].map(([alias, model]) => ({ alias, model }));
   }
 
   /** Providers that have models but no credentials: one log line each at start. */

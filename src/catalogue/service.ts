@@ -29,12 +29,14 @@ export function catalogueService(catalogue: Catalogue): ServiceImpl<typeof Catal
       const models = catalogue
         .list()
         .filter((m) => (req.kind === ModelKind.UNSPECIFIED || KINDS[m.kind] === req.kind) && (!req.availableOnly || m.available));
-      return { models: models.map(toMessage) };
+      const shown = new Set(models.map((m) => m.id));
+      const aliases = catalogue.aliases().filter((a) => shown.has(a.model.id)).map((a) => ({ alias: a.alias, modelId: a.model.id }));
+      return { models: models.map(toMessage), aliases };
     },
     getModel(req) {
       const m = catalogue.get(req.id);
       if (!m) throw gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'model_not_found', param: 'id', message: `No model '${req.id}' in the catalogue.` });
-      return { model: toMessage(m) };
+      return { model: toMessage(m), alias: m.id === req.id ? '' : req.id };
     },
   };
 }

@@ -1,5 +1,6 @@
 // Everything the gateway reads from the environment, in one place, parsed once at start.
 import path from 'node:path';
+import { modelAliases, parseModelAliases } from '../catalogue/aliases.ts';
 
 export type ProviderName = 'openai' | 'anthropic' | 'xai' | 'deepseek' | 'cohere' | 'bfl';
 
@@ -73,6 +74,8 @@ export interface Config {
   lease: { sliceUsd: string; flushMs: number; idleMs: number };
   /** On SIGTERM: how long in-flight requests and streams may run on before their connections are cut. */
   shutdownGraceMs: number;
+  /** Names clients ask for -> catalogue models that serve them (src/catalogue/aliases.ts, MODEL_ALIASES). */
+  modelAliases: Record<string, string>;
 }
 
 export interface VideoConfig {
@@ -196,5 +199,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 30_000),
     billingMode: billingMode(env.BILLING_MODE),
     lease: { sliceUsd: nonEmpty(env.LEASE_SLICE_USD) ?? '1', flushMs: int(env, 'LEASE_FLUSH_MS', 100), idleMs: int(env, 'LEASE_IDLE_MS', 10_000) },
+    modelAliases: modelAliases(parseModelAliases(env.MODEL_ALIASES)),
   };
 }

@@ -51,6 +51,18 @@ export function errorBodyOf(ge: GatewayError, shape: WireShape, status: number):
   return errorBody(shape, status, ge.message, ge.type, ge.code || null, ge.param || null);
 }
 
+/**
+ * x-should-retry for an error status. Both official SDKs (openai, @anthropic-ai/sdk) obey it
+ * before their own rules, and so do Claude Code's and Codex's HTTP layers: without it the SDKs
+ * retry 409 and Claude Code retries 401 for minutes. False where the same request cannot succeed
+ * by being sent again (a bad request, key, balance, route or size); true for 408, 429 and 5xx
+ * (except 501), which keep retry-after where the gateway knows when to come back.
+ */
+export function shouldRetry(status: number): boolean {
+  if (status === 408 || status === 429) return true;
+  return status >= 500 && status !== 501;
+}
+
 export function sendGatewayError(reply: FastifyReply, ge: GatewayError, shape: WireShape): FastifyReply {
   const status = ge.httpStatus >= 400 && ge.httpStatus <= 599 ? ge.httpStatus : 500;
   if (ge.retryAfterSeconds > 0) reply.header('retry-after', String(ge.retryAfterSeconds));

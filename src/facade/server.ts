@@ -8,7 +8,8 @@ import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { toGatewayError } from '../rpc/errors.ts';
 import { newRequestId } from '../inference/engine.ts';
 import type { Metrics } from '../log/metrics.ts';
-import { errorBody, openAIError, sendGatewayError, type WireShape } from './errors.ts';
+import { errorBody, sendGatewayError, shouldRetry, type WireShape } from './errors.ts';
+import { registerModelRoutes } from './model-routes.ts';
 import { registerMediaRoutes } from './media-routes.ts';
 import { registerVideoRoutes } from './video-routes.ts';
 import { writeChunk } from './write.ts';
@@ -23,11 +24,11 @@ export interface FacadeDeps {
   metricsToken: string | undefined;
   /** Catalogue ids: the only model names used as metric labels. */
   knownModels: ReadonlySet<string>;
+  /** Alias -> the catalogue id that serves it (src/catalogue/aliases.ts). */
+  modelAliases: ReadonlyMap<string, string>;
   /** Throws when a dependency (database, …) is not reachable. */
   ready: () => Promise<void>;
 }
-
-const CREATED = Math.floor(Date.parse('2026-01-01T00:00:00Z') / 1000);
 
 export function buildFacade(deps: FacadeDeps): FastifyInstance {
   const app = Fastify({
@@ -46,8 +47,14 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
 
+  // Every error answer says whether sending it again can help; set here once for all routes.
+  app.addHook('onSend', (_req, reply, payload, done) => {
+    if (reply.statusCode >= 400 && !reply.hasHeader('x-should-retry')) reply.header('x-should-retry', String(shouldRetry(reply.statusCode)));
+    done(null, payload);
+  });
+
   app.addHook('onResponse', (req, reply, done) => {
-    if (req.routeOptions.url?.startsWith('/v1/')) deps.metrics.requestsOf(req.routeOptions.url, modelOf(req, deps.knownModels), String(reply.statusCode)).inc();
+    if (req.routeOptions.url?.startsWith('/v1/')) deps.metrics.requestsOf(req.routeOptions.url, servedModelOf(req, deps) ?? (modelOf(req) ? 'other' : ''), String(reply.statusCode)).inc();
     req.log.info({ method: req.method, url: req.routeOptions.url ?? req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
     done();
   });
@@ -87,19 +94,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     }
   });
 
-  app.get('/v1/models', async () => {
-    const { models } = await catalogue.listModels({ availableOnly: true });
-    return { object: 'list', data: models.map((m) => ({ id: m.id, object: 'model', created: CREATED, owned_by: m.provider })) };
-  });
-  app.get<{ Params: { id: string } }>('/v1/models/:id', async (req, reply) => {
-    try {
-      const { model } = await catalogue.getModel({ id: req.params.id });
-      if (!model?.available) throw new Error('unavailable');
-      return { id: model.id, object: 'model', created: CREATED, owned_by: model.provider };
-    } catch {
-      return reply.code(404).send(openAIError(`The model '${req.params.id}' does not exist`, 'invalid_request_error', 'model_not_found', 'model'));
-    }
-  });
+  registerModelRoutes(app, catalogue);
 
   app.post('/v1/chat/completions', (req, reply) =>
     wantsStream(req.body as Buffer)
@@ -132,6 +127,8 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
       const r = await call(body, { headers: callHeaders(req) });
       const requestId = r.charge?.requestId || req.id;
       reply.header('x-request-id', requestId).header('request-id', requestId);
+      const served = servedModelOf(req, deps);
+      if (served) reply.header('x-gateway-model', served);
       if (r.charge) reply.header('x-gateway-cost-nano-usd', String(r.charge.costNano));
       return reply.type(r.contentType || 'application/json').send(Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength));
     } catch (err) {
@@ -163,7 +160,9 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     }
     reply.hijack();
     const requestId = first.value?.event.case === 'requestId' ? first.value.event.value : req.id;
+    const served = servedModelOf(req, deps);
     res.writeHead(200, {
+      ...(served ? { 'x-gateway-model': served } : {}),
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',
       connection: 'keep-alive',
@@ -215,12 +214,22 @@ function wantsStream(body: Buffer | undefined): boolean {
   }
 }
 
-/** The model named in a JSON body, for metric labels; only catalogue ids, to bound cardinality. */
-function modelOf(req: FastifyRequest, known: ReadonlySet<string>): string {
+/** The model named in a JSON body ('' when none); bounded, for labels and headers only. */
+function modelOf(req: FastifyRequest): string {
   const body = req.body;
   if (!Buffer.isBuffer(body) || body.length === 0) return '';
   const m = /"model"\s*:\s*"([A-Za-z0-9._-]{1,64})"/.exec(body.toString('latin1', 0, Math.min(body.length, 4096)));
-  return m && known.has(m[1]!) ? m[1]! : m ? 'other' : '';
+  return m ? m[1]! : '';
+}
+
+/**
+ * The catalogue model that serves the model a request names: the alias target, or the model
+ * itself. Undefined for names the catalogue does not know (their metric label is 'other').
+ */
+function servedModelOf(req: FastifyRequest, deps: Pick<FacadeDeps, 'knownModels' | 'modelAliases'>): string | undefined {
+  const name = modelOf(req);
+  if (name === '') return undefined;
+  return deps.modelAliases.get(name) ?? (deps.knownModels.has(name) ? name : undefined);
 }
 
 function copyRateLimitHeaders(err: unknown, reply: FastifyReply): void {

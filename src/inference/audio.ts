@@ -146,7 +146,7 @@ export class AudioService {
     const cost = charactersNano(model.prices, characters);
     await engine.holdExact(key, plan, cost);
     const provider = openAICompatible(model.providerConfig);
-    const upstreamBody = model.upstreamId === model.id ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
+    const upstreamBody = body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
     const upstreamAbort = new AbortController();
     const onAbort = () => upstreamAbort.abort();
     signal.addEventListener('abort', onAbort, { once: true });

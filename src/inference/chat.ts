@@ -114,7 +114,7 @@ export class ChatService {
     // What goes upstream: the caller's bytes unless the gateway must own a field.
     let changed = false;
     const out: Json = { ...body };
-    if (model.upstreamId !== model.id) { out.model = model.upstreamId; changed = true; }
+    if (body.model !== model.upstreamId) { out.model = model.upstreamId; changed = true; }
     if (held.loweredOutputCap !== undefined) {
       out[capField ?? openAICompatible(model.providerConfig).maxTokensField] = Number(held.loweredOutputCap);
       changed = true;

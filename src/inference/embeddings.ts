@@ -92,7 +92,7 @@ export class EmbeddingsService {
     }
 
     const provider = openAICompatible(model.providerConfig);
-    const upstreamBody = model.upstreamId === model.id ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
+    const upstreamBody = body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
     const res = await engine.post(plan, provider.url('/embeddings'), provider.headers, upstreamBody);
     if (res.statusCode < 200 || res.statusCode >= 300) throw await engine.upstreamError(plan, res, { passBody: true });
     const { text, json } = await engine.readJson(plan, res);

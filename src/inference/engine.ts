@@ -220,7 +220,7 @@ export class Engine {
     if (hold.kind === 'unknown_key') throw unauthorized();
     if (hold.kind === 'insufficient') {
       throw gatewayError({
-        httpStatus: 402, type: 'insufficient_quota', code: 'insufficient_credits', requestId: plan.requestId,
+        httpStatus: 402, type: 'insufficient_quota', code: 'insufficient_quota', requestId: plan.requestId,
         message: `Insufficient credits: this request needs at least ${cost(input, plan.choices)} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
       });
     }
@@ -253,7 +253,7 @@ export class Engine {
     if (hold.kind === 'unknown_key') throw unauthorized();
     if (hold.kind === 'insufficient') {
       throw gatewayError({
-        httpStatus: 402, type: 'insufficient_quota', code: 'insufficient_credits', requestId,
+        httpStatus: 402, type: 'insufficient_quota', code: 'insufficient_quota', requestId,
         message: `Insufficient credits: this request costs ${amountNano} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
       });
     }
@@ -292,7 +292,7 @@ export class Engine {
       this.inFlight--;
       this.metrics.holdsOpen.dec();
       const charged = this.leases!.settle(lease, {
-        requestId: plan.requestId, keyId: plan.keyId!, model: plan.model.id, route: plan.route,
+        requestId: plan.requestId, keyId: plan.keyId!, model: plan.model.id, requestedModel: requestedModel(plan), route: plan.route,
         inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedTokens: usage.cachedTokens, cacheWriteTokens: usage.cacheWriteTokens,
         usageEstimated: usage.estimated, status, httpStatus, latencyMs: Math.round(performance.now() - plan.startedAt), units: usage.units ?? 0n, unit: usage.unit ?? '',
       }, cost);
@@ -302,7 +302,7 @@ export class Engine {
     }
     if (plan.settledLeased) return { requestId: plan.requestId, costNano: 0n, usage };
     const r = await this.ledger.settle({
-      requestId: plan.requestId, costNano: cost, model: plan.model.id, route: plan.route,
+      requestId: plan.requestId, costNano: cost, model: plan.model.id, requestedModel: requestedModel(plan), route: plan.route,
       inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedTokens: usage.cachedTokens, cacheWriteTokens: usage.cacheWriteTokens,
       usageEstimated: usage.estimated, units: usage.units, unit: usage.unit, status, httpStatus, latencyMs: Math.round(performance.now() - plan.startedAt),
     });
@@ -535,6 +535,12 @@ function deliveredUsage(usage: TokenUsage | undefined, delivered: string, count:
   const counted = count(delivered);
   if (!usage) return { ...counted, estimated: true };
   return { ...usage, outputTokens: usage.outputTokens > counted.outputTokens ? usage.outputTokens : counted.outputTokens, estimated: true };
+}
+
+/** The name the caller asked for: an alias of the model that served (src/catalogue/aliases.ts), or its own id. */
+function requestedModel(plan: Plan): string {
+  const asked = plan.body.model;
+  return typeof asked === 'string' && asked !== '' ? asked : plan.model.id;
 }
 
 /** A reused request id is the caller's conflict (409); any other failure passes through. */

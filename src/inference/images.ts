@@ -62,7 +62,7 @@ export class ImagesService {
     if (opts instanceof Error) return invalid(opts);
     await this.engine.holdExact(key, plan, gptImageHold(model.prices, prompt, opts, BigInt(n ?? 1), 0n));
     const provider = openAICompatible(model.providerConfig);
-    const upstreamBody = model.upstreamId === model.id ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
+    const upstreamBody = body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
     const res = await this.engine.post(plan, provider.url('/images/generations'), provider.headers, upstreamBody);
     return this.settleGptImage(plan, res, opts);
   }

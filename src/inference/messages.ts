@@ -64,7 +64,7 @@ export class MessagesService {
     const model = await this.claudeModel(key, body.model);
     await this.engine.admit(key, requestId);
     const call = anthropic(model.providerConfig, h);
-    const upstreamBody = model.upstreamId === model.id ? raw : JSON.stringify({ ...body, model: model.upstreamId });
+    const upstreamBody = body.model === model.upstreamId ? raw : JSON.stringify({ ...body, model: model.upstreamId });
     let res;
     try {
       res = await this.engine.upstream.post(call.countTokensUrl, call.headers, upstreamBody);
@@ -103,7 +103,7 @@ export class MessagesService {
     const held = await this.engine.hold(key, plan);
     let changed = false;
     const out: Json = { ...body };
-    if (model.upstreamId !== model.id) { out.model = model.upstreamId; changed = true; }
+    if (body.model !== model.upstreamId) { out.model = model.upstreamId; changed = true; }
     if (held.loweredOutputCap !== undefined) { out.max_tokens = Number(held.loweredOutputCap); changed = true; }
     return { plan, upstreamBody: changed ? JSON.stringify(out) : raw };
   }

@@ -95,7 +95,7 @@ export class ResponsesService {
       const held = await this.engine.hold(key, plan);
       let changed = false;
       const out: Json = { ...body };
-      if (model.upstreamId !== model.id) { out.model = model.upstreamId; changed = true; }
+      if (body.model !== model.upstreamId) { out.model = model.upstreamId; changed = true; }
       if (held.loweredOutputCap !== undefined) { out.max_output_tokens = Number(held.loweredOutputCap); changed = true; }
       const provider = openAICompatible(model.providerConfig);
       return { plan, upstreamUrl: `${model.providerConfig.baseUrl}/responses`, headers: provider.headers, upstreamBody: changed ? JSON.stringify(out) : raw, passthrough: true };

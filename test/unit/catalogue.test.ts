@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
 import { Catalogue } from '../../src/catalogue/catalogue.ts';
 import { MODELS } from '../../src/catalogue/models.ts';
+import { DEFAULT_MODEL_ALIASES } from '../../src/catalogue/aliases.ts';
 import { parseDecimal } from '../../src/billing/money.ts';
 
 describe('catalogue', () => {
@@ -50,5 +51,34 @@ describe('catalogue', () => {
     const base = MODELS[0]!;
     expect(() => new Catalogue(cfg, [{ ...base, prices: { input_per_mtok: '1,5' } }])).toThrow();
     expect(() => new Catalogue(cfg, [base, base])).toThrow(/twice/);
+  });
+
+  it('serves the Claude Code family names with the catalogue model of the same tier by default', () => {
+    const c = new Catalogue(loadConfig({ ANTHROPIC_API_KEY: 'sk-ant' }));
+    expect(c.get('claude-opus-5-5')!.id).toBe('claude-opus-4-8');
+    expect(c.get('claude-sonnet-5-5')!.id).toBe('claude-sonnet-4-6');
+    expect(c.get('claude-haiku-5-5')!.id).toBe('claude-haiku-4-5');
+    expect(c.get('claude-fable-5-2')!.id).toBe('claude-fable-5');
+    expect(c.get('claude-opus-4-8')!.id).toBe('claude-opus-4-8');
+    expect(c.aliases().map((a) => [a.alias, a.model.id])).toEqual(Object.entries(DEFAULT_MODEL_ALIASES));
+    // Every default alias points at a Claude model in the catalogue.
+    for (const target of Object.values(DEFAULT_MODEL_ALIASES)) expect(MODELS.find((m) => m.id === target)?.provider).toBe('anthropic');
+  });
+
+  it('lets the operator add, repoint and turn off aliases with MODEL_ALIASES', () => {
+    const c = new Catalogue(loadConfig({ MODEL_ALIASES: 'claude-opus-5-5=claude-sonnet-4-6, claude-haiku-5-5=, gpt-6=gpt-5.5' }));
+    expect(c.get('claude-opus-5-5')!.id).toBe('claude-sonnet-4-6');
+    expect(c.get('claude-haiku-5-5')).toBeUndefined();
+    expect(c.get('gpt-6')!.id).toBe('gpt-5.5');
+    expect(c.get('claude-sonnet-5-5')!.id).toBe('claude-sonnet-4-6'); // untouched defaults stay
+    expect(new Catalogue(loadConfig({ MODEL_ALIASES: 'none' })).aliases()).toEqual([]);
+  });
+
+  it('refuses at start an alias that is malformed, hides a model or points at nothing', () => {
+    expect(() => loadConfig({ MODEL_ALIASES: 'no-equals-sign' })).toThrow(/MODEL_ALIASES/);
+    expect(() => loadConfig({ MODEL_ALIASES: 'bad name=gpt-5.5' })).toThrow(/MODEL_ALIASES/);
+    expect(() => new Catalogue(loadConfig({ MODEL_ALIASES: 'gpt-5.5=gpt-4.1' }))).toThrow(/is a catalogue model/);
+    expect(() => new Catalogue(loadConfig({ MODEL_ALIASES: 'x=claude-opus-9' }))).toThrow(/not in the catalogue/);
+    expect(() => new Catalogue(loadConfig({ MODEL_ALIASES: 'x=claude-opus-5-5' }))).toThrow(/not in the catalogue/);
   });
 });

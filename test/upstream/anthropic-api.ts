@@ -1,5 +1,7 @@
 // The simulator's Anthropic Messages API: POST /v1/messages (JSON and SSE) and
 // /v1/messages/count_tokens, steered by the same `[sim …]` directives as the chat API.
+// `tool=<name> input=<base64url JSON>` answers with that tool call; the turn after its
+// tool_result is answered in text.
 import type http from 'node:http';
 import { randomBytes } from 'node:crypto';
 
@@ -40,8 +42,8 @@ export function anthropicDirectives(body: Json): Record<string, string> {
 
 const failCounts = new Map<string, number>();
 
-/** Handles the Anthropic paths; false for any other path. */
-export async function handleAnthropic(res: http.ServerResponse, path: string, body: Json): Promise<boolean> {
+/** Handles the Anthropic paths; false for any other path. `reported` is told the usage the reply reports. */
+export async function handleAnthropic(res: http.ServerResponse, path: string, body: Json, reported?: (usage: Json) => void): Promise<boolean> {
   if (path !== '/v1/messages' && path !== '/v1/messages/count_tokens') return false;
   const d = anthropicDirectives(body);
   let fault = d.fault;
@@ -84,8 +86,10 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
   const id = `msg_sim${randomBytes(10).toString('hex')}`;
   const model = String(body.model ?? '');
   const toolId = `toolu_${id.slice(-14)}`;
-  const toolInput = { echo: words.join(' ') };
+  // `input=<base64url JSON>` gives the tool call's input (e.g. a Bash command for Claude Code).
+  const toolInput = d.input ? (JSON.parse(Buffer.from(d.input, 'base64url').toString('utf8')) as Json) : { echo: words.join(' ') };
   const noUsage = fault === 'no_usage';
+  if (fault === undefined) reported?.({ ...usage, output_tokens: n });
 
   if (!stream) {
     const content = toolName ? [{ type: 'tool_use', id: toolId, name: toolName, input: toolInput }] : [{ type: 'text', text: words.join(' ') }];

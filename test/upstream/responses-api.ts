@@ -32,7 +32,13 @@ export function responsesPromptTokens(body: Json): number {
 
 const failCounts = new Map<string, number>();
 
-export async function handleResponses(res: http.ServerResponse, path: string, body: Json): Promise<boolean> {
+/**
+ * `reported` is told the usage the reply reports (what the provider bills). When the request
+ * asks for `reasoning.encrypted_content` (Codex does, with store: false), the reply starts with
+ * a reasoning item carrying opaque encrypted content, as the real API's does, and its
+ * `reasoning=N` tokens (default 4) count as output.
+ */
+export async function handleResponses(res: http.ServerResponse, path: string, body: Json, reported?: (usage: Json) => void): Promise<boolean> {
   if (path !== '/v1/responses') return false;
   const m = /\[sim ([^\]]*)\]/.exec(lastUserText(body));
   const d: Record<string, string> = {};
@@ -66,20 +72,24 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
   const words = Array.from({ length: n }, (_, i) => `w${i + 1}`);
   const prompt = Number(d.prompt ?? responsesPromptTokens(body));
   const cached = Math.min(Number(d.cached ?? 0), prompt);
-  const usage = fault === 'no_usage' ? null : { input_tokens: prompt, input_tokens_details: { cached_tokens: cached }, output_tokens: n, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: prompt + n };
+  const wantsReasoning = Array.isArray(body.include) && body.include.includes('reasoning.encrypted_content');
+  const reasoning = wantsReasoning ? Number(d.reasoning ?? 4) : 0;
+  const usage = fault === 'no_usage' ? null : { input_tokens: prompt, input_tokens_details: { cached_tokens: cached }, output_tokens: n + reasoning, output_tokens_details: { reasoning_tokens: reasoning }, total_tokens: prompt + n + reasoning };
+  if (usage && fault === undefined) reported?.(usage);
   const tool = pickTool(body, d);
   const incomplete = !tool && cap < wanted;
   const text = words.join(' ');
   const msgItem = { id: `msg_${id.slice(5)}`, type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [], logprobs: [] }] };
   const callItem = tool ? { id: `fc_${id.slice(5)}`, type: 'function_call', status: 'completed', call_id: `call_${id.slice(-12)}`, name: tool, arguments: JSON.stringify({ echo: text }) } : undefined;
+  const reasoningItem = wantsReasoning ? { id: `rs_${id.slice(5)}`, type: 'reasoning', summary: [], encrypted_content: randomBytes(48).toString('base64') } : undefined;
   const base = (status: string, output: Json[], u: Json | null) => ({
     id, object: 'response', created_at: created, status, error: null,
     incomplete_details: status === 'incomplete' ? { reason: 'max_output_tokens' } : null,
     instructions: body.instructions ?? null, max_output_tokens: body.max_output_tokens ?? null, model: body.model, output,
-    parallel_tool_calls: true, previous_response_id: null, reasoning: { effort: null, summary: null }, store: true, temperature: 1,
+    parallel_tool_calls: true, previous_response_id: null, reasoning: { effort: null, summary: null }, store: body.store !== false, temperature: 1,
     text: { format: { type: 'text' } }, tool_choice: body.tool_choice ?? 'auto', tools: body.tools ?? [], top_p: 1, truncation: 'disabled', usage: u, metadata: {},
   });
-  const final = base(incomplete ? 'incomplete' : 'completed', callItem ? [callItem] : [msgItem], usage);
+  const final = base(incomplete ? 'incomplete' : 'completed', [...(reasoningItem ? [reasoningItem] : []), callItem ?? msgItem], usage);
 
   if (!stream) {
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(final));
@@ -93,27 +103,32 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
   if (fault === 'error_stream') { errorEvent(); return true; }
   send('response.created', { response: base('in_progress', [], null) });
   send('response.in_progress', { response: base('in_progress', [], null) });
+  const oi = reasoningItem ? 1 : 0;
+  if (reasoningItem) {
+    send('response.output_item.added', { output_index: 0, item: { id: reasoningItem.id, type: 'reasoning', summary: [] } });
+    send('response.output_item.done', { output_index: 0, item: reasoningItem });
+  }
   if (callItem) {
-    send('response.output_item.added', { output_index: 0, item: { ...callItem, status: 'in_progress', arguments: '' } });
+    send('response.output_item.added', { output_index: oi, item: { ...callItem, status: 'in_progress', arguments: '' } });
     const args = callItem.arguments;
     const size = Math.max(1, Math.ceil(args.length / 4));
-    for (let i = 0; i < args.length; i += size) send('response.function_call_arguments.delta', { item_id: callItem.id, output_index: 0, delta: args.slice(i, i + size) });
-    send('response.function_call_arguments.done', { item_id: callItem.id, output_index: 0, arguments: args });
-    send('response.output_item.done', { output_index: 0, item: callItem });
+    for (let i = 0; i < args.length; i += size) send('response.function_call_arguments.delta', { item_id: callItem.id, output_index: oi, delta: args.slice(i, i + size) });
+    send('response.function_call_arguments.done', { item_id: callItem.id, output_index: oi, arguments: args });
+    send('response.output_item.done', { output_index: oi, item: callItem });
   } else {
-    send('response.output_item.added', { output_index: 0, item: { ...msgItem, status: 'in_progress', content: [] } });
-    send('response.content_part.added', { item_id: msgItem.id, output_index: 0, content_index: 0, part: { type: 'output_text', text: '', annotations: [], logprobs: [] } });
+    send('response.output_item.added', { output_index: oi, item: { ...msgItem, status: 'in_progress', content: [] } });
+    send('response.content_part.added', { item_id: msgItem.id, output_index: oi, content_index: 0, part: { type: 'output_text', text: '', annotations: [], logprobs: [] } });
     for (let i = 0; i < words.length; i++) {
       if ((fault === 'reset' || fault === 'error_after') && i === after) break;
       if (delay > 0 && i > 0) await sleep(delay);
       if (res.destroyed) return true;
-      send('response.output_text.delta', { item_id: msgItem.id, output_index: 0, content_index: 0, delta: i === 0 ? words[i] : ` ${words[i]}`, logprobs: [] });
+      send('response.output_text.delta', { item_id: msgItem.id, output_index: oi, content_index: 0, delta: i === 0 ? words[i] : ` ${words[i]}`, logprobs: [] });
     }
     if (fault === 'reset') { await sleep(50); res.socket?.destroy(); return true; }
     if (fault === 'error_after') { errorEvent(); return true; }
-    send('response.output_text.done', { item_id: msgItem.id, output_index: 0, content_index: 0, text, logprobs: [] });
-    send('response.content_part.done', { item_id: msgItem.id, output_index: 0, content_index: 0, part: msgItem.content[0] });
-    send('response.output_item.done', { output_index: 0, item: msgItem });
+    send('response.output_text.done', { item_id: msgItem.id, output_index: oi, content_index: 0, text, logprobs: [] });
+    send('response.content_part.done', { item_id: msgItem.id, output_index: oi, content_index: 0, part: msgItem.content[0] });
+    send('response.output_item.done', { output_index: oi, item: msgItem });
   }
   send(incomplete ? 'response.incomplete' : 'response.completed', { response: final });
   res.end();

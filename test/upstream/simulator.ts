@@ -17,6 +17,8 @@ export interface RecordedRequest {
   headers: Record<string, string | string[] | undefined>;
   body: unknown;
   at: number;
+  /** The usage the reply reported (what the provider bills for it), when it reported any. */
+  usage?: unknown;
 }
 
 export interface Simulator {
@@ -110,20 +112,22 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
       body = null;
     }
     if (String(req.headers['content-type'] ?? '').startsWith('multipart/form-data')) body = await formSummary(req, raw);
+    const recorded: RecordedRequest = { method: req.method ?? '', path: (fallbackDeployment ? '/fallback' : '') + url.pathname, headers: req.headers, body, at: Date.now() };
+    const reported = (usage: unknown) => { recorded.usage = usage; };
     if (/^\/(v1|cohere|bfl)\//.test(url.pathname)) {
-      requests.push({ method: req.method ?? '', path: (fallbackDeployment ? '/fallback' : '') + url.pathname, headers: req.headers, body, at: Date.now() });
+      requests.push(recorded);
       if (requests.length > MAX_RECORDED) requests.splice(0, requests.length - MAX_RECORDED);
     }
     if (url.pathname.startsWith('/v1/messages')) {
       if (opts.apiKey && req.headers['x-api-key'] !== opts.apiKey) return anthropicError(res, 401, 'authentication_error', 'invalid x-api-key');
       if (body === null || typeof body !== 'object') return anthropicError(res, 400, 'invalid_request_error', 'invalid JSON body');
-      if (await handleAnthropic(res, url.pathname, body as Json)) return;
+      if (await handleAnthropic(res, url.pathname, body as Json, reported)) return;
     }
     if (opts.apiKey && url.pathname.startsWith('/v1/') && req.headers.authorization !== `Bearer ${opts.apiKey}${fallbackDeployment ? '-fallback' : ''}`) {
       return openAIError(res, 401, 'Incorrect API key provided.', 'invalid_request_error', 'invalid_api_key');
     }
     if (await handleMedia(req, res, url, raw, { baseUrl: selfUrl, apiKey: opts.apiKey, failCounts })) return;
-    if (req.method === 'POST' && body !== null && typeof body === 'object' && (await handleResponses(res, url.pathname, body as Json))) return;
+    if (req.method === 'POST' && body !== null && typeof body === 'object' && (await handleResponses(res, url.pathname, body as Json, reported))) return;
     if (await handleVideos(req, res, url.pathname, body)) return;
 
     if (req.method === 'GET' && url.pathname === '/v1/models') {
@@ -133,12 +137,12 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     }
     if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
       if (body === null || typeof body !== 'object') return openAIError(res, 400, 'We could not parse the JSON body of your request.', 'invalid_request_error', null);
-      return chat(req, res, body as Json, fallbackDeployment);
+      return chat(req, res, body as Json, fallbackDeployment, reported);
     }
     return openAIError(res, 404, `Unknown request URL: ${req.method} ${url.pathname}`, 'invalid_request_error', 'unknown_url');
   }
 
-  async function chat(_req: http.IncomingMessage, res: http.ServerResponse, body: Json, healthy = false): Promise<void> {
+  async function chat(_req: http.IncomingMessage, res: http.ServerResponse, body: Json, healthy = false, reported?: (usage: unknown) => void): Promise<void> {
     const d = parseDirectives(body);
     let fault = healthy ? undefined : d.fault;
     if (fault && d.fail && d.id) {
@@ -194,7 +198,7 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
         choices: [{ index: 0, message, logprobs: null, finish_reason: toolName ? 'tool_calls' : finish }],
         service_tier: 'default', system_fingerprint: 'fp_sim',
       };
-      if (!noUsage) reply.usage = usage;
+      if (!noUsage) { reply.usage = usage; reported?.(usage); }
       const text = JSON.stringify(reply);
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'x-request-id': `sim_${id}` });
       res.end(text);
@@ -237,7 +241,7 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
       return;
     }
     send([{ index: 0, delta: {}, logprobs: null, finish_reason: toolName ? 'tool_calls' : finish }]);
-    if (includeUsage) send([], { usage });
+    if (includeUsage) { send([], { usage }); reported?.(usage); }
     res.end('data: [DONE]\n\n');
   }
 

@@ -10,6 +10,7 @@ import * as m006 from './006_last_hold.ts';
 import * as m007 from './007_key_notify.ts';
 import * as m008 from './008_rate_grants.ts';
 import * as m009 from './009_video_keys_and_deletion.ts';
+import * as m010 from './010_requested_model.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -21,6 +22,7 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '007_key_notify': m007,
   '008_rate_grants': m008,
   '009_video_keys_and_deletion': m009,
+  '010_requested_model': m010,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -1,5 +1,6 @@
 // OpenAI Responses API <-> chat completions, as pure functions, so chat-only models can be
 // served on /v1/responses. Stateless: what needs stored responses is refused.
+import { createHash } from 'node:crypto';
 
 type Json = Record<string, unknown>;
 
@@ -13,15 +14,81 @@ export class TranslationError extends Error {
   }
 }
 
-/** Hosted tool types a chat-only model cannot run: anything but function and custom tools. */
+const isCallable = (t: Json | undefined) => t?.type === 'function' || t?.type === 'custom';
+
+/**
+ * Hosted tool types a chat-only model cannot run: anything but function and custom tools, and
+ * namespaces of them (a namespace is a named group of function/custom tools, e.g. Codex's
+ * multi_agent_v1; one holding anything else counts as `namespace`).
+ */
 export function builtinToolTypes(req: Json): string[] {
   const tools = (Array.isArray(req.tools) ? req.tools : []) as Json[];
-  return [...new Set(tools.map((t) => String(t?.type)).filter((t) => t !== 'function' && t !== 'custom'))];
+  const bad = tools.filter((t) => !isCallable(t) && !(t?.type === 'namespace' && Array.isArray(t.tools) && (t.tools as Json[]).every(isCallable)));
+  return [...new Set(bad.map((t) => String(t?.type)))];
 }
 
-function customToolNames(req: Json): Set<string> {
-  const tools = (Array.isArray(req.tools) ? req.tools : []) as Json[];
-  return new Set(tools.filter((t) => t?.type === 'custom').map((t) => String(t.name)));
+/** A tool as the Responses caller knows it. */
+export interface ToolRef {
+  name: string;
+  namespace?: string;
+  custom: boolean;
+}
+
+const CHAT_NAME = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/**
+ * Chat completions has one flat list of functions; Responses also has namespaces. Top-level
+ * tools keep their names; a namespaced tool becomes `<namespace>__<name>`, or, when that is
+ * taken, too long or not a valid chat name, a name with a hash of both parts. Names depend only
+ * on the request's tools (then on the order history names them), so every turn of a
+ * conversation that sends the same tools gets the same names, and two tools never share one.
+ */
+export class ChatToolNames {
+  private readonly byChat = new Map<string, ToolRef>();
+  private readonly byRef = new Map<string, string>();
+
+  constructor(req: Json) {
+    const tools = (Array.isArray(req.tools) ? req.tools : []) as Json[];
+    for (const t of tools) if (isCallable(t)) this.add(String(t.name), { name: String(t.name), custom: t.type === 'custom' });
+    for (const ns of tools) {
+      if (ns?.type !== 'namespace' || !Array.isArray(ns.tools)) continue;
+      for (const t of ns.tools as Json[]) if (isCallable(t)) this.chatName(String(t.name), String(ns.name), t.type === 'custom');
+    }
+  }
+
+  private add(chat: string, ref: ToolRef): void {
+    if (!this.byChat.has(chat)) this.byChat.set(chat, ref);
+    this.byRef.set(refKey(ref.name, ref.namespace), chat);
+  }
+
+  /** The chat function name of a tool; a namespaced one not declared (only in history) gets one now. */
+  chatName(name: string, namespace?: string, custom = false): string {
+    const known = this.byRef.get(refKey(name, namespace));
+    if (known !== undefined) return known;
+    if (!namespace) return name;
+    let chat = `${namespace}__${name}`;
+    if (!CHAT_NAME.test(chat) || this.byChat.has(chat)) {
+      const hash = createHash('sha256').update(`${namespace}\0${name}`).digest('hex');
+      const stem = chat.replace(/[^a-zA-Z0-9_-]/g, '_').slice(0, 47);
+      for (let n = 0; !CHAT_NAME.test(chat) || this.byChat.has(chat); n++) chat = `${stem}_${hash.slice(n, n + 16)}`;
+    }
+    this.add(chat, { name, namespace, custom });
+    return chat;
+  }
+
+  /** The tool a chat function name stands for (a name the model made up stays as it is). */
+  ref(chat: string): ToolRef {
+    return this.byChat.get(chat) ?? { name: chat, custom: false };
+  }
+}
+
+const refKey = (name: string, namespace?: string) => (namespace === undefined ? `\0${name}` : `${namespace}\0${name}`);
+const nsOf = (item: Json) => (typeof item.namespace === 'string' && item.namespace !== '' ? item.namespace : undefined);
+
+function chatToolDef(t: Json, name: string): Json {
+  return t.type === 'custom'
+    ? { type: 'function', function: { name, description: t.description ?? 'Free-form input', parameters: { type: 'object', properties: { input: { type: 'string', description: 'The tool input' } }, required: ['input'] } } }
+    : { type: 'function', function: { name, ...(t.description ? { description: t.description } : {}), parameters: t.parameters ?? { type: 'object', properties: {} }, ...(t.strict !== undefined ? { strict: t.strict } : {}) } };
 }
 
 function partsToChat(content: unknown): unknown {
@@ -48,7 +115,7 @@ export function responsesRequestToChat(req: Json, opts: { upstreamModel: string 
   if (req.previous_response_id) throw new TranslationError('previous_response_id needs a passthrough model (chat-only models keep no stored responses)', 'unsupported_parameter', 'previous_response_id');
   const builtins = builtinToolTypes(req);
   if (builtins.length) throw new TranslationError(`built-in tools (${builtins.join(', ')}) need a passthrough model`, 'unsupported_responses_tools', 'tools');
-  const custom = customToolNames(req);
+  const names = new ChatToolNames(req);
 
   const messages: Json[] = [];
   if (typeof req.instructions === 'string' && req.instructions) messages.push({ role: 'system', content: req.instructions });
@@ -63,9 +130,9 @@ export function responsesRequestToChat(req: Json, opts: { upstreamModel: string 
     if (type === 'message') {
       messages.push({ role: String(item.role), content: partsToChat(item.content) });
     } else if (type === 'function_call') {
-      addToolCall({ id: item.call_id, type: 'function', function: { name: item.name, arguments: String(item.arguments ?? '') } });
+      addToolCall({ id: item.call_id, type: 'function', function: { name: names.chatName(String(item.name), nsOf(item)), arguments: String(item.arguments ?? '') } });
     } else if (type === 'custom_tool_call') {
-      addToolCall({ id: item.call_id, type: 'function', function: { name: item.name, arguments: JSON.stringify({ input: item.input ?? '' }) } });
+      addToolCall({ id: item.call_id, type: 'function', function: { name: names.chatName(String(item.name), nsOf(item), true), arguments: JSON.stringify({ input: item.input ?? '' }) } });
     } else if (type === 'function_call_output' || type === 'custom_tool_call_output') {
       messages.push({ role: 'tool', tool_call_id: item.call_id, content: outputText(item.output) });
     } else if (type === 'reasoning') {
@@ -76,17 +143,16 @@ export function responsesRequestToChat(req: Json, opts: { upstreamModel: string 
   }
 
   const chat: Json = { model: opts.upstreamModel, messages };
-  const tools = (Array.isArray(req.tools) ? req.tools : []) as Json[];
-  if (tools.length) {
-    chat.tools = tools.map((t) =>
-      t.type === 'custom'
-        ? { type: 'function', function: { name: t.name, description: t.description ?? 'Free-form input', parameters: { type: 'object', properties: { input: { type: 'string', description: 'The tool input' } }, required: ['input'] } } }
-        : { type: 'function', function: { name: t.name, ...(t.description ? { description: t.description } : {}), parameters: t.parameters ?? { type: 'object', properties: {} }, ...(t.strict !== undefined ? { strict: t.strict } : {}) } },
-    );
+  // Namespaces are flattened into the one list of functions chat completions has.
+  const tools: Json[] = [];
+  for (const t of (Array.isArray(req.tools) ? req.tools : []) as Json[]) {
+    if (t.type === 'namespace') for (const inner of t.tools as Json[]) tools.push(chatToolDef(inner, names.chatName(String(inner.name), String(t.name), inner.type === 'custom')));
+    else tools.push(chatToolDef(t, String(t.name)));
   }
+  if (tools.length) chat.tools = tools;
   const tc = req.tool_choice as Json | string | undefined;
   if (typeof tc === 'string') chat.tool_choice = tc;
-  else if (tc && (tc.type === 'function' || tc.type === 'custom')) chat.tool_choice = { type: 'function', function: { name: tc.name } };
+  else if (tc && (tc.type === 'function' || tc.type === 'custom')) chat.tool_choice = { type: 'function', function: { name: names.chatName(String(tc.name), nsOf(tc), tc.type === 'custom') } };
   if (typeof req.max_output_tokens === 'number') chat.max_completion_tokens = req.max_output_tokens;
   for (const k of ['temperature', 'top_p', 'parallel_tool_calls', 'metadata', 'user'] as const) if (req[k] !== undefined && req[k] !== null) chat[k] = req[k];
   const effort = (req.reasoning as Json | undefined)?.effort;
@@ -125,18 +191,23 @@ function suffix(responseId: string): string {
   return responseId.replace(/^resp_/, '');
 }
 
-function outputItems(ctx: Ctx, text: string, calls: { id: string; name: string; arguments: string }[]): Json[] {
-  const custom = customToolNames(ctx.request);
+/** A call item under the name (and namespace) the caller declared; arguments and input left to the caller. */
+function callItem(id: string, callId: string, ref: ToolRef, status: string): Json {
+  return { id, type: ref.custom ? 'custom_tool_call' : 'function_call', status, call_id: callId, name: ref.name, ...(ref.namespace !== undefined ? { namespace: ref.namespace } : {}) };
+}
+
+function outputItems(ctx: Ctx, text: string, calls: { id: string; name: string; arguments: string }[], names = new ChatToolNames(ctx.request)): Json[] {
   const items: Json[] = [];
   if (text) items.push({ id: `msg_${suffix(ctx.responseId)}`, type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [], logprobs: [] }] });
   calls.forEach((c, i) => {
-    const id = `fc_${suffix(ctx.responseId)}_${i}`;
-    if (custom.has(c.name)) {
+    const ref = names.ref(c.name);
+    const item = callItem(`fc_${suffix(ctx.responseId)}_${i}`, c.id, ref, 'completed');
+    if (ref.custom) {
       let input = '';
       try { input = String((JSON.parse(c.arguments) as Json).input ?? ''); } catch { input = c.arguments; }
-      items.push({ id, type: 'custom_tool_call', status: 'completed', call_id: c.id, name: c.name, input });
+      items.push({ ...item, input });
     } else {
-      items.push({ id, type: 'function_call', status: 'completed', call_id: c.id, name: c.name, arguments: c.arguments });
+      items.push({ ...item, arguments: c.arguments });
     }
   });
   return items;
@@ -186,6 +257,7 @@ export function chatResponseToResponses(chat: Json, ctx: Ctx): Json {
 /** chat.completion.chunk objects in, Responses streaming events out. */
 export class ChatToResponsesStream {
   private readonly ctx: Ctx;
+  private readonly names: ChatToolNames;
   private seq = 0;
   private text = '';
   private messageOpen = false;
@@ -197,6 +269,7 @@ export class ChatToResponsesStream {
 
   constructor(ctx: Ctx) {
     this.ctx = ctx;
+    this.names = new ChatToolNames(ctx.request);
   }
 
   private ev(type: string, fields: Json): Json {
@@ -237,11 +310,14 @@ export class ChatToResponsesStream {
         if (!call) {
           call = { id: String(tc.id ?? `call_${index}`), name: String(fn.name ?? ''), arguments: '', outputIndex: this.nextOutputIndex++ };
           this.calls[index] = call;
-          out.push(this.ev('response.output_item.added', { output_index: call.outputIndex, item: { id: this.callItemId(index), type: 'function_call', status: 'in_progress', call_id: call.id, name: call.name, arguments: '' } }));
+          const ref = this.names.ref(call.name);
+          const item = { ...callItem(this.callItemId(index), call.id, ref, 'in_progress'), ...(ref.custom ? { input: '' } : { arguments: '' }) };
+          out.push(this.ev('response.output_item.added', { output_index: call.outputIndex, item }));
         }
         if (typeof fn.arguments === 'string' && fn.arguments !== '') {
           call.arguments += fn.arguments;
-          out.push(this.ev('response.function_call_arguments.delta', { item_id: this.callItemId(index), output_index: call.outputIndex, delta: fn.arguments }));
+          // A custom tool's input arrives whole at the end (it is one field of the arguments).
+          if (!this.names.ref(call.name).custom) out.push(this.ev('response.function_call_arguments.delta', { item_id: this.callItemId(index), output_index: call.outputIndex, delta: fn.arguments }));
         }
       }
       if (c.finish_reason != null) this.finishReason = String(c.finish_reason);
@@ -255,7 +331,7 @@ export class ChatToResponsesStream {
 
   finish(usage?: Json): Json[] {
     const out: Json[] = [];
-    const items = outputItems(this.ctx, this.text, this.calls.filter(Boolean));
+    const items = outputItems(this.ctx, this.text, this.calls.filter(Boolean), this.names);
     if (this.messageOpen) {
       const part = { type: 'output_text', text: this.text, annotations: [], logprobs: [] };
       out.push(this.ev('response.output_text.done', { item_id: this.messageId, output_index: this.messageIndex, content_index: 0, text: this.text, logprobs: [] }));

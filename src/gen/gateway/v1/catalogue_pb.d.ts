@@ -117,6 +117,14 @@ export declare type ListModelsResponse = Message<"gateway.v1.ListModelsResponse"
    * @generated from field: repeated gateway.v1.Model models = 1;
    */
   models: Model[];
+
+  /**
+   * Names clients ask for that these models serve (with available_only, only aliases of
+   * available models).
+   *
+   * @generated from field: repeated gateway.v1.ModelAlias aliases = 2;
+   */
+  aliases: ModelAlias[];
 };
 
 /**
@@ -126,10 +134,37 @@ export declare type ListModelsResponse = Message<"gateway.v1.ListModelsResponse"
 export declare const ListModelsResponseSchema: GenMessage<ListModelsResponse>;
 
 /**
+ * A name the catalogue serves with another model (e.g. claude-opus-5-5 -> claude-opus-4-8).
+ *
+ * @generated from message gateway.v1.ModelAlias
+ */
+export declare type ModelAlias = Message<"gateway.v1.ModelAlias"> & {
+  /**
+   * @generated from field: string alias = 1;
+   */
+  alias: string;
+
+  /**
+   * The catalogue model that serves requests naming the alias.
+   *
+   * @generated from field: string model_id = 2;
+   */
+  modelId: string;
+};
+
+/**
+ * Describes the message gateway.v1.ModelAlias.
+ * Use `create(ModelAliasSchema)` to create a new message.
+ */
+export declare const ModelAliasSchema: GenMessage<ModelAlias>;
+
+/**
  * @generated from message gateway.v1.GetModelRequest
  */
 export declare type GetModelRequest = Message<"gateway.v1.GetModelRequest"> & {
   /**
+   * A model id or an alias.
+   *
    * @generated from field: string id = 1;
    */
   id: string;
@@ -146,9 +181,18 @@ export declare const GetModelRequestSchema: GenMessage<GetModelRequest>;
  */
 export declare type GetModelResponse = Message<"gateway.v1.GetModelResponse"> & {
   /**
+   * The model that serves `id`.
+   *
    * @generated from field: gateway.v1.Model model = 1;
    */
   model?: Model | undefined;
+
+  /**
+   * Set when `id` was an alias: the alias itself.
+   *
+   * @generated from field: string alias = 2;
+   */
+  alias: string;
 };
 
 /**

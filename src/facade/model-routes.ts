@@ -1,0 +1,55 @@
+// GET /v1/models and /v1/models/{id}: the models that can serve now, and the aliases that name
+// them (each alias a separate entry with `alias_for`, so a client that looks a name up finds it).
+// OpenAI's list shape by default; Anthropic's when the caller sends anthropic-version (the
+// Anthropic SDK and Claude Code do), listing the models /v1/messages serves.
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import type { Client } from '@connectrpc/connect';
+import type { CatalogueService, Model } from '../gen/gateway/v1/catalogue_pb.js';
+import { anthropicError, openAIError } from './errors.ts';
+
+const CREATED = Math.floor(Date.parse('2026-01-01T00:00:00Z') / 1000);
+const CREATED_AT = new Date(CREATED * 1000).toISOString();
+
+interface Entry {
+  id: string;
+  model: Model;
+  aliasFor?: string;
+}
+
+const wantsAnthropic = (req: FastifyRequest) => typeof req.headers['anthropic-version'] === 'string';
+
+function openAIEntry(e: Entry) {
+  return { id: e.id, object: 'model', created: CREATED, owned_by: e.model.provider, ...(e.aliasFor ? { alias_for: e.aliasFor } : {}) };
+}
+
+function anthropicEntry(e: Entry) {
+  const display = e.aliasFor ? `${e.id} (served by ${e.aliasFor})` : e.id;
+  return { type: 'model', id: e.id, display_name: display, created_at: CREATED_AT, ...(e.aliasFor ? { alias_for: e.aliasFor } : {}) };
+}
+
+export function registerModelRoutes(app: FastifyInstance, catalogue: Client<typeof CatalogueService>): void {
+  app.get('/v1/models', async (req) => {
+    const { models, aliases } = await catalogue.listModels({ availableOnly: true });
+    const byId = new Map(models.map((m) => [m.id, m]));
+    const entries: Entry[] = [
+      ...models.map((model) => ({ id: model.id, model })),
+      ...aliases.map((a) => ({ id: a.alias, model: byId.get(a.modelId)!, aliasFor: a.modelId })),
+    ];
+    if (!wantsAnthropic(req)) return { object: 'list', data: entries.map(openAIEntry) };
+    const data = entries.filter((e) => e.model.provider === 'anthropic').map(anthropicEntry);
+    return { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
+  });
+
+  app.get<{ Params: { id: string } }>('/v1/models/:id', async (req, reply) => {
+    const anthropic = wantsAnthropic(req);
+    try {
+      const { model, alias } = await catalogue.getModel({ id: req.params.id });
+      if (!model?.available || (anthropic && model.provider !== 'anthropic')) throw new Error('unavailable');
+      const entry: Entry = alias ? { id: alias, model, aliasFor: model.id } : { id: model.id, model };
+      return anthropic ? anthropicEntry(entry) : openAIEntry(entry);
+    } catch {
+      const message = `The model '${req.params.id}' does not exist`;
+      return reply.code(404).send(anthropic ? anthropicError(404, message) : openAIError(message, 'invalid_request_error', 'model_not_found', 'model'));
+    }
+  });
+}
