@@ -11,7 +11,8 @@ import { randomBytes } from 'node:crypto';
 import { anthropicRefs, resolveRefs } from './server-state.ts';
 
 type Json = Record<string, unknown>;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+// Unref'd: a long stand-in pause (usage_delay) never keeps the test run alive.
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms).unref());
 
 export function anthropicError(res: http.ServerResponse, status: number, type: string, message: string, headers: Record<string, string> = {}) {
   const body = JSON.stringify({ type: 'error', error: { type, message } });

@@ -9,7 +9,8 @@ import { randomBytes } from 'node:crypto';
 import { resolveRefs, responsesRefs, seedRef, servedTier } from './server-state.ts';
 
 type Json = Record<string, unknown>;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+// Unref'd: a long stand-in pause (usage_delay) never keeps the test run alive.
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms).unref());
 
 function openAIError(res: http.ServerResponse, status: number, message: string, type: string, code: string | null, headers: Record<string, string> = {}) {
   res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify({ error: { message, type, param: null, code } }));

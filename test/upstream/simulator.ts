@@ -66,7 +66,8 @@ export function simPromptTokens(body: unknown): number {
   return n;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+// Unref'd: a long stand-in pause (usage_delay) never keeps the test run alive.
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms).unref());
 
 function openAIError(res: http.ServerResponse, status: number, message: string, type: string, code: string | null, headers: Record<string, string> = {}) {
   const body = JSON.stringify({ error: { message, type, param: null, code } });
