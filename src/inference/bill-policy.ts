@@ -75,13 +75,13 @@ export function chatPolicy(body: Json, model: ResolvedModel): BillPolicy {
   const prices = tierPrices(model, body.service_tier);
   if ('refusal' in prices) return prices;
   const worst = baseWorst(model, prices as TokenPrices);
-  for (const m of arr(body.messages)) {
-    for (const part of arr(m?.content)) {
-      if (part?.type === 'input_audio') return refuse('messages', 'Audio input (input_audio parts) is billed at audio token prices, which this gateway does not price.');
-      if (part?.type === 'image_url' && isUrl((part.image_url as Json | undefined)?.url)) worst.unseen ??= 'an image by URL';
-      if (part?.type === 'file') worst.unseen ??= 'a file';
-    }
-  }
+  let audio = false;
+  walk(body.messages, (o) => {
+    if (o.type === 'input_audio') audio = true;
+    if (o.type === 'image_url' && isUrl((o.image_url as Json | undefined)?.url)) worst.unseen ??= 'an image by URL';
+    if (o.type === 'file') worst.unseen ??= 'a file';
+  });
+  if (audio) return refuse('messages', 'Audio input (input_audio parts) is billed at audio token prices, which this gateway does not price.');
   // Predicted output: rejected prediction tokens are billed as completion tokens.
   if (body.prediction != null) worst.uncappedOutput += BigInt(utf8Length(JSON.stringify(body.prediction)));
   return { worst };
@@ -91,8 +91,8 @@ const CLIENT_TOOL = /^(bash|text_editor|memory|computer)_\d{8}$/;
 const SERVER_SEARCH = /^web_search_\d{8}$/;
 const SERVER_FETCH = /^web_fetch_\d{8}$/;
 
-/** POST /v1/messages (and the Anthropic body Claude gets through chat): `raw` is the body as sent upstream. */
-export function messagesPolicy(body: Json, model: ResolvedModel, raw: string): BillPolicy {
+/** POST /v1/messages (and the Anthropic body Claude gets through chat). */
+export function messagesPolicy(body: Json, model: ResolvedModel): BillPolicy {
   if (body.speed != null && body.speed !== 'standard') return refuse('speed', "Fast mode is billed at premium prices this gateway does not price; omit speed or send 'standard'.");
   if (body.inference_geo != null && body.inference_geo !== 'global') return refuse('inference_geo', "Inference pinned to a region is billed above list prices, which this gateway does not price; omit inference_geo or send 'global'.");
   if (body.service_tier != null && body.service_tier !== 'auto' && body.service_tier !== 'standard_only') return refuse('service_tier', "service_tier must be 'auto' or 'standard_only'.", 'invalid_value');
@@ -126,32 +126,23 @@ export function messagesPolicy(body: Json, model: ResolvedModel, raw: string): B
     worst.unseen = 'server tools (web search, web fetch)';
   }
   if (searches > 0n) worst.fees.push({ quantity: searches, priceUsd: model.prices[WEB_SEARCH_FEE]!, perUnits: 1n } satisfies PricedQuantity);
-  worst.unseen ??= unseenAnthropicContent(body);
+  let writes: 'none' | '5m' | '1h' = body.cache_control != null ? ((body.cache_control as Json).ttl === '1h' ? '1h' : '5m') : 'none';
+  walk([body.system, body.messages, body.tools], (o) => {
+    const source = o.source as Json | undefined;
+    if (source?.type === 'url') worst.unseen ??= `a ${String(o.type)} by URL`;
+    else if (source?.type === 'file') worst.unseen ??= `a ${String(o.type)} by file id`;
+    else if (o.type === 'document' && source?.type === 'base64' && source.media_type === 'application/pdf') worst.unseen ??= 'a PDF document'; // a page costs more than its bytes
+    else if (o.type === 'container_upload') worst.unseen ??= 'a container upload';
+    const cc = o.cache_control as Json | undefined;
+    if (cc && typeof cc === 'object') writes = cc.ttl === '1h' || writes === '1h' ? '1h' : '5m';
+  });
 
   // Cache writes cost more than plain input: the hold prices every input token at the dearest rate the request asks for.
-  if (raw.includes('cache_control')) {
-    const writes = /"ttl"\s*:\s*"1h"/.test(raw) ? '1h' : '5m';
+  if (writes !== 'none') {
     worst.prices = { ...worst.prices, input_per_mtok: dearestInputPrice(worst.prices, writes) };
     if (worst.long) worst.long = { ...worst.long, prices: { ...worst.long.prices, input_per_mtok: dearestInputPrice(worst.long.prices, writes) } };
   }
   return { worst, ...(tools ? { set: { tools } } : {}) };
-}
-
-/** Content Claude reads on its side: documents and images by URL or file id, PDFs (pages cost more than their bytes), uploads to a container. */
-function unseenAnthropicContent(body: Json): string | undefined {
-  let found: string | undefined;
-  const visit = (blocks: unknown) => {
-    for (const b of arr(blocks)) {
-      const source = b?.source as Json | undefined;
-      if (source?.type === 'url') found ??= `a ${String(b.type)} by URL`;
-      else if (source?.type === 'file') found ??= `a ${String(b.type)} by file id`;
-      else if (b?.type === 'document' && source?.type === 'base64' && source.media_type === 'application/pdf') found ??= 'a PDF document';
-      else if (b?.type === 'container_upload') found ??= 'a container upload';
-      if (b?.type === 'tool_result') visit(b.content);
-    }
-  };
-  for (const m of arr(body.messages)) visit(m?.content);
-  return found;
 }
 
 const RESPONSES_CLIENT_TOOLS = new Set(['function', 'custom', 'computer', 'computer_use_preview', 'local_shell', 'apply_patch']);
@@ -203,15 +194,30 @@ export function responsesPolicy(body: Json, model: ResolvedModel): BillPolicy {
   return { worst, ...(set ? { set } : {}) };
 }
 
-/** State and content the provider reads on its side: stored responses, conversations, prompts, items by id, files, images by URL or id. */
+/** State and content the provider reads on its side: stored responses, conversations, prompts, items by id, files, images by URL or id (wherever they sit: messages, tool outputs). */
 function unseenResponsesInput(body: Json): string | undefined {
   for (const f of ['previous_response_id', 'conversation', 'prompt'] as const) if (body[f] != null) return f;
-  for (const item of arr(body.input)) {
-    if (item?.type === 'item_reference') return 'an input item by id';
-    for (const part of arr(item?.content)) {
-      if (part?.type === 'input_file') return 'an input file';
-      if (part?.type === 'input_image' && (part.file_id != null || isUrl(part.image_url))) return 'an input image by URL or file id';
-    }
+  let found: string | undefined;
+  walk(body.input, (o) => {
+    if (o.type === 'item_reference') found ??= 'an input item by id';
+    if (o.type === 'input_file') found ??= 'an input file';
+    if (o.type === 'input_image' && (o.file_id != null || isUrl(o.image_url))) found ??= 'an input image by URL or file id';
+  });
+  return found;
+}
+
+/**
+ * Calls `visit` on every object inside `root`, however deep (iteratively: bodies were already
+ * checked for depth by the engine). Keys are what JSON.parse made of the body, so escapes in
+ * the caller's bytes cannot hide anything from it.
+ */
+function walk(root: unknown, visit: (o: Json) => void): void {
+  const stack: unknown[] = [root];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (v === null || typeof v !== 'object') continue;
+    if (Array.isArray(v)) { for (const x of v) stack.push(x); continue; }
+    visit(v as Json);
+    for (const x of Object.values(v)) if (x !== null && typeof x === 'object') stack.push(x);
   }
-  return undefined;
 }

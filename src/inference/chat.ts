@@ -109,7 +109,7 @@ export class ChatService {
       }
       // Claude's own rules on what it reads (images by URL, PDFs) and its cap as translated (thinking may raise it).
       const upstreamBody = JSON.stringify(messages);
-      const claude = messagesPolicy(messages, model, upstreamBody);
+      const claude = messagesPolicy(messages, model);
       if (claude.refusal) return invalid(refusal(claude.refusal));
       plan.worst = claude.worst;
       plan.maxOutput = BigInt(messages.max_tokens as number);

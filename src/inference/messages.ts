@@ -89,7 +89,7 @@ export class MessagesService {
     if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') return invalid(badRequest('stream: Input should be a valid boolean', 'invalid_type', 'stream'));
     if (Boolean(body.stream) !== streamRoute) return invalid(badRequest(streamRoute ? 'StreamMessage needs "stream": true.' : 'Use StreamMessage for "stream": true.', 'invalid_value', 'stream'));
     const model = await this.claudeModel(key, body.model);
-    const policy = messagesPolicy(body, model, Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('utf8'));
+    const policy = messagesPolicy(body, model);
     if (policy.refusal) return invalid(refusal(policy.refusal));
 
     const plan: Plan = {

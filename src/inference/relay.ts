@@ -139,7 +139,10 @@ export class StreamRun {
     const start = () => {
       if (!started) { started = true; this.emit({ kind: 'request_id', requestId: plan.requestId }); }
     };
-    const fail = (err: unknown) => this.push({ kind: 'throw', err });
+    // A failure reaches the caller after the settle, as the last thing: whoever sees it can
+    // already see what was charged.
+    let failure: { err: unknown } | undefined;
+    const fail = (err: unknown) => { failure ??= { err }; };
 
     try {
       let res: UpstreamResponse;
@@ -230,7 +233,7 @@ export class StreamRun {
           engine.log.error({ err, requestId: plan.requestId }, 'settle failed; the hold will expire'),
         );
       }
-      this.push({ kind: 'end' });
+      this.push(failure ? { kind: 'throw', err: failure.err } : { kind: 'end' });
     }
   }
 }

@@ -98,7 +98,7 @@ describe('the worst case a hold covers', () => {
 
   it('Anthropic server tools: max_uses set where missing, each pass able to write max_tokens', () => {
     const body = { model: 'claude-haiku-4-5', max_tokens: 100, messages: [], tools: [{ type: 'web_search_20250305', name: 'web_search' }, { type: 'web_fetch_20250910', name: 'web_fetch', max_uses: 1 }] };
-    const p = messagesPolicy(body, model('claude-haiku-4-5'), JSON.stringify(body));
+    const p = messagesPolicy(body, model('claude-haiku-4-5'));
     expect((p.set!.tools as { max_uses: number }[]).map((t) => t.max_uses)).toEqual([DEFAULT_SERVER_TOOL_CALLS, 1]);
     expect(p.worst.passes).toBe(BigInt(DEFAULT_SERVER_TOOL_CALLS + 2));
     expect(worstCostNano(p.worst, 10n, 100n, 1n)).toBe(costNano([
@@ -108,14 +108,28 @@ describe('the worst case a hold covers', () => {
 
   it('a request that writes the cache is held at the write price; a 1-hour write at the 1-hour price', () => {
     const body = { model: 'claude-haiku-4-5', max_tokens: 1, messages: [{ role: 'user', content: [{ type: 'text', text: 'x', cache_control: { type: 'ephemeral', ttl: '1h' } }] }] };
-    expect(messagesPolicy(body, model('claude-haiku-4-5'), JSON.stringify(body)).worst.prices.input_per_mtok).toBe('2.00');
+    expect(messagesPolicy(body, model('claude-haiku-4-5')).worst.prices.input_per_mtok).toBe('2.00');
     const five = { ...body, messages: [{ role: 'user', content: [{ type: 'text', text: 'x', cache_control: { type: 'ephemeral' } }] }] };
-    expect(messagesPolicy(five, model('claude-haiku-4-5'), JSON.stringify(five)).worst.prices.input_per_mtok).toBe('1.25');
+    expect(messagesPolicy(five, model('claude-haiku-4-5')).worst.prices.input_per_mtok).toBe('1.25');
+  });
+
+  it('cache writes are found in the parsed body: an escaped key in the bytes hides nothing', () => {
+    const raw = '{"model":"claude-haiku-4-5","max_tokens":1,"messages":[{"role":"user","content":[{"type":"text","text":"x","cache\\u005fcontrol":{"type":"ephemeral","ttl":"1\\u0068"}}]}]}';
+    expect(raw).not.toContain('cache_control');
+    expect(messagesPolicy(JSON.parse(raw), model('claude-haiku-4-5')).worst.prices.input_per_mtok).toBe('2.00');
+    expect(messagesPolicy({ cache_control: { type: 'ephemeral' }, messages: [] }, model('claude-haiku-4-5')).worst.prices.input_per_mtok).toBe('1.25');
+  });
+
+  it('content the provider reads is found wherever it sits: an image URL in a tool output', () => {
+    const p = responsesPolicy({ input: [{ type: 'function_call_output', call_id: 'c', output: [{ type: 'input_image', image_url: 'https://x/y.png' }] }] }, model('gpt-5.5'));
+    expect(p.worst.unseen).toBe('an input image by URL or file id');
+    const doc = messagesPolicy({ messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'document', source: { type: 'url', url: 'https://x' } }] }] }] }, model('claude-haiku-4-5'));
+    expect(doc.worst.unseen).toBe('a document by URL');
   });
 
   it('long context: an unseen input past the threshold is held at the long prices', () => {
     const body = { model: 'claude-sonnet-4-6', max_tokens: 10, messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'url', url: 'https://x/y.pdf' } }] }] };
-    const p = messagesPolicy(body, model('claude-sonnet-4-6'), JSON.stringify(body));
+    const p = messagesPolicy(body, model('claude-sonnet-4-6'));
     expect(worstCostNano(p.worst, 50n, 10n, 1n)).toBe(costNano([perM(1_000_000, '6.00'), perM(10, '22.50')]));
   });
 
@@ -150,10 +164,10 @@ describe('what is refused', () => {
     ['service_tier', () => chatPolicy({ service_tier: 'priority' }, model('deepseek-chat'))],
     ['tools', () => responsesPolicy({ tools: [{ type: 'code_interpreter' }] }, model('gpt-5.5'))],
     ['tools', () => responsesPolicy({ tools: [{ type: 'shell', environment: { type: 'container_auto' } }] }, model('gpt-5.5'))],
-    ['tools', () => messagesPolicy({ tools: [{ type: 'code_execution_20250825' }] }, model('claude-haiku-4-5'), '')],
-    ['speed', () => messagesPolicy({ speed: 'fast' }, model('claude-opus-4-8'), '')],
-    ['inference_geo', () => messagesPolicy({ inference_geo: 'us' }, model('claude-opus-4-8'), '')],
-    ['container', () => messagesPolicy({ container: 'c_1' }, model('claude-opus-4-8'), '')],
+    ['tools', () => messagesPolicy({ tools: [{ type: 'code_execution_20250825' }] }, model('claude-haiku-4-5'))],
+    ['speed', () => messagesPolicy({ speed: 'fast' }, model('claude-opus-4-8'))],
+    ['inference_geo', () => messagesPolicy({ inference_geo: 'us' }, model('claude-opus-4-8'))],
+    ['container', () => messagesPolicy({ container: 'c_1' }, model('claude-opus-4-8'))],
     ['web_search_options', () => chatPolicy({ web_search_options: {} }, model('gpt-4o'))],
     ['messages', () => chatPolicy({ messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: { data: '', format: 'wav' } }] }] }, model('gpt-4o'))],
   ])('%s', (param, policy) => {
@@ -162,7 +176,7 @@ describe('what is refused', () => {
 
   it('client tools, local shells and priced tiers pass', () => {
     expect(responsesPolicy({ tools: [{ type: 'function', name: 'f' }, { type: 'shell', environment: { type: 'local' } }, { type: 'apply_patch' }], service_tier: 'priority' }, model('gpt-5.5')).refusal).toBeUndefined();
-    expect(messagesPolicy({ tools: [{ name: 'f', input_schema: {} }, { type: 'bash_20250124', name: 'bash' }, { type: 'text_editor_20250728', name: 'str_replace_based_edit_tool' }] }, model('claude-haiku-4-5'), '').refusal).toBeUndefined();
+    expect(messagesPolicy({ tools: [{ name: 'f', input_schema: {} }, { type: 'bash_20250124', name: 'bash' }, { type: 'text_editor_20250728', name: 'str_replace_based_edit_tool' }] }, model('claude-haiku-4-5')).refusal).toBeUndefined();
   });
 });
 
