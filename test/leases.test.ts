@@ -141,4 +141,30 @@ describe('credit leases', () => {
     expect(await g.stop('SIGTERM')).toBe(0);
     expect(fs.readFileSync(g.logFile, 'utf8')).not.toContain('unsettled');
   });
+
+  it('a stream whose caller leaves settles once with leases too: the usage the provider reports, the lease returned, nothing unsettled', async () => {
+    const g = await leaseGateway();
+    const key = await newKey('5');
+    const abort = new AbortController();
+    const { data, response } = await client(g, key.apiKey).chat.completions
+      .create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: `leave ${uniqueMarker()} [sim tokens=4 reasoning=2000 usage_delay=300]` }] }, { signal: abort.signal })
+      .withResponse();
+    let text = '';
+    try {
+      for await (const c of data) {
+        text += c.choices[0]?.delta?.content ?? '';
+        if (text === 'w1 w2 w3 w4') abort.abort();
+      }
+    } catch { /* the abort */ }
+    await until('the stream settled', async () => (await usageOf(key.accountId)).length === 1);
+    const [row] = await usageOf(key.accountId);
+    expect(row).toMatchObject({ request_id: response.headers.get('x-request-id'), status: 'client_closed' });
+    // 2,004 output tokens (the reasoning the provider billed) at $0.60 per 1M, and the input.
+    expect(BigInt(row!.cost)).toBeGreaterThan(1_202_400n);
+    await until('the idle lease returned', async () => (await activeHolds(key.accountId)) === 0);
+    expect(await balanceOf(key.accountId)).toEqual({ balance: 5_000_000_000n - BigInt(row!.cost), held: 0n });
+    await checkInvariants(key.accountId);
+    expect(await g.stop('SIGTERM')).toBe(0);
+    expect(fs.readFileSync(g.logFile, 'utf8')).not.toContain('unsettled');
+  });
 });

@@ -108,6 +108,18 @@ describe('state the provider keeps is billed as it reports it (issue 12, item 4)
     await expectCharged(key.accountId, response.headers.get('x-request-id')!, cost, 10_000_000_000n);
   });
 
+  it('a balance that covers the unseen input but not the output cap: the cap is lowered to what fits, the usage charged', async () => {
+    const key = await newKey('0.6');
+    const m = uniqueMarker();
+    const stored = await seed(`resp_${uniqueMarker('stored')}`, 300_000);
+    const { data, response } = await openai(key.apiKey).responses.create({ model: 'gpt-5.5', previous_response_id: stored, input: `go ${m} [sim tokens=10]` }).withResponse();
+    // $0.60 less 400,000 window tokens at $1.25 per 1M leaves $0.10: 10,000 output tokens at $10 per 1M.
+    const [sent] = await upstreamRequests(m);
+    expect(sent!.body!.max_output_tokens).toBe(10_000);
+    expect(usd([[400_000, '1.25'], [10_000, '10.00']])).toBe(600_000_000n);
+    await expectCharged(key.accountId, response.headers.get('x-request-id')!, responsesCost('gpt-5.5', data.usage!), 600_000_000n);
+  });
+
   it('a small balance and a previous_response_id: 402 that says why, nothing held or charged', async () => {
     const key = await newKey('0.02');
     const stored = await seed(`resp_${uniqueMarker('stored')}`, 300_000);
