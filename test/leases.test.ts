@@ -1,6 +1,7 @@
 // Credit leases (BILLING_MODE=lease): requests spend an in-memory slice of the balance that one
 // statement reserved; charges are written in batches. Exact charges, never negative across two
 // instances, the loss window on a crash, and a shutdown that writes everything.
+import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
@@ -8,6 +9,8 @@ import OpenAI from 'openai';
 import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
 import { UPSTREAM_KEY } from './support/global-setup.ts';
 import { balanceOf, checkInvariants, db, newKey, uniqueMarker } from './support/context.ts';
+import { charactersNano } from '../src/billing/media-pricing.ts';
+import { MODELS } from '../src/catalogue/models.ts';
 
 const started: GatewayProcess[] = [];
 afterEach(async () => {
@@ -116,5 +119,52 @@ describe('credit leases', () => {
     expect((await usageOf(key.accountId)).length).toBe(5);
     expect(await balanceOf(key.accountId)).toEqual({ balance: 5_000_000_000n - total, held: 0n });
     await checkInvariants(key.accountId);
+  });
+
+  it('a speech request whose caller hangs up mid-audio settles once: charged, a usage row, the lease returned, nothing unsettled at shutdown', async () => {
+    const g = await leaseGateway();
+    const key = await newKey('5');
+    const input = `read this aloud ${uniqueMarker()} [sim delay=150]`;
+    const abort = new AbortController();
+    const response = await client(g, key.apiKey).audio.speech.create({ model: 'gpt-4o-mini-tts', voice: 'alloy', input }, { signal: abort.signal });
+    const reader = response.body!.getReader();
+    expect((await reader.read()).done).toBe(false); // the audio has started
+    abort.abort();
+    await reader.cancel().catch(() => {});
+    // The provider makes the whole audio once it started: charged in full, per character.
+    const cost = charactersNano(MODELS.find((m) => m.id === 'gpt-4o-mini-tts')!.prices, BigInt([...input].length));
+    await until('the speech settled', async () => (await usageOf(key.accountId)).length === 1);
+    expect(await usageOf(key.accountId)).toEqual([{ request_id: response.headers.get('x-request-id'), status: 'client_closed', cost: cost.toString() }]);
+    await until('the idle lease returned', async () => (await activeHolds(key.accountId)) === 0);
+    expect(await balanceOf(key.accountId)).toEqual({ balance: 5_000_000_000n - cost, held: 0n });
+    await checkInvariants(key.accountId);
+    expect(await g.stop('SIGTERM')).toBe(0);
+    expect(fs.readFileSync(g.logFile, 'utf8')).not.toContain('unsettled');
+  });
+
+  it('a stream whose caller leaves settles once with leases too: the usage the provider reports, the lease returned, nothing unsettled', async () => {
+    const g = await leaseGateway();
+    const key = await newKey('5');
+    const abort = new AbortController();
+    const { data, response } = await client(g, key.apiKey).chat.completions
+      .create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: `leave ${uniqueMarker()} [sim tokens=4 reasoning=2000 usage_delay=300]` }] }, { signal: abort.signal })
+      .withResponse();
+    let text = '';
+    try {
+      for await (const c of data) {
+        text += c.choices[0]?.delta?.content ?? '';
+        if (text === 'w1 w2 w3 w4') abort.abort();
+      }
+    } catch { /* the abort */ }
+    await until('the stream settled', async () => (await usageOf(key.accountId)).length === 1);
+    const [row] = await usageOf(key.accountId);
+    expect(row).toMatchObject({ request_id: response.headers.get('x-request-id'), status: 'client_closed' });
+    // 2,004 output tokens (the reasoning the provider billed) at $0.60 per 1M, and the input.
+    expect(BigInt(row!.cost)).toBeGreaterThan(1_202_400n);
+    await until('the idle lease returned', async () => (await activeHolds(key.accountId)) === 0);
+    expect(await balanceOf(key.accountId)).toEqual({ balance: 5_000_000_000n - BigInt(row!.cost), held: 0n });
+    await checkInvariants(key.accountId);
+    expect(await g.stop('SIGTERM')).toBe(0);
+    expect(fs.readFileSync(g.logFile, 'utf8')).not.toContain('unsettled');
   });
 });

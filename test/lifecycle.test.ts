@@ -1,12 +1,14 @@
 // The gateway process's life: graceful shutdown (in-flight streams finish, bounded), a process
 // killed with holds open (the sweeper of another instance releases them within expiry + one
 // sweep), and callers that leave before the stream starts.
+import fs from 'node:fs';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import OpenAI from 'openai';
 import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
 import { UPSTREAM_KEY } from './support/global-setup.ts';
+import { countTextTokens } from '../src/inference/tokens.ts';
 import { accountActivity, balanceOf, checkInvariants, db, gatewayUrl, newKey, uniqueMarker, upstreamRequests } from './support/context.ts';
 
 const started: GatewayProcess[] = [];
@@ -105,21 +107,82 @@ describe('a process killed with a hold open', () => {
 });
 
 describe('callers that leave early', () => {
-  it('a client that aborts before the stream starts is charged nothing, and its hold is released', async () => {
+  it('a client that aborts before the stream starts pays what the provider bills for the request it was sent, and no more is held', async () => {
     const key = await newKey('5');
     const abort = new AbortController();
     const request = fetch(`${gatewayUrl()}/v1/chat/completions`, {
       method: 'POST', signal: abort.signal,
       headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'slow start [sim delay=1500]' }] }),
+      body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'slow start [sim delay=1500 tokens=2]' }] }),
     });
     await until('the hold', async () => ((await holdsOf(key.accountId))[0] === 'active' ? true : undefined), 5_000);
     abort.abort();
     await request.catch(() => {});
+    // The request had gone to the provider, which answers it whole and bills it: the gateway
+    // reads the answer (sending nothing) and charges the usage it reports.
+    const row = await until('the settle', async () => (await db().query('SELECT status, output_tokens::text AS out, usage_estimated, cost_nano::text AS cost FROM usage_records WHERE account_id = $1', [key.accountId])).rows[0] ?? undefined, 10_000);
+    expect(row).toMatchObject({ status: 'client_closed', out: '2', usage_estimated: false });
+    expect(await balanceOf(key.accountId)).toEqual({ balance: 5_000_000_000n - BigInt(row.cost), held: 0n });
+    expect(await accountActivity(key.accountId)).toEqual({ holds: 1, charges: 1, usage: 1 });
+    await checkInvariants(key.accountId);
+  });
+
+  it('a client that leaves while the gateway waits to retry costs nothing: no new request goes out for it', async () => {
+    // Retries wait for the upstream's retry-after (1 s): the caller leaves inside that wait.
+    const g = await gateway('retry-wait', { UPSTREAM_RETRY_MAX_WAIT_MS: '5000' });
+    const key = await newKey('5');
+    const m = uniqueMarker();
+    const abort = new AbortController();
+    const request = fetch(`${g.httpUrl}/v1/chat/completions`, {
+      method: 'POST', signal: abort.signal,
+      headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: `${m} [sim fault=429 id=${m} fail=5]` }] }),
+    });
+    await until('the first attempt', async () => ((await upstreamRequests(m)).length >= 1 ? true : undefined), 5_000);
+    abort.abort();
+    await request.catch(() => {});
     const usage = await until('the settle', async () => ((await usageOf(key.accountId))[0] ?? undefined), 5_000);
     expect(usage).toEqual({ status: 'client_closed', cost: '0' });
+    expect(await upstreamRequests(m)).toHaveLength(1);
     expect(await balanceOf(key.accountId)).toEqual({ balance: 5_000_000_000n, held: 0n });
-    expect(await accountActivity(key.accountId)).toEqual({ holds: 1, charges: 0, usage: 1 });
+    await checkInvariants(key.accountId);
+  });
+});
+
+describe('streams read on after their caller left', () => {
+  const leave = async (g: GatewayProcess, apiKey: string, content: string) => {
+    const abort = new AbortController();
+    const { data, response } = await client(g, apiKey).chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content }] }, { signal: abort.signal }).withResponse();
+    let text = '';
+    try {
+      for await (const c of data) {
+        text += c.choices[0]?.delta?.content ?? '';
+        if (text === 'w1 w2 w3') abort.abort();
+      }
+    } catch { /* the abort */ }
+    return response.headers.get('x-request-id')!;
+  };
+  const rowOf = async (requestId: string) => (await db().query('SELECT status, usage_estimated, output_tokens::text AS out FROM usage_records WHERE request_id = $1', [requestId])).rows[0] as { status: string; usage_estimated: boolean; out: string } | undefined;
+
+  it('are read for ABANDONED_STREAM_DRAIN_MS at most: usage later than that is not waited for, the delivered text is charged', async () => {
+    const g = await gateway('drain-bound', { ABANDONED_STREAM_DRAIN_MS: '300' });
+    const key = await newKey('5');
+    const requestId = await leave(g, key.apiKey, `late usage ${uniqueMarker()} [sim tokens=3 usage_delay=20000]`);
+    const row = await until('the settle', () => rowOf(requestId), 10_000);
+    expect(row).toEqual({ status: 'client_closed', usage_estimated: true, out: String(countTextTokens('w1 w2 w3')) });
+    expect((await balanceOf(key.accountId)).held).toBe(0n);
+    await checkInvariants(key.accountId);
+  });
+
+  it('SIGTERM cuts their reading short, settles them at the estimate and exits 0 with nothing unsettled', async () => {
+    const g = await gateway('drain-shutdown');
+    const key = await newKey('5');
+    const requestId = await leave(g, key.apiKey, `late usage ${uniqueMarker()} [sim tokens=3 usage_delay=60000]`);
+    expect(await rowOf(requestId)).toBeUndefined(); // still reading for the usage
+    expect(await g.stop('SIGTERM')).toBe(0);
+    expect(await rowOf(requestId)).toEqual({ status: 'client_closed', usage_estimated: true, out: String(countTextTokens('w1 w2 w3')) });
+    expect(fs.readFileSync(g.logFile, 'utf8')).not.toContain('unsettled');
+    expect(await balanceOf(key.accountId)).toMatchObject({ held: 0n });
     await checkInvariants(key.accountId);
   });
 });

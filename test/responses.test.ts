@@ -96,13 +96,14 @@ describe('/v1/responses rules', () => {
     expect(await accountActivity(key.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
   });
 
-  it('a built-in tool on a passthrough model goes to the upstream untouched', async () => {
-    const key = await newKey('1');
+  it('a built-in tool on a passthrough model goes to the upstream untouched, its calls capped when the caller set no cap', async () => {
+    const key = await newKey('5');
     const m = uniqueMarker();
-    const r = await openai(key.apiKey).responses.create({ model: 'gpt-5.6-sol', input: `search ${m}`, tools: [{ type: 'web_search' }] });
+    const r = await openai(key.apiKey).responses.create({ model: 'gpt-5.6-sol', input: `search ${m}`, tools: [{ type: 'web_search' }], max_output_tokens: 1000 });
     expect(r.status).toBe('completed');
     const [sent] = await upstreamRequests(m);
     expect((sent!.body as { tools: unknown }).tools).toEqual([{ type: 'web_search' }]);
+    expect((sent!.body as { max_tool_calls: unknown }).max_tool_calls).toBe(3);
   });
 
   it('custom tools: rewritten for a chat-only model and mapped back to custom_tool_call; untouched for a passthrough model', async () => {

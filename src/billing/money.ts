@@ -64,6 +64,12 @@ export interface PricedQuantity {
  * never changes what it costs.
  */
 export function costNano(parts: readonly PricedQuantity[]): bigint {
+  const r = costRational(parts);
+  return ceilDiv(r.num, r.den);
+}
+
+/** The same sum as an exact fraction of nano-USD, not rounded (for what-fits-in-a-budget questions). */
+export function costRational(parts: readonly PricedQuantity[]): Rational {
   let num = 0n;
   let den = 1n;
   for (const p of parts) {
@@ -79,7 +85,14 @@ export function costNano(parts: readonly PricedQuantity[]): bigint {
     num /= g;
     den /= g;
   }
-  return ceilDiv(num, den);
+  return { num, den };
+}
+
+/** The larger of two decimal price strings (exact). */
+export function dearer(a: string, b: string): string {
+  const x = parseDecimal(a);
+  const y = parseDecimal(b);
+  return x.num * y.den >= y.num * x.den ? a : b;
 }
 
 function gcd(a: bigint, b: bigint): bigint {

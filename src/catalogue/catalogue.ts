@@ -3,6 +3,7 @@
 import type { Config, ProviderConfig, ProviderName } from '../config/config.ts';
 import { parseDecimal } from '../billing/money.ts';
 import { MODELS, type CatalogueEntry } from './models.ts';
+import { PRICED_TIERS } from '../billing/pricing.ts';
 
 export interface ResolvedModel extends CatalogueEntry {
   available: boolean;
@@ -22,6 +23,8 @@ export class Catalogue {
   constructor(config: Config, entries: readonly CatalogueEntry[] = MODELS, aliases: Readonly<Record<string, string>> = config.modelAliases ?? {}) {
     for (const e of entries) {
       for (const p of Object.values(e.prices)) parseDecimal(p); // a bad price fails the start, not a request
+      const problem = priceProblem(e);
+      if (problem) throw new Error(`catalogue entry ${e.id}: ${problem}`);
       if (this.byId.has(e.id)) throw new Error(`catalogue lists ${e.id} twice`);
       const pc = config.providers[e.provider];
       const reason = !e.enabled ? 'disabled in the catalogue' : pc.apiKey ? '' : `${e.provider.toUpperCase()}_API_KEY is not set`;
@@ -57,4 +60,18 @@ export class Catalogue {
     }
     return [...missing].map(([provider, models]) => ({ provider, models }));
   }
+}
+
+/** A chat entry's variant prices must be whole, and tier and long-context variants do not combine. */
+function priceProblem(e: CatalogueEntry): string | undefined {
+  if (e.kind !== 'chat') return undefined;
+  const prefixes = [...PRICED_TIERS.map((t) => `${t}_`), 'long_'];
+  for (const p of prefixes) {
+    const has = Object.keys(e.prices).some((k) => k.startsWith(p));
+    if (has && (e.prices[`${p}input_per_mtok`] === undefined || e.prices[`${p}output_per_mtok`] === undefined)) return `${p}input_per_mtok and ${p}output_per_mtok are both needed`;
+  }
+  const tiered = PRICED_TIERS.some((t) => e.prices[`${t}_input_per_mtok`] !== undefined);
+  if (tiered && e.prices.long_input_per_mtok !== undefined) return 'a model has tier prices or long-context prices, not both';
+  if ((e.prices.long_input_per_mtok !== undefined) !== (e.longContextAboveTokens !== undefined)) return 'long_ prices and longContextAboveTokens go together';
+  return undefined;
 }

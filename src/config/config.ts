@@ -43,6 +43,8 @@ export interface Config {
     retryBaseMs: number;
     /** Longest wait between two attempts, retry-after included. */
     retryMaxWaitMs: number;
+    /** How long a stream whose caller left is read on (nothing sent) for the usage the provider bills. */
+    abandonedDrainMs: number;
   };
   holds: {
     /** A hold not settled by then (crashed process) is released by the sweeper. */
@@ -165,6 +167,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       retries: int(env, 'UPSTREAM_RETRIES', 2),
       retryBaseMs: int(env, 'UPSTREAM_RETRY_BASE_MS', 250),
       retryMaxWaitMs: int(env, 'UPSTREAM_RETRY_MAX_WAIT_MS', 4_000),
+      abandonedDrainMs: int(env, 'ABANDONED_STREAM_DRAIN_MS', 120_000),
     },
     media: {
       uploadLimitBytes: int(env, 'UPLOAD_LIMIT_BYTES', 25 * 1024 * 1024),

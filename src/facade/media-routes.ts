@@ -98,8 +98,10 @@ export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps):
       }
       res.end();
     } catch {
-      // The audio broke off: cut the connection so the client sees an incomplete body, not a short file.
+      // The audio broke off, or the caller left: cut the connection so the client sees an
+      // incomplete body, not a short file, and let the speech call finish (it settles then).
       res.destroy();
+      void events.return?.(undefined)?.catch(() => {});
     }
   }
 }

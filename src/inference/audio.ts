@@ -92,7 +92,7 @@ export class AudioService {
     if (model.id === 'gpt-4o-transcribe-diarize' && !form.has('chunking_strategy')) upstreamForm.append('chunking_strategy', 'auto');
     const provider = openAICompatible(model.providerConfig);
     const res = await engine.post(plan, provider.url('/audio/transcriptions'), provider.authHeaders, upstreamForm);
-    if (res.statusCode < 200 || res.statusCode >= 300) throw await engine.upstreamError(plan, res, { passBody: true });
+    if (res.statusCode < 200 || res.statusCode >= 300) throw await engine.upstreamError(plan, res);
     const contentType = String(res.headers['content-type'] ?? 'application/json').split(';')[0]!.trim();
     let text: string;
     try {
@@ -148,17 +148,19 @@ export class AudioService {
     const provider = openAICompatible(model.providerConfig);
     const upstreamBody = body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
     const upstreamAbort = new AbortController();
-    const onAbort = () => upstreamAbort.abort();
-    signal.addEventListener('abort', onAbort, { once: true });
     const usage = { ...zeroUsage(), units: characters, unit: 'characters' };
-    let settled = false;
     let answered = false;
+    // The caller left. Once the provider answered it makes the whole audio, so that is charged,
+    // here and now: this generator may wait at a yield nobody resumes, so its finally cannot be
+    // the only place that settles. Before the answer, the upstream call is stopped and nothing is.
+    const onAbort = () => {
+      upstreamAbort.abort();
+      if (answered) engine.settle(plan, usage, 'client_closed', 499, cost).catch((err) => engine.log.error({ err, requestId }, 'settle failed; the hold will expire'));
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
     try {
       const res = await engine.post(plan, provider.url('/audio/speech'), { ...provider.headers, accept: '*/*' }, upstreamBody, upstreamAbort.signal);
-      if (res.statusCode < 200 || res.statusCode >= 300) {
-        settled = true;
-        throw await engine.upstreamError(plan, res, { passBody: true });
-      }
+      if (res.statusCode < 200 || res.statusCode >= 300) throw await engine.upstreamError(plan, res);
       answered = true;
       const contentType = String(res.headers['content-type'] ?? SPEECH_FORMATS[format]).split(';')[0]!.trim();
       yield { kind: 'start', requestId, contentType, costNano: cost };
@@ -166,20 +168,16 @@ export class AudioService {
         for await (const chunk of res.body) yield { kind: 'audio', data: chunk as Buffer };
       } catch (err) {
         if (isAbort(err) || signal.aborted) return; // settled in full below
-        settled = true;
         await engine.settle(plan, zeroUsage(), 'upstream_cut', 502);
         throw gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_cut', message: 'The upstream provider broke off the audio.', requestId });
       }
-      settled = true;
       yield { kind: 'charge', charge: await engine.settle(plan, usage, 'ok', 200, cost) };
     } finally {
       signal.removeEventListener('abort', onAbort);
       upstreamAbort.abort();
-      if (!settled && plan.renewal) {
-        // The caller left. Once the provider answered it makes the whole audio, so that is
-        // charged; before, nothing is.
-        await engine.settle(plan, answered ? usage : zeroUsage(), 'client_closed', 499, answered ? cost : 0n).catch((err) => engine.log.error({ err, requestId }, 'settle failed; the hold will expire'));
-      }
+      // However this ended, the request settles here unless it already did (settle is once per
+      // request, in both billing modes). Still open means the caller left (see onAbort).
+      await engine.settle(plan, answered ? usage : zeroUsage(), 'client_closed', 499, answered ? cost : 0n).catch((err) => engine.log.error({ err, requestId }, 'settle failed; the hold will expire'));
     }
   }
 }

@@ -1,14 +1,16 @@
 // POST /v1/chat/completions: OpenAI-format upstreams (OpenAI, xAI, DeepSeek) natively. The body
 // goes upstream as the caller wrote it, except for fields the gateway owns (model -> upstream
-// id, a lowered output cap, usage on streams).
+// id, the output cap in the field the provider honours, a lowered cap, usage on streams). What
+// changes the bill is priced, held for or refused by bill-policy.ts.
 import type { Catalogue, ResolvedModel } from '../catalogue/catalogue.ts';
-import { usageFromAnthropic, usageFromOpenAI, type TokenPrices, type TokenUsage } from '../billing/pricing.ts';
+import { usageFromAnthropic, usageFromOpenAI, type TokenUsage } from '../billing/pricing.ts';
 import { badRequest, gatewayError } from '../rpc/errors.ts';
 import { countInputTokens, countTextTokens, inputTokensUpperBound } from './tokens.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { anthropic } from './providers/anthropic.ts';
 import { chatRequestToMessages, messagesResponseToChat, MessagesToChatStream, TranslationError } from './translate/chat-messages.ts';
-import { chargeField, errorMessage, type ChargeInfo, type Engine, type Json, type OutEvent, type Plan, type StepResult, type StreamEvent, type StreamProcessor } from './engine.ts';
+import { chargeField, errorMessage, providerErrorFields, type ChargeInfo, type Engine, type Json, type OutEvent, type Plan, type StepResult, type StreamEvent, type StreamProcessor } from './engine.ts';
+import { chatPolicy, messagesPolicy, type Refusal } from './bill-policy.ts';
 import type { SseEvent } from './sse.ts';
 
 export const CHAT_ROUTE = '/v1/chat/completions';
@@ -28,11 +30,11 @@ export class ChatService {
     if (viaMessages) return this.completeViaMessages(plan, upstreamBody as string);
     const provider = openAICompatible(plan.model.providerConfig);
     const res = await this.engine.post(plan, provider.chatUrl, provider.headers, upstreamBody);
-    if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res, { passBody: true });
+    if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res);
     const { text, json } = await this.engine.readJson(plan, res);
 
     const usage = json.usage && typeof json.usage === 'object'
-      ? { ...usageFromOpenAI(json.usage as Json), estimated: false }
+      ? { ...usageFromOpenAI(json.usage as Json, json.service_tier), estimated: false }
       : { ...countUsage(plan.body, outputTextOfReply(json)), estimated: true };
     const charge = await this.engine.settle(plan, usage, 'ok', 200);
     // The caller sees the model as they named it; everything else as the upstream sent it.
@@ -44,7 +46,7 @@ export class ChatService {
   private async completeViaMessages(plan: Plan, upstreamBody: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
     const call = anthropic(plan.model.providerConfig);
     const res = await this.engine.post(plan, call.messagesUrl, call.headers, upstreamBody);
-    if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res, { passBody: false });
+    if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res);
     const { json } = await this.engine.readJson(plan, res);
     const reply = messagesResponseToChat(json, { model: plan.model.id, created: Math.floor(Date.now() / 1000) });
     const usage = json.usage && typeof json.usage === 'object'
@@ -59,11 +61,10 @@ export class ChatService {
     const target = viaMessages ? anthropic(plan.model.providerConfig) : undefined;
     const provider = openAICompatible(plan.model.providerConfig);
     yield* this.engine.relay(plan, {
-      send: (s) => (target ? this.engine.post(plan, target.messagesUrl, target.headers, upstreamBody, s) : this.engine.post(plan, provider.chatUrl, provider.headers, upstreamBody, s)),
+      send: (s, gone) => (target ? this.engine.post(plan, target.messagesUrl, target.headers, upstreamBody, s, gone) : this.engine.post(plan, provider.chatUrl, provider.headers, upstreamBody, s, gone)),
       processor: viaMessages
         ? new ClaudeChatRelay(new MessagesToChatStream({ model: plan.model.id, created: Math.floor(Date.now() / 1000), includeUsage: clientWantsUsage }), clientWantsUsage)
         : new ChatChunkRelay(plan.model.id, clientWantsUsage),
-      passErrorBody: !viaMessages,
       countUsage: (d) => countUsage(plan.body, d),
       brokenStreamEvent: brokenChatStream,
       signal,
@@ -84,13 +85,14 @@ export class ChatService {
       if (v !== undefined && v !== null && !(Number.isSafeInteger(v) && (v as number) >= 1)) return invalid(badRequest(`'${f}' must be a positive integer.`, 'invalid_value', f));
     }
     const model = await this.chatModel(key, body.model);
+    const policy = chatPolicy(body, model);
+    if (policy.refusal) return invalid(refusal(policy.refusal));
 
-    const capField = body.max_completion_tokens != null ? 'max_completion_tokens' : body.max_tokens != null ? 'max_tokens' : undefined;
     const plan: Plan = {
-      requestId, route: CHAT_ROUTE, model, prices: model.prices as unknown as TokenPrices, body,
+      requestId, route: CHAT_ROUTE, model, prices: policy.worst.prices, worst: policy.worst, body,
       inputUpper: BigInt(inputTokensUpperBound(body)),
       countInput: () => BigInt(countInputTokens(body)),
-      maxOutput: BigInt(capField ? (body[capField] as number) : model.maxOutputTokens),
+      maxOutput: BigInt(model.maxOutputTokens),
       choices: BigInt((body.n as number | undefined) ?? 1),
       startedAt,
     };
@@ -105,18 +107,38 @@ export class ChatService {
         if (err instanceof TranslationError) return invalid(badRequest(err.message, 'unsupported_parameter', err.param ?? undefined));
         throw err;
       }
+      // Claude's own rules on what it reads (images by URL, PDFs) and its cap as translated (thinking may raise it).
+      const upstreamBody = JSON.stringify(messages);
+      const claude = messagesPolicy(messages, model);
+      if (claude.refusal) return invalid(refusal(claude.refusal));
+      plan.worst = claude.worst;
+      plan.maxOutput = BigInt(messages.max_tokens as number);
       const held = await this.engine.hold(key, plan);
-      if (held.loweredOutputCap !== undefined) messages.max_tokens = Number(held.loweredOutputCap);
+      if (held.loweredOutputCap === undefined) return { plan, upstreamBody, clientWantsUsage, viaMessages: true };
+      messages.max_tokens = Number(held.loweredOutputCap);
       return { plan, upstreamBody: JSON.stringify(messages), clientWantsUsage, viaMessages: true };
     }
+
+    // The cap the provider honours: DeepSeek reads max_tokens only, so a max_completion_tokens
+    // goes to it as max_tokens; elsewhere the larger of the two is the worst case.
+    const deepseek = model.provider === 'deepseek';
+    const caps = (['max_completion_tokens', 'max_tokens'] as const).filter((f) => body[f] != null);
+    const honoured = deepseek ? (body.max_tokens ?? body.max_completion_tokens) : caps.map((f) => body[f] as number).reduce((a, b) => Math.max(a, b), 0) || undefined;
+    if (honoured != null) plan.maxOutput = BigInt(honoured as number);
 
     const held = await this.engine.hold(key, plan);
     // What goes upstream: the caller's bytes unless the gateway must own a field.
     let changed = false;
     const out: Json = { ...body };
     if (body.model !== model.upstreamId) { out.model = model.upstreamId; changed = true; }
+    if (deepseek && body.max_completion_tokens != null) {
+      out.max_tokens = honoured;
+      delete out.max_completion_tokens;
+      changed = true;
+    }
     if (held.loweredOutputCap !== undefined) {
-      out[capField ?? openAICompatible(model.providerConfig).maxTokensField] = Number(held.loweredOutputCap);
+      const fields = deepseek ? ['max_tokens'] : caps.length ? caps : [openAICompatible(model.providerConfig).maxTokensField];
+      for (const f of fields) out[f] = Number(held.loweredOutputCap);
       changed = true;
     }
     if (streamRoute && !clientWantsUsage) { out.stream_options = { ...streamOptions, include_usage: true }; changed = true; }
@@ -132,6 +154,11 @@ export class ChatService {
     if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `The model '${model.id}' is not available: ${model.unavailableReason}.` }));
     return model;
   }
+}
+
+/** A policy refusal as the route's 400. */
+export function refusal(r: Refusal) {
+  return gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: r.code, param: r.param, message: r.message });
 }
 
 export function countUsage(body: Json, outputText: string): TokenUsage {
@@ -152,6 +179,8 @@ export class ChatChunkRelay implements StreamProcessor {
   private readonly clientWantsUsage: boolean;
   private delivered = '';
   private meta: Json | undefined;
+  /** The tier the provider reports serving at (each chunk carries it). */
+  private serviceTier: string | undefined;
 
   constructor(model: string, clientWantsUsage: boolean) {
     this.model = model;
@@ -171,15 +200,18 @@ export class ChatChunkRelay implements StreamProcessor {
       return {}; // keep-alive noise some providers send
     }
     if (chunk.error !== undefined) {
-      return { error: { json: JSON.stringify({ error: chunk.error }), message: errorMessage(chunk.error) || 'The upstream provider reported an error.' } };
+      const f = providerErrorFields(JSON.stringify(chunk));
+      const message = f.message || 'The upstream provider reported an error.';
+      return { error: { json: JSON.stringify({ error: { message, type: f.type ?? 'server_error', param: f.param ?? null, code: f.code ?? null } }), message } };
     }
     const choices = Array.isArray(chunk.choices) ? (chunk.choices as Json[]) : [];
+    if (typeof chunk.service_tier === 'string') this.serviceTier = chunk.service_tier;
     for (const c of choices) this.delivered += deltaText(c.delta as Json | undefined);
     if (chunk.model !== undefined) chunk.model = this.model;
     this.meta ??= { id: chunk.id, object: chunk.object, created: chunk.created, model: this.model, system_fingerprint: chunk.system_fingerprint ?? null };
 
     const hasUsage = chunk.usage !== null && typeof chunk.usage === 'object';
-    const usage = hasUsage ? usageFromOpenAI(chunk.usage as Json) : undefined;
+    const usage = hasUsage ? usageFromOpenAI(chunk.usage as Json, this.serviceTier) : undefined;
     // Some providers repeat running usage on every chunk; the final figure comes with the
     // usage-only chunk (choices: []) or the finishing one.
     const finishing = choices.some((c) => c.finish_reason != null);

@@ -1,16 +1,21 @@
 // The metering engine every inference route shares: key check, body parse, hold, upstream
-// call, settle, and the streaming relay that settles exactly once however a stream ends.
-// Routes (chat.ts, messages.ts, responses.ts) decide what to send and how to read the reply.
+// call, settle, and the streaming relay (relay.ts) that settles exactly once however a stream
+// ends. Routes (chat.ts, messages.ts, responses.ts) decide what to send and how to read the
+// reply; bill-policy.ts decides what a request's worst case is. A request is charged what the
+// provider bills for it, never more than its hold, and the hold covers the worst case the
+// provider can bill (docs/billing.md).
 import type { Logger } from 'pino';
 import { Code, ConnectError } from '@connectrpc/connect';
 import type { Config } from '../config/config.ts';
 import type { ResolvedModel } from '../catalogue/catalogue.ts';
 import { isWellFormedKey } from '../billing/keys.ts';
 import { LedgerError, newId, type Ledger } from '../billing/ledger.ts';
-import { affordableOutputTokens, tokenCostNano, type TokenPrices, type TokenUsage } from '../billing/pricing.ts';
+import { affordableCap, usageCostNano, worstCostNano, type TokenPrices, type TokenUsage, type WorstCase } from '../billing/pricing.ts';
 import { badRequest, gatewayError, toGatewayError, unauthorized } from '../rpc/errors.ts';
 import { isAbort, upstreamFailure, type Upstream, type UpstreamBody, type UpstreamResponse } from './upstream.ts';
-import { readSse, type SseEvent } from './sse.ts';
+import type { SseEvent } from './sse.ts';
+import { StreamRun, type RelayOptions } from './relay.ts';
+import { baseWorst } from './bill-policy.ts';
 import type { RateDecision, RateLimiter } from '../billing/rate-limits.ts';
 import type { Metrics } from '../log/metrics.ts';
 import type { LeaseBook, Reservation } from '../billing/leases.ts';
@@ -65,6 +70,8 @@ export interface Plan {
   route: string;
   model: ResolvedModel;
   prices: TokenPrices;
+  /** What the hold must cover beyond the body's own bound (bill-policy.ts); list prices and one pass when unset. */
+  worst?: WorstCase;
   body: Json;
   /** Cheap upper bound of input tokens (no tokenizer). */
   inputUpper: bigint;
@@ -83,7 +90,8 @@ export interface Plan {
   /** With credit leases: the in-memory reservation this request spends (instead of a hold). */
   lease?: Reservation;
   keyId?: string;
-  settledLeased?: boolean;
+  /** The one settle of this request: later calls get the same charge. */
+  settling?: Promise<ChargeInfo>;
 }
 
 /** One deployment's result: an answer to use, or a failure not yet settled. */
@@ -100,7 +108,6 @@ export interface Held {
 }
 
 const MAX_ERROR_BODY = 64 * 1024;
-const encoder = new TextEncoder();
 
 export const zeroUsage = (): ChargeInfo['usage'] => ({ inputTokens: 0n, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n, estimated: false });
 export const newRequestId = (): string => newId('req');
@@ -120,6 +127,8 @@ export class Engine {
   readonly leases: LeaseBook | undefined;
   /** Holds placed by this process and not yet settled. */
   private inFlight = 0;
+  /** Streams whose caller left, read on for their usage (relay.ts); shutdown shortens their drain. */
+  readonly abandonedStreams = new Set<StreamRun>();
 
   constructor(deps: { config: Config; ledger: Ledger; upstream: Upstream; limiter: RateLimiter; metrics: Metrics; log: Logger; leases?: LeaseBook }) {
     this.leases = deps.leases;
@@ -183,6 +192,8 @@ export class Engine {
    */
   async drain(timeoutMs: number): Promise<number> {
     const until = performance.now() + timeoutMs;
+    // Streams read on after their caller left get most of this wait to see their usage.
+    for (const run of this.abandonedStreams) run.cutAfter(Math.max(0, timeoutMs - 2_000));
     while (this.inFlight > 0 && performance.now() < until) await sleep(20);
     return this.inFlight;
   }
@@ -195,23 +206,27 @@ export class Engine {
 
   /**
    * Holds the worst case on the cheap input bound; when that does not fit, counts the input
-   * precisely and holds what the balance affords (402 below the least possible cost).
+   * precisely and holds what the balance affords, with a lowered output cap (402 below the least
+   * possible cost). The worst case is the route's (plan.worst): input the provider adds on its
+   * side is held at the model's full context window per pass, server tool fees at their cap.
    */
   async hold(apiKey: string, plan: Plan): Promise<Held> {
     const key = await this.admitKey(apiKey, plan.requestId);
     const keyHash = key.keyHash;
     plan.keyHash = keyHash;
-    const cost = (input: bigint, output: bigint) => tokenCostNano(plan.prices, { inputTokens: input, outputTokens: output, cachedTokens: 0n, cacheWriteTokens: 0n });
+    const w = (plan.worst ??= baseWorst(plan.model, plan.prices));
+    const cost = (input: bigint, capPerChoice: bigint) => worstCostNano(w, input, capPerChoice, plan.choices);
     let input = plan.inputUpper;
-    const maxCost = cost(input, plan.maxOutput * plan.choices);
+    const maxCost = cost(input, plan.maxOutput);
     if (await this.reserveFromLease(plan, key, maxCost)) return { amountNano: maxCost };
     const ttlSeconds = this.config.holds.ttlSeconds;
     let hold;
     try {
-      hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId: plan.requestId, minNano: cost(input, plan.choices), maxNano: maxCost, ttlSeconds });
+      hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId: plan.requestId, minNano: cost(input, 1n), maxNano: maxCost, ttlSeconds });
       if (hold.kind === 'insufficient') {
-        input = plan.countInput();
-        const min = cost(input, plan.choices);
+        // With input the gateway cannot see, the window dominates: the tokenizer would change nothing.
+        if (!w.unseen) input = plan.countInput();
+        const min = cost(input, 1n);
         if (hold.availableNano >= min) hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId: plan.requestId, minNano: min, maxNano: maxCost, ttlSeconds });
       }
     } catch (err) {
@@ -219,14 +234,17 @@ export class Engine {
     }
     if (hold.kind === 'unknown_key') throw unauthorized();
     if (hold.kind === 'insufficient') {
+      const why = w.unseen
+        ? ` It brings in ${w.unseen}, which the provider reads on its side where the gateway cannot see it, so its least cost is the model's full context window (${w.window} tokens${w.passes > 1n ? ` for each of ${w.passes} passes` : ''}) at the input price${w.fees.length ? ', plus the tool call fees' : ''}.`
+        : '';
       throw gatewayError({
         httpStatus: 402, type: 'insufficient_quota', code: 'insufficient_quota', requestId: plan.requestId,
-        message: `Insufficient credits: this request needs at least ${cost(input, plan.choices)} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
+        message: `Insufficient credits: this request needs at least ${cost(input, 1n)} nano-USD and ${hold.availableNano} are available.${why} Top up the key's balance.`,
       });
     }
     this.keepHold(plan);
     if (hold.amountNano >= maxCost) return { amountNano: hold.amountNano };
-    const perChoice = affordableOutputTokens(plan.prices, input, hold.amountNano) / plan.choices;
+    const perChoice = affordableCap(w, input, plan.choices, hold.amountNano);
     return { amountNano: hold.amountNano, loweredOutputCap: perChoice < 1n ? 1n : perChoice };
   }
 
@@ -276,19 +294,26 @@ export class Engine {
     this.metrics.holdsOpen.inc();
   }
 
-  /** Settles at `costNano` when given (routes not billed by tokens), else at the token price of `usage`. */
-  async settle(plan: Plan, usage: ChargeInfo['usage'], status: string, httpStatus: number, costNano?: bigint): Promise<ChargeInfo> {
+  /**
+   * Settles at `costNano` when given (routes not billed by tokens), else at what the provider
+   * billed for `usage` (its tier, long-context prices, tool fees); never above the hold. Exactly
+   * once: a later call gets the first charge.
+   */
+  settle(plan: Plan, usage: ChargeInfo['usage'], status: string, httpStatus: number, costNano?: bigint): Promise<ChargeInfo> {
+    return (plan.settling ??= this.settleOnce(plan, usage, status, httpStatus, costNano));
+  }
+
+  private async settleOnce(plan: Plan, usage: ChargeInfo['usage'], status: string, httpStatus: number, costNano?: bigint): Promise<ChargeInfo> {
     if (plan.renewal) {
       clearInterval(plan.renewal);
       plan.renewal = undefined;
       this.inFlight--;
       this.metrics.holdsOpen.dec();
     }
-    const cost = costNano ?? tokenCostNano(plan.prices, usage);
+    const cost = costNano ?? usageCostNano(plan.model, usage);
     if (plan.lease) {
       const lease = plan.lease;
       plan.lease = undefined;
-      plan.settledLeased = true;
       this.inFlight--;
       this.metrics.holdsOpen.dec();
       const charged = this.leases!.settle(lease, {
@@ -300,7 +325,6 @@ export class Engine {
       if (plan.keyHash) this.limiter.addTokens(plan.keyHash, usage.inputTokens + usage.outputTokens);
       return { requestId: plan.requestId, costNano: charged, usage };
     }
-    if (plan.settledLeased) return { requestId: plan.requestId, costNano: 0n, usage };
     const r = await this.ledger.settle({
       requestId: plan.requestId, costNano: cost, model: plan.model.id, requestedModel: requestedModel(plan), route: plan.route,
       inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedTokens: usage.cachedTokens, cacheWriteTokens: usage.cacheWriteTokens,
@@ -313,17 +337,19 @@ export class Engine {
 
   /**
    * POST upstream. 429, 5xx and connection failures are retried with backoff (honouring
-   * retry-after, capped) — safe because the caller has received nothing yet. What still fails
+   * retry-after, capped) — safe because the caller has received nothing yet, and only while the
+   * caller is there (`callerGone`: no new request for a caller who left). What still fails
    * settles at zero: a transport failure becomes 502/504, an HTTP error is returned as is.
    */
-  async post(plan: Plan, url: string, headers: Record<string, string>, body: UpstreamBody, signal?: AbortSignal): Promise<UpstreamResponse> {
+  async post(plan: Plan, url: string, headers: Record<string, string>, body: UpstreamBody, signal?: AbortSignal, callerGone?: AbortSignal): Promise<UpstreamResponse> {
     if (plan.upstreamStartedAt === undefined) {
       plan.upstreamStartedAt = performance.now();
       this.metrics.addedLatencyOf(plan.route).observe((plan.upstreamStartedAt - plan.startedAt) / 1000);
     }
     const canFall = plan.model.providerConfig.fallback !== undefined && url.startsWith(plan.model.providerConfig.baseUrl);
-    const first = await this.attempts(plan, url, headers, body, signal, canFall);
+    const first = await this.attempts(plan, url, headers, body, signal, canFall, callerGone);
     if (first.res || !canFall) return this.finish(plan, first);
+    if (callerGone?.aborted) throw callerGone.reason;
     // The first deployment failed before the caller got anything: the same request, once more,
     // on the fallback deployment (its URL and credentials; the caller's body unchanged).
     const primary = plan.model.providerConfig;
@@ -332,17 +358,19 @@ export class Engine {
     const fbHeaders = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, swap(v)]));
     this.metrics.upstreamRetries.inc({ provider: plan.model.provider, reason: 'fallback' });
     this.log.warn({ requestId: plan.requestId, provider: plan.model.provider }, 'first deployment failed; trying the fallback deployment');
-    return this.finish(plan, await this.attempts(plan, fallback.baseUrl + url.slice(primary.baseUrl.length), fbHeaders, body, signal, false));
+    return this.finish(plan, await this.attempts(plan, fallback.baseUrl + url.slice(primary.baseUrl.length), fbHeaders, body, signal, false, callerGone));
   }
 
   /**
    * One deployment's attempts with backoff. Returns the answer to use, or (when `keepFailure`)
    * the failure, left unsettled for a fallback to try.
    */
-  private async attempts(plan: Plan, url: string, headers: Record<string, string>, body: UpstreamBody, signal: AbortSignal | undefined, keepFailure: boolean): Promise<Attempted> {
+  private async attempts(plan: Plan, url: string, headers: Record<string, string>, body: UpstreamBody, signal: AbortSignal | undefined, keepFailure: boolean, callerGone?: AbortSignal): Promise<Attempted> {
     const { retries, retryBaseMs, retryMaxWaitMs } = this.config.upstream;
     const provider = plan.model.provider;
+    const waits = signal && callerGone ? AbortSignal.any([signal, callerGone]) : (signal ?? callerGone);
     for (let attempt = 0; ; attempt++) {
+      if (attempt > 0 && callerGone?.aborted) throw callerGone.reason;
       const started = performance.now();
       const backoff = Math.min(retryMaxWaitMs, retryBaseMs * 2 ** attempt * (0.5 + Math.random() / 2));
       let res: UpstreamResponse;
@@ -354,7 +382,7 @@ export class Engine {
         const timedOut = failure.code === Code.DeadlineExceeded;
         if (!timedOut && attempt < retries) {
           this.metrics.upstreamRetries.inc({ provider, reason: 'connection' });
-          await sleep(backoff, undefined, { signal });
+          await sleep(backoff, undefined, { signal: waits });
           continue;
         }
         return { failure, outcome: timedOut ? 'upstream_timeout' : 'upstream_unreachable' };
@@ -366,7 +394,7 @@ export class Engine {
         await res.body.dump().catch(() => {});
         if (attempt >= retries) return { failure: upstreamStatusFailure(res.statusCode, plan.requestId), outcome: 'upstream_error' };
         this.metrics.upstreamRetries.inc({ provider, reason: String(res.statusCode) });
-        await sleep(Math.min(retryMaxWaitMs, Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : backoff), undefined, { signal });
+        await sleep(Math.min(retryMaxWaitMs, Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : backoff), undefined, { signal: waits });
         continue;
       }
       return { res };
@@ -396,145 +424,57 @@ export class Engine {
   }
 
   /**
-   * An upstream error answer: settled at zero, its body passed on when it is in the caller's
-   * wire format, with a status that does not blame the caller for the gateway's credentials.
+   * An upstream error answer: settled at zero, in the route's own error shape whatever shape the
+   * provider wrote it in (its message, type, param and code kept where it has them), with a
+   * status that does not blame the caller for the gateway's credentials.
    */
-  async upstreamError(plan: Plan, res: UpstreamResponse, opts: { passBody: boolean; settle?: boolean }) {
+  async upstreamError(plan: Plan, res: UpstreamResponse, opts: { passBody?: boolean; settle?: boolean } = {}) {
     let text = '';
     try { text = (await res.body.text()).slice(0, MAX_ERROR_BODY); } catch { /* body lost: the status is enough */ }
     if (opts.settle !== false) await this.settle(plan, zeroUsage(), 'upstream_error', res.statusCode);
-    const s = res.statusCode;
-    const status = s === 401 || s === 403 ? 502 : s;
-    const retryAfter = Number(res.headers['retry-after']);
-    let message = `The upstream provider answered ${s}.`;
-    try { message = errorMessage((JSON.parse(text) as Json).error) || message; } catch { /* not JSON */ }
-    return gatewayError({
-      httpStatus: status,
-      type: s === 429 ? 'rate_limit_error' : s >= 500 || status === 502 ? 'server_error' : 'invalid_request_error',
-      code: s === 429 ? 'upstream_rate_limited' : 'upstream_error',
-      message,
-      upstreamBody: opts.passBody && status === s ? encoder.encode(text) : undefined,
-      retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter > 0 ? Math.ceil(retryAfter) : s === 429 ? 1 : 0,
-      requestId: plan.requestId,
-    });
+    return upstreamErrorOf(res.statusCode, res.headers['retry-after'], text, plan.requestId);
   }
 
-  /**
-   * Relays an upstream SSE stream through `processor`. Nothing is yielded before the first
-   * event for the caller, so failures before it remain proper HTTP errors. Settles exactly
-   * once: at the final usage, at the end, or — cut, failed or abandoned — in `finally`,
-   * charging what was delivered (nothing when nothing was).
-   */
-  async *relay(plan: Plan, opts: {
-    send: (signal: AbortSignal) => Promise<UpstreamResponse>;
-    processor: StreamProcessor;
-    passErrorBody: boolean;
-    countUsage: (delivered: string) => TokenUsage;
-    brokenStreamEvent: (message: string) => { event?: string; json: string };
-    signal: AbortSignal;
-  }): AsyncGenerator<StreamEvent> {
-    const upstreamAbort = new AbortController();
-    const onAbort = () => upstreamAbort.abort();
-    opts.signal.addEventListener('abort', onAbort, { once: true });
-
-    const p = opts.processor;
-    let usage: TokenUsage | undefined;
-    let charge: ChargeInfo | undefined;
-    let started = false;
-    let sawContent = false;
-    let outcome = 'ok';
-    let httpStatus = 200;
-    const waiting: OutEvent[] = [];
-    const emit = (e: OutEvent): StreamEvent => ({ kind: 'data', ...(e.event ? { event: e.event } : {}), json: JSON.stringify(e.data) });
-    const stamp = (events: OutEvent[], c: ChargeInfo) => {
-      const last = [...events].reverse().find((e) => e.needsCharge);
-      if (last) last.data.x_gateway = chargeField(c);
-    };
-
-    try {
-      let res: UpstreamResponse;
-      try {
-        res = await opts.send(upstreamAbort.signal);
-      } catch (err) {
-        if (isAbort(err)) { outcome = 'client_closed'; httpStatus = 499; return; }
-        outcome = 'upstream_unreachable'; httpStatus = 502;
-        throw err instanceof ConnectError ? err : upstreamFailure(err, plan.requestId);
-      }
-      if (res.statusCode < 200 || res.statusCode >= 300) {
-        outcome = 'upstream_error'; httpStatus = res.statusCode;
-        throw await this.upstreamError(plan, res, { passBody: opts.passErrorBody, settle: false });
-      }
-
-      try {
-        for await (const ev of readSse(res.body)) {
-          const r = p.step(ev);
-          if (r.usage) usage = r.usage;
-          if (r.error) {
-            outcome = 'upstream_stream_error';
-            if (!started) {
-              httpStatus = 502;
-              throw gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_stream_error', message: r.error.message, upstreamBody: opts.passErrorBody ? encoder.encode(r.error.json) : undefined, requestId: plan.requestId });
-            }
-            yield { kind: 'error', ...(r.error.event ? { event: r.error.event } : {}), json: r.error.json };
-            return;
-          }
-          if (p.deliveredText().length > 0) sawContent = true;
-          if (r.finalUsage && usage && !charge) charge = await this.settle(plan, { ...usage, estimated: false }, 'ok', 200);
-          for (const e of r.out ?? []) {
-            if (e.needsCharge && !charge) { waiting.push(e); continue; }
-            if (e.needsCharge && charge) stamp([e], charge);
-            if (!started) { started = true; yield { kind: 'request_id', requestId: plan.requestId }; }
-            yield emit(e);
-          }
-          if (charge && waiting.length) {
-            stamp(waiting, charge);
-            for (const e of waiting.splice(0)) yield emit(e);
-          }
-          if (r.done) break;
-        }
-      } catch (err) {
-        if (err instanceof ConnectError) throw err;
-        if (isAbort(err) || opts.signal.aborted) { outcome = 'client_closed'; httpStatus = 499; return; }
-        outcome = sawContent ? 'upstream_cut' : 'upstream_unreachable';
-        httpStatus = 502;
-        if (!started && !sawContent) throw upstreamFailure(err, plan.requestId);
-        this.log.warn({ requestId: plan.requestId, err: (err as Error).message }, 'upstream stream broke');
-        if (!started) { started = true; yield { kind: 'request_id', requestId: plan.requestId }; }
-        const broken = opts.brokenStreamEvent('The upstream provider connection broke during the stream.');
-        yield { kind: 'error', ...(broken.event ? { event: broken.event } : {}), json: broken.json };
-        return;
-      }
-
-      const reported = charge !== undefined || usage !== undefined;
-      if (!charge) charge = await this.settle(plan, deliveredUsage(usage, p.deliveredText(), opts.countUsage), 'ok', 200);
-      const tail = [...waiting.splice(0), ...(p.finish?.(charge, reported) ?? [])];
-      stamp(tail, charge);
-      if (!started) { started = true; yield { kind: 'request_id', requestId: plan.requestId }; }
-      for (const e of tail) yield emit(e);
-      yield { kind: 'charge', charge };
-    } finally {
-      opts.signal.removeEventListener('abort', onAbort);
-      upstreamAbort.abort();
-      if (!charge) {
-        const u = deliveredUsage(usage, p.deliveredText(), opts.countUsage);
-        await this.settle(plan, u, outcome === 'ok' ? 'client_closed' : outcome, outcome === 'ok' ? 499 : httpStatus).catch((err) =>
-          this.log.error({ err, requestId: plan.requestId }, 'settle failed; the hold will expire'),
-        );
-      }
-    }
+  /** Relays an upstream SSE stream (see relay.ts): nothing goes to the caller before the first event for them, and the request settles exactly once. */
+  relay(plan: Plan, opts: RelayOptions): AsyncGenerator<StreamEvent> {
+    return new StreamRun(this, plan, opts).events();
   }
 }
 
-/**
- * What to charge when the stream ended without final usage: nothing if nothing was delivered;
- * otherwise the reported figures, with output no lower than our count of what was delivered
- * (a provider may report input at the start and output only at the end).
- */
-function deliveredUsage(usage: TokenUsage | undefined, delivered: string, count: (d: string) => TokenUsage): ChargeInfo['usage'] {
-  if (delivered.length === 0) return zeroUsage();
-  const counted = count(delivered);
-  if (!usage) return { ...counted, estimated: true };
-  return { ...usage, outputTokens: usage.outputTokens > counted.outputTokens ? usage.outputTokens : counted.outputTokens, estimated: true };
+/** The provider's error fields from whatever shape it answered in. */
+export function providerErrorFields(text: string): { message?: string; type?: string; param?: string; code?: string } {
+  let parsed: unknown;
+  try { parsed = JSON.parse(text); } catch {
+    const plain = text.trim();
+    return plain && !plain.startsWith('<') ? { message: plain.slice(0, 1_000) } : {};
+  }
+  const j = (parsed ?? {}) as Json;
+  const e = (typeof j.error === 'object' && j.error !== null ? j.error : j) as Json;
+  const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : typeof v === 'number' ? String(v) : undefined);
+  let message = str(e.message) ?? (typeof j.error === 'string' ? j.error : undefined) ?? str(j.message);
+  if (!message && j.detail !== undefined) {
+    message = typeof j.detail === 'string' ? j.detail : Array.isArray(j.detail) ? (j.detail as Json[]).map((d) => str(d?.msg) ?? JSON.stringify(d)).join('; ') : undefined;
+  }
+  return { message, type: str(e.type), param: str(e.param), code: str(e.code) };
+}
+
+/** An upstream HTTP error as the gateway's error: the provider's words, the route's shape (the facade writes it). */
+export function upstreamErrorOf(s: number, retryAfterHeader: unknown, text: string, requestId: string) {
+  // 401/403 are about the gateway's own provider credentials: not the caller's fault, and their text may quote the key.
+  const credentials = s === 401 || s === 403;
+  const status = credentials ? 502 : s;
+  const f = credentials ? {} : providerErrorFields(text);
+  const retryAfter = Number(retryAfterHeader);
+  const ownType = s === 429 ? 'rate_limit_error' : s >= 500 || status === 502 ? 'server_error' : 'invalid_request_error';
+  return gatewayError({
+    httpStatus: status,
+    type: f.type && f.type !== 'error' ? f.type : ownType,
+    code: f.code ?? (s === 429 ? 'upstream_rate_limited' : 'upstream_error'),
+    ...(f.param ? { param: f.param } : {}),
+    message: f.message ?? (credentials ? 'The upstream provider refused the gateway\'s credentials.' : `The upstream provider answered ${s}.`),
+    retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter > 0 ? Math.ceil(retryAfter) : s === 429 ? 1 : 0,
+    requestId,
+  });
 }
 
 /** The name the caller asked for: an alias of the model that served (src/catalogue/aliases.ts), or its own id. */

@@ -1,13 +1,17 @@
 // POST /v1/messages and /v1/messages/count_tokens: Anthropic's wire format, Claude models only.
 // Bodies go upstream as the caller wrote them (system, content blocks, tools, cache_control,
-// metadata…); the gateway owns only model -> upstream id and a lowered max_tokens.
+// metadata…); the gateway owns only model -> upstream id, a lowered max_tokens and the max_uses
+// of server tools the caller left uncapped. What changes the bill is priced, held for or
+// refused by bill-policy.ts.
 import type { Catalogue, ResolvedModel } from '../catalogue/catalogue.ts';
-import { usageFromAnthropic, type TokenPrices, type TokenUsage } from '../billing/pricing.ts';
+import { usageFromAnthropic, type TokenUsage } from '../billing/pricing.ts';
 import { badRequest, gatewayError } from '../rpc/errors.ts';
 import { anthropicInputUpperBound, countAnthropicInput, countTextTokens } from './tokens.ts';
 import { anthropic } from './providers/anthropic.ts';
 import { upstreamFailure } from './upstream.ts';
-import { errorMessage, type ChargeInfo, type Engine, type Json, type Plan, type StepResult, type StreamEvent, type StreamProcessor } from './engine.ts';
+import { errorMessage, upstreamErrorOf, type ChargeInfo, type Engine, type Json, type Plan, type StepResult, type StreamEvent, type StreamProcessor } from './engine.ts';
+import { messagesPolicy } from './bill-policy.ts';
+import { refusal } from './chat.ts';
 import type { SseEvent } from './sse.ts';
 
 export const MESSAGES_ROUTE = '/v1/messages';
@@ -31,7 +35,7 @@ export class MessagesService {
     const { plan, upstreamBody } = await this.prepare(apiKey, raw, requestId, false);
     const call = anthropic(plan.model.providerConfig, h);
     const res = await this.engine.post(plan, call.messagesUrl, call.headers, upstreamBody);
-    if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res, { passBody: true });
+    if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res);
     const { text, json } = await this.engine.readJson(plan, res);
 
     const usage = json.usage && typeof json.usage === 'object'
@@ -46,9 +50,8 @@ export class MessagesService {
     const { plan, upstreamBody } = await this.prepare(apiKey, raw, requestId, true);
     const call = anthropic(plan.model.providerConfig, h);
     yield* this.engine.relay(plan, {
-      send: (s) => this.engine.post(plan, call.messagesUrl, call.headers, upstreamBody, s),
+      send: (s, gone) => this.engine.post(plan, call.messagesUrl, call.headers, upstreamBody, s, gone),
       processor: new AnthropicEventRelay(plan.model.id),
-      passErrorBody: true,
       countUsage: (d) => countUsage(plan.body, d),
       brokenStreamEvent: (message) => ({ event: 'error', json: JSON.stringify({ type: 'error', error: { type: 'api_error', message } }) }),
       signal,
@@ -72,12 +75,7 @@ export class MessagesService {
       throw upstreamFailure(err, requestId);
     }
     const text = await res.body.text();
-    if (res.statusCode < 200 || res.statusCode >= 300) {
-      const s = res.statusCode;
-      let message = `The upstream provider answered ${s}.`;
-      try { message = errorMessage((JSON.parse(text) as Json).error) || message; } catch { /* not JSON */ }
-      throw gatewayError({ httpStatus: s === 401 || s === 403 ? 502 : s, type: 'upstream_error', code: 'upstream_error', message, upstreamBody: s === 401 || s === 403 ? undefined : encoder.encode(text), requestId });
-    }
+    if (res.statusCode < 200 || res.statusCode >= 300) throw upstreamErrorOf(res.statusCode, res.headers['retry-after'], text, requestId);
     return { body: encoder.encode(text) };
   }
 
@@ -91,9 +89,11 @@ export class MessagesService {
     if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') return invalid(badRequest('stream: Input should be a valid boolean', 'invalid_type', 'stream'));
     if (Boolean(body.stream) !== streamRoute) return invalid(badRequest(streamRoute ? 'StreamMessage needs "stream": true.' : 'Use StreamMessage for "stream": true.', 'invalid_value', 'stream'));
     const model = await this.claudeModel(key, body.model);
+    const policy = messagesPolicy(body, model);
+    if (policy.refusal) return invalid(refusal(policy.refusal));
 
     const plan: Plan = {
-      requestId, route: MESSAGES_ROUTE, model, prices: model.prices as unknown as TokenPrices, body,
+      requestId, route: MESSAGES_ROUTE, model, prices: policy.worst.prices, worst: policy.worst, body,
       inputUpper: BigInt(anthropicInputUpperBound(body)),
       countInput: () => BigInt(countAnthropicInput(body)),
       maxOutput: BigInt(body.max_tokens as number),
@@ -105,6 +105,7 @@ export class MessagesService {
     const out: Json = { ...body };
     if (body.model !== model.upstreamId) { out.model = model.upstreamId; changed = true; }
     if (held.loweredOutputCap !== undefined) { out.max_tokens = Number(held.loweredOutputCap); changed = true; }
+    if (policy.set) { Object.assign(out, policy.set); changed = true; }
     return { plan, upstreamBody: changed ? JSON.stringify(out) : raw };
   }
 
@@ -162,8 +163,12 @@ export class AnthropicEventRelay implements StreamProcessor {
     const type = (data.type as string | undefined) ?? ev.event;
     const event = ev.event !== 'message' ? ev.event : type;
     switch (type) {
-      case 'error':
-        return { error: { event: 'error', json: ev.data, message: errorMessage(data.error) || 'The upstream provider reported an error.' } };
+      case 'error': {
+        // Anthropic's error event shape, whatever the upstream wrote.
+        const message = errorMessage(data.error) || errorMessage(data) || 'The upstream provider reported an error.';
+        const type = typeof (data.error as Json | undefined)?.type === 'string' ? (data.error as Json).type : 'api_error';
+        return { error: { event: 'error', json: JSON.stringify({ type: 'error', error: { type, message } }), message } };
+      }
       case 'message_start': {
         const msg = (data.message ?? {}) as Json;
         if (msg.model !== undefined) msg.model = this.model;
@@ -181,9 +186,10 @@ export class AnthropicEventRelay implements StreamProcessor {
         return { out: [{ event, data }] };
       }
       case 'message_delta': {
-        // message_delta usage is cumulative; fields it carries replace those from message_start.
+        // message_delta usage is cumulative; fields it carries replace those from message_start
+        // (counts, and the cache_creation and server_tool_use breakdowns).
         const u = (data.usage ?? {}) as Json;
-        for (const [k, v] of Object.entries(u)) if (typeof v === 'number') this.usageSoFar[k] = v;
+        for (const [k, v] of Object.entries(u)) if (typeof v === 'number' || (v !== null && typeof v === 'object')) this.usageSoFar[k] = v;
         return { usage: this.reported(), finalUsage: data.usage !== undefined, out: [{ event, data, needsCharge: true }] };
       }
       case 'message_stop':

@@ -1,14 +1,19 @@
 // POST /v1/responses. Passthrough models (catalogue flag) go to the provider's own Responses
-// API untouched; chat-only models are rewritten to chat completions and the reply rebuilt in
-// the Responses shape (translate/responses-chat.ts), streamed too.
+// API untouched (but for a lowered cap and a cap on web search calls); chat-only models are
+// rewritten to chat completions and the reply rebuilt in the Responses shape
+// (translate/responses-chat.ts), streamed too. What changes the bill is priced, held for or
+// refused by bill-policy.ts: state kept by the provider is held at the full context window,
+// background responses are refused.
 import type { Catalogue, ResolvedModel } from '../catalogue/catalogue.ts';
-import { usageFromOpenAI, usageFromOpenAIResponses, type TokenPrices, type TokenUsage } from '../billing/pricing.ts';
+import { usageFromOpenAI, usageFromOpenAIResponses, type TokenUsage } from '../billing/pricing.ts';
 import { randomBase62 } from '../billing/keys.ts';
 import { badRequest, gatewayError } from '../rpc/errors.ts';
 import { countInputTokens, countResponsesInput, countTextTokens, inputTokensUpperBound, responsesInputUpperBound } from './tokens.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { outputTextOfReply, deltaText } from './chat.ts';
 import { errorMessage, type ChargeInfo, type Engine, type Json, type OutEvent, type Plan, type StepResult, type StreamEvent, type StreamProcessor } from './engine.ts';
+import { chatPolicy, responsesPolicy } from './bill-policy.ts';
+import { refusal } from './chat.ts';
 import type { SseEvent } from './sse.ts';
 import { builtinToolTypes, chatResponseToResponses, ChatToResponsesStream, responsesRequestToChat, TranslationError } from './translate/responses-chat.ts';
 
@@ -35,20 +40,20 @@ export class ResponsesService {
   async create(apiKey: string | undefined, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
     const p = await this.prepare(apiKey, raw, requestId, false);
     const res = await this.engine.post(p.plan, p.upstreamUrl, p.headers, p.upstreamBody);
-    if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(p.plan, res, { passBody: true });
+    if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(p.plan, res);
     const { text, json } = await this.engine.readJson(p.plan, res);
     const model = p.plan.model.id;
 
     if (p.passthrough) {
       const usage = json.usage && typeof json.usage === 'object'
-        ? { ...usageFromOpenAIResponses(json.usage as Json), estimated: false }
+        ? { ...usageFromOpenAIResponses(json.usage as Json, json), estimated: false }
         : { ...countedUsage(p.plan, outputTextOfResponse(json)), estimated: true };
       const charge = await this.engine.settle(p.plan, usage, 'ok', 200);
       return { body: encoder.encode(json.model === model ? text : JSON.stringify({ ...json, model })), charge };
     }
 
     const usage = json.usage && typeof json.usage === 'object'
-      ? { ...usageFromOpenAI(json.usage as Json), estimated: false }
+      ? { ...usageFromOpenAI(json.usage as Json, json.service_tier), estimated: false }
       : { ...countedUsage(p.plan, outputTextOfReply(json)), estimated: true };
     const charge = await this.engine.settle(p.plan, usage, 'ok', 200);
     const rebuilt = chatResponseToResponses(usage.estimated ? { ...json, usage: chatUsage(usage) } : json, {
@@ -63,9 +68,8 @@ export class ResponsesService {
       ? new ResponsesEventRelay(p.plan.model.id)
       : new ChatToResponsesRelay(new ChatToResponsesStream({ model: p.plan.model.id, request: p.plan.body, responseId: `resp_${randomBase62(24)}`, createdAt: Math.floor(Date.now() / 1000) }));
     yield* this.engine.relay(p.plan, {
-      send: (s) => this.engine.post(p.plan, p.upstreamUrl, p.headers, p.upstreamBody, s),
+      send: (s, gone) => this.engine.post(p.plan, p.upstreamUrl, p.headers, p.upstreamBody, s, gone),
       processor,
-      passErrorBody: true,
       countUsage: (d) => countedUsage(p.plan, d),
       brokenStreamEvent: (message) => ({ event: 'error', json: JSON.stringify({ type: 'error', code: 'upstream_stream_broken', message, param: null }) }),
       signal,
@@ -83,12 +87,13 @@ export class ResponsesService {
     const cap = body.max_output_tokens;
     if (cap !== undefined && cap !== null && !(Number.isSafeInteger(cap) && (cap as number) >= 1)) return invalid(badRequest("'max_output_tokens' must be a positive integer.", 'invalid_value', 'max_output_tokens'));
     const model = await this.responsesModel(key, body.model);
-    const prices = model.prices as unknown as TokenPrices;
     const maxOutput = BigInt((cap as number | undefined) ?? model.maxOutputTokens);
 
     if (model.responsesPassthrough) {
+      const policy = responsesPolicy(body, model);
+      if (policy.refusal) return invalid(refusal(policy.refusal));
       const plan: Plan = {
-        requestId, route: RESPONSES_ROUTE, model, prices, body, maxOutput, choices: 1n, startedAt,
+        requestId, route: RESPONSES_ROUTE, model, prices: policy.worst.prices, worst: policy.worst, body, maxOutput, choices: 1n, startedAt,
         inputUpper: BigInt(responsesInputUpperBound(body)),
         countInput: () => BigInt(countResponsesInput(body)),
       };
@@ -97,11 +102,15 @@ export class ResponsesService {
       const out: Json = { ...body };
       if (body.model !== model.upstreamId) { out.model = model.upstreamId; changed = true; }
       if (held.loweredOutputCap !== undefined) { out.max_output_tokens = Number(held.loweredOutputCap); changed = true; }
+      if (policy.set) { Object.assign(out, policy.set); changed = true; }
       const provider = openAICompatible(model.providerConfig);
       return { plan, upstreamUrl: `${model.providerConfig.baseUrl}/responses`, headers: provider.headers, upstreamBody: changed ? JSON.stringify(out) : raw, passthrough: true };
     }
 
     // A chat-only model: only what chat completions can express.
+    if (body.background === true) {
+      return invalid(badRequest(`background responses are not served for ${model.id}: it is answered through chat completions, in this request.`, 'unsupported_parameter', 'background'));
+    }
     const builtins = builtinToolTypes(body);
     if (builtins.length > 0) {
       const passthroughs = this.catalogue.list().filter((m) => m.responsesPassthrough && m.available).map((m) => m.id);
@@ -118,8 +127,10 @@ export class ResponsesService {
       if (err instanceof TranslationError) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: err.code, param: err.param ?? undefined, message: err.message }));
       throw err;
     }
+    const policy = chatPolicy(chat, model);
+    if (policy.refusal) return invalid(refusal(policy.refusal));
     const plan: Plan = {
-      requestId, route: RESPONSES_ROUTE, model, prices, body, maxOutput, choices: 1n, startedAt,
+      requestId, route: RESPONSES_ROUTE, model, prices: policy.worst.prices, worst: policy.worst, body, maxOutput, choices: 1n, startedAt,
       inputUpper: BigInt(inputTokensUpperBound(chat)),
       countInput: () => BigInt(countInputTokens(chat)),
     };
@@ -198,7 +209,7 @@ class ResponsesEventRelay implements StreamProcessor {
     if (response && response.model !== undefined) response.model = this.model;
     if (TERMINAL.has(type)) {
       const u = response?.usage;
-      const usage = u && typeof u === 'object' ? usageFromOpenAIResponses(u as Json) : undefined;
+      const usage = u && typeof u === 'object' ? usageFromOpenAIResponses(u as Json, response) : undefined;
       return { usage, finalUsage: usage !== undefined, out: [{ event, data, needsCharge: true }], done: true };
     }
     return { out: [{ event, data }] };
@@ -211,6 +222,7 @@ class ChatToResponsesRelay implements StreamProcessor {
   private delivered = '';
   private started = false;
   private usage: Json | undefined;
+  private serviceTier: string | undefined;
 
   constructor(t: ChatToResponsesStream) {
     this.t = t;
@@ -240,9 +252,10 @@ class ChatToResponsesRelay implements StreamProcessor {
     if (!this.started) { this.started = true; out.push(...this.t.start()); }
     for (const c of (Array.isArray(chunk.choices) ? chunk.choices : []) as Json[]) this.delivered += deltaText(c.delta as Json | undefined);
     let usage: TokenUsage | undefined;
+    if (typeof chunk.service_tier === 'string') this.serviceTier = chunk.service_tier;
     if (chunk.usage && typeof chunk.usage === 'object') {
       this.usage = chunk.usage as Json;
-      usage = usageFromOpenAI(this.usage);
+      usage = usageFromOpenAI(this.usage, this.serviceTier);
     }
     out.push(...this.t.push(chunk));
     return { out: this.wrap(out), usage, finalUsage: usage !== undefined && (chunk.choices as unknown[] | undefined)?.length === 0 };

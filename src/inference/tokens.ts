@@ -8,7 +8,7 @@ export const IMAGE_PART_TOKENS = 2_000;
 const PER_MESSAGE_OVERHEAD = 8;
 const PER_REQUEST_OVERHEAD = 16;
 
-const utf8Length = (s: string): number => Buffer.byteLength(s, 'utf8');
+export const utf8Length = (s: string): number => Buffer.byteLength(s, 'utf8');
 
 /**
  * An upper bound on the request's input tokens without tokenizing: a byte-level BPE token

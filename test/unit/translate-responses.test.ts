@@ -74,7 +74,8 @@ describe('chat reply -> response', () => {
       { id: 'fc_abc_0', type: 'function_call', status: 'completed', call_id: 'call_a', name: 'get_weather', arguments: '{"city":"Oslo"}' },
       { id: 'fc_abc_1', type: 'custom_tool_call', status: 'completed', call_id: 'call_b', name: 'run_sql', input: 'select 1' },
     ]);
-    expect(r.usage).toEqual({ input_tokens: 120, input_tokens_details: { cached_tokens: 100 }, output_tokens: 15, output_tokens_details: { reasoning_tokens: 4 }, total_tokens: 135 });
+    // Every field OpenAI's schema requires of a Response's usage, cache_write_tokens included.
+    expect(r.usage).toEqual({ input_tokens: 120, input_tokens_details: { cached_tokens: 100, cache_write_tokens: 0 }, output_tokens: 15, output_tokens_details: { reasoning_tokens: 4 }, total_tokens: 135 });
   });
 
   it('a length finish is an incomplete response', () => {

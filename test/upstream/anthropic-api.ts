@@ -1,12 +1,20 @@
 // The simulator's Anthropic Messages API: POST /v1/messages (JSON and SSE) and
 // /v1/messages/count_tokens, steered by the same `[sim …]` directives as the chat API.
 // `tool=<name> input=<base64url JSON>` answers with that tool call; the turn after its
-// tool_result is answered in text.
+// tool_result is answered in text. It bills
+// as Anthropic does: documents and images with a `url` or `file` source are read on its side and
+// count as input (server-state.ts); the web search server tool runs there (`searches=N`, at most
+// the tool's max_uses), counted in usage.server_tool_use; cache writes are split by TTL in
+// usage.cache_creation (`cache_write=` 5-minute, `cache_write_1h=` 1-hour); thinking tokens
+// (`reasoning=N`) show only in output_tokens; the final usage rides on message_delta, which
+// `usage_delay=ms` holds back.
 import type http from 'node:http';
 import { randomBytes } from 'node:crypto';
+import { anthropicRefs, resolveRefs } from './server-state.ts';
 
 type Json = Record<string, unknown>;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+// Unref'd: a long stand-in pause (usage_delay) never keeps the test run alive.
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms).unref());
 
 export function anthropicError(res: http.ServerResponse, status: number, type: string, message: string, headers: Record<string, string> = {}) {
   const body = JSON.stringify({ type: 'error', error: { type, message } });
@@ -63,23 +71,42 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
     case '529': return anthropicError(res, 529, 'overloaded_error', 'Overloaded'), true;
     case '400': return anthropicError(res, 400, 'invalid_request_error', 'messages: roles must alternate'), true;
     case '429': return anthropicError(res, 429, 'rate_limit_error', 'Number of request tokens has exceeded your per-minute rate limit', { 'retry-after': '1' }), true;
+    case 'odd_error':
+      // A proxy in front of the API answering in OpenAI's shape.
+      res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'messages.0.content: document source not allowed', code: 'bad_document' } }));
+      return true;
     case 'hang': return true;
     case 'reset':
       if (!stream || after === 0) { res.socket?.destroy(); return true; }
   }
 
-  const prompt = Number(d.prompt ?? anthropicPromptTokens(body));
+  const refs = resolveRefs(anthropicRefs(body));
+  if ('unknown' in refs) return anthropicError(res, 404, 'not_found_error', `File not found: ${refs.unknown.ref}`), true;
+  const tools = (Array.isArray(body.tools) ? body.tools : []) as Json[];
+  const searchTool = tools.find((t) => String(t?.type).startsWith('web_search_'));
+  const serverTools = tools.some((t) => /^(web_search|web_fetch|code_execution|tool_search)_/.test(String(t?.type)));
+  const searches = searchTool ? Math.min(Number(d.searches ?? 0), typeof searchTool.max_uses === 'number' ? searchTool.max_uses : Infinity) : 0;
+  const visible = Number(d.prompt ?? anthropicPromptTokens(body)) + refs.tokens;
+  // Each search is another pass over the context, plus the results it read.
+  const prompt = visible * (1 + searches) + searches * 2_000;
   if (path === '/v1/messages/count_tokens') {
     res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ input_tokens: prompt }));
     return true;
   }
 
   const cacheRead = Number(d.cached ?? 0);
-  const cacheWrite = Number(d.cache_write ?? 0);
-  const usage = { input_tokens: prompt, cache_creation_input_tokens: cacheWrite, cache_read_input_tokens: cacheRead, output_tokens: 0, service_tier: 'standard' };
+  const write5m = Number(d.cache_write ?? 0);
+  const write1h = Number(d.cache_write_1h ?? 0);
+  const usage: Json = {
+    input_tokens: prompt, cache_creation_input_tokens: write5m + write1h, cache_read_input_tokens: cacheRead,
+    cache_creation: { ephemeral_5m_input_tokens: write5m, ephemeral_1h_input_tokens: write1h }, output_tokens: 0, service_tier: 'standard',
+  };
+  if (serverTools) usage.server_tool_use = { web_search_requests: searches, web_fetch_requests: 0 };
   const cap = typeof body.max_tokens === 'number' ? body.max_tokens : Infinity;
   const wanted = Number(d.tokens ?? 8);
   const n = Math.min(wanted, cap);
+  // Thinking tokens are billed output; the caller sees (a summary of) them or nothing.
+  const thinking = Math.max(0, Math.min(Number(d.reasoning ?? 0), cap - n));
   const words = Array.from({ length: n }, (_, i) => `w${i + 1}`);
   const toolName = pickTool(body, d);
   const stopReason = toolName ? 'tool_use' : cap < wanted ? 'max_tokens' : 'end_turn';
@@ -89,12 +116,20 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
   // `input=<base64url JSON>` gives the tool call's input (e.g. a Bash command for Claude Code).
   const toolInput = d.input ? (JSON.parse(Buffer.from(d.input, 'base64url').toString('utf8')) as Json) : { echo: words.join(' ') };
   const noUsage = fault === 'no_usage';
-  if (fault === undefined) reported?.({ ...usage, output_tokens: n });
+
+  const searchBlocks: Json[] = [];
+  for (let i = 0; i < searches; i++) {
+    const useId = `srvtoolu_${id.slice(-10)}${i}`;
+    searchBlocks.push({ type: 'server_tool_use', id: useId, name: 'web_search', input: { query: `query ${i + 1}` } });
+    searchBlocks.push({ type: 'web_search_tool_result', tool_use_id: useId, content: [{ type: 'web_search_result', url: `https://example.com/${i}`, title: `Result ${i + 1}`, encrypted_content: 'c2lt', page_age: null }] });
+  }
+  const finalUsage: Json = { ...usage, output_tokens: n + thinking };
+  if (fault === undefined) reported?.(finalUsage);
 
   if (!stream) {
-    const content = toolName ? [{ type: 'tool_use', id: toolId, name: toolName, input: toolInput }] : [{ type: 'text', text: words.join(' ') }];
+    const content = [...searchBlocks, ...(toolName ? [{ type: 'tool_use', id: toolId, name: toolName, input: toolInput }] : [{ type: 'text', text: words.join(' ') }])];
     const msg: Json = { id, type: 'message', role: 'assistant', model, content, stop_reason: stopReason, stop_sequence: null };
-    if (!noUsage) msg.usage = { ...usage, output_tokens: n };
+    if (!noUsage) msg.usage = finalUsage;
     res.writeHead(200, { 'content-type': 'application/json', 'request-id': `req_${id}` }).end(JSON.stringify(msg));
     return true;
   }
@@ -106,31 +141,41 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
   if (fault === 'error_stream') { errorEvent(); return true; }
 
   const startMsg: Json = { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null };
-  if (!noUsage) startMsg.usage = { ...usage, output_tokens: 1 };
+  // message_start reports the input as known before any server tool ran.
+  if (!noUsage) startMsg.usage = { ...usage, input_tokens: visible, output_tokens: 1, ...(serverTools ? { server_tool_use: { web_search_requests: 0, web_fetch_requests: 0 } } : {}) };
   send('message_start', { type: 'message_start', message: startMsg });
   send('ping', { type: 'ping' });
+  searchBlocks.forEach((block, i) => {
+    send('content_block_start', { type: 'content_block_start', index: i, content_block: block });
+    send('content_block_stop', { type: 'content_block_stop', index: i });
+  });
+  const at = searchBlocks.length;
   if (toolName) {
-    send('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'tool_use', id: toolId, name: toolName, input: {} } });
+    send('content_block_start', { type: 'content_block_start', index: at, content_block: { type: 'tool_use', id: toolId, name: toolName, input: {} } });
     const json = JSON.stringify(toolInput);
     const size = Math.max(1, Math.ceil(json.length / Math.max(1, n)));
     for (let i = 0; i < json.length; i += size) {
       if (delay > 0) await sleep(delay);
-      send('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'input_json_delta', partial_json: json.slice(i, i + size) } });
+      send('content_block_delta', { type: 'content_block_delta', index: at, delta: { type: 'input_json_delta', partial_json: json.slice(i, i + size) } });
     }
   } else {
-    send('content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } });
+    send('content_block_start', { type: 'content_block_start', index: at, content_block: { type: 'text', text: '' } });
     for (let i = 0; i < words.length; i++) {
       if ((fault === 'reset' || fault === 'error_after') && i === after) break;
       if (delay > 0 && i > 0) await sleep(delay);
       if (res.destroyed) return true;
-      send('content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: i === 0 ? words[i] : ` ${words[i]}` } });
+      send('content_block_delta', { type: 'content_block_delta', index: at, delta: { type: 'text_delta', text: i === 0 ? words[i] : ` ${words[i]}` } });
     }
     if (fault === 'reset') { await sleep(50); res.socket?.destroy(); return true; }
     if (fault === 'error_after') { errorEvent(); return true; }
   }
-  send('content_block_stop', { type: 'content_block_stop', index: 0 });
+  send('content_block_stop', { type: 'content_block_stop', index: at });
+  if (fault === 'stall') return true; // the text is out; then silence, no usage, no end
+  if (Number(d.usage_delay ?? 0) > 0) await sleep(Number(d.usage_delay));
+  if (res.destroyed) return true;
+  // message_delta carries the cumulative usage: input grown by server tools, all output.
   const delta: Json = { type: 'message_delta', delta: { stop_reason: stopReason, stop_sequence: null } };
-  if (!noUsage) delta.usage = { output_tokens: n };
+  if (!noUsage) delta.usage = { input_tokens: finalUsage.input_tokens, cache_creation_input_tokens: finalUsage.cache_creation_input_tokens, cache_read_input_tokens: finalUsage.cache_read_input_tokens, output_tokens: finalUsage.output_tokens, ...(serverTools ? { server_tool_use: finalUsage.server_tool_use } : {}) };
   send('message_delta', delta);
   send('message_stop', { type: 'message_stop' });
   res.end();

@@ -160,7 +160,7 @@ export async function handleMedia(req: http.IncomingMessage, res: http.ServerRes
     for (let i = 0; i < chunks; i++) {
       if (d.fault === 'reset' && i === Number(d.after ?? 1)) { res.socket?.destroy(); return true; }
       res.write(audio.subarray(i * step, (i + 1) * step));
-      await new Promise((r) => setTimeout(r, 2));
+      await new Promise((r) => setTimeout(r, Number(d.delay ?? 2)));
     }
     res.end();
     return true;

@@ -2,6 +2,13 @@
 // (JSON and SSE). Tests steer it per request with a directive in the last user message:
 //   "hello [sim tokens=20 fault=reset after=3]"
 // It records what it receives so tests can check what the gateway sent upstream.
+//
+// It bills as the providers do, not as the request body suggests: content referenced by URL or
+// id counts as input (server-state.ts), reasoning tokens (`reasoning=N`) come only in the usage,
+// after the visible text (`usage_delay=ms` holds the usage back), `service_tier` is echoed as the
+// tier that served the request, and each provider keeps its own quirks: xAI reports reasoning
+// tokens outside completion_tokens, DeepSeek honours `max_tokens` only and reports cache hits in
+// its own fields.
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
@@ -10,6 +17,7 @@ import { anthropicError, handleAnthropic } from './anthropic-api.ts';
 import { handleResponses } from './responses-api.ts';
 import { handleVideos } from './video-api.ts';
 import { formSummary, handleMedia } from './media-api.ts';
+import { chatRefs, resolveRefs, seedRef, servedTier } from './server-state.ts';
 
 export interface RecordedRequest {
   method: string;
@@ -60,7 +68,8 @@ export function simPromptTokens(body: unknown): number {
   return n;
 }
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+// Unref'd: a long stand-in pause (usage_delay) never keeps the test run alive.
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms).unref());
 
 function openAIError(res: http.ServerResponse, status: number, message: string, type: string, code: string | null, headers: Record<string, string> = {}) {
   const body = JSON.stringify({ error: { message, type, param: null, code } });
@@ -93,6 +102,12 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     // it never fails, so tests can see a request move there.
     const fallbackDeployment = url.pathname.startsWith('/fallback/');
     if (fallbackDeployment) url.pathname = url.pathname.slice('/fallback'.length);
+    if (url.pathname === '/__sim/refs' && req.method === 'POST') {
+      const { ref, tokens } = JSON.parse(raw.toString('utf8')) as { ref: string; tokens: number };
+      seedRef(ref, tokens);
+      res.writeHead(204).end();
+      return;
+    }
     if (url.pathname === '/__sim/requests') {
       if (req.method === 'DELETE') {
         requests.length = 0;
@@ -164,6 +179,15 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
         return openAIError(res, 429, 'Rate limit reached for requests.', 'requests', 'rate_limit_exceeded', {
           'retry-after': '1', 'x-ratelimit-limit-requests': '60', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '1s',
         });
+      case 'odd_error': {
+        // A provider (or a proxy in front of it) answering in a shape of its own.
+        const text = JSON.stringify({ detail: [{ loc: ['body', 'messages', 0], msg: 'Input should be a valid list of content parts', type: 'list_type' }] });
+        res.writeHead(422, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
+        return;
+      }
+      case 'text_error':
+        res.writeHead(503, { 'content-type': 'text/plain' }).end('upstream connect error or disconnect/reset before headers. reset reason: overflow');
+        return;
       case 'hang':
         return; // never answer; close() destroys the socket
       case 'reset':
@@ -171,23 +195,37 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
         break;
     }
 
+    const refs = resolveRefs(chatRefs(body));
+    if ('unknown' in refs) return openAIError(res, 400, `Invalid file or URL '${refs.unknown.ref}'.`, 'invalid_request_error', 'invalid_value');
+
     const model = String(body.model ?? '');
+    const xai = model.startsWith('grok');
+    const deepseek = model.startsWith('deepseek');
     const id = `chatcmpl-${randomBytes(12).toString('hex')}`;
     const created = Math.floor(Date.now() / 1000);
-    const cap = (body.max_completion_tokens ?? body.max_tokens) as number | undefined;
+    // DeepSeek documents max_tokens only: a max_completion_tokens it is sent caps nothing.
+    const cap = (deepseek ? body.max_tokens : (body.max_completion_tokens ?? body.max_tokens)) as number | undefined;
     const wanted = Number(d.tokens ?? 8);
     const n = typeof cap === 'number' ? Math.min(wanted, cap) : wanted;
     const finish = typeof cap === 'number' && cap < wanted ? 'length' : 'stop';
-    const prompt = Number(d.prompt ?? simPromptTokens(body));
+    // The cap bounds reasoning and visible tokens together.
+    const reasoning = Math.max(0, Math.min(Number(d.reasoning ?? 0), typeof cap === 'number' ? cap - n : Infinity));
+    const prompt = Number(d.prompt ?? simPromptTokens(body)) + refs.tokens;
     const cached = Math.min(Number(d.cached ?? 0), prompt);
-    const usage = {
-      prompt_tokens: prompt, completion_tokens: n, total_tokens: prompt + n,
-      prompt_tokens_details: { cached_tokens: cached, audio_tokens: 0 },
-      completion_tokens_details: { reasoning_tokens: 0, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
-    };
+    const usage: Json = deepseek
+      ? { prompt_tokens: prompt, completion_tokens: n + reasoning, total_tokens: prompt + n + reasoning, prompt_cache_hit_tokens: cached, prompt_cache_miss_tokens: prompt - cached,
+        completion_tokens_details: { reasoning_tokens: reasoning } }
+      : {
+        // xAI counts reasoning outside completion_tokens (and inside total_tokens); OpenAI inside.
+        prompt_tokens: prompt, completion_tokens: xai ? n : n + reasoning, total_tokens: prompt + n + reasoning,
+        prompt_tokens_details: { cached_tokens: cached, audio_tokens: 0 },
+        completion_tokens_details: { reasoning_tokens: reasoning, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+      };
+    const serviceTier = servedTier(body.service_tier);
     const toolName = pickTool(body, d);
     const words = Array.from({ length: n }, (_, i) => `w${i + 1}`);
     const noUsage = fault === 'no_usage';
+    const usageDelay = Number(d.usage_delay ?? 0);
 
     if (!stream) {
       const message = toolName
@@ -196,7 +234,7 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
       const reply: Json = {
         id, object: 'chat.completion', created, model,
         choices: [{ index: 0, message, logprobs: null, finish_reason: toolName ? 'tool_calls' : finish }],
-        service_tier: 'default', system_fingerprint: 'fp_sim',
+        service_tier: serviceTier, system_fingerprint: 'fp_sim',
       };
       if (!noUsage) { reply.usage = usage; reported?.(usage); }
       const text = JSON.stringify(reply);
@@ -206,7 +244,7 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     }
 
     const includeUsage = (body.stream_options as Json | undefined)?.include_usage === true && !noUsage;
-    const base = { id, object: 'chat.completion.chunk', created, model, service_tier: 'default', system_fingerprint: 'fp_sim' };
+    const base = { id, object: 'chat.completion.chunk', created, model, service_tier: serviceTier, system_fingerprint: 'fp_sim' };
     const send = (choices: unknown[], extra: Json = {}) => {
       const chunk: Json = { ...base, choices, ...extra };
       if (includeUsage && !('usage' in extra)) chunk.usage = null;
@@ -241,6 +279,9 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
       return;
     }
     send([{ index: 0, delta: {}, logprobs: null, finish_reason: toolName ? 'tool_calls' : finish }]);
+    if (fault === 'stall') return; // the text is out; then silence, no usage, no end
+    if (usageDelay > 0) await sleep(usageDelay);
+    if (res.destroyed) return;
     if (includeUsage) { send([], { usage }); reported?.(usage); }
     res.end('data: [DONE]\n\n');
   }

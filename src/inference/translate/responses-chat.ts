@@ -113,6 +113,9 @@ function outputText(output: unknown): string {
 /** Responses request -> chat completions request. */
 export function responsesRequestToChat(req: Json, opts: { upstreamModel: string }): Json {
   if (req.previous_response_id) throw new TranslationError('previous_response_id needs a passthrough model (chat-only models keep no stored responses)', 'unsupported_parameter', 'previous_response_id');
+  for (const f of ['conversation', 'prompt'] as const) {
+    if (req[f] != null) throw new TranslationError(`${f} needs a passthrough model (chat-only models keep no stored ${f}s)`, 'unsupported_parameter', f);
+  }
   const builtins = builtinToolTypes(req);
   if (builtins.length) throw new TranslationError(`built-in tools (${builtins.join(', ')}) need a passthrough model`, 'unsupported_responses_tools', 'tools');
   const names = new ChatToolNames(req);
@@ -167,15 +170,20 @@ export function responsesRequestToChat(req: Json, opts: { upstreamModel: string 
   return chat;
 }
 
+/** The Responses usage object, with every field OpenAI's schema requires (strict clients validate them). */
 function responsesUsage(u: Json | undefined): Json | null {
   if (!u) return null;
   const input = Number(u.prompt_tokens ?? 0);
-  const output = Number(u.completion_tokens ?? 0);
+  const completion = Number(u.completion_tokens ?? 0);
+  const reasoning = Number(((u.completion_tokens_details ?? {}) as Json).reasoning_tokens ?? 0);
+  // Responses count reasoning inside output_tokens; xAI reports it beside completion_tokens.
+  const output = reasoning > 0 && Number(u.total_tokens ?? 0) >= input + completion + reasoning ? completion + reasoning : completion;
+  const details = (u.prompt_tokens_details ?? {}) as Json;
   return {
     input_tokens: input,
-    input_tokens_details: { cached_tokens: Number(((u.prompt_tokens_details ?? {}) as Json).cached_tokens ?? 0) },
+    input_tokens_details: { cached_tokens: Number(details.cached_tokens ?? u.prompt_cache_hit_tokens ?? 0), cache_write_tokens: Number(details.cache_write_tokens ?? 0) },
     output_tokens: output,
-    output_tokens_details: { reasoning_tokens: Number(((u.completion_tokens_details ?? {}) as Json).reasoning_tokens ?? 0) },
+    output_tokens_details: { reasoning_tokens: reasoning },
     total_tokens: input + output,
   };
 }
