@@ -2,6 +2,7 @@
 import { loadConfig } from './config/config.ts';
 import { createLogger } from './log/logger.ts';
 import { startGateway } from './app.ts';
+import { UnsafeExposureError } from './config/exposure.ts';
 
 const config = loadConfig();
 const log = createLogger(config.logLevel);
@@ -21,6 +22,7 @@ try {
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
 } catch (err) {
-  log.fatal({ err }, 'gateway failed to start');
+  if (err instanceof UnsafeExposureError) log.fatal(`gateway refused to start: ${err.message}`);
+  else log.fatal({ err }, 'gateway failed to start');
   process.exit(1);
 }

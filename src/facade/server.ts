@@ -12,6 +12,9 @@ import { errorBody, openAIError, sendGatewayError, type WireShape } from './erro
 import { registerMediaRoutes } from './media-routes.ts';
 import { registerVideoRoutes } from './video-routes.ts';
 import { writeChunk } from './write.ts';
+import { drainThenCut, registerAccess, shapeOf } from './access.ts';
+import { bearerMatches } from '../config/bearer.ts';
+import { isLoopbackPeer } from '../config/exposure.ts';
 import type { Config } from '../config/config.ts';
 
 export interface FacadeDeps {
@@ -20,6 +23,7 @@ export interface FacadeDeps {
   bodyLimitBytes: number;
   uploads: Config['media'];
   metrics: Metrics;
+  /** Bearer token for GET /metrics; unset: loopback callers only. */
   metricsToken: string | undefined;
   /** Catalogue ids: the only model names used as metric labels. */
   knownModels: ReadonlySet<string>;
@@ -42,6 +46,9 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   const inference = createClient(InferenceService, deps.transport);
   const catalogue = createClient(CatalogueService, deps.transport);
 
+  // Keys are confirmed before any body is read; every keyed answer carries its cost.
+  registerAccess(app, { inference });
+
   // Bodies stay bytes: the services parse them once, and forward them untouched.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
@@ -52,7 +59,6 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     done();
   });
 
-  const shapeOf = (url: string): WireShape => (url.startsWith('/v1/messages') ? 'anthropic' : 'openai');
   app.setErrorHandler((err: { statusCode?: number; code?: string; message: string }, req, reply) => {
     const status = err.statusCode ?? 500;
     const shape = shapeOf(req.url);
@@ -60,9 +66,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     if (status === 413) {
       // Read and discard the rest of the body (for a few seconds at most) so the client gets this
       // answer instead of a reset connection while it is still uploading.
-      // (Node discards an unread body after the response; a body still arriving after 5 s is cut.)
-      req.raw.resume();
-      setTimeout(() => { if (!req.raw.complete) req.raw.socket?.destroy(); }, 5_000).unref();
+      drainThenCut(req);
       return reply.code(413).send(errorBody(shape, 413, `The request body is larger than the limit of ${deps.bodyLimitBytes} bytes.`, 'invalid_request_error', 'request_too_large'));
     }
     if (status >= 400 && status < 500) return reply.code(status).send(errorBody(shape, status, err.message, 'invalid_request_error', err.code ?? null));
@@ -75,15 +79,22 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/metrics', async (req, reply) => {
-    if (deps.metricsToken && req.headers.authorization !== `Bearer ${deps.metricsToken}`) return reply.code(401).send({ error: 'metrics token required' });
+    // With METRICS_TOKEN: that bearer token, from anywhere. Without: callers on this machine only.
+    if (deps.metricsToken ? !bearerMatches(req.headers.authorization, deps.metricsToken) : !isLoopbackPeer(req.socket.remoteAddress)) {
+      return deps.metricsToken
+        ? reply.code(401).send({ error: 'metrics token required' })
+        : reply.code(403).send({ error: 'metrics are served to this machine only; set METRICS_TOKEN to read them from elsewhere' });
+    }
     return reply.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });
-  app.get('/readyz', async (_req, reply) => {
+  app.get('/readyz', async (req, reply) => {
     try {
       await deps.ready();
       return { status: 'ready' };
     } catch (err) {
-      return reply.code(503).send({ status: 'not_ready', reason: (err as Error).message });
+      // The cause stays in the log: a database error names hosts, users and paths.
+      req.log.warn({ err }, 'not ready');
+      return reply.code(503).send({ status: 'not_ready', reason: 'a dependency (the database) is not reachable' });
     }
   });
 
