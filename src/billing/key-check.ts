@@ -31,6 +31,7 @@ export class KeyCheck {
     if (this.cache?.peek(hex)) return true;
     const at = this.confirmed.get(hex);
     if (at !== undefined && performance.now() - at < CONFIRMED_MS) return true;
+    this.cache?.noteDatabaseLookup();
     if (!(await this.ledger.findKey({ apiKey }))) {
       this.confirmed.delete(hex);
       return false;

@@ -40,8 +40,14 @@ export function billingService(ledger: Ledger, limiter: RateLimiter): ServiceImp
       positive(req.amountNano, 'amount_nano');
       if (!req.externalId) throw badRequest('external_id is required so a retried top-up applies once', 'missing_required_parameter', 'external_id');
       const key = await resolve(req.key, true);
-      const r = await ledger.topUp({ accountId: key.accountId, amountNano: req.amountNano, externalId: req.externalId, cause: req.cause || 'billing-rpc' });
-      return { applied: r.applied, balanceNano: r.balanceNano };
+      try {
+        const r = await ledger.topUp({ accountId: key.accountId, amountNano: req.amountNano, externalId: req.externalId, cause: req.cause || 'billing-rpc' });
+        return { applied: r.applied, balanceNano: r.balanceNano };
+      } catch (err) {
+        // ALREADY_EXISTS: the id is taken by a top-up with other parameters; nothing was credited.
+        if (err instanceof LedgerError && err.code === 'idempotency_conflict') throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'idempotency_conflict', param: 'external_id', message: err.message });
+        throw err;
+      }
     },
 
     async getBalance(req) {

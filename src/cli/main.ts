@@ -7,6 +7,7 @@ import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { nanoToUsd, usdToNano } from '../billing/money.ts';
 import { toGatewayError } from '../rpc/errors.ts';
+import { localRpcUrl } from '../config/exposure.ts';
 
 const USAGE = `usage: npm run cli -- keys <command>
   keys create --credits <usd> [--label <text>]   create an account and key; prints the key once
@@ -17,7 +18,7 @@ const USAGE = `usage: npm run cli -- keys <command>
   keys usage <key|key_id> [--limit <n>]
   keys limits <key|key_id> [--rpm <n>] [--tpm <n>]    per-key rate limits (0 = unlimited; omitted = default)
 options: --json for machine-readable output
-env: GATEWAY_RPC_URL (default http://127.0.0.1:$GRPC_PORT or 8081), ADMIN_TOKEN`;
+env: GATEWAY_RPC_URL (default: GRPC_HOST and GRPC_PORT, else http://127.0.0.1:8081), ADMIN_TOKEN`;
 
 const { values, positionals } = parseArgs({
   allowPositionals: true,
@@ -34,7 +35,7 @@ const { values, positionals } = parseArgs({
   },
 });
 
-const baseUrl = process.env.GATEWAY_RPC_URL ?? `http://127.0.0.1:${process.env.GRPC_PORT || 8081}`;
+const baseUrl = process.env.GATEWAY_RPC_URL || localRpcUrl(process.env);
 const adminToken = process.env.ADMIN_TOKEN;
 const client = createClient(
   BillingService,

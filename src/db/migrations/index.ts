@@ -9,6 +9,7 @@ import * as m005 from './005_usage_units.ts';
 import * as m006 from './006_last_hold.ts';
 import * as m007 from './007_key_notify.ts';
 import * as m008 from './008_rate_grants.ts';
+import * as m009 from './009_rotation_keeps_limits.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -19,6 +20,7 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '006_last_hold': m006,
   '007_key_notify': m007,
   '008_rate_grants': m008,
+  '009_rotation_keeps_limits': m009,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
