@@ -73,7 +73,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   const responses = new ResponsesService(engine, catalogue);
   // Video jobs run on Temporal, found or started in the background (see src/video/runtime.ts).
   const video = new VideoRuntime({ config, log, db, ledger, metrics });
-  const services: Services = { billing: billingService(ledger, limiter), catalogue: catalogueService(catalogue), inference: inferenceService({
+  const services: Services = { billing: billingService(ledger, limiter, leases), catalogue: catalogueService(catalogue), inference: inferenceService({
     authenticate: (apiKey) => engine.authenticate(apiKey),
     chat, messages, responses,
     embeddings: new EmbeddingsService(engine, catalogue),

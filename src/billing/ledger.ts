@@ -216,6 +216,26 @@ export class Ledger {
   }
 
   /**
+   * The account as its key holder should see it: the written balance, and held only what
+   * requests in flight hold. Credit leases (holds named `lease_…`) are an instance's
+   * reservation, not the customer's spending, so they are left out (see LeaseBook.customerView
+   * for what an instance adds from memory).
+   */
+  async customerBalance(accountId: string): Promise<Balance> {
+    const r = rowsOf(await this.db.raw(
+      `SELECT a.balance_nano::text AS b,
+              (SELECT COALESCE(sum(h.amount_nano), 0)::text FROM holds h
+               WHERE h.account_id = a.id AND h.status = 'active' AND NOT starts_with(h.request_id, 'lease_')) AS h
+       FROM accounts a WHERE a.id = ?`,
+      [accountId],
+    ))[0];
+    if (!r) throw new LedgerError('unknown_key', 'no such account');
+    const b = big(r.b);
+    const h = big(r.h);
+    return { accountId, balanceNano: b, heldNano: h, availableNano: b - h };
+  }
+
+  /**
    * New key on the same account; the old one is revoked in the same transaction. The new key
    * keeps the old one's rate limits and counts in the same rate window (migration 009), so a
    * rotation neither lifts a limit nor starts a fresh minute.
