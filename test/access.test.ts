@@ -184,16 +184,17 @@ describe('the RPC port is safe by default', () => {
     expect(await ok.text()).toContain('gateway_requests_total');
   });
 
-  it('refuses to start with a network RPC address and no ADMIN_TOKEN, saying what to set', async () => {
-    for (const env of [{ GRPC_HOST: '0.0.0.0' }, { GRPC_HOST: '::' }, { GRPC_HOST: networkAddress() }, { GRPC_HOST: '0.0.0.0', ADMIN_TOKEN: 'short' }]) {
+  it('refuses to start with a network RPC address and no ADMIN_TOKEN, saying what to set', { timeout: 120_000 }, async () => {
+    const setups = [{ GRPC_HOST: '0.0.0.0' }, { GRPC_HOST: '::' }, { GRPC_HOST: networkAddress() }, { GRPC_HOST: '0.0.0.0', ADMIN_TOKEN: 'short' }];
+    await Promise.all(setups.map(async (env) => {
       const err = await startGatewayProcess({ logFile: logFile('refused'), env: { ...baseEnv(), ...(await noVideo()), ...env } }).then(() => undefined, (e: Error) => e);
       expect(err?.message, JSON.stringify(env)).toMatch(/gateway exited with 1/);
       expect(err!.message).toMatch(/ADMIN_TOKEN/);
       expect(err!.message).toMatch(/gateway refused to start/);
-    }
+    }));
   });
 
-  it('npm run worker starts with GRPC_HOST public and no ADMIN_TOKEN: it serves no RPC', async () => {
+  it('npm run worker starts with GRPC_HOST public and no ADMIN_TOKEN: it serves no RPC', { timeout: 120_000 }, async () => {
     const file = logFile('worker');
     const out = fs.openSync(file, 'a');
     const child = spawn(process.execPath, ['src/video/worker-main.ts'], {
@@ -324,7 +325,7 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
     expect(await remote.text()).toContain('METRICS_TOKEN');
   });
 
-  it('the operator CLI works with ADMIN_TOKEN, and fails clearly without it', async () => {
+  it('the operator CLI works with ADMIN_TOKEN, and fails clearly without it', { timeout: 120_000 }, async () => {
     const cli = (env: Record<string, string>, ...args: string[]) =>
       promisify(execFile)(process.execPath, ['src/cli/main.ts', ...args], { cwd: ROOT, env: { ...process.env, GATEWAY_RPC_URL: fromNetwork, ADMIN_TOKEN: '', ...env } });
     const { stdout } = await cli({ ADMIN_TOKEN }, 'keys', 'create', '--credits', '0.25');
@@ -367,6 +368,14 @@ describe('HTTP routes answer a stranger before reading the body', () => {
       const body = JSON.parse(r.text);
       if (shape === 'anthropic') expect(body).toMatchObject({ type: 'error', error: { type: 'authentication_error' } });
       else expect(body).toMatchObject({ error: { code: 'invalid_api_key', type: 'invalid_request_error' } });
+    }
+  });
+
+  it('unknown routes and public routes that take no body answer 404 before reading one', async () => {
+    for (const route of ['/v1/nothing-here', '/anything', '/v1/models', '/healthz', '/metrics']) {
+      const r = await answerWithoutBody(`${gatewayUrl()}${route}`, { 'content-type': 'application/json' }, 200 * 1024, '{"pad":"' + 'x'.repeat(4096));
+      expect(r.status, route).toBe(404);
+      expect(JSON.parse(r.text)).toMatchObject({ error: { code: 'unknown_route' } });
     }
   });
 

@@ -21,7 +21,7 @@ async function awayFromMinuteEdge() {
 const ask = (apiKey: string) => openai(apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi [sim tokens=2]' }] });
 
 describe('rotation keeps the rate limits', () => {
-  it('a key limited to K requests a minute, used J times, then rotated: the new key has the same limits and only K - J left this minute', async () => {
+  it('a key limited to K requests a minute, used J times, then rotated: the new key has the same limits and only K - J left this minute', { timeout: 90_000 }, async () => {
     await awayFromMinuteEdge();
     const K = 5;
     const J = 3;
@@ -78,7 +78,7 @@ describe('a top-up id is used for one top-up only', () => {
     await checkInvariants(b.accountId);
   });
 
-  it('the operator CLI exits 0 for a repeat and non-zero for a conflict, saying why', async () => {
+  it('the operator CLI exits 0 for a repeat and non-zero for a conflict, saying why', { timeout: 120_000 }, async () => {
     const cli = (...args: string[]) => promisify(execFile)(process.execPath, ['src/cli/main.ts', ...args], { cwd: ROOT, env: { ...process.env, GATEWAY_RPC_URL: inject('rpcUrl') } });
     const key = await newKey('1');
     const externalId = uniqueMarker('cli-topup');

@@ -6,7 +6,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Client } from '@connectrpc/connect';
 import type { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { toGatewayError } from '../rpc/errors.ts';
-import { sendGatewayError, type WireShape } from './errors.ts';
+import { errorBody, sendGatewayError, type WireShape } from './errors.ts';
 
 /** Keyed routes: everything under /v1/ but the model list, which is public. */
 export const isKeyedRoute = (url: string): boolean => url.startsWith('/v1/') && !url.startsWith('/v1/models');
@@ -16,7 +16,12 @@ export const shapeOf = (url: string): WireShape => (url.startsWith('/v1/messages
 export function registerAccess(app: FastifyInstance, deps: { inference: Client<typeof InferenceService> }): void {
   app.addHook('onRequest', async (req, reply) => {
     const route = req.routeOptions.url;
-    if (!route || !isKeyedRoute(route)) return;
+    // No such route: answered now, or Fastify would read the body first to answer 404.
+    if (!route) {
+      drainThenCut(req);
+      return unknownRoute(req, reply);
+    }
+    if (!isKeyedRoute(route)) return;
     const headers: Record<string, string> = {};
     for (const name of ['authorization', 'x-api-key']) {
       const v = req.headers[name];
@@ -56,4 +61,9 @@ export function drainThenCut(req: FastifyRequest): void {
 export function refuseUnread(req: FastifyRequest, reply: FastifyReply, status: number, body: object): FastifyReply {
   drainThenCut(req);
   return reply.code(status).header('x-gateway-cost-nano-usd', '0').header('x-request-id', req.id).header('request-id', req.id).type('application/json').send(body);
+}
+
+/** 404 in the shape of the route family the path looks like. */
+export function unknownRoute(req: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return reply.code(404).type('application/json').send(errorBody(shapeOf(req.url), 404, `Unknown route: ${req.method} ${req.url.split('?')[0]}`, 'invalid_request_error', 'unknown_route'));
 }

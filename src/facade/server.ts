@@ -12,7 +12,7 @@ import { errorBody, openAIError, sendGatewayError, type WireShape } from './erro
 import { registerMediaRoutes } from './media-routes.ts';
 import { registerVideoRoutes } from './video-routes.ts';
 import { writeChunk } from './write.ts';
-import { drainThenCut, registerAccess, shapeOf } from './access.ts';
+import { drainThenCut, registerAccess, shapeOf, unknownRoute } from './access.ts';
 import { bearerMatches } from '../config/bearer.ts';
 import { isLoopbackPeer } from '../config/exposure.ts';
 import type { Config } from '../config/config.ts';
@@ -73,9 +73,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     req.log.error({ err }, 'unhandled facade error');
     return reply.code(500).send(errorBody(shape, 500, 'Internal gateway error.', 'server_error'));
   });
-  app.setNotFoundHandler((req, reply) =>
-    reply.code(404).type('application/json').send(errorBody(shapeOf(req.url), 404, `Unknown route: ${req.method} ${req.url.split('?')[0]}`, 'invalid_request_error', 'unknown_route')),
-  );
+  app.setNotFoundHandler(unknownRoute); // (access.ts answers unknown routes before their body is read)
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/metrics', async (req, reply) => {
