@@ -22,6 +22,10 @@ import { UPSTREAM_KEY } from './support/global-setup.ts';
 import { freePort } from './support/ports.ts';
 import { gatewayUrl, newKey, simulatorUrl, uniqueMarker } from './support/context.ts';
 import { png } from './support/media-files.ts';
+import { FakeTelegram, textsOf, tgUser } from './support/fake-telegram.ts';
+import { loadBotConfig } from '../src/bot/config.ts';
+import { networkTransport, startBot } from '../src/bot/start.ts';
+import { createLogger } from '../src/log/logger.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..');
 const ADMIN_TOKEN = 'test-admin-token-0123456789abcdef';
@@ -335,6 +339,23 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
     const refused = await cli({}, 'keys', 'balance', created).then(() => undefined, (e: { code: number; stderr: string }) => e);
     expect(refused?.code).toBe(1);
     expect(refused!.stderr).toContain('admin token required');
+  });
+
+  it('npm run bot (the bot alone) works over the network with ADMIN_TOKEN, and is refused without it', { timeout: 60_000 }, async () => {
+    const user = tgUser(700_000 + Math.floor(Math.random() * 1_000_000), 'Olga');
+    for (const token of [ADMIN_TOKEN, undefined]) {
+      const fake = await FakeTelegram.start();
+      const config = loadBotConfig({ TELEGRAM_BOT_TOKEN: '123:ACCESS', TELEGRAM_API_ROOT: fake.url, PUBLIC_BASE_URL: gw.httpUrl })!;
+      const bot = await startBot({ config, transport: networkTransport(fromNetwork, token), log: createLogger('silent') });
+      try {
+        const text = textsOf(await fake.deliver(fake.text(user, '/newkey')));
+        if (token) expect(text).toMatch(/<code>prx-[0-9A-Za-z]+<\/code>/);
+        else expect(text).toContain('something went wrong');
+      } finally {
+        await bot.stop();
+        await fake.close();
+      }
+    }
   });
 
   it('says in its startup line that the RPC port is open to the network, with a token', () => {
