@@ -94,7 +94,8 @@ const header = (req: http2.Http2ServerRequest, name: string): string | undefined
 
 /**
  * Answers with `err` in the caller's protocol (gRPC, gRPC-Web or Connect) without reading the
- * request body; the stream is then reset so the client stops sending it.
+ * request body: what the caller sends meanwhile stops at the stream's flow-control window, and
+ * gRPC and Connect clients cancel the call once they have the error.
  */
 function refuse(req: http2.Http2ServerRequest, res: http2.Http2ServerResponse, err: ConnectError): void {
   const type = (header(req, 'content-type') ?? '').split(';')[0]!.trim().toLowerCase();
