@@ -10,6 +10,8 @@ import { Ledger } from './billing/ledger.ts';
 import { RateLimiter } from './billing/rate-limits.ts';
 import { LeaseBook } from './billing/leases.ts';
 import { KeyCache } from './billing/key-cache.ts';
+import { KeyCheck } from './billing/key-check.ts';
+import { describeExposure, exposureOf, unsafeExposure, UnsafeExposureError } from './config/exposure.ts';
 import { usdToNano } from './billing/money.ts';
 import { Metrics } from './log/metrics.ts';
 import { connectableUrl, startupSummary } from './log/startup-summary.ts';
@@ -40,6 +42,9 @@ export interface Gateway {
 }
 
 export async function startGateway(config: Config, log: Logger): Promise<Gateway> {
+  // Before anything listens: an open billing port without a token is refused outright.
+  const unsafe = unsafeExposure(config);
+  if (unsafe) throw new UnsafeExposureError(unsafe);
   const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
   await migrate(db);
   log.info({ database: config.databaseUrl ? 'postgresql' : `embedded PGlite in ${config.dataDir}` }, 'database ready');
@@ -60,20 +65,27 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   const leases = leasing
     ? new LeaseBook(db, ledger, { sliceNano: usdToNano(config.lease.sliceUsd), flushMs: config.lease.flushMs, idleMs: config.lease.idleMs, ttlSeconds: config.holds.ttlSeconds }, log)
     : undefined;
-  const engine = new Engine({ config, ledger, upstream, limiter, metrics, log, leases });
+  const keys = new KeyCheck(ledger, keyCache);
+  const engine = new Engine({ config, ledger, upstream, limiter, metrics, log, leases, keys });
   const chat = new ChatService(engine, catalogue);
   const messages = new MessagesService(engine, catalogue);
   const responses = new ResponsesService(engine, catalogue);
   // Video jobs run on Temporal, found or started in the background (see src/video/runtime.ts).
   const video = new VideoRuntime({ config, log, db, ledger, metrics });
-  const services: Services = { billing: billingService(ledger, limiter), catalogue: catalogueService(catalogue), inference: inferenceService({
+  const services: Services = { billing: billingService(ledger, limiter, leases), catalogue: catalogueService(catalogue), inference: inferenceService({
+    authenticate: (apiKey) => engine.authenticate(apiKey),
     chat, messages, responses,
     embeddings: new EmbeddingsService(engine, catalogue),
     images: new ImagesService(engine, catalogue, config),
     audio: new AudioService(engine, catalogue),
   }), video: videoService({ config, ledger, catalogue, engine, runtime: video, log }) };
 
-  const rpc: http2.Http2Server = await startRpcServer(services, { host: config.grpcHost, port: config.grpcPort, adminToken: config.adminToken, log });
+  const rpc: http2.Http2Server = await startRpcServer(services, {
+    host: config.grpcHost, port: config.grpcPort, adminToken: config.adminToken, log,
+    // One message carries a whole request: the largest JSON body or multipart upload, and its framing.
+    readMaxBytes: Math.max(config.bodyLimitBytes, config.media.uploadTotalLimitBytes) + 64 * 1024,
+    keyIsLive: (apiKey) => keys.live(apiKey),
+  });
   const rpcSessions = new Set<http2.ServerHttp2Session>();
   rpc.on('session', (session) => {
     rpcSessions.add(session);
@@ -106,6 +118,8 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   const rpcPort = (rpc.address() as AddressInfo).port;
   const httpUrl = connectableUrl(config.host, httpPort);
   const rpcUrl = connectableUrl(config.grpcHost, rpcPort);
+  const exposure = exposureOf(config, { http: httpPort, rpc: rpcPort });
+  log.info({ exposure }, `exposed: ${describeExposure(exposure)}`);
   video.start();
   // The Telegram bot, when TELEGRAM_BOT_TOKEN is set, on the same services (see src/bot/).
   const bot = await startBotIfConfigured({ transport: inProcessTransport(services), publicBaseUrl: httpUrl, log });

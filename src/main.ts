@@ -5,6 +5,7 @@ import { loadConfig, type Config } from './config/config.ts';
 import { createLogger } from './log/logger.ts';
 import { startGateway } from './app.ts';
 import { removeGatewayAddress, writeGatewayAddress } from './cli/gateway-address.ts';
+import { UnsafeExposureError } from './config/exposure.ts';
 
 let config: Config;
 try {
@@ -43,6 +44,7 @@ try {
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
 } catch (err) {
-  log.fatal({ err }, 'gateway failed to start');
+  if (err instanceof UnsafeExposureError) log.fatal(`gateway refused to start: ${err.message}`);
+  else log.fatal({ err }, 'gateway failed to start');
   process.exit(1);
 }

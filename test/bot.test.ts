@@ -13,7 +13,7 @@ import { formatUsd } from '../src/bot/format.ts';
 import { ownerOf, paymentExternalId } from '../src/bot/bot.ts';
 import { networkTransport, startBot, type RunningBot } from '../src/bot/start.ts';
 import { createLogger } from '../src/log/logger.ts';
-import { FakeTelegram, callsOf, textsOf, tgUser, type ApiCall, type TgUser } from './support/fake-telegram.ts';
+import { BOT_USER, FakeTelegram, callsOf, textsOf, tgUser, type ApiCall, type TgUser } from './support/fake-telegram.ts';
 import { startGatewayProcess } from './support/gateway-process.ts';
 import { freePort } from './support/ports.ts';
 import { balanceOf, billing, checkInvariants, db, gatewayUrl, openai } from './support/context.ts';
@@ -319,6 +319,75 @@ describe('telegram bot', () => {
     expect(textsOf(calls)).toContain('private chat');
     expect(textsOf(calls)).not.toContain('prx-');
     expect(await liveKeysOf(tgUser(base + 7, 'Grace'))).toHaveLength(0);
+  });
+
+  it('every update outside the sender\'s private chat is refused before any billing call: buttons pressed in a group rotate, show and sell nothing', async () => {
+    const owner = tgUser(base + 10, 'Ivan');
+    const k = await newKeyFor(owner);
+    const now = Math.floor(Date.now() / 1000);
+    const inGroup = { message_id: 900_001, date: now, chat: { id: -100_900_001, type: 'supergroup', title: 'team' }, from: BOT_USER, text: 'Rotate key?' };
+    const inOthersChat = { ...inGroup, chat: { id: bob.id, type: 'private', first_name: 'Bob' } };
+    const presses = [
+      ...[`rot:${k.keyId}`, `hist:${k.keyId}:`, `ta:${k.keyId}:100`, `tk:${k.keyId}`, 'rotx'].map((data) => fake.press(owner, inGroup, data)),
+      fake.press(owner, inOthersChat, `rot:${k.keyId}`),
+      // A button of an inline message carries no chat at all.
+      { callback_query: { id: `cq-inline-${base}`, from: owner, inline_message_id: 'inline-1', chat_instance: 'ci-inline', data: `rot:${k.keyId}` } },
+    ];
+    for (const press of presses) {
+      const calls = await fake.deliver(press);
+      expect(callsOf(calls, 'answerCallbackQuery').map((c) => c.params)).toEqual([expect.objectContaining({ show_alert: true, text: expect.stringContaining('private chat') })]);
+      expect(calls.filter((c) => c.method !== 'answerCallbackQuery')).toEqual([]);
+    }
+    expect((await liveKeysOf(owner)).map((x) => x.keyId)).toEqual([k.keyId]);
+    await chat(k.apiKey); // the key still works: nothing rotated it
+
+    // Commands in a group get a pointer to the private chat and nothing of the account; other
+    // group messages get no answer; an inline query gets an empty answer.
+    for (const cmd of ['/balance', '/history', '/usage', '/rotate', '/topup 100', '/newkey']) {
+      const calls = await fake.deliver(fake.text(owner, cmd, 'group'));
+      expect(calls.map((c) => c.method)).toEqual(['sendMessage']);
+      expect(calls[0]!.params.text).toContain('private chat');
+    }
+    expect(await fake.deliver(fake.text(owner, 'hello everyone', 'group'))).toEqual([]);
+    const inline = await fake.deliver({ inline_query: { id: `iq-${base}`, from: owner, query: 'balance', offset: '' } });
+    expect(inline.map((c) => [c.method, c.params.results])).toEqual([['answerInlineQuery', []]]);
+    expect(await liveKeysOf(owner)).toHaveLength(1);
+  });
+
+  it('odd input in a private chat gets a short, polite answer: unknown commands, long text, stickers', async () => {
+    const user = tgUser(base + 11, 'Judy');
+    const long = 'tell me everything '.repeat(215); // about 4,000 characters
+    const cases: [Record<string, any>, string][] = [
+      [fake.text(user, '/frobnicate now'), "I don't know that command"],
+      [fake.text(user, long), 'commands only'],
+      [fake.text(user, 'hello?'), 'commands only'],
+      [fake.message(user, { sticker: { file_id: 'stk', file_unique_id: 'stk-u', type: 'regular', width: 512, height: 512, is_animated: false, is_video: false } }), 'commands only'],
+    ];
+    for (const [update, expected] of cases) {
+      const calls = await fake.deliver(update);
+      expect(calls.map((c) => c.method)).toEqual(['sendMessage']);
+      const text = calls[0]!.params.text as string;
+      expect(text).toContain(expected);
+      expect(text).toContain('/help');
+      expect(text.length).toBeLessThan(120);
+    }
+  });
+
+  it('invoices cannot be paid from forwarded copies, and a payment reported outside the private chat is credited and answered privately', async () => {
+    const user = tgUser(base + 12, 'Mallory');
+    const k = await newKeyFor(user);
+    const invoice = await invoiceFor(user, 20);
+    expect(invoice.params.start_parameter).toBeTruthy(); // forwarded copies link to the bot instead of a Pay button
+    const pre = await fake.deliver(fake.preCheckout(user, { total_amount: 20, invoice_payload: invoice.params.payload }));
+    expect(callsOf(pre, 'answerPreCheckoutQuery')[0]!.params).toMatchObject({ ok: true });
+    const before = (await balanceOf(k.accountId)).balance;
+    const charge = `chg-group-${base}`;
+    const paid = await fake.deliver(fake.message(user, {
+      successful_payment: { currency: 'XTR', total_amount: 20, invoice_payload: invoice.params.payload, telegram_payment_charge_id: charge, provider_payment_charge_id: '' },
+    }, 'group'));
+    expect((await balanceOf(k.accountId)).balance).toBe(before + 20n * NANO_PER_STAR);
+    expect(callsOf(paid, 'sendMessage').map((c) => c.params.chat_id)).toEqual([user.id]);
+    expect(textsOf(paid)).toContain('credited');
   });
 
   it('/history and ListLedger page through the ledger with a cursor; every row names its cause', async () => {

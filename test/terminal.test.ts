@@ -121,7 +121,7 @@ describe('npm start at a terminal', () => {
     const summary = out.slice(out.indexOf('gateway ready'));
     const row = (label: string) => new RegExp(`^ +${label} +(.*)$`, 'm').exec(summary)?.[1];
     expect(row('HTTP')).toBe(`${httpUrl}/v1  this machine only (127.0.0.1); /metrics needs METRICS_TOKEN`);
-    expect(row('RPC')).toBe(`http://127.0.0.1:${grpcPort}  all interfaces (0.0.0.0): anyone who can reach this machine; ADMIN_TOKEN required`);
+    expect(row('RPC')).toBe(`http://127.0.0.1:${grpcPort}  all interfaces (0.0.0.0): anyone who can reach this machine; Billing/Catalogue need ADMIN_TOKEN`);
     expect(row('database')).toBe(`embedded, in ${dataDir} (set DATABASE_URL for a PostgreSQL server)`);
     expect(row('billing')).toBe('a hold and a settlement per request (credit leases need DATABASE_URL)');
     expect(row('providers')).toMatch(/^openai +\d+ models +key set, at http:\/\/127\.0\.0\.1:\d+\/v1$/);

@@ -16,6 +16,8 @@ import type { Logger } from 'pino';
 export interface CachedKey {
   keyId: string;
   accountId: string;
+  /** Whose rate window it counts in (see RateDecision.windowId). */
+  windowId?: string;
   /** Effective limits (the key's own or the defaults); 0 means unlimited. */
   rpm: number;
   tpm: number;
@@ -121,6 +123,11 @@ export class KeyCache {
     }
     this.lookups?.(e ? 'hit' : 'miss').inc();
     return e;
+  }
+
+  /** Counts a key check made in the database outside `get` (src/billing/key-check.ts). */
+  noteDatabaseLookup(): void {
+    this.lookups?.(this.live ? 'miss' : 'off').inc();
   }
 
   /** The entry, if any, without counting a lookup (for bookkeeping after the request). */

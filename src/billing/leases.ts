@@ -13,7 +13,7 @@
 // a customer is never charged twice or beyond their balance.
 import type { Logger } from 'pino';
 import { retryIfConnectionLost, type Db } from '../db/db.ts';
-import { newId, type Ledger } from './ledger.ts';
+import { newId, type Balance, type Ledger } from './ledger.ts';
 
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => ((r as { rows?: Row[] }).rows ?? []);
@@ -54,6 +54,8 @@ interface Lease {
   /** Not reserved by a request in flight nor charged by one waiting for its batch. */
   free: bigint;
   inFlight: number;
+  /** What the requests in flight have reserved: the customer's "held". */
+  reserved: bigint;
   pending: LeasedCharge[];
   lastUsed: number;
   /** Database work on this lease, one statement at a time. */
@@ -68,6 +70,8 @@ export interface Reservation {
 
 export class LeaseBook {
   private readonly leases = new Map<string, Lease>();
+  /** Leases being returned: their last batch may still be unwritten. */
+  private readonly retiring = new Set<Lease>();
   private readonly opening = new Map<string, Promise<Lease | undefined>>();
   private readonly timer: NodeJS.Timeout;
   private ticks = 0;
@@ -96,6 +100,7 @@ export class LeaseBook {
       if (lease.closed) continue;
       if (lease.free < amountNano) return undefined;
       lease.free -= amountNano;
+      lease.reserved += amountNano;
       lease.inFlight++;
       lease.lastUsed = performance.now();
       return { lease, amountNano };
@@ -107,10 +112,36 @@ export class LeaseBook {
   settle(r: Reservation, charge: Omit<LeasedCharge, 'costNano' | 'uncoveredNano'>, costNano: bigint): bigint {
     const charged = costNano < r.amountNano ? costNano : r.amountNano;
     r.lease.free += r.amountNano - charged;
+    r.lease.reserved -= r.amountNano;
     r.lease.inFlight--;
     r.lease.pending.push({ ...charge, costNano: charged, uncoveredNano: costNano - charged });
     if (r.lease.pending.length >= 256) this.flush(r.lease).catch((err) => this.log.warn({ err, lease: r.lease.id }, 'lease flush failed; retried next tick'));
     return charged;
+  }
+
+  /**
+   * An account's balance as its key holder should see it from this instance: the written
+   * figures (`read`, which leaves lease reservations out) less the charges this instance has
+   * made in memory and not yet written, with the reservations of its requests in flight as held.
+   * The read runs in the leases' queues, so no batch is written meanwhile: each charge is
+   * counted once, in the database or in memory. Another instance's unwritten charges are not
+   * known here: they appear within its LEASE_FLUSH_MS.
+   */
+  async customerView(accountId: string, read: () => Promise<Balance>): Promise<Balance> {
+    const mine = [...this.retiring].filter((l) => l.accountId === accountId);
+    const live = this.leases.get(accountId);
+    if (live) mine.push(live);
+    const inQueues = mine.reduce<() => Promise<Balance>>((inner, lease) => () => this.serial(lease, inner), read);
+    const written = await inQueues();
+    let unwritten = 0n;
+    let reserved = 0n;
+    for (const lease of mine) {
+      for (const c of lease.pending) unwritten += c.costNano;
+      reserved += lease.reserved;
+    }
+    const balanceNano = written.balanceNano - unwritten;
+    const heldNano = written.heldNano + reserved;
+    return { accountId, balanceNano, heldNano, availableNano: balanceNano - heldNano };
   }
 
   /** Writes every pending charge and returns every lease (shutdown). */
@@ -129,7 +160,7 @@ export class LeaseBook {
       const want = need > this.config.sliceNano ? need : this.config.sliceNano;
       const hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId: id, minNano: need, maxNano: want, ttlSeconds: this.config.ttlSeconds });
       if (hold.kind !== 'held') return undefined;
-      const lease: Lease = { id, accountId, free: hold.amountNano, inFlight: 0, pending: [], lastUsed: performance.now(), queue: Promise.resolve(), closed: false };
+      const lease: Lease = { id, accountId, free: hold.amountNano, inFlight: 0, reserved: 0n, pending: [], lastUsed: performance.now(), queue: Promise.resolve(), closed: false };
       this.leases.set(accountId, lease);
       return lease;
     }).finally(() => this.opening.delete(accountId));
@@ -223,7 +254,9 @@ export class LeaseBook {
   private async retire(lease: Lease): Promise<void> {
     lease.closed = true;
     if (this.leases.get(lease.accountId) === lease) this.leases.delete(lease.accountId);
+    this.retiring.add(lease);
     await this.flush(lease).catch((err) => this.log.error({ err, lease: lease.id }, 'lease flush failed'));
+    this.retiring.delete(lease);
     await this.serial(lease, () => this.db.raw(
       `WITH h AS (
          UPDATE holds SET status = 'settled', charged_nano = 0, closed_at = now() WHERE request_id = ? AND status = 'active'

@@ -96,7 +96,7 @@ export interface RefundResult {
 }
 
 export class LedgerError extends Error {
-  readonly code: 'unknown_key' | 'invalid_amount' | 'duplicate_request';
+  readonly code: 'unknown_key' | 'invalid_amount' | 'duplicate_request' | 'idempotency_conflict';
   constructor(code: LedgerError['code'], message: string) {
     super(message);
     this.code = code;
@@ -154,8 +154,14 @@ export class Ledger {
     });
     let balanceNano = 0n;
     if (opts.creditsNano > 0n) {
-      const r = await this.topUp({ accountId, amountNano: opts.creditsNano, externalId: opts.externalId ?? `create:${accountId}`, cause: opts.cause });
-      balanceNano = r.balanceNano;
+      try {
+        const r = await this.topUp({ accountId, amountNano: opts.creditsNano, externalId: opts.externalId ?? `create:${accountId}`, cause: opts.cause });
+        balanceNano = r.balanceNano;
+      } catch (err) {
+        // An opening credit whose external id was already used (necessarily by another account:
+        // this one is new) credits nothing, e.g. a second welcome credit for one person.
+        if (!(err instanceof LedgerError && err.code === 'idempotency_conflict')) throw err;
+      }
     }
     return { apiKey, key: { keyId, accountId, prefix: visiblePrefix(apiKey) }, balanceNano };
   }
@@ -172,7 +178,9 @@ export class Ledger {
 
   /**
    * Credits an account once per external id. Concurrent calls with the same id serialise on
-   * the unique index; the losers see `applied: false`.
+   * the unique index; the losers see `applied: false`. An external id already used for another
+   * account or another amount is an error (`idempotency_conflict`), as a payment API treats a
+   * reused idempotency key with different parameters: "already applied" would hide a mistake.
    */
   async topUp(opts: { accountId: string; amountNano: bigint; externalId: string; cause: string }): Promise<{ applied: boolean; balanceNano: bigint }> {
     if (opts.amountNano <= 0n) throw new LedgerError('invalid_amount', 'a top-up must be positive');
@@ -189,7 +197,13 @@ export class Ledger {
           [opts.accountId, opts.amountNano.toString(), after.toString(), opts.externalId, opts.cause],
         ),
       );
-      if (inserted.length === 0) return { applied: false, balanceNano: big(acct.b) };
+      if (inserted.length === 0) {
+        const first = rowsOf(await trx.raw(`SELECT account_id, amount_nano::text AS amount FROM ledger WHERE kind = 'topup' AND external_id = ?`, [opts.externalId]))[0];
+        if (first && (first.account_id !== opts.accountId || big(first.amount) !== opts.amountNano)) {
+          throw new LedgerError('idempotency_conflict', `external id '${opts.externalId}' was already used for a different top-up (${first.account_id !== opts.accountId ? 'another account' : `${first.amount} nano-USD`}); use a new external id for a new top-up`);
+        }
+        return { applied: false, balanceNano: big(acct.b) };
+      }
       await trx.raw(`UPDATE accounts SET balance_nano = balance_nano + CAST(? AS bigint) WHERE id = ?`, [opts.amountNano.toString(), opts.accountId]);
       return { applied: true, balanceNano: after };
     });
@@ -203,7 +217,31 @@ export class Ledger {
     return { accountId, balanceNano: b, heldNano: h, availableNano: b - h };
   }
 
-  /** New key on the same account; the old one is revoked in the same transaction. */
+  /**
+   * The account as its key holder should see it: the written balance, and held only what
+   * requests in flight hold. Credit leases (holds named `lease_…`) are an instance's
+   * reservation, not the customer's spending, so they are left out (see LeaseBook.customerView
+   * for what an instance adds from memory).
+   */
+  async customerBalance(accountId: string): Promise<Balance> {
+    const r = rowsOf(await this.db.raw(
+      `SELECT a.balance_nano::text AS b,
+              (SELECT COALESCE(sum(h.amount_nano), 0)::text FROM holds h
+               WHERE h.account_id = a.id AND h.status = 'active' AND NOT starts_with(h.request_id, 'lease_')) AS h
+       FROM accounts a WHERE a.id = ?`,
+      [accountId],
+    ))[0];
+    if (!r) throw new LedgerError('unknown_key', 'no such account');
+    const b = big(r.b);
+    const h = big(r.h);
+    return { accountId, balanceNano: b, heldNano: h, availableNano: b - h };
+  }
+
+  /**
+   * New key on the same account; the old one is revoked in the same transaction. The new key
+   * keeps the old one's rate limits and counts in the same rate window (migration 009), so a
+   * rotation neither lifts a limit nor starts a fresh minute.
+   */
   async rotate(keyId: string): Promise<{ apiKey: string; key: KeyRow }> {
     const apiKey = generateKey();
     const newKeyId = newId('key');
@@ -211,7 +249,11 @@ export class Ledger {
       const old = rowsOf(await trx.raw(`SELECT account_id FROM api_keys WHERE id = ? AND revoked_at IS NULL FOR UPDATE`, [keyId]))[0];
       if (!old) throw new LedgerError('unknown_key', 'no such live key');
       const accountId = old.account_id as string;
-      await trx.raw(`INSERT INTO api_keys (id, account_id, key_hash, prefix) VALUES (?, ?, ?, ?)`, [newKeyId, accountId, this.hash(apiKey), visiblePrefix(apiKey)]);
+      await trx.raw(
+        `INSERT INTO api_keys (id, account_id, key_hash, prefix, rpm_limit, tpm_limit, window_key_id)
+         SELECT ?, account_id, ?, ?, rpm_limit, tpm_limit, COALESCE(window_key_id, id) FROM api_keys WHERE id = ?`,
+        [newKeyId, this.hash(apiKey), visiblePrefix(apiKey), keyId],
+      );
       await trx.raw(`UPDATE api_keys SET revoked_at = now(), replaced_by = ? WHERE id = ?`, [newKeyId, keyId]);
       return { apiKey, key: { keyId: newKeyId, accountId, prefix: visiblePrefix(apiKey) } };
     });

@@ -11,6 +11,8 @@
 // but did not use stays counted until it is handed back (after GRANT_IDLE_MS without use) or the
 // minute ends: meanwhile other instances can be refused early, never admitted beyond the limit.
 // Tokens settled by requests are added to the window in one statement per LIMITER_FLUSH_MS.
+// A key and the keys it was rotated into share one window (api_keys.window_key_id), so a
+// rotation starts no fresh minute.
 import type { Logger } from 'pino';
 import { retryIfConnectionLost, type Db } from '../db/db.ts';
 import type { CachedKey, KeyCache } from './key-cache.ts';
@@ -25,6 +27,8 @@ export interface RateDecision {
   allowed: boolean;
   keyId: string;
   accountId: string;
+  /** The key whose rate window this one counts in (itself, or the first key it was rotated from). */
+  windowId: string;
   limitRequests: number;
   remainingRequests: number;
   limitTokens: number;
@@ -43,6 +47,7 @@ const LIMITER_FLUSH_MS = 100;
 interface Grant {
   keyId: string;
   accountId: string;
+  windowId: string;
   rpm: number;
   tpm: number;
   windowStart: string;
@@ -68,7 +73,7 @@ export class RateLimiter {
   private readonly log: Logger | undefined;
   private readonly grants = new Map<string, Grant>();
   private readonly claiming = new Map<string, Promise<unknown>>();
-  /** Tokens to add to windows, by key id. */
+  /** Tokens to add to windows, by window id. */
   private pendingTokens = new Map<string, bigint>();
   private readonly timer: NodeJS.Timeout;
 
@@ -116,11 +121,11 @@ export class RateLimiter {
     if (tokens <= 0n) return;
     const hex = keyHash.toString('hex');
     const cached = this.cache?.peek(hex);
-    const key = this.known.get(hex) ?? (cached && { keyId: cached.keyId, tokenLimited: cached.tpm !== 0 });
+    const key = this.known.get(hex) ?? (cached && { windowId: cached.windowId ?? cached.keyId, tokenLimited: cached.tpm !== 0 });
     if (!key?.tokenLimited) return;
     const g = this.grants.get(hex);
     if (g) g.localTokens += Number(tokens);
-    this.pendingTokens.set(key.keyId, (this.pendingTokens.get(key.keyId) ?? 0n) + tokens);
+    this.pendingTokens.set(key.windowId, (this.pendingTokens.get(key.windowId) ?? 0n) + tokens);
   }
 
   async setLimits(keyId: string, rpm: number | null, tpm: number | null): Promise<boolean> {
@@ -149,7 +154,7 @@ export class RateLimiter {
     g.used++;
     g.lastUsed = now;
     return {
-      allowed: true, keyId: g.keyId, accountId: g.accountId,
+      allowed: true, keyId: g.keyId, accountId: g.accountId, windowId: g.windowId,
       limitRequests: g.rpm, remainingRequests: g.rpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, g.rpm - g.windowRequests) + (g.granted - g.used),
       limitTokens: g.tpm, remainingTokens: g.tpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, g.tpm - g.windowTokens - g.localTokens),
       resetSeconds: Math.max(1, Math.ceil((g.endsAt - now) / 1000)),
@@ -165,15 +170,15 @@ export class RateLimiter {
     if (!r) return undefined; // unknown or revoked key: the caller answers 401
     const d = this.decide(hex, r);
     if (this.cache) {
-      this.cache.fill(hex, { keyId: d.keyId, accountId: d.accountId, rpm: d.limitRequests, tpm: d.limitTokens }, mark);
+      this.cache.fill(hex, { keyId: d.keyId, accountId: d.accountId, windowId: d.windowId, rpm: d.limitRequests, tpm: d.limitTokens }, mark);
       if (d.allowed && (d.limitRequests > 0 || d.limitTokens > 0)) {
         const fresh: Grant = {
-          keyId: d.keyId, accountId: d.accountId, rpm: d.limitRequests, tpm: d.limitTokens, windowStart: String(r.window_start),
+          keyId: d.keyId, accountId: d.accountId, windowId: d.windowId, rpm: d.limitRequests, tpm: d.limitTokens, windowStart: String(r.window_start),
           endsAt: sentAt + Number(r.reset_ms), granted: Number(r.grant), used: 1, windowRequests: Number(r.requests),
           windowTokens: Number(r.tokens ?? 0), localTokens: 0, lastUsed: performance.now(),
         };
         const prev = this.grants.get(hex);
-        if (prev && prev.windowStart === fresh.windowStart && prev.keyId === fresh.keyId && prev.rpm === fresh.rpm && prev.tpm === fresh.tpm) {
+        if (prev && prev.windowStart === fresh.windowStart && prev.windowId === fresh.windowId && prev.rpm === fresh.rpm && prev.tpm === fresh.tpm) {
           // Another grant from the same window (claims that overlapped): both are ours to use.
           prev.granted += fresh.granted;
           prev.used += 1;
@@ -195,10 +200,11 @@ export class RateLimiter {
     const most = this.cache ? MAX_GRANT : 1;
     return this.db.raw(
       `WITH k AS (
-         SELECT id, account_id, COALESCE(rpm_limit, ?) AS rpm, COALESCE(tpm_limit, ?) AS tpm FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
+         SELECT id, account_id, COALESCE(window_key_id, id) AS wid, COALESCE(rpm_limit, ?) AS rpm, COALESCE(tpm_limit, ?) AS tpm
+         FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
        ), w AS (
          INSERT INTO rate_windows AS r (key_id, window_start, requests, last_grant)
-         SELECT k.id, date_trunc('minute', now()), g.n, g.n FROM k,
+         SELECT k.wid, date_trunc('minute', now()), g.n, g.n FROM k,
            LATERAL (SELECT CASE WHEN k.rpm = 0 THEN CAST(? AS int) ELSE GREATEST(1, LEAST(CAST(? AS int), k.rpm / ?)) END AS n) g
          WHERE k.rpm > 0 OR k.tpm > 0
          ON CONFLICT (key_id, window_start) DO UPDATE
@@ -208,10 +214,10 @@ export class RateLimiter {
            AND ((SELECT tpm FROM k) = 0 OR r.tokens < (SELECT tpm FROM k))
          RETURNING r.requests, r.tokens, r.last_grant, r.window_start
        )
-       SELECT k.id AS key_id, k.account_id, k.rpm, k.tpm::text AS tpm, w.requests, w.tokens::text AS tokens, w.last_grant AS grant,
+       SELECT k.id AS key_id, k.account_id, k.wid AS window_id, k.rpm, k.tpm::text AS tpm, w.requests, w.tokens::text AS tokens, w.last_grant AS grant,
               w.window_start::text AS window_start,
-              (SELECT r.requests FROM rate_windows r WHERE r.key_id = k.id AND r.window_start = date_trunc('minute', now())) AS seen,
-              (SELECT r.tokens::text FROM rate_windows r WHERE r.key_id = k.id AND r.window_start = date_trunc('minute', now())) AS seen_tokens,
+              (SELECT r.requests FROM rate_windows r WHERE r.key_id = k.wid AND r.window_start = date_trunc('minute', now())) AS seen,
+              (SELECT r.tokens::text FROM rate_windows r WHERE r.key_id = k.wid AND r.window_start = date_trunc('minute', now())) AS seen_tokens,
               floor(extract(epoch FROM date_trunc('minute', now()) + interval '1 minute' - now()) * 1000)::int AS reset_ms
        FROM k LEFT JOIN w ON true`,
       [this.defaults.rpm, this.defaults.tpm, keyHash, most, most, GRANT_SHARE, most, most, GRANT_SHARE, most, most, GRANT_SHARE],
@@ -223,7 +229,7 @@ export class RateLimiter {
     const tpm = Number(r.tpm);
     // A key without limits is not counted: its window row is never written (no hot row).
     const unlimited = rpm === 0 && tpm === 0;
-    this.noteKey(hex, r.key_id as string, tpm !== 0);
+    this.noteKey(hex, r.window_id as string, tpm !== 0);
     const allowed = unlimited || r.requests != null;
     const used = allowed ? Number(r.requests) : Number(r.seen ?? 0);
     const tokens = Number((allowed ? r.tokens : r.seen_tokens) ?? 0);
@@ -234,6 +240,7 @@ export class RateLimiter {
       allowed,
       keyId: r.key_id as string,
       accountId: r.account_id as string,
+      windowId: r.window_id as string,
       limitRequests: rpm,
       remainingRequests: rpm === 0 ? Number.MAX_SAFE_INTEGER : requestsExhausted ? 0 : Math.max(0, rpm - used),
       limitTokens: tpm,
@@ -242,12 +249,12 @@ export class RateLimiter {
     };
   }
 
-  /** Keys seen by a statement: their id and whether a token limit applies (bounded; forgotten keys' tokens are not counted until seen again). */
-  private readonly known = new Map<string, { keyId: string; tokenLimited: boolean }>();
+  /** Keys seen by a statement: their window and whether a token limit applies (bounded; forgotten keys' tokens are not counted until seen again). */
+  private readonly known = new Map<string, { windowId: string; tokenLimited: boolean }>();
 
-  private noteKey(hex: string, keyId: string, tokenLimited: boolean): void {
+  private noteKey(hex: string, windowId: string, tokenLimited: boolean): void {
     if (this.known.size >= 10_000) this.known.clear();
-    this.known.set(hex, { keyId, tokenLimited });
+    this.known.set(hex, { windowId, tokenLimited });
   }
 
   private tick(): void {
@@ -266,7 +273,7 @@ export class RateLimiter {
     g.granted = g.used;
     await this.db.raw(
       `UPDATE rate_windows SET requests = requests - CAST(? AS int) WHERE key_id = ? AND window_start = CAST(? AS timestamptz) AND requests >= CAST(? AS int)`,
-      [unused, g.keyId, g.windowStart, unused],
+      [unused, g.windowId, g.windowStart, unused],
     ).catch((err) => this.log?.warn({ err }, 'handing back a rate grant failed; it lapses with its minute'));
   }
 
@@ -288,9 +295,9 @@ export class RateLimiter {
   }
 }
 
-function unlimited(k: { keyId: string; accountId: string }): RateDecision {
+function unlimited(k: { keyId: string; accountId: string; windowId?: string }): RateDecision {
   return {
-    allowed: true, keyId: k.keyId, accountId: k.accountId, limitRequests: 0, remainingRequests: Number.MAX_SAFE_INTEGER,
+    allowed: true, keyId: k.keyId, accountId: k.accountId, windowId: k.windowId ?? k.keyId, limitRequests: 0, remainingRequests: Number.MAX_SAFE_INTEGER,
     limitTokens: 0, remainingTokens: Number.MAX_SAFE_INTEGER, resetSeconds: 60,
   };
 }

@@ -7,10 +7,12 @@ import { gatewayError, badRequest } from '../rpc/errors.ts';
 import { isWellFormedKey } from './keys.ts';
 import { LedgerError, type KeyRow, type Ledger } from './ledger.ts';
 import type { RateLimiter } from './rate-limits.ts';
+import type { LeaseBook } from './leases.ts';
 
 const keyNotFound = () => gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'key_not_found', message: 'No live key matches.' });
 
-export function billingService(ledger: Ledger, limiter: RateLimiter): ServiceImpl<typeof BillingService> {
+/** `leases`: this instance's credit leases, when BILLING_MODE=lease (balances then include what it has charged in memory). */
+export function billingService(ledger: Ledger, limiter: RateLimiter, leases?: LeaseBook): ServiceImpl<typeof BillingService> {
   async function resolve(ref: KeyRef | undefined, includeRevoked = false): Promise<KeyRow> {
     const r = ref?.ref;
     if (!r?.case || !r.value) throw badRequest('key (api_key or key_id) is required', 'missing_required_parameter', 'key');
@@ -40,13 +42,22 @@ export function billingService(ledger: Ledger, limiter: RateLimiter): ServiceImp
       positive(req.amountNano, 'amount_nano');
       if (!req.externalId) throw badRequest('external_id is required so a retried top-up applies once', 'missing_required_parameter', 'external_id');
       const key = await resolve(req.key, true);
-      const r = await ledger.topUp({ accountId: key.accountId, amountNano: req.amountNano, externalId: req.externalId, cause: req.cause || 'billing-rpc' });
-      return { applied: r.applied, balanceNano: r.balanceNano };
+      try {
+        const r = await ledger.topUp({ accountId: key.accountId, amountNano: req.amountNano, externalId: req.externalId, cause: req.cause || 'billing-rpc' });
+        return { applied: r.applied, balanceNano: r.balanceNano };
+      } catch (err) {
+        // ALREADY_EXISTS: the id is taken by a top-up with other parameters; nothing was credited.
+        if (err instanceof LedgerError && err.code === 'idempotency_conflict') throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'idempotency_conflict', param: 'external_id', message: err.message });
+        throw err;
+      }
     },
 
     async getBalance(req) {
       const key = await resolve(req.key, true);
-      const b = await ledger.balance(key.accountId);
+      // The key holder's own figures: charges (written, or made here and not yet written) and
+      // the holds of requests in flight, never a lease's reservation (see docs/billing.md).
+      const read = () => ledger.customerBalance(key.accountId);
+      const b = leases ? await leases.customerView(key.accountId, read) : await read();
       return { accountId: b.accountId, balanceNano: b.balanceNano, heldNano: b.heldNano, availableNano: b.availableNano };
     },
 

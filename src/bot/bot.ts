@@ -52,6 +52,9 @@ function parsePayload(payload: string): { keyId: string; nanoPerStar: bigint } |
   return m ? { keyId: m[1]!, nanoPerStar: BigInt(m[2]!) } : undefined;
 }
 
+/** Message contents people send (service messages, such as a pinned message, get no answer). */
+const USER_CONTENT = ['sticker', 'photo', 'document', 'voice', 'video', 'video_note', 'audio', 'animation', 'location', 'contact', 'poll', 'dice', 'venue'] as const;
+
 const isNotFound = (err: unknown) => err instanceof ConnectError && err.code === Code.NotFound;
 const TRANSIENT = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.Internal, Code.Unknown, Code.Aborted]);
 
@@ -79,22 +82,44 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
   const liveKeys = async (owner: string): Promise<KeyInfo[]> => (await billing.listKeys({ owner })).keys;
   const noKey = 'You have no key yet. /newkey creates one.';
 
+  /** The sender's own private chat with the bot (in a private chat, its id is the user's). */
+  function inPrivateChat(ctx: Context): boolean {
+    return ctx.chat?.type === 'private' && ctx.from !== undefined && ctx.chat.id === ctx.from.id;
+  }
+
+  const paymentMessage = (ctx: Context) => ctx.message?.successful_payment !== undefined || ctx.message?.refunded_payment !== undefined;
+
+  /** A short refusal where the update allows one, and nothing else: no billing call. */
+  async function refuseOutsidePrivateChat(ctx: Context): Promise<void> {
+    const text = 'Please talk to me in a private chat: keys and balances are not for groups.';
+    if (ctx.callbackQuery) return void (await ctx.answerCallbackQuery({ text, show_alert: true }).catch(() => undefined));
+    if (ctx.inlineQuery) return void (await ctx.answerInlineQuery([], { cache_time: 0, is_personal: true }).catch(() => undefined));
+    // In a group, answer commands only: replying to every message there would be noise.
+    if (ctx.message?.text?.startsWith('/') && ctx.chat) await ctx.reply(text).catch(() => undefined);
+  }
+
+  /** Where to answer a payment message: the payer's private chat, wherever the message came. */
+  const payerChat = (ctx: Context) => (inPrivateChat(ctx) ? ctx.chat!.id : ctx.from!.id);
+  const tellPayer = (ctx: Context, text: string) => ctx.api.sendMessage(payerChat(ctx), text);
+
   function requireOwner(ctx: Context): string {
     if (!ctx.from) throw new Error('update without a sender');
     return ownerOf(ctx.from.id);
   }
 
-  // Keys and balances are private: commands work in private chats only.
+  // Keys and balances are private: every update is refused outside the sender's own private
+  // chat with the bot (commands, button presses, inline queries, anything), before any billing
+  // call, so nothing of an account is ever read, changed or posted in a group. Two exceptions,
+  // both Telegram's own record of money, never a user's: the pre-checkout query (it has no chat;
+  // it only checks the payer holds the key) and the payment service messages (the Stars were
+  // taken: they are credited, and answered in the payer's private chat only).
   bot.use(async (ctx, next) => {
-    if (ctx.message && ctx.chat && ctx.chat.type !== 'private') {
-      if (ctx.message.text?.startsWith('/')) await ctx.reply('Please talk to me in a private chat: keys and balances are not for groups.');
-      return;
-    }
+    if (!inPrivateChat(ctx) && !ctx.preCheckoutQuery && !paymentMessage(ctx)) return refuseOutsidePrivateChat(ctx);
     try {
       await next();
     } catch (err) {
       log.error({ err, update: ctx.update.update_id }, 'telegram update failed');
-      if (ctx.chat) await ctx.reply('Sorry, something went wrong on our side. Please try again in a moment.').catch(() => undefined);
+      if (inPrivateChat(ctx)) await ctx.reply('Sorry, something went wrong on our side. Please try again in a moment.').catch(() => undefined);
     }
   });
 
@@ -184,7 +209,9 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
       payloadFor(key.keyId, config.nanoPerStar),
       'XTR',
       [{ label: `${credit} of credit`, amount: stars }],
-      { provider_token: '' }, // Stars: no payment provider
+      // Stars: no payment provider. A start parameter makes forwarded copies of the invoice a
+      // link to this bot instead of a Pay button, so an invoice is paid in the private chat only.
+      { provider_token: '', start_parameter: 'topup' },
     );
   }
 
@@ -256,13 +283,14 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
     const p = parsePayload(pay.invoice_payload);
     if (pay.currency !== 'XTR' || !p) {
       log.error({ charge, owner, currency: pay.currency }, 'successful payment with an unknown invoice; not credited');
-      return void (await ctx.reply(`We could not match this payment to a key. Please send /paysupport with payment id ${charge}.`));
+      return void (await tellPayer(ctx, `We could not match this payment to a key. Please send /paysupport with payment id ${charge}.`));
     }
     const amountNano = BigInt(pay.total_amount) * p.nanoPerStar;
     try {
       const r = await withRetries(() => billing.topUp({ key: ref(p.keyId, owner), amountNano, externalId: paymentExternalId(charge), cause: CAUSES.payment }));
       log.info({ charge, owner, stars: pay.total_amount, amountNano: amountNano.toString(), applied: r.applied }, 'stars payment');
-      await ctx.reply(
+      await tellPayer(
+        ctx,
         r.applied
           ? `Thank you! ${pay.total_amount} Stars: ${formatUsd(amountNano)} credited. Balance: ${formatUsd(r.balanceNano)}.`
           : `This payment (${pay.total_amount} Stars) was already credited. Balance: ${formatUsd(r.balanceNano)}.`,
@@ -270,7 +298,7 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
     } catch (err) {
       // Paid but not credited: loud in the log with the charge id, so an operator can reconcile.
       log.error({ err, charge, owner, stars: pay.total_amount }, 'stars payment NOT credited');
-      await ctx.reply(`Your payment arrived but crediting it failed. Please send /paysupport with payment id ${charge}.`);
+      await tellPayer(ctx, `Your payment arrived but crediting it failed. Please send /paysupport with payment id ${charge}.`);
     }
   });
 
@@ -280,7 +308,7 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
     try {
       const r = await withRetries(() => billing.refundTopUp({ externalId: paymentExternalId(rp.telegram_payment_charge_id), cause: CAUSES.refund }));
       log.info({ charge: rp.telegram_payment_charge_id, applied: r.applied, refundedNano: r.refundedNano.toString() }, 'stars refund');
-      if (r.applied) await ctx.reply(refundText(rp.total_amount, r.topupNano, r.refundedNano, r.balanceNano));
+      if (r.applied) await tellPayer(ctx, refundText(rp.total_amount, r.topupNano, r.refundedNano, r.balanceNano));
     } catch (err) {
       if (isNotFound(err)) return void log.warn({ charge: rp.telegram_payment_charge_id }, 'refund of a payment that was never credited');
       throw err;
@@ -400,6 +428,15 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
   // Buttons of old messages the bot no longer knows.
   bot.on('callback_query:data', async (ctx) => {
     await ctx.answerCallbackQuery({ text: 'This button has expired.' });
+  });
+
+  // Anything else a person sends (an unknown command, plain or very long text, a sticker, a
+  // photo...): a short, polite pointer, never an echo of what they sent.
+  bot.on('message', async (ctx) => {
+    const m = ctx.message;
+    if (m.text?.startsWith('/')) return void (await ctx.reply("I don't know that command. /help lists what I can do."));
+    const sent = m.text !== undefined || USER_CONTENT.some((kind) => m[kind] !== undefined);
+    if (sent) await ctx.reply('I answer to commands only. /help lists them; /start says what this is.');
   });
 
   bot.catch((err) => log.error({ err: err.error, update: err.ctx.update.update_id }, 'telegram middleware error'));

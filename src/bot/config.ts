@@ -1,6 +1,7 @@
 // The Telegram bot's settings, read from the environment once. Kept apart from the gateway's
 // own Config: the bot runs inside the gateway (when TELEGRAM_BOT_TOKEN is set) or alone.
 import { usdToNano } from '../billing/money.ts';
+import { localRpcUrl } from '../config/exposure.ts';
 
 export interface BotConfig {
   token: string;
@@ -78,7 +79,7 @@ export function loadBotConfig(env: NodeJS.ProcessEnv = process.env, defaults: { 
     publicBaseUrl: (nonEmpty(env.PUBLIC_BASE_URL) ?? defaults.publicBaseUrl ?? `http://localhost:${nonEmpty(env.PORT) ?? '8080'}`).replace(/\/+$/, ''),
     adminIds,
     supportText: nonEmpty(env.TELEGRAM_SUPPORT_TEXT) ?? 'For questions about a payment or a refund, contact the operator of this gateway.',
-    rpcUrl: nonEmpty(env.GATEWAY_RPC_URL) ?? `http://127.0.0.1:${nonEmpty(env.GRPC_PORT) ?? '8081'}`,
+    rpcUrl: nonEmpty(env.GATEWAY_RPC_URL) ?? localRpcUrl(env),
     adminToken: nonEmpty(env.ADMIN_TOKEN),
   };
 }

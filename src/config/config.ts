@@ -25,9 +25,12 @@ export interface Config {
   dataDir: string;
   /** Pepper for key hashes; when unset one is generated and kept in the database. */
   keyHashSecret: string | undefined;
-  /** Bearer token for GET /metrics; unset means the endpoint is open. */
+  /** Bearer token for GET /metrics; unset means loopback callers only (see src/config/exposure.ts). */
   metricsToken: string | undefined;
-  /** Bearer token required on the network RPC port; unset means the port is open (bind it privately). */
+  /**
+   * Bearer token Billing and Catalogue calls on the RPC port must carry. Unset means only
+   * callers on this machine are answered, and the gateway refuses a non-loopback GRPC_HOST.
+   */
   adminToken: string | undefined;
   providers: Record<ProviderName, ProviderConfig>;
   /** Largest request body the HTTP facade accepts on JSON routes. */
@@ -52,8 +55,10 @@ export interface Config {
     sweepIntervalMs: number;
   };
   media: {
-    /** Largest multipart upload (image edits, transcriptions); OpenAI's own limit is 25 MB. */
+    /** Largest file in a multipart upload (image edits, transcriptions); OpenAI's own limit is 25 MB. */
     uploadLimitBytes: number;
+    /** Largest multipart request, all parts together (413 above); also bounds one RPC message. */
+    uploadTotalLimitBytes: number;
     /** Most files in one upload (image edits take up to 16 images and a mask). */
     maxFiles: number;
     /** Largest plain multipart field (a prompt). */
@@ -151,7 +156,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   return {
     host: nonEmpty(env.HOST) ?? '0.0.0.0',
     port: int(env, 'PORT', 8080),
-    grpcHost: nonEmpty(env.GRPC_HOST) ?? '0.0.0.0',
+    // The RPC port serves billing: loopback unless an operator opens it (with ADMIN_TOKEN).
+    grpcHost: nonEmpty(env.GRPC_HOST) ?? '127.0.0.1',
     grpcPort: int(env, 'GRPC_PORT', 8081),
     databaseUrl: nonEmpty(env.DATABASE_URL),
     dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? 'data'),
@@ -171,6 +177,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     },
     media: {
       uploadLimitBytes: int(env, 'UPLOAD_LIMIT_BYTES', 25 * 1024 * 1024),
+      uploadTotalLimitBytes: int(env, 'UPLOAD_TOTAL_LIMIT_BYTES', 64 * 1024 * 1024),
       maxFiles: int(env, 'UPLOAD_MAX_FILES', 17),
       fieldLimitBytes: int(env, 'UPLOAD_FIELD_LIMIT_BYTES', 128 * 1024),
       pollIntervalMs: int(env, 'IMAGE_POLL_INTERVAL_MS', 500),

@@ -7,9 +7,9 @@ import type { Config } from '../config/config.ts';
 import { InferenceService, type FormPart, type InferenceResponse } from '../gen/gateway/v1/inference_pb.js';
 import { create } from '@bufbuild/protobuf';
 import { FormPartSchema } from '../gen/gateway/v1/inference_pb.js';
-import { keyFromHeaders, isWellFormedKey } from '../billing/keys.ts';
-import { toGatewayError, UNAUTHORIZED_MESSAGE } from '../rpc/errors.ts';
+import { toGatewayError } from '../rpc/errors.ts';
 import { openAIError, sendGatewayError } from './errors.ts';
+import { refuseUnread } from './access.ts';
 import { writeChunk } from './write.ts';
 
 type CallOptions = { headers: Record<string, string>; signal?: AbortSignal };
@@ -38,34 +38,48 @@ export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps):
     scope.post('/v1/audio/transcriptions', (req, reply) => relayMultipart(req, reply, (parts, opts) => inference.transcribe({ parts, requestId: req.id }, opts)));
   });
 
+  // The caller's key was confirmed before this runs (access.ts): only key holders are read, and
+  // never more than UPLOAD_TOTAL_LIMIT_BYTES of one request.
   async function relayMultipart(req: FastifyRequest, reply: FastifyReply, call: (parts: FormPart[], opts: CallOptions) => Promise<InferenceResponse>) {
-    reply.header('x-request-id', req.id);
-    // Nothing is read from a caller without a well-formed key: uploads are large.
-    const key = keyFromHeaders(str(req.headers.authorization), str(req.headers['x-api-key']));
-    if (!key || !isWellFormedKey(key)) return refuse(req, reply, 401, openAIError(UNAUTHORIZED_MESSAGE, 'invalid_request_error', 'invalid_api_key'));
+    const { uploadLimitBytes, uploadTotalLimitBytes, maxFiles, fieldLimitBytes } = deps.uploads;
+    const tooLarge = () => refuseUnread(req, reply, 413, openAIError(`The upload is larger than the limit of ${uploadTotalLimitBytes} bytes per request.`, 'invalid_request_error', 'request_too_large'));
     if (!req.isMultipart()) {
-      return refuse(req, reply, 400, openAIError(`${req.routeOptions.url} takes multipart/form-data (as the OpenAI SDKs send it).`, 'invalid_request_error', 'invalid_content_type'));
+      return refuseUnread(req, reply, 400, openAIError(`${req.routeOptions.url} takes multipart/form-data (as the OpenAI SDKs send it).`, 'invalid_request_error', 'invalid_content_type'));
     }
+    if (Number(req.headers['content-length']) > uploadTotalLimitBytes) return tooLarge();
     const parts: FormPart[] = [];
+    let total = 0;
     try {
       for await (const part of req.parts()) {
         if (part.type === 'file') {
-          const data = await part.toBuffer();
-          parts.push(create(FormPartSchema, { name: part.fieldname, filename: part.filename || 'upload', contentType: part.mimetype, data }));
+          const chunks: Buffer[] = [];
+          for await (const chunk of part.file as AsyncIterable<Buffer>) {
+            total += chunk.length;
+            // Leaving the loop destroys the part: the parser stops, and the rest is drained unread.
+            if (total > uploadTotalLimitBytes) return tooLarge();
+            chunks.push(chunk);
+          }
+          if (part.file.truncated) {
+            return refuseUnread(req, reply, 413, openAIError(`An uploaded file is larger than the limit of ${uploadLimitBytes} bytes.`, 'invalid_request_error', 'request_too_large'));
+          }
+          parts.push(create(FormPartSchema, { name: part.fieldname, filename: part.filename || 'upload', contentType: part.mimetype, data: Buffer.concat(chunks) }));
         } else {
           if (part.valueTruncated) {
-            return refuse(req, reply, 413, openAIError(`The field '${part.fieldname}' is larger than the limit of ${deps.uploads.fieldLimitBytes} bytes.`, 'invalid_request_error', 'field_too_large', part.fieldname));
+            return refuseUnread(req, reply, 413, openAIError(`The field '${part.fieldname}' is larger than the limit of ${fieldLimitBytes} bytes.`, 'invalid_request_error', 'field_too_large', part.fieldname));
           }
-          parts.push(create(FormPartSchema, { name: part.fieldname, data: Buffer.from(String(part.value ?? ''), 'utf8') }));
+          const data = Buffer.from(String(part.value ?? ''), 'utf8');
+          total += data.length;
+          if (total > uploadTotalLimitBytes) return tooLarge();
+          parts.push(create(FormPartSchema, { name: part.fieldname, data }));
         }
       }
     } catch (err) {
       const status = (err as { statusCode?: number }).statusCode === 413 ? 413 : 400;
       const code = (err as { code?: string }).code;
       const message = status === 413
-        ? code === 'FST_REQ_FILE_TOO_LARGE' ? `An uploaded file is larger than the limit of ${deps.uploads.uploadLimitBytes} bytes.` : `Too many parts in the upload (at most ${deps.uploads.maxFiles} files).`
+        ? code === 'FST_REQ_FILE_TOO_LARGE' ? `An uploaded file is larger than the limit of ${uploadLimitBytes} bytes.` : `Too many parts in the upload (at most ${maxFiles} files).`
         : 'The multipart/form-data body is malformed or incomplete.';
-      return refuse(req, reply, status, openAIError(message, 'invalid_request_error', status === 413 ? 'request_too_large' : 'invalid_multipart'));
+      return refuseUnread(req, reply, status, openAIError(message, 'invalid_request_error', status === 413 ? 'request_too_large' : 'invalid_multipart'));
     }
     return relayUnary(req, reply, 'openai', (_body, opts) => call(parts, opts));
   }
@@ -105,15 +119,6 @@ export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps):
     }
   }
 }
-
-/** Answers without reading the upload, then drains it for a while so the client reads the answer. */
-function refuse(req: FastifyRequest, reply: FastifyReply, status: number, body: object) {
-  req.raw.resume();
-  setTimeout(() => { if (!req.raw.complete) req.raw.socket?.destroy(); }, 5_000).unref();
-  return reply.code(status).type('application/json').send(body);
-}
-
-const str = (v: string | string[] | undefined) => (typeof v === 'string' ? v : undefined);
 
 function withRequestId<T extends { requestId: string }>(ge: T, id: string): T {
   if (!ge.requestId) ge.requestId = id;

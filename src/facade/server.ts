@@ -13,6 +13,9 @@ import { registerModelRoutes } from './model-routes.ts';
 import { registerMediaRoutes } from './media-routes.ts';
 import { registerVideoRoutes } from './video-routes.ts';
 import { writeChunk } from './write.ts';
+import { drainThenCut, registerAccess, shapeOf, unknownRoute } from './access.ts';
+import { bearerMatches } from '../config/bearer.ts';
+import { isLoopbackPeer } from '../config/exposure.ts';
 import type { Config } from '../config/config.ts';
 
 export interface FacadeDeps {
@@ -21,6 +24,7 @@ export interface FacadeDeps {
   bodyLimitBytes: number;
   uploads: Config['media'];
   metrics: Metrics;
+  /** Bearer token for GET /metrics; unset: loopback callers only. */
   metricsToken: string | undefined;
   /** Catalogue ids: the only model names used as metric labels. */
   knownModels: ReadonlySet<string>;
@@ -43,6 +47,9 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   const inference = createClient(InferenceService, deps.transport);
   const catalogue = createClient(CatalogueService, deps.transport);
 
+  // Keys are confirmed before any body is read; every keyed answer carries its cost.
+  registerAccess(app, { inference });
+
   // Bodies stay bytes: the services parse them once, and forward them untouched.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
@@ -59,7 +66,6 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     done();
   });
 
-  const shapeOf = (url: string): WireShape => (url.startsWith('/v1/messages') ? 'anthropic' : 'openai');
   app.setErrorHandler((err: { statusCode?: number; code?: string; message: string }, req, reply) => {
     const status = err.statusCode ?? 500;
     const shape = shapeOf(req.url);
@@ -67,30 +73,33 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     if (status === 413) {
       // Read and discard the rest of the body (for a few seconds at most) so the client gets this
       // answer instead of a reset connection while it is still uploading.
-      // (Node discards an unread body after the response; a body still arriving after 5 s is cut.)
-      req.raw.resume();
-      setTimeout(() => { if (!req.raw.complete) req.raw.socket?.destroy(); }, 5_000).unref();
+      drainThenCut(req);
       return reply.code(413).send(errorBody(shape, 413, `The request body is larger than the limit of ${deps.bodyLimitBytes} bytes.`, 'invalid_request_error', 'request_too_large'));
     }
     if (status >= 400 && status < 500) return reply.code(status).send(errorBody(shape, status, err.message, 'invalid_request_error', err.code ?? null));
     req.log.error({ err }, 'unhandled facade error');
     return reply.code(500).send(errorBody(shape, 500, 'Internal gateway error.', 'server_error'));
   });
-  app.setNotFoundHandler((req, reply) =>
-    reply.code(404).type('application/json').send(errorBody(shapeOf(req.url), 404, `Unknown route: ${req.method} ${req.url.split('?')[0]}`, 'invalid_request_error', 'unknown_route')),
-  );
+  app.setNotFoundHandler(unknownRoute); // (access.ts answers unknown routes before their body is read)
 
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/metrics', async (req, reply) => {
-    if (deps.metricsToken && req.headers.authorization !== `Bearer ${deps.metricsToken}`) return reply.code(401).send({ error: 'metrics token required' });
+    // With METRICS_TOKEN: that bearer token, from anywhere. Without: callers on this machine only.
+    if (deps.metricsToken ? !bearerMatches(req.headers.authorization, deps.metricsToken) : !isLoopbackPeer(req.socket.remoteAddress)) {
+      return deps.metricsToken
+        ? reply.code(401).send({ error: 'metrics token required' })
+        : reply.code(403).send({ error: 'metrics are served to this machine only; set METRICS_TOKEN to read them from elsewhere' });
+    }
     return reply.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });
-  app.get('/readyz', async (_req, reply) => {
+  app.get('/readyz', async (req, reply) => {
     try {
       await deps.ready();
       return { status: 'ready' };
     } catch (err) {
-      return reply.code(503).send({ status: 'not_ready', reason: (err as Error).message });
+      // The cause stays in the log: a database error names hosts, users and paths.
+      req.log.warn({ err }, 'not ready');
+      return reply.code(503).send({ status: 'not_ready', reason: 'a dependency (the database) is not reachable' });
     }
   });
 

@@ -19,6 +19,7 @@ import { baseWorst } from './bill-policy.ts';
 import type { RateDecision, RateLimiter } from '../billing/rate-limits.ts';
 import type { Metrics } from '../log/metrics.ts';
 import type { LeaseBook, Reservation } from '../billing/leases.ts';
+import { KeyCheck } from '../billing/key-check.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export type Json = Record<string, unknown>;
@@ -125,13 +126,16 @@ export class Engine {
   readonly log: Logger;
   /** Set when BILLING_MODE=lease. */
   readonly leases: LeaseBook | undefined;
+  /** Is a key live? Asked before any work on its request. */
+  readonly keys: KeyCheck;
   /** Holds placed by this process and not yet settled. */
   private inFlight = 0;
   /** Streams whose caller left, read on for their usage (relay.ts); shutdown shortens their drain. */
   readonly abandonedStreams = new Set<StreamRun>();
 
-  constructor(deps: { config: Config; ledger: Ledger; upstream: Upstream; limiter: RateLimiter; metrics: Metrics; log: Logger; leases?: LeaseBook }) {
+  constructor(deps: { config: Config; ledger: Ledger; upstream: Upstream; limiter: RateLimiter; metrics: Metrics; log: Logger; leases?: LeaseBook; keys?: KeyCheck }) {
     this.leases = deps.leases;
+    this.keys = deps.keys ?? new KeyCheck(deps.ledger);
     this.config = deps.config;
     this.ledger = deps.ledger;
     this.upstream = deps.upstream;
@@ -149,6 +153,7 @@ export class Engine {
     const keyHash = this.ledger.hash(apiKey);
     const d = await this.limiter.admit(keyHash);
     if (!d) throw unauthorized();
+    this.keys.remember(keyHash);
     if (!d.allowed) throw rateLimited(d, requestId);
     return { keyHash, accountId: d.accountId, keyId: d.keyId };
   }
@@ -171,9 +176,15 @@ export class Engine {
     return apiKey;
   }
 
-  /** A well-formed key and a JSON object body; any other failure still answers 401 first for an unknown key. */
-  async parse(apiKey: string | undefined, raw: Uint8Array): Promise<{ apiKey: string; body: Json }> {
-    if (!apiKey || !isWellFormedKey(apiKey)) throw unauthorized();
+  /** 401 unless the key is live: checked before anything else is done for a request. */
+  async authenticate(apiKey: string | undefined): Promise<string> {
+    if (!apiKey || !(await this.keys.live(apiKey))) throw unauthorized();
+    return apiKey;
+  }
+
+  /** A live key (checked first: nothing is parsed for a stranger) and a JSON object body. */
+  async parse(caller: string | undefined, raw: Uint8Array): Promise<{ apiKey: string; body: Json }> {
+    const apiKey = await this.authenticate(caller);
     let body: unknown;
     try {
       body = JSON.parse(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('utf8'));

@@ -39,6 +39,8 @@ async function* events(source: AsyncGenerator<StreamEvent>) {
 }
 
 export interface InferenceRoutes {
+  /** The key check every route starts with (Engine.authenticate). */
+  authenticate: (apiKey: string | undefined) => Promise<unknown>;
   chat: ChatService;
   messages: MessagesService;
   responses: ResponsesService;
@@ -47,8 +49,12 @@ export interface InferenceRoutes {
   audio: AudioService;
 }
 
-export function inferenceService({ chat, messages, responses, embeddings, images, audio }: InferenceRoutes): ServiceImpl<typeof InferenceService> {
+export function inferenceService({ authenticate, chat, messages, responses, embeddings, images, audio }: InferenceRoutes): ServiceImpl<typeof InferenceService> {
   return {
+    async authenticate(_req, ctx) {
+      await authenticate(callerKey(ctx));
+      return {};
+    },
     async chatCompletion(req, ctx) {
       const r = await chat.complete(callerKey(ctx), req.body, req.requestId || newRequestId());
       return { body: r.body, charge: chargeMessage(r.charge) };

@@ -118,12 +118,9 @@ function reach(l: Listener): string {
 /** The summary as a title and short lines, for a person at a terminal. */
 export function summaryLines(s: StartupSummary): string[] {
   const rows: [string, string][] = [];
-  rows.push(['HTTP', `${s.http.url}/v1  ${reach(s.http)}; /metrics ${s.http.metricsToken ? 'needs METRICS_TOKEN' : 'is open (set METRICS_TOKEN to guard it)'}`]);
-  const rpcGuard = s.rpc.adminToken
-    ? 'ADMIN_TOKEN required'
-    : s.rpc.scope === 'loopback'
-      ? 'no ADMIN_TOKEN'
-      : 'no ADMIN_TOKEN: whoever reaches this port can create keys and move credit';
+  // Without a token, /metrics and the Billing/Catalogue RPCs answer loopback callers only (src/config/exposure.ts).
+  rows.push(['HTTP', `${s.http.url}/v1  ${reach(s.http)}; /metrics ${s.http.metricsToken ? 'needs METRICS_TOKEN' : 'for this machine only (set METRICS_TOKEN to serve it further)'}`]);
+  const rpcGuard = s.rpc.adminToken ? 'Billing/Catalogue need ADMIN_TOKEN' : 'Billing/Catalogue for this machine only (no ADMIN_TOKEN)';
   rows.push(['RPC', `${s.rpc.url}  ${reach(s.rpc)}; ${rpcGuard}`]);
   rows.push(['database', s.database.kind === 'embedded'
     ? `embedded, in ${s.database.dir} (set DATABASE_URL for a PostgreSQL server)`

@@ -29,7 +29,7 @@ describe('start-up summary', () => {
     const row = (label: string) => lines.find((l) => l.startsWith(label))!;
     expect(lines[0]).toBe('gateway ready');
     expect(row('HTTP')).toMatch(/^HTTP\s+http:\/\/127\.0\.0\.1:8080\/v1 {2}this machine only \(127\.0\.0\.1\); \/metrics needs METRICS_TOKEN$/);
-    expect(row('RPC')).toMatch(/^RPC\s+http:\/\/127\.0\.0\.1:8081 {2}all interfaces \(0\.0\.0\.0\).*; ADMIN_TOKEN required$/);
+    expect(row('RPC')).toMatch(/^RPC\s+http:\/\/127\.0\.0\.1:8081 {2}all interfaces \(0\.0\.0\.0\).*; Billing\/Catalogue need ADMIN_TOKEN$/);
     expect(row('database')).toMatch(/embedded, in \/srv\/gw /);
     expect(row('billing')).toMatch(/a hold and a settlement per request \(credit leases need DATABASE_URL\)/);
     const openai = MODELS.filter((m) => m.enabled && m.provider === 'openai').length;
@@ -41,11 +41,11 @@ describe('start-up summary', () => {
     expect(row('CLI')).toContain('/srv/gw/gateway.json');
   });
 
-  it('warns about an open RPC port on all interfaces, and names leases, PostgreSQL, a cluster and a running bot', () => {
+  it('says admin calls are for this machine only without ADMIN_TOKEN, and names leases, PostgreSQL, a cluster and a running bot', () => {
     const config = loadConfig({ DATABASE_URL: 'postgresql://gw:db-pass-6@db.internal:5432/gateway?sslmode=require&password=db-pass-7', TEMPORAL_ADDRESS: 'temporal.internal:7233', VIDEO_WORKER: '0' });
     const lines = summaryLines(startupSummary(config, { ...parts, leasing: true, botConfigured: true, bot: { mode: 'polling', username: 'gw_bot' } }));
-    expect(lines.find((l) => l.startsWith('RPC'))).toMatch(/no ADMIN_TOKEN: whoever reaches this port can create keys and move credit$/);
-    expect(lines.find((l) => l.startsWith('HTTP'))).toMatch(/\/metrics is open/);
+    expect(lines.find((l) => l.startsWith('RPC'))).toMatch(/this machine only \(127\.0\.0\.1\); Billing\/Catalogue for this machine only \(no ADMIN_TOKEN\)$/);
+    expect(lines.find((l) => l.startsWith('HTTP'))).toMatch(/\/metrics for this machine only \(set METRICS_TOKEN/);
     expect(lines.find((l) => l.startsWith('database'))).toMatch(/^database\s+PostgreSQL at postgresql:\/\/db\.internal:5432\/gateway$/);
     expect(lines.find((l) => l.startsWith('billing'))).toMatch(/credit leases of \$1 per key and instance$/);
     expect(lines.find((l) => l.startsWith('Temporal'))).toMatch(/connecting to temporal\.internal:7233 \(namespace default\) in the background; no video worker here \(VIDEO_WORKER=0\)$/);

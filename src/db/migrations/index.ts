@@ -11,6 +11,7 @@ import * as m007 from './007_key_notify.ts';
 import * as m008 from './008_rate_grants.ts';
 import * as m009 from './009_video_keys_and_deletion.ts';
 import * as m010 from './010_requested_model.ts';
+import * as m011 from './011_rotation_keeps_limits.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -23,6 +24,7 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '008_rate_grants': m008,
   '009_video_keys_and_deletion': m009,
   '010_requested_model': m010,
+  '011_rotation_keeps_limits': m011,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -63,7 +63,8 @@ export declare type CreateKeyRequest = Message<"gateway.v1.CreateKeyRequest"> & 
   label: string;
 
   /**
-   * Idempotency for the opening credit; empty means none.
+   * Idempotency for the opening credit; empty means none. An external_id already used by
+   * another top-up credits nothing (the key is still created).
    *
    * @generated from field: string external_id = 3;
    */
@@ -750,7 +751,9 @@ export declare const BillingService: GenService<{
     output: typeof CreateKeyResponseSchema;
   },
   /**
-   * Credits an account; applied once per external_id.
+   * Credits an account; applied once per external_id. The same external_id again with the same
+   * account and amount answers applied = false; with another account or amount it fails with
+   * ALREADY_EXISTS and credits nothing.
    *
    * @generated from rpc gateway.v1.BillingService.TopUp
    */

@@ -11,6 +11,30 @@ import type { Message } from "@bufbuild/protobuf";
 export declare const file_gateway_v1_inference: GenFile;
 
 /**
+ * @generated from message gateway.v1.AuthenticateRequest
+ */
+export declare type AuthenticateRequest = Message<"gateway.v1.AuthenticateRequest"> & {
+};
+
+/**
+ * Describes the message gateway.v1.AuthenticateRequest.
+ * Use `create(AuthenticateRequestSchema)` to create a new message.
+ */
+export declare const AuthenticateRequestSchema: GenMessage<AuthenticateRequest>;
+
+/**
+ * @generated from message gateway.v1.AuthenticateResponse
+ */
+export declare type AuthenticateResponse = Message<"gateway.v1.AuthenticateResponse"> & {
+};
+
+/**
+ * Describes the message gateway.v1.AuthenticateResponse.
+ * Use `create(AuthenticateResponseSchema)` to create a new message.
+ */
+export declare const AuthenticateResponseSchema: GenMessage<AuthenticateResponse>;
+
+/**
  * A multipart/form-data request, part by part, in the order the client sent them.
  *
  * @generated from message gateway.v1.MultipartRequest
@@ -475,6 +499,18 @@ export declare const InferenceService: GenService<{
     methodKind: "server_streaming";
     input: typeof InferenceRequestSchema;
     output: typeof SpeechEventSchema;
+  },
+  /**
+   * Checks the key in the call metadata and does nothing else: UNAUTHENTICATED unless it is a
+   * live gateway key. Callers with large bodies (uploads) ask first, so a stranger's upload is
+   * never read.
+   *
+   * @generated from rpc gateway.v1.InferenceService.Authenticate
+   */
+  authenticate: {
+    methodKind: "unary";
+    input: typeof AuthenticateRequestSchema;
+    output: typeof AuthenticateResponseSchema;
   },
 }>;
 

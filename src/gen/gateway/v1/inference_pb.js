@@ -8,77 +8,91 @@ import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2
  * Describes the file gateway/v1/inference.proto.
  */
 export const file_gateway_v1_inference = /*@__PURE__*/
-  fileDesc("ChpnYXRld2F5L3YxL2luZmVyZW5jZS5wcm90bxIKZ2F0ZXdheS52MSJLChBNdWx0aXBhcnRSZXF1ZXN0EiMKBXBhcnRzGAEgAygLMhQuZ2F0ZXdheS52MS5Gb3JtUGFydBISCgpyZXF1ZXN0X2lkGAIgASgJIk4KCEZvcm1QYXJ0EgwKBG5hbWUYASABKAkSEAoIZmlsZW5hbWUYAiABKAkSFAoMY29udGVudF90eXBlGAMgASgJEgwKBGRhdGEYBCABKAwidwoLU3BlZWNoRXZlbnQSKAoFc3RhcnQYASABKAsyFy5nYXRld2F5LnYxLlNwZWVjaFN0YXJ0SAASDwoFYXVkaW8YAiABKAxIABIkCgZjaGFyZ2UYAyABKAsyEi5nYXRld2F5LnYxLkNoYXJnZUgAQgcKBWV2ZW50IkoKC1NwZWVjaFN0YXJ0EhIKCnJlcXVlc3RfaWQYASABKAkSFAoMY29udGVudF90eXBlGAIgASgJEhEKCWNvc3RfbmFubxgDIAEoAyI0ChBJbmZlcmVuY2VSZXF1ZXN0EgwKBGJvZHkYASABKAwSEgoKcmVxdWVzdF9pZBgCIAEoCSKXAQoFVXNhZ2USFAoMaW5wdXRfdG9rZW5zGAEgASgDEhUKDW91dHB1dF90b2tlbnMYAiABKAMSFQoNY2FjaGVkX3Rva2VucxgDIAEoAxIaChJjYWNoZV93cml0ZV90b2tlbnMYBCABKAMSEQoJZXN0aW1hdGVkGAUgASgIEg0KBXVuaXRzGAYgASgDEgwKBHVuaXQYByABKAkiUQoGQ2hhcmdlEhIKCnJlcXVlc3RfaWQYASABKAkSEQoJY29zdF9uYW5vGAIgASgDEiAKBXVzYWdlGAMgASgLMhEuZ2F0ZXdheS52MS5Vc2FnZSJbChFJbmZlcmVuY2VSZXNwb25zZRIMCgRib2R5GAEgASgMEiIKBmNoYXJnZRgCIAEoCzISLmdhdGV3YXkudjEuQ2hhcmdlEhQKDGNvbnRlbnRfdHlwZRgDIAEoCSInCghTc2VFdmVudBINCgVldmVudBgBIAEoCRIMCgRkYXRhGAIgASgMIqIBCg5JbmZlcmVuY2VFdmVudBIUCgpyZXF1ZXN0X2lkGAEgASgJSAASJAoEZGF0YRgCIAEoCzIULmdhdGV3YXkudjEuU3NlRXZlbnRIABIlCgVlcnJvchgDIAEoCzIULmdhdGV3YXkudjEuU3NlRXZlbnRIABIkCgZjaGFyZ2UYBCABKAsyEi5nYXRld2F5LnYxLkNoYXJnZUgAQgcKBWV2ZW50MrwHChBJbmZlcmVuY2VTZXJ2aWNlEk0KDkNoYXRDb21wbGV0aW9uEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZRJSChRTdHJlYW1DaGF0Q29tcGxldGlvbhIcLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVxdWVzdBoaLmdhdGV3YXkudjEuSW5mZXJlbmNlRXZlbnQwARJMCg1DcmVhdGVNZXNzYWdlEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZRJLCg1TdHJlYW1NZXNzYWdlEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0GhouZ2F0ZXdheS52MS5JbmZlcmVuY2VFdmVudDABElEKEkNvdW50TWVzc2FnZVRva2VucxIcLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVxdWVzdBodLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVzcG9uc2USTQoOQ3JlYXRlUmVzcG9uc2USHC5nYXRld2F5LnYxLkluZmVyZW5jZVJlcXVlc3QaHS5nYXRld2F5LnYxLkluZmVyZW5jZVJlc3BvbnNlEkwKDlN0cmVhbVJlc3BvbnNlEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0GhouZ2F0ZXdheS52MS5JbmZlcmVuY2VFdmVudDABEk4KD0NyZWF0ZUVtYmVkZGluZxIcLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVxdWVzdBodLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVzcG9uc2USTAoNR2VuZXJhdGVJbWFnZRIcLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVxdWVzdBodLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVzcG9uc2USSAoJRWRpdEltYWdlEhwuZ2F0ZXdheS52MS5NdWx0aXBhcnRSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZRJJCgpUcmFuc2NyaWJlEhwuZ2F0ZXdheS52MS5NdWx0aXBhcnRSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZRJHCgxDcmVhdGVTcGVlY2gSHC5nYXRld2F5LnYxLkluZmVyZW5jZVJlcXVlc3QaFy5nYXRld2F5LnYxLlNwZWVjaEV2ZW50MAFiBnByb3RvMw");
+  fileDesc("ChpnYXRld2F5L3YxL2luZmVyZW5jZS5wcm90bxIKZ2F0ZXdheS52MSIVChNBdXRoZW50aWNhdGVSZXF1ZXN0IhYKFEF1dGhlbnRpY2F0ZVJlc3BvbnNlIksKEE11bHRpcGFydFJlcXVlc3QSIwoFcGFydHMYASADKAsyFC5nYXRld2F5LnYxLkZvcm1QYXJ0EhIKCnJlcXVlc3RfaWQYAiABKAkiTgoIRm9ybVBhcnQSDAoEbmFtZRgBIAEoCRIQCghmaWxlbmFtZRgCIAEoCRIUCgxjb250ZW50X3R5cGUYAyABKAkSDAoEZGF0YRgEIAEoDCJ3CgtTcGVlY2hFdmVudBIoCgVzdGFydBgBIAEoCzIXLmdhdGV3YXkudjEuU3BlZWNoU3RhcnRIABIPCgVhdWRpbxgCIAEoDEgAEiQKBmNoYXJnZRgDIAEoCzISLmdhdGV3YXkudjEuQ2hhcmdlSABCBwoFZXZlbnQiSgoLU3BlZWNoU3RhcnQSEgoKcmVxdWVzdF9pZBgBIAEoCRIUCgxjb250ZW50X3R5cGUYAiABKAkSEQoJY29zdF9uYW5vGAMgASgDIjQKEEluZmVyZW5jZVJlcXVlc3QSDAoEYm9keRgBIAEoDBISCgpyZXF1ZXN0X2lkGAIgASgJIpcBCgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIVCg1jYWNoZWRfdG9rZW5zGAMgASgDEhoKEmNhY2hlX3dyaXRlX3Rva2VucxgEIAEoAxIRCgllc3RpbWF0ZWQYBSABKAgSDQoFdW5pdHMYBiABKAMSDAoEdW5pdBgHIAEoCSJRCgZDaGFyZ2USEgoKcmVxdWVzdF9pZBgBIAEoCRIRCgljb3N0X25hbm8YAiABKAMSIAoFdXNhZ2UYAyABKAsyES5nYXRld2F5LnYxLlVzYWdlIlsKEUluZmVyZW5jZVJlc3BvbnNlEgwKBGJvZHkYASABKAwSIgoGY2hhcmdlGAIgASgLMhIuZ2F0ZXdheS52MS5DaGFyZ2USFAoMY29udGVudF90eXBlGAMgASgJIicKCFNzZUV2ZW50Eg0KBWV2ZW50GAEgASgJEgwKBGRhdGEYAiABKAwiogEKDkluZmVyZW5jZUV2ZW50EhQKCnJlcXVlc3RfaWQYASABKAlIABIkCgRkYXRhGAIgASgLMhQuZ2F0ZXdheS52MS5Tc2VFdmVudEgAEiUKBWVycm9yGAMgASgLMhQuZ2F0ZXdheS52MS5Tc2VFdmVudEgAEiQKBmNoYXJnZRgEIAEoCzISLmdhdGV3YXkudjEuQ2hhcmdlSABCBwoFZXZlbnQyjwgKEEluZmVyZW5jZVNlcnZpY2USTQoOQ2hhdENvbXBsZXRpb24SHC5nYXRld2F5LnYxLkluZmVyZW5jZVJlcXVlc3QaHS5nYXRld2F5LnYxLkluZmVyZW5jZVJlc3BvbnNlElIKFFN0cmVhbUNoYXRDb21wbGV0aW9uEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0GhouZ2F0ZXdheS52MS5JbmZlcmVuY2VFdmVudDABEkwKDUNyZWF0ZU1lc3NhZ2USHC5nYXRld2F5LnYxLkluZmVyZW5jZVJlcXVlc3QaHS5nYXRld2F5LnYxLkluZmVyZW5jZVJlc3BvbnNlEksKDVN0cmVhbU1lc3NhZ2USHC5nYXRld2F5LnYxLkluZmVyZW5jZVJlcXVlc3QaGi5nYXRld2F5LnYxLkluZmVyZW5jZUV2ZW50MAESUQoSQ291bnRNZXNzYWdlVG9rZW5zEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZRJNCg5DcmVhdGVSZXNwb25zZRIcLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVxdWVzdBodLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVzcG9uc2USTAoOU3RyZWFtUmVzcG9uc2USHC5nYXRld2F5LnYxLkluZmVyZW5jZVJlcXVlc3QaGi5nYXRld2F5LnYxLkluZmVyZW5jZUV2ZW50MAESTgoPQ3JlYXRlRW1iZWRkaW5nEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZRJMCg1HZW5lcmF0ZUltYWdlEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZRJICglFZGl0SW1hZ2USHC5nYXRld2F5LnYxLk11bHRpcGFydFJlcXVlc3QaHS5nYXRld2F5LnYxLkluZmVyZW5jZVJlc3BvbnNlEkkKClRyYW5zY3JpYmUSHC5nYXRld2F5LnYxLk11bHRpcGFydFJlcXVlc3QaHS5nYXRld2F5LnYxLkluZmVyZW5jZVJlc3BvbnNlEkcKDENyZWF0ZVNwZWVjaBIcLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVxdWVzdBoXLmdhdGV3YXkudjEuU3BlZWNoRXZlbnQwARJRCgxBdXRoZW50aWNhdGUSHy5nYXRld2F5LnYxLkF1dGhlbnRpY2F0ZVJlcXVlc3QaIC5nYXRld2F5LnYxLkF1dGhlbnRpY2F0ZVJlc3BvbnNlYgZwcm90bzM");
+
+/**
+ * Describes the message gateway.v1.AuthenticateRequest.
+ * Use `create(AuthenticateRequestSchema)` to create a new message.
+ */
+export const AuthenticateRequestSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_inference, 0);
+
+/**
+ * Describes the message gateway.v1.AuthenticateResponse.
+ * Use `create(AuthenticateResponseSchema)` to create a new message.
+ */
+export const AuthenticateResponseSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_inference, 1);
 
 /**
  * Describes the message gateway.v1.MultipartRequest.
  * Use `create(MultipartRequestSchema)` to create a new message.
  */
 export const MultipartRequestSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 0);
+  messageDesc(file_gateway_v1_inference, 2);
 
 /**
  * Describes the message gateway.v1.FormPart.
  * Use `create(FormPartSchema)` to create a new message.
  */
 export const FormPartSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 1);
+  messageDesc(file_gateway_v1_inference, 3);
 
 /**
  * Describes the message gateway.v1.SpeechEvent.
  * Use `create(SpeechEventSchema)` to create a new message.
  */
 export const SpeechEventSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 2);
+  messageDesc(file_gateway_v1_inference, 4);
 
 /**
  * Describes the message gateway.v1.SpeechStart.
  * Use `create(SpeechStartSchema)` to create a new message.
  */
 export const SpeechStartSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 3);
+  messageDesc(file_gateway_v1_inference, 5);
 
 /**
  * Describes the message gateway.v1.InferenceRequest.
  * Use `create(InferenceRequestSchema)` to create a new message.
  */
 export const InferenceRequestSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 4);
+  messageDesc(file_gateway_v1_inference, 6);
 
 /**
  * Describes the message gateway.v1.Usage.
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 5);
+  messageDesc(file_gateway_v1_inference, 7);
 
 /**
  * Describes the message gateway.v1.Charge.
  * Use `create(ChargeSchema)` to create a new message.
  */
 export const ChargeSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 6);
+  messageDesc(file_gateway_v1_inference, 8);
 
 /**
  * Describes the message gateway.v1.InferenceResponse.
  * Use `create(InferenceResponseSchema)` to create a new message.
  */
 export const InferenceResponseSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 7);
+  messageDesc(file_gateway_v1_inference, 9);
 
 /**
  * Describes the message gateway.v1.SseEvent.
  * Use `create(SseEventSchema)` to create a new message.
  */
 export const SseEventSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 8);
+  messageDesc(file_gateway_v1_inference, 10);
 
 /**
  * Describes the message gateway.v1.InferenceEvent.
  * Use `create(InferenceEventSchema)` to create a new message.
  */
 export const InferenceEventSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 9);
+  messageDesc(file_gateway_v1_inference, 11);
 
 /**
  * Forwards a request to the model's provider and bills the caller's key.

@@ -1,0 +1,69 @@
+// Who gets the facade's attention. Every keyed route (/v1/… except the public model list) has
+// its caller's key confirmed by the InferenceService before Fastify reads a byte of the body,
+// so a stranger's request, upload or not, costs no memory, parsing or tokenizer time. And every
+// answer on those routes says what it cost, refusals included (0), with the request id.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { Client } from '@connectrpc/connect';
+import type { InferenceService } from '../gen/gateway/v1/inference_pb.js';
+import { toGatewayError } from '../rpc/errors.ts';
+import { errorBody, sendGatewayError, type WireShape } from './errors.ts';
+
+/** Keyed routes: everything under /v1/ but the model list, which is public. */
+export const isKeyedRoute = (url: string): boolean => url.startsWith('/v1/') && !url.startsWith('/v1/models');
+
+export const shapeOf = (url: string): WireShape => (url.startsWith('/v1/messages') ? 'anthropic' : 'openai');
+
+export function registerAccess(app: FastifyInstance, deps: { inference: Client<typeof InferenceService> }): void {
+  app.addHook('onRequest', async (req, reply) => {
+    const route = req.routeOptions.url;
+    // No such route: answered now, or Fastify would read the body first to answer 404.
+    if (!route) {
+      drainThenCut(req);
+      return unknownRoute(req, reply);
+    }
+    if (!isKeyedRoute(route)) return;
+    const headers: Record<string, string> = {};
+    for (const name of ['authorization', 'x-api-key']) {
+      const v = req.headers[name];
+      if (typeof v === 'string') headers[name] = v;
+    }
+    try {
+      await deps.inference.authenticate({}, { headers });
+    } catch (err) {
+      drainThenCut(req);
+      const ge = toGatewayError(err);
+      ge.requestId ||= req.id;
+      return sendGatewayError(reply, ge, shapeOf(route));
+    }
+  });
+
+  // The README's promise: every answer of a keyed route carries its cost and request id.
+  app.addHook('onSend', (req, reply, payload, done) => {
+    if (isKeyedRoute(req.url)) {
+      if (!reply.hasHeader('x-gateway-cost-nano-usd')) reply.header('x-gateway-cost-nano-usd', '0');
+      if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', req.id).header('request-id', req.id);
+    }
+    done(null, payload);
+  });
+}
+
+/**
+ * For an answer given before the request body was read: the rest of the body is read and
+ * dropped (so the client, still uploading, gets the answer rather than a reset connection),
+ * for a few seconds at most; a body still arriving then is cut off.
+ */
+export function drainThenCut(req: FastifyRequest): void {
+  req.raw.resume();
+  setTimeout(() => { if (!req.raw.complete) req.raw.socket?.destroy(); }, 5_000).unref();
+}
+
+/** A refusal before (or instead of) reading the body, in the OpenAI shape. */
+export function refuseUnread(req: FastifyRequest, reply: FastifyReply, status: number, body: object): FastifyReply {
+  drainThenCut(req);
+  return reply.code(status).header('x-gateway-cost-nano-usd', '0').header('x-request-id', req.id).header('request-id', req.id).type('application/json').send(body);
+}
+
+/** 404 in the shape of the route family the path looks like. */
+export function unknownRoute(req: FastifyRequest, reply: FastifyReply): FastifyReply {
+  return reply.code(404).type('application/json').send(errorBody(shapeOf(req.url), 404, `Unknown route: ${req.method} ${req.url.split('?')[0]}`, 'invalid_request_error', 'unknown_route'));
+}
