@@ -68,7 +68,8 @@ describe('GetBalance with credit leases', () => {
   });
 
   it('while batches are written, before and after: the figure is exact at every read, and held is what a request in flight holds', async () => {
-    const g = await leaseGateway({ LEASE_FLUSH_MS: '50' });
+    // A stream whose caller left is read on for its usage; here for 300 ms at most.
+    const g = await leaseGateway({ LEASE_FLUSH_MS: '50', ABANDONED_STREAM_DRAIN_MS: '300' });
     const key = await billingOf(g).createKey({ creditsNano: OPENING });
     const ref = { key: { ref: { case: 'keyId' as const, value: key.keyId } } };
     let charged = 0n;
@@ -89,7 +90,8 @@ describe('GetBalance with credit leases', () => {
     expect(during.availableNano).toBe(during.balanceNano - during.heldNano);
     abort.abort();
     expect(await inFlight).toBe('aborted');
-    // Left before anything was delivered: charged nothing, held nothing.
+    // Left before anything was delivered, and the upstream never reported usage while the
+    // gateway read on: charged nothing, held nothing.
     await expect.poll(async () => (await billingOf(g).getBalance(ref)).heldNano, { timeout: 10_000 }).toBe(0n);
     expect(await billingOf(g).getBalance(ref)).toMatchObject({ balanceNano: OPENING - charged, availableNano: OPENING - charged });
   });
