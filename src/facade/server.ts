@@ -28,6 +28,8 @@ export interface FacadeDeps {
 }
 
 const CREATED = Math.floor(Date.parse('2026-01-01T00:00:00Z') / 1000);
+const DATA_FIELD = Buffer.from('data: ');
+const EVENT_END = Buffer.from('\n\n');
 
 export function buildFacade(deps: FacadeDeps): FastifyInstance {
   const app = Fastify({
@@ -172,7 +174,8 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
       'request-id': requestId,
       'x-accel-buffering': 'no',
     });
-    const frame = (e: SseEvent) => `${e.event ? `event: ${e.event}\n` : ''}data: ${Buffer.from(e.data).toString('utf8')}\n\n`;
+    // The event's bytes as they are (no decode to a string and encode back per chunk).
+    const frame = (e: SseEvent) => Buffer.concat([e.event ? Buffer.from(`event: ${e.event}\ndata: `) : DATA_FIELD, e.data, EVENT_END]);
     let ended = false;
     try {
       for (let r = first; !r.done; r = await events.next()) {
