@@ -3,8 +3,8 @@
 // with a warm-up before every measurement; three repetitions, median and spread. Billing on,
 // rate limits off. Not a test: figures. docs/benchmark.md says how to read them.
 //
-//   npm run bench [-- --reps 3 --seconds 10 --targets direct,bare,gateway-embedded,gateway-postgres,portkey,litellm
-//                     --no-streams --diagnose --log-level info]
+//   npm run bench [-- --reps 3 --seconds 10 --warmup 2 --targets direct,bare,gateway-embedded,gateway-postgres,portkey,litellm
+//                     --no-streams --diagnose --log-level info --quiet-wait 15 --nice=-5 --quick]
 //
 // --diagnose adds, per gateway target: a CPU profile (node --cpu-prof) of the c=32 window,
 // syscalls per request (strace -c -f, attached for a run of its own, also on the bare
