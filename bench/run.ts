@@ -1,231 +1,708 @@
-// `npm run bench [-- --seconds 5] [--quick] [--no-portkey] [--billing lease|hold] [--rpm N]`: the same load, on loopback, straight
-// to the upstream simulator, through this gateway (billing on, real PostgreSQL) and through the
-// Portkey gateway, at fixed concurrency; then a fixed 1,000 requests/s. Prints requests/s,
-// p50/p99 latency, the added latency (target percentile minus direct percentile), ratios and
-// peak RSS; streams add time to first token and the gap between chunks. Not a test: figures.
-import { spawn, type ChildProcess } from 'node:child_process';
+// `npm run bench`: what this gateway costs, measured with wrk (C, one thread) so the load
+// generator is not what is measured. Each target runs alone (the upstream simulator aside),
+// with a warm-up before every measurement; three repetitions, median and spread. Billing on,
+// rate limits off. Not a test: figures. docs/benchmark.md says how to read them.
+//
+//   npm run bench [-- --reps 3 --seconds 10 --warmup 2 --targets direct,bare,gateway-embedded,gateway-postgres,portkey,litellm
+//                     --no-streams --diagnose --log-level info --quiet-wait 15 --nice=-5 --quick]
+//
+// --diagnose adds, per gateway target: a CPU profile (node --cpu-prof) of the c=32 window,
+// syscalls per request (strace -c -f, attached for a run of its own, also on the bare
+// pass-through), event-loop delay and GC (bench/loop-probe.ts).
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
+import http from 'node:http';
 import os from 'node:os';
 import path from 'node:path';
 import readline from 'node:readline';
 import { parseArgs } from 'node:util';
-import { Pool } from 'undici';
-import pg from 'pg';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../src/gen/gateway/v1/billing_pb.js';
-import { createDatabase, startPostgres } from '../test/support/postgres.ts';
-import { startGatewayProcess } from '../test/support/gateway-process.ts';
+import { openDb, type Db } from '../src/db/db.ts';
+import { createDatabase, startPostgres, type TestPostgres } from '../test/support/postgres.ts';
 import { freePort } from '../test/support/ports.ts';
+import { formatSummary, summarise } from './profile-summary.ts';
 
-const { values } = parseArgs({ options: { seconds: { type: 'string' }, quick: { type: 'boolean' }, 'no-portkey': { type: 'boolean' }, billing: { type: 'string' }, rpm: { type: 'string' } } });
-const SECONDS = Number(values.seconds ?? (values.quick ? 2 : 5));
-const LEVELS = values.quick ? [1, 16] : [1, 16, 32, 128];
-const BILLING = values.billing ?? 'lease';
-// Per-key requests-per-minute limit of the bench key (0: none). Set high, it measures the cost of counting in grants.
-const RPM = values.rpm ?? '0';
+const { values } = parseArgs({
+  options: {
+    reps: { type: 'string' }, seconds: { type: 'string' }, warmup: { type: 'string' }, targets: { type: 'string' },
+    'no-streams': { type: 'boolean' }, diagnose: { type: 'boolean' }, 'log-level': { type: 'string' }, 'quiet-wait': { type: 'string' }, nice: { type: 'string' }, quick: { type: 'boolean' },
+  },
+});
+const REPS = Number(values.reps ?? (values.quick ? 1 : 3));
+const SECONDS = Number(values.seconds ?? (values.quick ? 3 : 10));
+const WARMUP = Number(values.warmup ?? 2);
+const STREAM_SECONDS = Math.max(2, Math.min(SECONDS, 5));
+const LOG_LEVEL = values['log-level'] ?? 'info';
+const QUIET_WAIT_S = Number(values['quiet-wait'] ?? 15);
+// On a machine shared with other work: run every measured process (and the load) at this nice
+// level (negative = ahead of the rest; root only), so the figures are closer to "alone".
+const NICE = Number(values.nice ?? 0);
 const ROOT = path.resolve(import.meta.dirname, '..');
+const CACHE = path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'gateway-bench');
 const UPSTREAM_KEY = 'sk-bench-upstream';
-const children: ChildProcess[] = [];
+const OPENING_NANO = 1_000_000_000_000n; // $1,000
+const LITELLM_MASTER_KEY = 'sk-bench-litellm-0123456789abcdef0123456789abcdef';
 
-type Target = { name: string; url: string; headers: Record<string, string>; pid: number };
-type Workload = { name: string; path: string; stream: boolean; body: string };
+const CHAT = JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 64, messages: [{ role: 'user', content: 'Say hello [sim tokens=16]' }] });
+// 16 content chunks, 2 ms apart upstream.
+const STREAM = JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 64, stream: true, messages: [{ role: 'user', content: 'Say hello [sim tokens=16 delay=2]' }] });
 
-const workloads: Workload[] = [
-  { name: 'chat', path: '/v1/chat/completions', stream: false, body: JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 64, messages: [{ role: 'user', content: 'Say hello [sim tokens=16]' }] }) },
-  { name: 'chat-stream', path: '/v1/chat/completions', stream: true, body: JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 64, stream: true, messages: [{ role: 'user', content: 'Say hello [sim tokens=16 delay=2]' }] }) },
-  { name: 'embeddings', path: '/v1/embeddings', stream: false, body: JSON.stringify({ model: 'text-embedding-3-small', input: 'The quick brown fox jumps over the lazy dog', encoding_format: 'float' }) },
+// ---------------------------------------------------------------- processes
+
+const children = new Set<ChildProcess>();
+
+function startChild(command: string, commandArgs: string[], opts: { env?: Record<string, string>; logFile?: string; readyLine?: RegExp }): Promise<{ child: ChildProcess; line: string }> {
+  const [cmd, args] = NICE ? ['nice', ['-n', String(NICE), command, ...commandArgs]] : [command, commandArgs];
+  const out = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'pipe';
+  const child = spawn(cmd, args, { cwd: ROOT, env: { ...process.env, ...opts.env }, stdio: ['ignore', opts.readyLine || !opts.logFile ? 'pipe' : out, opts.logFile ? out : 'inherit'], detached: true });
+  if (typeof out === 'number') fs.closeSync(out);
+  children.add(child);
+  child.once('exit', () => children.delete(child));
+  if (!opts.readyLine) return Promise.resolve({ child, line: '' });
+  const rl = readline.createInterface({ input: child.stdout! });
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`${cmd} ${args.join(' ')} did not start in 120 s`)), 120_000);
+    rl.on('line', (l) => {
+      if (opts.logFile) fs.appendFileSync(opts.logFile, l + '\n');
+      if (opts.readyLine!.test(l)) { clearTimeout(timer); resolve({ child, line: l }); }
+    });
+    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`${cmd} ${args.join(' ')} exited with ${code}`)); });
+  });
+}
+
+/** SIGTERM to the child's process group, SIGKILL after 15 s. */
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    const kill = setTimeout(() => { try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ } }, 15_000);
+    child.once('exit', () => { clearTimeout(kill); resolve(); });
+    try { process.kill(-child.pid!, 'SIGTERM'); } catch { child.kill('SIGTERM'); }
+  });
+}
+
+async function waitHttp(url: string, seconds: number, ok: (status: number) => boolean = (s) => s < 500): Promise<void> {
+  const until = Date.now() + seconds * 1000;
+  for (;;) {
+    try {
+      const r = await fetch(url);
+      await r.arrayBuffer();
+      if (ok(r.status)) return;
+    } catch { /* not listening yet */ }
+    if (Date.now() > until) throw new Error(`${url} not ready in ${seconds} s`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+// ---------------------------------------------------------------- tools
+
+/** Debian's wrk, or a build in the cache; installed with apt-get when missing (it says so). */
+function findWrk(): string {
+  const cached = path.join(CACHE, 'wrk');
+  for (const p of [process.env.WRK, cached, '/usr/bin/wrk', '/usr/local/bin/wrk']) if (p && fs.existsSync(p)) return p;
+  console.log('wrk not found: installing Debian\'s wrk with apt-get (a measurement tool, not part of the gateway)');
+  const r = spawnSync('sh', ['-c', 'apt-get install -y -qq wrk || (apt-get update -qq && apt-get install -y -qq wrk)'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  if (r.status !== 0 || !fs.existsSync('/usr/bin/wrk')) throw new Error('could not install wrk: install it (apt-get install wrk) or set WRK=/path/to/wrk');
+  return '/usr/bin/wrk';
+}
+
+function ensureStrace(): string {
+  if (fs.existsSync('/usr/bin/strace')) return '/usr/bin/strace';
+  console.log('strace not found: installing Debian\'s strace with apt-get (for --diagnose)');
+  spawnSync('sh', ['-c', 'apt-get install -y -qq strace || (apt-get update -qq && apt-get install -y -qq strace)'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  if (!fs.existsSync('/usr/bin/strace')) throw new Error('could not install strace');
+  return '/usr/bin/strace';
+}
+
+/** LiteLLM's proxy in a virtual environment of its own under the cache (made once). */
+function litellmBin(): string {
+  const venv = path.join(CACHE, 'litellm-venv');
+  const bin = path.join(venv, 'bin', 'litellm');
+  if (fs.existsSync(bin)) return bin;
+  console.log(`making a Python virtual environment for LiteLLM in ${venv} (once; pip install 'litellm[proxy]')`);
+  fs.mkdirSync(CACHE, { recursive: true });
+  const python = ['python3', 'python'].find((p) => spawnSync(p, ['--version']).status === 0);
+  if (!python) throw new Error('python3 not found (needed for the LiteLLM target; --targets without litellm skips it)');
+  let r = spawnSync(python, ['-m', 'venv', venv], { stdio: 'inherit' });
+  if (r.status === 0) r = spawnSync(path.join(venv, 'bin', 'pip'), ['install', '-q', 'litellm[proxy]'], { stdio: 'inherit' });
+  if (r.status !== 0 || !fs.existsSync(bin)) { fs.rmSync(venv, { recursive: true, force: true }); throw new Error('could not install litellm[proxy]'); }
+  return bin;
+}
+
+// ---------------------------------------------------------------- CPU accounting
+
+const TICK_MS = 1000 / 100; // USER_HZ
+
+function cpuMsOf(pids: number[]): number {
+  let ticks = 0;
+  for (const pid of pids) {
+    try {
+      const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+      ticks += Number(f[11]) + Number(f[12]); // utime, stime
+    } catch { /* gone */ }
+  }
+  return ticks * TICK_MS;
+}
+
+/** The process and everything under it (a PostgreSQL server's backends, uvicorn's worker). */
+function treeOf(pid: number): number[] {
+  const all: number[] = [pid];
+  for (let i = 0; i < all.length; i++) {
+    try {
+      const kids = fs.readFileSync(`/proc/${all[i]}/task/${all[i]}/children`, 'utf8').trim();
+      if (kids) all.push(...kids.split(/\s+/).map(Number));
+    } catch { /* gone */ }
+  }
+  return all;
+}
+
+function machineBusyMs(): number {
+  const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const idle = f[3]! + f[4]!;
+  return (f.reduce((a, b) => a + b, 0) - idle) * TICK_MS;
+}
+
+// ---------------------------------------------------------------- load
+
+interface WrkResult {
+  requests: number; durationS: number; rps: number; errors: number;
+  p50: number; p75: number; p90: number; p99: number; max: number; // ms
+  wrkCpuMs: number;
+}
+
+/** wrk, one thread, `connections` connections, for `seconds`; POSTs `body` with the target's headers. */
+async function wrk(t: Running, pathname: string, body: string, connections: number, seconds: number): Promise<WrkResult> {
+  const headers = Object.entries(t.headers).map(([k, v]) => `${k}: ${v}`).join('\n');
+  const args = ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '5s', '-s', path.join(ROOT, 'bench', 'wrk', 'post.lua'), t.url + pathname];
+  // bash's `times` gives wrk's own CPU (the load generator must stay far below the targets').
+  const child = spawn(NICE ? 'nice' : 'bash', [...(NICE ? ['-n', String(NICE), 'bash'] : []), '-c', '"$0" "$@"; rc=$?; times >&2; exit $rc', WRK, ...args], { env: { ...process.env, WRK_BODY: body, WRK_HEADERS: headers }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d) => (out += d));
+  child.stderr.on('data', (d) => (err += d));
+  const code = await new Promise<number | null>((r) => child.once('exit', r));
+  const json = out.trim().split('\n').reverse().find((l) => l.startsWith('{'));
+  if (code !== 0 || !json) throw new Error(`wrk failed (${code}): ${out} ${err}`);
+  const w = JSON.parse(json) as Record<string, number>;
+  const times = /(\d+)m([\d.]+)s (\d+)m([\d.]+)s\s*$/.exec(err.trim());
+  const wrkCpuMs = times ? (Number(times[1]) * 60 + Number(times[2]) + Number(times[3]) * 60 + Number(times[4])) * 1000 : NaN;
+  const errors = w.connect! + w.read! + w.write! + w.status! + w.timeout!;
+  const durationS = w.duration_us! / 1e6;
+  // Non-2xx answers (wrk counts status >= 400) and socket errors are not throughput.
+  return {
+    requests: w.requests!, durationS, rps: Math.max(0, w.requests! - w.status!) / durationS, errors,
+    p50: w.p50! / 1000, p75: w.p75! / 1000, p90: w.p90! / 1000, p99: w.p99! / 1000, max: w.max! / 1000, wrkCpuMs,
+  };
+}
+
+interface StreamSample { streams: number; errors: number; ttft: number[]; gaps: number[] }
+
+/**
+ * One connection, one stream after another, for `seconds`: time to the first content chunk and
+ * the gaps between content chunks, read as they arrive. Cheap enough (tens of streams a second)
+ * to run beside wrk without being what limits the run.
+ */
+async function streamProbe(t: Running, seconds: number): Promise<StreamSample> {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+  const u = new URL(t.url + '/v1/chat/completions');
+  const s: StreamSample = { streams: 0, errors: 0, ttft: [], gaps: [] };
+  const until = performance.now() + seconds * 1000;
+  while (performance.now() < until) {
+    await new Promise<void>((resolve) => {
+      const started = performance.now();
+      let last = 0;
+      let buf = '';
+      const req = http.request(u, { method: 'POST', agent, headers: { 'content-type': 'application/json', ...t.headers } }, (res) => {
+        if (res.statusCode !== 200) { s.errors++; res.resume(); res.on('end', resolve); return; }
+        res.setEncoding('utf8');
+        res.on('data', (chunk: string) => {
+          const now = performance.now();
+          buf += chunk;
+          let i: number;
+          while ((i = buf.indexOf('\n\n')) !== -1) {
+            const ev = buf.slice(0, i);
+            buf = buf.slice(i + 2);
+            const m = /"content":"((?:[^"\\]|\\.)+)"/.exec(ev); // a non-empty content delta
+            if (!m) continue;
+            if (last === 0) s.ttft.push(now - started);
+            else s.gaps.push(now - last);
+            last = now;
+          }
+        });
+        res.on('end', () => { s.streams++; resolve(); });
+        res.on('error', () => { s.errors++; resolve(); });
+      });
+      req.on('error', () => { s.errors++; resolve(); });
+      req.end(STREAM);
+    });
+  }
+  agent.destroy();
+  return s;
+}
+
+// ---------------------------------------------------------------- targets
+
+interface Running {
+  url: string;
+  headers: Record<string, string>;
+  /** Processes whose CPU is the target's own. */
+  pids: () => number[];
+  /** The Node process to profile / trace, if the target is ours. */
+  nodePid?: number;
+  stop(): Promise<void>;
+  /** Billing check after stop (gateway targets). */
+  check?: () => Promise<string>;
+}
+
+interface TargetDef { name: string; what: string; start(diag: Diagnose | undefined): Promise<Running> }
+interface Diagnose { profDir: string; probeFile: string }
+
+let SIM_URL = '';
+let WRK = '';
+
+async function gatewayTarget(name: string, database: () => Promise<{ env: Record<string, string>; open: () => Promise<Db>; stop: () => Promise<void> }>, diag: Diagnose | undefined): Promise<Running> {
+  const db = await database();
+  const port = await freePort();
+  const grpcPort = await freePort();
+  const logFile = path.join(WORK_DIR, `${name}.log`);
+  const nodeArgs = diag ? ['--cpu-prof', `--cpu-prof-dir=${diag.profDir}`, '--import', './bench/loop-probe.ts'] : [];
+  const { child } = await startChild(process.execPath, [...nodeArgs, 'src/main.ts'], {
+    logFile,
+    env: {
+      ...db.env, HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', PORT: String(port), GRPC_PORT: String(grpcPort),
+      OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${SIM_URL}/v1`,
+      // Rate limits off; billing as `npm start` bills (BILLING_MODE unset); logs at LOG_LEVEL to a file.
+      RATE_LIMIT_RPM: '0', RATE_LIMIT_TPM: '0', BILLING_MODE: '', LOG_LEVEL, TEMPORAL_CLI: '/nonexistent', VIDEO_WORKER: '0',
+      ...(diag ? { LOOP_PROBE_FILE: diag.probeFile } : {}),
+    },
+  });
+  await waitHttp(`http://127.0.0.1:${port}/readyz`, 120, (s) => s === 200);
+  const billing = createClient(BillingService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${grpcPort}` }));
+  const created = await billing.createKey({ creditsNano: OPENING_NANO, label: 'bench' });
+  return {
+    url: `http://127.0.0.1:${port}`,
+    headers: { Authorization: `Bearer ${created.apiKey}` },
+    pids: () => [child.pid!],
+    nodePid: child.pid!,
+    stop: () => stopChild(child),
+    async check() {
+      // After the gateway stopped: with credit leases, charges are written in batches and the
+      // lease is returned at shutdown, so only now is everything in the database.
+      const d = await db.open();
+      try {
+        const rows = (r: unknown) => (r as { rows: Record<string, string>[] }).rows;
+        const [a] = rows(await d.raw(`SELECT a.balance_nano::text AS balance, a.held_nano::text AS held,
+          (SELECT COALESCE(sum(cost_nano), 0) FROM usage_records u WHERE u.account_id = a.id)::text AS charged,
+          (SELECT COALESCE(-sum(amount_nano), 0) FROM ledger l WHERE l.account_id = a.id AND l.kind = 'charge')::text AS ledger_charged,
+          (SELECT count(*) FROM usage_records u WHERE u.account_id = a.id AND u.status = 'ok')::text AS ok,
+          (SELECT count(*) FROM usage_records u WHERE u.account_id = a.id AND u.status NOT IN ('ok', 'lease_returned'))::text AS other,
+          (SELECT count(*) FROM holds h WHERE h.account_id = a.id AND h.status = 'active')::text AS active_holds
+          FROM accounts a WHERE a.id = ?`, [created.accountId]));
+        if (!a) return 'billing: account not found: NOT EXACT';
+        const exact = BigInt(a.balance!) + BigInt(a.charged!) === OPENING_NANO && a.held === '0' && a.active_holds === '0' && a.ledger_charged === a.charged;
+        EXACT_ALL &&= exact;
+        return `billing: ${a.ok} requests charged ok (${a.other} other), ${a.charged} nano-USD in usage rows, ${a.ledger_charged} in ledger charges; `
+          + `balance ${a.balance} + charges = opening ${OPENING_NANO}: ${BigInt(a.balance!) + BigInt(a.charged!) === OPENING_NANO ? 'yes' : 'NO'}; held ${a.held}, active holds ${a.active_holds} => ${exact ? 'EXACT' : 'NOT EXACT'}`;
+      } finally {
+        await d.destroy();
+        await db.stop();
+      }
+    },
+  };
+}
+
+let EXACT_ALL = true;
+let WORK_DIR = '';
+let pgServer: TestPostgres | undefined;
+
+const TARGETS: TargetDef[] = [
+  {
+    name: 'direct', what: 'the upstream simulator itself (no gateway)',
+    async start() { return { url: SIM_URL, headers: { Authorization: `Bearer ${UPSTREAM_KEY}` }, pids: () => [SIM_PID], stop: async () => {} }; },
+  },
+  {
+    name: 'bare', what: 'bare Fastify + undici pass-through (bench/bare-passthrough.ts): no auth, billing, metrics or logs',
+    async start(diag) {
+      const nodeArgs = diag ? ['--cpu-prof', `--cpu-prof-dir=${diag.profDir}`, '--import', './bench/loop-probe.ts'] : [];
+      const { child, line } = await startChild(process.execPath, [...nodeArgs, 'bench/bare-passthrough.ts'], { env: { UPSTREAM_URL: SIM_URL, UPSTREAM_KEY, ...(diag ? { LOOP_PROBE_FILE: diag.probeFile } : {}) }, readyLine: /^http/ });
+      return { url: line.trim(), headers: {}, pids: () => [child.pid!], nodePid: child.pid!, stop: () => stopChild(child) };
+    },
+  },
+  {
+    // The embedded default: `npm start` with no DATABASE_URL. When the embedded database changes,
+    // this stays the same: the gateway picks its embedded database from DATA_DIR, and so does openDb.
+    name: 'gateway-embedded', what: 'this gateway as `npm start` runs it: no DATABASE_URL (embedded database in DATA_DIR)',
+    start: (diag) => gatewayTarget('gateway-embedded', async () => {
+      const dataDir = fs.mkdtempSync(path.join(WORK_DIR, 'data-'));
+      return { env: { DATA_DIR: dataDir }, open: () => openDb({ databaseUrl: undefined, dataDir }), stop: async () => {} };
+    }, diag),
+  },
+  {
+    name: 'gateway-postgres', what: 'this gateway with DATABASE_URL: a PostgreSQL server of its own (credit leases, key cache)',
+    start: (diag) => gatewayTarget('gateway-postgres', async () => {
+      pgServer = await startPostgres();
+      if (NICE) for (const pid of pgProcesses()) spawnSync('renice', ['-n', String(NICE), '-p', String(pid)]); // its backends inherit it
+      await createDatabase(pgServer.url(), 'bench');
+      const url = pgServer.url('bench');
+      return { env: { DATABASE_URL: url }, open: () => openDb({ databaseUrl: url, dataDir: WORK_DIR, poolMax: 1 }), stop: async () => { await pgServer?.stop(); pgServer = undefined; } };
+    }, diag).then((r) => ({ ...r, pids: () => [...r.pids(), ...(pgServer ? pgProcesses() : [])] })),
+  },
+  {
+    name: 'portkey', what: 'Portkey gateway (@portkey-ai/gateway, npm), provider openai with a custom host',
+    async start() {
+      const port = await freePort();
+      const { child } = await startChild(process.execPath, ['node_modules/@portkey-ai/gateway/build/start-server.js', `--port=${port}`, '--headless'], { env: { NODE_ENV: 'production' }, logFile: path.join(WORK_DIR, 'portkey.log') });
+      await waitHttp(`http://127.0.0.1:${port}/`, 60);
+      return {
+        url: `http://127.0.0.1:${port}`, headers: { Authorization: `Bearer ${UPSTREAM_KEY}`, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `${SIM_URL}/v1` },
+        pids: () => [child.pid!], nodePid: child.pid!, stop: () => stopChild(child),
+      };
+    },
+  },
+  {
+    name: 'litellm', what: 'LiteLLM proxy (PyPI litellm[proxy]), 1 worker, offline settings, no database',
+    async start() {
+      const bin = litellmBin();
+      const port = await freePort();
+      const config = path.join(WORK_DIR, 'litellm.yaml');
+      fs.writeFileSync(config, `model_list:\n  - model_name: gpt-4o-mini\n    litellm_params:\n      model: openai/gpt-4o-mini\n      api_base: ${SIM_URL}/v1\n      api_key: ${UPSTREAM_KEY}\n`);
+      const { child } = await startChild(bin, ['--config', config, '--host', '127.0.0.1', '--port', String(port), '--num_workers', '1'], {
+        logFile: path.join(WORK_DIR, 'litellm.log'),
+        env: {
+          // Offline: the cost map and the other fetched lists from the package itself.
+          LITELLM_LOCAL_MODEL_COST_MAP: 'True', LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS: 'True', LITELLM_LOCAL_AUTOROUTER_PRESETS: 'True',
+          LITELLM_LOCAL_BLOG_POSTS: 'True', LITELLM_LOCAL_POLICY_TEMPLATES: 'True', LITELLM_TELEMETRY: 'False', LITELLM_MASTER_KEY, LITELLM_LOG: 'ERROR',
+        },
+      });
+      await waitHttp(`http://127.0.0.1:${port}/health/liveliness`, 120, (s) => s === 200);
+      return { url: `http://127.0.0.1:${port}`, headers: { Authorization: `Bearer ${LITELLM_MASTER_KEY}` }, pids: () => treeOf(child.pid!), stop: () => stopChild(child) };
+    },
+  },
 ];
+
+let SIM_PID = 0;
+
+function pgProcesses(): number[] {
+  // The postmaster runs under runuser as root; its backends are its children.
+  if (!pgServer) return [];
+  const out = spawnSync('pgrep', ['-f', '--', `-p ${pgServer.port} `], { encoding: 'utf8' }).stdout.trim();
+  return out ? [...new Set(out.split('\n').flatMap((p) => treeOf(Number(p))))] : [];
+}
+
+// ---------------------------------------------------------------- measuring
+
+interface Rep { rps: number; p50: number; p99: number; p75: number; errors: number; cpuUsPerReq: number; wrkCpuShare: number; othersBusy: number }
+interface StreamRep { streamsPerS: number; ttftP50: number; ttftP99: number; gapP50: number; gapP99: number; errors: number }
 
 function pct(xs: number[], p: number): number {
   if (xs.length === 0) return NaN;
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor((p / 100) * s.length))]!;
 }
+const median = (xs: number[]) => pct(xs, 50);
+/** Half the range around the median, as a share: ±x. */
+const spread = (xs: number[]) => (xs.length < 2 ? 0 : (Math.max(...xs) - Math.min(...xs)) / 2 / median(xs));
 
-function peakRssMb(pid: number): number {
-  try {
-    const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-    return m ? Math.round(Number(m[1]) / 1024) : NaN;
-  } catch {
-    return NaN;
+/**
+ * These two cores may be shared (other users, a test suite): before each measurement, wait (up
+ * to QUIET_WAIT_S) until the rest of the machine uses less than a quarter of a core, so the
+ * figures are the targets', not the neighbours'. Every measurement reports what others used.
+ */
+async function awaitQuiet(): Promise<void> {
+  const until = Date.now() + QUIET_WAIT_S * 1000;
+  for (;;) {
+    const b0 = machineBusyMs();
+    await new Promise((r) => setTimeout(r, 1000));
+    const others = (machineBusyMs() - b0) / 1000;
+    if (others < 0.25) return;
+    if (Date.now() > until) { console.log(`  (the machine stayed busy: ${others.toFixed(2)} cores used by other processes; measuring anyway)`); return; }
   }
 }
 
-const reported = new Set<string>();
+async function measureChat(t: Running, connections: number, window?: { begin(): void; end(): void }): Promise<Rep> {
+  await awaitQuiet();
+  await wrk(t, '/v1/chat/completions', CHAT, connections, WARMUP);
+  window?.begin();
+  const pids = t.pids();
+  const cpu0 = cpuMsOf(pids);
+  const sim0 = cpuMsOf([SIM_PID]);
+  const busy0 = machineBusyMs();
+  const w = await wrk(t, '/v1/chat/completions', CHAT, connections, SECONDS);
+  window?.end();
+  const cpu = cpuMsOf(pids) - cpu0;
+  const sim = t.pids().includes(SIM_PID) ? 0 : cpuMsOf([SIM_PID]) - sim0;
+  const busy = machineBusyMs() - busy0;
+  const ok = w.rps * w.durationS;
+  return {
+    rps: w.rps, p50: w.p50, p75: w.p75, p99: w.p99, errors: w.errors,
+    cpuUsPerReq: (cpu * 1000) / Math.max(1, ok),
+    wrkCpuShare: w.wrkCpuMs / (w.durationS * 1000 + WARMUP * 1000),
+    // What the rest of the machine (other users of these two cores) used meanwhile, in cores.
+    othersBusy: Math.max(0, busy - cpu - sim - w.wrkCpuMs * (w.durationS / (w.durationS + WARMUP))) / (w.durationS * 1000),
+  };
+}
 
-interface Sample { latency: number[]; ttft: number[]; gaps: number[]; errors: number; done: number; elapsed: number }
-
-/** One request; for streams, the time to the first content chunk and the gaps between chunks. */
-async function once(pool: Pool, t: Target, w: Workload, s: Sample): Promise<void> {
-  const started = performance.now();
-  const res = await pool.request({ method: 'POST', path: w.path, headers: { 'content-type': 'application/json', ...t.headers }, body: w.body });
-  if (res.statusCode !== 200) {
-    s.errors++;
-    const text = await res.body.text();
-    if (!reported.has(t.name)) { reported.add(t.name); console.error(`${t.name}: ${res.statusCode} ${text.slice(0, 300)}`); }
-    return;
+async function measureStream(t: Running, connections: number): Promise<StreamRep> {
+  await awaitQuiet();
+  if (connections === 1) {
+    await streamProbe(t, 1);
+    const s = await streamProbe(t, STREAM_SECONDS);
+    return { streamsPerS: s.streams / STREAM_SECONDS, ttftP50: pct(s.ttft, 50), ttftP99: pct(s.ttft, 99), gapP50: pct(s.gaps, 50), gapP99: pct(s.gaps, 99), errors: s.errors };
   }
-  if (!w.stream) {
-    await res.body.arrayBuffer();
-  } else {
-    let last = 0;
-    for await (const chunk of res.body) {
-      const now = performance.now();
-      if ((chunk as Buffer).includes('"content"')) {
-        if (last === 0) s.ttft.push(now - started);
-        else s.gaps.push(now - last);
-        last = now;
+  // c connections: wrk carries c-1 of them (cheap), one probe connection reads the timing.
+  await wrk(t, '/v1/chat/completions', STREAM, connections - 1, WARMUP);
+  const [w, s] = await Promise.all([wrk(t, '/v1/chat/completions', STREAM, connections - 1, STREAM_SECONDS), streamProbe(t, STREAM_SECONDS - 0.2)]);
+  return {
+    streamsPerS: w.rps + s.streams / STREAM_SECONDS, ttftP50: pct(s.ttft, 50), ttftP99: pct(s.ttft, 99), gapP50: pct(s.gaps, 50), gapP99: pct(s.gaps, 99),
+    errors: w.errors + s.errors,
+  };
+}
+
+interface TargetResult {
+  name: string;
+  chat: Record<number, Rep[]>;
+  stream: Record<number, StreamRep[]>;
+  check?: string;
+  diagnosis?: string;
+  error?: string;
+}
+
+async function diagnose(t: Running, diag: Diagnose, window: { from: bigint; to: bigint }): Promise<string> {
+  const lines: string[] = [];
+  const probe = fs.existsSync(diag.probeFile) ? JSON.parse(fs.readFileSync(diag.probeFile, 'utf8')) : undefined;
+  if (probe) lines.push(`  event loop (c=32 window): delay p50 ${probe.loopDelayMs.p50} ms, p99 ${probe.loopDelayMs.p99} ms, max ${probe.loopDelayMs.max} ms (10 ms sampling); GC ${JSON.stringify(probe.gc)}`);
+  await t.stop();
+  const prof = fs.readdirSync(diag.profDir).find((f) => f.endsWith('.cpuprofile'));
+  if (prof) {
+    const p = JSON.parse(fs.readFileSync(path.join(diag.profDir, prof), 'utf8'));
+    // Profile times are CLOCK_MONOTONIC microseconds, as process.hrtime is.
+    const from = Number(window.from / 1000n) - p.startTime;
+    const to = Number(window.to / 1000n) - p.startTime;
+    lines.push(`  CPU profile of the c=32 window (${prof}):`, formatSummary(summarise(p, 30, from / 1000, to / 1000)));
+  }
+  return lines.join('\n');
+}
+
+/** strace -c -f attached to the running Node process for one wrk run: syscalls per request. */
+async function syscallsPerRequest(t: Running): Promise<string> {
+  const strace = ensureStrace();
+  const out = path.join(WORK_DIR, `strace-${t.nodePid}.txt`);
+  const tids = fs.readdirSync(`/proc/${t.nodePid}/task`);
+  await wrk(t, '/v1/chat/completions', CHAT, 32, WARMUP);
+  const tracer = spawn(strace, ['-c', '-f', '-o', out, ...tids.flatMap((tid) => ['-p', tid])], { stdio: 'ignore' });
+  await new Promise((r) => setTimeout(r, 1000)); // attached
+  const w = await wrk(t, '/v1/chat/completions', CHAT, 32, 5);
+  tracer.kill('SIGINT');
+  await new Promise((r) => tracer.once('exit', r));
+  const text = fs.readFileSync(out, 'utf8');
+  const rows = text.split('\n').filter((l) => /^\s*[\d.]+\s+[\d.]+\s+\d+\s+\d+/.test(l) && !/\stotal\s*$/.test(l)).map((l) => {
+    const f = l.trim().split(/\s+/);
+    return { calls: Number(f[3]), name: f[f.length - 1]! };
+  });
+  const n = Math.max(1, w.rps * w.durationS);
+  const total = rows.reduce((a, r) => a + r.calls, 0);
+  const top = rows.sort((a, b) => b.calls - a.calls).slice(0, 8).map((r) => `${r.name} ${(r.calls / n).toFixed(2)}`).join(', ');
+  return `  syscalls per request under strace (c=32, ${Math.round(w.rps)} req/s traced): ${(total / n).toFixed(1)}: ${top}`;
+}
+
+/** Ready means answering: the first chat request can take seconds (lazy imports, JIT, caches). */
+async function firstAnswer(t: Running): Promise<void> {
+  const until = Date.now() + 120_000;
+  for (;;) {
+    try {
+      const r = await fetch(t.url + '/v1/chat/completions', { method: 'POST', headers: { 'content-type': 'application/json', ...t.headers }, body: CHAT });
+      const text = await r.text();
+      if (r.status === 200) return;
+      if (Date.now() > until) throw new Error(`no 200 in 120 s: ${r.status} ${text.slice(0, 300)}`);
+    } catch (err) {
+      if (Date.now() > until) throw err;
+    }
+    await new Promise((res) => setTimeout(res, 500));
+  }
+}
+
+async function runTarget(def: TargetDef): Promise<TargetResult> {
+  const r: TargetResult = { name: def.name, chat: {}, stream: {} };
+  let t: Running | undefined;
+  try {
+    t = await def.start(undefined);
+    await firstAnswer(t);
+    for (const c of [1, 32]) {
+      r.chat[c] = [];
+      for (let i = 0; i < REPS; i++) {
+        const rep = await measureChat(t, c);
+        r.chat[c].push(rep);
+        console.log(`  ${def.name} chat c=${c} rep ${i + 1}: ${rep.rps.toFixed(0)} req/s, p50 ${rep.p50.toFixed(2)} ms, p99 ${rep.p99.toFixed(2)} ms, errors ${rep.errors}, `
+          + `${rep.cpuUsPerReq.toFixed(0)} µs CPU/req, wrk ${(rep.wrkCpuShare * 100).toFixed(0)}% of a core, others ${rep.othersBusy.toFixed(2)} cores`);
       }
     }
+    if (!values['no-streams']) {
+      for (const c of [1, 32]) {
+        r.stream[c] = [];
+        for (let i = 0; i < REPS; i++) {
+          const s = await measureStream(t, c);
+          r.stream[c].push(s);
+          console.log(`  ${def.name} stream c=${c} rep ${i + 1}: ${s.streamsPerS.toFixed(0)} streams/s, ttft p50 ${s.ttftP50.toFixed(2)} p99 ${s.ttftP99.toFixed(2)} ms, gap p50 ${s.gapP50.toFixed(2)} p99 ${s.gapP99.toFixed(2)} ms, errors ${s.errors}`);
+        }
+      }
+    }
+  } catch (err) {
+    r.error = (err as Error).message;
+    console.log(`  ${def.name}: ${r.error}`);
+  } finally {
+    await t?.stop();
   }
-  s.latency.push(performance.now() - started);
-  s.done++;
-}
-
-async function closedLoop(t: Target, w: Workload, concurrency: number): Promise<Sample> {
-  const pool = new Pool(new URL(t.url).origin, { connections: concurrency, pipelining: 1, keepAliveTimeout: 30_000 });
-  const s: Sample = { latency: [], ttft: [], gaps: [], errors: 0, done: 0, elapsed: 0 };
-  // Warm-up: connections and JIT, not measured.
-  await Promise.all(Array.from({ length: concurrency }, () => once(pool, t, w, { latency: [], ttft: [], gaps: [], errors: 0, done: 0, elapsed: 0 }).catch(() => {})));
-  const started = performance.now();
-  const until = started + SECONDS * 1000;
-  await Promise.all(Array.from({ length: concurrency }, async () => {
-    while (performance.now() < until) await once(pool, t, w, s).catch(() => { s.errors++; });
-  }));
-  s.elapsed = (performance.now() - started) / 1000;
-  await pool.close();
-  return s;
-}
-
-/** Open loop: requests started at a fixed rate whatever the answers do. */
-async function fixedRate(t: Target, w: Workload, perSecond: number): Promise<Sample> {
-  const pool = new Pool(new URL(t.url).origin, { connections: 256, pipelining: 1 });
-  const s: Sample = { latency: [], ttft: [], gaps: [], errors: 0, done: 0, elapsed: 0 };
-  await Promise.all(Array.from({ length: 32 }, () => once(pool, t, w, { latency: [], ttft: [], gaps: [], errors: 0, done: 0, elapsed: 0 }).catch(() => {})));
-  const started = performance.now();
-  const total = perSecond * SECONDS;
-  const pending: Promise<void>[] = [];
-  for (let i = 0; i < total; i++) {
-    const due = started + (i * 1000) / perSecond;
-    const wait = due - performance.now();
-    if (wait > 1) await new Promise((r) => setTimeout(r, wait));
-    pending.push(once(pool, t, w, s).catch(() => { s.errors++; }));
+  if (t?.check) {
+    r.check = await t.check().catch((err) => { EXACT_ALL = false; return `billing check failed: ${(err as Error).message}`; });
+    console.log(`  ${def.name} ${r.check}`);
   }
-  await Promise.all(pending);
-  s.elapsed = (performance.now() - started) / 1000;
-  await pool.close();
-  return s;
+  if (values.diagnose && (def.name.startsWith('gateway') || def.name === 'bare')) {
+    r.diagnosis = await diagnoseTarget(def).catch((err) => `diagnosis failed: ${(err as Error).message}`);
+    console.log(r.diagnosis);
+  }
+  return r;
 }
 
-async function startChild(cmd: string, args: string[], env: Record<string, string>, readyLine?: RegExp): Promise<{ child: ChildProcess; line: string }> {
-  const child = spawn(cmd, args, { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'inherit'] });
-  children.push(child);
-  const rl = readline.createInterface({ input: child.stdout! });
-  const line = await new Promise<string>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`${args.join(' ')} did not start`)), 30_000);
-    rl.on('line', (l) => { if (!readyLine || readyLine.test(l)) { clearTimeout(timer); resolve(l); } });
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}`)));
-  });
-  child.stdout!.resume();
-  return { child, line };
+/**
+ * Where the time goes, on fresh starts of the target: a CPU profile, event-loop delay and GC of
+ * one c=32 run; then, without the profiler (its signals would be counted), syscalls per request.
+ */
+async function diagnoseTarget(def: TargetDef): Promise<string> {
+  const diag = { profDir: fs.mkdtempSync(path.join(WORK_DIR, `prof-${def.name}-`)), probeFile: path.join(WORK_DIR, `probe-${def.name}.json`) };
+  const lines: string[] = [];
+  let t = await def.start(diag);
+  try {
+    await firstAnswer(t);
+    let from = 0n;
+    let to = 0n;
+    const rep = await measureChat(t, 32, {
+      begin: () => { process.kill(t.nodePid!, 'SIGUSR2'); from = process.hrtime.bigint(); },
+      end: () => { to = process.hrtime.bigint(); process.kill(t.nodePid!, 'SIGUSR2'); },
+    });
+    await new Promise((res) => setTimeout(res, 300));
+    lines.push(`  profiled run: ${rep.rps.toFixed(0)} req/s at c=32, p50 ${rep.p50.toFixed(2)} ms, p99 ${rep.p99.toFixed(2)} ms, ${rep.cpuUsPerReq.toFixed(0)} µs CPU/req, others ${rep.othersBusy.toFixed(2)} cores`);
+    lines.push(await diagnose(t, diag, { from, to }));
+  } finally {
+    await t.stop();
+    await t.check?.().catch(() => '');
+  }
+  t = await def.start(undefined);
+  try {
+    await firstAnswer(t);
+    lines.push(await syscallsPerRequest(t));
+  } finally {
+    await t.stop();
+    await t.check?.().catch(() => '');
+  }
+  return lines.join('\n');
 }
+
+// ---------------------------------------------------------------- report
+
+function report(results: TargetResult[], machine: string): string {
+  const out: string[] = [];
+  const f = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : '-');
+  const pad = (cells: string[], widths: number[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' ');
+  const byName = new Map(results.map((r) => [r.name, r]));
+  const med = (name: string, c: number, k: keyof Rep) => median((byName.get(name)?.chat[c] ?? []).map((x) => x[k]));
+  const direct = { p50c1: med('direct', 1, 'p50') };
+  out.push(`machine: ${machine}`);
+  out.push(`wrk ${WRK} (1 thread), ${REPS} x ${SECONDS} s per cell after a ${WARMUP} s warm-up; unstreamed chat (16 output tokens); billing on, rate limits off; gateway log level ${LOG_LEVEL} (to a file)${NICE ? `; measured processes at nice ${NICE}` : ''}`);
+  out.push('');
+  out.push('unstreamed chat: median of the repetitions, spread ±% (half the range over the median); latency in ms (wrk); CPU µs/r: the');
+  out.push('target\'s own CPU per request at c=32 (with its database server); others: most cores used by other processes during a repetition');
+  const w = [18, 16, 7, 7, 8, 16, 7, 7, 8, 9, 7, 7];
+  out.push(pad(['target', 'c=1 req/s', 'p50', 'p99', '+p50', 'c=32 req/s', 'p50', 'p99', 'p99/p50', 'CPU µs/r', 'errors', 'others'], w));
+  for (const r of results) {
+    if (!r.chat[1]?.length) { out.push(`${r.name.padEnd(18)} ${r.error ?? 'not measured'}`); continue; }
+    const c1 = r.chat[1]!;
+    const c32 = r.chat[32] ?? [];
+    const rps = (reps: Rep[]) => `${f(median(reps.map((x) => x.rps)), 0)} ±${f(spread(reps.map((x) => x.rps)) * 100, 0)}%`;
+    const p50_32 = median(c32.map((x) => x.p50));
+    const p99_32 = median(c32.map((x) => x.p99));
+    out.push(pad([
+      r.name, rps(c1), f(median(c1.map((x) => x.p50))), f(median(c1.map((x) => x.p99))), r.name === 'direct' ? '' : f(median(c1.map((x) => x.p50)) - direct.p50c1),
+      c32.length ? rps(c32) : '-', f(p50_32), f(p99_32), f(p99_32 / p50_32, 1), f(median(c32.map((x) => x.cpuUsPerReq)), 0),
+      String([...c1, ...c32].reduce((a, x) => a + x.errors, 0)), f(Math.max(...[...c1, ...c32].map((x) => x.othersBusy))),
+    ], w));
+  }
+  const ratio = (a: string, b: string) => med(a, 32, 'rps') / med(b, 32, 'rps');
+  out.push('');
+  for (const g of ['gateway-embedded', 'gateway-postgres']) {
+    if (!byName.get(g)?.chat[32]?.length) continue;
+    const parts = [`${g} at c=32: ${f(ratio(g, 'bare'))}x the bare pass-through (target >= 0.5)`];
+    if (byName.get('portkey')?.chat[32]?.length) parts.push(`${f(ratio(g, 'portkey'))}x Portkey (target >= 3)`);
+    if (byName.get('litellm')?.chat[32]?.length) parts.push(`${f(ratio(g, 'litellm'))}x LiteLLM`);
+    const reps = byName.get(g)!.chat[32]!;
+    parts.push(`spread ±${f(spread(reps.map((x) => x.rps)) * 100, 0)}% (target < 15), worst p99/p50 ${f(Math.max(...reps.map((x) => x.p99 / x.p50)), 1)} (target <= 4)`);
+    parts.push(`added p50 at c=1 ${f(med(g, 1, 'p50') - direct.p50c1)} ms (target <= 0.3)`);
+    out.push(parts.join('; '));
+  }
+  if (!values['no-streams']) {
+    out.push('');
+    out.push('streamed chat (16 chunks, 2 ms apart upstream): time to first token and gaps between chunks, ms, median of the repetitions');
+    const ws = [18, 10, 9, 9, 9, 9, 11, 9, 9, 9, 9, 7];
+    out.push(pad(['target', 'c=1 ttft', '+ttft', 'ttft p99', 'gap p50', 'gap p99', 'c=32 str/s', 'ttft', '+ttft', 'ttft p99', 'gap p99', 'errors'], ws));
+    const sm = (name: string, c: number, k: keyof StreamRep) => median((byName.get(name)?.stream[c] ?? []).map((x) => x[k]));
+    for (const r of results) {
+      if (!r.stream[1]?.length) continue;
+      const errs = [...(r.stream[1] ?? []), ...(r.stream[32] ?? [])].reduce((a, x) => a + x.errors, 0);
+      out.push(pad([
+        r.name, f(sm(r.name, 1, 'ttftP50')), r.name === 'direct' ? '' : f(sm(r.name, 1, 'ttftP50') - sm('direct', 1, 'ttftP50')), f(sm(r.name, 1, 'ttftP99')),
+        f(sm(r.name, 1, 'gapP50')), f(sm(r.name, 1, 'gapP99')),
+        f(sm(r.name, 32, 'streamsPerS'), 0), f(sm(r.name, 32, 'ttftP50')), r.name === 'direct' ? '' : f(sm(r.name, 32, 'ttftP50') - sm('direct', 32, 'ttftP50')),
+        f(sm(r.name, 32, 'ttftP99')), f(sm(r.name, 32, 'gapP99')), String(errs),
+      ], ws));
+    }
+  }
+  out.push('');
+  for (const r of results) if (r.check) out.push(`${r.name} ${r.check}`);
+  return out.join('\n');
+}
+
+// ---------------------------------------------------------------- main
 
 async function main() {
-  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-bench-'));
-  const pgServer = await startPostgres();
-  await createDatabase(pgServer.url(), 'bench');
+  WRK = findWrk();
+  if (NICE) os.setPriority(NICE);
+  WORK_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-bench-'));
+  const wanted = values.targets ? values.targets.split(',') : TARGETS.map((t) => t.name);
+  for (const n of wanted) if (!TARGETS.some((t) => t.name === n)) throw new Error(`unknown target ${n}; targets: ${TARGETS.map((t) => t.name).join(', ')}`);
+  const cpus = os.cpus();
+  const machine = `${cpus[0]?.model ?? 'cpu'}, ${cpus.length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${os.type()} ${os.release()}, node ${process.version}, load average at start ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`;
+  console.log(`machine: ${machine}\nwork folder: ${WORK_DIR}`);
+
+  const sim = await startChild(process.execPath, ['bench/simulator-main.ts'], { env: { SIM_API_KEY: UPSTREAM_KEY }, readyLine: /^http/ });
+  SIM_URL = sim.line.trim();
+  SIM_PID = sim.child.pid!;
+  const results: TargetResult[] = [];
   try {
-    const sim = await startChild(process.execPath, ['bench/simulator-main.ts'], { SIM_API_KEY: UPSTREAM_KEY });
-    const simUrl = sim.line.trim();
-    const gw = await startGatewayProcess({
-      logFile: path.join(dir, 'gateway.log'),
-      env: {
-        DATABASE_URL: pgServer.url('bench'), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${simUrl}/v1`,
-        RATE_LIMIT_RPM: RPM, RATE_LIMIT_TPM: '0', LOG_LEVEL: 'warn', TEMPORAL_CLI: '/nonexistent', VIDEO_WORKER: '0', BILLING_MODE: BILLING,
-      },
-    });
-    const billing = createClient(BillingService, createGrpcTransport({ baseUrl: gw.rpcUrl }));
-    const created = await billing.createKey({ creditsNano: 1_000_000_000_000n, label: 'bench' });
-
-    const targets: Target[] = [
-      { name: 'direct', url: `${simUrl}/v1`, headers: { authorization: `Bearer ${UPSTREAM_KEY}` }, pid: sim.child.pid! },
-      { name: 'gateway', url: `${gw.httpUrl}/v1`, headers: { authorization: `Bearer ${created.apiKey}` }, pid: gw.child.pid! },
-    ];
-    // The floor: what any Node gateway pays for Fastify in and undici out, with nothing else.
-    const bare = await startChild(process.execPath, ['bench/bare-passthrough.ts'], { UPSTREAM_URL: simUrl, UPSTREAM_KEY });
-    targets.push({ name: 'bare', url: `${bare.line.trim()}/v1`, headers: {}, pid: bare.child.pid! });
-    if (!values['no-portkey']) {
-      const port = await freePort();
-      const pk = await startChild(process.execPath, ['node_modules/@portkey-ai/gateway/build/start-server.js', `--port=${port}`, '--headless'], { NODE_ENV: 'production' }, /localhost|listening|running|port/i);
-      void pk;
-      targets.push({ name: 'portkey', url: `http://127.0.0.1:${port}/v1`, headers: { authorization: `Bearer ${UPSTREAM_KEY}`, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `${simUrl}/v1` }, pid: pk.child.pid! });
+    for (const def of TARGETS.filter((t) => wanted.includes(t.name))) {
+      console.log(`\n${def.name}: ${def.what}`);
+      results.push(await runTarget(def));
     }
-
-    const cpu = `${os.cpus().length} x ${os.cpus()[0]?.model ?? 'cpu'}`;
-    console.log(`machine: ${cpu}, ${Math.round(os.totalmem() / 2 ** 30)} GiB, node ${process.version}; ${SECONDS} s per cell, loopback only; gateway billing: ${BILLING}, key limit ${RPM === '0' ? 'none' : `${RPM} requests/minute`}`);
-    const results: Record<string, unknown>[] = [];
-    const row = (cells: (string | number)[]) => console.log(cells.map((c, i) => String(c).padStart(i === 0 ? 22 : 10)).join(''));
-    const f = (n: number) => (Number.isFinite(n) ? n.toFixed(2) : '-');
-    for (const w of workloads) {
-      console.log(`\n${w.name}`);
-      row(['target @ concurrency', 'req/s', 'p50 ms', 'p99 ms', '+p50 ms', '+p99 ms', 'x direct', ...(w.stream ? ['ttft p50', 'ttft p99', 'gap p50', 'gap p99'] : []), 'errors']);
-      for (const c of LEVELS) {
-        const byTarget: Record<string, Sample> = {};
-        for (const t of targets) byTarget[t.name] = await closedLoop(t, w, c);
-        const d = byTarget.direct!;
-        for (const t of targets) {
-          const s = byTarget[t.name]!;
-          const rps = s.done / s.elapsed;
-          row([`${t.name} @ ${c}`, rps.toFixed(0), f(pct(s.latency, 50)), f(pct(s.latency, 99)),
-            t.name === 'direct' ? '' : f(pct(s.latency, 50) - pct(d.latency, 50)), t.name === 'direct' ? '' : f(pct(s.latency, 99) - pct(d.latency, 99)),
-            (rps / (d.done / d.elapsed)).toFixed(2),
-            ...(w.stream ? [f(pct(s.ttft, 50)), f(pct(s.ttft, 99)), f(pct(s.gaps, 50)), f(pct(s.gaps, 99))] : []), s.errors]);
-          results.push({ workload: w.name, target: t.name, concurrency: c, rps, p50: pct(s.latency, 50), p99: pct(s.latency, 99), ttftP50: pct(s.ttft, 50), gapP50: pct(s.gaps, 50), errors: s.errors });
-        }
-        const gwRps = byTarget.gateway!.done / byTarget.gateway!.elapsed;
-        if (byTarget.bare && byTarget.bare.done > 0) console.log(`${''.padStart(22)}gateway / bare pass-through throughput: ${(gwRps / (byTarget.bare.done / byTarget.bare.elapsed)).toFixed(2)}x`);
-        if (byTarget.portkey && byTarget.portkey.done > 0) console.log(`${''.padStart(22)}gateway / portkey throughput: ${(gwRps / (byTarget.portkey.done / byTarget.portkey.elapsed)).toFixed(2)}x`);
-      }
-    }
-
-    console.log('\nchat at a fixed 1,000 requests/s');
-    row(['target', 'req/s', 'p50 ms', 'p99 ms', '+p50 ms', '+p99 ms', '', 'errors']);
-    const fixed: Record<string, Sample> = {};
-    for (const t of targets) fixed[t.name] = await fixedRate(t, workloads[0]!, 1000);
-    for (const t of targets) {
-      const s = fixed[t.name]!;
-      const d = fixed.direct!;
-      row([t.name, (s.done / s.elapsed).toFixed(0), f(pct(s.latency, 50)), f(pct(s.latency, 99)),
-        t.name === 'direct' ? '' : f(pct(s.latency, 50) - pct(d.latency, 50)), t.name === 'direct' ? '' : f(pct(s.latency, 99) - pct(d.latency, 99)), '', s.errors]);
-      results.push({ workload: 'chat@1000rps', target: t.name, p50: pct(s.latency, 50), p99: pct(s.latency, 99), errors: s.errors });
-    }
-
-    console.log('\npeak RSS (MB): ' + targets.map((t) => `${t.name === 'direct' ? 'simulator' : t.name} ${peakRssMb(t.pid)}`).join(', '));
-
-    // Billing on, exactly: the key's balance went down by the sum of its usage rows. (Stopped
-    // first: with leases, charges are written in batches and the lease returned at shutdown.)
-    await gw.stop();
-    const db = new pg.Pool({ connectionString: pgServer.url('bench'), max: 1 });
-    const r = await db.query(`SELECT a.balance_nano::text AS balance, a.held_nano::text AS held,
-      (SELECT COALESCE(sum(cost_nano), 0) FROM usage_records u WHERE u.account_id = a.id)::text AS charged,
-      (SELECT count(*) FROM usage_records u WHERE u.account_id = a.id AND u.status <> 'lease_returned')::int AS requests FROM accounts a WHERE a.id = $1`, [created.accountId]);
-    await db.end();
-    const b = r.rows[0];
-    const exact = BigInt(b.balance) + BigInt(b.charged) === 1_000_000_000_000n && b.held === '0';
-    console.log(`billing: ${b.requests} requests charged ${b.charged} nano-USD; balance + charges = opening balance: ${exact ? 'yes' : 'NO'}; held now ${b.held}`);
-
-    fs.mkdirSync(path.join(ROOT, 'bench', 'results'), { recursive: true });
-    const out = path.join(ROOT, 'bench', 'results', `${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-    fs.writeFileSync(out, JSON.stringify({ machine: cpu, seconds: SECONDS, results }, null, 2));
-    console.log(`results: ${path.relative(ROOT, out)}`);
-    if (!exact) process.exitCode = 1;
   } finally {
-    for (const c of children) c.kill('SIGTERM');
-    await pgServer.stop();
+    await stopChild(sim.child);
+    await pgServer?.stop();
   }
+  const text = report(results, machine);
+  console.log('\n' + text);
+  for (const r of results) if (r.diagnosis) console.log(`\n${r.name} diagnosis:\n${r.diagnosis}`);
+  fs.mkdirSync(path.join(ROOT, 'bench', 'results'), { recursive: true });
+  const file = path.join(ROOT, 'bench', 'results', `${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  fs.writeFileSync(file, JSON.stringify({ machine, reps: REPS, seconds: SECONDS, logLevel: LOG_LEVEL, results }, null, 2));
+  console.log(`\nresults: ${path.relative(ROOT, file)}; logs: ${WORK_DIR}`);
+  if (!EXACT_ALL) process.exitCode = 1;
 }
 
-const deadline = setTimeout(() => { console.error('bench: over its time limit, stopping'); for (const c of children) c.kill('SIGKILL'); process.exit(2); }, 15 * 60_000);
+const deadline = setTimeout(() => { console.error('bench: over its time limit (45 min), stopping'); void cleanup().then(() => process.exit(2)); }, 45 * 60_000);
 deadline.unref();
-main().then(() => process.exit(process.exitCode ?? 0), (err) => { console.error(err); for (const c of children) c.kill('SIGKILL'); process.exit(1); });
+
+async function cleanup() {
+  for (const c of children) { try { process.kill(-c.pid!, 'SIGKILL'); } catch { /* gone */ } }
+  await pgServer?.stop().catch(() => {});
+}
+
+process.on('SIGINT', () => { void cleanup().then(() => process.exit(130)); });
+main().then(() => process.exit(process.exitCode ?? 0), async (err) => { console.error(err); await cleanup(); process.exit(1); });

@@ -1,11 +1,12 @@
 // Every failure the simulator can produce, streamed and not: the status and error shape the
 // caller gets, and what is charged (DESIGN.md §3: failures cost nothing, delivered content is paid).
+import http from 'node:http';
 import { describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { MODELS } from '../src/catalogue/models.ts';
 import { tokenCostNano, type TokenPrices } from '../src/billing/pricing.ts';
 import { countInputTokens, countTextTokens } from '../src/inference/tokens.ts';
-import { balanceOf, checkInvariants, newKey, openai, uniqueMarker, waitForUsage } from './support/context.ts';
+import { balanceOf, checkInvariants, gatewayUrl, newKey, openai, uniqueMarker, waitForUsage } from './support/context.ts';
 
 const MODEL = 'gpt-4o-mini';
 const prices = MODELS.find((m) => m.id === MODEL)!.prices as unknown as TokenPrices;
@@ -137,6 +138,32 @@ describe('stream-only failures', () => {
     const expected = tokenCostNano(prices, { inputTokens: BigInt(row.input_tokens!), outputTokens: 60n, cachedTokens: 0n, cacheWriteTokens: 0n });
     expect(row.cost_nano).toBe(expected.toString());
     expect(await balanceOf(key.accountId)).toEqual({ balance: FIVE_USD - expected, held: 0n });
+    await checkInvariants(key.accountId);
+  });
+
+  it('a client that stops reading and then disconnects is charged for what was delivered, and nothing stays held', async () => {
+    // A long, fast stream to a client that reads one chunk and stops: the gateway's writes back
+    // up (it waits for the socket to drain, its stream suspended), then the client goes away.
+    const key = await newKey('5');
+    const content = `${uniqueMarker()} [sim tokens=100000]`;
+    const requestId = await new Promise<string>((resolve, reject) => {
+      const req = http.request(`${gatewayUrl()}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'application/json' } }, (res) => {
+        expect(res.statusCode).toBe(200);
+        res.once('data', () => {
+          res.pause();
+          // Long enough for the ~20 MB stream to fill the socket buffers (about 10 MB on loopback);
+          // whether or not the gateway was still writing, the request must settle.
+          setTimeout(() => { req.destroy(); resolve(String(res.headers['x-request-id'])); }, 3000);
+        });
+      });
+      req.on('error', () => {});
+      req.once('error', reject);
+      req.end(JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }], stream: true }));
+    });
+    const row = await waitForUsage(requestId);
+    expect(row.status).toBe('client_closed');
+    expect(BigInt(row.cost_nano!)).toBeGreaterThan(0n);
+    expect((await balanceOf(key.accountId)).held).toBe(0n);
     await checkInvariants(key.accountId);
   });
 });

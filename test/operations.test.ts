@@ -88,12 +88,15 @@ describe('observability', () => {
   it('no gateway log line carries a key', async () => {
     // Traffic with keys in every place a key can travel, including a malformed one.
     const key = await newKey('1');
-    await fetch(`${gatewayUrl()}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'application/json' }, body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"${key.apiKey}"}]}` });
-    await fetch(`${gatewayUrl()}/v1/chat/completions`, { method: 'POST', headers: { 'x-api-key': `${key.apiKey}x` }, body: '{' });
-    await new Promise((r) => setTimeout(r, 200));
+    const first = await fetch(`${gatewayUrl()}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'application/json' }, body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"${key.apiKey}"}]}` });
+    const second = await fetch(`${gatewayUrl()}/v1/chat/completions`, { method: 'POST', headers: { 'x-api-key': `${key.apiKey}x` }, body: '{' });
     const dir = inject('workDir');
-    const logs = fs.readdirSync(dir).filter((f) => f.endsWith('.log')).map((f) => fs.readFileSync(path.join(dir, f), 'utf8')).join('\n');
-    expect(logs.length).toBeGreaterThan(0);
+    const read = () => fs.readdirSync(dir).filter((f) => f.endsWith('.log')).map((f) => fs.readFileSync(path.join(dir, f), 'utf8')).join('\n');
+    // Log lines are written in batches (within 100 ms): wait for both requests' lines.
+    const ids = [first.headers.get('x-request-id'), second.headers.get('x-request-id')];
+    expect(ids.every(Boolean)).toBe(true);
+    await expect.poll(() => ids.every((id) => read().includes(`"requestId":"${id}"`)), { timeout: 10_000 }).toBe(true);
+    const logs = read();
     expect(logs).toContain('"msg":"request"');
     expect(logs.match(/prx-[0-9A-Za-z]{38}/g) ?? []).toEqual([]);
   });

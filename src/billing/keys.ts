@@ -1,7 +1,7 @@
 // API key format (DESIGN.md §4): "prx-" + 32 base62 chars from a CSPRNG (190.5 bits) + a
 // 6-char base62 CRC32 of those 32 chars. The checksum lets us refuse a mistyped or truncated
 // key before touching the database, and lets secret scanners recognise ours.
-import { createHmac, randomInt } from 'node:crypto';
+import { createHmac, randomFillSync } from 'node:crypto';
 import { crc32 } from 'node:zlib';
 
 const ALPHABET = '0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz';
@@ -10,10 +10,22 @@ const CHECK_LENGTH = 6;
 export const KEY_PREFIX = 'prx-';
 const KEY_SHAPE = /^prx-[0-9A-Za-z]{38}$/;
 
+// CSPRNG bytes drawn a page at a time (one call instead of one per character: ids are made on
+// every request).
+const pool = Buffer.alloc(4096);
+let poolAt = pool.length;
+
 export function randomBase62(length: number): string {
   let out = '';
-  // randomInt is uniform (rejection sampling inside), so no modulo bias.
-  for (let i = 0; i < length; i++) out += ALPHABET[randomInt(62)];
+  while (out.length < length) {
+    if (poolAt === pool.length) {
+      randomFillSync(pool);
+      poolAt = 0;
+    }
+    const b = pool[poolAt++]!;
+    // 248 = 4 × 62: bytes below it map evenly onto the alphabet; the rest are dropped (no modulo bias).
+    if (b < 248) out += ALPHABET[b % 62];
+  }
   return out;
 }
 

@@ -34,6 +34,9 @@ export interface FacadeDeps {
   ready: () => Promise<void>;
 }
 
+const DATA_FIELD = Buffer.from('data: ');
+const EVENT_END = Buffer.from('\n\n');
+
 export function buildFacade(deps: FacadeDeps): FastifyInstance {
   const app = Fastify({
     loggerInstance: deps.log as FastifyBaseLogger,
@@ -61,8 +64,9 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   });
 
   app.addHook('onResponse', (req, reply, done) => {
-    if (req.routeOptions.url?.startsWith('/v1/')) deps.metrics.requestsOf(req.routeOptions.url, servedModelOf(req, deps) ?? (modelOf(req) ? 'other' : ''), String(reply.statusCode)).inc();
-    req.log.info({ method: req.method, url: req.routeOptions.url ?? req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+    const route = req.routeOptions.url; // a getter that builds an object: read once
+    if (route?.startsWith('/v1/')) deps.metrics.requestsOf(route, servedModelOf(req, deps) ?? (modelOf(req) ? 'other' : ''), String(reply.statusCode)).inc();
+    req.log.info({ method: req.method, url: route ?? req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
     done();
   });
 
@@ -179,7 +183,8 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
       'request-id': requestId,
       'x-accel-buffering': 'no',
     });
-    const frame = (e: SseEvent) => `${e.event ? `event: ${e.event}\n` : ''}data: ${Buffer.from(e.data).toString('utf8')}\n\n`;
+    // The event's bytes as they are (no decode to a string and encode back per chunk).
+    const frame = (e: SseEvent) => Buffer.concat([e.event ? Buffer.from(`event: ${e.event}\ndata: `) : DATA_FIELD, e.data, EVENT_END]);
     let ended = false;
     try {
       for (let r = first; !r.done; r = await events.next()) {

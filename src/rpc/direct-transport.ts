@@ -76,17 +76,29 @@ export function directTransport(s: Services, log?: Logger): Transport {
         ctx.abort();
         throw failure(method, req, err);
       }
+      // A caller that goes away aborts its signal, but Connect's client gives it no way to close
+      // the stream (its iterator has no return()): the handler, suspended where it yielded its
+      // last message, would never resume, so it would never reach its `finally` (where a stream
+      // is settled). So the signal closes the handler's iterator here, as the network server does
+      // when a stream is cancelled. An async generator queues the close after a step in progress.
+      const it = outputs[Symbol.asyncIterator]();
+      const close = () => { void Promise.resolve(it.return?.()).catch(() => {}); };
+      ctx.signal.addEventListener('abort', close, { once: true });
       async function* relay() {
         let ended = false;
         try {
-          for await (const m of outputs) yield message(method.output, m);
+          for (let r = await it.next(); !r.done; r = await it.next()) yield message(method.output, r.value);
           ended = true;
         } catch (err) {
           ended = true;
           throw failure(method, req, err);
         } finally {
+          ctx.signal.removeEventListener('abort', close);
           // As over the network: a caller that stops reading cancels the handler.
-          if (!ended) ctx.abort();
+          if (!ended) {
+            ctx.abort();
+            close();
+          }
         }
       }
       return { stream: true, service: method.parent, method, header: ctx.responseHeader, trailer: ctx.responseTrailer, message: relay() } as StreamResponse<typeof method.input, typeof method.output>;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { generateKey, hashKey, isWellFormedKey, keyFromHeaders, visiblePrefix } from '../../src/billing/keys.ts';
+import { generateKey, hashKey, isWellFormedKey, keyFromHeaders, randomBase62, visiblePrefix } from '../../src/billing/keys.ts';
 
 describe('keys', () => {
   it('have the documented shape: prx- + 32 base62 + 6 base62 checksum', () => {
@@ -13,6 +13,16 @@ describe('keys', () => {
   it('are unique across many draws', () => {
     const seen = new Set(Array.from({ length: 5000 }, generateKey));
     expect(seen.size).toBe(5000);
+  });
+
+  it('draw every base62 character equally often (no modulo bias)', () => {
+    const counts = new Map<string, number>();
+    for (const c of randomBase62(620_000)) counts.set(c, (counts.get(c) ?? 0) + 1);
+    expect(counts.size).toBe(62);
+    // 10,000 expected each, standard deviation about 100: a byte taken modulo 62 would give the
+    // first 8 characters 25% more.
+    const n = [...counts.values()];
+    expect(Math.max(...n) / Math.min(...n)).toBeLessThan(1.1);
   });
 
   it('refuse any single-character change, truncation or extension by checksum', () => {

@@ -265,6 +265,8 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     for (let i = 0; i < pieces.length; i++) {
       if ((fault === 'reset' || fault === 'error_after') && i === after) break;
       if (delay > 0 && i > 0) await sleep(delay);
+      // A long stream without delays still lets the headers and first chunks go out first.
+      else if (i % 256 === 255) await new Promise((r) => setImmediate(r));
       if (res.destroyed) return;
       send([{ index: 0, delta: pieces[i], logprobs: null, finish_reason: null }]);
     }
