@@ -21,6 +21,7 @@ import { catalogueService } from './catalogue/service.ts';
 import { ChatService } from './inference/chat.ts';
 import { MessagesService } from './inference/messages.ts';
 import { ResponsesService } from './inference/responses.ts';
+import { ResponseOwners } from './tenancy/response-owners.ts';
 import { EmbeddingsService } from './inference/embeddings.ts';
 import { ImagesService } from './inference/images.ts';
 import { AudioService } from './inference/audio.ts';
@@ -69,7 +70,8 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   const engine = new Engine({ config, ledger, upstream, limiter, metrics, log, leases, keys });
   const chat = new ChatService(engine, catalogue);
   const messages = new MessagesService(engine, catalogue);
-  const responses = new ResponsesService(engine, catalogue);
+  const owners = new ResponseOwners(db);
+  const responses = new ResponsesService(engine, catalogue, owners);
   // Video jobs run on Temporal, found or started in the background (see src/video/runtime.ts).
   const video = new VideoRuntime({ config, log, db, ledger, metrics });
   const services: Services = { billing: billingService(ledger, limiter, leases), catalogue: catalogueService(catalogue), inference: inferenceService({
@@ -111,6 +113,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
       (err) => log.error({ err }, 'hold sweep failed'),
     );
     limiter.prune().catch((err) => log.warn({ err }, 'rate window prune failed'));
+    owners.prune().catch((err) => log.warn({ err }, 'response owner prune failed'));
   }, config.holds.sweepIntervalMs);
   sweeper.unref();
 
@@ -128,6 +131,9 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
     botConfigured: Boolean(process.env.TELEGRAM_BOT_TOKEN?.trim()),
     bot: bot && { mode: bot.mode, username: bot.bot.botInfo.username },
   });
+  if (config.sharedProviderObjects.size > 0) {
+    log.warn({ shared: [...config.sharedProviderObjects] }, "SHARED_PROVIDER_OBJECTS: every API key may use these kinds of objects in the operator's provider accounts");
+  }
   log.info({ http: httpUrl, rpc: rpcUrl, summary }, `gateway ready: OpenAI-compatible base URL ${httpUrl}/v1; Connect/gRPC services on ${rpcUrl}`);
 
   let closing: Promise<void> | undefined;

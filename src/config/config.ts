@@ -1,6 +1,7 @@
 // Everything the gateway reads from the environment, in one place, parsed once at start.
 import path from 'node:path';
 import { modelAliases, parseModelAliases } from '../catalogue/aliases.ts';
+import { parseSharedKinds, type SharedKind } from '../tenancy/operator-objects.ts';
 
 export type ProviderName = 'openai' | 'anthropic' | 'xai' | 'deepseek' | 'cohere' | 'bfl';
 
@@ -83,6 +84,8 @@ export interface Config {
   shutdownGraceMs: number;
   /** Names clients ask for -> catalogue models that serve them (src/catalogue/aliases.ts, MODEL_ALIASES). */
   modelAliases: Record<string, string>;
+  /** SHARED_PROVIDER_OBJECTS: kinds of objects in the operator's provider accounts every key may name (src/tenancy/operator-objects.ts); none by default. */
+  sharedProviderObjects: ReadonlySet<SharedKind>;
 }
 
 export interface VideoConfig {
@@ -210,5 +213,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     billingMode: billingMode(env.BILLING_MODE),
     lease: { sliceUsd: nonEmpty(env.LEASE_SLICE_USD) ?? '1', flushMs: int(env, 'LEASE_FLUSH_MS', 100), idleMs: int(env, 'LEASE_IDLE_MS', 10_000) },
     modelAliases: modelAliases(parseModelAliases(env.MODEL_ALIASES)),
+    sharedProviderObjects: parseSharedKinds(env.SHARED_PROVIDER_OBJECTS),
   };
 }

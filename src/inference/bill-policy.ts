@@ -8,6 +8,7 @@ import type { ResolvedModel } from '../catalogue/catalogue.ts';
 import { dearestInputPrice, PRICED_TIERS, variantPrices, WEB_SEARCH_FEE, type TokenPrices, type WorstCase } from '../billing/pricing.ts';
 import type { PricedQuantity } from '../billing/money.ts';
 import { utf8Length } from './tokens.ts';
+import { NOTHING_SHARED, operatorObjectRefusal, type SharedKind, type WireFormat } from '../tenancy/operator-objects.ts';
 
 type Json = Record<string, unknown>;
 
@@ -29,6 +30,11 @@ export interface BillPolicy {
 export const DEFAULT_SERVER_TOOL_CALLS = 3;
 
 const refuse = (param: string, message: string, code = 'unsupported_parameter'): BillPolicy => ({ refusal: { param, message, code }, worst: undefined as unknown as WorstCase });
+/** Ids of objects in the operator's provider account come first: refused unless shared (src/tenancy/operator-objects.ts). */
+function notShared(format: WireFormat, body: Json, shared: ReadonlySet<SharedKind>): BillPolicy | undefined {
+  const r = operatorObjectRefusal(format, body, shared);
+  return r && refuse(r.param, r.message, r.code);
+}
 const isUrl = (v: unknown): boolean => typeof v === 'string' && !v.startsWith('data:');
 const arr = (v: unknown): Json[] => (Array.isArray(v) ? (v as Json[]) : []);
 
@@ -67,7 +73,9 @@ function tierPrices(model: ResolvedModel, value: unknown): TokenPrices | BillPol
 }
 
 /** POST /v1/chat/completions (OpenAI, xAI, DeepSeek; and the chat side of Claude through chat). */
-export function chatPolicy(body: Json, model: ResolvedModel): BillPolicy {
+export function chatPolicy(body: Json, model: ResolvedModel, shared = NOTHING_SHARED): BillPolicy {
+  const owned = notShared('chat', body, shared);
+  if (owned) return owned;
   if (body.web_search_options != null) return refuse('web_search_options', 'Web search in chat completions is billed per search, which this gateway does not price; use /v1/responses with the web_search tool on a passthrough model.');
   if (body.search_parameters != null) return refuse('search_parameters', "xAI's Live Search is billed per source, which this gateway does not price; omit search_parameters.");
   const audioOut = Array.isArray(body.modalities) && (body.modalities as unknown[]).includes('audio');
@@ -92,7 +100,9 @@ const SERVER_SEARCH = /^web_search_\d{8}$/;
 const SERVER_FETCH = /^web_fetch_\d{8}$/;
 
 /** POST /v1/messages (and the Anthropic body Claude gets through chat). */
-export function messagesPolicy(body: Json, model: ResolvedModel): BillPolicy {
+export function messagesPolicy(body: Json, model: ResolvedModel, shared = NOTHING_SHARED): BillPolicy {
+  const owned = notShared('messages', body, shared);
+  if (owned) return owned;
   if (body.speed != null && body.speed !== 'standard') return refuse('speed', "Fast mode is billed at premium prices this gateway does not price; omit speed or send 'standard'.");
   if (body.inference_geo != null && body.inference_geo !== 'global') return refuse('inference_geo', "Inference pinned to a region is billed above list prices, which this gateway does not price; omit inference_geo or send 'global'.");
   if (body.service_tier != null && body.service_tier !== 'auto' && body.service_tier !== 'standard_only') return refuse('service_tier', "service_tier must be 'auto' or 'standard_only'.", 'invalid_value');
@@ -149,7 +159,9 @@ const RESPONSES_CLIENT_TOOLS = new Set(['function', 'custom', 'computer', 'compu
 const RESPONSES_WEB_SEARCH = new Set(['web_search', 'web_search_2025_08_26', 'web_search_preview', 'web_search_preview_2025_03_11']);
 
 /** POST /v1/responses on a passthrough model (the provider's own Responses API). */
-export function responsesPolicy(body: Json, model: ResolvedModel): BillPolicy {
+export function responsesPolicy(body: Json, model: ResolvedModel, shared = NOTHING_SHARED): BillPolicy {
+  const owned = notShared('responses', body, shared);
+  if (owned) return owned;
   if (body.background === true) {
     return refuse('background', "Background responses go on running on the provider's side after this request ends, where the gateway cannot see their usage to bill it; send the request without background (stream it for long tasks).");
   }

@@ -85,7 +85,7 @@ export class ChatService {
       if (v !== undefined && v !== null && !(Number.isSafeInteger(v) && (v as number) >= 1)) return invalid(badRequest(`'${f}' must be a positive integer.`, 'invalid_value', f));
     }
     const model = await this.chatModel(key, body.model);
-    const policy = chatPolicy(body, model);
+    const policy = chatPolicy(body, model, this.engine.config.sharedProviderObjects);
     if (policy.refusal) return invalid(refusal(policy.refusal));
 
     const plan: Plan = {
@@ -109,7 +109,7 @@ export class ChatService {
       }
       // Claude's own rules on what it reads (images by URL, PDFs) and its cap as translated (thinking may raise it).
       const upstreamBody = JSON.stringify(messages);
-      const claude = messagesPolicy(messages, model);
+      const claude = messagesPolicy(messages, model, this.engine.config.sharedProviderObjects);
       if (claude.refusal) return invalid(refusal(claude.refusal));
       plan.worst = claude.worst;
       plan.maxOutput = BigInt(messages.max_tokens as number);

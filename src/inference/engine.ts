@@ -84,6 +84,8 @@ export interface Plan {
   startedAt: number;
   /** Set by the hold: whose window the tokens are counted in. */
   keyHash?: Buffer;
+  /** Set by the hold: the account the key stands for (it owns what the request stores upstream). */
+  accountId?: string;
   /** When the first upstream attempt started (for the added-latency metric). */
   upstreamStartedAt?: number;
   /** Keeps the hold from expiring while the request runs; cleared by the settle. */
@@ -225,6 +227,7 @@ export class Engine {
     const key = await this.admitKey(apiKey, plan.requestId);
     const keyHash = key.keyHash;
     plan.keyHash = keyHash;
+    plan.accountId = key.accountId;
     const w = (plan.worst ??= baseWorst(plan.model, plan.prices));
     const cost = (input: bigint, capPerChoice: bigint) => worstCostNano(w, input, capPerChoice, plan.choices);
     let input = plan.inputUpper;

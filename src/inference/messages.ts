@@ -11,6 +11,7 @@ import { anthropic } from './providers/anthropic.ts';
 import { upstreamFailure } from './upstream.ts';
 import { errorMessage, upstreamErrorOf, type ChargeInfo, type Engine, type Json, type Plan, type StepResult, type StreamEvent, type StreamProcessor } from './engine.ts';
 import { messagesPolicy } from './bill-policy.ts';
+import { operatorObjectRefusal } from '../tenancy/operator-objects.ts';
 import { refusal } from './chat.ts';
 import type { SseEvent } from './sse.ts';
 
@@ -65,6 +66,9 @@ export class MessagesService {
     if (typeof body.model !== 'string' || body.model === '') return invalid(badRequest('model: Field required', 'missing_required_parameter', 'model'));
     if (!Array.isArray(body.messages)) return invalid(badRequest('messages: Field required', 'missing_required_parameter', 'messages'));
     const model = await this.claudeModel(key, body.model);
+    // Counting reads the file too: an id of the operator's is not the caller's to measure.
+    const owned = operatorObjectRefusal('messages', body, this.engine.config.sharedProviderObjects);
+    if (owned) return invalid(refusal(owned));
     await this.engine.admit(key, requestId);
     const call = anthropic(model.providerConfig, h);
     const upstreamBody = body.model === model.upstreamId ? raw : JSON.stringify({ ...body, model: model.upstreamId });
@@ -89,7 +93,7 @@ export class MessagesService {
     if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') return invalid(badRequest('stream: Input should be a valid boolean', 'invalid_type', 'stream'));
     if (Boolean(body.stream) !== streamRoute) return invalid(badRequest(streamRoute ? 'StreamMessage needs "stream": true.' : 'Use StreamMessage for "stream": true.', 'invalid_value', 'stream'));
     const model = await this.claudeModel(key, body.model);
-    const policy = messagesPolicy(body, model);
+    const policy = messagesPolicy(body, model, this.engine.config.sharedProviderObjects);
     if (policy.refusal) return invalid(refusal(policy.refusal));
 
     const plan: Plan = {

@@ -3,7 +3,9 @@
 // rewritten to chat completions and the reply rebuilt in the Responses shape
 // (translate/responses-chat.ts), streamed too. What changes the bill is priced, held for or
 // refused by bill-policy.ts: state kept by the provider is held at the full context window,
-// background responses are refused.
+// background responses are refused. A stored response belongs to the account that created it
+// (src/tenancy/response-owners.ts): its ids are recorded before the caller sees them, and only
+// that account may name them again.
 import type { Catalogue, ResolvedModel } from '../catalogue/catalogue.ts';
 import { usageFromOpenAI, usageFromOpenAIResponses, type TokenUsage } from '../billing/pricing.ts';
 import { randomBase62 } from '../billing/keys.ts';
@@ -15,6 +17,7 @@ import { errorMessage, type ChargeInfo, type Engine, type Json, type OutEvent, t
 import { chatPolicy, responsesPolicy } from './bill-policy.ts';
 import { refusal } from './chat.ts';
 import type { SseEvent } from './sse.ts';
+import { storedIds, storedRefs, unknownStoredRef, type ResponseOwners } from '../tenancy/response-owners.ts';
 import { builtinToolTypes, chatResponseToResponses, ChatToResponsesStream, responsesRequestToChat, TranslationError } from './translate/responses-chat.ts';
 
 export const RESPONSES_ROUTE = '/v1/responses';
@@ -26,15 +29,27 @@ interface Prepared {
   headers: Record<string, string>;
   upstreamBody: string | Uint8Array;
   passthrough: boolean;
+  /** The provider stores the response (passthrough, store not false): its ids are recorded as the caller's account's. */
+  stores: boolean;
 }
 
 export class ResponsesService {
   private readonly engine: Engine;
   private readonly catalogue: Catalogue;
+  private readonly owners: ResponseOwners;
 
-  constructor(engine: Engine, catalogue: Catalogue) {
+  constructor(engine: Engine, catalogue: Catalogue, owners: ResponseOwners) {
     this.engine = engine;
     this.catalogue = catalogue;
+    this.owners = owners;
+  }
+
+  /** Records a stored response's ids as its creator's, before the caller can learn them (src/tenancy/response-owners.ts). */
+  private async recordStored(plan: Plan, response: Json): Promise<void> {
+    if (response.store === false || !plan.accountId) return;
+    await this.owners.record(plan.accountId, storedIds(response)).catch((err) =>
+      this.engine.log.error({ err, requestId: plan.requestId }, 'recording a stored response failed; its owner cannot continue it through the gateway'),
+    );
   }
 
   async create(apiKey: string | undefined, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
@@ -49,6 +64,7 @@ export class ResponsesService {
         ? { ...usageFromOpenAIResponses(json.usage as Json, json), estimated: false }
         : { ...countedUsage(p.plan, outputTextOfResponse(json)), estimated: true };
       const charge = await this.engine.settle(p.plan, usage, 'ok', 200);
+      if (p.stores) await this.recordStored(p.plan, json);
       return { body: encoder.encode(json.model === model ? text : JSON.stringify({ ...json, model })), charge };
     }
 
@@ -64,16 +80,24 @@ export class ResponsesService {
 
   async *stream(apiKey: string | undefined, raw: Uint8Array, requestId: string, signal: AbortSignal): AsyncGenerator<StreamEvent> {
     const p = await this.prepare(apiKey, raw, requestId, true);
-    const processor: StreamProcessor = p.passthrough
-      ? new ResponsesEventRelay(p.plan.model.id)
-      : new ChatToResponsesRelay(new ChatToResponsesStream({ model: p.plan.model.id, request: p.plan.body, responseId: `resp_${randomBase62(24)}`, createdAt: Math.floor(Date.now() / 1000) }));
-    yield* this.engine.relay(p.plan, {
+    const native = p.passthrough ? new ResponsesEventRelay(p.plan.model.id, p.stores ? (r) => this.recordStored(p.plan, r) : undefined) : undefined;
+    const processor: StreamProcessor = native
+      ?? new ChatToResponsesRelay(new ChatToResponsesStream({ model: p.plan.model.id, request: p.plan.body, responseId: `resp_${randomBase62(24)}`, createdAt: Math.floor(Date.now() / 1000) }));
+    const events = this.engine.relay(p.plan, {
       send: (s, gone) => this.engine.post(p.plan, p.upstreamUrl, p.headers, p.upstreamBody, s, gone),
       processor,
       countUsage: (d) => countedUsage(p.plan, d),
       brokenStreamEvent: (message) => ({ event: 'error', json: JSON.stringify({ type: 'error', code: 'upstream_stream_broken', message, param: null }) }),
       signal,
     });
+    if (!native?.records) return yield* events;
+    // An event that carries ids of a stored response goes out once they are recorded as the
+    // caller's: a follow-up sent as soon as response.created arrives may name the response.
+    for await (const ev of events) {
+      const recording = ev.kind === 'data' && ev.event ? native.recording(ev.event) : undefined;
+      if (recording) await recording;
+      yield ev;
+    }
   }
 
   private async prepare(apiKey: string | undefined, raw: Uint8Array, requestId: string, streamRoute: boolean): Promise<Prepared> {
@@ -90,8 +114,12 @@ export class ResponsesService {
     const maxOutput = BigInt((cap as number | undefined) ?? model.maxOutputTokens);
 
     if (model.responsesPassthrough) {
-      const policy = responsesPolicy(body, model);
+      const policy = responsesPolicy(body, model, this.engine.config.sharedProviderObjects);
       if (policy.refusal) return invalid(refusal(policy.refusal));
+      // Stored responses and their items are their creator's account's alone: others get the provider's not-found.
+      const refs = storedRefs(body);
+      const notFound = refs && (await unknownStoredRef(this.owners, this.engine.ledger.hash(key), refs, body));
+      if (notFound) return invalid(notFound);
       const plan: Plan = {
         requestId, route: RESPONSES_ROUTE, model, prices: policy.worst.prices, worst: policy.worst, body, maxOutput, choices: 1n, startedAt,
         inputUpper: BigInt(responsesInputUpperBound(body)),
@@ -104,10 +132,13 @@ export class ResponsesService {
       if (held.loweredOutputCap !== undefined) { out.max_output_tokens = Number(held.loweredOutputCap); changed = true; }
       if (policy.set) { Object.assign(out, policy.set); changed = true; }
       const provider = openAICompatible(model.providerConfig);
-      return { plan, upstreamUrl: `${model.providerConfig.baseUrl}/responses`, headers: provider.headers, upstreamBody: changed ? JSON.stringify(out) : raw, passthrough: true };
+      return { plan, upstreamUrl: `${model.providerConfig.baseUrl}/responses`, headers: provider.headers, upstreamBody: changed ? JSON.stringify(out) : raw, passthrough: true, stores: body.store !== false };
     }
 
     // A chat-only model: only what chat completions can express.
+    if (body.previous_response_id != null) {
+      return invalid(badRequest(`previous_response_id cannot be used with ${model.id}: it is answered through chat completions, so its response ids are the gateway's own and nothing is stored to continue. Send the earlier turns in input.`, 'unsupported_parameter', 'previous_response_id'));
+    }
     if (body.background === true) {
       return invalid(badRequest(`background responses are not served for ${model.id}: it is answered through chat completions, in this request.`, 'unsupported_parameter', 'background'));
     }
@@ -127,7 +158,7 @@ export class ResponsesService {
       if (err instanceof TranslationError) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: err.code, param: err.param ?? undefined, message: err.message }));
       throw err;
     }
-    const policy = chatPolicy(chat, model);
+    const policy = chatPolicy(chat, model, this.engine.config.sharedProviderObjects);
     if (policy.refusal) return invalid(refusal(policy.refusal));
     const plan: Plan = {
       requestId, route: RESPONSES_ROUTE, model, prices: policy.worst.prices, worst: policy.worst, body, maxOutput, choices: 1n, startedAt,
@@ -141,7 +172,7 @@ export class ResponsesService {
       chat[provider.maxTokensField] = Number(held.loweredOutputCap);
     }
     if (streamRoute) chat.stream_options = { ...((chat.stream_options as Json | undefined) ?? {}), include_usage: true };
-    return { plan, upstreamUrl: provider.chatUrl, headers: provider.headers, upstreamBody: JSON.stringify(chat), passthrough: false };
+    return { plan, upstreamUrl: provider.chatUrl, headers: provider.headers, upstreamBody: JSON.stringify(chat), passthrough: false, stores: false };
   }
 
   private async responsesModel(apiKey: string, id: string): Promise<ResolvedModel> {
@@ -176,13 +207,29 @@ function outputTextOfResponse(r: Json): string {
 const TERMINAL = new Set(['response.completed', 'response.incomplete']);
 const DELTAS = new Set(['response.output_text.delta', 'response.function_call_arguments.delta', 'response.custom_tool_call_input.delta', 'response.reasoning_summary_text.delta', 'response.refusal.delta']);
 
-/** Native Responses SSE relay: events pass on; usage and the charge ride on the terminal event. */
+/**
+ * Native Responses SSE relay: events pass on; usage and the charge ride on the terminal event.
+ * With `record`, the ids of a stored response are recorded as read (the response's own at
+ * response.created, its output items' at the end); `recording` says what an event waits for.
+ */
 class ResponsesEventRelay implements StreamProcessor {
   private readonly model: string;
+  private readonly record: ((response: Json) => Promise<void>) | undefined;
+  private readonly pending = new Map<string, Promise<void>>();
   private delivered = '';
 
-  constructor(model: string) {
+  constructor(model: string, record?: (response: Json) => Promise<void>) {
     this.model = model;
+    this.record = record;
+  }
+
+  get records(): boolean {
+    return this.record !== undefined;
+  }
+
+  /** The recording the event named `event` must wait for, if any. */
+  recording(event: string): Promise<void> | undefined {
+    return this.pending.get(event);
   }
 
   deliveredText(): string {
@@ -207,6 +254,7 @@ class ResponsesEventRelay implements StreamProcessor {
     if (DELTAS.has(type) && typeof data.delta === 'string') this.delivered += data.delta;
     const response = data.response as Json | undefined;
     if (response && response.model !== undefined) response.model = this.model;
+    if (this.record && response && (type === 'response.created' || TERMINAL.has(type))) this.pending.set(event, this.record(type === 'response.created' ? { id: response.id, store: response.store } : { output: response.output, store: response.store }));
     if (TERMINAL.has(type)) {
       const u = response?.usage;
       const usage = u && typeof u === 'object' ? usageFromOpenAIResponses(u as Json, response) : undefined;

@@ -12,6 +12,7 @@ import * as m008 from './008_rate_grants.ts';
 import * as m009 from './009_video_keys_and_deletion.ts';
 import * as m010 from './010_requested_model.ts';
 import * as m011 from './011_rotation_keeps_limits.ts';
+import * as m012 from './012_response_owners.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -25,6 +26,7 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '009_video_keys_and_deletion': m009,
   '010_requested_model': m010,
   '011_rotation_keeps_limits': m011,
+  '012_response_owners': m012,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
