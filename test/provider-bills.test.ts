@@ -10,7 +10,8 @@ import Anthropic from '@anthropic-ai/sdk';
 import { costNano } from '../src/billing/money.ts';
 import { MODELS } from '../src/catalogue/models.ts';
 import { countTextTokens } from '../src/inference/tokens.ts';
-import { accountActivity, balanceOf, checkInvariants, gatewayUrl, newKey, openai, simulatorUrl, uniqueMarker, upstreamRequests, usageRow, waitForUsage } from './support/context.ts';
+import { accountActivity, balanceOf, checkInvariants, db, gatewayUrl, newKey, openai, simulatorUrl, uniqueMarker, upstreamRequests, usageRow, waitForUsage } from './support/context.ts';
+import { gatewayForFile } from './support/extra-gateway.ts';
 
 const FIVE_USD = 5_000_000_000n;
 const price = (model: string, key: string): string => {
@@ -24,13 +25,26 @@ const usd = (perMillion: [number | bigint, string][], perCall: [number | bigint,
     ...perMillion.map(([q, p]) => ({ quantity: BigInt(q), priceUsd: p, perUnits: 1_000_000n })),
     ...perCall.map(([q, p]) => ({ quantity: BigInt(q), priceUsd: p, perUnits: 1n })),
   ]);
-const claude = (apiKey: string) => new Anthropic({ apiKey, baseURL: gatewayUrl(), maxRetries: 0 });
+const claude = (apiKey: string, baseURL = gatewayUrl()) => new Anthropic({ apiKey, baseURL, maxRetries: 0 });
+/**
+ * Conversations, prompts and files by id live in the operator's provider account, which the
+ * gateway shares with its keys only when told to (docs/security.md): these run on a gateway
+ * that shares them.
+ */
+const sharing = gatewayForFile('sharing-objects', { SHARED_PROVIDER_OBJECTS: 'conversation,prompt,file' });
 
 /** Tells the stand-in how many tokens a stored response, conversation, prompt, file or URL holds. */
 async function seed(ref: string, tokens: number): Promise<string> {
   const r = await fetch(`${simulatorUrl()}/__sim/refs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ref, tokens }) });
   expect(r.status).toBe(204);
   return ref;
+}
+
+/** A seeded stored response made the account's, as the gateway records one it relayed (src/tenancy/response-owners.ts). */
+async function storedResponseOf(accountId: string, tokens: number): Promise<string> {
+  const id = await seed(`resp_${uniqueMarker('stored')}`, tokens);
+  await db().query('INSERT INTO response_owners (object_id, account_id) VALUES ($1, $2)', [id, accountId]);
+  return id;
 }
 
 type ResponsesUsage = { input_tokens: number; input_tokens_details: { cached_tokens: number }; output_tokens: number };
@@ -51,7 +65,7 @@ async function expectCharged(accountId: string, requestId: string, cost: bigint,
 describe('state the provider keeps is billed as it reports it (issue 12, item 4)', () => {
   it('previous_response_id with 300k tokens of stored conversation: charged the $0.375+ the provider bills', async () => {
     const key = await newKey('5');
-    const stored = await seed(`resp_${uniqueMarker('stored')}`, 300_000);
+    const stored = await storedResponseOf(key.accountId, 300_000);
     const { data, response } = await openai(key.apiKey).responses
       .create({ model: 'gpt-5.5', previous_response_id: stored, input: `and then? ${uniqueMarker()} [sim tokens=10]`, max_output_tokens: 16 })
       .withResponse();
@@ -73,7 +87,7 @@ describe('state the provider keeps is billed as it reports it (issue 12, item 4)
   ])('/v1/responses with %s: the referenced tokens are charged', async (label, body) => {
     const key = await newKey('5');
     const ref = await seed(label.includes('URL') ? `https://files.example/${uniqueMarker()}.pdf` : `${label.startsWith('conv') ? 'conv' : label.includes('prompt') ? 'pmpt' : 'file'}_${uniqueMarker()}`, 120_000);
-    const { data, response } = await openai(key.apiKey).responses.create({ model: 'gpt-5.5', max_output_tokens: 16, ...body(ref) } as OpenAI.Responses.ResponseCreateParamsNonStreaming).withResponse();
+    const { data, response } = await openai(key.apiKey, { baseURL: `${(await sharing()).httpUrl}/v1` }).responses.create({ model: 'gpt-5.5', max_output_tokens: 16, ...body(ref) } as OpenAI.Responses.ResponseCreateParamsNonStreaming).withResponse();
     expect(data.usage!.input_tokens).toBeGreaterThan(120_000);
     await expectCharged(key.accountId, response.headers.get('x-request-id')!, responsesCost('gpt-5.5', data.usage!));
   });
@@ -86,7 +100,7 @@ describe('state the provider keeps is billed as it reports it (issue 12, item 4)
     // Sonnet reads up to 1M tokens, past 200k at $6 per 1M: the worst case is over $6.
     const key = await newKey('10');
     const ref = await seed(label.includes('URL') ? `https://docs.example/${uniqueMarker()}` : `file_${uniqueMarker()}`, 150_000);
-    const { data, response } = await claude(key.apiKey).messages.create({
+    const { data, response } = await claude(key.apiKey, (await sharing()).httpUrl).messages.create({
       model: 'claude-sonnet-4-6', max_tokens: 16,
       messages: [{ role: 'user', content: [block(ref) as Anthropic.ContentBlockParam, { type: 'text', text: `what is this? ${uniqueMarker()} [sim tokens=5]` }] }],
     }).withResponse();
@@ -111,7 +125,7 @@ describe('state the provider keeps is billed as it reports it (issue 12, item 4)
   it('a balance that covers the unseen input but not the output cap: the cap is lowered to what fits, the usage charged', async () => {
     const key = await newKey('0.6');
     const m = uniqueMarker();
-    const stored = await seed(`resp_${uniqueMarker('stored')}`, 300_000);
+    const stored = await storedResponseOf(key.accountId, 300_000);
     const { data, response } = await openai(key.apiKey).responses.create({ model: 'gpt-5.5', previous_response_id: stored, input: `go ${m} [sim tokens=10]` }).withResponse();
     // $0.60 less 400,000 window tokens at $1.25 per 1M leaves $0.10: 10,000 output tokens at $10 per 1M.
     const [sent] = await upstreamRequests(m);
@@ -122,7 +136,7 @@ describe('state the provider keeps is billed as it reports it (issue 12, item 4)
 
   it('a small balance and a previous_response_id: 402 that says why, nothing held or charged', async () => {
     const key = await newKey('0.02');
-    const stored = await seed(`resp_${uniqueMarker('stored')}`, 300_000);
+    const stored = await storedResponseOf(key.accountId, 300_000);
     const err = await openai(key.apiKey).responses.create({ model: 'gpt-5.5', previous_response_id: stored, input: 'hi [sim tokens=3]', max_output_tokens: 16 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
     expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(402);

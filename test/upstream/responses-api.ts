@@ -72,8 +72,15 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
   }
   const refs = resolveRefs(responsesRefs(body));
   if ('unknown' in refs) {
-    const what = refs.unknown.param === 'previous_response_id' ? 'Previous response' : refs.unknown.param === 'conversation' ? 'Conversation' : refs.unknown.param === 'prompt' ? 'Prompt' : 'Item';
-    res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: `${what} with id '${refs.unknown.ref}' not found.`, type: 'invalid_request_error', param: refs.unknown.param, code: null } }));
+    // As OpenAI answers: 400 previous_response_not_found for a response, 404 for anything else.
+    const { ref, param } = refs.unknown;
+    if (param === 'previous_response_id') {
+      res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: `Previous response with id '${ref}' not found.`, type: 'invalid_request_error', param, code: 'previous_response_not_found' } }));
+      return true;
+    }
+    const what = param === 'conversation' ? 'Conversation' : param === 'prompt' ? 'Prompt' : 'Item';
+    const unstored = param === 'input' && body.store === false ? ' Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input.' : '';
+    res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: `${what} with id '${ref}' not found.${unstored}`, type: 'invalid_request_error', param, code: null } }));
     return true;
   }
 
@@ -115,7 +122,11 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
   });
   const final = base(incomplete ? 'incomplete' : 'completed', [...reasoningItems, ...searchItems, ...(callItem ? [callItem] : [msgItem])], usage);
   // Stored, the response is the conversation so far for a later previous_response_id.
-  if (body.store !== false && usage) seedRef(id, prompt + n + reasoning);
+  // Its output items can be named by id later (item_reference, reasoning without its encrypted content).
+  if (body.store !== false && usage) {
+    seedRef(id, prompt + n + reasoning);
+    for (const item of final.output as Json[]) seedRef(String(item.id), item.type === 'reasoning' ? reasoning : n);
+  }
 
   if (body.background === true && !stream) {
     // Accepted to run on the provider's side; the usage comes with the finished response, later.

@@ -53,6 +53,8 @@ export function responsesRefs(body: Json): Ref[] {
   if (prompt && typeof prompt.id === 'string') refs.push({ ref: prompt.id, param: 'prompt' });
   for (const item of (Array.isArray(body.input) ? body.input : []) as Json[]) {
     if (item?.type === 'item_reference' && typeof item.id === 'string') refs.push({ ref: item.id, param: 'input' });
+    // A reasoning item passed back without its encrypted content is read from storage by id.
+    if (item?.type === 'reasoning' && item.encrypted_content == null && typeof item.id === 'string') refs.push({ ref: item.id, param: 'input' });
     for (const part of (Array.isArray(item?.content) ? item.content : []) as Json[]) {
       if (part?.type !== 'input_file' && part?.type !== 'input_image') continue;
       if (typeof part.file_id === 'string') refs.push({ ref: part.file_id, param: 'input' });
