@@ -55,7 +55,7 @@ async function whileRecordsWait(request: () => Promise<unknown>, check: () => vo
     running = request();
     const deadline = Date.now() + 20_000;
     for (;;) {
-      const r = await db().query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO response_owners%'`);
+      const r = await db().query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO response_owners%jsonb_array_elements%'`);
       if (r.rows[0].n > 0) break;
       if (Date.now() > deadline) throw new Error('no INSERT ever waited for the lock');
       await new Promise((res) => setTimeout(res, 10));
@@ -196,6 +196,14 @@ describe('a stored response belongs to the account that created it', () => {
       expect(created).toBeUndefined();
     });
     expect(await ownersOf(created!)).toEqual([a.accountId]);
+  });
+
+  it('many stored responses at once are each recorded before their reply (records are committed in groups)', async () => {
+    const a = await newKey('5');
+    const replies = await Promise.all(Array.from({ length: 24 }, (_, i) => openai(a.apiKey).responses.create({ model: MODEL, max_output_tokens: 16, input: `burst ${i} ${uniqueMarker()} [sim tokens=2]` })));
+    const owned = await db().query('SELECT object_id FROM response_owners WHERE account_id = $1', [a.accountId]);
+    const ids = new Set(owned.rows.map((r) => r.object_id as string));
+    for (const r of replies) for (const id of [r.id, ...r.output.map((o) => o.id!)]) expect(ids.has(id)).toBe(true);
   });
 
   it('streamed: the response is recorded before response.created reaches the caller, its items before response.completed', async () => {

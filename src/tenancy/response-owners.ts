@@ -22,23 +22,52 @@ const MAX_ITEMS = 1_000;
 
 const rowsOf = (r: unknown): Json[] => (r as { rows: Json[] }).rows;
 
+interface PendingRecord {
+  rows: [string, string][];
+  resolve: () => void;
+  reject: (err: unknown) => void;
+}
+
 export class ResponseOwners {
   private readonly db: Db;
+  private pending: PendingRecord[] = [];
+  private flushing = false;
 
   constructor(db: Db) {
     this.db = db;
   }
 
-  /** Records that `accountId` created these ids (a response and its output items): one statement. */
-  async record(accountId: string, ids: string[]): Promise<void> {
+  /**
+   * Records that `accountId` created these ids (a response and its output items); resolves once
+   * committed. One statement at a time per instance: records that arrive while one runs go
+   * together in the next (group commit), so a statement per stored response at most.
+   */
+  record(accountId: string, ids: string[]): Promise<void> {
     const unique = [...new Set(ids)].slice(0, MAX_ITEMS + 1);
-    if (unique.length === 0) return;
-    await this.db.raw(
-      `INSERT INTO response_owners (object_id, account_id)
-       SELECT id, ? FROM jsonb_array_elements_text(CAST(? AS jsonb)) AS t(id)
-       ON CONFLICT DO NOTHING`,
-      [accountId, JSON.stringify(unique)],
-    );
+    if (unique.length === 0) return Promise.resolve();
+    return new Promise((resolve, reject) => {
+      this.pending.push({ rows: unique.map((id) => [id, accountId]), resolve, reject });
+      if (!this.flushing) void this.flush();
+    });
+  }
+
+  private async flush(): Promise<void> {
+    this.flushing = true;
+    while (this.pending.length > 0) {
+      const batch = this.pending.splice(0);
+      try {
+        await this.db.raw(
+          `INSERT INTO response_owners (object_id, account_id)
+           SELECT r->>0, r->>1 FROM jsonb_array_elements(CAST(? AS jsonb)) AS r
+           ON CONFLICT DO NOTHING`,
+          [JSON.stringify(batch.flatMap((b) => b.rows))],
+        );
+        for (const b of batch) b.resolve();
+      } catch (err) {
+        for (const b of batch) b.reject(err);
+      }
+    }
+    this.flushing = false;
   }
 
   /** The ids among `ids` created by the account of the live key whose hash is `keyHash`: one statement. */

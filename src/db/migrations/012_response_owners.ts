@@ -2,12 +2,14 @@
 // provider keeps them in the one account every tenant shares, addressed by id alone, so the
 // gateway lets only their creator's account use them (src/tenancy/). Rows are pruned once the
 // provider has forgotten the response; BRIN on created_at keeps that cheap to find and to write.
+// No foreign key to accounts: its check would lock the account row (the hottest row there is)
+// on every stored response, and the account id comes from the key the request was admitted with.
 import type { Knex } from 'knex';
 
 export async function up(knex: Knex): Promise<void> {
   await knex.raw(`CREATE TABLE response_owners (
     object_id text NOT NULL,
-    account_id text NOT NULL REFERENCES accounts(id),
+    account_id text NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (object_id, account_id)
   )`);
