@@ -55,4 +55,14 @@ describe('embedded defaults (PGlite)', () => {
     const usage = JSON.parse(await cli('keys', 'usage', key, '--json'));
     expect(usage).toHaveLength(2);
   });
+
+  it("a stored response is its creator's account's on the embedded database too", async () => {
+    const client = async () => new OpenAI({ apiKey: await cli('keys', 'create', '--credits', '5'), baseURL: `${gw.httpUrl}/v1`, maxRetries: 0 });
+    const [a, b] = [await client(), await client()];
+    const first = await a.responses.create({ model: 'gpt-5.5', max_output_tokens: 16, input: 'embedded stored [sim tokens=3]' });
+    const next = await a.responses.create({ model: 'gpt-5.5', max_output_tokens: 16, previous_response_id: first.id, input: 'more [sim prompt=4 tokens=2]' });
+    expect(next.usage!.input_tokens).toBe(4 + first.usage!.total_tokens);
+    const err = (await b.responses.create({ model: 'gpt-5.5', previous_response_id: first.id, input: 'theirs?' }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+    expect([err.status, err.code, err.param]).toEqual([400, 'previous_response_not_found', 'previous_response_id']);
+  });
 });
