@@ -178,6 +178,21 @@ describe('the RPC port is safe by default', () => {
     expect(msg).toContain('RPC on 127.0.0.1');
   });
 
+  it('a model whose provider is not configured is a 400 that names no setting (error bodies carry no configuration)', async () => {
+    const k = await newKey('1');
+    for (const [route, body] of [
+      ['/v1/chat/completions', { model: 'grok-4', messages: [{ role: 'user', content: 'hi' }] }],
+      ['/v1/messages', { model: 'claude-haiku-4-5', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }],
+      ['/v1/embeddings', { model: 'Cohere-embed-v3-multilingual', input: 'hi' }],
+    ] as const) {
+      const r = await fetch(`${gw.httpUrl}${route}`, { method: 'POST', headers: { authorization: `Bearer ${k.apiKey}`, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' }, body: JSON.stringify(body) });
+      const text = await r.text();
+      expect(r.status, route).toBe(400);
+      expect(text, route).toMatch(/not available on this gateway right now: its provider is not configured/);
+      expect(text, route).not.toMatch(/API_KEY|BASE_URL|XAI|ANTHROPIC_|COHERE_/);
+    }
+  });
+
   it('GET /metrics with METRICS_TOKEN: the token is required, from anywhere', async () => {
     const url = `http://${networkAddress()}:${new URL(gw.httpUrl).port}/metrics`;
     expect((await fetch(url)).status).toBe(401);

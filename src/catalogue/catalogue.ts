@@ -7,6 +7,7 @@ import { PRICED_TIERS } from '../billing/pricing.ts';
 
 export interface ResolvedModel extends CatalogueEntry {
   available: boolean;
+  /** For operators (logs, the admin CatalogueService): names the missing setting. */
   unavailableReason: string;
   providerConfig: ProviderConfig;
 }
@@ -74,4 +75,12 @@ function priceProblem(e: CatalogueEntry): string | undefined {
   if (tiered && e.prices.long_input_per_mtok !== undefined) return 'a model has tier prices or long-context prices, not both';
   if ((e.prices.long_input_per_mtok !== undefined) !== (e.longContextAboveTokens !== undefined)) return 'long_ prices and longContextAboveTokens go together';
   return undefined;
+}
+
+/**
+ * Why a model cannot serve, as callers are told it: the reason in general terms, never the
+ * setting that is missing (error bodies carry no configuration).
+ */
+export function unavailableToCallers(model: ResolvedModel): string {
+  return model.enabled ? `The model '${model.id}' is not available on this gateway right now: its provider is not configured.` : `The model '${model.id}' is disabled on this gateway.`;
 }

@@ -2,7 +2,7 @@
 // goes upstream as the caller wrote it, except for fields the gateway owns (model -> upstream
 // id, the output cap in the field the provider honours, a lowered cap, usage on streams). What
 // changes the bill is priced, held for or refused by bill-policy.ts.
-import type { Catalogue, ResolvedModel } from '../catalogue/catalogue.ts';
+import { unavailableToCallers, type Catalogue, type ResolvedModel } from '../catalogue/catalogue.ts';
 import { usageFromAnthropic, usageFromOpenAI, type TokenUsage } from '../billing/pricing.ts';
 import { badRequest, gatewayError } from '../rpc/errors.ts';
 import { countInputTokens, countTextTokens, inputTokensUpperBound } from './tokens.ts';
@@ -151,7 +151,7 @@ export class ChatService {
     const invalid = (e: Error) => this.engine.invalid(apiKey, e);
     if (!model || !model.enabled) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: `The model '${id}' does not exist on this gateway. GET /v1/models lists the models.` }));
     if (model.kind !== 'chat') return invalid(badRequest(`The model '${model.id}' is a ${model.kind} model; it cannot be used on ${CHAT_ROUTE}.`, 'model_not_supported', 'model'));
-    if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `The model '${model.id}' is not available: ${model.unavailableReason}.` }));
+    if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) }));
     return model;
   }
 }

@@ -3,7 +3,7 @@
 // metadata…); the gateway owns only model -> upstream id, a lowered max_tokens and the max_uses
 // of server tools the caller left uncapped. What changes the bill is priced, held for or
 // refused by bill-policy.ts.
-import type { Catalogue, ResolvedModel } from '../catalogue/catalogue.ts';
+import { unavailableToCallers, type Catalogue, type ResolvedModel } from '../catalogue/catalogue.ts';
 import { usageFromAnthropic, type TokenUsage } from '../billing/pricing.ts';
 import { badRequest, gatewayError } from '../rpc/errors.ts';
 import { anthropicInputUpperBound, countAnthropicInput, countTextTokens } from './tokens.ts';
@@ -120,7 +120,7 @@ export class MessagesService {
     if (model.kind !== 'chat' || model.provider !== 'anthropic') {
       return invalid(badRequest(`model: '${model.id}' is not a Claude model. /v1/messages serves Claude models only; use POST /v1/chat/completions for ${model.id}.`, 'model_not_supported', 'model'));
     }
-    if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `model: '${model.id}' is not available: ${model.unavailableReason}.` }));
+    if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `model: ${unavailableToCallers(model)}` }));
     return model;
   }
 }

@@ -6,7 +6,7 @@
 // background responses are refused. A stored response belongs to the account that created it
 // (src/tenancy/response-owners.ts): its ids are recorded before the caller sees them, and only
 // that account may name them again.
-import type { Catalogue, ResolvedModel } from '../catalogue/catalogue.ts';
+import { unavailableToCallers, type Catalogue, type ResolvedModel } from '../catalogue/catalogue.ts';
 import { usageFromOpenAI, usageFromOpenAIResponses, type TokenUsage } from '../billing/pricing.ts';
 import { randomBase62 } from '../billing/keys.ts';
 import { badRequest, gatewayError } from '../rpc/errors.ts';
@@ -181,7 +181,7 @@ export class ResponsesService {
     if (!model || !model.enabled) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: `The model '${id}' does not exist on this gateway. GET /v1/models lists the models.` }));
     if (model.kind !== 'chat') return invalid(badRequest(`The model '${model.id}' is a ${model.kind} model; it cannot be used on ${RESPONSES_ROUTE}.`, 'model_not_supported', 'model'));
     if (model.provider === 'anthropic') return invalid(badRequest(`Claude models are served on /v1/messages (and /v1/chat/completions), not on ${RESPONSES_ROUTE}.`, 'model_not_supported', 'model'));
-    if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `The model '${model.id}' is not available: ${model.unavailableReason}.` }));
+    if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) }));
     return model;
   }
 }

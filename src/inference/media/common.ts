@@ -1,6 +1,6 @@
 // What the media routes (embeddings, images, audio) share: model lookup by kind, a plan for
 // prices known up front, and reading multipart parts.
-import type { Catalogue, ResolvedModel } from '../../catalogue/catalogue.ts';
+import { unavailableToCallers, type Catalogue, type ResolvedModel } from '../../catalogue/catalogue.ts';
 import type { ModelKindName } from '../../catalogue/models.ts';
 import type { TokenPrices } from '../../billing/pricing.ts';
 import { badRequest, gatewayError } from '../../rpc/errors.ts';
@@ -14,7 +14,7 @@ export async function modelOfKind(engine: Engine, catalogue: Catalogue, apiKey: 
   const model = catalogue.get(id);
   if (!model || !model.enabled) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: `The model '${id}' does not exist on this gateway. GET /v1/models lists the models.` }));
   if (model.kind !== kind) return invalid(badRequest(`The model '${model.id}' is a ${model.kind} model; ${route} takes ${kind} models.`, 'model_not_supported', 'model'));
-  if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `The model '${model.id}' is not available: ${model.unavailableReason}.` }));
+  if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) }));
   return model;
 }
 
