@@ -463,6 +463,14 @@ describe('telegram bot', () => {
       expect(callsOf(hookFake.calls, 'sendMessage')).toHaveLength(0);
       expect((await post('hook-secret')).status).toBe(200);
       expect(callsOf(hookFake.calls, 'sendMessage')[0]!.params.text).toContain('https://gateway.example.com/v1');
+      // An update larger than Telegram ever sends is refused from its headers, unread.
+      const big = await fetch(`http://127.0.0.1:${port}/telegram/hook`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': 'hook-secret' },
+        body: JSON.stringify({ update_id: 2, ...hookFake.text(alice, `/start ${'x'.repeat(2 * 1024 * 1024)}`) }),
+      }).catch((err: Error) => err);
+      if (!(big instanceof Error)) expect(big.status).toBe(413);
+      expect(callsOf(hookFake.calls, 'sendMessage')).toHaveLength(1);
     } finally {
       await hooked.stop();
       await hookFake.close();

@@ -1,6 +1,7 @@
 // Runs the bot: long polling by default, a webhook server when TELEGRAM_WEBHOOK_URL is set.
 // Long polling allows one poller per bot token, so with several gateway instances use the
 // webhook (any instance can take any update) or run `npm run bot` once.
+import { timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
 import type { Transport } from '@connectrpc/connect';
 import { createClient } from '@connectrpc/connect';
@@ -15,6 +16,15 @@ export interface RunningBot {
   bot: Bot;
   mode: 'polling' | 'webhook';
   stop(): Promise<void>;
+}
+
+/** Far above any update Telegram sends (a message is at most 4096 characters plus its metadata). */
+const MAX_UPDATE_BYTES = 1024 * 1024;
+
+/** Answers without reading the body, and closes the connection so none is read. */
+function refuse(req: http.IncomingMessage, res: http.ServerResponse, status: number): void {
+  res.writeHead(status, { connection: 'close' }).end();
+  req.socket.destroySoon();
 }
 
 // Only what the bot handles; Telegram keeps this list between calls.
@@ -38,11 +48,19 @@ export async function startBot(opts: { config: BotConfig; transport: Transport; 
     const wh = config.webhook;
     const path = new URL(wh.url).pathname;
     const handle = webhookCallback(bot, 'http', { secretToken: wh.secret });
+    const secret = Buffer.from(wh.secret);
     const server = http.createServer((req, res) => {
       if (req.method !== 'POST' || new URL(req.url ?? '/', 'http://x').pathname !== path) {
         res.statusCode = 404;
         return void res.end();
       }
+      // Nothing is read from a sender without the secret, nor more than an update can be: the
+      // secret is compared in constant time and the declared size checked before the body.
+      const given = Buffer.from(String(req.headers['x-telegram-bot-api-secret-token'] ?? ''));
+      if (given.length !== secret.length || !timingSafeEqual(given, secret)) return refuse(req, res, 401);
+      const declared = Number(req.headers['content-length']);
+      if (!Number.isSafeInteger(declared)) return refuse(req, res, 411);
+      if (declared > MAX_UPDATE_BYTES) return refuse(req, res, 413);
       handle(req, res).catch((err: unknown) => {
         log.error({ err }, 'telegram webhook update failed');
         if (!res.headersSent) res.statusCode = 500; // Telegram delivers it again
