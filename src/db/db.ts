@@ -1,45 +1,31 @@
-// Database connection: real PostgreSQL when DATABASE_URL is set, else embedded PGlite in a
-// data folder so `npm start` works on a fresh machine with nothing else installed.
-import fs from 'node:fs';
-import path from 'node:path';
+// The database connection: PostgreSQL at DATABASE_URL, or the embedded server's URL (see
+// embedded-postgres.ts and app.ts). One client, knex on `pg`.
 import knexFactory, { type Knex } from 'knex';
 import { migrationSource } from './migrations/index.ts';
 
 export type Db = Knex;
 
 export interface DbOptions {
-  databaseUrl: string | undefined;
-  dataDir: string;
+  databaseUrl: string;
   poolMax?: number;
 }
 
 export async function openDb(opts: DbOptions): Promise<Db> {
-  if (opts.databaseUrl) {
-    const db = knexFactory({
-      client: 'pg',
-      connection: opts.databaseUrl,
-      pool: { min: 0, max: opts.poolMax ?? 20 },
-    });
-    // Single statements are retried when PostgreSQL says it ended the session (a failover, a
-    // restart, pg_terminate_backend) or the connection never formed: the statement was then
-    // rolled back or never sent, so running it again cannot apply it twice. Transactions are not.
-    //
-    // And every statement runs as a named prepared statement: PostgreSQL plans it once per
-    // connection instead of on every request (the hot path's CTE statements spent more time
-    // being planned than run), and knex's query building is skipped.
-    const prepared = preparedStatements(db);
-    Object.defineProperty(db, 'raw', { value: (sql: string, bindings?: readonly unknown[]) => retryWhenDisconnected(() => prepared(sql, bindings ?? [])), configurable: true });
-    return db;
-  }
-  const dir = path.join(opts.dataDir, 'pglite');
-  fs.mkdirSync(dir, { recursive: true });
-  const { default: ClientPgLite } = await import('knex-pglite');
-  return knexFactory({
-    client: ClientPgLite as unknown as typeof knexFactory.Client,
-    dialect: 'postgres',
-    // PGlite is one in-process connection; knex-pglite pins the pool to 1.
-    connection: { filename: dir },
-  } as Knex.Config);
+  const db = knexFactory({
+    client: 'pg',
+    connection: opts.databaseUrl,
+    pool: { min: 0, max: opts.poolMax ?? 20 },
+  });
+  // Single statements are retried when PostgreSQL says it ended the session (a failover, a
+  // restart, pg_terminate_backend) or the connection never formed: the statement was then
+  // rolled back or never sent, so running it again cannot apply it twice. Transactions are not.
+  //
+  // And every statement runs as a named prepared statement: PostgreSQL plans it once per
+  // connection instead of on every request (the hot path's CTE statements spent more time
+  // being planned than run), and knex's query building is skipped.
+  const prepared = preparedStatements(db);
+  Object.defineProperty(db, 'raw', { value: (sql: string, bindings?: readonly unknown[]) => retryWhenDisconnected(() => prepared(sql, bindings ?? [])), configurable: true });
+  return db;
 }
 
 /** `?` placeholders become `$n`; each distinct SQL text gets one statement name. */
