@@ -12,12 +12,17 @@ import { UPSTREAM_KEY } from './support/global-setup.ts';
 import { billing, checkInvariants, db, newKey, type TestKey } from './support/context.ts';
 
 let other: GatewayProcess;
+// The other instance's connections (its key listener's too) carry this name, so this file can
+// end them without touching the gateways other test files run at the same time.
+const APP = 'gateway-key-cache-test';
 beforeAll(async () => {
   const sim = inject('simulatorUrl');
+  const url = new URL(inject('databaseUrl'));
+  url.searchParams.set('application_name', APP);
   other = await startGatewayProcess({
     logFile: path.join(inject('workDir'), 'gateway-key-cache.log'),
     // With credit leases a request touches no database at all, so only the cache stands between a revoked key and a 200.
-    env: { DATABASE_URL: inject('databaseUrl'), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${sim}/v1`, BILLING_MODE: 'lease', LEASE_FLUSH_MS: '50' },
+    env: { DATABASE_URL: url.toString(), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${sim}/v1`, BILLING_MODE: 'lease', LEASE_FLUSH_MS: '50' },
   });
 });
 afterAll(async () => {
@@ -88,7 +93,7 @@ describe('key cache', () => {
 
   it('with the listener connection killed the cache is off (a revoke still applies at once), and it comes back', async () => {
     const key = await cachedKey();
-    const killed = await db().query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'gateway-key-listener'`);
+    const killed = await db().query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [APP]);
     expect(killed.rowCount).toBeGreaterThanOrEqual(1);
     // Until the listener is back, every key check goes to the database.
     await expect.poll(async () => { const b = await lookups(); await ask(key.apiKey); return (await lookups()).off - b.off; }, { timeout: 5_000 }).toBe(1);

@@ -68,7 +68,8 @@ export interface Config {
     pollTimeoutMs: number;
   };
   /** Per-key defaults, overridable per key through BillingService; 0 means unlimited. */
-  rateLimits: { rpm: number; tpm: number };
+  /** grantIdleMs: a grant's unused requests go back to their window after this long unused (src/billing/rate-limits.ts). */
+  rateLimits: { rpm: number; tpm: number; grantIdleMs: number };
   /** Known keys are kept in memory this long at most (src/billing/key-cache.ts); 0 turns the cache off. */
   keyCacheMaxAgeMs: number;
   /** Video jobs (sora-2) as Temporal workflows: see src/video/ and workflows/. */
@@ -187,7 +188,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ttlSeconds: int(env, 'HOLD_TTL_SECONDS', 900),
       sweepIntervalMs: int(env, 'HOLD_SWEEP_INTERVAL_MS', 30_000),
     },
-    rateLimits: { rpm: int(env, 'RATE_LIMIT_RPM', 600), tpm: int(env, 'RATE_LIMIT_TPM', 2_000_000) },
+    rateLimits: { rpm: int(env, 'RATE_LIMIT_RPM', 600), tpm: int(env, 'RATE_LIMIT_TPM', 2_000_000), grantIdleMs: int(env, 'RATE_LIMIT_GRANT_IDLE_MS', 1_000) },
     keyCacheMaxAgeMs: int(env, 'KEY_CACHE_MAX_AGE_MS', 60_000),
     video: {
       temporalAddress: nonEmpty(env.TEMPORAL_ADDRESS),
