@@ -53,7 +53,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   // token is refused outright.
   const unsafe = unsafeExposure(config);
   if (unsafe) throw new UnsafeExposureError(unsafe);
-  if (config.databaseUrl) return startOn(config, log, config.databaseUrl, 'postgresql (DATABASE_URL)');
+  if (config.databaseUrl) return startOn(config, log, config.databaseUrl);
   if (fs.existsSync(path.join(config.dataDir, 'pglite'))) {
     log.warn(`${path.join(config.dataDir, 'pglite')} holds a database of an older version (PGlite), which is no longer read: the embedded database is now a PostgreSQL server in ${path.join(config.dataDir, 'postgres')}`);
   }
@@ -65,7 +65,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   });
   let gateway: Gateway;
   try {
-    gateway = await startOn(config, log, embedded.url, `embedded PostgreSQL in ${embedded.dataDir}`);
+    gateway = await startOn(config, log, embedded.url, embedded.dataDir);
   } catch (err) {
     await embedded.stop();
     throw err;
@@ -74,10 +74,10 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   return { ...gateway, close: () => (closing ??= gateway.close().finally(() => embedded.stop())) };
 }
 
-async function startOn(config: Config, log: Logger, databaseUrl: string, described: string): Promise<Gateway> {
+async function startOn(config: Config, log: Logger, databaseUrl: string, embeddedDir?: string): Promise<Gateway> {
   const db = await openDb({ databaseUrl });
   await migrate(db);
-  log.info({ database: described }, 'database ready');
+  log.info({ database: embeddedDir ? `embedded PostgreSQL in ${embeddedDir}` : 'postgresql (DATABASE_URL)' }, 'database ready');
   const ledger = new Ledger(db, await Ledger.loadSecret(db, config.keyHashSecret));
 
   // Every provider, configured or not, is listed once in the start-up summary below.
@@ -153,7 +153,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, describ
   // The Telegram bot, when TELEGRAM_BOT_TOKEN is set, on the same services (see src/bot/).
   const bot = await startBotIfConfigured({ transport: inProcessTransport(services), publicBaseUrl: httpUrl, log });
   const summary = startupSummary(config, {
-    httpPort, rpcPort, models: catalogue.list(), leasing,
+    httpPort, rpcPort, models: catalogue.list(), leasing, embeddedDir,
     botConfigured: Boolean(process.env.TELEGRAM_BOT_TOKEN?.trim()),
     bot: bot && { mode: bot.mode, username: bot.bot.botInfo.username },
   });
