@@ -112,6 +112,9 @@ describe('rate limits', () => {
 // them in memory; the window still never admits more than its limit. These gateways hand unused
 // grants back when they stop (and after RATE_LIMIT_GRANT_IDLE_MS unused, set long here except
 // where that is the subject), so no count below depends on how fast the machine is.
+// Each test starts its gateways and may wait up to 21 s for a fresh minute.
+const GATEWAYS_AND_A_MINUTE = { timeout: 150_000 };
+
 describe('rate limits with grants', () => {
   const started: GatewayProcess[] = [];
   afterAll(async () => {
@@ -133,11 +136,11 @@ describe('rate limits with grants', () => {
   const ask = (g: GatewayProcess, apiKey: string) => via(g, apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'granted [sim tokens=2]' }] });
   const windowRequests = async (keyId: string) => (await db().query('SELECT requests FROM rate_windows WHERE key_id = $1', [keyId])).rows[0]?.requests as number | undefined;
 
-  it('an instance takes a grant in one statement, admits from it in memory, and hands back what it did not use when it stops', async () => {
+  it('an instance takes a grant in one statement, admits from it in memory, and hands back what it did not use when it stops', GATEWAYS_AND_A_MINUTE, async () => {
     // The limit is this instance's default: a key given a limit of its own would announce that
     // change, and a lookup that the notice overtakes is (rightly) not cached.
     const g = await grantsGateway('grants-one', { RATE_LIMIT_RPM: '800' });
-    await awayFromMinuteEdge(30);
+    await awayFromMinuteEdge(20);
     const key = await newKey('5');
     for (let i = 0; i < 10; i++) await ask(g, key.apiKey);
     // One grant of 64 (an eighth of 800, at most 64) covered all ten: the window counts the grant.
@@ -148,18 +151,18 @@ describe('rate limits with grants', () => {
     await checkInvariants(key.accountId);
   });
 
-  it('unused requests of a grant go back to the window after RATE_LIMIT_GRANT_IDLE_MS without use', async () => {
+  it('unused requests of a grant go back to the window after RATE_LIMIT_GRANT_IDLE_MS without use', GATEWAYS_AND_A_MINUTE, async () => {
     const g = await grantsGateway('grants-idle', { RATE_LIMIT_RPM: '800', RATE_LIMIT_GRANT_IDLE_MS: '300' });
-    await awayFromMinuteEdge(30);
+    await awayFromMinuteEdge(20);
     const key = await newKey('5');
     for (let i = 0; i < 3; i++) await ask(g, key.apiKey);
     await expect.poll(() => windowRequests(key.keyId), { timeout: 30_000 }).toBe(3);
     await checkInvariants(key.accountId);
   });
 
-  it('two instances over one window never admit more than its limit, and once grants are handed back, exactly the limit', async () => {
+  it('two instances over one window never admit more than its limit, and once grants are handed back, exactly the limit', GATEWAYS_AND_A_MINUTE, async () => {
     const [a, b] = [await grantsGateway('grants-a'), await grantsGateway('grants-b')];
-    await awayFromMinuteEdge(30);
+    await awayFromMinuteEdge(20);
     const key = await limitedKey(100);
     const burst = await Promise.allSettled(Array.from({ length: 150 }, (_, i) => ask(i % 2 ? b! : a!, key.apiKey)));
     const first = burst.filter((r) => r.status === 'fulfilled').length;
