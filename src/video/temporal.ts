@@ -91,7 +91,12 @@ export async function startDevServer(cli: string, opts: { port: number; uiPort: 
   const address = `127.0.0.1:${opts.port}`;
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const failed = new Promise<never>((_, reject) => child.once('error', reject));
+  // If this process ends without stop() (a fatal error, process.exit), the server goes too;
+  // only a SIGKILL leaves it running, and the next start on the same port reuses it.
+  const onExit = () => { try { process.kill(-child.pid!, 'SIGTERM'); } catch { /* gone */ } };
+  process.once('exit', onExit);
   const stop = async () => {
+    process.removeListener('exit', onExit);
     if (child.exitCode !== null || child.signalCode !== null) return;
     try { process.kill(-child.pid!, 'SIGTERM'); } catch { child.kill('SIGTERM'); }
     const timer = setTimeout(() => { try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ } }, 10_000);
