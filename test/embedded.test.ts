@@ -14,7 +14,7 @@ import OpenAI from 'openai';
 import pg from 'pg';
 import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
 import { UPSTREAM_KEY } from './support/global-setup.ts';
-import { ROOT_STATE_DIR } from '../src/db/embedded-postgres.ts';
+import { alive, ROOT_STATE_DIR } from '../src/db/embedded-postgres.ts';
 import { KEY_LISTENER_APP } from '../src/billing/key-cache.ts';
 
 const run = promisify(execFile);
@@ -139,11 +139,11 @@ describe('embedded defaults: npm start runs its own PostgreSQL server', () => {
     // SIGKILL to the whole `npm start` process group: the server is in a group of its own.
     const orphan = Number(fs.readFileSync(path.join(cluster, 'postmaster.pid'), 'utf8').split('\n')[0]);
     await first.stop('SIGKILL');
-    expect(process.kill(orphan, 0)).toBe(true);
+    expect(alive(orphan)).toBe(true);
 
     const gw = await npmStart(dataDir, 'embedded-5.log');
     expect(fs.readFileSync(gw.logFile, 'utf8')).toContain(`a server left running by an earlier run (pid ${orphan})`);
-    expect(() => process.kill(orphan, 0)).toThrow();
+    expect(alive(orphan)).toBe(false);
     const after = JSON.parse(await cli(gw, 'keys', 'balance', key, '--json'));
     expect(after.balance_nano).toBe(before.balance_nano);
     await stopCleanly(gw, cluster);

@@ -377,12 +377,19 @@ function readPid(file: string): number | undefined {
   }
 }
 
-function alive(pid: number): boolean {
+/** A running process (a zombie, killed but not yet reaped, does not count). */
+export function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return true;
   } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  try {
+    // /proc/<pid>/stat: "pid (comm) state …"; comm may hold spaces and parentheses.
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3) !== 'Z';
+  } catch {
+    return fs.existsSync('/proc/self') ? false : true; // no such process; or no /proc (not Linux)
   }
 }
 
