@@ -35,6 +35,12 @@ export interface EmbeddedPostgresOptions {
   /** Created when missing; `url` points at it. Default `postgres`. */
   database?: string;
   maxConnections?: number;
+  /**
+   * Run the server in a process group of its own (default), so a Ctrl-C meant for the gateway
+   * reaches it only through stop(). False for throwaway clusters (tests, soak, bench): a Ctrl-C
+   * then stops them with everything else.
+   */
+  ownProcessGroup?: boolean;
   log?: EmbeddedLog;
 }
 
@@ -95,15 +101,16 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   };
   // Its own process group: a Ctrl-C meant for the gateway must not stop the database under the
   // requests and lease flushes it is still finishing; the gateway stops it last.
+  const detached = opts.ownProcessGroup ?? true;
   const child: ChildProcess = spawn(path.join(bins.binDir, 'postgres'), ['-D', dir, ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])], {
     cwd: '/',
     env: serverEnv(),
     stdio: ['ignore', out, out],
-    detached: true,
+    detached,
     ...(user ? { uid: user.uid, gid: user.gid } : {}),
   });
   fs.closeSync(out);
-  child.unref();
+  if (detached) child.unref();
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   child.once('error', () => {}); // surfaces as the exit below
   fs.writeFileSync(path.join(dir, OWNER_FILE), `${process.pid}\n`);

@@ -20,7 +20,7 @@ export async function startPostgres(): Promise<TestPostgres> {
   fs.chmodSync(dir, 0o755);
   const port = await freePort();
   try {
-    const server = await startEmbeddedPostgres({ dataDir: path.join(dir, 'data'), port, durable: false, maxConnections: 300 });
+    const server = await startEmbeddedPostgres({ dataDir: path.join(dir, 'data'), port, durable: false, maxConnections: 300, ownProcessGroup: false });
     return {
       url: (database = 'postgres') => server.urlFor(database),
       port,
