@@ -7,9 +7,14 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import OpenAI from 'openai';
+import { createClient } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { BillingService } from '../src/gen/gateway/v1/billing_pb.js';
 import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
 import { UPSTREAM_KEY } from './support/global-setup.ts';
 import { billing, checkInvariants, db, newKey, type TestKey } from './support/context.ts';
+import { KeyCache } from '../src/billing/key-cache.ts';
+import { createLogger } from '../src/log/logger.ts';
 
 let other: GatewayProcess;
 // The other instance's connections (its key listener's too) carry this name, so this file can
@@ -65,6 +70,38 @@ describe('key cache', () => {
     await expectRefusedSoon(key.apiKey);
     expect((await ask(rotated.apiKey)).choices[0]!.message.content).toBeTruthy();
     await checkInvariants(key.accountId);
+  });
+
+  it('a key rotated or revoked through the instance that has it cached is refused there at once, not when the notice comes back', async () => {
+    for (const change of ['rotate', 'revoke'] as const) {
+      const key = await cachedKey();
+      const own = createClient(BillingService, createGrpcTransport({ baseUrl: other.rpcUrl }));
+      const ref = { key: { ref: { case: 'keyId' as const, value: key.keyId } } };
+      if (change === 'rotate') await own.rotateKey(ref);
+      else await own.revokeKey(ref);
+      await expectRefused(key.apiKey);
+    }
+  });
+
+  it('forgetting a key drops its entry at once, and a lookup that began before cannot put it back', async () => {
+    const cache = new KeyCache({ databaseUrl: inject('databaseUrl'), maxAgeMs: 60_000, log: createLogger('silent') });
+    await cache.start();
+    try {
+      const entry = { keyId: 'key_forget', accountId: 'acct_forget', rpm: 0, tpm: 0 };
+      cache.fill('aa', entry, cache.mark());
+      const before = cache.mark(); // a lookup of the key under way…
+      expect(cache.get('aa')).toEqual(expect.objectContaining(entry));
+      cache.forgetKey('key_forget'); // …when this instance changes the key
+      expect(cache.get('aa')).toBeUndefined();
+      cache.fill('aa', entry, before);
+      expect(cache.get('aa')).toBeUndefined();
+      cache.fill('bb', { ...entry, keyId: 'key_other' }, before); // another key is not held up
+      expect(cache.get('bb')).toEqual(expect.objectContaining({ keyId: 'key_other' }));
+      cache.fill('aa', entry, cache.mark()); // a lookup that began after the change may fill
+      expect(cache.get('aa')).toEqual(expect.objectContaining(entry));
+    } finally {
+      await cache.close();
+    }
   });
 
   it('a key revoked by hand in SQL is refused as soon as the notice arrives', async () => {

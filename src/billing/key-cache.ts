@@ -42,6 +42,8 @@ export class KeyCache {
   private resetAt = 0;
   /** The `seq` of each key's latest change notice: a lookup of that key marked before it must not fill. */
   private readonly changed = new Map<string, number>();
+  /** The same for keys changed through this instance, by key id (see forgetKey). */
+  private readonly changedIds = new Map<string, number>();
   private client: pg.Client | undefined;
   private closed = false;
   private retry: NodeJS.Timeout | undefined;
@@ -153,9 +155,25 @@ export class KeyCache {
   }
 
   fill(keyHashHex: string, key: CachedKey, mark: number): void {
-    if (!this.live || this.resetAt > mark || (this.changed.get(keyHashHex) ?? 0) > mark) return;
+    if (!this.live || this.resetAt > mark || (this.changed.get(keyHashHex) ?? 0) > mark || (this.changedIds.get(key.keyId) ?? 0) > mark) return;
     if (this.entries.size >= MAX_ENTRIES) this.entries.clear();
     this.entries.set(keyHashHex, { ...key, at: performance.now() });
+  }
+
+  /**
+   * A key this instance has just changed (rotated, revoked, re-limited; call after the commit):
+   * forgotten at once, so this instance never serves the old state, without waiting for the
+   * change notice to come back. Other instances still learn of it from the notice.
+   */
+  forgetKey(keyId: string): void {
+    if (this.changedIds.size >= MAX_ENTRIES) this.reset();
+    const seq = ++this.seq;
+    this.changedIds.set(keyId, seq);
+    for (const [hex, e] of this.entries) {
+      if (e.keyId !== keyId) continue;
+      this.entries.delete(hex);
+      this.changed.set(hex, seq);
+    }
   }
 
   private off(): void {
@@ -167,6 +185,7 @@ export class KeyCache {
   private reset(): void {
     this.resetAt = ++this.seq;
     this.changed.clear();
+    this.changedIds.clear();
     this.entries.clear();
   }
 }

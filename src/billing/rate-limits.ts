@@ -132,7 +132,13 @@ export class RateLimiter {
 
   async setLimits(keyId: string, rpm: number | null, tpm: number | null): Promise<boolean> {
     const rows = rowsOf(await this.db.raw(`UPDATE api_keys SET rpm_limit = ?, tpm_limit = ? WHERE id = ? RETURNING id`, [rpm, tpm, keyId]));
+    this.keyChanged(keyId);
     return rows.length > 0;
+  }
+
+  /** A key changed through this instance (committed): its cached state goes now, not when the notice arrives. */
+  keyChanged(keyId: string): void {
+    this.cache?.forgetKey(keyId);
   }
 
   /** Drops windows nobody will ask about again. */
