@@ -160,6 +160,18 @@ describe('rate limits with grants', () => {
     await checkInvariants(key.accountId);
   });
 
+  it('one instance, concurrent requests over a limit of K: exactly K succeed, though its claims overlap and grant in bulk', GATEWAYS_AND_A_MINUTE, async () => {
+    const g = await grantsGateway('grants-burst');
+    await awayFromMinuteEdge(20);
+    for (let round = 0; round < 3; round++) {
+      const key = await limitedKey(100);
+      const results = await Promise.allSettled(Array.from({ length: 160 }, () => ask(g, key.apiKey)));
+      for (const r of results) if (r.status === 'rejected') expect(r.reason).toBeInstanceOf(OpenAI.RateLimitError);
+      expect(results.filter((r) => r.status === 'fulfilled')).toHaveLength(100);
+      await checkInvariants(key.accountId);
+    }
+  });
+
   it('two instances over one window never admit more than its limit, and once grants are handed back, exactly the limit', GATEWAYS_AND_A_MINUTE, async () => {
     const [a, b] = [await grantsGateway('grants-a'), await grantsGateway('grants-b')];
     await awayFromMinuteEdge(20);

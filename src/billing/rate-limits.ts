@@ -199,6 +199,14 @@ export class RateLimiter {
         }
       }
     }
+    if (!d.allowed) {
+      // The window refused this claim, but what is left of it may sit in this instance's own
+      // grant (a claim that overlapped this one, or one made while the key was not cached):
+      // counted in the window, it is this request's to use. So K concurrent requests over a
+      // limit of K still succeed K times. The key is live: this statement just read it.
+      const local = this.fromGrant(hex, { keyId: d.keyId, accountId: d.accountId, windowId: d.windowId, rpm: d.limitRequests, tpm: d.limitTokens });
+      if (local) return local;
+    }
     return d;
   }
 
