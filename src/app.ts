@@ -1,11 +1,14 @@
 // Wires the parts into one running gateway: database, catalogue, services, the RPC port, the
 // HTTP facade and the hold sweeper. main.ts runs it; tests and tools can too.
+import fs from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import path from 'node:path';
 import type http2 from 'node:http2';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import type { Config } from './config/config.ts';
 import { migrate, openDb, type Db } from './db/db.ts';
+import { startEmbeddedPostgres } from './db/embedded-postgres.ts';
 import { Ledger } from './billing/ledger.ts';
 import { RateLimiter } from './billing/rate-limits.ts';
 import { LeaseBook } from './billing/leases.ts';
@@ -42,13 +45,40 @@ export interface Gateway {
   close(): Promise<void>;
 }
 
+/**
+ * The gateway on DATABASE_URL, or else on the embedded PostgreSQL server it starts itself in
+ * DATA_DIR/postgres (src/db/embedded-postgres.ts) and stops last when it closes.
+ */
 export async function startGateway(config: Config, log: Logger): Promise<Gateway> {
-  // Before anything listens: an open billing port without a token is refused outright.
+  // Before anything listens (the embedded database included): an open billing port without a
+  // token is refused outright.
   const unsafe = unsafeExposure(config);
   if (unsafe) throw new UnsafeExposureError(unsafe);
-  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir });
+  if (config.databaseUrl) return startOn(config, log, config.databaseUrl);
+  if (fs.existsSync(path.join(config.dataDir, 'pglite'))) {
+    log.warn(`${path.join(config.dataDir, 'pglite')} holds a database of an older version (PGlite), which is no longer read: the embedded database is now a PostgreSQL server in ${path.join(config.dataDir, 'postgres')}`);
+  }
+  const embedded = await startEmbeddedPostgres({
+    dataDir: path.join(config.dataDir, 'postgres'),
+    durable: true,
+    database: 'gateway',
+    log: { info: (m) => log.info(m), warn: (m) => log.warn(m) },
+  });
+  let gateway: Gateway;
+  try {
+    gateway = await startOn(config, log, embedded.url, embedded.dataDir);
+  } catch (err) {
+    await embedded.stop();
+    throw err;
+  }
+  let closing: Promise<void> | undefined;
+  return { ...gateway, close: () => (closing ??= gateway.close().finally(() => embedded.stop())) };
+}
+
+async function startOn(config: Config, log: Logger, databaseUrl: string, embeddedDir?: string): Promise<Gateway> {
+  const db = await openDb({ databaseUrl });
   await migrate(db);
-  log.info({ database: config.databaseUrl ? 'postgresql' : `embedded PGlite in ${config.dataDir}` }, 'database ready');
+  log.info({ database: embeddedDir ? `embedded PostgreSQL in ${embeddedDir}` : 'postgresql (DATABASE_URL)' }, 'database ready');
   const ledger = new Ledger(db, await Ledger.loadSecret(db, config.keyHashSecret));
 
   // Every provider, configured or not, is listed once in the start-up summary below.
@@ -56,11 +86,10 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
 
   const upstream = new Upstream(config);
   const metrics = new Metrics();
-  // Credit leases need one database shared by every instance, not the embedded one.
-  const leasing = config.billingMode === 'lease' && config.databaseUrl !== undefined;
+  const leasing = config.billingMode === 'lease';
   // The key cache listens for key changes on a connection of its own; with leases only (a hold
   // per request checks the key in its own statement anyway).
-  const keyCache = leasing && config.keyCacheMaxAgeMs > 0 ? new KeyCache({ databaseUrl: config.databaseUrl!, maxAgeMs: config.keyCacheMaxAgeMs, log, lookups: metrics.keyCacheLookupsOf }) : undefined;
+  const keyCache = leasing && config.keyCacheMaxAgeMs > 0 ? new KeyCache({ databaseUrl, maxAgeMs: config.keyCacheMaxAgeMs, log, lookups: metrics.keyCacheLookupsOf }) : undefined;
   await keyCache?.start();
   const limiter = new RateLimiter(db, config.rateLimits, keyCache, log);
   const leases = leasing
@@ -127,7 +156,7 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   // The Telegram bot, when TELEGRAM_BOT_TOKEN is set, on the same services (see src/bot/).
   const bot = await startBotIfConfigured({ transport: inProcessTransport(services), publicBaseUrl: httpUrl, log });
   const summary = startupSummary(config, {
-    httpPort, rpcPort, models: catalogue.list(), leasing,
+    httpPort, rpcPort, models: catalogue.list(), leasing, embeddedDir,
     botConfigured: Boolean(process.env.TELEGRAM_BOT_TOKEN?.trim()),
     bot: bot && { mode: bot.mode, username: bot.bot.botInfo.username },
   });

@@ -37,7 +37,7 @@ try {
     removeGatewayAddress(config.dataDir, process.pid);
     log.info({ signal }, 'shutting down: finishing in-flight requests');
     gateway.close().then(
-      () => process.exit(0),
+      () => { log.info('gateway stopped'); process.exit(0); },
       (err) => { log.error({ err }, 'shutdown failed'); process.exit(1); },
     );
   };

@@ -7,17 +7,27 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import OpenAI from 'openai';
+import { createClient } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { BillingService } from '../src/gen/gateway/v1/billing_pb.js';
 import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
 import { UPSTREAM_KEY } from './support/global-setup.ts';
 import { billing, checkInvariants, db, newKey, type TestKey } from './support/context.ts';
+import { KeyCache } from '../src/billing/key-cache.ts';
+import { createLogger } from '../src/log/logger.ts';
 
 let other: GatewayProcess;
+// The other instance's connections (its key listener's too) carry this name, so this file can
+// end them without touching the gateways other test files run at the same time.
+const APP = 'gateway-key-cache-test';
 beforeAll(async () => {
   const sim = inject('simulatorUrl');
+  const url = new URL(inject('databaseUrl'));
+  url.searchParams.set('application_name', APP);
   other = await startGatewayProcess({
     logFile: path.join(inject('workDir'), 'gateway-key-cache.log'),
     // With credit leases a request touches no database at all, so only the cache stands between a revoked key and a 200.
-    env: { DATABASE_URL: inject('databaseUrl'), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${sim}/v1`, BILLING_MODE: 'lease', LEASE_FLUSH_MS: '50' },
+    env: { DATABASE_URL: url.toString(), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${sim}/v1`, BILLING_MODE: 'lease', LEASE_FLUSH_MS: '50' },
   });
 });
 afterAll(async () => {
@@ -62,6 +72,38 @@ describe('key cache', () => {
     await checkInvariants(key.accountId);
   });
 
+  it('a key rotated or revoked through the instance that has it cached is refused there at once, not when the notice comes back', async () => {
+    for (const change of ['rotate', 'revoke'] as const) {
+      const key = await cachedKey();
+      const own = createClient(BillingService, createGrpcTransport({ baseUrl: other.rpcUrl }));
+      const ref = { key: { ref: { case: 'keyId' as const, value: key.keyId } } };
+      if (change === 'rotate') await own.rotateKey(ref);
+      else await own.revokeKey(ref);
+      await expectRefused(key.apiKey);
+    }
+  });
+
+  it('forgetting a key drops its entry at once, and a lookup that began before cannot put it back', async () => {
+    const cache = new KeyCache({ databaseUrl: inject('databaseUrl'), maxAgeMs: 60_000, log: createLogger('silent') });
+    await cache.start();
+    try {
+      const entry = { keyId: 'key_forget', accountId: 'acct_forget', rpm: 0, tpm: 0 };
+      cache.fill('aa', entry, cache.mark());
+      const before = cache.mark(); // a lookup of the key under way…
+      expect(cache.get('aa')).toEqual(expect.objectContaining(entry));
+      cache.forgetKey('key_forget'); // …when this instance changes the key
+      expect(cache.get('aa')).toBeUndefined();
+      cache.fill('aa', entry, before);
+      expect(cache.get('aa')).toBeUndefined();
+      cache.fill('bb', { ...entry, keyId: 'key_other' }, before); // another key is not held up
+      expect(cache.get('bb')).toEqual(expect.objectContaining({ keyId: 'key_other' }));
+      cache.fill('aa', entry, cache.mark()); // a lookup that began after the change may fill
+      expect(cache.get('aa')).toEqual(expect.objectContaining(entry));
+    } finally {
+      await cache.close();
+    }
+  });
+
   it('a key revoked by hand in SQL is refused as soon as the notice arrives', async () => {
     const key = await cachedKey();
     await db().query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [key.keyId]);
@@ -88,7 +130,7 @@ describe('key cache', () => {
 
   it('with the listener connection killed the cache is off (a revoke still applies at once), and it comes back', async () => {
     const key = await cachedKey();
-    const killed = await db().query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'gateway-key-listener'`);
+    const killed = await db().query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [APP]);
     expect(killed.rowCount).toBeGreaterThanOrEqual(1);
     // Until the listener is back, every key check goes to the database.
     await expect.poll(async () => { const b = await lookups(); await ask(key.apiKey); return (await lookups()).off - b.off; }, { timeout: 5_000 }).toBe(1);

@@ -10,7 +10,7 @@ import { tokenCostNano, type TokenPrices } from '../src/billing/pricing.ts';
 import { inputTokensUpperBound } from '../src/inference/tokens.ts';
 import { accountActivity, balanceOf, billing, checkInvariants, db, newKey, openai } from './support/context.ts';
 
-const knex = await openDb({ databaseUrl: inject('databaseUrl'), dataDir: '', poolMax: 30 });
+const knex = await openDb({ databaseUrl: inject('databaseUrl'), poolMax: 30 });
 const ledger = new Ledger(knex, await Ledger.loadSecret(knex, undefined));
 afterAll(() => knex.destroy());
 

@@ -104,6 +104,7 @@ async function cli(env: NodeJS.ProcessEnv, ...args: string[]): Promise<{ code: n
 describe('npm start at a terminal', () => {
   it('prints a short summary, one line per request, and the CLI finds it through DATA_DIR', { timeout: 180_000 }, async () => {
     const dataDir = fs.mkdtempSync(path.join(inject('workDir'), 'terminal-'));
+    fs.chmodSync(dataDir, 0o755); // the embedded PostgreSQL server's user (as root: postgres) reaches its cluster
     const [port, grpcPort] = [await freePort(), await freePort()];
     const gatewayEnv = baseEnv({
       DATA_DIR: dataDir, PORT: String(port), GRPC_PORT: String(grpcPort), HOST: '127.0.0.1', GRPC_HOST: '0.0.0.0',
@@ -122,8 +123,8 @@ describe('npm start at a terminal', () => {
     const row = (label: string) => new RegExp(`^ +${label} +(.*)$`, 'm').exec(summary)?.[1];
     expect(row('HTTP')).toBe(`${httpUrl}/v1  this machine only (127.0.0.1); /metrics needs METRICS_TOKEN`);
     expect(row('RPC')).toBe(`http://127.0.0.1:${grpcPort}  all interfaces (0.0.0.0): anyone who can reach this machine; Billing/Catalogue need ADMIN_TOKEN`);
-    expect(row('database')).toBe(`embedded, in ${dataDir} (set DATABASE_URL for a PostgreSQL server)`);
-    expect(row('billing')).toBe('a hold and a settlement per request (credit leases need DATABASE_URL)');
+    expect(row('database')).toBe(`embedded PostgreSQL server, data in ${path.join(dataDir, 'postgres')} (set DATABASE_URL for your own)`);
+    expect(row('billing')).toBe('credit leases of $1 per key and instance');
     expect(row('providers')).toMatch(/^openai +\d+ models +key set, at http:\/\/127\.0\.0\.1:\d+\/v1$/);
     for (const name of ['anthropic', 'xai', 'deepseek', 'cohere', 'bfl']) {
       expect(summary).toMatch(new RegExp(`^ +${name} +\\d+ models? +no key \\(set ${name.toUpperCase()}_API_KEY\\)$`, 'm'));

@@ -89,6 +89,15 @@ async function expectNothingCharged(k: TestKey, creditsNano: bigint) {
   await checkInvariants(k.accountId);
 }
 
+/** An error body tells the API client nothing about the server: no paths, no settings, no addresses. */
+function expectNoServerDetails(body: Json) {
+  const text = JSON.stringify(body);
+  expect(text).not.toMatch(/\/[\w.-]+\//); // a path
+  expect(text).not.toMatch(/[A-Z]+_[A-Z_]+/); // an environment variable
+  expect(text).not.toMatch(/\d+\.\d+\.\d+\.\d+|:\d{2,5}\b/); // an address or port
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) if (dir.length > 1) expect(text).not.toContain(dir);
+}
+
 function expectOpenAIError(body: Json, code: string | null, type = 'invalid_request_error') {
   expect(Object.keys(body)).toEqual(['error']);
   expect(Object.keys(body.error).sort()).toEqual(['code', 'message', 'param', 'type']);
@@ -765,11 +774,14 @@ describe('video jobs survive crashes', () => {
       expect(r.status).toBe(503);
       const body = (await r.json()) as Json;
       expectOpenAIError(body, 'video_jobs_unavailable', 'server_error');
-      expect(body.error.message).toContain('TEMPORAL_ADDRESS');
+      expectNoServerDetails(body);
+      expect(body.error.message).toBe('Video generation is unavailable on this gateway: it has no Temporal service for video jobs.');
     }
     const sdk = openai(k.apiKey, { baseURL: `${gw.httpUrl}/v1` });
     await expect(sdk.videos.create({ prompt: 'no temporal' })).rejects.toMatchObject({ status: 503 });
-    expect((await getVideo(k, 'video_anything', gw.httpUrl)).status).toBe(503);
+    const lookup = await getVideo(k, 'video_anything', gw.httpUrl);
+    expect(lookup.status).toBe(503);
+    expectNoServerDetails(lookup.body);
 
     const charged = await accountActivity(k.accountId);
     expect(charged.holds).toBe(1); // the chat completion's, settled
@@ -777,5 +789,8 @@ describe('video jobs survive crashes', () => {
     expect((await balanceOf(k.accountId)).held).toBe(0n);
     const log = fs.readFileSync(gw.logFile, 'utf8');
     expect(log.match(/video jobs are disabled/g)).toHaveLength(1);
+    // The operator's log has the details the API client is not told.
+    expect(log).toContain(NO_TEMPORAL_CLI);
+    expect(log).toContain('TEMPORAL_ADDRESS');
   });
 });

@@ -8,8 +8,10 @@
 // leave a revoked key cached. No entry outlives KEY_CACHE_MAX_AGE_MS whatever happens.
 //
 // Only keys the database confirmed are cached (a wrong key always costs a statement), and an
-// entry is filled only if no notification arrived while its lookup ran, so a lookup that read
-// the row just before a revoke committed cannot cache the old state after the revoke's notice.
+// entry is filled only if no notification for that key arrived while its lookup ran (nor did
+// the listener reconnect), so a lookup that read the row just before a revoke committed cannot
+// cache the old state after the revoke's notice. Other keys' changes do not stop it: under a
+// steady trickle of key changes elsewhere, a key would otherwise rarely get cached at all.
 import pg from 'pg';
 import type { Logger } from 'pino';
 
@@ -34,8 +36,14 @@ const HEARTBEAT_LOST_MS = 3_000;
 export class KeyCache {
   private readonly entries = new Map<string, CachedKey & { at: number }>();
   private live = false;
-  /** Bumped by every notification and reconnect: a lookup started before a bump must not fill. */
-  private generation = 0;
+  /** Counts notifications and resets; `mark()` reads it. */
+  private seq = 0;
+  /** The last reset (reconnect, cache off, forgetting `changed`): lookups marked before it must not fill. */
+  private resetAt = 0;
+  /** The `seq` of each key's latest change notice: a lookup of that key marked before it must not fill. */
+  private readonly changed = new Map<string, number>();
+  /** The same for keys changed through this instance, by key id (see forgetKey). */
+  private readonly changedIds = new Map<string, number>();
   private client: pg.Client | undefined;
   private closed = false;
   private retry: NodeJS.Timeout | undefined;
@@ -76,8 +84,10 @@ export class KeyCache {
         if (msg.payload === this.nonce) heardAt = performance.now();
         return;
       }
-      this.generation++;
-      if (msg.payload) this.entries.delete(msg.payload);
+      if (!msg.payload) return this.reset();
+      if (this.changed.size >= MAX_ENTRIES) this.reset();
+      this.changed.set(msg.payload, ++this.seq);
+      this.entries.delete(msg.payload);
     });
     try {
       await client.connect();
@@ -87,8 +97,7 @@ export class KeyCache {
       return;
     }
     if (this.client !== client) return;
-    this.entries.clear();
-    this.generation++;
+    this.reset();
     this.live = true;
     // A connection can go quiet without an error (a half-open socket, a stalled server): the
     // listener notifies itself every second, and if its own notice stops coming back the cache
@@ -109,6 +118,11 @@ export class KeyCache {
     const c = this.client;
     this.client = undefined;
     await c?.end().catch(() => {});
+  }
+
+  /** Listening: entries are filled and served. */
+  get usable(): boolean {
+    return this.live;
   }
 
   get(keyHashHex: string): CachedKey | undefined {
@@ -137,18 +151,41 @@ export class KeyCache {
 
   /** Call before the lookup; pass the result to `fill`. */
   mark(): number {
-    return this.generation;
+    return this.seq;
   }
 
   fill(keyHashHex: string, key: CachedKey, mark: number): void {
-    if (!this.live || mark !== this.generation) return;
+    if (!this.live || this.resetAt > mark || (this.changed.get(keyHashHex) ?? 0) > mark || (this.changedIds.get(key.keyId) ?? 0) > mark) return;
     if (this.entries.size >= MAX_ENTRIES) this.entries.clear();
     this.entries.set(keyHashHex, { ...key, at: performance.now() });
   }
 
+  /**
+   * A key this instance has just changed (rotated, revoked, re-limited; call after the commit):
+   * forgotten at once, so this instance never serves the old state, without waiting for the
+   * change notice to come back. Other instances still learn of it from the notice.
+   */
+  forgetKey(keyId: string): void {
+    if (this.changedIds.size >= MAX_ENTRIES) this.reset();
+    const seq = ++this.seq;
+    this.changedIds.set(keyId, seq);
+    for (const [hex, e] of this.entries) {
+      if (e.keyId !== keyId) continue;
+      this.entries.delete(hex);
+      this.changed.set(hex, seq);
+    }
+  }
+
   private off(): void {
     this.live = false;
-    this.generation++;
+    this.reset();
+  }
+
+  /** Forgets every entry and spoils every lookup under way. */
+  private reset(): void {
+    this.resetAt = ++this.seq;
+    this.changed.clear();
+    this.changedIds.clear();
     this.entries.clear();
   }
 }

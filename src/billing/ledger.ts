@@ -1,7 +1,7 @@
 // All money movements, each one SQL statement or one short transaction. The database's
 // constraints (see migrations) are the last word on every invariant; this module only asks.
 import { randomBytes } from 'node:crypto';
-import type { Db } from '../db/db.ts';
+import { retryIfConnectionLost, type Db } from '../db/db.ts';
 import { generateKey, hashKey, randomBase62, visiblePrefix } from './keys.ts';
 
 export interface KeyRow {
@@ -315,12 +315,13 @@ export class Ledger {
   /**
    * Settles a hold exactly once: charges min(cost, hold), releases the rest, appends the
    * ledger row (when something was charged) and writes the usage row, in one statement.
-   * A second call for the same request changes nothing and returns the first figure.
+   * A second call for the same request changes nothing and returns the first figure, so a
+   * settle whose connection was lost mid-statement is simply run again.
    */
   async settle(s: SettleInput): Promise<SettleResult> {
     const cost = s.costNano.toString();
     const rows = rowsOf(
-      await this.db.raw(
+      await retryIfConnectionLost(() => this.db.raw(
         `WITH h AS (
            UPDATE holds SET status = 'settled', charged_nano = LEAST(CAST(? AS bigint), amount_nano), closed_at = now()
            WHERE request_id = ? AND status = 'active'
@@ -344,7 +345,7 @@ export class Ledger {
           s.inputTokens.toString(), s.outputTokens.toString(), s.cachedTokens.toString(), s.cacheWriteTokens.toString(), s.usageEstimated,
           cost, s.status, s.httpStatus, s.latencyMs, (s.units ?? 0n).toString(), s.unit ?? '', s.requestedModel ?? s.model,
         ],
-      ),
+      )),
     );
     if (rows[0]) return { chargedNano: big(rows[0].charged), firstSettle: true };
     const prior = rowsOf(await this.db.raw(`SELECT cost_nano::text AS c FROM usage_records WHERE request_id = ?`, [s.requestId]))[0];

@@ -8,8 +8,9 @@
 // window still never admits more than `rpm` across all instances: grants come out of it. Near
 // the limit grants shrink to one, so the last requests of a window are counted one by one and
 // K concurrent requests over a limit of K succeed exactly K times. What an instance was granted
-// but did not use stays counted until it is handed back (after GRANT_IDLE_MS without use) or the
-// minute ends: meanwhile other instances can be refused early, never admitted beyond the limit.
+// but did not use stays counted until it is handed back (after RATE_LIMIT_GRANT_IDLE_MS without
+// use, or at shutdown) or the minute ends: meanwhile other instances can be refused early, never
+// admitted beyond the limit.
 // Tokens settled by requests are added to the window in one statement per LIMITER_FLUSH_MS.
 // A key and the keys it was rotated into share one window (api_keys.window_key_id), so a
 // rotation starts no fresh minute.
@@ -21,6 +22,8 @@ export interface RateLimitDefaults {
   /** 0 means unlimited. */
   rpm: number;
   tpm: number;
+  /** Unused requests of a grant go back to their window after this long without use (default 1 s). */
+  grantIdleMs?: number;
 }
 
 export interface RateDecision {
@@ -40,7 +43,6 @@ export interface RateDecision {
 /** Requests one instance takes from a window at a time, at most; and the share of what is left. */
 const MAX_GRANT = 64;
 const GRANT_SHARE = 8;
-const GRANT_IDLE_MS = 1_000;
 const LIMITER_FLUSH_MS = 100;
 
 /** What this instance holds of one key's current window. */
@@ -130,7 +132,13 @@ export class RateLimiter {
 
   async setLimits(keyId: string, rpm: number | null, tpm: number | null): Promise<boolean> {
     const rows = rowsOf(await this.db.raw(`UPDATE api_keys SET rpm_limit = ?, tpm_limit = ? WHERE id = ? RETURNING id`, [rpm, tpm, keyId]));
+    this.keyChanged(keyId);
     return rows.length > 0;
+  }
+
+  /** A key changed through this instance (committed): its cached state goes now, not when the notice arrives. */
+  keyChanged(keyId: string): void {
+    this.cache?.forgetKey(keyId);
   }
 
   /** Drops windows nobody will ask about again. */
@@ -191,13 +199,23 @@ export class RateLimiter {
         }
       }
     }
+    if (!d.allowed) {
+      // The window refused this claim, but what is left of it may sit in this instance's own
+      // grant (a claim that overlapped this one, or one made while the key was not cached):
+      // counted in the window, it is this request's to use. So K concurrent requests over a
+      // limit of K still succeed K times. The key is live: this statement just read it.
+      const local = this.fromGrant(hex, { keyId: d.keyId, accountId: d.accountId, windowId: d.windowId, rpm: d.limitRequests, tpm: d.limitTokens });
+      if (local) return local;
+    }
     return d;
   }
 
   /** One statement: the key, its limits, and a grant from the current window (none when the window is spent). */
   private claimStatement(keyHash: Buffer) {
-    // Without the key cache every request runs this statement anyway: grants of one.
-    const most = this.cache ? MAX_GRANT : 1;
+    // A grant is used from memory only while the key is cached: without the cache (off, or its
+    // listener reconnecting) every request runs this statement anyway, so it takes one. A bigger
+    // grant would only be counted in the window unused, refusing requests below the limit.
+    const most = this.cache?.usable ? MAX_GRANT : 1;
     return this.db.raw(
       `WITH k AS (
          SELECT id, account_id, COALESCE(window_key_id, id) AS wid, COALESCE(rpm_limit, ?) AS rpm, COALESCE(tpm_limit, ?) AS tpm
@@ -261,7 +279,7 @@ export class RateLimiter {
     const now = performance.now();
     for (const [hex, g] of this.grants) {
       if (now >= g.endsAt) this.grants.delete(hex);
-      else if (g.granted > g.used && now - g.lastUsed > GRANT_IDLE_MS) void this.handBack(g);
+      else if (g.granted > g.used && now - g.lastUsed > (this.defaults.grantIdleMs ?? 1_000)) void this.handBack(g);
     }
     if (this.pendingTokens.size > 0) void this.flushTokens();
   }

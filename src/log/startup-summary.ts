@@ -21,9 +21,9 @@ export interface Listener {
 export interface StartupSummary {
   http: Listener & { metricsToken: boolean };
   rpc: Listener & { adminToken: boolean };
+  /** embedded: the PostgreSQL server the gateway started, with its cluster in `dir`. */
   database: { kind: 'embedded'; dir: string } | { kind: 'postgresql'; server: string };
-  /** `mode` is what runs; `requested` is BILLING_MODE (leases need a PostgreSQL server). */
-  billing: { mode: 'lease' | 'hold'; requested: 'lease' | 'hold'; sliceUsd: string };
+  billing: { mode: 'lease' | 'hold'; sliceUsd: string };
   providers: { name: ProviderName; models: number; key: boolean; keyVariable: string; baseUrl?: string; fallback: boolean }[];
   /** At start Temporal is always still being found or started (in the background). */
   temporal:
@@ -39,8 +39,10 @@ export interface StartedParts {
   rpcPort: number;
   /** The catalogue's entries (only enabled ones count). */
   models: readonly { provider: ProviderName; enabled: boolean }[];
-  /** Credit leases really run (BILLING_MODE=lease and a PostgreSQL server). */
+  /** Credit leases run (BILLING_MODE=lease). */
   leasing: boolean;
+  /** The embedded server's cluster folder (DATA_DIR/postgres, or where root keeps it); unset with DATABASE_URL. */
+  embeddedDir?: string;
   /** TELEGRAM_BOT_TOKEN is set. */
   botConfigured: boolean;
   bot: { mode: 'polling' | 'webhook'; username: string } | undefined;
@@ -89,7 +91,7 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
       fallback: p.fallback !== undefined,
     };
   });
-  let database: StartupSummary['database'] = { kind: 'embedded', dir: config.dataDir };
+  let database: StartupSummary['database'] = { kind: 'embedded', dir: parts.embeddedDir ?? path.join(config.dataDir, 'postgres') };
   if (config.databaseUrl) {
     const u = withoutSecrets(config.databaseUrl);
     database = { kind: 'postgresql', server: u ?? 'DATABASE_URL (not shown: it does not parse as a URL)' };
@@ -99,7 +101,7 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
     http: { url: connectableUrl(config.host, parts.httpPort), host: config.host, port: parts.httpPort, scope: scopeOf(config.host), metricsToken: config.metricsToken !== undefined },
     rpc: { url: connectableUrl(config.grpcHost, parts.rpcPort), host: config.grpcHost, port: parts.rpcPort, scope: scopeOf(config.grpcHost), adminToken: config.adminToken !== undefined },
     database,
-    billing: { mode: parts.leasing ? 'lease' : 'hold', requested: config.billingMode, sliceUsd: config.lease.sliceUsd },
+    billing: { mode: parts.leasing ? 'lease' : 'hold', sliceUsd: config.lease.sliceUsd },
     providers,
     temporal: v.temporalAddress
       ? { kind: 'cluster', address: v.temporalAddress, namespace: v.temporalNamespace, status: 'starting', worker: v.runWorker }
@@ -123,11 +125,11 @@ export function summaryLines(s: StartupSummary): string[] {
   const rpcGuard = s.rpc.adminToken ? 'Billing/Catalogue need ADMIN_TOKEN' : 'Billing/Catalogue for this machine only (no ADMIN_TOKEN)';
   rows.push(['RPC', `${s.rpc.url}  ${reach(s.rpc)}; ${rpcGuard}`]);
   rows.push(['database', s.database.kind === 'embedded'
-    ? `embedded, in ${s.database.dir} (set DATABASE_URL for a PostgreSQL server)`
+    ? `embedded PostgreSQL server, data in ${s.database.dir} (set DATABASE_URL for your own)`
     : `PostgreSQL at ${s.database.server}`]);
   rows.push(['billing', s.billing.mode === 'lease'
     ? `credit leases of $${s.billing.sliceUsd} per key and instance`
-    : `a hold and a settlement per request${s.billing.requested === 'lease' ? ' (credit leases need DATABASE_URL)' : ''}`]);
+    : 'a hold and a settlement per request']);
   const nameWidth = Math.max(...s.providers.map((p) => p.name.length));
   const countWidth = Math.max(...s.providers.map((p) => String(p.models).length));
   s.providers.forEach((p, i) => {

@@ -12,6 +12,7 @@ import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { VideoService } from '../gen/gateway/v1/video_pb.js';
 import type { Services } from './server.ts';
+import { unexpectedFailure } from './errors.ts';
 
 type Impl = (req: unknown, ctx: HandlerContext) => unknown;
 
@@ -49,7 +50,7 @@ export function directTransport(s: Services, log?: Logger): Transport {
     if (err instanceof ConnectError) return err;
     const requestId = (input as { requestId?: string }).requestId;
     log?.error({ err, rpc: `${method.parent.typeName}/${method.name}`, requestId }, 'RPC failed inside the gateway');
-    return ConnectError.from(err);
+    return unexpectedFailure(err);
   };
 
   return {

@@ -4,6 +4,7 @@
 import { create } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { GatewayErrorSchema, type GatewayError } from '../gen/gateway/v1/errors_pb.js';
+import { connectionLost } from '../db/connection-errors.ts';
 
 export interface GatewayErrorInit {
   httpStatus: number;
@@ -45,6 +46,19 @@ export function gatewayError(init: GatewayErrorInit): ConnectError {
     requestId: init.requestId ?? '',
   });
   return new ConnectError(init.message, connectCode(init.httpStatus), undefined, [{ desc: GatewayErrorSchema, value: detail }]);
+}
+
+/**
+ * A failure a handler did not turn into a GatewayError, as the caller sees it: the database
+ * connection lost under the request (and not won back by the retries) is a 503 worth retrying,
+ * not a bug; anything else is an internal error (500).
+ */
+export function unexpectedFailure(err: unknown): ConnectError {
+  if (err instanceof ConnectError) return err;
+  if (connectionLost(err)) {
+    return gatewayError({ httpStatus: 503, type: 'server_error', code: 'database_unavailable', retryAfterSeconds: 1, message: 'The gateway lost its database connection while handling this request; retry it.' });
+  }
+  return ConnectError.from(err);
 }
 
 /** The GatewayError behind any thrown value; unknown failures become a 500. */

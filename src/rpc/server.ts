@@ -14,7 +14,7 @@ import { directTransport } from './direct-transport.ts';
 import { keyFromHeaders } from '../billing/keys.ts';
 import { bearerMatches } from '../config/bearer.ts';
 import { isLoopbackPeer } from '../config/exposure.ts';
-import { UNAUTHORIZED_MESSAGE } from './errors.ts';
+import { UNAUTHORIZED_MESSAGE, unexpectedFailure } from './errors.ts';
 
 export interface Services {
   billing: ServiceImpl<typeof BillingService>;
@@ -52,10 +52,10 @@ export function logInternalErrors(log: Logger): Interceptor {
       const res = await next(req);
       if (!res.stream) return res;
       const messages = res.message;
-      return { ...res, message: (async function* () { try { yield* messages; } catch (err) { report(err); throw err; } })() };
+      return { ...res, message: (async function* () { try { yield* messages; } catch (err) { report(err); throw unexpectedFailure(err); } })() };
     } catch (err) {
       report(err);
-      throw err;
+      throw unexpectedFailure(err);
     }
   };
 }

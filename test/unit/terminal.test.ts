@@ -20,7 +20,7 @@ const SECRETS = {
   METRICS_TOKEN: 'metrics-secret-4',
   KEY_HASH_SECRET: 'pepper-secret-5',
 };
-const parts: StartedParts = { httpPort: 8080, rpcPort: 8081, models: MODELS, leasing: false, botConfigured: false, bot: undefined };
+const parts: StartedParts = { httpPort: 8080, rpcPort: 8081, models: MODELS, leasing: true, botConfigured: false, bot: undefined };
 
 describe('start-up summary', () => {
   it('says where each port listens, who may reach it, and every provider with its model count', () => {
@@ -30,8 +30,10 @@ describe('start-up summary', () => {
     expect(lines[0]).toBe('gateway ready');
     expect(row('HTTP')).toMatch(/^HTTP\s+http:\/\/127\.0\.0\.1:8080\/v1 {2}this machine only \(127\.0\.0\.1\); \/metrics needs METRICS_TOKEN$/);
     expect(row('RPC')).toMatch(/^RPC\s+http:\/\/127\.0\.0\.1:8081 {2}all interfaces \(0\.0\.0\.0\).*; Billing\/Catalogue need ADMIN_TOKEN$/);
-    expect(row('database')).toMatch(/embedded, in \/srv\/gw /);
-    expect(row('billing')).toMatch(/a hold and a settlement per request \(credit leases need DATABASE_URL\)/);
+    expect(row('database')).toMatch(/^database\s+embedded PostgreSQL server, data in \/srv\/gw\/postgres \(set DATABASE_URL for your own\)$/);
+    expect(row('billing')).toMatch(/^billing\s+credit leases of \$1 per key and instance$/);
+    const holding = summaryLines(startupSummary(loadConfig({ ...SECRETS, BILLING_MODE: 'hold' }), { ...parts, leasing: false }));
+    expect(holding.find((l) => l.startsWith('billing'))).toMatch(/^billing\s+a hold and a settlement per request$/);
     const openai = MODELS.filter((m) => m.enabled && m.provider === 'openai').length;
     expect(lines.find((l) => / openai /.test(l))).toMatch(new RegExp(`^providers\\s+openai\\s+${openai} models  key set$`));
     expect(lines.find((l) => / cohere /.test(l))).toMatch(/cohere\s+1 model {3}no key \(set COHERE_API_KEY\)$/);

@@ -30,7 +30,7 @@ const STATEMENTS = [
 ];
 
 export async function up(knex: Knex): Promise<void> {
-  // One statement per call: PGlite's extended protocol refuses several in one.
+  // One statement per call.
   for (const sql of STATEMENTS) await knex.raw(sql);
 }
 
