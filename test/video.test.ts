@@ -528,6 +528,24 @@ describe('video jobs: create, content, delete and repeat as OpenAI answers them'
     await checkInvariants(k.accountId);
   });
 
+  it('deleting a job the provider has already finished (the gateway has not seen it yet): the provider bills it, so it is charged, not dropped', LONG, async () => {
+    const k = await newKey('5');
+    const client = openai(k.apiKey);
+    const marker = uniqueMarker('delete-finished');
+    const job = await client.videos.create({ prompt: `${marker} [sim ms=until-finished produce=2.5]`, seconds: '4' });
+    await waitFor(k, job.id, (v) => v.status === 'in_progress');
+    const [upstream] = await simVideos(marker);
+    expect((await fetch(`${simulatorUrl()}/__sim/videos/${upstream!.id}/finish`, { method: 'POST' })).status).toBe(200);
+
+    expect(await client.videos.delete(job.id)).toEqual({ id: job.id, object: 'video.deleted', deleted: true });
+    const handle = temporal.workflow.getHandle(job.id);
+    expect(await handle.result()).toMatchObject({ status: 'completed', cancellation: 'refused_by_provider', producedMs: 2500, costNano: '250000000' });
+    expect(await balanceOf(k.accountId)).toEqual({ balance: 5_000_000_000n - 250_000_000n, held: 0n });
+    expect(fs.existsSync(path.join(inject('videoDir'), `${job.id}.mp4`))).toBe(false);
+    expect((await simVideos(marker))[0]!.deleted).toBe(true);
+    await checkInvariants(k.accountId);
+  });
+
   it('a cancel the provider will not act on: the job completes and is charged for what it produced', LONG, async () => {
     const k = await newKey('5');
     const job = (await (await createJob(k, { prompt: `${uniqueMarker('cancel-refused')} [sim ms=2500 delete=refuse]`, seconds: 4 })).json()) as Json;

@@ -128,7 +128,8 @@ export interface VideoActivities {
   recordOutcome(a: JobOutcome): Promise<{ deleted: boolean } | void>;
   /**
    * Asks the upstream to drop a job (DELETE {base}/videos/{id}). dropped: it did, or the job is
-   * gone; false when it refused (a job past the point where it can be stopped is billed anyway).
+   * gone; false when it refused (a job past the point where it can be stopped is billed anyway)
+   * or had already finished (it is billed: checked with a GET before the DELETE).
    * Throws a retryable failure while the upstream cannot be reached.
    */
   cancelUpstreamJob(a: { provider: string; upstreamId: string }): Promise<{ dropped: boolean } | void>;

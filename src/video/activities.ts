@@ -127,7 +127,15 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
     },
 
     async cancelUpstreamJob(a) {
-      const r = await deps.upstream.remove(provider(a.provider), a.upstreamId);
+      // A job the provider has finished is billed whatever happens next: deleting it now would
+      // release the hold of a video someone pays for. It is followed to its end instead.
+      const pc = provider(a.provider);
+      const now = await deps.upstream.status(pc, a.upstreamId).catch(() => null); // a job gone or unreadable: DELETE says which
+      if (now?.status === 'completed') {
+        deps.log.info({ upstreamId: a.upstreamId }, 'a cancelled video job had already finished upstream; it is charged for what it produced');
+        return { dropped: false };
+      }
+      const r = await deps.upstream.remove(pc, a.upstreamId);
       if (r === 'refused') deps.log.warn({ upstreamId: a.upstreamId }, 'the upstream would not drop the video job; it runs on and is charged for what it produces');
       return { dropped: r !== 'refused' };
     },

@@ -10,6 +10,7 @@
 //   delete=refuse: DELETE of a job not finished yet is refused (400), as for a job the
 //     provider will not stop; by default a running job is dropped
 // GET /v1/videos/{id}/content of an unfinished job answers 404, as OpenAI does.
+//   ms=until-finished: in progress until a test finishes it with POST /__sim/videos/{id}/finish
 // GET /__sim/videos lists the jobs it made, for tests.
 import type http from 'node:http';
 import { randomBytes } from 'node:crypto';
@@ -29,6 +30,8 @@ interface SimVideo {
   polls: number;
   downloads: number;
   deleted: boolean;
+  /** Set by POST /__sim/videos/{id}/finish for a job made with ms=until-finished. */
+  finishedAt?: number;
 }
 
 const videos = new Map<string, SimVideo>();
@@ -71,6 +74,7 @@ function faultAt(v: SimVideo | undefined, d: Record<string, string>, step: 'crea
 }
 
 function statusOf(v: SimVideo): { status: string; progress: number } {
+  if (v.directives.ms === 'until-finished') return v.finishedAt ? { status: 'completed', progress: 100 } : { status: 'in_progress', progress: 50 };
   const ms = Number(v.directives.ms ?? 600);
   const elapsed = Date.now() - v.createdAt;
   if (elapsed >= ms) return { status: 'completed', progress: 100 };
@@ -112,6 +116,14 @@ function answerFault(res: http.ServerResponse, fault: string | undefined): boole
 export async function handleVideos(req: http.IncomingMessage, res: http.ServerResponse, path: string, body: unknown): Promise<boolean> {
   if (req.method === 'GET' && path === '/__sim/videos') {
     send(res, 200, [...videos.values()].map((v) => ({ ...v, state: statusOf(v) })));
+    return true;
+  }
+  const finish = /^\/__sim\/videos\/([^/]+)\/finish$/.exec(path);
+  if (req.method === 'POST' && finish) {
+    const v = videos.get(decodeURIComponent(finish[1]!));
+    if (!v) return send(res, 404, { error: 'no such video' }), true;
+    v.finishedAt = Date.now();
+    send(res, 200, { id: v.id, state: statusOf(v) });
     return true;
   }
   if (path === '/v1/videos' && req.method === 'POST') {
