@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import OpenAI from 'openai';
 import { Client, Connection } from '@temporalio/client';
 import { accountActivity, balanceOf, checkInvariants, db, gatewayUrl, newKey, openai, rowsForRequest, simulatorUrl, uniqueMarker, type TestKey } from './support/context.ts';
-import { startGatewayProcess, type GatewayProcess } from './support/gateway-process.ts';
+import { startGatewayProcess } from './support/gateway-process.ts';
 import { UPSTREAM_KEY } from './support/global-setup.ts';
 import { NO_TEMPORAL_CLI, videoEnv } from './support/temporal.ts';
 import { freePort } from './support/ports.ts';
