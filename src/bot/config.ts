@@ -1,7 +1,7 @@
 // The Telegram bot's settings, read from the environment once. Kept apart from the gateway's
 // own Config: the bot runs inside the gateway (when TELEGRAM_BOT_TOKEN is set) or alone.
 import { usdToNano } from '../billing/money.ts';
-import { localRpcUrl } from '../config/exposure.ts';
+import { findGateway } from '../cli/gateway-address.ts';
 
 export interface BotConfig {
   token: string;
@@ -21,7 +21,7 @@ export interface BotConfig {
   adminIds: Set<number>;
   /** What /paysupport answers. */
   supportText: string;
-  /** Billing RPC when the bot runs alone (`npm run bot`). */
+  /** Billing RPC when the bot runs alone (`npm run bot`): found as the CLI finds it. */
   rpcUrl: string;
   adminToken: string | undefined;
 }
@@ -79,7 +79,7 @@ export function loadBotConfig(env: NodeJS.ProcessEnv = process.env, defaults: { 
     publicBaseUrl: (nonEmpty(env.PUBLIC_BASE_URL) ?? defaults.publicBaseUrl ?? `http://localhost:${nonEmpty(env.PORT) ?? '8080'}`).replace(/\/+$/, ''),
     adminIds,
     supportText: nonEmpty(env.TELEGRAM_SUPPORT_TEXT) ?? 'For questions about a payment or a refund, contact the operator of this gateway.',
-    rpcUrl: nonEmpty(env.GATEWAY_RPC_URL) ?? localRpcUrl(env),
+    rpcUrl: findGateway(env).rpcUrl,
     adminToken: nonEmpty(env.ADMIN_TOKEN),
   };
 }

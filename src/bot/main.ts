@@ -1,10 +1,19 @@
 // `npm run bot`: the Telegram bot on its own, calling the gateway's BillingService over the
 // network (GATEWAY_RPC_URL, ADMIN_TOKEN), exactly as the operator CLI does.
+import { logFormat } from '../config/config.ts';
 import { createLogger } from '../log/logger.ts';
 import { loadBotConfig } from './config.ts';
 import { networkTransport, startBot } from './start.ts';
 
-const log = createLogger(process.env.LOG_LEVEL || 'info');
+// Human lines at a terminal, JSON otherwise, as the gateway's (LOG_FORMAT).
+let format: ReturnType<typeof logFormat>;
+try {
+  format = logFormat(process.env.LOG_FORMAT);
+} catch (err) {
+  console.error((err as Error).message);
+  process.exit(2);
+}
+const log = createLogger(process.env.LOG_LEVEL || 'info', undefined, format);
 try {
   const config = loadBotConfig();
   if (!config) {

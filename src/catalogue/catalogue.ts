@@ -52,15 +52,6 @@ export class Catalogue {
   aliases(): ModelAlias[] {
     return [...this.byAlias].map(([alias, model]) => ({ alias, model }));
   }
-
-  /** Providers that have models but no credentials: one log line each at start. */
-  providersWithoutCredentials(): { provider: ProviderName; models: string[] }[] {
-    const missing = new Map<ProviderName, string[]>();
-    for (const m of this.byId.values()) {
-      if (m.enabled && !m.providerConfig.apiKey) missing.set(m.provider, [...(missing.get(m.provider) ?? []), m.id]);
-    }
-    return [...missing].map(([provider, models]) => ({ provider, models }));
-  }
 }
 
 /** A chat entry's variant prices must be whole, and tier and long-context variants do not combine. */

@@ -1,4 +1,4 @@
-// How the operator CLI finds the gateway, the same way the gateway chose its port:
+// How the operator CLI (and `npm run bot`) finds the gateway, the same way the gateway chose its port:
 // GATEWAY_RPC_URL, else GRPC_PORT (with GRPC_HOST), else the address a running gateway wrote
 // down in its DATA_DIR (`npm start` writes DATA_DIR/gateway.json and removes it when it stops),
 // else the default port 8081. The file is trusted only when it is this user's (or root's), not
@@ -6,6 +6,7 @@
 // whatever address it names.
 import fs from 'node:fs';
 import path from 'node:path';
+import { localRpcUrl } from '../config/exposure.ts';
 
 export const DEFAULT_RPC_PORT = 8081;
 
@@ -90,13 +91,10 @@ export function readGatewayAddress(file: string): { address: GatewayAddress } | 
 export function findGateway(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): FoundGateway {
   const explicit = nonEmpty(env.GATEWAY_RPC_URL);
   if (explicit) return { rpcUrl: explicit.replace(/\/+$/, ''), source: 'GATEWAY_RPC_URL', ignored: [] };
-  const rawHost = nonEmpty(env.GRPC_HOST);
-  const host = rawHost === undefined || rawHost === '0.0.0.0' || rawHost === '::' ? '127.0.0.1' : rawHost;
-  const url = (port: string | number) => `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
   const port = nonEmpty(env.GRPC_PORT);
-  if (port) return { rpcUrl: url(port), source: `GRPC_PORT=${port}`, ignored: [] };
+  if (port) return { rpcUrl: localRpcUrl(env), source: `GRPC_PORT=${port}`, ignored: [] };
   const file = addressFilePath(dataDirOf(env, cwd));
   const found = readGatewayAddress(file);
   if (found && 'address' in found) return { rpcUrl: found.address.rpcUrl, source: `${file}, written by gateway pid ${found.address.pid}`, ignored: [] };
-  return { rpcUrl: url(DEFAULT_RPC_PORT), source: 'the default port', ignored: found ? [`${file}: ${found.problem}`] : [] };
+  return { rpcUrl: localRpcUrl({ ...env, GRPC_PORT: String(DEFAULT_RPC_PORT) }), source: 'the default port', ignored: found ? [`${file}: ${found.problem}`] : [] };
 }

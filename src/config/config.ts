@@ -137,7 +137,8 @@ function billingMode(v: string | undefined): 'hold' | 'lease' {
   return mode;
 }
 
-function logFormat(v: string | undefined): 'auto' | 'json' | 'pretty' {
+/** LOG_FORMAT, shared by the gateway, `npm run bot` and `npm run worker`. */
+export function logFormat(v: string | undefined): 'auto' | 'json' | 'pretty' {
   const format = (nonEmpty(v) ?? 'auto').toLowerCase();
   if (format !== 'auto' && format !== 'json' && format !== 'pretty') throw new Error(`LOG_FORMAT must be json, pretty or auto, got ${JSON.stringify(v)}`);
   return format;

@@ -15,7 +15,7 @@ import { VideoUpstream } from './upstream.ts';
 import { startVideoWorker } from './worker.ts';
 
 const config = loadConfig();
-const log = createLogger(config.logLevel).child({ component: 'video-worker' });
+const log = createLogger(config.logLevel, undefined, config.logFormat).child({ component: 'video-worker' });
 
 if (!config.databaseUrl) {
   log.fatal('npm run worker needs DATABASE_URL: the worker settles holds in the database the gateway uses, and the embedded one (no DATABASE_URL) is private to the gateway that started it');
