@@ -1,5 +1,5 @@
 // Every failure the simulator can produce, streamed and not: the status and error shape the
-// caller gets, and what is charged (DESIGN.md §3: failures cost nothing, delivered content is paid).
+// caller gets, and what is charged (docs/design.md, Money: failures cost nothing, delivered content is paid).
 import http from 'node:http';
 import { describe, expect, it } from 'vitest';
 import OpenAI from 'openai';

@@ -1,4 +1,4 @@
-// The money rules of DESIGN.md §3 at the ledger and through the gateway, concurrent ones
+// The money rules of docs/design.md (Money) at the ledger and through the gateway, concurrent ones
 // included, against the real PostgreSQL server.
 import { afterAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';

@@ -1,4 +1,4 @@
-// API key format (DESIGN.md §4): "prx-" + 32 base62 chars from a CSPRNG (190.5 bits) + a
+// API key format (docs/design.md, Keys): "prx-" + 32 base62 chars from a CSPRNG (190.5 bits) + a
 // 6-char base62 CRC32 of those 32 chars. The checksum lets us refuse a mistyped or truncated
 // key before touching the database, and lets secret scanners recognise ours.
 import { createHmac, randomFillSync } from 'node:crypto';

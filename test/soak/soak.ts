@@ -1,7 +1,7 @@
 // A seeded randomized run against real gateway processes over one PostgreSQL: keys, concurrent
 // mixed requests with upstream faults and client aborts, top-ups (some repeated), rotations,
 // dropped database connections, a gateway killed and restarted. After every step the ledger
-// invariants of DESIGN.md §3 are checked straight from the database. The seed decides every
+// invariants of docs/design.md (Money) are checked straight from the database. The seed decides every
 // operation, so a failing seed replays the same run (timing aside).
 import pg from 'pg';
 import OpenAI from 'openai';
@@ -175,7 +175,7 @@ async function activeHolds(pool: pg.Pool, keys: Key[]): Promise<number> {
   return res.rows[0].n as number;
 }
 
-/** DESIGN.md §3, for every account, straight from the database. */
+/** The invariants of docs/design.md (Money), for every account, straight from the database. */
 export async function violations(pool: Pick<pg.Pool, 'query'>, env: Pick<SoakEnv, 'holdTtlMs' | 'sweepMs'>): Promise<string[]> {
   const out: string[] = [];
   const accounts = await pool.query(`

@@ -43,7 +43,7 @@ export async function balanceOf(accountId: string): Promise<{ balance: bigint; h
   return { balance: BigInt(r.rows[0].b), held: BigInt(r.rows[0].h) };
 }
 
-/** DESIGN.md §3 invariants for one account, read straight from the database in one snapshot (batched lease charges may commit between separate reads). */
+/** The invariants of docs/design.md (Money) for one account, read straight from the database in one snapshot (batched lease charges may commit between separate reads). */
 export async function checkInvariants(accountId: string): Promise<void> {
   const client = await db().connect();
   try {
