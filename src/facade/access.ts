@@ -37,14 +37,14 @@ export function registerAccess(app: FastifyInstance, deps: { inference: Client<t
     }
   });
 
-  // The README's promise: every answer of a keyed route carries its cost and request id.
-  app.addHook('onSend', (req, reply, payload, done) => {
-    if (isKeyedRoute(req.url)) {
-      if (!reply.hasHeader('x-gateway-cost-nano-usd')) reply.header('x-gateway-cost-nano-usd', '0');
-      if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', req.id).header('request-id', req.id);
-    }
-    done(null, payload);
-  });
+}
+
+/** The README's promise: every answer of a keyed route carries its cost and request id (run from the facade's one onSend hook). */
+export function stampKeyedAnswer(req: FastifyRequest, reply: FastifyReply): void {
+  if (isKeyedRoute(req.url)) {
+    if (!reply.hasHeader('x-gateway-cost-nano-usd')) reply.header('x-gateway-cost-nano-usd', '0');
+    if (!reply.hasHeader('x-request-id')) reply.header('x-request-id', req.id).header('request-id', req.id);
+  }
 }
 
 /**
