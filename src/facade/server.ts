@@ -13,6 +13,7 @@ import { registerModelRoutes } from './model-routes.ts';
 import { registerMediaRoutes } from './media-routes.ts';
 import { registerVideoRoutes } from './video-routes.ts';
 import { writeChunk } from './write.ts';
+import { serverStream } from '../rpc/server-stream.ts';
 import { drainThenCut, registerAccess, shapeOf, stampKeyedAnswer, unknownRoute } from './access.ts';
 import { bearerMatches } from '../config/bearer.ts';
 import { isLoopbackPeer } from '../config/exposure.ts';
@@ -119,12 +120,12 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
 
   app.post('/v1/chat/completions', (req, reply) =>
     wantsStream(req.body as Buffer)
-      ? relayStream(req, reply, 'openai', (body, opts) => inference.streamChatCompletion({ body, requestId: req.id }, opts))
+      ? relayStream(req, reply, 'openai', (body, opts) => serverStream(deps.transport, InferenceService.method.streamChatCompletion, { body, requestId: req.id }, opts))
       : relayUnary(req, reply, 'openai', (body, opts) => inference.chatCompletion({ body, requestId: req.id }, opts)),
   );
   app.post('/v1/messages', (req, reply) =>
     wantsStream(req.body as Buffer)
-      ? relayStream(req, reply, 'anthropic', (body, opts) => inference.streamMessage({ body, requestId: req.id }, opts))
+      ? relayStream(req, reply, 'anthropic', (body, opts) => serverStream(deps.transport, InferenceService.method.streamMessage, { body, requestId: req.id }, opts))
       : relayUnary(req, reply, 'anthropic', (body, opts) => inference.createMessage({ body, requestId: req.id }, opts)),
   );
   app.post('/v1/messages/count_tokens', (req, reply) =>
@@ -133,7 +134,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
 
   app.post('/v1/responses', (req, reply) =>
     wantsStream(req.body as Buffer)
-      ? relayStream(req, reply, 'openai-events', (body, opts) => inference.streamResponse({ body, requestId: req.id }, opts))
+      ? relayStream(req, reply, 'openai-events', (body, opts) => serverStream(deps.transport, InferenceService.method.streamResponse, { body, requestId: req.id }, opts))
       : relayUnary(req, reply, 'openai', (body, opts) => inference.createResponse({ body, requestId: req.id }, opts)),
   );
 
@@ -160,7 +161,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
 
   // Waits for the first event before committing to a 200, so an upstream that fails before its
   // first chunk still gets a real error status.
-  async function relayStream(req: FastifyRequest, reply: FastifyReply, format: WireShape | 'openai-events', call: (body: Buffer, opts: CallOptions) => AsyncIterable<InferenceEvent>) {
+  async function relayStream(req: FastifyRequest, reply: FastifyReply, format: WireShape | 'openai-events', call: (body: Buffer, opts: CallOptions) => AsyncIterator<InferenceEvent>) {
     const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
     const abort = new AbortController();
     const res = reply.raw;
@@ -170,7 +171,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     // The Responses API speaks OpenAI errors but frames its stream with event names and no [DONE].
     const shape: WireShape = format === 'anthropic' ? 'anthropic' : 'openai';
     const doneMarker = format === 'openai';
-    const events = call(body, { headers: callHeaders(req), signal: abort.signal })[Symbol.asyncIterator]();
+    const events = call(body, { headers: callHeaders(req), signal: abort.signal });
     let first: IteratorResult<InferenceEvent>;
     try {
       first = await events.next();
