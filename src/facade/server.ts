@@ -14,7 +14,7 @@ import { registerMediaRoutes } from './media-routes.ts';
 import { registerVideoRoutes } from './video-routes.ts';
 import { writeChunk } from './write.ts';
 import { serverStream } from '../rpc/server-stream.ts';
-import { drainThenCut, registerAccess, shapeOf, stampKeyedAnswer, unknownRoute } from './access.ts';
+import { callHeaders, drainThenCut, registerAccess, shapeOf, stampKeyedAnswer, unknownRoute } from './access.ts';
 import { bearerMatches } from '../config/bearer.ts';
 import { isLoopbackPeer } from '../config/exposure.ts';
 import type { Config } from '../config/config.ts';
@@ -138,7 +138,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
       : relayUnary(req, reply, 'openai', (body, opts) => inference.createResponse({ body, requestId: req.id }, opts)),
   );
 
-  type CallOptions = { headers: Record<string, string>; signal?: AbortSignal };
+  type CallOptions = { headers: Headers; signal?: AbortSignal };
 
   registerMediaRoutes(app, { inference, uploads: deps.uploads, relayUnary, callHeaders });
   registerVideoRoutes(app, { transport: deps.transport });
@@ -233,16 +233,6 @@ function lazyChild(parent: FastifyBaseLogger, bindings: Bindings, opts: ChildLog
     silent: (...a: Parameters<LogFn>) => made().silent(...a),
     child: (b, o) => made().child(b, o),
   };
-}
-
-/** The only caller headers the services see: credentials and Anthropic's version/beta flags. */
-function callHeaders(req: FastifyRequest): Record<string, string> {
-  const h: Record<string, string> = {};
-  for (const name of ['authorization', 'x-api-key', 'anthropic-version', 'anthropic-beta']) {
-    const v = req.headers[name];
-    if (typeof v === 'string') h[name] = v;
-  }
-  return h;
 }
 
 /** Only a parsable body with "stream": true takes the streaming RPC; all else the unary one, which reports what is wrong. */

@@ -9,7 +9,7 @@ export function serverStream<I extends DescMessage, O extends DescMessage>(
   transport: Transport,
   method: DescMethodServerStreaming<I, O>,
   input: MessageInitShape<I>,
-  options: { headers?: Record<string, string>; signal?: AbortSignal },
+  options: { headers?: Headers | Record<string, string>; signal?: AbortSignal },
 ): AsyncIterator<MessageShape<O>> {
   const response = transport.stream(method, options.signal, undefined, options.headers, single(input));
   response.catch(() => {}); // surfaced by the first next()
