@@ -49,7 +49,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     return503OnClosing: true,
     // req.log is made when something logs through it (errors), not for every request: a pino
     // child per request was ~1.5% of the gateway's CPU. The request line goes to deps.log.
-    childLoggerFactory: (logger, bindings, opts) => lazyChild(logger, bindings, opts),
+    childLoggerFactory: (logger, bindings, opts) => new LazyChild(logger, bindings, opts),
   });
   // Declared, so every request object has the same shape from the start.
   app.decorateRequest('modelName', null);
@@ -217,22 +217,36 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   return app;
 }
 
-/** A request's logger whose pino child is made on first use. */
-function lazyChild(parent: FastifyBaseLogger, bindings: Bindings, opts: ChildLoggerOptions): FastifyBaseLogger {
-  let child: FastifyBaseLogger | undefined;
-  const made = () => (child ??= parent.child(bindings, opts));
-  return {
-    get level() { return made().level; },
-    set level(l) { made().level = l; },
-    fatal: (...a: Parameters<LogFn>) => made().fatal(...a),
-    error: (...a: Parameters<LogFn>) => made().error(...a),
-    warn: (...a: Parameters<LogFn>) => made().warn(...a),
-    info: (...a: Parameters<LogFn>) => made().info(...a),
-    debug: (...a: Parameters<LogFn>) => made().debug(...a),
-    trace: (...a: Parameters<LogFn>) => made().trace(...a),
-    silent: (...a: Parameters<LogFn>) => made().silent(...a),
-    child: (b, o) => made().child(b, o),
-  };
+/**
+ * A request's logger whose pino child is made on first use. A class (methods on the prototype):
+ * one small object per request, no closures.
+ */
+class LazyChild {
+  private readonly parent: FastifyBaseLogger;
+  private readonly bindings: Bindings;
+  private readonly opts: ChildLoggerOptions;
+  private made: FastifyBaseLogger | undefined;
+
+  constructor(parent: FastifyBaseLogger, bindings: Bindings, opts: ChildLoggerOptions) {
+    this.parent = parent;
+    this.bindings = bindings;
+    this.opts = opts;
+  }
+
+  private get log(): FastifyBaseLogger {
+    return (this.made ??= this.parent.child(this.bindings, this.opts));
+  }
+
+  get level() { return this.log.level; }
+  set level(l) { this.log.level = l; }
+  fatal(...a: Parameters<LogFn>) { this.log.fatal(...a); }
+  error(...a: Parameters<LogFn>) { this.log.error(...a); }
+  warn(...a: Parameters<LogFn>) { this.log.warn(...a); }
+  info(...a: Parameters<LogFn>) { this.log.info(...a); }
+  debug(...a: Parameters<LogFn>) { this.log.debug(...a); }
+  trace(...a: Parameters<LogFn>) { this.log.trace(...a); }
+  silent(...a: Parameters<LogFn>) { this.log.silent(...a); }
+  child(bindings: Bindings, opts?: ChildLoggerOptions) { return this.log.child(bindings, opts); }
 }
 
 /** Only a parsable body with "stream": true takes the streaming RPC; all else the unary one, which reports what is wrong. */
