@@ -12,13 +12,13 @@ import { openAIError, sendGatewayError } from './errors.ts';
 import { refuseUnread } from './access.ts';
 import { writeChunk } from './write.ts';
 
-type CallOptions = { headers: Record<string, string>; signal?: AbortSignal };
+type CallOptions = { headers: Headers; signal?: AbortSignal };
 
 export interface MediaRouteDeps {
   inference: Client<typeof InferenceService>;
   uploads: Config['media'];
   relayUnary: (req: FastifyRequest, reply: FastifyReply, shape: 'openai', call: (body: Buffer, opts: CallOptions) => Promise<InferenceResponse>) => Promise<FastifyReply>;
-  callHeaders: (req: FastifyRequest) => Record<string, string>;
+  callHeaders: (req: FastifyRequest) => Headers;
 }
 
 export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps): void {

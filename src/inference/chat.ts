@@ -31,15 +31,14 @@ export class ChatService {
     const provider = openAICompatible(plan.model.providerConfig);
     const res = await this.engine.post(plan, provider.chatUrl, provider.headers, upstreamBody);
     if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res);
-    const { text, json } = await this.engine.readJson(plan, res);
+    const { bytes, json } = await this.engine.readJson(plan, res);
 
     const usage = json.usage && typeof json.usage === 'object'
       ? { ...usageFromOpenAI(json.usage as Json, json.service_tier), estimated: false }
       : { ...countUsage(plan.body, outputTextOfReply(json)), estimated: true };
     const charge = await this.engine.settle(plan, usage, 'ok', 200);
     // The caller sees the model as they named it; everything else as the upstream sent it.
-    const out = json.model === plan.model.id ? text : JSON.stringify({ ...json, model: plan.model.id });
-    return { body: encoder.encode(out), charge };
+    return { body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })), charge };
   }
 
   /** Claude on the chat route: the request translated to Anthropic messages and the reply back. */

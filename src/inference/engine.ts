@@ -21,6 +21,7 @@ import type { Metrics } from '../log/metrics.ts';
 import type { LeaseBook, Reservation } from '../billing/leases.ts';
 import { KeyCheck } from '../billing/key-check.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { isUtf8 } from 'node:buffer';
 
 export type Json = Record<string, unknown>;
 
@@ -382,7 +383,9 @@ export class Engine {
   private async attempts(plan: Plan, url: string, headers: Record<string, string>, body: UpstreamBody, signal: AbortSignal | undefined, keepFailure: boolean, callerGone?: AbortSignal): Promise<Attempted> {
     const { retries, retryBaseMs, retryMaxWaitMs } = this.config.upstream;
     const provider = plan.model.provider;
-    const waits = signal && callerGone ? AbortSignal.any([signal, callerGone]) : (signal ?? callerGone);
+    // Only a retry waits on both signals: linked lazily (AbortSignal.any costs on every stream).
+    let linked: AbortSignal | undefined;
+    const waits = () => (linked ??= signal && callerGone ? AbortSignal.any([signal, callerGone]) : (signal ?? callerGone));
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0 && callerGone?.aborted) throw callerGone.reason;
       const started = performance.now();
@@ -396,7 +399,7 @@ export class Engine {
         const timedOut = failure.code === Code.DeadlineExceeded;
         if (!timedOut && attempt < retries) {
           this.metrics.upstreamRetries.inc({ provider, reason: 'connection' });
-          await sleep(backoff, undefined, { signal: waits });
+          await sleep(backoff, undefined, { signal: waits() });
           continue;
         }
         return { failure, outcome: timedOut ? 'upstream_timeout' : 'upstream_unreachable' };
@@ -408,7 +411,7 @@ export class Engine {
         await res.body.dump().catch(() => {});
         if (attempt >= retries) return { failure: upstreamStatusFailure(res.statusCode, plan.requestId), outcome: 'upstream_error' };
         this.metrics.upstreamRetries.inc({ provider, reason: String(res.statusCode) });
-        await sleep(Math.min(retryMaxWaitMs, Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : backoff), undefined, { signal: waits });
+        await sleep(Math.min(retryMaxWaitMs, Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : backoff), undefined, { signal: waits() });
         continue;
       }
       return { res };
@@ -422,13 +425,22 @@ export class Engine {
     throw r.failure;
   }
 
-  /** Reads a unary JSON reply; a broken or non-JSON body settles at zero and becomes 502. */
-  async readJson(plan: Plan, res: UpstreamResponse): Promise<{ text: string; json: Json }> {
+  /**
+   * Reads a unary JSON reply; a broken or non-JSON body settles at zero and becomes 502. `bytes`
+   * is `text` encoded: the reply's own bytes when they are valid UTF-8 without a BOM (no encode
+   * of a reply passed on unchanged), else `text` encoded again.
+   */
+  async readJson(plan: Plan, res: UpstreamResponse): Promise<{ text: string; json: Json; bytes: Uint8Array }> {
     try {
-      const text = await res.body.text();
+      const raw = await res.body.bytes();
+      const buf = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+      // As undici's text(): a BOM skipped, invalid sequences replaced.
+      const bom = buf.length > 2 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf;
+      const text = buf.toString('utf8', bom ? 3 : 0);
       const json = JSON.parse(text) as Json;
       if (json === null || typeof json !== 'object') throw new Error('not an object');
-      return { text, json };
+      const bytes = !bom && isUtf8(buf) ? raw : new TextEncoder().encode(text);
+      return { text, json, bytes };
     } catch (err) {
       await this.settle(plan, zeroUsage(), 'upstream_bad_reply', 502);
       throw (err as { code?: string }).code?.startsWith('UND_ERR')

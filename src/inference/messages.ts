@@ -37,14 +37,13 @@ export class MessagesService {
     const call = anthropic(plan.model.providerConfig, h);
     const res = await this.engine.post(plan, call.messagesUrl, call.headers, upstreamBody);
     if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res);
-    const { text, json } = await this.engine.readJson(plan, res);
+    const { bytes, json } = await this.engine.readJson(plan, res);
 
     const usage = json.usage && typeof json.usage === 'object'
       ? { ...usageFromAnthropic(json.usage as Json), estimated: false }
       : { ...countUsage(plan.body, outputTextOfMessage(json)), estimated: true };
     const charge = await this.engine.settle(plan, usage, 'ok', 200);
-    const out = json.model === plan.model.id ? text : JSON.stringify({ ...json, model: plan.model.id });
-    return { body: encoder.encode(out), charge };
+    return { body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })), charge };
   }
 
   async *stream(apiKey: string | undefined, raw: Uint8Array, requestId: string, h: AnthropicHeaders, signal: AbortSignal): AsyncGenerator<StreamEvent> {

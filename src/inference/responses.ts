@@ -56,7 +56,7 @@ export class ResponsesService {
     const p = await this.prepare(apiKey, raw, requestId, false);
     const res = await this.engine.post(p.plan, p.upstreamUrl, p.headers, p.upstreamBody);
     if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(p.plan, res);
-    const { text, json } = await this.engine.readJson(p.plan, res);
+    const { bytes, json } = await this.engine.readJson(p.plan, res);
     const model = p.plan.model.id;
 
     if (p.passthrough) {
@@ -65,7 +65,7 @@ export class ResponsesService {
         : { ...countedUsage(p.plan, outputTextOfResponse(json)), estimated: true };
       const charge = await this.engine.settle(p.plan, usage, 'ok', 200);
       if (p.stores) await this.recordStored(p.plan, json);
-      return { body: encoder.encode(json.model === model ? text : JSON.stringify({ ...json, model })), charge };
+      return { body: json.model === model ? bytes : encoder.encode(JSON.stringify({ ...json, model })), charge };
     }
 
     const usage = json.usage && typeof json.usage === 'object'

@@ -1,6 +1,10 @@
 // Token estimates for holds and token counts for upstreams that report no usage.
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
 
+// The encoder builds its tables on the first count (~35 ms): here, at start-up, rather than in
+// the middle of the first request that needs a count.
+countTokens('warm up');
+
 type Json = Record<string, unknown>;
 
 /** Tokens an image part may cost at most (high detail, many tiles); it has few bytes of its own. */

@@ -1,0 +1,28 @@
+// A server-streaming call on a Transport, as Connect's promise client makes it, without the
+// client's wrapper: that wrapper is a down-compiled async generator (__asyncGenerator,
+// __asyncDelegator) costing several promises per message, ~4% of the gateway's CPU on streams.
+// Same transport, headers, signal and errors; the caller reads the messages with next().
+import type { DescMethodServerStreaming, DescMessage, MessageInitShape, MessageShape } from '@bufbuild/protobuf';
+import type { Transport } from '@connectrpc/connect';
+
+export function serverStream<I extends DescMessage, O extends DescMessage>(
+  transport: Transport,
+  method: DescMethodServerStreaming<I, O>,
+  input: MessageInitShape<I>,
+  options: { headers?: Headers | Record<string, string>; signal?: AbortSignal },
+): AsyncIterator<MessageShape<O>> {
+  const response = transport.stream(method, options.signal, undefined, options.headers, single(input));
+  response.catch(() => {}); // surfaced by the first next()
+  const it: AsyncIterator<MessageShape<O>> = {
+    async next() {
+      const messages = (await response).message[Symbol.asyncIterator]();
+      it.next = () => messages.next(); // from the second message on: the transport's own iterator
+      return messages.next();
+    },
+  };
+  return it;
+}
+
+async function* single<T>(m: T): AsyncIterable<T> {
+  yield m;
+}
