@@ -18,4 +18,6 @@ app.post('/*', async (req, reply) => {
 await app.listen({ port: 0, host: '127.0.0.1' });
 const { port } = app.server.address() as { port: number };
 process.stdout.write(`http://127.0.0.1:${port}\n`);
-process.on('SIGTERM', () => { app.close().finally(() => process.exit(0)); });
+process.on('SIGTERM', () => {
+  app.close().finally(() => process.exit(0));
+});

@@ -4,8 +4,18 @@
 import fs from 'node:fs';
 import path from 'node:path';
 
-interface ProfileNode { id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }
-interface Profile { nodes: ProfileNode[]; samples: number[]; timeDeltas: number[]; startTime: number; endTime: number }
+interface ProfileNode {
+  id: number;
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  children?: number[];
+}
+interface Profile {
+  nodes: ProfileNode[];
+  samples: number[];
+  timeDeltas: number[];
+  startTime: number;
+  endTime: number;
+}
 
 export interface ProfileSummary {
   samples: number;
@@ -62,13 +72,23 @@ export function summarise(profile: Profile, top = 25, fromMs = 0, toMs = Infinit
       for (let id: number | undefined = node.id; id !== undefined; id = parent.get(id)) {
         const f = byId.get(id)!.callFrame;
         const at = f.url.indexOf('/src/');
-        if (at !== -1 && !f.url.includes('node_modules')) { own = `${f.functionName || '(anonymous)'} ${f.url.slice(at + 1)}:${f.lineNumber + 1}`; break; }
+        if (at !== -1 && !f.url.includes('node_modules')) {
+          own = `${f.functionName || '(anonymous)'} ${f.url.slice(at + 1)}:${f.lineNumber + 1}`;
+          break;
+        }
       }
       ownCount.set(own, (ownCount.get(own) ?? 0) + 1);
     }
   }
-  const rank = (m: Map<string, number>, n: number) => [...m].sort((a, b) => b[1] - a[1]).slice(0, n).map(([name, c]) => ({ name, share: c / Math.max(1, counted) }));
-  const ownCallers = [...ownCount].sort((a, b) => b[1] - a[1]).slice(0, top).map(([name, c]) => ({ name, share: c / Math.max(1, busy) }));
+  const rank = (m: Map<string, number>, n: number) =>
+    [...m]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, n)
+      .map(([name, c]) => ({ name, share: c / Math.max(1, counted) }));
+  const ownCallers = [...ownCount]
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, top)
+    .map(([name, c]) => ({ name, share: c / Math.max(1, busy) }));
   return { samples: counted, functions: rank(fnCount, top), places: rank(placeCount, 40), ownCallers };
 }
 

@@ -27,8 +27,16 @@ import { formatSummary, summarise } from './profile-summary.ts';
 
 const { values } = parseArgs({
   options: {
-    reps: { type: 'string' }, seconds: { type: 'string' }, warmup: { type: 'string' }, targets: { type: 'string' },
-    'no-streams': { type: 'boolean' }, diagnose: { type: 'boolean' }, 'log-level': { type: 'string' }, 'quiet-wait': { type: 'string' }, nice: { type: 'string' }, quick: { type: 'boolean' },
+    reps: { type: 'string' },
+    seconds: { type: 'string' },
+    warmup: { type: 'string' },
+    targets: { type: 'string' },
+    'no-streams': { type: 'boolean' },
+    diagnose: { type: 'boolean' },
+    'log-level': { type: 'string' },
+    'quiet-wait': { type: 'string' },
+    nice: { type: 'string' },
+    quick: { type: 'boolean' },
   },
 });
 const REPS = Number(values.reps ?? (values.quick ? 1 : 3));
@@ -57,7 +65,12 @@ const children = new Set<ChildProcess>();
 function startChild(command: string, commandArgs: string[], opts: { env?: Record<string, string>; logFile?: string; readyLine?: RegExp }): Promise<{ child: ChildProcess; line: string }> {
   const [cmd, args] = NICE ? ['nice', ['-n', String(NICE), command, ...commandArgs]] : [command, commandArgs];
   const out = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'pipe';
-  const child = spawn(cmd, args, { cwd: ROOT, env: { ...process.env, ...opts.env }, stdio: ['ignore', opts.readyLine || !opts.logFile ? 'pipe' : out, opts.logFile ? out : 'inherit'], detached: true });
+  const child = spawn(cmd, args, {
+    cwd: ROOT,
+    env: { ...process.env, ...opts.env },
+    stdio: ['ignore', opts.readyLine || !opts.logFile ? 'pipe' : out, opts.logFile ? out : 'inherit'],
+    detached: true,
+  });
   if (typeof out === 'number') fs.closeSync(out);
   children.add(child);
   child.once('exit', () => children.delete(child));
@@ -67,9 +80,15 @@ function startChild(command: string, commandArgs: string[], opts: { env?: Record
     const timer = setTimeout(() => reject(new Error(`${cmd} ${args.join(' ')} did not start in 120 s`)), 120_000);
     rl.on('line', (l) => {
       if (opts.logFile) fs.appendFileSync(opts.logFile, l + '\n');
-      if (opts.readyLine!.test(l)) { clearTimeout(timer); resolve({ child, line: l }); }
+      if (opts.readyLine!.test(l)) {
+        clearTimeout(timer);
+        resolve({ child, line: l });
+      }
     });
-    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`${cmd} ${args.join(' ')} exited with ${code}`)); });
+    child.once('exit', (code) => {
+      clearTimeout(timer);
+      reject(new Error(`${cmd} ${args.join(' ')} exited with ${code}`));
+    });
   });
 }
 
@@ -77,9 +96,22 @@ function startChild(command: string, commandArgs: string[], opts: { env?: Record
 function stopChild(child: ChildProcess): Promise<void> {
   if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
   return new Promise((resolve) => {
-    const kill = setTimeout(() => { try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ } }, 15_000);
-    child.once('exit', () => { clearTimeout(kill); resolve(); });
-    try { process.kill(-child.pid!, 'SIGTERM'); } catch { child.kill('SIGTERM'); }
+    const kill = setTimeout(() => {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }, 15_000);
+    child.once('exit', () => {
+      clearTimeout(kill);
+      resolve();
+    });
+    try {
+      process.kill(-child.pid!, 'SIGTERM');
+    } catch {
+      child.kill('SIGTERM');
+    }
   });
 }
 
@@ -90,7 +122,9 @@ async function waitHttp(url: string, seconds: number, ok: (status: number) => bo
       const r = await fetch(url);
       await r.arrayBuffer();
       if (ok(r.status)) return;
-    } catch { /* not listening yet */ }
+    } catch {
+      /* not listening yet */
+    }
     if (Date.now() > until) throw new Error(`${url} not ready in ${seconds} s`);
     await new Promise((r) => setTimeout(r, 100));
   }
@@ -102,15 +136,18 @@ async function waitHttp(url: string, seconds: number, ok: (status: number) => bo
 function findWrk(): string {
   const cached = path.join(CACHE, 'wrk');
   for (const p of [process.env.WRK, cached, '/usr/bin/wrk', '/usr/local/bin/wrk']) if (p && fs.existsSync(p)) return p;
-  console.log('wrk not found: installing Debian\'s wrk with apt-get (a measurement tool, not part of the gateway)');
-  const r = spawnSync('sh', ['-c', 'apt-get install -y -qq wrk || (apt-get update -qq && apt-get install -y -qq wrk)'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  console.log("wrk not found: installing Debian's wrk with apt-get (a measurement tool, not part of the gateway)");
+  const r = spawnSync('sh', ['-c', 'apt-get install -y -qq wrk || (apt-get update -qq && apt-get install -y -qq wrk)'], {
+    stdio: 'inherit',
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
   if (r.status !== 0 || !fs.existsSync('/usr/bin/wrk')) throw new Error('could not install wrk: install it (apt-get install wrk) or set WRK=/path/to/wrk');
   return '/usr/bin/wrk';
 }
 
 function ensureStrace(): string {
   if (fs.existsSync('/usr/bin/strace')) return '/usr/bin/strace';
-  console.log('strace not found: installing Debian\'s strace with apt-get (for --diagnose)');
+  console.log("strace not found: installing Debian's strace with apt-get (for --diagnose)");
   spawnSync('sh', ['-c', 'apt-get install -y -qq strace || (apt-get update -qq && apt-get install -y -qq strace)'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
   if (!fs.existsSync('/usr/bin/strace')) throw new Error('could not install strace');
   return '/usr/bin/strace';
@@ -127,7 +164,10 @@ function litellmBin(): string {
   if (!python) throw new Error('python3 not found (needed for the LiteLLM target; --targets without litellm skips it)');
   let r = spawnSync(python, ['-m', 'venv', venv], { stdio: 'inherit' });
   if (r.status === 0) r = spawnSync(path.join(venv, 'bin', 'pip'), ['install', '-q', 'litellm[proxy]'], { stdio: 'inherit' });
-  if (r.status !== 0 || !fs.existsSync(bin)) { fs.rmSync(venv, { recursive: true, force: true }); throw new Error('could not install litellm[proxy]'); }
+  if (r.status !== 0 || !fs.existsSync(bin)) {
+    fs.rmSync(venv, { recursive: true, force: true });
+    throw new Error('could not install litellm[proxy]');
+  }
   return bin;
 }
 
@@ -141,7 +181,9 @@ function cpuMsOf(pids: number[]): number {
     try {
       const f = fs.readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
       ticks += Number(f[11]) + Number(f[12]); // utime, stime
-    } catch { /* gone */ }
+    } catch {
+      /* gone */
+    }
   }
   return ticks * TICK_MS;
 }
@@ -153,7 +195,9 @@ function treeOf(pid: number): number[] {
     try {
       const kids = fs.readFileSync(`/proc/${all[i]}/task/${all[i]}/children`, 'utf8').trim();
       if (kids) all.push(...kids.split(/\s+/).map(Number));
-    } catch { /* gone */ }
+    } catch {
+      /* gone */
+    }
   }
   return all;
 }
@@ -167,23 +211,39 @@ function machineBusyMs(): number {
 // ---------------------------------------------------------------- load
 
 interface WrkResult {
-  requests: number; durationS: number; rps: number; errors: number;
-  p50: number; p75: number; p90: number; p99: number; max: number; // ms
+  requests: number;
+  durationS: number;
+  rps: number;
+  errors: number;
+  p50: number;
+  p75: number;
+  p90: number;
+  p99: number;
+  max: number; // ms
   wrkCpuMs: number;
 }
 
 /** wrk, one thread, `connections` connections, for `seconds`; POSTs `body` with the target's headers. */
 async function wrk(t: Running, pathname: string, body: string, connections: number, seconds: number): Promise<WrkResult> {
-  const headers = Object.entries(t.headers).map(([k, v]) => `${k}: ${v}`).join('\n');
+  const headers = Object.entries(t.headers)
+    .map(([k, v]) => `${k}: ${v}`)
+    .join('\n');
   const args = ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '5s', '-s', path.join(ROOT, 'bench', 'wrk', 'post.lua'), t.url + pathname];
   // bash's `times` gives wrk's own CPU (the load generator must stay far below the targets').
-  const child = spawn(NICE ? 'nice' : 'bash', [...(NICE ? ['-n', String(NICE), 'bash'] : []), '-c', '"$0" "$@"; rc=$?; times >&2; exit $rc', WRK, ...args], { env: { ...process.env, WRK_BODY: body, WRK_HEADERS: headers }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(NICE ? 'nice' : 'bash', [...(NICE ? ['-n', String(NICE), 'bash'] : []), '-c', '"$0" "$@"; rc=$?; times >&2; exit $rc', WRK, ...args], {
+    env: { ...process.env, WRK_BODY: body, WRK_HEADERS: headers },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let out = '';
   let err = '';
   child.stdout.on('data', (d) => (out += d));
   child.stderr.on('data', (d) => (err += d));
   const code = await new Promise<number | null>((r) => child.once('exit', r));
-  const json = out.trim().split('\n').reverse().find((l) => l.startsWith('{'));
+  const json = out
+    .trim()
+    .split('\n')
+    .reverse()
+    .find((l) => l.startsWith('{'));
   if (code !== 0 || !json) throw new Error(`wrk failed (${code}): ${out} ${err}`);
   const w = JSON.parse(json) as Record<string, number>;
   const times = /(\d+)m([\d.]+)s (\d+)m([\d.]+)s\s*$/.exec(err.trim());
@@ -192,12 +252,25 @@ async function wrk(t: Running, pathname: string, body: string, connections: numb
   const durationS = w.duration_us! / 1e6;
   // Non-2xx answers (wrk counts status >= 400) and socket errors are not throughput.
   return {
-    requests: w.requests!, durationS, rps: Math.max(0, w.requests! - w.status!) / durationS, errors,
-    p50: w.p50! / 1000, p75: w.p75! / 1000, p90: w.p90! / 1000, p99: w.p99! / 1000, max: w.max! / 1000, wrkCpuMs,
+    requests: w.requests!,
+    durationS,
+    rps: Math.max(0, w.requests! - w.status!) / durationS,
+    errors,
+    p50: w.p50! / 1000,
+    p75: w.p75! / 1000,
+    p90: w.p90! / 1000,
+    p99: w.p99! / 1000,
+    max: w.max! / 1000,
+    wrkCpuMs,
   };
 }
 
-interface StreamSample { streams: number; errors: number; ttft: number[]; gaps: number[] }
+interface StreamSample {
+  streams: number;
+  errors: number;
+  ttft: number[];
+  gaps: number[];
+}
 
 /**
  * One connection, one stream after another, for `seconds`: time to the first content chunk and
@@ -215,7 +288,12 @@ async function streamProbe(t: Running, seconds: number): Promise<StreamSample> {
       let last = 0;
       let buf = '';
       const req = http.request(u, { method: 'POST', agent, headers: { 'content-type': 'application/json', ...t.headers } }, (res) => {
-        if (res.statusCode !== 200) { s.errors++; res.resume(); res.on('end', resolve); return; }
+        if (res.statusCode !== 200) {
+          s.errors++;
+          res.resume();
+          res.on('end', resolve);
+          return;
+        }
         res.setEncoding('utf8');
         res.on('data', (chunk: string) => {
           const now = performance.now();
@@ -231,10 +309,19 @@ async function streamProbe(t: Running, seconds: number): Promise<StreamSample> {
             last = now;
           }
         });
-        res.on('end', () => { s.streams++; resolve(); });
-        res.on('error', () => { s.errors++; resolve(); });
+        res.on('end', () => {
+          s.streams++;
+          resolve();
+        });
+        res.on('error', () => {
+          s.errors++;
+          resolve();
+        });
       });
-      req.on('error', () => { s.errors++; resolve(); });
+      req.on('error', () => {
+        s.errors++;
+        resolve();
+      });
       req.end(STREAM);
     });
   }
@@ -256,8 +343,15 @@ interface Running {
   check?: () => Promise<string>;
 }
 
-interface TargetDef { name: string; what: string; start(diag: Diagnose | undefined): Promise<Running> }
-interface Diagnose { profDir: string; probeFile: string }
+interface TargetDef {
+  name: string;
+  what: string;
+  start(diag: Diagnose | undefined): Promise<Running>;
+}
+interface Diagnose {
+  profDir: string;
+  probeFile: string;
+}
 
 let SIM_URL = '';
 let WRK = '';
@@ -271,10 +365,20 @@ async function gatewayTarget(name: string, database: () => Promise<{ env: Record
   const { child } = await startChild(process.execPath, [...nodeArgs, 'src/main.ts'], {
     logFile,
     env: {
-      ...db.env, HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', PORT: String(port), GRPC_PORT: String(grpcPort),
-      OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${SIM_URL}/v1`,
+      ...db.env,
+      HOST: '127.0.0.1',
+      GRPC_HOST: '127.0.0.1',
+      PORT: String(port),
+      GRPC_PORT: String(grpcPort),
+      OPENAI_API_KEY: UPSTREAM_KEY,
+      OPENAI_BASE_URL: `${SIM_URL}/v1`,
       // Rate limits off; billing as `npm start` bills (BILLING_MODE unset); logs at LOG_LEVEL to a file.
-      RATE_LIMIT_RPM: '0', RATE_LIMIT_TPM: '0', BILLING_MODE: '', LOG_LEVEL, TEMPORAL_CLI: '/nonexistent', VIDEO_WORKER: '0',
+      RATE_LIMIT_RPM: '0',
+      RATE_LIMIT_TPM: '0',
+      BILLING_MODE: '',
+      LOG_LEVEL,
+      TEMPORAL_CLI: '/nonexistent',
+      VIDEO_WORKER: '0',
       ...(diag ? { LOOP_PROBE_FILE: diag.probeFile } : {}),
     },
   });
@@ -293,18 +397,25 @@ async function gatewayTarget(name: string, database: () => Promise<{ env: Record
       const d = await db.open();
       try {
         const rows = (r: unknown) => (r as { rows: Record<string, string>[] }).rows;
-        const [a] = rows(await d.raw(`SELECT a.balance_nano::text AS balance, a.held_nano::text AS held,
+        const [a] = rows(
+          await d.raw(
+            `SELECT a.balance_nano::text AS balance, a.held_nano::text AS held,
           (SELECT COALESCE(sum(cost_nano), 0) FROM usage_records u WHERE u.account_id = a.id)::text AS charged,
           (SELECT COALESCE(-sum(amount_nano), 0) FROM ledger l WHERE l.account_id = a.id AND l.kind = 'charge')::text AS ledger_charged,
           (SELECT count(*) FROM usage_records u WHERE u.account_id = a.id AND u.status = 'ok')::text AS ok,
           (SELECT count(*) FROM usage_records u WHERE u.account_id = a.id AND u.status NOT IN ('ok', 'lease_returned'))::text AS other,
           (SELECT count(*) FROM holds h WHERE h.account_id = a.id AND h.status = 'active')::text AS active_holds
-          FROM accounts a WHERE a.id = ?`, [created.accountId]));
+          FROM accounts a WHERE a.id = ?`,
+            [created.accountId],
+          ),
+        );
         if (!a) return 'billing: account not found: NOT EXACT';
         const exact = BigInt(a.balance!) + BigInt(a.charged!) === OPENING_NANO && a.held === '0' && a.active_holds === '0' && a.ledger_charged === a.charged;
         EXACT_ALL &&= exact;
-        return `billing: ${a.ok} requests charged ok (${a.other} other), ${a.charged} nano-USD in usage rows, ${a.ledger_charged} in ledger charges; `
-          + `balance ${a.balance} + charges = opening ${OPENING_NANO}: ${BigInt(a.balance!) + BigInt(a.charged!) === OPENING_NANO ? 'yes' : 'NO'}; held ${a.held}, active holds ${a.active_holds} => ${exact ? 'EXACT' : 'NOT EXACT'}`;
+        return (
+          `billing: ${a.ok} requests charged ok (${a.other} other), ${a.charged} nano-USD in usage rows, ${a.ledger_charged} in ledger charges; ` +
+          `balance ${a.balance} + charges = opening ${OPENING_NANO}: ${BigInt(a.balance!) + BigInt(a.charged!) === OPENING_NANO ? 'yes' : 'NO'}; held ${a.held}, active holds ${a.active_holds} => ${exact ? 'EXACT' : 'NOT EXACT'}`
+        );
       } finally {
         await d.destroy();
         await db.stop();
@@ -319,14 +430,21 @@ let pgServer: TestPostgres | undefined;
 
 const TARGETS: TargetDef[] = [
   {
-    name: 'direct', what: 'the upstream simulator itself (no gateway)',
-    async start() { return { url: SIM_URL, headers: { Authorization: `Bearer ${UPSTREAM_KEY}` }, pids: () => [SIM_PID], stop: async () => {} }; },
+    name: 'direct',
+    what: 'the upstream simulator itself (no gateway)',
+    async start() {
+      return { url: SIM_URL, headers: { Authorization: `Bearer ${UPSTREAM_KEY}` }, pids: () => [SIM_PID], stop: async () => {} };
+    },
   },
   {
-    name: 'bare', what: 'bare Fastify + undici pass-through (bench/bare-passthrough.ts): no auth, billing, metrics or logs',
+    name: 'bare',
+    what: 'bare Fastify + undici pass-through (bench/bare-passthrough.ts): no auth, billing, metrics or logs',
     async start(diag) {
       const nodeArgs = diag ? ['--cpu-prof', `--cpu-prof-dir=${diag.profDir}`, '--import', './bench/loop-probe.ts'] : [];
-      const { child, line } = await startChild(process.execPath, [...nodeArgs, 'bench/bare-passthrough.ts'], { env: { UPSTREAM_URL: SIM_URL, UPSTREAM_KEY, ...(diag ? { LOOP_PROBE_FILE: diag.probeFile } : {}) }, readyLine: /^http/ });
+      const { child, line } = await startChild(process.execPath, [...nodeArgs, 'bench/bare-passthrough.ts'], {
+        env: { UPSTREAM_URL: SIM_URL, UPSTREAM_KEY, ...(diag ? { LOOP_PROBE_FILE: diag.probeFile } : {}) },
+        readyLine: /^http/,
+      });
       return { url: line.trim(), headers: {}, pids: () => [child.pid!], nodePid: child.pid!, stop: () => stopChild(child) };
     },
   },
@@ -334,45 +452,74 @@ const TARGETS: TargetDef[] = [
     // The embedded default: `npm start` with no DATABASE_URL, so the gateway runs its own
     // PostgreSQL server in DATA_DIR/postgres. The books are checked after the gateway (and its
     // server) stopped, on the same cluster started again the same way.
-    name: 'gateway-embedded', what: 'this gateway as `npm start` runs it: no DATABASE_URL (its embedded PostgreSQL server in DATA_DIR)',
-    start: (diag) => gatewayTarget('gateway-embedded', async () => {
-      const dataDir = fs.mkdtempSync(path.join(WORK_DIR, 'data-'));
-      fs.chmodSync(dataDir, 0o755); // as root the server runs as another user, who must reach it
-      let server: EmbeddedPostgres | undefined;
-      return {
-        env: { DATA_DIR: dataDir },
-        open: async () => {
-          server = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'postgres'), durable: true, database: 'gateway' });
-          return openDb({ databaseUrl: server.url, poolMax: 1 });
+    name: 'gateway-embedded',
+    what: 'this gateway as `npm start` runs it: no DATABASE_URL (its embedded PostgreSQL server in DATA_DIR)',
+    start: (diag) =>
+      gatewayTarget(
+        'gateway-embedded',
+        async () => {
+          const dataDir = fs.mkdtempSync(path.join(WORK_DIR, 'data-'));
+          fs.chmodSync(dataDir, 0o755); // as root the server runs as another user, who must reach it
+          let server: EmbeddedPostgres | undefined;
+          return {
+            env: { DATA_DIR: dataDir },
+            open: async () => {
+              server = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'postgres'), durable: true, database: 'gateway' });
+              return openDb({ databaseUrl: server.url, poolMax: 1 });
+            },
+            stop: async () => {
+              await server?.stop();
+            },
+          };
         },
-        stop: async () => { await server?.stop(); },
-      };
-    }, diag),
+        diag,
+      ),
   },
   {
-    name: 'gateway-postgres', what: 'this gateway with DATABASE_URL: a PostgreSQL server of its own (credit leases, key cache)',
-    start: (diag) => gatewayTarget('gateway-postgres', async () => {
-      pgServer = await startPostgres();
-      if (NICE) for (const pid of pgProcesses()) spawnSync('renice', ['-n', String(NICE), '-p', String(pid)]); // its backends inherit it
-      await createDatabase(pgServer.url(), 'bench');
-      const url = pgServer.url('bench');
-      return { env: { DATABASE_URL: url }, open: () => openDb({ databaseUrl: url, poolMax: 1 }), stop: async () => { await pgServer?.stop(); pgServer = undefined; } };
-    }, diag).then((r) => ({ ...r, pids: () => [...r.pids(), ...(pgServer ? pgProcesses() : [])] })),
+    name: 'gateway-postgres',
+    what: 'this gateway with DATABASE_URL: a PostgreSQL server of its own (credit leases, key cache)',
+    start: (diag) =>
+      gatewayTarget(
+        'gateway-postgres',
+        async () => {
+          pgServer = await startPostgres();
+          if (NICE) for (const pid of pgProcesses()) spawnSync('renice', ['-n', String(NICE), '-p', String(pid)]); // its backends inherit it
+          await createDatabase(pgServer.url(), 'bench');
+          const url = pgServer.url('bench');
+          return {
+            env: { DATABASE_URL: url },
+            open: () => openDb({ databaseUrl: url, poolMax: 1 }),
+            stop: async () => {
+              await pgServer?.stop();
+              pgServer = undefined;
+            },
+          };
+        },
+        diag,
+      ).then((r) => ({ ...r, pids: () => [...r.pids(), ...(pgServer ? pgProcesses() : [])] })),
   },
   {
-    name: 'portkey', what: 'Portkey gateway (@portkey-ai/gateway, npm), provider openai with a custom host',
+    name: 'portkey',
+    what: 'Portkey gateway (@portkey-ai/gateway, npm), provider openai with a custom host',
     async start() {
       const port = await freePort();
-      const { child } = await startChild(process.execPath, ['node_modules/@portkey-ai/gateway/build/start-server.js', `--port=${port}`, '--headless'], { env: { NODE_ENV: 'production' }, logFile: path.join(WORK_DIR, 'portkey.log') });
+      const { child } = await startChild(process.execPath, ['node_modules/@portkey-ai/gateway/build/start-server.js', `--port=${port}`, '--headless'], {
+        env: { NODE_ENV: 'production' },
+        logFile: path.join(WORK_DIR, 'portkey.log'),
+      });
       await waitHttp(`http://127.0.0.1:${port}/`, 60);
       return {
-        url: `http://127.0.0.1:${port}`, headers: { Authorization: `Bearer ${UPSTREAM_KEY}`, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `${SIM_URL}/v1` },
-        pids: () => [child.pid!], nodePid: child.pid!, stop: () => stopChild(child),
+        url: `http://127.0.0.1:${port}`,
+        headers: { Authorization: `Bearer ${UPSTREAM_KEY}`, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `${SIM_URL}/v1` },
+        pids: () => [child.pid!],
+        nodePid: child.pid!,
+        stop: () => stopChild(child),
       };
     },
   },
   {
-    name: 'litellm', what: 'LiteLLM proxy (PyPI litellm[proxy]), 1 worker, offline settings, no database',
+    name: 'litellm',
+    what: 'LiteLLM proxy (PyPI litellm[proxy]), 1 worker, offline settings, no database',
     async start() {
       const bin = litellmBin();
       const port = await freePort();
@@ -382,8 +529,14 @@ const TARGETS: TargetDef[] = [
         logFile: path.join(WORK_DIR, 'litellm.log'),
         env: {
           // Offline: the cost map and the other fetched lists from the package itself.
-          LITELLM_LOCAL_MODEL_COST_MAP: 'True', LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS: 'True', LITELLM_LOCAL_AUTOROUTER_PRESETS: 'True',
-          LITELLM_LOCAL_BLOG_POSTS: 'True', LITELLM_LOCAL_POLICY_TEMPLATES: 'True', LITELLM_TELEMETRY: 'False', LITELLM_MASTER_KEY, LITELLM_LOG: 'ERROR',
+          LITELLM_LOCAL_MODEL_COST_MAP: 'True',
+          LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS: 'True',
+          LITELLM_LOCAL_AUTOROUTER_PRESETS: 'True',
+          LITELLM_LOCAL_BLOG_POSTS: 'True',
+          LITELLM_LOCAL_POLICY_TEMPLATES: 'True',
+          LITELLM_TELEMETRY: 'False',
+          LITELLM_MASTER_KEY,
+          LITELLM_LOG: 'ERROR',
         },
       });
       await waitHttp(`http://127.0.0.1:${port}/health/liveliness`, 120, (s) => s === 200);
@@ -403,8 +556,24 @@ function pgProcesses(): number[] {
 
 // ---------------------------------------------------------------- measuring
 
-interface Rep { rps: number; p50: number; p99: number; p75: number; errors: number; cpuUsPerReq: number; wrkCpuShare: number; othersBusy: number }
-interface StreamRep { streamsPerS: number; ttftP50: number; ttftP99: number; gapP50: number; gapP99: number; errors: number }
+interface Rep {
+  rps: number;
+  p50: number;
+  p99: number;
+  p75: number;
+  errors: number;
+  cpuUsPerReq: number;
+  wrkCpuShare: number;
+  othersBusy: number;
+}
+interface StreamRep {
+  streamsPerS: number;
+  ttftP50: number;
+  ttftP99: number;
+  gapP50: number;
+  gapP99: number;
+  errors: number;
+}
 
 function pct(xs: number[], p: number): number {
   if (xs.length === 0) return NaN;
@@ -427,7 +596,10 @@ async function awaitQuiet(): Promise<void> {
     await new Promise((r) => setTimeout(r, 1000));
     const others = (machineBusyMs() - b0) / 1000;
     if (others < 0.25) return;
-    if (Date.now() > until) { console.log(`  (the machine stayed busy: ${others.toFixed(2)} cores used by other processes; measuring anyway)`); return; }
+    if (Date.now() > until) {
+      console.log(`  (the machine stayed busy: ${others.toFixed(2)} cores used by other processes; measuring anyway)`);
+      return;
+    }
   }
 }
 
@@ -446,7 +618,11 @@ async function measureChat(t: Running, connections: number, window?: { begin(): 
   const busy = machineBusyMs() - busy0;
   const ok = w.rps * w.durationS;
   return {
-    rps: w.rps, p50: w.p50, p75: w.p75, p99: w.p99, errors: w.errors,
+    rps: w.rps,
+    p50: w.p50,
+    p75: w.p75,
+    p99: w.p99,
+    errors: w.errors,
     cpuUsPerReq: (cpu * 1000) / Math.max(1, ok),
     wrkCpuShare: w.wrkCpuMs / (w.durationS * 1000 + WARMUP * 1000),
     // What the rest of the machine (other users of these two cores) used meanwhile, in cores.
@@ -465,7 +641,11 @@ async function measureStream(t: Running, connections: number): Promise<StreamRep
   await wrk(t, '/v1/chat/completions', STREAM, connections - 1, WARMUP);
   const [w, s] = await Promise.all([wrk(t, '/v1/chat/completions', STREAM, connections - 1, STREAM_SECONDS), streamProbe(t, STREAM_SECONDS - 0.2)]);
   return {
-    streamsPerS: w.rps + s.streams / STREAM_SECONDS, ttftP50: pct(s.ttft, 50), ttftP99: pct(s.ttft, 99), gapP50: pct(s.gaps, 50), gapP99: pct(s.gaps, 99),
+    streamsPerS: w.rps + s.streams / STREAM_SECONDS,
+    ttftP50: pct(s.ttft, 50),
+    ttftP99: pct(s.ttft, 99),
+    gapP50: pct(s.gaps, 50),
+    gapP99: pct(s.gaps, 99),
     errors: w.errors + s.errors,
   };
 }
@@ -482,7 +662,8 @@ interface TargetResult {
 async function diagnose(t: Running, diag: Diagnose, window: { from: bigint; to: bigint }): Promise<string> {
   const lines: string[] = [];
   const probe = fs.existsSync(diag.probeFile) ? JSON.parse(fs.readFileSync(diag.probeFile, 'utf8')) : undefined;
-  if (probe) lines.push(`  event loop (c=32 window): delay p50 ${probe.loopDelayMs.p50} ms, p99 ${probe.loopDelayMs.p99} ms, max ${probe.loopDelayMs.max} ms (10 ms sampling); GC ${JSON.stringify(probe.gc)}`);
+  if (probe)
+    lines.push(`  event loop (c=32 window): delay p50 ${probe.loopDelayMs.p50} ms, p99 ${probe.loopDelayMs.p99} ms, max ${probe.loopDelayMs.max} ms (10 ms sampling); GC ${JSON.stringify(probe.gc)}`);
   await t.stop();
   const prof = fs.readdirSync(diag.profDir).find((f) => f.endsWith('.cpuprofile'));
   if (prof) {
@@ -507,13 +688,20 @@ async function syscallsPerRequest(t: Running): Promise<string> {
   tracer.kill('SIGINT');
   await new Promise((r) => tracer.once('exit', r));
   const text = fs.readFileSync(out, 'utf8');
-  const rows = text.split('\n').filter((l) => /^\s*[\d.]+\s+[\d.]+\s+\d+\s+\d+/.test(l) && !/\stotal\s*$/.test(l)).map((l) => {
-    const f = l.trim().split(/\s+/);
-    return { calls: Number(f[3]), name: f[f.length - 1]! };
-  });
+  const rows = text
+    .split('\n')
+    .filter((l) => /^\s*[\d.]+\s+[\d.]+\s+\d+\s+\d+/.test(l) && !/\stotal\s*$/.test(l))
+    .map((l) => {
+      const f = l.trim().split(/\s+/);
+      return { calls: Number(f[3]), name: f[f.length - 1]! };
+    });
   const n = Math.max(1, w.rps * w.durationS);
   const total = rows.reduce((a, r) => a + r.calls, 0);
-  const top = rows.sort((a, b) => b.calls - a.calls).slice(0, 8).map((r) => `${r.name} ${(r.calls / n).toFixed(2)}`).join(', ');
+  const top = rows
+    .sort((a, b) => b.calls - a.calls)
+    .slice(0, 8)
+    .map((r) => `${r.name} ${(r.calls / n).toFixed(2)}`)
+    .join(', ');
   return `  syscalls per request under strace (c=32, ${Math.round(w.rps)} req/s traced): ${(total / n).toFixed(1)}: ${top}`;
 }
 
@@ -544,8 +732,10 @@ async function runTarget(def: TargetDef): Promise<TargetResult> {
       for (let i = 0; i < REPS; i++) {
         const rep = await measureChat(t, c);
         r.chat[c].push(rep);
-        console.log(`  ${def.name} chat c=${c} rep ${i + 1}: ${rep.rps.toFixed(0)} req/s, p50 ${rep.p50.toFixed(2)} ms, p99 ${rep.p99.toFixed(2)} ms, errors ${rep.errors}, `
-          + `${rep.cpuUsPerReq.toFixed(0)} µs CPU/req, wrk ${(rep.wrkCpuShare * 100).toFixed(0)}% of a core, others ${rep.othersBusy.toFixed(2)} cores`);
+        console.log(
+          `  ${def.name} chat c=${c} rep ${i + 1}: ${rep.rps.toFixed(0)} req/s, p50 ${rep.p50.toFixed(2)} ms, p99 ${rep.p99.toFixed(2)} ms, errors ${rep.errors}, ` +
+            `${rep.cpuUsPerReq.toFixed(0)} µs CPU/req, wrk ${(rep.wrkCpuShare * 100).toFixed(0)}% of a core, others ${rep.othersBusy.toFixed(2)} cores`,
+        );
       }
     }
     if (!values['no-streams']) {
@@ -554,7 +744,9 @@ async function runTarget(def: TargetDef): Promise<TargetResult> {
         for (let i = 0; i < REPS; i++) {
           const s = await measureStream(t, c);
           r.stream[c].push(s);
-          console.log(`  ${def.name} stream c=${c} rep ${i + 1}: ${s.streamsPerS.toFixed(0)} streams/s, ttft p50 ${s.ttftP50.toFixed(2)} p99 ${s.ttftP99.toFixed(2)} ms, gap p50 ${s.gapP50.toFixed(2)} p99 ${s.gapP99.toFixed(2)} ms, errors ${s.errors}`);
+          console.log(
+            `  ${def.name} stream c=${c} rep ${i + 1}: ${s.streamsPerS.toFixed(0)} streams/s, ttft p50 ${s.ttftP50.toFixed(2)} p99 ${s.ttftP99.toFixed(2)} ms, gap p50 ${s.gapP50.toFixed(2)} p99 ${s.gapP99.toFixed(2)} ms, errors ${s.errors}`,
+          );
         }
       }
     }
@@ -565,7 +757,10 @@ async function runTarget(def: TargetDef): Promise<TargetResult> {
     await t?.stop();
   }
   if (t?.check) {
-    r.check = await t.check().catch((err) => { EXACT_ALL = false; return `billing check failed: ${(err as Error).message}`; });
+    r.check = await t.check().catch((err) => {
+      EXACT_ALL = false;
+      return `billing check failed: ${(err as Error).message}`;
+    });
     console.log(`  ${def.name} ${r.check}`);
   }
   if (values.diagnose && (def.name.startsWith('gateway') || def.name === 'bare')) {
@@ -588,11 +783,19 @@ async function diagnoseTarget(def: TargetDef): Promise<string> {
     let from = 0n;
     let to = 0n;
     const rep = await measureChat(t, 32, {
-      begin: () => { process.kill(t.nodePid!, 'SIGUSR2'); from = process.hrtime.bigint(); },
-      end: () => { to = process.hrtime.bigint(); process.kill(t.nodePid!, 'SIGUSR2'); },
+      begin: () => {
+        process.kill(t.nodePid!, 'SIGUSR2');
+        from = process.hrtime.bigint();
+      },
+      end: () => {
+        to = process.hrtime.bigint();
+        process.kill(t.nodePid!, 'SIGUSR2');
+      },
     });
     await new Promise((res) => setTimeout(res, 300));
-    lines.push(`  profiled run: ${rep.rps.toFixed(0)} req/s at c=32, p50 ${rep.p50.toFixed(2)} ms, p99 ${rep.p99.toFixed(2)} ms, ${rep.cpuUsPerReq.toFixed(0)} µs CPU/req, others ${rep.othersBusy.toFixed(2)} cores`);
+    lines.push(
+      `  profiled run: ${rep.rps.toFixed(0)} req/s at c=32, p50 ${rep.p50.toFixed(2)} ms, p99 ${rep.p99.toFixed(2)} ms, ${rep.cpuUsPerReq.toFixed(0)} µs CPU/req, others ${rep.othersBusy.toFixed(2)} cores`,
+    );
     lines.push(await diagnose(t, diag, { from, to }));
   } finally {
     await t.stop();
@@ -619,24 +822,43 @@ function report(results: TargetResult[], machine: string): string {
   const med = (name: string, c: number, k: keyof Rep) => median((byName.get(name)?.chat[c] ?? []).map((x) => x[k]));
   const direct = { p50c1: med('direct', 1, 'p50') };
   out.push(`machine: ${machine}`);
-  out.push(`wrk ${WRK} (1 thread), ${REPS} x ${SECONDS} s per cell after a ${WARMUP} s warm-up; unstreamed chat (16 output tokens); billing on, rate limits off; gateway log level ${LOG_LEVEL} (to a file)${NICE ? `; measured processes at nice ${NICE}` : ''}`);
+  out.push(
+    `wrk ${WRK} (1 thread), ${REPS} x ${SECONDS} s per cell after a ${WARMUP} s warm-up; unstreamed chat (16 output tokens); billing on, rate limits off; gateway log level ${LOG_LEVEL} (to a file)${NICE ? `; measured processes at nice ${NICE}` : ''}`,
+  );
   out.push('');
   out.push('unstreamed chat: median of the repetitions, spread ±% (half the range over the median); latency in ms (wrk); CPU µs/r: the');
-  out.push('target\'s own CPU per request at c=32 (with its database server); others: most cores used by other processes during a repetition');
+  out.push("target's own CPU per request at c=32 (with its database server); others: most cores used by other processes during a repetition");
   const w = [18, 16, 7, 7, 8, 16, 7, 7, 8, 9, 7, 7];
   out.push(pad(['target', 'c=1 req/s', 'p50', 'p99', '+p50', 'c=32 req/s', 'p50', 'p99', 'p99/p50', 'CPU µs/r', 'errors', 'others'], w));
   for (const r of results) {
-    if (!r.chat[1]?.length) { out.push(`${r.name.padEnd(18)} ${r.error ?? 'not measured'}`); continue; }
+    if (!r.chat[1]?.length) {
+      out.push(`${r.name.padEnd(18)} ${r.error ?? 'not measured'}`);
+      continue;
+    }
     const c1 = r.chat[1]!;
     const c32 = r.chat[32] ?? [];
     const rps = (reps: Rep[]) => `${f(median(reps.map((x) => x.rps)), 0)} ±${f(spread(reps.map((x) => x.rps)) * 100, 0)}%`;
     const p50_32 = median(c32.map((x) => x.p50));
     const p99_32 = median(c32.map((x) => x.p99));
-    out.push(pad([
-      r.name, rps(c1), f(median(c1.map((x) => x.p50))), f(median(c1.map((x) => x.p99))), r.name === 'direct' ? '' : f(median(c1.map((x) => x.p50)) - direct.p50c1),
-      c32.length ? rps(c32) : '-', f(p50_32), f(p99_32), f(p99_32 / p50_32, 1), f(median(c32.map((x) => x.cpuUsPerReq)), 0),
-      String([...c1, ...c32].reduce((a, x) => a + x.errors, 0)), f(Math.max(...[...c1, ...c32].map((x) => x.othersBusy))),
-    ], w));
+    out.push(
+      pad(
+        [
+          r.name,
+          rps(c1),
+          f(median(c1.map((x) => x.p50))),
+          f(median(c1.map((x) => x.p99))),
+          r.name === 'direct' ? '' : f(median(c1.map((x) => x.p50)) - direct.p50c1),
+          c32.length ? rps(c32) : '-',
+          f(p50_32),
+          f(p99_32),
+          f(p99_32 / p50_32, 1),
+          f(median(c32.map((x) => x.cpuUsPerReq)), 0),
+          String([...c1, ...c32].reduce((a, x) => a + x.errors, 0)),
+          f(Math.max(...[...c1, ...c32].map((x) => x.othersBusy))),
+        ],
+        w,
+      ),
+    );
   }
   const ratio = (a: string, b: string) => med(a, 32, 'rps') / med(b, 32, 'rps');
   out.push('');
@@ -659,12 +881,25 @@ function report(results: TargetResult[], machine: string): string {
     for (const r of results) {
       if (!r.stream[1]?.length) continue;
       const errs = [...(r.stream[1] ?? []), ...(r.stream[32] ?? [])].reduce((a, x) => a + x.errors, 0);
-      out.push(pad([
-        r.name, f(sm(r.name, 1, 'ttftP50')), r.name === 'direct' ? '' : f(sm(r.name, 1, 'ttftP50') - sm('direct', 1, 'ttftP50')), f(sm(r.name, 1, 'ttftP99')),
-        f(sm(r.name, 1, 'gapP50')), f(sm(r.name, 1, 'gapP99')),
-        f(sm(r.name, 32, 'streamsPerS'), 0), f(sm(r.name, 32, 'ttftP50')), r.name === 'direct' ? '' : f(sm(r.name, 32, 'ttftP50') - sm('direct', 32, 'ttftP50')),
-        f(sm(r.name, 32, 'ttftP99')), f(sm(r.name, 32, 'gapP99')), String(errs),
-      ], ws));
+      out.push(
+        pad(
+          [
+            r.name,
+            f(sm(r.name, 1, 'ttftP50')),
+            r.name === 'direct' ? '' : f(sm(r.name, 1, 'ttftP50') - sm('direct', 1, 'ttftP50')),
+            f(sm(r.name, 1, 'ttftP99')),
+            f(sm(r.name, 1, 'gapP50')),
+            f(sm(r.name, 1, 'gapP99')),
+            f(sm(r.name, 32, 'streamsPerS'), 0),
+            f(sm(r.name, 32, 'ttftP50')),
+            r.name === 'direct' ? '' : f(sm(r.name, 32, 'ttftP50') - sm('direct', 32, 'ttftP50')),
+            f(sm(r.name, 32, 'ttftP99')),
+            f(sm(r.name, 32, 'gapP99')),
+            String(errs),
+          ],
+          ws,
+        ),
+      );
     }
   }
   out.push('');
@@ -682,7 +917,10 @@ async function main() {
   const wanted = values.targets ? values.targets.split(',') : TARGETS.map((t) => t.name);
   for (const n of wanted) if (!TARGETS.some((t) => t.name === n)) throw new Error(`unknown target ${n}; targets: ${TARGETS.map((t) => t.name).join(', ')}`);
   const cpus = os.cpus();
-  const machine = `${cpus[0]?.model ?? 'cpu'}, ${cpus.length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${os.type()} ${os.release()}, node ${process.version}, load average at start ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`;
+  const machine = `${cpus[0]?.model ?? 'cpu'}, ${cpus.length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${os.type()} ${os.release()}, node ${process.version}, load average at start ${os
+    .loadavg()
+    .map((x) => x.toFixed(2))
+    .join(' ')}`;
   console.log(`machine: ${machine}\nwork folder: ${WORK_DIR}`);
 
   const sim = await startChild(process.execPath, ['bench/simulator-main.ts'], { env: { SIM_API_KEY: UPSTREAM_KEY }, readyLine: /^http/ });
@@ -708,13 +946,31 @@ async function main() {
   if (!EXACT_ALL) process.exitCode = 1;
 }
 
-const deadline = setTimeout(() => { console.error('bench: over its time limit (45 min), stopping'); void cleanup().then(() => process.exit(2)); }, 45 * 60_000);
+const deadline = setTimeout(() => {
+  console.error('bench: over its time limit (45 min), stopping');
+  void cleanup().then(() => process.exit(2));
+}, 45 * 60_000);
 deadline.unref();
 
 async function cleanup() {
-  for (const c of children) { try { process.kill(-c.pid!, 'SIGKILL'); } catch { /* gone */ } }
+  for (const c of children) {
+    try {
+      process.kill(-c.pid!, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }
   await pgServer?.stop().catch(() => {});
 }
 
-process.on('SIGINT', () => { void cleanup().then(() => process.exit(130)); });
-main().then(() => process.exit(process.exitCode ?? 0), async (err) => { console.error(err); await cleanup(); process.exit(1); });
+process.on('SIGINT', () => {
+  void cleanup().then(() => process.exit(130));
+});
+main().then(
+  () => process.exit(process.exitCode ?? 0),
+  async (err) => {
+    console.error(err);
+    await cleanup();
+    process.exit(1);
+  },
+);

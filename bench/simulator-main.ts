@@ -4,4 +4,6 @@ import { startSimulator } from '../test/upstream/simulator.ts';
 
 const sim = await startSimulator({ apiKey: process.env.SIM_API_KEY });
 process.stdout.write(`${sim.url}\n`);
-process.on('SIGTERM', () => { sim.close().finally(() => process.exit(0)); });
+process.on('SIGTERM', () => {
+  sim.close().finally(() => process.exit(0));
+});

@@ -56,7 +56,9 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   if (unsafe) throw new UnsafeExposureError(unsafe);
   if (config.databaseUrl) return startOn(config, log, config.databaseUrl);
   if (fs.existsSync(path.join(config.dataDir, 'pglite'))) {
-    log.warn(`${path.join(config.dataDir, 'pglite')} holds a database of an older version (PGlite), which is no longer read: the embedded database is now a PostgreSQL server in ${path.join(config.dataDir, 'postgres')}`);
+    log.warn(
+      `${path.join(config.dataDir, 'pglite')} holds a database of an older version (PGlite), which is no longer read: the embedded database is now a PostgreSQL server in ${path.join(config.dataDir, 'postgres')}`,
+    );
   }
   const embedded = await startEmbeddedPostgres({
     dataDir: path.join(config.dataDir, 'postgres'),
@@ -103,16 +105,26 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
   const responses = new ResponsesService(engine, catalogue, owners);
   // Video jobs run on Temporal, found or started in the background (see src/video/runtime.ts).
   const video = new VideoRuntime({ config, log, db, ledger, metrics });
-  const services: Services = { billing: billingService(ledger, limiter, leases), catalogue: catalogueService(catalogue), inference: inferenceService({
-    authenticate: (apiKey) => engine.authenticate(apiKey),
-    chat, messages, responses,
-    embeddings: new EmbeddingsService(engine, catalogue),
-    images: new ImagesService(engine, catalogue, config),
-    audio: new AudioService(engine, catalogue),
-  }), video: videoService({ config, ledger, catalogue, engine, runtime: video, log }) };
+  const services: Services = {
+    billing: billingService(ledger, limiter, leases),
+    catalogue: catalogueService(catalogue),
+    inference: inferenceService({
+      authenticate: (apiKey) => engine.authenticate(apiKey),
+      chat,
+      messages,
+      responses,
+      embeddings: new EmbeddingsService(engine, catalogue),
+      images: new ImagesService(engine, catalogue, config),
+      audio: new AudioService(engine, catalogue),
+    }),
+    video: videoService({ config, ledger, catalogue, engine, runtime: video, log }),
+  };
 
   const rpc: http2.Http2Server = await startRpcServer(services, {
-    host: config.grpcHost, port: config.grpcPort, adminToken: config.adminToken, log,
+    host: config.grpcHost,
+    port: config.grpcPort,
+    adminToken: config.adminToken,
+    log,
     // One message carries a whole request: the largest JSON body or multipart upload, and its framing.
     readMaxBytes: Math.max(config.bodyLimitBytes, config.media.uploadTotalLimitBytes) + 64 * 1024,
     keyIsLive: (apiKey) => keys.live(apiKey),
@@ -131,14 +143,18 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     metricsToken: config.metricsToken,
     knownModels: new Set(catalogue.list().map((m) => m.id)),
     modelAliases: new Map(catalogue.aliases().map((a) => [a.alias, a.model.id])),
-    ready: async () => { await db.raw('SELECT 1'); },
+    ready: async () => {
+      await db.raw('SELECT 1');
+    },
   });
   await facade.listen({ host: config.host, port: config.port });
 
   // Holds of a crashed process are released here; safe with many instances (see Ledger.expireHolds).
   const sweeper = setInterval(() => {
     ledger.expireHolds().then(
-      (n) => { if (n > 0) log.warn({ released: n }, 'released expired holds'); },
+      (n) => {
+        if (n > 0) log.warn({ released: n }, 'released expired holds');
+      },
       (err) => log.error({ err }, 'hold sweep failed'),
     );
     limiter.prune().catch((err) => log.warn({ err }, 'rate window prune failed'));
@@ -156,7 +172,11 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
   // The Telegram bot, when TELEGRAM_BOT_TOKEN is set, on the same services (see src/bot/).
   const bot = await startBotIfConfigured({ transport: inProcessTransport(services), publicBaseUrl: httpUrl, log });
   const summary = startupSummary(config, {
-    httpPort, rpcPort, models: catalogue.list(), leasing, embeddedDir,
+    httpPort,
+    rpcPort,
+    models: catalogue.list(),
+    leasing,
+    embeddedDir,
     botConfigured: Boolean(process.env.TELEGRAM_BOT_TOKEN?.trim()),
     bot: bot && { mode: bot.mode, username: bot.bot.botInfo.username },
   });

@@ -37,8 +37,14 @@ try {
     removeGatewayAddress(config.dataDir, process.pid);
     log.info({ signal }, 'shutting down: finishing in-flight requests');
     gateway.close().then(
-      () => { log.info('gateway stopped'); process.exit(0); },
-      (err) => { log.error({ err }, 'shutdown failed'); process.exit(1); },
+      () => {
+        log.info('gateway stopped');
+        process.exit(0);
+      },
+      (err) => {
+        log.error({ err }, 'shutdown failed');
+        process.exit(1);
+      },
     );
   };
   process.on('SIGINT', () => stop('SIGINT'));

@@ -42,8 +42,12 @@ function networkAddress(): string {
 const noVideo = async () => ({ VIDEO_WORKER: '0', TEMPORAL_CLI: '/nonexistent/temporal', TEMPORAL_DEV_PORT: String(await freePort()) });
 const logFile = (name: string) => path.join(inject('workDir'), `${name}-${uniqueMarker()}.log`);
 const baseEnv = () => ({
-  DATABASE_URL: inject('databaseUrl'), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
-  ADMIN_TOKEN: '', METRICS_TOKEN: '', LOG_LEVEL: 'info',
+  DATABASE_URL: inject('databaseUrl'),
+  OPENAI_API_KEY: UPSTREAM_KEY,
+  OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
+  ADMIN_TOKEN: '',
+  METRICS_TOKEN: '',
+  LOG_LEVEL: 'info',
 });
 
 /** The gateway's own memory figures (kB): resident now, and the highest it has been. */
@@ -63,8 +67,13 @@ function answerWithoutBody(url: string, headers: Record<string, string>, declare
     const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { ...headers, 'content-length': String(declaredLength) } }, (res) => {
       let text = '';
       res.setEncoding('utf8');
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => { req.destroy(); resolve({ status: res.statusCode!, headers: res.headers, text }); });
+      res.on('data', (d) => {
+        text += d;
+      });
+      res.on('end', () => {
+        req.destroy();
+        resolve({ status: res.statusCode!, headers: res.headers, text });
+      });
     });
     req.on('error', reject);
     req.write(first);
@@ -109,28 +118,50 @@ async function* multipartBody(boundary: string, files: number, fileBytes: number
 }
 
 /** Streams a multipart upload to `url`; stops sending once the gateway has answered. */
-function upload(url: string, headers: Record<string, string>, files: number, fileBytes: number, opts: { contentLength: boolean }): Promise<{ status: number; headers: http.IncomingHttpHeaders; text: string }> {
+function upload(
+  url: string,
+  headers: Record<string, string>,
+  files: number,
+  fileBytes: number,
+  opts: { contentLength: boolean },
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; text: string }> {
   const boundary = `b${uniqueMarker()}`;
   return new Promise((resolve, reject) => {
     const u = new URL(url);
     const lengthOf = () => {
-      let n = Buffer.byteLength(`--${boundary}\r\ncontent-disposition: form-data; name="model"\r\n\r\ngpt-image-1-mini\r\n--${boundary}\r\ncontent-disposition: form-data; name="prompt"\r\n\r\nmake it blue\r\n`);
-      for (let f = 0; f < files; f++) n += Buffer.byteLength(`--${boundary}\r\ncontent-disposition: form-data; name="image[]"; filename="f${f}.png"\r\ncontent-type: image/png\r\n\r\n`) + fileBytes + 2;
+      let n = Buffer.byteLength(
+        `--${boundary}\r\ncontent-disposition: form-data; name="model"\r\n\r\ngpt-image-1-mini\r\n--${boundary}\r\ncontent-disposition: form-data; name="prompt"\r\n\r\nmake it blue\r\n`,
+      );
+      for (let f = 0; f < files; f++)
+        n += Buffer.byteLength(`--${boundary}\r\ncontent-disposition: form-data; name="image[]"; filename="f${f}.png"\r\ncontent-type: image/png\r\n\r\n`) + fileBytes + 2;
       return n + Buffer.byteLength(`--${boundary}--\r\n`);
     };
     const total = lengthOf();
     let answered = false;
-    const req = http.request({
-      host: u.hostname, port: u.port, path: u.pathname, method: 'POST',
-      headers: { ...headers, 'content-type': `multipart/form-data; boundary=${boundary}`, ...(opts.contentLength ? { 'content-length': String(total) } : {}) },
-    }, (res) => {
-      answered = true;
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => { req.destroy(); resolve({ status: res.statusCode!, headers: res.headers, text }); });
+    const req = http.request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'POST',
+        headers: { ...headers, 'content-type': `multipart/form-data; boundary=${boundary}`, ...(opts.contentLength ? { 'content-length': String(total) } : {}) },
+      },
+      (res) => {
+        answered = true;
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => {
+          text += d;
+        });
+        res.on('end', () => {
+          req.destroy();
+          resolve({ status: res.statusCode!, headers: res.headers, text });
+        });
+      },
+    );
+    req.on('error', (err) => {
+      if (!answered) reject(err);
     });
-    req.on('error', (err) => { if (!answered) reject(err); });
     (async () => {
       for await (const part of multipartBody(boundary, files, fileBytes)) {
         if (answered || req.destroyed) return;
@@ -144,9 +175,20 @@ function upload(url: string, headers: Record<string, string>, files: number, fil
 const simRequestsSince = async (since: number, pathPrefix: string) =>
   ((await (await fetch(`${simulatorUrl()}/__sim/requests?since=${since}`)).json()) as { path: string }[]).filter((r) => r.path.startsWith(pathPrefix));
 
-const withToken = (token: string): Interceptor[] => [(next) => (req) => { req.header.set('authorization', `Bearer ${token}`); return next(req); }];
+const withToken = (token: string): Interceptor[] => [
+  (next) => (req) => {
+    req.header.set('authorization', `Bearer ${token}`);
+    return next(req);
+  },
+];
 
-const codeOf = async (p: Promise<unknown>) => ConnectError.from(await p.then(() => undefined, (e: unknown) => e)).code;
+const codeOf = async (p: Promise<unknown>) =>
+  ConnectError.from(
+    await p.then(
+      () => undefined,
+      (e: unknown) => e,
+    ),
+  ).code;
 
 describe('the RPC port is safe by default', () => {
   let gw: GatewayProcess;
@@ -154,14 +196,20 @@ describe('the RPC port is safe by default', () => {
     // `npm start` as a newcomer runs it: no GRPC_HOST, no ADMIN_TOKEN; only a metrics token set.
     gw = await startGatewayProcess({ logFile: logFile('default-exposure'), env: { ...baseEnv(), ...(await noVideo()), GRPC_HOST: '', HOST: '0.0.0.0', METRICS_TOKEN: 'metrics-secret-token' } });
   });
-  afterAll(async () => { await gw?.stop(); });
+  afterAll(async () => {
+    await gw?.stop();
+  });
 
   it('listens on loopback: reachable from this machine, refused from the network', async () => {
     const port = Number(new URL(gw.rpcUrl).port);
-    const connects = (host: string) => new Promise<boolean>((resolve) => {
-      const s = net.connect({ host, port }, () => { s.destroy(); resolve(true); });
-      s.on('error', () => resolve(false));
-    });
+    const connects = (host: string) =>
+      new Promise<boolean>((resolve) => {
+        const s = net.connect({ host, port }, () => {
+          s.destroy();
+          resolve(true);
+        });
+        s.on('error', () => resolve(false));
+      });
     expect(await connects('127.0.0.1')).toBe(true);
     expect(await connects(networkAddress())).toBe(false);
     // Billing works from here without a token, as the CLI and `npm run bot` use it.
@@ -170,7 +218,10 @@ describe('the RPC port is safe by default', () => {
   });
 
   it('says in one structured startup line what is exposed where', () => {
-    const line = fs.readFileSync(gw.logFile, 'utf8').split('\n').find((l) => l.includes('"exposure"'));
+    const line = fs
+      .readFileSync(gw.logFile, 'utf8')
+      .split('\n')
+      .find((l) => l.includes('"exposure"'));
     expect(line).toBeDefined();
     const { exposure, msg } = JSON.parse(line!) as { exposure: Record<string, Record<string, unknown>>; msg: string };
     expect(exposure.rpc).toMatchObject({ host: '127.0.0.1', port: Number(new URL(gw.rpcUrl).port), reach: 'this machine', admin: 'loopback callers only', inference: 'gateway key' });
@@ -185,7 +236,11 @@ describe('the RPC port is safe by default', () => {
       ['/v1/messages', { model: 'claude-haiku-4-5', max_tokens: 8, messages: [{ role: 'user', content: 'hi' }] }],
       ['/v1/embeddings', { model: 'Cohere-embed-v3-multilingual', input: 'hi' }],
     ] as const) {
-      const r = await fetch(`${gw.httpUrl}${route}`, { method: 'POST', headers: { authorization: `Bearer ${k.apiKey}`, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' }, body: JSON.stringify(body) });
+      const r = await fetch(`${gw.httpUrl}${route}`, {
+        method: 'POST',
+        headers: { authorization: `Bearer ${k.apiKey}`, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+        body: JSON.stringify(body),
+      });
       const text = await r.text();
       expect(r.status, route).toBe(400);
       expect(text, route).toMatch(/not available on this gateway right now: its provider is not configured/);
@@ -205,20 +260,34 @@ describe('the RPC port is safe by default', () => {
 
   it('refuses to start with a network RPC address and no ADMIN_TOKEN, saying what to set', { timeout: 120_000 }, async () => {
     const setups = [{ GRPC_HOST: '0.0.0.0' }, { GRPC_HOST: '::' }, { GRPC_HOST: networkAddress() }, { GRPC_HOST: '0.0.0.0', ADMIN_TOKEN: 'short' }];
-    await Promise.all(setups.map(async (env) => {
-      const err = await startGatewayProcess({ logFile: logFile('refused'), env: { ...baseEnv(), ...(await noVideo()), ...env } }).then(() => undefined, (e: Error) => e);
-      expect(err?.message, JSON.stringify(env)).toMatch(/gateway exited with 1/);
-      expect(err!.message).toMatch(/ADMIN_TOKEN/);
-      expect(err!.message).toMatch(/gateway refused to start/);
-    }));
+    await Promise.all(
+      setups.map(async (env) => {
+        const err = await startGatewayProcess({ logFile: logFile('refused'), env: { ...baseEnv(), ...(await noVideo()), ...env } }).then(
+          () => undefined,
+          (e: Error) => e,
+        );
+        expect(err?.message, JSON.stringify(env)).toMatch(/gateway exited with 1/);
+        expect(err!.message).toMatch(/ADMIN_TOKEN/);
+        expect(err!.message).toMatch(/gateway refused to start/);
+      }),
+    );
   });
 
   it('npm run worker starts with GRPC_HOST public and no ADMIN_TOKEN: it serves no RPC', { timeout: 120_000 }, async () => {
     const file = logFile('worker');
     const out = fs.openSync(file, 'a');
     const child = spawn(process.execPath, ['src/video/worker-main.ts'], {
-      cwd: ROOT, stdio: ['ignore', out, out], detached: true,
-      env: { ...process.env, ...baseEnv(), GRPC_HOST: '0.0.0.0', TEMPORAL_ADDRESS: inject('temporalAddress'), VIDEO_TASK_QUEUE: `access-${uniqueMarker()}`, VIDEO_DIR: path.join(inject('workDir'), 'access-videos') },
+      cwd: ROOT,
+      stdio: ['ignore', out, out],
+      detached: true,
+      env: {
+        ...process.env,
+        ...baseEnv(),
+        GRPC_HOST: '0.0.0.0',
+        TEMPORAL_ADDRESS: inject('temporalAddress'),
+        VIDEO_TASK_QUEUE: `access-${uniqueMarker()}`,
+        VIDEO_DIR: path.join(inject('workDir'), 'access-videos'),
+      },
     });
     fs.closeSync(out);
     try {
@@ -229,7 +298,11 @@ describe('the RPC port is safe by default', () => {
         await new Promise((r) => setTimeout(r, 100));
       }
     } finally {
-      try { process.kill(-child.pid!, 'SIGTERM'); } catch { child.kill('SIGTERM'); }
+      try {
+        process.kill(-child.pid!, 'SIGTERM');
+      } catch {
+        child.kill('SIGTERM');
+      }
     }
   });
 });
@@ -249,13 +322,20 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
     gw = await startGatewayProcess({
       logFile: logFile('open-rpc'),
       env: {
-        ...baseEnv(), ...(await noVideo()), HOST: '0.0.0.0', GRPC_HOST: '0.0.0.0', ADMIN_TOKEN,
-        UPLOAD_LIMIT_BYTES: String(16 * MB), UPLOAD_TOTAL_LIMIT_BYTES: String(24 * MB),
+        ...baseEnv(),
+        ...(await noVideo()),
+        HOST: '0.0.0.0',
+        GRPC_HOST: '0.0.0.0',
+        ADMIN_TOKEN,
+        UPLOAD_LIMIT_BYTES: String(16 * MB),
+        UPLOAD_TOTAL_LIMIT_BYTES: String(24 * MB),
       },
     });
     fromNetwork = `http://${networkAddress()}:${new URL(gw.rpcUrl).port}`;
   });
-  afterAll(async () => { await gw?.stop(); });
+  afterAll(async () => {
+    await gw?.stop();
+  });
 
   it('Billing and Catalogue need the token from everywhere, in every protocol; with it they work', async () => {
     for (const [name, transport] of Object.entries(transports)) {
@@ -272,16 +352,39 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
     }
   });
 
-  it('Inference takes the caller\'s own key (no admin token); a forged key is refused, streams too', async () => {
+  it("Inference takes the caller's own key (no admin token); a forged key is refused, streams too", async () => {
     const key = await newKey('1');
     for (const [name, transport] of Object.entries(transports)) {
-      const asCaller = (apiKey: string) => createClient(InferenceService, transport({ baseUrl: fromNetwork, interceptors: [(next) => (req) => { req.header.set('authorization', `Bearer ${apiKey}`); return next(req); }] }));
+      const asCaller = (apiKey: string) =>
+        createClient(
+          InferenceService,
+          transport({
+            baseUrl: fromNetwork,
+            interceptors: [
+              (next) => (req) => {
+                req.header.set('authorization', `Bearer ${apiKey}`);
+                return next(req);
+              },
+            ],
+          }),
+        );
       const body = new TextEncoder().encode(JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi [sim tokens=2]' }] }));
       const r = await asCaller(key.apiKey).chatCompletion({ body });
       expect(r.charge?.costNano, name).toBeGreaterThan(0n);
       expect(await codeOf(asCaller(generateKey()).chatCompletion({ body })), name).toBe(Code.Unauthenticated);
-      const stream = asCaller(generateKey()).streamChatCompletion({ body: new TextEncoder().encode(JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'hi' }] })) });
-      expect(await codeOf((async () => { for await (const _ of stream) { /* nothing arrives */ } })()), name).toBe(Code.Unauthenticated);
+      const stream = asCaller(generateKey()).streamChatCompletion({
+        body: new TextEncoder().encode(JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'hi' }] })),
+      });
+      expect(
+        await codeOf(
+          (async () => {
+            for await (const _ of stream) {
+              /* nothing arrives */
+            }
+          })(),
+        ),
+        name,
+      ).toBe(Code.Unauthenticated);
     }
   });
 
@@ -289,7 +392,9 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
     const declared = 600 * MB;
     const billingCall = '/gateway.v1.BillingService/CreateKey';
     expect(await grpcStatusWithoutMessage(gw.rpcUrl, billingCall, {}, declared, 64 * 1024)).toMatchObject({ status: Code.Unauthenticated });
-    expect(await grpcStatusWithoutMessage(gw.rpcUrl, '/gateway.v1.InferenceService/EditImage', { authorization: `Bearer ${generateKey()}` }, declared, 64 * 1024)).toMatchObject({ status: Code.Unauthenticated });
+    expect(await grpcStatusWithoutMessage(gw.rpcUrl, '/gateway.v1.InferenceService/EditImage', { authorization: `Bearer ${generateKey()}` }, declared, 64 * 1024)).toMatchObject({
+      status: Code.Unauthenticated,
+    });
     // With the token (or a live key) the message is read, but never past the limit: one
     // request's largest body or upload.
     const tooBig = await grpcStatusWithoutMessage(gw.rpcUrl, billingCall, { authorization: `Bearer ${ADMIN_TOKEN}` }, declared, 64 * 1024);
@@ -298,7 +403,7 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
     expect((await grpcStatusWithoutMessage(gw.rpcUrl, '/gateway.v1.InferenceService/EditImage', { authorization: `Bearer ${key.apiKey}` }, declared, 64 * 1024)).status).toBe(Code.ResourceExhausted);
   });
 
-  it('forged-key uploads are refused unread: 256 MB sent, the gateway\'s peak memory barely moves, nothing goes upstream', async () => {
+  it("forged-key uploads are refused unread: 256 MB sent, the gateway's peak memory barely moves, nothing goes upstream", async () => {
     const since = Date.now();
     const before = memoryOf(gw.child.pid!);
     const url = `${gw.httpUrl}/v1/images/edits`;
@@ -316,7 +421,7 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
     expect(await simRequestsSince(since, '/v1/images')).toEqual([]);
   });
 
-  it('a key holder\'s upload is capped per request (UPLOAD_TOTAL_LIMIT_BYTES): 413 with the cost header, declared or counted', async () => {
+  it("a key holder's upload is capped per request (UPLOAD_TOTAL_LIMIT_BYTES): 413 with the cost header, declared or counted", async () => {
     const key = await newKey('1');
     const since = Date.now();
     for (const contentLength of [true, false]) {
@@ -351,7 +456,10 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
     const created = stdout.trim();
     expect(created).toMatch(/^prx-/);
     expect((await cli({ ADMIN_TOKEN }, 'keys', 'balance', created, '--json')).stdout).toContain('"balance_nano":"250000000"');
-    const refused = await cli({}, 'keys', 'balance', created).then(() => undefined, (e: { code: number; stderr: string }) => e);
+    const refused = await cli({}, 'keys', 'balance', created).then(
+      () => undefined,
+      (e: { code: number; stderr: string }) => e,
+    );
     expect(refused?.code).toBe(1);
     expect(refused!.stderr).toMatch(/requires ADMIN_TOKEN/);
   });
@@ -374,7 +482,10 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
   });
 
   it('says in its startup line that the RPC port is open to the network, with a token', () => {
-    const line = fs.readFileSync(gw.logFile, 'utf8').split('\n').find((l) => l.includes('"exposure"'))!;
+    const line = fs
+      .readFileSync(gw.logFile, 'utf8')
+      .split('\n')
+      .find((l) => l.includes('"exposure"'))!;
     expect(JSON.parse(line).exposure).toMatchObject({
       http: { host: '0.0.0.0', reach: 'the network', metrics: 'loopback callers only' },
       rpc: { host: '0.0.0.0', reach: 'the network', admin: 'token', inference: 'gateway key' },
@@ -417,7 +528,12 @@ describe('HTTP routes answer a stranger before reading the body', () => {
 
   it('multipart routes too: a forged key gets 401 before any part is read', async () => {
     for (const route of ['/v1/images/edits', '/v1/audio/transcriptions']) {
-      const r = await answerWithoutBody(`${gatewayUrl()}${route}`, { 'content-type': 'multipart/form-data; boundary=xyz', authorization: `Bearer ${generateKey()}` }, 20 * MB, '--xyz\r\ncontent-disposition: form-data; name="file"; filename="a.wav"\r\n\r\nRIFF');
+      const r = await answerWithoutBody(
+        `${gatewayUrl()}${route}`,
+        { 'content-type': 'multipart/form-data; boundary=xyz', authorization: `Bearer ${generateKey()}` },
+        20 * MB,
+        '--xyz\r\ncontent-disposition: form-data; name="file"; filename="a.wav"\r\n\r\nRIFF',
+      );
       expect(r.status, route).toBe(401);
       expect(r.headers['x-gateway-cost-nano-usd']).toBe('0');
     }
@@ -430,7 +546,20 @@ describe('refusals say what they cost (nothing) and which request they were', ()
     for (const route of ['/v1/chat/completions', '/v1/messages', '/v1/embeddings']) {
       const r = await new Promise<http.IncomingMessage>((resolve, reject) => {
         const u = new URL(`${gatewayUrl()}${route}`);
-        const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${key.apiKey}`, 'content-length': String(400 * 1024) } }, (res) => { res.resume(); resolve(res); req.destroy(); });
+        const req = http.request(
+          {
+            host: u.hostname,
+            port: u.port,
+            path: u.pathname,
+            method: 'POST',
+            headers: { 'content-type': 'application/json', authorization: `Bearer ${key.apiKey}`, 'content-length': String(400 * 1024) },
+          },
+          (res) => {
+            res.resume();
+            resolve(res);
+            req.destroy();
+          },
+        );
         req.on('error', reject);
         req.write('{"model":"x","input":"');
       });
@@ -444,12 +573,20 @@ describe('refusals say what they cost (nothing) and which request they were', ()
     const key = await newKey('1');
     const auth = { authorization: `Bearer ${key.apiKey}` };
     const notMultipart = await fetch(`${gatewayUrl()}/v1/audio/transcriptions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{}' });
-    const malformed = await fetch(`${gatewayUrl()}/v1/images/edits`, { method: 'POST', headers: { ...auth, 'content-type': 'multipart/form-data; boundary=q' }, body: '--q\r\ncontent-disposition: form-data; name="model"\r\n\r\ngpt' });
+    const malformed = await fetch(`${gatewayUrl()}/v1/images/edits`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'multipart/form-data; boundary=q' },
+      body: '--q\r\ncontent-disposition: form-data; name="model"\r\n\r\ngpt',
+    });
     const form = new FormData();
     form.append('model', 'whisper');
     form.append('file', new Blob([Buffer.alloc(2 * MB)]), 'big.wav');
     const tooBig = await fetch(`${gatewayUrl()}/v1/audio/transcriptions`, { method: 'POST', headers: auth, body: form });
-    for (const [r, status] of [[notMultipart, 400], [malformed, 400], [tooBig, 413]] as const) {
+    for (const [r, status] of [
+      [notMultipart, 400],
+      [malformed, 400],
+      [tooBig, 413],
+    ] as const) {
       expect(r.status).toBe(status);
       expect(r.headers.get('x-gateway-cost-nano-usd')).toBe('0');
       expect(r.headers.get('x-request-id')).toMatch(/^req_/);
@@ -458,7 +595,11 @@ describe('refusals say what they cost (nothing) and which request they were', ()
 
   it('answers with no charge of their own carry 0 too: count_tokens, a video that is not there', async () => {
     const key = await newKey('1');
-    const count = await fetch(`${gatewayUrl()}/v1/messages/count_tokens`, { method: 'POST', headers: { 'x-api-key': key.apiKey, 'content-type': 'application/json' }, body: JSON.stringify({ model: 'claude-haiku-4-5', messages: [{ role: 'user', content: 'hi' }] }) });
+    const count = await fetch(`${gatewayUrl()}/v1/messages/count_tokens`, {
+      method: 'POST',
+      headers: { 'x-api-key': key.apiKey, 'content-type': 'application/json' },
+      body: JSON.stringify({ model: 'claude-haiku-4-5', messages: [{ role: 'user', content: 'hi' }] }),
+    });
     expect(count.status).toBe(200);
     expect(count.headers.get('x-gateway-cost-nano-usd')).toBe('0');
     const missing = await fetch(`${gatewayUrl()}/v1/videos/video_nope/content?variant=thumbnail`, { headers: { authorization: `Bearer ${key.apiKey}` } });

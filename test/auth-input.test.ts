@@ -58,7 +58,9 @@ describe('401 for every kind of bad key, with one identical body', () => {
   });
 
   it('the SDK raises AuthenticationError', async () => {
-    const err = await openai(generateKey()).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    const err = await openai(generateKey())
+      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.AuthenticationError);
   });
 
@@ -104,7 +106,9 @@ describe('400 and 413 for bad input, nothing held or charged', () => {
 
   it('the SDK raises BadRequestError for an unknown model', async () => {
     const key = await newKey('1');
-    const err = await openai(key.apiKey).chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    const err = await openai(key.apiKey)
+      .chat.completions.create({ model: 'nope', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect(err.code).toBe('model_not_found');
   });

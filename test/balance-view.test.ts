@@ -21,8 +21,15 @@ async function leaseGateway(env: Record<string, string>): Promise<GatewayProcess
   const g = await startGatewayProcess({
     logFile: path.join(inject('workDir'), `balance-view-${uniqueMarker()}.log`),
     env: {
-      DATABASE_URL: inject('databaseUrl'), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
-      BILLING_MODE: 'lease', LEASE_SLICE_USD: '1', LEASE_IDLE_MS: '600000', RATE_LIMIT_RPM: '0', RATE_LIMIT_TPM: '0', ...env,
+      DATABASE_URL: inject('databaseUrl'),
+      OPENAI_API_KEY: UPSTREAM_KEY,
+      OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
+      BILLING_MODE: 'lease',
+      LEASE_SLICE_USD: '1',
+      LEASE_IDLE_MS: '600000',
+      RATE_LIMIT_RPM: '0',
+      RATE_LIMIT_TPM: '0',
+      ...env,
     },
   });
   started.push(g);
@@ -37,7 +44,9 @@ const OPENING = 5_000_000_000n;
 async function spend(g: GatewayProcess, apiKey: string, n: number): Promise<bigint> {
   let total = 0n;
   for (let i = 0; i < n; i++) {
-    const { response } = await client(g, apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `spend ${i} [sim tokens=${3 + i}]` }] }).withResponse();
+    const { response } = await client(g, apiKey)
+      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `spend ${i} [sim tokens=${3 + i}]` }] })
+      .withResponse();
     total += BigInt(response.headers.get('x-gateway-cost-nano-usd')!);
   }
   return total;
@@ -83,7 +92,9 @@ describe('GetBalance with credit leases', () => {
 
     // A streamed request the upstream never answers: in flight, its reservation is held.
     const abort = new AbortController();
-    const inFlight = client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'wait [sim fault=hang]' }] }, { signal: abort.signal }).catch(() => 'aborted');
+    const inFlight = client(g, key.apiKey)
+      .chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'wait [sim fault=hang]' }] }, { signal: abort.signal })
+      .catch(() => 'aborted');
     await expect.poll(async () => (await billingOf(g).getBalance(ref)).heldNano, { timeout: 10_000 }).toBeGreaterThan(0n);
     const during = await billingOf(g).getBalance(ref);
     expect(during.balanceNano).toBe(OPENING - charged);

@@ -63,8 +63,7 @@ const keyIn = (calls: ApiCall[]): string => {
   if (!m) throw new Error(`no key in: ${textsOf(calls)}`);
   return m[1]!;
 };
-const chat = (apiKey: string, text = 'hello [sim tokens=5]') =>
-  openai(apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: text }] });
+const chat = (apiKey: string, text = 'hello [sim tokens=5]') => openai(apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: text }] });
 const liveKeysOf = async (user: TgUser) => (await billing().listKeys({ owner: ownerOf(user.id) })).keys;
 const buttons = (call: ApiCall): { text: string; callback_data: string }[] => (call.params.reply_markup?.inline_keyboard ?? []).flat();
 const ledgerRows = async (externalId: string) =>
@@ -198,8 +197,7 @@ describe('telegram bot', () => {
     const k = await newKeyFor(dave);
     const invoice = await invoiceFor(dave, MIN_STARS);
     const payload = invoice.params.payload as string;
-    const answers = async (user: TgUser, q: Parameters<FakeTelegram['preCheckout']>[1]) =>
-      callsOf(await fake.deliver(fake.preCheckout(user, q)), 'answerPreCheckoutQuery')[0]!.params;
+    const answers = async (user: TgUser, q: Parameters<FakeTelegram['preCheckout']>[1]) => callsOf(await fake.deliver(fake.preCheckout(user, q)), 'answerPreCheckoutQuery')[0]!.params;
 
     expect(await answers(dave, { total_amount: MIN_STARS, invoice_payload: payload })).toMatchObject({ ok: true });
     const low = await answers(dave, { total_amount: MIN_STARS - 1, invoice_payload: payload });
@@ -273,7 +271,9 @@ describe('telegram bot', () => {
     expect((await balanceOf(created.accountId)).balance).toBe(5_000n);
     await checkInvariants(created.accountId);
 
-    const missing = await billing().refundTopUp({ externalId: `no-such-${base}` }).catch((e: unknown) => e);
+    const missing = await billing()
+      .refundTopUp({ externalId: `no-such-${base}` })
+      .catch((e: unknown) => e);
     expect(ConnectError.from(missing).code).toBe(Code.NotFound);
   });
 
@@ -321,7 +321,7 @@ describe('telegram bot', () => {
     expect(await liveKeysOf(tgUser(base + 7, 'Grace'))).toHaveLength(0);
   });
 
-  it('every update outside the sender\'s private chat is refused before any billing call: buttons pressed in a group rotate, show and sell nothing', async () => {
+  it("every update outside the sender's private chat is refused before any billing call: buttons pressed in a group rotate, show and sell nothing", async () => {
     const owner = tgUser(base + 10, 'Ivan');
     const k = await newKeyFor(owner);
     const now = Math.floor(Date.now() / 1000);
@@ -382,9 +382,15 @@ describe('telegram bot', () => {
     expect(callsOf(pre, 'answerPreCheckoutQuery')[0]!.params).toMatchObject({ ok: true });
     const before = (await balanceOf(k.accountId)).balance;
     const charge = `chg-group-${base}`;
-    const paid = await fake.deliver(fake.message(user, {
-      successful_payment: { currency: 'XTR', total_amount: 20, invoice_payload: invoice.params.payload, telegram_payment_charge_id: charge, provider_payment_charge_id: '' },
-    }, 'group'));
+    const paid = await fake.deliver(
+      fake.message(
+        user,
+        {
+          successful_payment: { currency: 'XTR', total_amount: 20, invoice_payload: invoice.params.payload, telegram_payment_charge_id: charge, provider_payment_charge_id: '' },
+        },
+        'group',
+      ),
+    );
     expect((await balanceOf(k.accountId)).balance).toBe(before + 20n * NANO_PER_STAR);
     expect(callsOf(paid, 'sendMessage').map((c) => c.params.chat_id)).toEqual([user.id]);
     expect(textsOf(paid)).toContain('credited');
@@ -420,7 +426,9 @@ describe('telegram bot', () => {
     expect(next.params.text).toContain('+$0.10 top-up (telegram-bot:newkey)');
     expect(buttons(next).map((b) => b.text)).toEqual(['« Newest']);
 
-    const badCursor = await billing().listLedger({ key: { ref: { case: 'keyId', value: k.keyId } }, cursor: 'abc' }).catch((e: unknown) => e);
+    const badCursor = await billing()
+      .listLedger({ key: { ref: { case: 'keyId', value: k.keyId } }, cursor: 'abc' })
+      .catch((e: unknown) => e);
     expect(ConnectError.from(badCursor).code).toBe(Code.InvalidArgument);
   });
 
@@ -482,9 +490,14 @@ describe('telegram bot', () => {
     const gw = await startGatewayProcess({
       logFile: path.join(inject('workDir'), 'gateway-with-bot.log'),
       env: {
-        DATABASE_URL: inject('databaseUrl'), TELEGRAM_BOT_TOKEN: '111:GW', TELEGRAM_API_ROOT: gwFake.url, LOG_LEVEL: 'warn',
+        DATABASE_URL: inject('databaseUrl'),
+        TELEGRAM_BOT_TOKEN: '111:GW',
+        TELEGRAM_API_ROOT: gwFake.url,
+        LOG_LEVEL: 'warn',
         // No video jobs in this gateway: no worker, and no Temporal dev server found or started for it.
-        VIDEO_WORKER: '0', TEMPORAL_CLI: '/nonexistent/temporal', TEMPORAL_DEV_PORT: String(await freePort()),
+        VIDEO_WORKER: '0',
+        TEMPORAL_CLI: '/nonexistent/temporal',
+        TEMPORAL_DEV_PORT: String(await freePort()),
       },
     });
     try {

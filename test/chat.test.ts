@@ -22,7 +22,10 @@ describe('chat completions', () => {
     const m = uniqueMarker();
     const params = {
       model: 'gpt-4o-mini',
-      messages: [{ role: 'system' as const, content: 'be brief' }, { role: 'user' as const, content: `hello ${m} [sim tokens=12 cached=3]` }],
+      messages: [
+        { role: 'system' as const, content: 'be brief' },
+        { role: 'user' as const, content: `hello ${m} [sim tokens=12 cached=3]` },
+      ],
       temperature: 0.3,
       tools: [weatherTool],
       tool_choice: 'auto' as const,
@@ -71,7 +74,7 @@ describe('chat completions', () => {
     expect(text).toBe(plain.data.choices[0]!.message.content);
     expect(chunks.every((c) => c.model === 'gpt-5.4-mini')).toBe(true);
 
-    const last = chunks.at(-1)! as typeof chunks[number] & { x_gateway?: { cost_nano_usd: string; request_id: string } };
+    const last = chunks.at(-1)! as (typeof chunks)[number] & { x_gateway?: { cost_nano_usd: string; request_id: string } };
     expect(last.choices).toEqual([]);
     expect(last.usage!.completion_tokens).toBe(9);
     const plainCost = plain.response.headers.get('x-gateway-cost-nano-usd');
@@ -90,7 +93,7 @@ describe('chat completions', () => {
     for await (const c of stream) chunks.push(c);
     expect(chunks.every((c) => c.choices.length === 1)).toBe(true);
     expect(chunks.every((c) => c.usage === undefined)).toBe(true);
-    const last = chunks.at(-1)! as typeof chunks[number] & { x_gateway?: { cost_nano_usd: string; request_id: string } };
+    const last = chunks.at(-1)! as (typeof chunks)[number] & { x_gateway?: { cost_nano_usd: string; request_id: string } };
     expect(last.choices[0]!.finish_reason).toBe('stop');
     const row = await usageRow(last.x_gateway!.request_id);
     expect(row!.cost_nano).toBe(last.x_gateway!.cost_nano_usd);
@@ -166,7 +169,9 @@ describe('chat completions', () => {
 
   it('answers 402 as the SDK typed APIError when the balance cannot cover the least cost, and holds nothing', async () => {
     const key = await newKey(0n);
-    const err = await openai(key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] }).catch((e) => e);
+    const err = await openai(key.apiKey)
+      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
     expect(err.status).toBe(402);
     expect(err.error).toMatchObject({ type: 'insufficient_quota', code: 'insufficient_quota' });

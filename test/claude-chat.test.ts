@@ -15,11 +15,16 @@ describe('Claude on /v1/chat/completions', () => {
   it('translates the request to the messages upstream and the reply back, billed from Anthropic usage', async () => {
     const key = await newKey('5');
     const m = uniqueMarker();
-    const { data, response } = await openai(key.apiKey).chat.completions.create({
-      model: MODEL,
-      messages: [{ role: 'system', content: 'be brief' }, { role: 'user', content: `hi ${m} [sim tokens=5 cached=100]` }],
-      max_tokens: 64,
-    }).withResponse();
+    const { data, response } = await openai(key.apiKey)
+      .chat.completions.create({
+        model: MODEL,
+        messages: [
+          { role: 'system', content: 'be brief' },
+          { role: 'user', content: `hi ${m} [sim tokens=5 cached=100]` },
+        ],
+        max_tokens: 64,
+      })
+      .withResponse();
     expect(data.object).toBe('chat.completion');
     expect(data.model).toBe(MODEL);
     expect(data.choices[0]!.message.content).toBe('w1 w2 w3 w4 w5');
@@ -47,7 +52,10 @@ describe('Claude on /v1/chat/completions', () => {
     const stream = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content }], stream: true, stream_options: { include_usage: true } });
     let text = '';
     let last: (OpenAI.ChatCompletionChunk & Xg) | undefined;
-    for await (const c of stream) { text += c.choices[0]?.delta?.content ?? ''; last = c as typeof last; }
+    for await (const c of stream) {
+      text += c.choices[0]?.delta?.content ?? '';
+      last = c as typeof last;
+    }
     expect(text).toBe(plain.data.choices[0]!.message.content);
     expect(last!.usage!.completion_tokens).toBe(8);
     expect(last!.x_gateway!.cost_nano_usd).toBe(plain.response.headers.get('x-gateway-cost-nano-usd'));
@@ -71,7 +79,8 @@ describe('Claude on /v1/chat/completions', () => {
 
     const m2 = uniqueMarker();
     const second = await client.chat.completions.create({
-      model: MODEL, tools,
+      model: MODEL,
+      tools,
       messages: [...messages, first.choices[0]!.message, { role: 'tool', tool_call_id: call.id, content: '21C' }, { role: 'user', content: `thanks ${m2}` }],
     });
     expect(second.choices[0]!.finish_reason).toBe('stop');
@@ -83,7 +92,9 @@ describe('Claude on /v1/chat/completions', () => {
 
   it('an upstream 429 reaches the OpenAI SDK as RateLimitError in the OpenAI shape, free', async () => {
     const key = await newKey('5');
-    const err = await openai(key.apiKey).chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `${uniqueMarker()} [sim fault=429]` }] }).catch((e) => e);
+    const err = await openai(key.apiKey)
+      .chat.completions.create({ model: MODEL, messages: [{ role: 'user', content: `${uniqueMarker()} [sim fault=429]` }] })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.RateLimitError);
     expect(err.error).toMatchObject({ type: 'rate_limit_error' });
     expect(await balanceOf(key.accountId)).toEqual({ balance: FIVE_USD, held: 0n });

@@ -18,10 +18,20 @@ beforeAll(async () => {
   const url = new URL(inject('databaseUrl'));
   url.searchParams.set('application_name', APP);
   for (const billing of ['hold', 'lease']) {
-    gateways.push(await startGatewayProcess({
-      logFile: path.join(inject('workDir'), `terminated-${billing}.log`),
-      env: { DATABASE_URL: url.toString(), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`, BILLING_MODE: billing, LEASE_SLICE_USD: '0.001', LEASE_FLUSH_MS: '20', RATE_LIMIT_RPM: RPM },
-    }));
+    gateways.push(
+      await startGatewayProcess({
+        logFile: path.join(inject('workDir'), `terminated-${billing}.log`),
+        env: {
+          DATABASE_URL: url.toString(),
+          OPENAI_API_KEY: UPSTREAM_KEY,
+          OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
+          BILLING_MODE: billing,
+          LEASE_SLICE_USD: '0.001',
+          LEASE_FLUSH_MS: '20',
+          RATE_LIMIT_RPM: RPM,
+        },
+      }),
+    );
   }
 });
 afterAll(async () => {
@@ -59,7 +69,11 @@ describe('database connections ended under load', () => {
     expect(terminated).toBeGreaterThan(12);
     expect(seen['200']).toBeGreaterThan(100);
     for (const outcome of statuses.keys()) expect(outcome, JSON.stringify(seen)).toMatch(/^(200|503 )/);
-    await expect.poll(async () => (await db().query(`SELECT count(*)::int AS n FROM holds WHERE account_id = $1 AND status = 'active' AND request_id NOT LIKE 'lease\\_%'`, [key.accountId])).rows[0].n, { timeout: 10_000 }).toBe(0);
+    await expect
+      .poll(async () => (await db().query(`SELECT count(*)::int AS n FROM holds WHERE account_id = $1 AND status = 'active' AND request_id NOT LIKE 'lease\\_%'`, [key.accountId])).rows[0].n, {
+        timeout: 10_000,
+      })
+      .toBe(0);
     await checkInvariants(key.accountId);
   });
 });
@@ -68,7 +82,8 @@ describe('the pool after a lost connection', () => {
   it('hands out none of the connections it had before: a retry, and everything after it, runs on a fresh one', async () => {
     const knex = await openDb({ databaseUrl: inject('databaseUrl'), poolMax: 4 });
     try {
-      const pids = async () => (await Promise.all(Array.from({ length: 4 }, () => knex.raw('SELECT pg_backend_pid() AS pid, pg_sleep(0.05)')))).map((r) => (r as { rows: { pid: number }[] }).rows[0]!.pid);
+      const pids = async () =>
+        (await Promise.all(Array.from({ length: 4 }, () => knex.raw('SELECT pg_backend_pid() AS pid, pg_sleep(0.05)')))).map((r) => (r as { rows: { pid: number }[] }).rows[0]!.pid);
       const before = new Set(await pids());
       expect(before.size).toBe(4);
       // One statement loses its connection (its session is ended under it, on every attempt).

@@ -46,7 +46,9 @@ describe('docs/video.md', () => {
     const dir = fs.mkdtempSync(path.join(inject('workDir'), 'docs-video-'));
     const headers = { authorization: `Bearer ${k.apiKey}`, 'content-type': 'application/json' };
     const job = (await (await fetch(`${gatewayUrl()}/v1/videos`, { method: 'POST', headers, body: JSON.stringify({ prompt: 'A slow boat [sim ms=30000]' }) })).json()) as { id: string };
-    const download = shellBlocks()[0]!.split('\n').find((line) => line.includes('/content'))!;
+    const download = shellBlocks()[0]!
+      .split('\n')
+      .find((line) => line.includes('/content'))!;
     const r = bash(download, dir, { KEY: k.apiKey, ID: job.id });
     expect(r.code).toBe(22);
     expect(r.err).toContain('404');

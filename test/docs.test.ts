@@ -86,7 +86,7 @@ describe('README quick start', () => {
     const key = /^KEY=(.*)$/m.exec(r.out)![1]!;
     expect(key).toMatch(/^prx-[0-9A-Za-z]{38}$/);
     // curl's output sits between the first balance (three lines) and the second.
-    const curlOut = r.out.slice(r.out.indexOf('\n', r.out.indexOf('\navailable')+1) + 1, r.out.lastIndexOf('\nbalance'));
+    const curlOut = r.out.slice(r.out.indexOf('\n', r.out.indexOf('\navailable') + 1) + 1, r.out.lastIndexOf('\nbalance'));
     const completion = JSON.parse(curlOut) as { object: string; model: string; choices: { message: { content: string } }[] };
     expect(completion).toMatchObject({ object: 'chat.completion', model: 'gpt-5.4-mini' });
     expect(completion.choices[0]!.message.content).toBe(EIGHT_WORDS);
@@ -135,7 +135,9 @@ describe('README: point your tools at it', () => {
       expect(spawnSync('git', ['init', '-q'], { cwd: dirs.cwd }).status).toBe(0);
 
       const r = await runAgent('bash', ['-euo', 'pipefail', '-c', block.replaceAll('http://localhost:8080', gatewayUrl())], {
-        cwd: dirs.cwd, proxyUrl: proxy.url, timeoutMs: 200_000,
+        cwd: dirs.cwd,
+        proxyUrl: proxy.url,
+        timeoutMs: 200_000,
         env: { HOME: dirs.home, PATH: `${bin}:${path.dirname(process.execPath)}:/usr/local/bin:/usr/bin:/bin`, KEY: key.apiKey, ...CLAUDE_QUIET },
       });
       expect(r.code, r.stderr + r.stdout).toBe(0);
@@ -154,7 +156,9 @@ describe('README: point your tools at it', () => {
 
   it('docs/clients.md sets Claude Code and Codex up with the same variables and commands as the README', () => {
     const readme = markedBlock('README.md', 'with the real Claude Code and Codex CLI').trim().split('\n');
-    const clients = fences(read('docs/clients.md')).filter((f) => f.lang === 'sh').map((f) => f.body);
+    const clients = fences(read('docs/clients.md'))
+      .filter((f) => f.lang === 'sh')
+      .map((f) => f.body);
     for (const line of readme) {
       const words = line.split(' ');
       const assignments = words.filter((w) => /^[A-Z_]+=/.test(w));
@@ -203,7 +207,11 @@ describe('docs/rpc.md', () => {
 });
 
 /** GitHub's anchor for a heading: lower case, punctuation dropped, spaces to hyphens. */
-const slug = (heading: string) => heading.toLowerCase().replace(/[^\p{L}\p{N} _-]/gu, '').replaceAll(' ', '-');
+const slug = (heading: string) =>
+  heading
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N} _-]/gu, '')
+    .replaceAll(' ', '-');
 
 function anchors(text: string): Set<string> {
   const seen = new Map<string, number>();
@@ -218,7 +226,13 @@ function anchors(text: string): Set<string> {
 }
 
 describe('links', () => {
-  const pages = ['README.md', ...fs.readdirSync(path.join(ROOT, 'docs')).filter((f) => f.endsWith('.md')).map((f) => `docs/${f}`)];
+  const pages = [
+    'README.md',
+    ...fs
+      .readdirSync(path.join(ROOT, 'docs'))
+      .filter((f) => f.endsWith('.md'))
+      .map((f) => `docs/${f}`),
+  ];
 
   it('every link in the README, docs/ and workflows/README.md points at a file of this repository, and at a heading that exists', () => {
     const broken: string[] = [];
@@ -245,7 +259,8 @@ describe('links', () => {
     const files = ['README.md', 'docs', 'src', 'test', 'scripts', 'bench', 'workflows', 'proto', '.ci'].flatMap((p) =>
       fs.statSync(path.join(ROOT, p)).isDirectory()
         ? (fs.readdirSync(path.join(ROOT, p), { recursive: true }) as string[]).map((f) => path.join(p, f)).filter((f) => fs.statSync(path.join(ROOT, f)).isFile())
-        : [p]);
+        : [p],
+    );
     const hits = files.filter((f) => /\.(md|ts|mts|mjs|js|sh|proto)$|^\.ci\//.test(f)).filter((f) => outside.some((o) => read(f).includes(o)));
     expect(hits).toEqual([]);
   });

@@ -115,17 +115,24 @@ describe('embedded defaults: npm start runs its own PostgreSQL server', () => {
     const gw = await npmStart(dataDir, 'embedded-2.log');
     const balance = JSON.parse(await cli(gw, 'keys', 'balance', key, '--json'));
     expect(balance.held_nano).toBe('0');
-    const [books] = await query<{ balance: string; charges: string; held: string; active: string }>(cluster, `
+    const [books] = await query<{ balance: string; charges: string; held: string; active: string }>(
+      cluster,
+      `
       SELECT a.balance_nano::text AS balance, a.held_nano::text AS held,
              (SELECT COALESCE(sum(-amount_nano), 0) FROM ledger WHERE account_id = a.id AND kind = 'charge')::text AS charges,
              (SELECT count(*) FROM holds WHERE account_id = a.id AND status = 'active')::text AS active
-      FROM accounts a WHERE a.id = $1`, [accountId]);
+      FROM accounts a WHERE a.id = $1`,
+      [accountId],
+    );
     expect(books!.balance).toBe(balance.balance_nano);
     expect(BigInt(books!.balance) + BigInt(books!.charges)).toBe(OPENING_NANO);
     expect(BigInt(books!.charges)).toBeGreaterThan(0n);
     expect([books!.held, books!.active]).toEqual(['0', '0']);
 
-    const r = await new OpenAI({ apiKey: key, baseURL: `${gw.httpUrl}/v1`, maxRetries: 0 }).chat.completions.create({ model: 'gpt-5.4-nano', messages: [{ role: 'user', content: 'again [sim tokens=3]' }] });
+    const r = await new OpenAI({ apiKey: key, baseURL: `${gw.httpUrl}/v1`, maxRetries: 0 }).chat.completions.create({
+      model: 'gpt-5.4-nano',
+      messages: [{ role: 'user', content: 'again [sim tokens=3]' }],
+    });
     expect(r.choices[0]!.message.content).toBe('w1 w2 w3');
     await stopCleanly(gw, cluster);
   });
@@ -145,7 +152,10 @@ describe('embedded defaults: npm start runs its own PostgreSQL server', () => {
   it('a second gateway on the same folder is refused; one killed outright leaves its server running, and the next start stops that one and serves the same data', async () => {
     const first = await npmStart(dataDir, 'embedded-3.log');
     const before = JSON.parse(await cli(first, 'keys', 'balance', key, '--json'));
-    const refused = await npmStart(dataDir, 'embedded-4.log').then(() => undefined, (e: Error) => e.message);
+    const refused = await npmStart(dataDir, 'embedded-4.log').then(
+      () => undefined,
+      (e: Error) => e.message,
+    );
     expect(refused).toContain('is in use by another process');
 
     // SIGKILL to the whole `npm start` process group: the server is in a group of its own.

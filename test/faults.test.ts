@@ -94,7 +94,9 @@ describe('stream-only failures', () => {
   ])('%s: the caller gets the content then an error, and pays for what was delivered', async (_label, directive, status) => {
     const key = await newKey('5');
     const content = `${uniqueMarker()} [sim ${directive}]`;
-    const stream = await openai(key.apiKey).chat.completions.create({ model: MODEL, messages: [{ role: 'user', content }], stream: true }).withResponse();
+    const stream = await openai(key.apiKey)
+      .chat.completions.create({ model: MODEL, messages: [{ role: 'user', content }], stream: true })
+      .withResponse();
     let delivered = '';
     const err = await (async () => {
       for await (const c of stream.data) delivered += c.choices[0]?.delta?.content ?? '';
@@ -121,8 +123,8 @@ describe('stream-only failures', () => {
     const key = await newKey('5');
     const content = `${uniqueMarker()} [sim tokens=60 delay=20]`;
     const abort = new AbortController();
-    const { data, response } = await openai(key.apiKey).chat.completions
-      .create({ model: MODEL, messages: [{ role: 'user', content }], stream: true }, { signal: abort.signal })
+    const { data, response } = await openai(key.apiKey)
+      .chat.completions.create({ model: MODEL, messages: [{ role: 'user', content }], stream: true }, { signal: abort.signal })
       .withResponse();
     let received = 0;
     await (async () => {
@@ -153,7 +155,10 @@ describe('stream-only failures', () => {
           res.pause();
           // Long enough for the ~20 MB stream to fill the socket buffers (about 10 MB on loopback);
           // whether or not the gateway was still writing, the request must settle.
-          setTimeout(() => { req.destroy(); resolve(String(res.headers['x-request-id'])); }, 3000);
+          setTimeout(() => {
+            req.destroy();
+            resolve(String(res.headers['x-request-id']));
+          }, 3000);
         });
       });
       req.on('error', () => {});
@@ -178,7 +183,10 @@ describe.each([false, true])('missing usage (stream: %s)', (stream) => {
     if (stream) {
       const { data, response } = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content }], stream: true, stream_options: { include_usage: true } }).withResponse();
       let last: Xg & { usage?: { completion_tokens: number } | null } = {};
-      for await (const c of data) { text += c.choices[0]?.delta?.content ?? ''; last = c as typeof last; }
+      for await (const c of data) {
+        text += c.choices[0]?.delta?.content ?? '';
+        last = c as typeof last;
+      }
       requestId = response.headers.get('x-request-id')!;
       // The caller asked for usage; the gateway supplies its own count in the final chunk.
       expect(last.x_gateway!.request_id).toBe(requestId);

@@ -44,7 +44,12 @@ describe('media RPCs over gRPC', () => {
 
   it('EditImage and Transcribe take multipart parts', async () => {
     const md = await keyMetadata();
-    const edit = await call(inference, 'EditImage', { parts: [field('model', 'gpt-image-2'), field('prompt', 'hat'), { name: 'image', filename: 'a.png', contentType: 'image/png', data: png(16, 16) }] }, md);
+    const edit = await call(
+      inference,
+      'EditImage',
+      { parts: [field('model', 'gpt-image-2'), field('prompt', 'hat'), { name: 'image', filename: 'a.png', contentType: 'image/png', data: png(16, 16) }] },
+      md,
+    );
     expect(JSON.parse(Buffer.from(edit.body).toString()).data).toHaveLength(1);
     const text = await call(inference, 'Transcribe', { parts: [field('model', 'whisper'), field('response_format', 'text'), { name: 'file', filename: 'a.wav', data: wav(8000 * 30) }] }, md);
     expect(text.contentType).toBe('text/plain');
@@ -58,7 +63,11 @@ describe('media RPCs over gRPC', () => {
     const md = await keyMetadata();
     const events: Any[] = await new Promise((resolve, reject) => {
       const out: Any[] = [];
-      const s = (inference as unknown as Record<string, Function>).CreateSpeech!.call(inference, { body: json({ model: 'gpt-4o-mini-tts', voice: 'alloy', input: 'hello', response_format: 'wav' }) }, md) as grpc.ClientReadableStream<Any>;
+      const s = (inference as unknown as Record<string, Function>).CreateSpeech!.call(
+        inference,
+        { body: json({ model: 'gpt-4o-mini-tts', voice: 'alloy', input: 'hello', response_format: 'wav' }) },
+        md,
+      ) as grpc.ClientReadableStream<Any>;
       s.on('data', (d: Any) => out.push(d));
       s.on('end', () => resolve(out));
       s.on('error', reject);

@@ -85,7 +85,10 @@ describe('gRPC (grpc-js) on the RPC port', () => {
       s.on('error', reject);
     });
     expect(events[0]!.event).toBe('requestId');
-    const text = events.filter((e) => e.event === 'data').map((e) => JSON.parse(Buffer.from(e.data.data).toString()).choices[0]?.delta?.content ?? '').join('');
+    const text = events
+      .filter((e) => e.event === 'data')
+      .map((e) => JSON.parse(Buffer.from(e.data.data).toString()).choices[0]?.delta?.content ?? '')
+      .join('');
     expect(text).toBe('w1 w2 w3');
     expect(events.at(-1)!.event).toBe('charge');
     expect(BigInt(events.at(-1)!.charge.costNano)).toBeGreaterThan(0n);

@@ -49,7 +49,16 @@ async function cachedKey(): Promise<TestKey> {
   await billing().setRateLimits({ key: { ref: { case: 'keyId', value: key.keyId } }, requestsPerMinute: 0, tokensPerMinute: 0n });
   // The change notice of the limits just set may land while the first request's lookup runs,
   // and then that lookup does not fill the cache: ask until a request is answered from memory.
-  await expect.poll(async () => { const before = await lookups(); await ask(key.apiKey); return (await lookups()).hit - before.hit; }, { timeout: 5_000 }).toBe(1);
+  await expect
+    .poll(
+      async () => {
+        const before = await lookups();
+        await ask(key.apiKey);
+        return (await lookups()).hit - before.hit;
+      },
+      { timeout: 5_000 },
+    )
+    .toBe(1);
   return key;
 }
 
@@ -59,7 +68,16 @@ async function expectRefused(apiKey: string) {
 
 /** Refused once the change notice has arrived, and from then on. */
 async function expectRefusedSoon(apiKey: string) {
-  await expect.poll(() => ask(apiKey).then(() => 'admitted', (e) => (e instanceof OpenAI.AuthenticationError ? 'refused' : String(e))), { timeout: 3_000, interval: 20 }).toBe('refused');
+  await expect
+    .poll(
+      () =>
+        ask(apiKey).then(
+          () => 'admitted',
+          (e) => (e instanceof OpenAI.AuthenticationError ? 'refused' : String(e)),
+        ),
+      { timeout: 3_000, interval: 20 },
+    )
+    .toBe('refused');
   await expectRefused(apiKey);
 }
 
@@ -114,7 +132,16 @@ describe('key cache', () => {
     const key = await cachedKey();
     await billing().setRateLimits({ key: { ref: { case: 'keyId', value: key.keyId } }, requestsPerMinute: 1, tokensPerMinute: 0n });
     // Once the limit of one request a minute applies, a second request is refused with 429.
-    await expect.poll(() => ask(key.apiKey).then(() => 'admitted', (e) => (e instanceof OpenAI.RateLimitError ? 'limited' : String(e))), { timeout: 3_000, interval: 20 }).toBe('limited');
+    await expect
+      .poll(
+        () =>
+          ask(key.apiKey).then(
+            () => 'admitted',
+            (e) => (e instanceof OpenAI.RateLimitError ? 'limited' : String(e)),
+          ),
+        { timeout: 3_000, interval: 20 },
+      )
+      .toBe('limited');
   });
 
   it('an unknown key is never cached: each try asks the database', async () => {
@@ -133,11 +160,32 @@ describe('key cache', () => {
     const killed = await db().query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [APP]);
     expect(killed.rowCount).toBeGreaterThanOrEqual(1);
     // Until the listener is back, every key check goes to the database.
-    await expect.poll(async () => { const b = await lookups(); await ask(key.apiKey); return (await lookups()).off - b.off; }, { timeout: 5_000 }).toBe(1);
+    await expect
+      .poll(
+        async () => {
+          const b = await lookups();
+          await ask(key.apiKey);
+          return (await lookups()).off - b.off;
+        },
+        { timeout: 5_000 },
+      )
+      .toBe(1);
     await db().query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [key.keyId]);
     await expectRefused(key.apiKey);
     // Back (within about a second): a fresh key is cached again.
-    await expect.poll(async () => { const b = await lookups(); const k = await newKey('1'); await billing().setRateLimits({ key: { ref: { case: 'keyId', value: k.keyId } }, requestsPerMinute: 0, tokensPerMinute: 0n }); await ask(k.apiKey); await ask(k.apiKey); return (await lookups()).hit - b.hit; }, { timeout: 10_000, interval: 500 }).toBe(1);
+    await expect
+      .poll(
+        async () => {
+          const b = await lookups();
+          const k = await newKey('1');
+          await billing().setRateLimits({ key: { ref: { case: 'keyId', value: k.keyId } }, requestsPerMinute: 0, tokensPerMinute: 0n });
+          await ask(k.apiKey);
+          await ask(k.apiKey);
+          return (await lookups()).hit - b.hit;
+        },
+        { timeout: 10_000, interval: 500 },
+      )
+      .toBe(1);
     await expectRefused(key.apiKey);
   });
 });

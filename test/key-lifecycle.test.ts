@@ -67,8 +67,16 @@ describe('a top-up id is used for one top-up only', () => {
     const repeat = await billing().topUp({ key: { ref: { case: 'keyId', value: a.keyId } }, amountNano: 500n, externalId });
     expect(repeat).toMatchObject({ applied: false, balanceNano: 1_000_000_500n });
 
-    for (const [ref, amountNano] of [[a.keyId, 900n], [b.keyId, 500n], [b.keyId, 900n]] as const) {
-      const err = ConnectError.from(await billing().topUp({ key: { ref: { case: 'keyId', value: ref } }, amountNano, externalId }).catch((e: unknown) => e));
+    for (const [ref, amountNano] of [
+      [a.keyId, 900n],
+      [b.keyId, 500n],
+      [b.keyId, 900n],
+    ] as const) {
+      const err = ConnectError.from(
+        await billing()
+          .topUp({ key: { ref: { case: 'keyId', value: ref } }, amountNano, externalId })
+          .catch((e: unknown) => e),
+      );
       expect(err.code).toBe(Code.AlreadyExists);
       expect(err.rawMessage).toContain(externalId);
     }
@@ -84,7 +92,10 @@ describe('a top-up id is used for one top-up only', () => {
     const externalId = uniqueMarker('cli-topup');
     expect((await cli('keys', 'topup', key.keyId, '--amount', '0.5', '--external-id', externalId)).stdout).toContain('applied');
     expect((await cli('keys', 'topup', key.keyId, '--amount', '0.5', '--external-id', externalId)).stdout).toContain('already applied');
-    const conflict = await cli('keys', 'topup', key.keyId, '--amount', '5', '--external-id', externalId).then(() => undefined, (e: { code: number; stderr: string }) => e);
+    const conflict = await cli('keys', 'topup', key.keyId, '--amount', '5', '--external-id', externalId).then(
+      () => undefined,
+      (e: { code: number; stderr: string }) => e,
+    );
     expect(conflict?.code).toBe(1);
     expect(conflict!.stderr).toContain('already used for a different top-up');
     expect((await balanceOf(key.accountId)).balance).toBe(1_500_000_000n);

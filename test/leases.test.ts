@@ -22,8 +22,16 @@ async function leaseGateway(env: Record<string, string> = {}): Promise<GatewayPr
   const g = await startGatewayProcess({
     logFile: path.join(inject('workDir'), `lease-${uniqueMarker()}.log`),
     env: {
-      DATABASE_URL: inject('databaseUrl'), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${sim}/v1`,
-      BILLING_MODE: 'lease', LEASE_SLICE_USD: '0.01', LEASE_FLUSH_MS: '50', LEASE_IDLE_MS: '500', RATE_LIMIT_RPM: '0', RATE_LIMIT_TPM: '0', ...env,
+      DATABASE_URL: inject('databaseUrl'),
+      OPENAI_API_KEY: UPSTREAM_KEY,
+      OPENAI_BASE_URL: `${sim}/v1`,
+      BILLING_MODE: 'lease',
+      LEASE_SLICE_USD: '0.01',
+      LEASE_FLUSH_MS: '50',
+      LEASE_IDLE_MS: '500',
+      RATE_LIMIT_RPM: '0',
+      RATE_LIMIT_TPM: '0',
+      ...env,
     },
   });
   started.push(g);
@@ -32,7 +40,11 @@ async function leaseGateway(env: Record<string, string> = {}): Promise<GatewayPr
 
 const client = (g: GatewayProcess, apiKey: string) => new OpenAI({ apiKey, baseURL: `${g.httpUrl}/v1`, maxRetries: 0 });
 const usageOf = async (accountId: string) =>
-  (await db().query(`SELECT request_id, status, cost_nano::text AS cost FROM usage_records WHERE account_id = $1 AND status <> 'lease_returned'`, [accountId])).rows as { request_id: string; status: string; cost: string }[];
+  (await db().query(`SELECT request_id, status, cost_nano::text AS cost FROM usage_records WHERE account_id = $1 AND status <> 'lease_returned'`, [accountId])).rows as {
+    request_id: string;
+    status: string;
+    cost: string;
+  }[];
 const activeHolds = async (accountId: string) => Number((await db().query(`SELECT count(*) AS n FROM holds WHERE account_id = $1 AND status = 'active'`, [accountId])).rows[0].n);
 
 async function until(what: string, f: () => Promise<boolean>, timeoutMs = 10_000) {
@@ -47,17 +59,23 @@ describe('credit leases', () => {
   it('charges each request exactly what it reports, in batches, and returns the lease when idle', async () => {
     const g = await leaseGateway();
     const key = await newKey('5');
-    const costs = await Promise.all(Array.from({ length: 30 }, async (_, i) => {
-      const content = `lease ${i} [sim tokens=${1 + (i % 7)}]`;
-      if (i % 3 === 0) {
-        const { data, response } = await client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content }] }).withResponse();
-        let cost = '';
-        for await (const c of data) cost = (c as unknown as { x_gateway?: { cost_nano_usd: string } }).x_gateway?.cost_nano_usd ?? cost;
-        return { requestId: response.headers.get('x-request-id')!, cost };
-      }
-      const { response } = await client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content }] }).withResponse();
-      return { requestId: response.headers.get('x-request-id')!, cost: response.headers.get('x-gateway-cost-nano-usd')! };
-    }));
+    const costs = await Promise.all(
+      Array.from({ length: 30 }, async (_, i) => {
+        const content = `lease ${i} [sim tokens=${1 + (i % 7)}]`;
+        if (i % 3 === 0) {
+          const { data, response } = await client(g, key.apiKey)
+            .chat.completions.create({ model: 'gpt-4o-mini', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content }] })
+            .withResponse();
+          let cost = '';
+          for await (const c of data) cost = (c as unknown as { x_gateway?: { cost_nano_usd: string } }).x_gateway?.cost_nano_usd ?? cost;
+          return { requestId: response.headers.get('x-request-id')!, cost };
+        }
+        const { response } = await client(g, key.apiKey)
+          .chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content }] })
+          .withResponse();
+        return { requestId: response.headers.get('x-request-id')!, cost: response.headers.get('x-gateway-cost-nano-usd')! };
+      }),
+    );
     await until('every charge written', async () => (await usageOf(key.accountId)).length === 30);
     const rows = new Map((await usageOf(key.accountId)).map((r) => [r.request_id, r.cost]));
     for (const c of costs) expect(rows.get(c.requestId)).toBe(c.cost);
@@ -73,8 +91,11 @@ describe('credit leases', () => {
   it('two instances leasing from a small balance never take it below zero; the rest get 402', async () => {
     const [a, b] = [await leaseGateway(), await leaseGateway()];
     const key = await newKey('0.002');
-    const results = await Promise.allSettled(Array.from({ length: 60 }, (_, i) =>
-      client(i % 2 ? a : b, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 400, messages: [{ role: 'user', content: `small ${i} [sim tokens=400]` }] })));
+    const results = await Promise.allSettled(
+      Array.from({ length: 60 }, (_, i) =>
+        client(i % 2 ? a : b, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 400, messages: [{ role: 'user', content: `small ${i} [sim tokens=400]` }] }),
+      ),
+    );
     const ok = results.filter((r) => r.status === 'fulfilled').length;
     const refused = results.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason.status);
     expect(ok).toBeGreaterThan(0);
@@ -111,7 +132,9 @@ describe('credit leases', () => {
     const key = await newKey('5');
     let total = 0n;
     for (let i = 0; i < 5; i++) {
-      const { response } = await client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `graceful ${i}` }] }).withResponse();
+      const { response } = await client(g, key.apiKey)
+        .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `graceful ${i}` }] })
+        .withResponse();
       total += BigInt(response.headers.get('x-gateway-cost-nano-usd')!);
     }
     expect(await usageOf(key.accountId)).toEqual([]); // still in memory
@@ -146,8 +169,11 @@ describe('credit leases', () => {
     const g = await leaseGateway();
     const key = await newKey('5');
     const abort = new AbortController();
-    const { data, response } = await client(g, key.apiKey).chat.completions
-      .create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: `leave ${uniqueMarker()} [sim tokens=4 reasoning=2000 usage_delay=300]` }] }, { signal: abort.signal })
+    const { data, response } = await client(g, key.apiKey)
+      .chat.completions.create(
+        { model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: `leave ${uniqueMarker()} [sim tokens=4 reasoning=2000 usage_delay=300]` }] },
+        { signal: abort.signal },
+      )
       .withResponse();
     let text = '';
     try {
@@ -155,7 +181,9 @@ describe('credit leases', () => {
         text += c.choices[0]?.delta?.content ?? '';
         if (text === 'w1 w2 w3 w4') abort.abort();
       }
-    } catch { /* the abort */ }
+    } catch {
+      /* the abort */
+    }
     await until('the stream settled', async () => (await usageOf(key.accountId)).length === 1);
     const [row] = await usageOf(key.accountId);
     expect(row).toMatchObject({ request_id: response.headers.get('x-request-id'), status: 'client_closed' });

@@ -15,17 +15,25 @@ const ledger = new Ledger(knex, await Ledger.loadSecret(knex, undefined));
 afterAll(() => knex.destroy());
 
 const settleInput = (requestId: string, costNano: bigint) => ({
-  requestId, costNano, model: 'gpt-4o-mini', route: 'test', inputTokens: 1n, outputTokens: 1n, cachedTokens: 0n, cacheWriteTokens: 0n,
-  usageEstimated: false, status: 'ok', httpStatus: 200, latencyMs: 1,
+  requestId,
+  costNano,
+  model: 'gpt-4o-mini',
+  route: 'test',
+  inputTokens: 1n,
+  outputTokens: 1n,
+  cachedTokens: 0n,
+  cacheWriteTokens: 0n,
+  usageEstimated: false,
+  status: 'ok',
+  httpStatus: 200,
+  latencyMs: 1,
 });
 
 describe('ledger rules', () => {
   it('the same top-up external id applied 20 times concurrently credits once', async () => {
     const key = await newKey('1');
     const externalId = newId('pay');
-    const results = await Promise.all(
-      Array.from({ length: 20 }, () => billing().topUp({ key: { ref: { case: 'keyId', value: key.keyId } }, amountNano: 2_000_000_000n, externalId, cause: 'test' })),
-    );
+    const results = await Promise.all(Array.from({ length: 20 }, () => billing().topUp({ key: { ref: { case: 'keyId', value: key.keyId } }, amountNano: 2_000_000_000n, externalId, cause: 'test' })));
     expect(results.filter((r) => r.applied)).toHaveLength(1);
     expect((await balanceOf(key.accountId)).balance).toBe(3_000_000_000n);
     const rows = await db().query("SELECT count(*)::int AS n FROM ledger WHERE external_id = $1 AND kind = 'topup'", [externalId]);

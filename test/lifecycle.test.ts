@@ -39,7 +39,8 @@ async function until<T>(what: string, f: () => Promise<T | undefined>, timeoutMs
 }
 
 const holdsOf = async (accountId: string) => (await db().query('SELECT status FROM holds WHERE account_id = $1', [accountId])).rows.map((r) => r.status as string);
-const usageOf = async (accountId: string) => (await db().query('SELECT status, cost_nano::text AS cost FROM usage_records WHERE account_id = $1', [accountId])).rows as { status: string; cost: string }[];
+const usageOf = async (accountId: string) =>
+  (await db().query('SELECT status, cost_nano::text AS cost FROM usage_records WHERE account_id = $1', [accountId])).rows as { status: string; cost: string }[];
 
 describe('graceful shutdown', () => {
   it('SIGTERM mid-stream: no new requests, the stream finishes and is charged, exit 0', async () => {
@@ -50,7 +51,10 @@ describe('graceful shutdown', () => {
     let text = ((await it.next()).value as OpenAI.ChatCompletionChunk).choices[0]?.delta?.content ?? '';
     const exited = g.stop('SIGTERM');
     await new Promise((r) => setTimeout(r, 200));
-    const refused = await fetch(`${g.httpUrl}/healthz`).then((r) => r.status, () => 'refused');
+    const refused = await fetch(`${g.httpUrl}/healthz`).then(
+      (r) => r.status,
+      () => 'refused',
+    );
     expect([503, 'refused']).toContain(refused);
     for (let r = await it.next(); !r.done; r = await it.next()) text += (r.value as OpenAI.ChatCompletionChunk).choices[0]?.delta?.content ?? '';
     expect(text).toBe('w1 w2 w3 w4 w5 w6 w7 w8 w9 w10');
@@ -71,7 +75,9 @@ describe('graceful shutdown', () => {
     await it.next();
     const exited = g.stop('SIGTERM');
     let chunks = 0;
-    await (async () => { for (let r = await it.next(); !r.done; r = await it.next()) chunks++; })().catch(() => {});
+    await (async () => {
+      for (let r = await it.next(); !r.done; r = await it.next()) chunks++;
+    })().catch(() => {});
     expect(chunks).toBeLessThan(40);
     expect(await exited).toBe(0);
     const usage = await usageOf(key.accountId);
@@ -91,7 +97,9 @@ describe('a process killed with a hold open', () => {
     // The survivor runs the sweeper often; it shares the database.
     await gateway('survivor', { HOLD_TTL_SECONDS: String(ttlSeconds), HOLD_SWEEP_INTERVAL_MS: String(sweepMs) });
     const key = await newKey('5');
-    const pending = client(doomed, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'never answered [sim delay=20000]' }] }).catch((e) => e);
+    const pending = client(doomed, key.apiKey)
+      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'never answered [sim delay=20000]' }] })
+      .catch((e) => e);
     await until('the hold', async () => ((await holdsOf(key.accountId))[0] === 'active' ? true : undefined), 10_000);
     expect((await balanceOf(key.accountId)).held).toBeGreaterThan(0n);
     await doomed.stop('SIGKILL');
@@ -111,7 +119,8 @@ describe('callers that leave early', () => {
     const key = await newKey('5');
     const abort = new AbortController();
     const request = fetch(`${gatewayUrl()}/v1/chat/completions`, {
-      method: 'POST', signal: abort.signal,
+      method: 'POST',
+      signal: abort.signal,
       headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'slow start [sim delay=1500 tokens=2]' }] }),
     });
@@ -120,7 +129,12 @@ describe('callers that leave early', () => {
     await request.catch(() => {});
     // The request had gone to the provider, which answers it whole and bills it: the gateway
     // reads the answer (sending nothing) and charges the usage it reports.
-    const row = await until('the settle', async () => (await db().query('SELECT status, output_tokens::text AS out, usage_estimated, cost_nano::text AS cost FROM usage_records WHERE account_id = $1', [key.accountId])).rows[0] ?? undefined, 10_000);
+    const row = await until(
+      'the settle',
+      async () =>
+        (await db().query('SELECT status, output_tokens::text AS out, usage_estimated, cost_nano::text AS cost FROM usage_records WHERE account_id = $1', [key.accountId])).rows[0] ?? undefined,
+      10_000,
+    );
     expect(row).toMatchObject({ status: 'client_closed', out: '2', usage_estimated: false });
     expect(await balanceOf(key.accountId)).toEqual({ balance: 5_000_000_000n - BigInt(row.cost), held: 0n });
     expect(await accountActivity(key.accountId)).toEqual({ holds: 1, charges: 1, usage: 1 });
@@ -134,14 +148,15 @@ describe('callers that leave early', () => {
     const m = uniqueMarker();
     const abort = new AbortController();
     const request = fetch(`${g.httpUrl}/v1/chat/completions`, {
-      method: 'POST', signal: abort.signal,
+      method: 'POST',
+      signal: abort.signal,
       headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: `${m} [sim fault=429 id=${m} fail=5]` }] }),
     });
     await until('the first attempt', async () => ((await upstreamRequests(m)).length >= 1 ? true : undefined), 5_000);
     abort.abort();
     await request.catch(() => {});
-    const usage = await until('the settle', async () => ((await usageOf(key.accountId))[0] ?? undefined), 5_000);
+    const usage = await until('the settle', async () => (await usageOf(key.accountId))[0] ?? undefined, 5_000);
     expect(usage).toEqual({ status: 'client_closed', cost: '0' });
     expect(await upstreamRequests(m)).toHaveLength(1);
     expect(await balanceOf(key.accountId)).toEqual({ balance: 5_000_000_000n, held: 0n });
@@ -152,17 +167,24 @@ describe('callers that leave early', () => {
 describe('streams read on after their caller left', () => {
   const leave = async (g: GatewayProcess, apiKey: string, content: string) => {
     const abort = new AbortController();
-    const { data, response } = await client(g, apiKey).chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content }] }, { signal: abort.signal }).withResponse();
+    const { data, response } = await client(g, apiKey)
+      .chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content }] }, { signal: abort.signal })
+      .withResponse();
     let text = '';
     try {
       for await (const c of data) {
         text += c.choices[0]?.delta?.content ?? '';
         if (text === 'w1 w2 w3') abort.abort();
       }
-    } catch { /* the abort */ }
+    } catch {
+      /* the abort */
+    }
     return response.headers.get('x-request-id')!;
   };
-  const rowOf = async (requestId: string) => (await db().query('SELECT status, usage_estimated, output_tokens::text AS out FROM usage_records WHERE request_id = $1', [requestId])).rows[0] as { status: string; usage_estimated: boolean; out: string } | undefined;
+  const rowOf = async (requestId: string) =>
+    (await db().query('SELECT status, usage_estimated, output_tokens::text AS out FROM usage_records WHERE request_id = $1', [requestId])).rows[0] as
+      | { status: string; usage_estimated: boolean; out: string }
+      | undefined;
 
   it('are read for ABANDONED_STREAM_DRAIN_MS at most: usage later than that is not waited for, the delivered text is charged', async () => {
     const g = await gateway('drain-bound', { ABANDONED_STREAM_DRAIN_MS: '300' });
@@ -197,7 +219,8 @@ describe('fallback deployment', () => {
       const content = `${m}-${stream} [sim fault=503]`;
       let text = '';
       if (stream) {
-        for await (const c of await client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content }] })) text += c.choices[0]?.delta?.content ?? '';
+        for await (const c of await client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content }] }))
+          text += c.choices[0]?.delta?.content ?? '';
       } else {
         text = (await client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }] })).choices[0]!.message.content!;
       }

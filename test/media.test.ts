@@ -54,7 +54,9 @@ describe('embeddings', () => {
   it('Cohere: translated to its Embed API and back, base64 included, billed from billed_units', async () => {
     const key = await newKey('5');
     const m = uniqueMarker();
-    const { data, response } = await openai(key.apiKey).embeddings.create({ model: 'Cohere-embed-v3-multilingual', input: [`${m} hola mundo`, 'bonjour le monde'] }).withResponse();
+    const { data, response } = await openai(key.apiKey)
+      .embeddings.create({ model: 'Cohere-embed-v3-multilingual', input: [`${m} hola mundo`, 'bonjour le monde'] })
+      .withResponse();
     expect(data.model).toBe('Cohere-embed-v3-multilingual');
     expect(data.data.map((d) => d.index)).toEqual([0, 1]);
     expect(data.data[1]!.embedding).toHaveLength(1024);
@@ -72,11 +74,15 @@ describe('embeddings', () => {
     const key = await newKey('5');
     const m = uniqueMarker();
     const long = `${m} ` + 'lorem ipsum dolor sit amet '.repeat(2000);
-    const err = await openai(key.apiKey).embeddings.create({ model: 'text-embedding-3-small', input: long }).catch((e) => e);
+    const err = await openai(key.apiKey)
+      .embeddings.create({ model: 'text-embedding-3-small', input: long })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect(err.code).toBe('context_length_exceeded');
     expect(err.message).toMatch(/8191 tokens/);
-    const cohereErr = await openai(key.apiKey).embeddings.create({ model: 'Cohere-embed-v3-multilingual', input: `${m} ` + 'palabra '.repeat(600) }).catch((e) => e);
+    const cohereErr = await openai(key.apiKey)
+      .embeddings.create({ model: 'Cohere-embed-v3-multilingual', input: `${m} ` + 'palabra '.repeat(600) })
+      .catch((e) => e);
     expect(cohereErr).toBeInstanceOf(OpenAI.BadRequestError);
     expect(cohereErr.message).toMatch(/512 tokens/);
     expect(await upstreamRequests(m)).toHaveLength(0);
@@ -96,7 +102,9 @@ describe('embeddings', () => {
     [{ model: 'no-such-model', input: 'x' }, 'model'],
   ])('bad request %j -> 400 on %s, free', async (body, param) => {
     const key = await newKey('5');
-    const err = await openai(key.apiKey).embeddings.create(body as never).catch((e) => e);
+    const err = await openai(key.apiKey)
+      .embeddings.create(body as never)
+      .catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect(err.param).toBe(param);
     await free(key.accountId);
@@ -124,10 +132,15 @@ describe('image generation', () => {
   });
 
   it('FLUX.2-pro: its own job API, billed $0.03 per output megapixel at two sizes', async () => {
-    for (const [size, cost] of [['1024x1024', 31_457_280n], ['1456x816', 35_642_880n]] as const) {
+    for (const [size, cost] of [
+      ['1024x1024', 31_457_280n],
+      ['1456x816', 35_642_880n],
+    ] as const) {
       const key = await newKey('5');
       const m = uniqueMarker();
-      const { data, response } = await openai(key.apiKey).images.generate({ model: 'FLUX.2-pro', prompt: `${m} a mountain [sim pending=2]`, size: size as never }).withResponse();
+      const { data, response } = await openai(key.apiKey)
+        .images.generate({ model: 'FLUX.2-pro', prompt: `${m} a mountain [sim pending=2]`, size: size as never })
+        .withResponse();
       const [w, h] = size.split('x').map(Number);
       expect(imageSize(Buffer.from(data.data![0]!.b64_json!, 'base64'))).toEqual({ format: 'png', width: w, height: h });
       expect((data as { size?: string }).size).toBe(size);
@@ -159,7 +172,9 @@ describe('image generation', () => {
     [{ model: 'whisper', prompt: 'x' }, 'model'],
   ])('a size or option the model cannot make %j -> 400 on %s, free', async (body, param) => {
     const key = await newKey('5');
-    const err = await openai(key.apiKey).images.generate(body as never).catch((e) => e);
+    const err = await openai(key.apiKey)
+      .images.generate(body as never)
+      .catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect(err.param).toBe(param);
     await free(key.accountId);
@@ -167,13 +182,19 @@ describe('image generation', () => {
 
   it('FLUX: a moderated prompt is a 400, a failed job a 502, both free', async () => {
     const key = await newKey('5');
-    const moderated = await openai(key.apiKey).images.generate({ model: 'FLUX.2-pro', prompt: 'x [sim fault=moderated]' }).catch((e) => e);
+    const moderated = await openai(key.apiKey)
+      .images.generate({ model: 'FLUX.2-pro', prompt: 'x [sim fault=moderated]' })
+      .catch((e) => e);
     expect(moderated).toBeInstanceOf(OpenAI.BadRequestError);
     expect(moderated.code).toBe('moderation_blocked');
-    const failed = await openai(key.apiKey).images.generate({ model: 'FLUX.2-pro', prompt: 'x [sim fault=error]' }).catch((e) => e);
+    const failed = await openai(key.apiKey)
+      .images.generate({ model: 'FLUX.2-pro', prompt: 'x [sim fault=error]' })
+      .catch((e) => e);
     expect(failed).toBeInstanceOf(OpenAI.InternalServerError);
     expect(failed.status).toBe(502);
-    const slow = await openai(key.apiKey).images.generate({ model: 'FLUX.2-pro', prompt: 'x [sim fault=never]' }).catch((e) => e);
+    const slow = await openai(key.apiKey)
+      .images.generate({ model: 'FLUX.2-pro', prompt: 'x [sim fault=never]' })
+      .catch((e) => e);
     expect(slow.status).toBe(504);
     await free(key.accountId);
   });
@@ -184,10 +205,16 @@ describe('image edits (multipart)', () => {
     const key = await newKey('5');
     const m = uniqueMarker();
     const images = [await toFile(png(64, 64), 'a.png', { type: 'image/png' }), await toFile(png(32, 32), 'b.png', { type: 'image/png' })];
-    const { data, response } = await openai(key.apiKey).images.edit({
-      model: 'gpt-image-1-mini', image: images, mask: await toFile(png(64, 64), 'mask.png', { type: 'image/png' }),
-      prompt: `${m} add a hat [sim prompt_tokens=30 image_tokens=300]`, size: '1024x1024', quality: 'medium',
-    }).withResponse();
+    const { data, response } = await openai(key.apiKey)
+      .images.edit({
+        model: 'gpt-image-1-mini',
+        image: images,
+        mask: await toFile(png(64, 64), 'mask.png', { type: 'image/png' }),
+        prompt: `${m} add a hat [sim prompt_tokens=30 image_tokens=300]`,
+        size: '1024x1024',
+        quality: 'medium',
+      })
+      .withResponse();
     expect(data.data).toHaveLength(1);
     const sent = (await upstreamRequests(m))[0]!;
     expect(sent.path).toBe('/v1/images/edits');
@@ -199,19 +226,74 @@ describe('image edits (multipart)', () => {
 
   it('only gpt-image-* models edit', async () => {
     const key = await newKey('5');
-    const err = await openai(key.apiKey).images.edit({ model: 'FLUX.2-pro', image: await toFile(png(8, 8), 'a.png'), prompt: 'x' }).catch((e) => e);
+    const err = await openai(key.apiKey)
+      .images.edit({ model: 'FLUX.2-pro', image: await toFile(png(8, 8), 'a.png'), prompt: 'x' })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect(err.message).toMatch(/gpt-image-\* models only/);
     await free(key.accountId);
   });
 
   it.each([
-    ['no image', 400, 'image', (f: FormData) => { f.append('model', 'gpt-image-2'); f.append('prompt', 'x'); }],
-    ['image as a text field', 400, 'image', (f: FormData) => { f.append('model', 'gpt-image-2'); f.append('prompt', 'x'); f.append('image', 'not a file'); }],
-    ['an unexpected file field', 400, 'file', (f: FormData) => { f.append('model', 'gpt-image-2'); f.append('prompt', 'x'); f.append('file', new Blob([png(8, 8)]), 'a.png'); }],
-    ['a file that is not an image', 400, 'image', (f: FormData) => { f.append('model', 'gpt-image-2'); f.append('prompt', 'x'); f.append('image', new Blob(['hello']), 'a.png'); }],
-    ['an empty image', 400, 'image', (f: FormData) => { f.append('model', 'gpt-image-2'); f.append('prompt', 'x'); f.append('image', new Blob([]), 'a.png'); }],
-    ['a model given as a file', 400, 'model', (f: FormData) => { f.append('model', new Blob(['gpt-image-2']), 'model.txt'); f.append('prompt', 'x'); f.append('image', new Blob([png(8, 8)]), 'a.png'); }],
+    [
+      'no image',
+      400,
+      'image',
+      (f: FormData) => {
+        f.append('model', 'gpt-image-2');
+        f.append('prompt', 'x');
+      },
+    ],
+    [
+      'image as a text field',
+      400,
+      'image',
+      (f: FormData) => {
+        f.append('model', 'gpt-image-2');
+        f.append('prompt', 'x');
+        f.append('image', 'not a file');
+      },
+    ],
+    [
+      'an unexpected file field',
+      400,
+      'file',
+      (f: FormData) => {
+        f.append('model', 'gpt-image-2');
+        f.append('prompt', 'x');
+        f.append('file', new Blob([png(8, 8)]), 'a.png');
+      },
+    ],
+    [
+      'a file that is not an image',
+      400,
+      'image',
+      (f: FormData) => {
+        f.append('model', 'gpt-image-2');
+        f.append('prompt', 'x');
+        f.append('image', new Blob(['hello']), 'a.png');
+      },
+    ],
+    [
+      'an empty image',
+      400,
+      'image',
+      (f: FormData) => {
+        f.append('model', 'gpt-image-2');
+        f.append('prompt', 'x');
+        f.append('image', new Blob([]), 'a.png');
+      },
+    ],
+    [
+      'a model given as a file',
+      400,
+      'model',
+      (f: FormData) => {
+        f.append('model', new Blob(['gpt-image-2']), 'model.txt');
+        f.append('prompt', 'x');
+        f.append('image', new Blob([png(8, 8)]), 'a.png');
+      },
+    ],
   ])('%s -> %d on %s, no hold, no ledger row', async (_name, status, param, build) => {
     const key = await newKey('5');
     const form = new FormData();
@@ -229,7 +311,12 @@ describe('image edits (multipart)', () => {
     const key = await newKey('5');
     const boundary = 'x-boundary-1234';
     const head = (name: string, file?: string) => `--${boundary}\r\ncontent-disposition: form-data; name="${name}"${file ? `; filename="${file}"\r\ncontent-type: image/png` : ''}\r\n\r\n`;
-    const big = Buffer.concat([Buffer.from(head('model') + 'gpt-image-2\r\n' + head('prompt') + 'x\r\n' + head('image', 'big.png')), png(8, 8), Buffer.alloc(1536 * 1024), Buffer.from(`\r\n--${boundary}--\r\n`)]);
+    const big = Buffer.concat([
+      Buffer.from(head('model') + 'gpt-image-2\r\n' + head('prompt') + 'x\r\n' + head('image', 'big.png')),
+      png(8, 8),
+      Buffer.alloc(1536 * 1024),
+      Buffer.from(`\r\n--${boundary}--\r\n`),
+    ]);
     const multipartType = { 'content-type': `multipart/form-data; boundary=${boundary}`, authorization: `Bearer ${key.apiKey}` };
     const tooBig = await postRaw(`${gatewayUrl()}/v1/images/edits`, multipartType, big);
     expect(tooBig.status).toBe(413);
@@ -264,7 +351,9 @@ describe('transcriptions (multipart)', () => {
     const key = await newKey('5');
     const m = uniqueMarker();
     // 61.5 s of 8 kHz audio -> 62 billed seconds -> $0.0175666... -> 17,566,667 nano
-    const { data, response } = await openai(key.apiKey).audio.transcriptions.create({ model: 'whisper', file: await toFile(wav(8000 * 61 + 4000), 'talk.wav', { type: 'audio/wav' }), prompt: m, language: 'en' }).withResponse();
+    const { data, response } = await openai(key.apiKey)
+      .audio.transcriptions.create({ model: 'whisper', file: await toFile(wav(8000 * 61 + 4000), 'talk.wav', { type: 'audio/wav' }), prompt: m, language: 'en' })
+      .withResponse();
     expect(data.text).toBe('hello from the simulated transcriber');
     const sent = (await upstreamRequests(m))[0]!;
     expect(sent.body).toMatchObject({ model: 'whisper-1', language: 'en', prompt: m });
@@ -278,7 +367,11 @@ describe('transcriptions (multipart)', () => {
     const text = await openai(key.apiKey).audio.transcriptions.create({ model: 'whisper', file: await toFile(mp3(100), 'a.mp3'), response_format: 'text' });
     expect(text).toBe('hello from the simulated transcriber');
     expect((await balanceOf(key.accountId)).balance).toBe(FIVE_USD - 850_000n);
-    const srt = await fetch(`${gatewayUrl()}/v1/audio/transcriptions`, { method: 'POST', headers: { authorization: `Bearer ${key.apiKey}` }, body: formOf({ model: 'whisper', response_format: 'srt' }, ['file', m4a(5250), 'b.m4a']) });
+    const srt = await fetch(`${gatewayUrl()}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.apiKey}` },
+      body: formOf({ model: 'whisper', response_format: 'srt' }, ['file', m4a(5250), 'b.m4a']),
+    });
     expect(srt.headers.get('content-type')).toMatch(/^text\/plain/);
     expect(await srt.text()).toMatch(/^1\n00:00:00,000 --> /);
     // + 6 s -> 1,700,000 nano
@@ -288,7 +381,9 @@ describe('transcriptions (multipart)', () => {
 
   it('gpt-4o-transcribe: billed by text, audio and output tokens from usage', async () => {
     const key = await newKey('5');
-    const { response } = await openai(key.apiKey).audio.transcriptions.create({ model: 'gpt-4o-transcribe', file: await toFile(wav(8000 * 5), 'a.wav'), prompt: '[sim audio_tokens=100 text_tokens=10 output_tokens=50]' }).withResponse();
+    const { response } = await openai(key.apiKey)
+      .audio.transcriptions.create({ model: 'gpt-4o-transcribe', file: await toFile(wav(8000 * 5), 'a.wav'), prompt: '[sim audio_tokens=100 text_tokens=10 output_tokens=50]' })
+      .withResponse();
     // 10 x $2.50 + 100 x $6 + 50 x $10, per 1M = $0.001125
     const row = await charged(key.accountId, response.headers.get('x-request-id'), 1_125_000n);
     expect(row).toMatchObject({ input_tokens: '110', output_tokens: '50', usage_estimated: 'false' });
@@ -297,7 +392,12 @@ describe('transcriptions (multipart)', () => {
   it('gpt-4o-transcribe-diarize: speaker-labelled segments, a chunking strategy by default', async () => {
     const key = await newKey('5');
     const m = uniqueMarker();
-    const r = (await openai(key.apiKey).audio.transcriptions.create({ model: 'gpt-4o-transcribe-diarize', file: await toFile(wav(8000 * 40), 'meeting.wav'), response_format: 'diarized_json', prompt: m } as never)) as unknown as { segments: { speaker: string; text: string }[] };
+    const r = (await openai(key.apiKey).audio.transcriptions.create({
+      model: 'gpt-4o-transcribe-diarize',
+      file: await toFile(wav(8000 * 40), 'meeting.wav'),
+      response_format: 'diarized_json',
+      prompt: m,
+    } as never)) as unknown as { segments: { speaker: string; text: string }[] };
     expect(r.segments.map((s) => s.speaker)).toEqual(['A', 'B']);
     expect((await upstreamRequests(m))[0]!.body).toMatchObject({ chunking_strategy: 'auto', response_format: 'diarized_json' });
   });
@@ -336,7 +436,11 @@ describe('speech', () => {
     const key = await newKey('5');
     const response = await openai(key.apiKey).audio.speech.create({ model: 'gpt-4o-mini-tts', voice: 'alloy', input: 'héllo 👋', response_format: 'wav' });
     expect(response.headers.get('content-type')).toBe('audio/wav');
-    expect(Buffer.from(await response.arrayBuffer()).subarray(0, 4).toString('latin1')).toBe('RIFF');
+    expect(
+      Buffer.from(await response.arrayBuffer())
+        .subarray(0, 4)
+        .toString('latin1'),
+    ).toBe('RIFF');
     await charged(key.accountId, response.headers.get('x-request-id'), 84_000n);
   });
 
@@ -358,7 +462,9 @@ describe('speech', () => {
     [{ model: 'whisper', voice: 'alloy', input: 'x' }, 'model'],
   ])('bad request %j -> 400 on %s, free', async (body, param) => {
     const key = await newKey('5');
-    const err = await openai(key.apiKey).audio.speech.create(body as never).catch((e) => e);
+    const err = await openai(key.apiKey)
+      .audio.speech.create(body as never)
+      .catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect(err.param).toBe(param);
     await free(key.accountId);
@@ -387,7 +493,9 @@ describe('upstream failure on each media route costs nothing', () => {
 
   it('the upstream 400 (a refused prompt) reaches the caller as the upstream said it, free', async () => {
     const key = await newKey('5');
-    const err = await openai(key.apiKey).images.generate({ model: 'gpt-image-2', prompt: 'x [sim fault=400]' }).catch((e) => e);
+    const err = await openai(key.apiKey)
+      .images.generate({ model: 'gpt-image-2', prompt: 'x [sim fault=400]' })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect(err.code).toBe('moderation_blocked');
     await free(key.accountId);
@@ -395,7 +503,9 @@ describe('upstream failure on each media route costs nothing', () => {
 
   it('402 when the balance cannot cover a fixed-price request, nothing held', async () => {
     const key = await newKey('0.01');
-    const err = await openai(key.apiKey).audio.speech.create({ model: 'gpt-4o-mini-tts', voice: 'alloy', input: 'x'.repeat(1000) }).catch((e) => e);
+    const err = await openai(key.apiKey)
+      .audio.speech.create({ model: 'gpt-4o-mini-tts', voice: 'alloy', input: 'x'.repeat(1000) })
+      .catch((e) => e);
     expect(err.status).toBe(402);
     expect(await balanceOf(key.accountId)).toEqual({ balance: 10_000_000n, held: 0n });
   });

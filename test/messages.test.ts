@@ -10,8 +10,7 @@ import { accountActivity, balanceOf, checkInvariants, gatewayUrl, newKey, postRa
 const MODEL = 'claude-sonnet-4-6';
 const prices = MODELS.find((m) => m.id === MODEL)!.prices as unknown as TokenPrices;
 const FIVE_USD = 5_000_000_000n;
-const claude = (apiKey: string, opts: Partial<ConstructorParameters<typeof Anthropic>[0]> = {}) =>
-  new Anthropic({ apiKey, baseURL: gatewayUrl(), maxRetries: 0, ...opts });
+const claude = (apiKey: string, opts: Partial<ConstructorParameters<typeof Anthropic>[0]> = {}) => new Anthropic({ apiKey, baseURL: gatewayUrl(), maxRetries: 0, ...opts });
 const costOf = (usage: unknown) => tokenCostNano(prices, usageFromAnthropic(usage as Record<string, unknown>));
 
 describe('/v1/messages', () => {
@@ -27,7 +26,9 @@ describe('/v1/messages', () => {
       metadata: { user_id: 'u-1' },
       temperature: 0.2,
     };
-    const { data, response } = await claude(key.apiKey).messages.create(params, { headers: { 'anthropic-version': '2023-06-01', 'anthropic-beta': 'prompt-caching-2024-07-31' } }).withResponse();
+    const { data, response } = await claude(key.apiKey)
+      .messages.create(params, { headers: { 'anthropic-version': '2023-06-01', 'anthropic-beta': 'prompt-caching-2024-07-31' } })
+      .withResponse();
     expect(data.model).toBe(MODEL);
     expect(data.content[0]).toMatchObject({ type: 'text', text: 'w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11' });
     expect(data.usage.cache_read_input_tokens).toBe(700);
@@ -74,12 +75,16 @@ describe('/v1/messages', () => {
     const key = await newKey('5');
     const client = claude(key.apiKey);
     const tools = [{ name: 'get_weather', input_schema: { type: 'object' as const, properties: { city: { type: 'string' } } } }];
-    const first = await client.messages.stream({ model: MODEL, max_tokens: 100, tools, tool_choice: { type: 'tool', name: 'get_weather' }, messages: [{ role: 'user', content: `weather? ${uniqueMarker()}` }] }).finalMessage();
+    const first = await client.messages
+      .stream({ model: MODEL, max_tokens: 100, tools, tool_choice: { type: 'tool', name: 'get_weather' }, messages: [{ role: 'user', content: `weather? ${uniqueMarker()}` }] })
+      .finalMessage();
     expect(first.stop_reason).toBe('tool_use');
     const use = first.content.find((b) => b.type === 'tool_use')!;
     expect(use).toMatchObject({ type: 'tool_use', name: 'get_weather' });
     const second = await client.messages.create({
-      model: MODEL, max_tokens: 100, tools,
+      model: MODEL,
+      max_tokens: 100,
+      tools,
       messages: [
         { role: 'user', content: 'weather?' },
         { role: 'assistant', content: first.content },
@@ -104,7 +109,9 @@ describe('/v1/messages', () => {
     expect(r.input_tokens).toBe(42);
     expect(await balanceOf(key.accountId)).toEqual({ balance: 1_000_000_000n, held: 0n });
     expect(await accountActivity(key.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
-    const err = await claude('prx-not-a-key').messages.countTokens({ model: MODEL, messages: [{ role: 'user', content: 'x' }] }).catch((e) => e);
+    const err = await claude('prx-not-a-key')
+      .messages.countTokens({ model: MODEL, messages: [{ role: 'user', content: 'x' }] })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(Anthropic.AuthenticationError);
   });
 });
@@ -137,7 +144,11 @@ describe('/v1/messages errors, in the Anthropic shape, with the SDK typed errors
     const noMax = await post(JSON.stringify({ model: MODEL, messages: [{ role: 'user', content: 'hi' }] }));
     expect(noMax.status).toBe(400);
     expect(noMax.body.error.message).toContain('max_tokens');
-    const huge = await postRaw(`${gatewayUrl()}/v1/messages`, { 'x-api-key': key.apiKey }, JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'x'.repeat(400 * 1024) }] }));
+    const huge = await postRaw(
+      `${gatewayUrl()}/v1/messages`,
+      { 'x-api-key': key.apiKey },
+      JSON.stringify({ model: MODEL, max_tokens: 5, messages: [{ role: 'user', content: 'x'.repeat(400 * 1024) }] }),
+    );
     expect(huge.status).toBe(413);
     expect(JSON.parse(huge.text)).toMatchObject({ type: 'error', error: { type: 'request_too_large' } });
     expect(await accountActivity(key.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
@@ -176,7 +187,9 @@ describe('/v1/messages errors, in the Anthropic shape, with the SDK typed errors
 
     const stream = claude(key.apiKey).messages.stream({ model: MODEL, max_tokens: 100, messages: [{ role: 'user', content: `${uniqueMarker()} [sim fault=error_after after=3 tokens=30]` }] });
     let text = '';
-    stream.on('text', (t) => { text += t; });
+    stream.on('text', (t) => {
+      text += t;
+    });
     const err = await stream.finalMessage().catch((e) => e);
     expect(err).toBeInstanceOf(Error);
     expect(text.trim().split(' ')).toHaveLength(3);

@@ -11,7 +11,9 @@ import { UPSTREAM_KEY } from './support/global-setup.ts';
 
 const anthropic = (apiKey: string) => new Anthropic({ apiKey, baseURL: gatewayUrl(), maxRetries: 0 });
 const usageRow = async (requestId: string) =>
-  (await db().query('SELECT model, requested_model, cost_nano::text AS cost FROM usage_records WHERE request_id = $1', [requestId])).rows[0] as { model: string; requested_model: string; cost: string } | undefined;
+  (await db().query('SELECT model, requested_model, cost_nano::text AS cost FROM usage_records WHERE request_id = $1', [requestId])).rows[0] as
+    | { model: string; requested_model: string; cost: string }
+    | undefined;
 
 describe('model aliases', () => {
   it('GET /v1/models lists each alias with the model that serves it, in the OpenAI shape and, for Anthropic callers, in theirs', async () => {
@@ -40,8 +42,8 @@ describe('model aliases', () => {
   it('serves an alias as its model: the reply and x-gateway-model name it, upstream gets its id, its price is charged, the usage row keeps both names', async () => {
     const key = await newKey('1');
     const marker = uniqueMarker('alias');
-    const { data, response } = await anthropic(key.apiKey).messages
-      .create({ model: 'claude-haiku-5-5', max_tokens: 50, messages: [{ role: 'user', content: `${marker} [sim tokens=4 prompt=20]` }] })
+    const { data, response } = await anthropic(key.apiKey)
+      .messages.create({ model: 'claude-haiku-5-5', max_tokens: 50, messages: [{ role: 'user', content: `${marker} [sim tokens=4 prompt=20]` }] })
       .withResponse();
     expect(data.model).toBe('claude-haiku-4-5');
     expect(response.headers.get('x-gateway-model')).toBe('claude-haiku-4-5');
@@ -56,21 +58,29 @@ describe('model aliases', () => {
     const { response: sr } = await stream.withResponse();
     expect(sr.headers.get('x-gateway-model')).toBe('claude-sonnet-4-6');
     expect((await stream.finalMessage()).model).toBe('claude-sonnet-4-6');
-    const { response: own } = await openai(key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `${marker} [sim tokens=1]` }] }).withResponse();
+    const { response: own } = await openai(key.apiKey)
+      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `${marker} [sim tokens=1]` }] })
+      .withResponse();
     expect(await usageRow(own.headers.get('x-request-id')!)).toMatchObject({ model: 'gpt-4o-mini', requested_model: 'gpt-4o-mini' });
   });
 
   describe('with credit leases and an operator alias (MODEL_ALIASES)', () => {
     let g: GatewayProcess | undefined;
-    afterAll(async () => { await g?.stop(); });
+    afterAll(async () => {
+      await g?.stop();
+    });
 
     it('writes both names from the lease batch too', async () => {
       const sim = inject('simulatorUrl');
       g = await startGatewayProcess({
         logFile: path.join(inject('workDir'), `aliases-${uniqueMarker()}.log`),
         env: {
-          DATABASE_URL: inject('databaseUrl'), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${sim}/v1`,
-          BILLING_MODE: 'lease', LEASE_FLUSH_MS: '50', MODEL_ALIASES: 'house-model=gpt-4o-mini,claude-opus-5-5=',
+          DATABASE_URL: inject('databaseUrl'),
+          OPENAI_API_KEY: UPSTREAM_KEY,
+          OPENAI_BASE_URL: `${sim}/v1`,
+          BILLING_MODE: 'lease',
+          LEASE_FLUSH_MS: '50',
+          MODEL_ALIASES: 'house-model=gpt-4o-mini,claude-opus-5-5=',
         },
       });
       const key = await newKey('1');

@@ -16,13 +16,17 @@ describe('upstream retries (before the first byte only)', () => {
     const content = `${m} [sim fault=429 fail=1 id=${m}]`;
     let requestId: string;
     if (stream) {
-      const { data, response } = await openai(key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }], stream: true }).withResponse();
+      const { data, response } = await openai(key.apiKey)
+        .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }], stream: true })
+        .withResponse();
       let text = '';
       for await (const c of data) text += c.choices[0]?.delta?.content ?? '';
       expect(text).toBe('w1 w2 w3 w4 w5 w6 w7 w8');
       requestId = response.headers.get('x-request-id')!;
     } else {
-      const { data, response } = await openai(key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }] }).withResponse();
+      const { data, response } = await openai(key.apiKey)
+        .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }] })
+        .withResponse();
       expect(data.choices[0]!.message.content).toBe('w1 w2 w3 w4 w5 w6 w7 w8');
       requestId = response.headers.get('x-request-id')!;
     }
@@ -36,7 +40,9 @@ describe('upstream retries (before the first byte only)', () => {
   it('gives up after the configured retries and answers the last status, free', async () => {
     const key = await newKey('5');
     const m = uniqueMarker();
-    const err = await openai(key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `${m} [sim fault=503]` }] }).catch((e) => e);
+    const err = await openai(key.apiKey)
+      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `${m} [sim fault=503]` }] })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.InternalServerError);
     expect(await upstreamRequests(m)).toHaveLength(3); // first try + 2 retries
     expect(await balanceOf(key.accountId)).toEqual({ balance: FIVE_USD, held: 0n });
@@ -46,7 +52,9 @@ describe('upstream retries (before the first byte only)', () => {
     const key = await newKey('5');
     const m = uniqueMarker();
     const stream = await openai(key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `${m} [sim fault=reset after=2]` }], stream: true });
-    await (async () => { for await (const _ of stream); })().catch(() => {});
+    await (async () => {
+      for await (const _ of stream);
+    })().catch(() => {});
     expect(await upstreamRequests(m)).toHaveLength(1);
   });
 });
@@ -88,10 +96,19 @@ describe('observability', () => {
   it('no gateway log line carries a key', async () => {
     // Traffic with keys in every place a key can travel, including a malformed one.
     const key = await newKey('1');
-    const first = await fetch(`${gatewayUrl()}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'application/json' }, body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"${key.apiKey}"}]}` });
+    const first = await fetch(`${gatewayUrl()}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'application/json' },
+      body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"${key.apiKey}"}]}`,
+    });
     const second = await fetch(`${gatewayUrl()}/v1/chat/completions`, { method: 'POST', headers: { 'x-api-key': `${key.apiKey}x` }, body: '{' });
     const dir = inject('workDir');
-    const read = () => fs.readdirSync(dir).filter((f) => f.endsWith('.log')).map((f) => fs.readFileSync(path.join(dir, f), 'utf8')).join('\n');
+    const read = () =>
+      fs
+        .readdirSync(dir)
+        .filter((f) => f.endsWith('.log'))
+        .map((f) => fs.readFileSync(path.join(dir, f), 'utf8'))
+        .join('\n');
     // Log lines are written in batches (within 100 ms): wait for both requests' lines.
     const ids = [first.headers.get('x-request-id'), second.headers.get('x-request-id')];
     expect(ids.every(Boolean)).toBe(true);

@@ -85,7 +85,9 @@ describe('rate limits', () => {
     expect(used).toBeGreaterThanOrEqual(10);
     // The settled request's tokens land in the window just after it answered.
     await expect.poll(async () => (await db().query('SELECT tokens::int AS t FROM rate_windows WHERE key_id = $1', [key.keyId])).rows[0]?.t ?? 0).toBe(used);
-    const err = await openai(key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'one more [sim tokens=2]' }] }).catch((e) => e);
+    const err = await openai(key.apiKey)
+      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'one more [sim tokens=2]' }] })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.RateLimitError);
     expect(err.headers.get('x-ratelimit-limit-tokens')).toBe('10');
     expect(err.headers.get('x-ratelimit-remaining-tokens')).toBe('0');
@@ -124,8 +126,13 @@ describe('rate limits with grants', () => {
     const g = await startGatewayProcess({
       logFile: path.join(inject('workDir'), `${name}.log`),
       env: {
-        DATABASE_URL: inject('databaseUrl'), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
-        BILLING_MODE: 'lease', LEASE_FLUSH_MS: '50', RATE_LIMIT_GRANT_IDLE_MS: '600000', ...env,
+        DATABASE_URL: inject('databaseUrl'),
+        OPENAI_API_KEY: UPSTREAM_KEY,
+        OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
+        BILLING_MODE: 'lease',
+        LEASE_FLUSH_MS: '50',
+        RATE_LIMIT_GRANT_IDLE_MS: '600000',
+        ...env,
       },
     });
     started.push(g);

@@ -9,7 +9,13 @@ import { accountActivity, balanceOf, checkInvariants, newKey, openai, uniqueMark
 
 const FIVE_USD = 5_000_000_000n;
 const prices = (id: string) => MODELS.find((m) => m.id === id)!.prices as unknown as TokenPrices;
-const weather = { type: 'function' as const, name: 'get_weather', description: 'Weather for a city', strict: false, parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } };
+const weather = {
+  type: 'function' as const,
+  name: 'get_weather',
+  description: 'Weather for a city',
+  strict: false,
+  parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+};
 type Xg = { x_gateway?: { request_id: string; cost_nano_usd: string } };
 
 describe.each([
@@ -89,7 +95,9 @@ const client = (apiKey: string) => openai(apiKey);
 describe('/v1/responses rules', () => {
   it('a built-in tool on a chat-only model is refused with unsupported_responses_tools, naming the passthrough models', async () => {
     const key = await newKey('1');
-    const err = await openai(key.apiKey).responses.create({ model: 'grok-4', input: 'search the web', tools: [{ type: 'web_search' }] }).catch((e) => e);
+    const err = await openai(key.apiKey)
+      .responses.create({ model: 'grok-4', input: 'search the web', tools: [{ type: 'web_search' }] })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect(err.code).toBe('unsupported_responses_tools');
     expect(err.message).toContain('gpt-5.6-sol');
@@ -119,7 +127,9 @@ describe('/v1/responses rules', () => {
 
   it('an error-only stream costs nothing', async () => {
     const key = await newKey('5');
-    const err = await openai(key.apiKey).responses.create({ model: 'gpt-5.5', input: `${uniqueMarker()} [sim fault=error_stream]`, stream: true }).catch((e) => e);
+    const err = await openai(key.apiKey)
+      .responses.create({ model: 'gpt-5.5', input: `${uniqueMarker()} [sim fault=error_stream]`, stream: true })
+      .catch((e) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
     expect(await balanceOf(key.accountId)).toEqual({ balance: FIVE_USD, held: 0n });
   });

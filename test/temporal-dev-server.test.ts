@@ -19,7 +19,10 @@ afterAll(async () => {
 
 /** PATH without any folder that holds a `temporal`, so the gateway must use its own cached CLI. */
 function pathWithoutTemporal(): string {
-  return (process.env.PATH ?? '').split(path.delimiter).filter((d) => d && !fs.existsSync(path.join(d, 'temporal'))).join(path.delimiter);
+  return (process.env.PATH ?? '')
+    .split(path.delimiter)
+    .filter((d) => d && !fs.existsSync(path.join(d, 'temporal')))
+    .join(path.delimiter);
 }
 
 describe('Temporal for npm start', () => {
@@ -29,10 +32,18 @@ describe('Temporal for npm start', () => {
     gw = await startGatewayProcess({
       logFile: path.join(dir, 'gateway.log'),
       env: {
-        DATABASE_URL: inject('databaseUrl'), DATA_DIR: dir, PATH: pathWithoutTemporal(),
-        OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
-        TEMPORAL_CLI: '', TEMPORAL_ADDRESS: '', TEMPORAL_DEV_PORT: String(devPort), TEMPORAL_UI_PORT: String(uiPort),
-        VIDEO_POLL_INITIAL_MS: '100', VIDEO_POLL_MAX_MS: '400', VIDEO_WAIT_MS: '60000',
+        DATABASE_URL: inject('databaseUrl'),
+        DATA_DIR: dir,
+        PATH: pathWithoutTemporal(),
+        OPENAI_API_KEY: UPSTREAM_KEY,
+        OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
+        TEMPORAL_CLI: '',
+        TEMPORAL_ADDRESS: '',
+        TEMPORAL_DEV_PORT: String(devPort),
+        TEMPORAL_UI_PORT: String(uiPort),
+        VIDEO_POLL_INITIAL_MS: '100',
+        VIDEO_POLL_MAX_MS: '400',
+        VIDEO_WAIT_MS: '60000',
       },
     });
     const k = await newKey('5');
@@ -58,7 +69,10 @@ describe('Temporal for npm start', () => {
     expect(await balanceOf(k.accountId)).toEqual({ balance: 4_600_000_000n, held: 0n });
 
     const log = fs.readFileSync(gw.logFile, 'utf8');
-    const started = log.split('\n').filter((l) => l.includes('starting a local Temporal dev server')).map((l) => JSON.parse(l) as { cli: string });
+    const started = log
+      .split('\n')
+      .filter((l) => l.includes('starting a local Temporal dev server'))
+      .map((l) => JSON.parse(l) as { cli: string });
     expect(started).toEqual([expect.objectContaining({ cli: cachedTemporalCliPath() })]);
     expect(cachedTemporalCliPath()).toContain(`temporal-${TEMPORAL_CLI_VERSION}`);
     expect(log).toContain(`(web UI http://127.0.0.1:${uiPort})`);

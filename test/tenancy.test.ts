@@ -38,7 +38,7 @@ const apiError = (e: unknown) => {
 /** The raw answer to a POST, to compare bodies byte for byte. */
 const post = async (base: string, apiKey: string, body: unknown) => {
   const r = await fetch(`${base}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: r.status, body: await r.json() as { error: { message: string; type: string; param: string | null; code: string | null } } };
+  return { status: r.status, body: (await r.json()) as { error: { message: string; type: string; param: string | null; code: string | null } } };
 };
 
 /**
@@ -86,7 +86,9 @@ describe('a stored response belongs to the account that created it', () => {
     const a = await newKey('5');
     const first = await openai(a.apiKey).responses.create({ model: MODEL, input: `first ${uniqueMarker()} [sim tokens=5]` });
     expect(await ownersOf(first.id)).toEqual([a.accountId]);
-    const { data, response } = await openai(a.apiKey).responses.create({ model: MODEL, previous_response_id: first.id, input: `second ${uniqueMarker()} [sim prompt=7 tokens=3]` }).withResponse();
+    const { data, response } = await openai(a.apiKey)
+      .responses.create({ model: MODEL, previous_response_id: first.id, input: `second ${uniqueMarker()} [sim prompt=7 tokens=3]` })
+      .withResponse();
     // The provider read the stored conversation (everything of the first response) and billed it.
     expect(data.usage!.input_tokens).toBe(7 + first.usage!.total_tokens);
     const row = await waitForUsage(response.headers.get('x-request-id')!);
@@ -100,10 +102,18 @@ describe('a stored response belongs to the account that created it', () => {
     const b = await newKey('5');
     const first = await openai(a.apiKey).responses.create({ model: MODEL, input: `secret of A ${uniqueMarker()} [sim tokens=5]` });
     const m = uniqueMarker('b');
-    const err = apiError(await openai(b.apiKey).responses.create({ model: MODEL, previous_response_id: first.id, input: `what did A say? ${m}` }).catch((e: unknown) => e));
+    const err = apiError(
+      await openai(b.apiKey)
+        .responses.create({ model: MODEL, previous_response_id: first.id, input: `what did A say? ${m}` })
+        .catch((e: unknown) => e),
+    );
     expect(err.status).toBe(400);
     expect(err.error).toEqual({ message: `Previous response with id '${first.id}' not found.`, type: 'invalid_request_error', param: 'previous_response_id', code: 'previous_response_not_found' });
-    const streamed = apiError(await openai(b.apiKey).responses.create({ model: MODEL, previous_response_id: first.id, input: `what did A say? ${m}`, stream: true }).catch((e: unknown) => e));
+    const streamed = apiError(
+      await openai(b.apiKey)
+        .responses.create({ model: MODEL, previous_response_id: first.id, input: `what did A say? ${m}`, stream: true })
+        .catch((e: unknown) => e),
+    );
     expect([streamed.status, streamed.code]).toEqual([400, 'previous_response_not_found']);
     await nothingDone(b, m);
   });
@@ -136,11 +146,21 @@ describe('a stored response belongs to the account that created it', () => {
     const mine = await openai(a.apiKey).responses.create({ model: MODEL, input: input(uniqueMarker()) });
     expect(mine.status).toBe('completed');
     const m = uniqueMarker('b');
-    const err = apiError(await openai(b.apiKey).responses.create({ model: MODEL, input: input(m) }).catch((e: unknown) => e));
+    const err = apiError(
+      await openai(b.apiKey)
+        .responses.create({ model: MODEL, input: input(m) })
+        .catch((e: unknown) => e),
+    );
     expect(err.status).toBe(404);
     expect(err.error).toEqual({ message: `Item with id '${reasoning.id}' not found.`, type: 'invalid_request_error', param: 'input', code: null });
     // With its encrypted content inline the provider reads nothing from storage: not A's to guard.
-    const inline = await openai(b.apiKey).responses.create({ model: MODEL, input: [{ type: 'reasoning', id: reasoning.id, summary: [], encrypted_content: 'gAAAA-inline' }, { role: 'user', content: `go ${m}-2 [sim tokens=2]` }] });
+    const inline = await openai(b.apiKey).responses.create({
+      model: MODEL,
+      input: [
+        { type: 'reasoning', id: reasoning.id, summary: [], encrypted_content: 'gAAAA-inline' },
+        { role: 'user', content: `go ${m}-2 [sim tokens=2]` },
+      ],
+    });
     expect(inline.status).toBe('completed');
   });
 
@@ -150,7 +170,11 @@ describe('a stored response belongs to the account that created it', () => {
     const rotated = await billing().rotateKey({ key: { ref: { case: 'keyId', value: a.keyId } } });
     const next = await openai(rotated.apiKey).responses.create({ model: MODEL, previous_response_id: first.id, input: `after [sim prompt=4 tokens=2]` });
     expect(next.usage!.input_tokens).toBe(4 + first.usage!.total_tokens);
-    const old = apiError(await openai(a.apiKey).responses.create({ model: MODEL, previous_response_id: first.id, input: 'x' }).catch((e: unknown) => e));
+    const old = apiError(
+      await openai(a.apiKey)
+        .responses.create({ model: MODEL, previous_response_id: first.id, input: 'x' })
+        .catch((e: unknown) => e),
+    );
     expect(old.status).toBe(401);
   });
 
@@ -163,9 +187,24 @@ describe('a stored response belongs to the account that created it', () => {
     }
     for (const id of [plain.id, ...plain.output.map((o) => o.id!), streamedId]) expect(await ownersOf(id)).toEqual([]);
     const m = uniqueMarker();
-    const err = apiError(await openai(a.apiKey).responses.create({ model: MODEL, previous_response_id: plain.id, input: m }).catch((e: unknown) => e));
+    const err = apiError(
+      await openai(a.apiKey)
+        .responses.create({ model: MODEL, previous_response_id: plain.id, input: m })
+        .catch((e: unknown) => e),
+    );
     expect([err.status, err.code, err.param]).toEqual([400, 'previous_response_not_found', 'previous_response_id']);
-    const item = apiError(await openai(a.apiKey).responses.create({ model: MODEL, store: false, input: [{ type: 'reasoning', id: plain.output[0]!.id!, summary: [] }, { role: 'user', content: m }] }).catch((e: unknown) => e));
+    const item = apiError(
+      await openai(a.apiKey)
+        .responses.create({
+          model: MODEL,
+          store: false,
+          input: [
+            { type: 'reasoning', id: plain.output[0]!.id!, summary: [] },
+            { role: 'user', content: m },
+          ],
+        })
+        .catch((e: unknown) => e),
+    );
     expect(item.status).toBe(404);
     expect(item.message).toContain('Items are not persisted when `store` is set to false');
     expect(await upstreamRequests(m)).toEqual([]);
@@ -177,30 +216,40 @@ describe('a stored response belongs to the account that created it', () => {
     let created: string | undefined;
     // While the table is locked against writes the gateway cannot record: its answer must wait.
     await whileRecordsWait(
-      () => openai(a.apiKey).responses.create({ model: MODEL, input: `unary ${uniqueMarker()} [sim tokens=2]` }).then((r) => { reply = r; }),
+      () =>
+        openai(a.apiKey)
+          .responses.create({ model: MODEL, input: `unary ${uniqueMarker()} [sim tokens=2]` })
+          .then((r) => {
+            reply = r;
+          }),
       () => expect(reply).toBeUndefined(),
     );
     expect(await ownersOf(reply!.id)).toEqual([a.accountId]);
-    await whileRecordsWait(async () => {
-      for await (const ev of await openai(a.apiKey).responses.create({ model: MODEL, stream: true, input: `streamed ${uniqueMarker()} [sim tokens=2]` })) {
-        if (ev.type === 'response.created') created = ev.response.id;
-      }
-    }, async () => {
-      // The gateway reads on and settles while the caller waits: once the charge is written, a
-      // gateway that did not wait for the record would long have sent response.created.
-      const deadline = Date.now() + 20_000;
-      while ((await accountActivity(a.accountId)).usage < 2) {
-        if (Date.now() > deadline) throw new Error('the streamed request never settled');
-        await new Promise((res) => setTimeout(res, 10));
-      }
-      expect(created).toBeUndefined();
-    });
+    await whileRecordsWait(
+      async () => {
+        for await (const ev of await openai(a.apiKey).responses.create({ model: MODEL, stream: true, input: `streamed ${uniqueMarker()} [sim tokens=2]` })) {
+          if (ev.type === 'response.created') created = ev.response.id;
+        }
+      },
+      async () => {
+        // The gateway reads on and settles while the caller waits: once the charge is written, a
+        // gateway that did not wait for the record would long have sent response.created.
+        const deadline = Date.now() + 20_000;
+        while ((await accountActivity(a.accountId)).usage < 2) {
+          if (Date.now() > deadline) throw new Error('the streamed request never settled');
+          await new Promise((res) => setTimeout(res, 10));
+        }
+        expect(created).toBeUndefined();
+      },
+    );
     expect(await ownersOf(created!)).toEqual([a.accountId]);
   });
 
   it('many stored responses at once are each recorded before their reply (records are committed in groups)', async () => {
     const a = await newKey('5');
-    const replies = await Promise.all(Array.from({ length: 24 }, (_, i) => openai(a.apiKey).responses.create({ model: MODEL, max_output_tokens: 16, input: `burst ${i} ${uniqueMarker()} [sim tokens=2]` })));
+    const replies = await Promise.all(
+      Array.from({ length: 24 }, (_, i) => openai(a.apiKey).responses.create({ model: MODEL, max_output_tokens: 16, input: `burst ${i} ${uniqueMarker()} [sim tokens=2]` })),
+    );
     const owned = await db().query('SELECT object_id FROM response_owners WHERE account_id = $1', [a.accountId]);
     const ids = new Set(owned.rows.map((r) => r.object_id as string));
     for (const r of replies) for (const id of [r.id, ...r.output.map((o) => o.id!)]) expect(ids.has(id)).toBe(true);
@@ -218,7 +267,13 @@ describe('a stored response belongs to the account that created it', () => {
     expect(followUp!.status).toBe('completed');
     expect(followUp!.previous_response_id).toBe(completed!.id);
     const message = completed!.output.find((o) => o.type === 'message')!;
-    const byItem = await openai(a.apiKey).responses.create({ model: MODEL, input: [{ type: 'item_reference', id: message.id! }, { role: 'user', content: 'more [sim tokens=2]' }] });
+    const byItem = await openai(a.apiKey).responses.create({
+      model: MODEL,
+      input: [
+        { type: 'item_reference', id: message.id! },
+        { role: 'user', content: 'more [sim tokens=2]' },
+      ],
+    });
     expect(byItem.status).toBe('completed');
   });
 
@@ -228,10 +283,18 @@ describe('a stored response belongs to the account that created it', () => {
     expect(chatOnly.id).toMatch(/^resp_/);
     expect(await ownersOf(chatOnly.id)).toEqual([]);
     const m = uniqueMarker();
-    const err = apiError(await openai(a.apiKey).responses.create({ model: 'gpt-4o-mini', previous_response_id: chatOnly.id, input: m }).catch((e: unknown) => e));
+    const err = apiError(
+      await openai(a.apiKey)
+        .responses.create({ model: 'gpt-4o-mini', previous_response_id: chatOnly.id, input: m })
+        .catch((e: unknown) => e),
+    );
     expect([err.status, err.param]).toEqual([400, 'previous_response_id']);
     expect(err.message).toContain('gpt-4o-mini');
-    const elsewhere = apiError(await openai(a.apiKey).responses.create({ model: MODEL, previous_response_id: chatOnly.id, input: m }).catch((e: unknown) => e));
+    const elsewhere = apiError(
+      await openai(a.apiKey)
+        .responses.create({ model: MODEL, previous_response_id: chatOnly.id, input: m })
+        .catch((e: unknown) => e),
+    );
     expect([elsewhere.status, elsewhere.code]).toEqual([400, 'previous_response_not_found']);
     expect(await upstreamRequests(m)).toEqual([]);
   });
@@ -252,7 +315,7 @@ describe('a stored response belongs to the account that created it', () => {
 });
 
 describe('with credit leases, every instance sees who created a response at once', () => {
-  it("A creates on one instance and continues on another straight away; B is refused there", async () => {
+  it('A creates on one instance and continues on another straight away; B is refused there', async () => {
     const [g1, g2] = await Promise.all([lease1(), lease2()]);
     const a = await newKey('5');
     const b = await newKey('5');
@@ -265,7 +328,11 @@ describe('with credit leases, every instance sees who created a response at once
     }
     expect(fromStream!.status).toBe('completed');
     const m = uniqueMarker('b');
-    const err = apiError(await clientOf(g2, b.apiKey).responses.create({ model: MODEL, previous_response_id: first.id, input: m }).catch((e: unknown) => e));
+    const err = apiError(
+      await clientOf(g2, b.apiKey)
+        .responses.create({ model: MODEL, previous_response_id: first.id, input: m })
+        .catch((e: unknown) => e),
+    );
     expect([err.status, err.code]).toEqual([400, 'previous_response_not_found']);
     await nothingDone(b, m);
   });
@@ -278,9 +345,54 @@ const fileBlock = (ref: string) => ({ type: 'document', source: { type: 'file', 
 const CASES: Case[] = [
   ['conversation', 'conversation', 'responses', (ref) => ({ conversation: ref, input: 'more [sim tokens=3]' })],
   ['prompt', 'prompt', 'responses', (ref) => ({ prompt: { id: ref }, input: 'go [sim tokens=3]' })],
-  ['file', 'input', 'responses', (ref) => ({ input: [{ role: 'user', content: [{ type: 'input_file', file_id: ref }, { type: 'input_text', text: 'summarise [sim tokens=3]' }] }] })],
-  ['file', 'input', 'responses', (ref) => ({ input: [{ role: 'user', content: [{ type: 'input_image', file_id: ref, detail: 'auto' }, { type: 'input_text', text: 'describe [sim tokens=3]' }] }] })],
-  ['file', 'messages', 'chat', (ref) => ({ messages: [{ role: 'user', content: [{ type: 'file', file: { file_id: ref } }, { type: 'text', text: 'read [sim tokens=3]' }] }] })],
+  [
+    'file',
+    'input',
+    'responses',
+    (ref) => ({
+      input: [
+        {
+          role: 'user',
+          content: [
+            { type: 'input_file', file_id: ref },
+            { type: 'input_text', text: 'summarise [sim tokens=3]' },
+          ],
+        },
+      ],
+    }),
+  ],
+  [
+    'file',
+    'input',
+    'responses',
+    (ref) => ({
+      input: [
+        {
+          role: 'user',
+          content: [
+            { type: 'input_image', file_id: ref, detail: 'auto' },
+            { type: 'input_text', text: 'describe [sim tokens=3]' },
+          ],
+        },
+      ],
+    }),
+  ],
+  [
+    'file',
+    'messages',
+    'chat',
+    (ref) => ({
+      messages: [
+        {
+          role: 'user',
+          content: [
+            { type: 'file', file: { file_id: ref } },
+            { type: 'text', text: 'read [sim tokens=3]' },
+          ],
+        },
+      ],
+    }),
+  ],
   ['file', 'messages', 'messages', (ref) => ({ messages: [{ role: 'user', content: [fileBlock(ref), { type: 'text', text: 'read [sim tokens=3]' }] }] })],
   ['file', 'messages', 'count_tokens', (ref) => ({ messages: [{ role: 'user', content: [fileBlock(ref), { type: 'text', text: 'count [sim tokens=3]' }] }] })],
   ['vector_store', 'tools', 'responses', (ref) => ({ tools: [{ type: 'file_search', vector_store_ids: [ref] }], input: 'find [sim tokens=3]' })],

@@ -43,8 +43,12 @@ interface Terminal {
 function onTerminal(command: string, env: NodeJS.ProcessEnv): Terminal {
   const child = spawn('script', ['-qfc', command, '/dev/null'], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
   let out = '';
-  child.stdout!.on('data', (d: Buffer) => { out += d.toString(); });
-  child.stderr!.on('data', (d: Buffer) => { out += d.toString(); });
+  child.stdout!.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
+  child.stderr!.on('data', (d: Buffer) => {
+    out += d.toString();
+  });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
   return { child, output: () => plain(out), exited };
 }
@@ -53,7 +57,11 @@ const running: Terminal[] = [];
 afterAll(async () => {
   for (const t of running) {
     if (t.child.exitCode === null && t.child.signalCode === null) {
-      try { process.kill(-t.child.pid!, 'SIGTERM'); } catch { /* gone */ }
+      try {
+        process.kill(-t.child.pid!, 'SIGTERM');
+      } catch {
+        /* gone */
+      }
       await t.exited;
     }
   }
@@ -80,14 +88,17 @@ const ready = async (url: string) => {
 
 /** The complete lines of `text` that are JSON objects. */
 function jsonLines(text: string): Record<string, any>[] {
-  return text.split('\n').slice(0, -1).flatMap((l) => {
-    try {
-      const v = JSON.parse(l.replace(/^\^C/, ''));
-      return v && typeof v === 'object' ? [v] : [];
-    } catch {
-      return [];
-    }
-  });
+  return text
+    .split('\n')
+    .slice(0, -1)
+    .flatMap((l) => {
+      try {
+        const v = JSON.parse(l.replace(/^\^C/, ''));
+        return v && typeof v === 'object' ? [v] : [];
+      } catch {
+        return [];
+      }
+    });
 }
 
 const run = promisify(execFile);
@@ -107,8 +118,15 @@ describe('npm start at a terminal', () => {
     fs.chmodSync(dataDir, 0o755); // the embedded PostgreSQL server's user (as root: postgres) reaches its cluster
     const [port, grpcPort] = [await freePort(), await freePort()];
     const gatewayEnv = baseEnv({
-      DATA_DIR: dataDir, PORT: String(port), GRPC_PORT: String(grpcPort), HOST: '127.0.0.1', GRPC_HOST: '0.0.0.0',
-      ADMIN_TOKEN, METRICS_TOKEN, OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
+      DATA_DIR: dataDir,
+      PORT: String(port),
+      GRPC_PORT: String(grpcPort),
+      HOST: '127.0.0.1',
+      GRPC_HOST: '0.0.0.0',
+      ADMIN_TOKEN,
+      METRICS_TOKEN,
+      OPENAI_API_KEY: UPSTREAM_KEY,
+      OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
       ...(await noTemporal()),
     });
     const term = onTerminal('npm start', gatewayEnv);
@@ -161,7 +179,9 @@ describe('npm start at a terminal', () => {
     // Without the admin token: one line that says what to set.
     const refused = await cli(baseEnv({ DATA_DIR: dataDir }), 'keys', 'balance', key);
     expect(refused.code).toBe(1);
-    expect(refused.stderr.trim().split('\n')).toEqual([`error: the gateway at http://127.0.0.1:${grpcPort} (from ${path.join(dataDir, 'gateway.json')}, written by gateway pid ${JSON.parse(fs.readFileSync(path.join(dataDir, 'gateway.json'), 'utf8')).pid}) requires ADMIN_TOKEN; set it to the gateway's admin token`]);
+    expect(refused.stderr.trim().split('\n')).toEqual([
+      `error: the gateway at http://127.0.0.1:${grpcPort} (from ${path.join(dataDir, 'gateway.json')}, written by gateway pid ${JSON.parse(fs.readFileSync(path.join(dataDir, 'gateway.json'), 'utf8')).pid}) requires ADMIN_TOKEN; set it to the gateway's admin token`,
+    ]);
 
     for (const secret of [UPSTREAM_KEY, ADMIN_TOKEN, METRICS_TOKEN, key]) expect(term.output()).not.toContain(secret);
 
@@ -181,17 +201,34 @@ describe('npm start at a terminal', () => {
     const [port, grpcPort] = [await freePort(), await freePort()];
     const databaseUrl = new URL(inject('databaseUrl'));
     databaseUrl.password = DB_PASSWORD;
-    const term = onTerminal(`${JSON.stringify(process.execPath)} src/main.ts`, baseEnv({
-      LOG_FORMAT: 'json', DATABASE_URL: databaseUrl.toString(), BILLING_MODE: 'lease', PORT: String(port), GRPC_PORT: String(grpcPort), HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1',
-      DATA_DIR: fs.mkdtempSync(path.join(inject('workDir'), 'terminal-json-')), ...(await noTemporal()),
-    }));
+    const term = onTerminal(
+      `${JSON.stringify(process.execPath)} src/main.ts`,
+      baseEnv({
+        LOG_FORMAT: 'json',
+        DATABASE_URL: databaseUrl.toString(),
+        BILLING_MODE: 'lease',
+        PORT: String(port),
+        GRPC_PORT: String(grpcPort),
+        HOST: '127.0.0.1',
+        GRPC_HOST: '127.0.0.1',
+        DATA_DIR: fs.mkdtempSync(path.join(inject('workDir'), 'terminal-json-')),
+        ...(await noTemporal()),
+      }),
+    );
     running.push(term);
     await until('the gateway answering', () => ready(`http://127.0.0.1:${port}`), term.output);
     const summary = await until('the ready record', () => jsonLines(term.output()).find((r) => r.summary)?.summary, term.output);
     expect(summary.rpc).toEqual({ url: `http://127.0.0.1:${grpcPort}`, host: '127.0.0.1', port: grpcPort, scope: 'loopback', adminToken: false });
     expect(summary.database).toEqual({ kind: 'postgresql', server: `${databaseUrl.protocol}//${databaseUrl.host}${databaseUrl.pathname}` });
     expect(summary.billing.mode).toBe('lease');
-    expect(summary.providers.map((p: { name: string; key: boolean }) => [p.name, p.key])).toEqual([['openai', false], ['anthropic', false], ['xai', false], ['deepseek', false], ['cohere', false], ['bfl', false]]);
+    expect(summary.providers.map((p: { name: string; key: boolean }) => [p.name, p.key])).toEqual([
+      ['openai', false],
+      ['anthropic', false],
+      ['xai', false],
+      ['deepseek', false],
+      ['cohere', false],
+      ['bfl', false],
+    ]);
     term.child.stdin!.write('\x03');
     await term.exited;
     const out = term.output();
@@ -204,7 +241,10 @@ describe('npm start at a terminal', () => {
 
 describe('npm start without a terminal', () => {
   it('writes JSON lines, the summary as fields of the ready record', () => {
-    const lines = fs.readFileSync(inject('gatewayLog'), 'utf8').split('\n').filter((l) => l.trim());
+    const lines = fs
+      .readFileSync(inject('gatewayLog'), 'utf8')
+      .split('\n')
+      .filter((l) => l.trim());
     const records = lines.map((l) => JSON.parse(l));
     const ready = records.find((r) => r.summary);
     expect(ready.msg).toMatch(/^gateway ready: OpenAI-compatible base URL http:\/\/127\.0\.0\.1:\d+\/v1/);

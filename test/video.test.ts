@@ -63,7 +63,15 @@ async function mp4Ms(bytes: Buffer): Promise<bigint> {
   return durationMs(await measureMp4({ size: bytes.length, read: async (p, n) => bytes.subarray(p, p + n) }));
 }
 
-interface SimVideo { id: string; prompt: string; creates: number; polls: number; downloads: number; deleted: boolean; idempotencyKey?: string }
+interface SimVideo {
+  id: string;
+  prompt: string;
+  creates: number;
+  polls: number;
+  downloads: number;
+  deleted: boolean;
+  idempotencyKey?: string;
+}
 async function simVideos(marker: string): Promise<SimVideo[]> {
   const all = (await (await fetch(`${simulatorUrl()}/__sim/videos`)).json()) as SimVideo[];
   return all.filter((v) => v.prompt.includes(marker));
@@ -110,7 +118,8 @@ describe('video jobs: billing', () => {
   it('a completed job charges exactly the seconds produced × $0.10 and returns the MP4', LONG, async () => {
     const k = await newKey('5');
     const marker = uniqueMarker('full');
-    const chargedMetric = async () => Number(/^gateway_charged_nano_usd_total\{route="\/v1\/videos",model="sora-2"\} (\d+)/m.exec(await (await fetch(`${inject('gatewayUrl')}/metrics`)).text())?.[1] ?? 0);
+    const chargedMetric = async () =>
+      Number(/^gateway_charged_nano_usd_total\{route="\/v1\/videos",model="sora-2"\} (\d+)/m.exec(await (await fetch(`${inject('gatewayUrl')}/metrics`)).text())?.[1] ?? 0);
     const metricBefore = await chargedMetric();
     const r = await generate(k, { model: 'sora-2', prompt: `a red kite over the sea ${marker} [sim ms=300]`, seconds: 8, size: '1280x720' });
     expect(r.status).toBe(200);
@@ -425,8 +434,7 @@ describe('video jobs: create, content, delete and repeat as OpenAI answers them'
     return { client, calls };
   }
 
-  const usageOf = async (accountId: string) =>
-    (await db().query('SELECT status, http_status, cost_nano::text AS cost FROM usage_records WHERE account_id = $1 ORDER BY created_at', [accountId])).rows;
+  const usageOf = async (accountId: string) => (await db().query('SELECT status, http_status, cost_nano::text AS cost FROM usage_records WHERE account_id = $1 ORDER BY created_at', [accountId])).rows;
 
   it('POST /v1/videos answers once the provider has the job: a prompt it refuses is a 400 content_policy_violation that costs nothing', LONG, async () => {
     const k = await newKey('5');
@@ -435,7 +443,10 @@ describe('video jobs: create, content, delete and repeat as OpenAI answers them'
     const err = await client.videos.create({ prompt: `${refused} [sim fault=policy]`, seconds: '12' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect((err as InstanceType<typeof OpenAI.BadRequestError>).error).toEqual({
-      message: 'Your request was blocked by our moderation system.', type: 'invalid_request_error', param: null, code: 'content_policy_violation',
+      message: 'Your request was blocked by our moderation system.',
+      type: 'invalid_request_error',
+      param: null,
+      code: 'content_policy_violation',
     });
     expect(await simCreates(refused)).toHaveLength(1);
     // The hold went back before the answer; the usage row says why, at zero.
@@ -459,7 +470,10 @@ describe('video jobs: create, content, delete and repeat as OpenAI answers them'
     const err = await client.videos.downloadContent(job.id).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.NotFoundError);
     expect((err as InstanceType<typeof OpenAI.NotFoundError>).error).toEqual({
-      message: 'Video is not ready yet, use GET /v1/videos/{video_id} to check status.', type: 'invalid_request_error', param: null, code: null,
+      message: 'Video is not ready yet, use GET /v1/videos/{video_id} to check status.',
+      type: 'invalid_request_error',
+      param: null,
+      code: null,
     });
     expect(calls.filter((c) => c.endsWith('/content'))).toEqual([`GET /v1/videos/${job.id}/content`]);
 
@@ -468,7 +482,7 @@ describe('video jobs: create, content, delete and repeat as OpenAI answers them'
     await expectNothingCharged(k, 5_000_000_000n);
   });
 
-  it('client.videos.delete removes a finished job: gone from retrieve, list and content, its MP4 out of VIDEO_DIR, the provider\'s copy deleted; the charge stands', LONG, async () => {
+  it("client.videos.delete removes a finished job: gone from retrieve, list and content, its MP4 out of VIDEO_DIR, the provider's copy deleted; the charge stands", LONG, async () => {
     const k = await newKey('5');
     const client = openai(k.apiKey);
     const marker = uniqueMarker('delete-done');
@@ -508,7 +522,7 @@ describe('video jobs: create, content, delete and repeat as OpenAI answers them'
     expect(await videoRow(job.id)).toMatchObject({ status: 'cancelled', deleted_at: expect.any(Date) });
   });
 
-  it('deleting a running job the provider will not stop: it runs to its end, is charged what it produced, then its MP4 and the provider\'s copy are removed', LONG, async () => {
+  it("deleting a running job the provider will not stop: it runs to its end, is charged what it produced, then its MP4 and the provider's copy are removed", LONG, async () => {
     const k = await newKey('5');
     const client = openai(k.apiKey);
     const marker = uniqueMarker('delete-refused');
@@ -622,7 +636,9 @@ describe('video jobs: create, content, delete and repeat as OpenAI answers them'
     expect(await balanceOf(a.accountId)).toEqual({ balance: 3_400_000_000n, held: 0n });
 
     const bad = await fetch(`${gatewayUrl()}/v1/videos`, {
-      method: 'POST', headers: { ...auth(a), 'content-type': 'application/json', 'idempotency-key': 'k'.repeat(256) }, body: JSON.stringify(body),
+      method: 'POST',
+      headers: { ...auth(a), 'content-type': 'application/json', 'idempotency-key': 'k'.repeat(256) },
+      body: JSON.stringify(body),
     });
     expect(bad.status).toBe(400);
     expectOpenAIError((await bad.json()) as Json, 'invalid_idempotency_key');
@@ -641,7 +657,11 @@ function baseEnv(): Record<string, string> {
   };
 }
 
-interface WorkerProcess { child: ChildProcess; logFile: string; stop(signal: NodeJS.Signals): Promise<void> }
+interface WorkerProcess {
+  child: ChildProcess;
+  logFile: string;
+  stop(signal: NodeJS.Signals): Promise<void>;
+}
 
 /** `npm run worker` as its own process, waiting until it polls its task queue. */
 async function startWorker(env: Record<string, string>, logFile: string): Promise<WorkerProcess> {
@@ -651,7 +671,11 @@ async function startWorker(env: Record<string, string>, logFile: string): Promis
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const stop = async (signal: NodeJS.Signals) => {
     if (child.exitCode !== null || child.signalCode !== null) return;
-    try { process.kill(-child.pid!, signal); } catch { child.kill(signal); }
+    try {
+      process.kill(-child.pid!, signal);
+    } catch {
+      child.kill(signal);
+    }
     await exited;
   };
   const until = Date.now() + 120_000;

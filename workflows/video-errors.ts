@@ -12,11 +12,16 @@ export function describeFailure(err: unknown): VideoJobError {
   const app = err instanceof ActivityFailure ? err.cause : err;
   if (app instanceof ApplicationFailure) {
     switch (app.type) {
-      case FAILURE.contentPolicy: return { code: 'content_policy_violation', message: app.message };
-      case FAILURE.rejected: return { code: 'upstream_rejected', message: app.message };
-      case FAILURE.upstreamJobFailed: return { code: 'upstream_failed', message: app.message };
-      case FAILURE.invalidVideo: return { code: 'invalid_video', message: 'The upstream delivered a video that is not a readable MP4; nothing was charged.' };
-      case FAILURE.timeout: return { code: 'timeout', message: app.message };
+      case FAILURE.contentPolicy:
+        return { code: 'content_policy_violation', message: app.message };
+      case FAILURE.rejected:
+        return { code: 'upstream_rejected', message: app.message };
+      case FAILURE.upstreamJobFailed:
+        return { code: 'upstream_failed', message: app.message };
+      case FAILURE.invalidVideo:
+        return { code: 'invalid_video', message: 'The upstream delivered a video that is not a readable MP4; nothing was charged.' };
+      case FAILURE.timeout:
+        return { code: 'timeout', message: app.message };
     }
   }
   return { code: 'upstream_error', message: UPSTREAM_UNAVAILABLE_MESSAGE };

@@ -87,8 +87,15 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
     if (input.searchAttributes) upsertSearchAttributes([{ key: VIDEO_STATUS_ATTRIBUTE, value: status }]);
   };
   const outcome = (): JobOutcome => ({
-    jobId: state.jobId, status: state.status, progress: state.progress, upstreamId: state.upstreamId, producedMs: state.producedMs,
-    costNano: state.costNano, contentKey: state.contentKey, contentBytes: state.contentBytes, error: state.error,
+    jobId: state.jobId,
+    status: state.status,
+    progress: state.progress,
+    upstreamId: state.upstreamId,
+    producedMs: state.producedMs,
+    costNano: state.costNano,
+    contentKey: state.contentKey,
+    contentBytes: state.contentBytes,
+    error: state.error,
   });
   const deadline = Date.now() + input.jobTimeoutMs;
 
@@ -101,7 +108,11 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
       }
       await sleep(delay);
       const s = await upstream.pollUpstreamJob({
-        jobId: input.jobId, requestId: input.requestId, provider: input.provider, upstreamId, holdTtlSeconds: input.holdTtlSeconds,
+        jobId: input.jobId,
+        requestId: input.requestId,
+        provider: input.provider,
+        upstreamId,
+        holdTtlSeconds: input.holdTtlSeconds,
       });
       state.polls++;
       state.progress = s.progress;
@@ -135,7 +146,12 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
     // Not interrupted by a cancel: the upstream job's id is what cancelling it needs.
     const created = await CancellationScope.nonCancellable(() =>
       upstream.createUpstreamJob({
-        jobId: input.jobId, provider: input.provider, upstreamModel: input.upstreamModel, prompt: input.prompt, seconds: input.seconds, size: input.size,
+        jobId: input.jobId,
+        provider: input.provider,
+        upstreamModel: input.upstreamModel,
+        prompt: input.prompt,
+        seconds: input.seconds,
+        size: input.size,
       }),
     );
     state.upstreamId = created.upstreamId;
@@ -167,8 +183,12 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
 
       state.phase = 'settling';
       const charge = await books.settleCharge({
-        requestId: input.requestId, model: input.model, producedMs: measured.producedMs, seconds: input.seconds,
-        pricePerSecondUsd: input.pricePerSecondUsd, createdAtMs: input.createdAtMs,
+        requestId: input.requestId,
+        model: input.model,
+        producedMs: measured.producedMs,
+        seconds: input.seconds,
+        pricePerSecondUsd: input.pricePerSecondUsd,
+        createdAtMs: input.createdAtMs,
       });
       state.costNano = charge.costNano;
       state.progress = 100;

@@ -16,7 +16,7 @@ import { retryIfConnectionLost, type Db } from '../db/db.ts';
 import { newId, type Balance, type Ledger } from './ledger.ts';
 
 type Row = Record<string, unknown>;
-const rowsOf = (r: unknown): Row[] => ((r as { rows?: Row[] }).rows ?? []);
+const rowsOf = (r: unknown): Row[] => (r as { rows?: Row[] }).rows ?? [];
 
 export interface LeaseConfig {
   /** How much of the available balance one lease takes at a time (nano-USD). */
@@ -177,20 +177,24 @@ export class LeaseBook {
       // the sweeper just expired never takes balance (amounts come from the updated row itself).
       // Retried when the connection is lost: a grow that did commit only holds more than the
       // lease counts, and that surplus is released with the lease when it is returned.
-      const grow = await retryIfConnectionLost(() => this.db.transaction(async (trx) => {
-        const live = rowsOf(await trx.raw(`SELECT 1 FROM holds WHERE request_id = ? AND status = 'active' FOR UPDATE`, [lease.id]));
-        if (live.length === 0) return null;
-        const got = rowsOf(await trx.raw(
-          `UPDATE accounts SET held_nano = held_nano + LEAST(CAST(? AS bigint), balance_nano - held_nano),
+      const grow = await retryIfConnectionLost(() =>
+        this.db.transaction(async (trx) => {
+          const live = rowsOf(await trx.raw(`SELECT 1 FROM holds WHERE request_id = ? AND status = 'active' FOR UPDATE`, [lease.id]));
+          if (live.length === 0) return null;
+          const got = rowsOf(
+            await trx.raw(
+              `UPDATE accounts SET held_nano = held_nano + LEAST(CAST(? AS bigint), balance_nano - held_nano),
                                last_hold_nano = LEAST(CAST(? AS bigint), balance_nano - held_nano)
            WHERE id = ? AND balance_nano - held_nano >= CAST(? AS bigint)
            RETURNING last_hold_nano::text AS grow`,
-          [want.toString(), want.toString(), lease.accountId, (atLeast - lease.free).toString()],
-        ))[0]?.grow as string | undefined;
-        if (got === undefined) return null;
-        await trx.raw(`UPDATE holds SET amount_nano = amount_nano + CAST(? AS bigint), expires_at = now() + make_interval(secs => ?) WHERE request_id = ?`, [got, this.config.ttlSeconds, lease.id]);
-        return got;
-      }));
+              [want.toString(), want.toString(), lease.accountId, (atLeast - lease.free).toString()],
+            ),
+          )[0]?.grow as string | undefined;
+          if (got === undefined) return null;
+          await trx.raw(`UPDATE holds SET amount_nano = amount_nano + CAST(? AS bigint), expires_at = now() + make_interval(secs => ?) WHERE request_id = ?`, [got, this.config.ttlSeconds, lease.id]);
+          return got;
+        }),
+      );
       if (grow == null) return false;
       if (lease.closed) return false;
       lease.free += BigInt(grow);
@@ -206,8 +210,9 @@ export class LeaseBook {
       // Every column as text: PostgreSQL parses each array into the type it is cast to.
       const col = (k: keyof LeasedCharge): string[] => batch.map((c) => String(c[k]));
       try {
-        const rows = rowsOf(await this.db.raw(
-          `WITH r AS (
+        const rows = rowsOf(
+          await this.db.raw(
+            `WITH r AS (
              SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[]),
                CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS boolean[]), CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]),
                CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[])) WITH ORDINALITY
@@ -233,12 +238,28 @@ export class LeaseBook {
              FROM r, lease
            )
            SELECT count(*)::int AS applied FROM lease`,
-          [
-            col('requestId'), col('keyId'), col('model'), col('route'), col('inputTokens'), col('outputTokens'), col('cachedTokens'),
-            col('cacheWriteTokens'), col('usageEstimated'), col('costNano'), col('uncoveredNano'), col('status'), col('httpStatus'),
-            col('latencyMs'), col('units'), col('unit'), col('requestedModel'), lease.id,
-          ],
-        ));
+            [
+              col('requestId'),
+              col('keyId'),
+              col('model'),
+              col('route'),
+              col('inputTokens'),
+              col('outputTokens'),
+              col('cachedTokens'),
+              col('cacheWriteTokens'),
+              col('usageEstimated'),
+              col('costNano'),
+              col('uncoveredNano'),
+              col('status'),
+              col('httpStatus'),
+              col('latencyMs'),
+              col('units'),
+              col('unit'),
+              col('requestedModel'),
+              lease.id,
+            ],
+          ),
+        );
         if (rows[0]?.applied !== 1) {
           lease.closed = true;
           this.log.error({ lease: lease.id, requests: batch.length }, 'lease no longer active (expired?); its unwritten charges are lost');
@@ -257,8 +278,9 @@ export class LeaseBook {
     this.retiring.add(lease);
     await this.flush(lease).catch((err) => this.log.error({ err, lease: lease.id }, 'lease flush failed'));
     this.retiring.delete(lease);
-    await this.serial(lease, () => this.db.raw(
-      `WITH h AS (
+    await this.serial(lease, () =>
+      this.db.raw(
+        `WITH h AS (
          UPDATE holds SET status = 'settled', charged_nano = 0, closed_at = now() WHERE request_id = ? AND status = 'active'
          RETURNING account_id, key_id, amount_nano
        ), a AS (
@@ -266,8 +288,9 @@ export class LeaseBook {
        )
        INSERT INTO usage_records (request_id, account_id, key_id, model, route, cost_nano, status, http_status, latency_ms)
        SELECT ?, account_id, key_id, '', '', 0, 'lease_returned', 0, 0 FROM h`,
-      [lease.id, lease.id],
-    )).catch((err) => this.log.error({ err, lease: lease.id }, 'lease return failed; the sweeper will release it'));
+        [lease.id, lease.id],
+      ),
+    ).catch((err) => this.log.error({ err, lease: lease.id }, 'lease return failed; the sweeper will release it'));
   }
 
   private tick(): void {
@@ -277,8 +300,9 @@ export class LeaseBook {
       if (lease.pending.length > 0) this.flush(lease).catch((err) => this.log.warn({ err, lease: lease.id }, 'lease flush failed; retried next tick'));
       if (lease.inFlight === 0 && now - lease.lastUsed > this.config.idleMs) void this.retire(lease);
       else if (renew) {
-        void this.serial(lease, () => this.db.raw(`UPDATE holds SET expires_at = now() + make_interval(secs => ?) WHERE request_id = ? AND status = 'active'`, [this.config.ttlSeconds, lease.id]))
-          .catch((err) => this.log.warn({ err, lease: lease.id }, 'lease renewal failed'));
+        void this.serial(lease, () =>
+          this.db.raw(`UPDATE holds SET expires_at = now() + make_interval(secs => ?) WHERE request_id = ? AND status = 'active'`, [this.config.ttlSeconds, lease.id]),
+        ).catch((err) => this.log.warn({ err, lease: lease.id }, 'lease renewal failed'));
       }
     }
   }
@@ -289,4 +313,3 @@ export class LeaseBook {
     return next;
   }
 }
-

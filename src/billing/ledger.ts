@@ -169,9 +169,7 @@ export class Ledger {
   /** Live (not revoked) key by secret or id. */
   async findKey(ref: KeyRef, includeRevoked = false): Promise<KeyRow | undefined> {
     const [col, val] = 'apiKey' in ref ? ['key_hash', this.hash(ref.apiKey)] : ['id', ref.keyId];
-    const rows = rowsOf(
-      await this.db.raw(`SELECT id, account_id, prefix FROM api_keys WHERE ${col} = ? ${includeRevoked ? '' : 'AND revoked_at IS NULL'}`, [val]),
-    );
+    const rows = rowsOf(await this.db.raw(`SELECT id, account_id, prefix FROM api_keys WHERE ${col} = ? ${includeRevoked ? '' : 'AND revoked_at IS NULL'}`, [val]));
     const r = rows[0];
     return r ? { keyId: r.id as string, accountId: r.account_id as string, prefix: r.prefix as string } : undefined;
   }
@@ -200,7 +198,10 @@ export class Ledger {
       if (inserted.length === 0) {
         const first = rowsOf(await trx.raw(`SELECT account_id, amount_nano::text AS amount FROM ledger WHERE kind = 'topup' AND external_id = ?`, [opts.externalId]))[0];
         if (first && (first.account_id !== opts.accountId || big(first.amount) !== opts.amountNano)) {
-          throw new LedgerError('idempotency_conflict', `external id '${opts.externalId}' was already used for a different top-up (${first.account_id !== opts.accountId ? 'another account' : `${first.amount} nano-USD`}); use a new external id for a new top-up`);
+          throw new LedgerError(
+            'idempotency_conflict',
+            `external id '${opts.externalId}' was already used for a different top-up (${first.account_id !== opts.accountId ? 'another account' : `${first.amount} nano-USD`}); use a new external id for a new top-up`,
+          );
         }
         return { applied: false, balanceNano: big(acct.b) };
       }
@@ -224,13 +225,15 @@ export class Ledger {
    * for what an instance adds from memory).
    */
   async customerBalance(accountId: string): Promise<Balance> {
-    const r = rowsOf(await this.db.raw(
-      `SELECT a.balance_nano::text AS b,
+    const r = rowsOf(
+      await this.db.raw(
+        `SELECT a.balance_nano::text AS b,
               (SELECT COALESCE(sum(h.amount_nano), 0)::text FROM holds h
                WHERE h.account_id = a.id AND h.status = 'active' AND NOT starts_with(h.request_id, 'lease_')) AS h
        FROM accounts a WHERE a.id = ?`,
-      [accountId],
-    ))[0];
+        [accountId],
+      ),
+    )[0];
     if (!r) throw new LedgerError('unknown_key', 'no such account');
     const b = big(r.b);
     const h = big(r.h);
@@ -321,8 +324,9 @@ export class Ledger {
   async settle(s: SettleInput): Promise<SettleResult> {
     const cost = s.costNano.toString();
     const rows = rowsOf(
-      await retryIfConnectionLost(() => this.db.raw(
-        `WITH h AS (
+      await retryIfConnectionLost(() =>
+        this.db.raw(
+          `WITH h AS (
            UPDATE holds SET status = 'settled', charged_nano = LEAST(CAST(? AS bigint), amount_nano), closed_at = now()
            WHERE request_id = ? AND status = 'active'
            RETURNING account_id, key_id, amount_nano, charged_nano
@@ -340,12 +344,28 @@ export class Ledger {
              h.charged_nano, CAST(? AS bigint) - h.charged_nano, ?, ?, ?, CAST(? AS bigint), ?, ? FROM h
          )
          SELECT charged_nano::text AS charged FROM h`,
-        [
-          cost, s.requestId, s.requestId, s.requestId, s.model, s.route,
-          s.inputTokens.toString(), s.outputTokens.toString(), s.cachedTokens.toString(), s.cacheWriteTokens.toString(), s.usageEstimated,
-          cost, s.status, s.httpStatus, s.latencyMs, (s.units ?? 0n).toString(), s.unit ?? '', s.requestedModel ?? s.model,
-        ],
-      )),
+          [
+            cost,
+            s.requestId,
+            s.requestId,
+            s.requestId,
+            s.model,
+            s.route,
+            s.inputTokens.toString(),
+            s.outputTokens.toString(),
+            s.cachedTokens.toString(),
+            s.cacheWriteTokens.toString(),
+            s.usageEstimated,
+            cost,
+            s.status,
+            s.httpStatus,
+            s.latencyMs,
+            (s.units ?? 0n).toString(),
+            s.unit ?? '',
+            s.requestedModel ?? s.model,
+          ],
+        ),
+      ),
     );
     if (rows[0]) return { chargedNano: big(rows[0].charged), firstSettle: true };
     const prior = rowsOf(await this.db.raw(`SELECT cost_nano::text AS c FROM usage_records WHERE request_id = ?`, [s.requestId]))[0];
@@ -451,27 +471,33 @@ export class Ledger {
       const account = rowsOf(await trx.raw(`SELECT balance_nano::text AS balance, held_nano::text AS held FROM accounts WHERE id = ? FOR UPDATE`, [accountId]))[0]!;
       const available = big(account.balance) - big(account.held);
       const refundedNano = available <= 0n ? 0n : topupNano < available ? topupNano : available;
-      const inserted = rowsOf(await trx.raw(
-        `INSERT INTO refunds (topup_id, account_id, topup_nano, refunded_nano, cause) VALUES (CAST(? AS bigint), ?, CAST(? AS bigint), CAST(? AS bigint), ?)
+      const inserted = rowsOf(
+        await trx.raw(
+          `INSERT INTO refunds (topup_id, account_id, topup_nano, refunded_nano, cause) VALUES (CAST(? AS bigint), ?, CAST(? AS bigint), CAST(? AS bigint), ?)
          ON CONFLICT (topup_id) DO NOTHING RETURNING refunded_nano`,
-        [t.id as string, accountId, topupNano.toString(), refundedNano.toString(), opts.cause],
-      ));
+          [t.id as string, accountId, topupNano.toString(), refundedNano.toString(), opts.cause],
+        ),
+      );
       if (inserted.length === 0) {
         const prior = rowsOf(await trx.raw(`SELECT refunded_nano::text AS refunded FROM refunds WHERE topup_id = CAST(? AS bigint)`, [t.id as string]))[0];
         return { applied: false, accountId, topupNano, refundedNano: prior ? big(prior.refunded) : 0n, balanceNano: big(account.balance) };
       }
       let balanceNano = big(account.balance);
       if (refundedNano > 0n) {
-        balanceNano = big(rowsOf(await trx.raw(`UPDATE accounts SET balance_nano = balance_nano - CAST(? AS bigint) WHERE id = ? RETURNING balance_nano::text AS b`, [refundedNano.toString(), accountId]))[0]!.b);
-        await trx.raw(
-          `INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, external_id, cause) VALUES (?, CAST(? AS bigint), 'refund', CAST(? AS bigint), ?, ?)`,
-          [accountId, (-refundedNano).toString(), balanceNano.toString(), opts.externalId, opts.cause],
+        balanceNano = big(
+          rowsOf(await trx.raw(`UPDATE accounts SET balance_nano = balance_nano - CAST(? AS bigint) WHERE id = ? RETURNING balance_nano::text AS b`, [refundedNano.toString(), accountId]))[0]!.b,
         );
+        await trx.raw(`INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, external_id, cause) VALUES (?, CAST(? AS bigint), 'refund', CAST(? AS bigint), ?, ?)`, [
+          accountId,
+          (-refundedNano).toString(),
+          balanceNano.toString(),
+          opts.externalId,
+          opts.cause,
+        ]);
       }
       return { applied: true, accountId, topupNano, refundedNano, balanceNano };
     });
   }
-
 
   async listUsage(keyId: string, limit: number): Promise<UsageRow[]> {
     // Usage of every key of the account this key belongs to: rotation keeps the history.

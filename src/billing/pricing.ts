@@ -262,11 +262,7 @@ function worstFixedParts(w: WorstCase, inputBound: bigint, uncappedOutputTokens:
   const prices = worstPrices(w, input);
   return {
     prices,
-    parts: [
-      { quantity: input, priceUsd: prices.input_per_mtok, perUnits: PER_MILLION },
-      { quantity: uncappedOutputTokens, priceUsd: prices.output_per_mtok, perUnits: PER_MILLION },
-      ...w.fees,
-    ],
+    parts: [{ quantity: input, priceUsd: prices.input_per_mtok, perUnits: PER_MILLION }, { quantity: uncappedOutputTokens, priceUsd: prices.output_per_mtok, perUnits: PER_MILLION }, ...w.fees],
   };
 }
 

@@ -112,7 +112,11 @@ export class RateLimiter {
       const p = this.claim(keyHash, hex);
       if (this.cache) {
         this.claiming.set(hex, p);
-        void p.catch(() => {}).finally(() => { if (this.claiming.get(hex) === p) this.claiming.delete(hex); });
+        void p
+          .catch(() => {})
+          .finally(() => {
+            if (this.claiming.get(hex) === p) this.claiming.delete(hex);
+          });
       }
       return p;
     }
@@ -162,9 +166,14 @@ export class RateLimiter {
     g.used++;
     g.lastUsed = now;
     return {
-      allowed: true, keyId: g.keyId, accountId: g.accountId, windowId: g.windowId,
-      limitRequests: g.rpm, remainingRequests: g.rpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, g.rpm - g.windowRequests) + (g.granted - g.used),
-      limitTokens: g.tpm, remainingTokens: g.tpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, g.tpm - g.windowTokens - g.localTokens),
+      allowed: true,
+      keyId: g.keyId,
+      accountId: g.accountId,
+      windowId: g.windowId,
+      limitRequests: g.rpm,
+      remainingRequests: g.rpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, g.rpm - g.windowRequests) + (g.granted - g.used),
+      limitTokens: g.tpm,
+      remainingTokens: g.tpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, g.tpm - g.windowTokens - g.localTokens),
       resetSeconds: Math.max(1, Math.ceil((g.endsAt - now) / 1000)),
     };
   }
@@ -181,9 +190,19 @@ export class RateLimiter {
       this.cache.fill(hex, { keyId: d.keyId, accountId: d.accountId, windowId: d.windowId, rpm: d.limitRequests, tpm: d.limitTokens }, mark);
       if (d.allowed && (d.limitRequests > 0 || d.limitTokens > 0)) {
         const fresh: Grant = {
-          keyId: d.keyId, accountId: d.accountId, windowId: d.windowId, rpm: d.limitRequests, tpm: d.limitTokens, windowStart: String(r.window_start),
-          endsAt: sentAt + Number(r.reset_ms), granted: Number(r.grant), used: 1, windowRequests: Number(r.requests),
-          windowTokens: Number(r.tokens ?? 0), localTokens: 0, lastUsed: performance.now(),
+          keyId: d.keyId,
+          accountId: d.accountId,
+          windowId: d.windowId,
+          rpm: d.limitRequests,
+          tpm: d.limitTokens,
+          windowStart: String(r.window_start),
+          endsAt: sentAt + Number(r.reset_ms),
+          granted: Number(r.grant),
+          used: 1,
+          windowRequests: Number(r.requests),
+          windowTokens: Number(r.tokens ?? 0),
+          localTokens: 0,
+          lastUsed: performance.now(),
         };
         const prev = this.grants.get(hex);
         if (prev && prev.windowStart === fresh.windowStart && prev.windowId === fresh.windowId && prev.rpm === fresh.rpm && prev.tpm === fresh.tpm) {
@@ -289,10 +308,14 @@ export class RateLimiter {
     const unused = g.granted - g.used;
     if (unused <= 0 || g.rpm === 0) return;
     g.granted = g.used;
-    await this.db.raw(
-      `UPDATE rate_windows SET requests = requests - CAST(? AS int) WHERE key_id = ? AND window_start = CAST(? AS timestamptz) AND requests >= CAST(? AS int)`,
-      [unused, g.windowId, g.windowStart, unused],
-    ).catch((err) => this.log?.warn({ err }, 'handing back a rate grant failed; it lapses with its minute'));
+    await this.db
+      .raw(`UPDATE rate_windows SET requests = requests - CAST(? AS int) WHERE key_id = ? AND window_start = CAST(? AS timestamptz) AND requests >= CAST(? AS int)`, [
+        unused,
+        g.windowId,
+        g.windowStart,
+        unused,
+      ])
+      .catch((err) => this.log?.warn({ err }, 'handing back a rate grant failed; it lapses with its minute'));
   }
 
   private async flushTokens(): Promise<void> {
@@ -315,7 +338,14 @@ export class RateLimiter {
 
 function unlimited(k: { keyId: string; accountId: string; windowId?: string }): RateDecision {
   return {
-    allowed: true, keyId: k.keyId, accountId: k.accountId, windowId: k.windowId ?? k.keyId, limitRequests: 0, remainingRequests: Number.MAX_SAFE_INTEGER,
-    limitTokens: 0, remainingTokens: Number.MAX_SAFE_INTEGER, resetSeconds: 60,
+    allowed: true,
+    keyId: k.keyId,
+    accountId: k.accountId,
+    windowId: k.windowId ?? k.keyId,
+    limitRequests: 0,
+    remainingRequests: Number.MAX_SAFE_INTEGER,
+    limitTokens: 0,
+    remainingTokens: Number.MAX_SAFE_INTEGER,
+    resetSeconds: 60,
   };
 }

@@ -32,8 +32,11 @@ export function billingService(ledger: Ledger, limiter: RateLimiter, leases?: Le
     async createKey(req) {
       if (req.creditsNano < 0n) throw badRequest('credits_nano must not be negative', 'invalid_value', 'credits_nano');
       const r = await ledger.createAccountWithKey({
-        creditsNano: req.creditsNano, label: req.label, ...(req.externalId ? { externalId: req.externalId } : {}),
-        cause: req.cause || 'billing-rpc:create-key', ...(req.owner ? { owner: req.owner } : {}),
+        creditsNano: req.creditsNano,
+        label: req.label,
+        ...(req.externalId ? { externalId: req.externalId } : {}),
+        cause: req.cause || 'billing-rpc:create-key',
+        ...(req.owner ? { owner: req.owner } : {}),
       });
       return { apiKey: r.apiKey, keyId: r.key.keyId, accountId: r.key.accountId, prefix: r.key.prefix, balanceNano: r.balanceNano };
     },
@@ -47,7 +50,8 @@ export function billingService(ledger: Ledger, limiter: RateLimiter, leases?: Le
         return { applied: r.applied, balanceNano: r.balanceNano };
       } catch (err) {
         // ALREADY_EXISTS: the id is taken by a top-up with other parameters; nothing was credited.
-        if (err instanceof LedgerError && err.code === 'idempotency_conflict') throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'idempotency_conflict', param: 'external_id', message: err.message });
+        if (err instanceof LedgerError && err.code === 'idempotency_conflict')
+          throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'idempotency_conflict', param: 'external_id', message: err.message });
         throw err;
       }
     },
@@ -93,8 +97,13 @@ export function billingService(ledger: Ledger, limiter: RateLimiter, leases?: Le
       const rows = await ledger.listKeysByOwner(req.owner, req.includeRevoked);
       return {
         keys: rows.map((k) => ({
-          keyId: k.keyId, accountId: k.accountId, prefix: k.prefix, label: k.label, owner: k.owner,
-          createdAt: timestampFromDate(k.createdAt), ...(k.revokedAt ? { revokedAt: timestampFromDate(k.revokedAt) } : {}),
+          keyId: k.keyId,
+          accountId: k.accountId,
+          prefix: k.prefix,
+          label: k.label,
+          owner: k.owner,
+          createdAt: timestampFromDate(k.createdAt),
+          ...(k.revokedAt ? { revokedAt: timestampFromDate(k.revokedAt) } : {}),
         })),
       };
     },
@@ -108,8 +117,14 @@ export function billingService(ledger: Ledger, limiter: RateLimiter, leases?: Le
       const page = rows.slice(0, size);
       return {
         entries: page.map((e) => ({
-          id: e.id.toString(), kind: e.kind, amountNano: e.amountNano, balanceAfterNano: e.balanceAfterNano,
-          externalId: e.externalId, requestId: e.requestId, cause: e.cause, createdAt: timestampFromDate(e.createdAt),
+          id: e.id.toString(),
+          kind: e.kind,
+          amountNano: e.amountNano,
+          balanceAfterNano: e.balanceAfterNano,
+          externalId: e.externalId,
+          requestId: e.requestId,
+          cause: e.cause,
+          createdAt: timestampFromDate(e.createdAt),
         })),
         nextCursor: rows.length > size ? page[page.length - 1]!.id.toString() : '',
       };
@@ -128,9 +143,18 @@ export function billingService(ledger: Ledger, limiter: RateLimiter, leases?: Le
       const rows = await ledger.listUsage(key.keyId, limit);
       return {
         records: rows.map((r) => ({
-          requestId: r.requestId, keyId: r.keyId, model: r.model, route: r.route,
-          inputTokens: r.inputTokens, outputTokens: r.outputTokens, cachedTokens: r.cachedTokens, cacheWriteTokens: r.cacheWriteTokens,
-          costNano: r.costNano, status: r.status, httpStatus: r.httpStatus, latencyMs: r.latencyMs,
+          requestId: r.requestId,
+          keyId: r.keyId,
+          model: r.model,
+          route: r.route,
+          inputTokens: r.inputTokens,
+          outputTokens: r.outputTokens,
+          cachedTokens: r.cachedTokens,
+          cacheWriteTokens: r.cacheWriteTokens,
+          costNano: r.costNano,
+          status: r.status,
+          httpStatus: r.httpStatus,
+          latencyMs: r.latencyMs,
           createdAt: timestampFromDate(r.createdAt),
         })),
       };

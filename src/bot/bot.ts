@@ -195,10 +195,7 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
       kb.text(`${s} ⭐ → ${formatUsd(BigInt(s) * config.nanoPerStar)}`, `ta:${key.keyId}:${s}`);
       if (i % 2 === 1) kb.row();
     });
-    await ctx.reply(
-      `Top up key ${keyName(key.prefix)}\nRate: ${rate}.\nAmounts from ${bounds}. Pick one, or send /topup &lt;stars&gt;.`,
-      { ...html, reply_markup: kb },
-    );
+    await ctx.reply(`Top up key ${keyName(key.prefix)}\nRate: ${rate}.\nAmounts from ${bounds}. Pick one, or send /topup &lt;stars&gt;.`, { ...html, reply_markup: kb });
   }
 
   async function sendInvoice(ctx: Context, key: KeyInfo, stars: number): Promise<void> {
@@ -368,10 +365,7 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
     log.info({ owner, keyId: r.keyId, revoked: r.revokedKeyId }, 'key rotated');
     await ctx.answerCallbackQuery({ text: 'Rotated' });
     await ctx.editMessageText('Key rotated: the old key no longer works.');
-    await ctx.reply(
-      ['Your new API key, on the same balance. It is shown <b>only this once</b>: copy it now.', '', `<code>${escapeHtml(r.apiKey)}</code>`].join('\n'),
-      html,
-    );
+    await ctx.reply(['Your new API key, on the same balance. It is shown <b>only this once</b>: copy it now.', '', `<code>${escapeHtml(r.apiKey)}</code>`].join('\n'), html);
   });
 
   bot.callbackQuery('rotx', async (ctx) => {
@@ -386,7 +380,9 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
     const parts: string[] = [];
     for (const k of keys) {
       const u = await billing.listUsage({ key: ref(k.keyId, owner), limit: 10 });
-      const lines = u.records.map((r) => `${formatTime(r.createdAt)} · ${escapeHtml(r.model)} · ${escapeHtml(r.route)} · ${formatUsd(r.costNano)}${r.status === 'ok' ? '' : ` (${escapeHtml(r.status)})`}`);
+      const lines = u.records.map(
+        (r) => `${formatTime(r.createdAt)} · ${escapeHtml(r.model)} · ${escapeHtml(r.route)} · ${formatUsd(r.costNano)}${r.status === 'ok' ? '' : ` (${escapeHtml(r.status)})`}`,
+      );
       parts.push(`Last requests on key ${keyName(k.prefix)}:\n${lines.join('\n') || 'none yet'}`);
     }
     await ctx.reply(parts.join('\n\n'), html);

@@ -61,17 +61,19 @@ export function loadBotConfig(env: NodeJS.ProcessEnv = process.env, defaults: { 
   if (webhookUrl && !webhookSecret) throw new Error('TELEGRAM_WEBHOOK_URL needs TELEGRAM_WEBHOOK_SECRET (Telegram sends it with every update)');
   if (webhookSecret && !/^[A-Za-z0-9_-]{1,256}$/.test(webhookSecret)) throw new Error('TELEGRAM_WEBHOOK_SECRET may use only A-Z, a-z, 0-9, _ and - (1 to 256 characters)');
   const adminIds = new Set(
-    (nonEmpty(env.TELEGRAM_ADMIN_IDS) ?? '').split(',').map((s) => s.trim()).filter(Boolean).map((s) => {
-      if (!/^\d+$/.test(s)) throw new Error(`TELEGRAM_ADMIN_IDS must list numeric Telegram user ids, got ${JSON.stringify(s)}`);
-      return Number(s);
-    }),
+    (nonEmpty(env.TELEGRAM_ADMIN_IDS) ?? '')
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean)
+      .map((s) => {
+        if (!/^\d+$/.test(s)) throw new Error(`TELEGRAM_ADMIN_IDS must list numeric Telegram user ids, got ${JSON.stringify(s)}`);
+        return Number(s);
+      }),
   );
   return {
     token,
     apiRoot: (nonEmpty(env.TELEGRAM_API_ROOT) ?? 'https://api.telegram.org').replace(/\/+$/, ''),
-    webhook: webhookUrl
-      ? { url: webhookUrl, secret: webhookSecret!, host: nonEmpty(env.TELEGRAM_WEBHOOK_HOST) ?? '0.0.0.0', port: wholeNumber(env, 'TELEGRAM_WEBHOOK_PORT', 8443) }
-      : undefined,
+    webhook: webhookUrl ? { url: webhookUrl, secret: webhookSecret!, host: nonEmpty(env.TELEGRAM_WEBHOOK_HOST) ?? '0.0.0.0', port: wholeNumber(env, 'TELEGRAM_WEBHOOK_PORT', 8443) } : undefined,
     nanoPerStar,
     minStars,
     maxStars,

@@ -26,7 +26,10 @@ try {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'telegram bot stopping');
-    running.stop().then(() => process.exit(0), () => process.exit(1));
+    running.stop().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));

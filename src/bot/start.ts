@@ -34,7 +34,14 @@ const ALLOWED_UPDATES = ['message', 'callback_query', 'pre_checkout_query'] as c
 export function networkTransport(rpcUrl: string, adminToken: string | undefined): Transport {
   return createGrpcTransport({
     baseUrl: rpcUrl,
-    interceptors: adminToken ? [(next) => (req) => { req.header.set('authorization', `Bearer ${adminToken}`); return next(req); }] : [],
+    interceptors: adminToken
+      ? [
+          (next) => (req) => {
+            req.header.set('authorization', `Bearer ${adminToken}`);
+            return next(req);
+          },
+        ]
+      : [],
   });
 }
 
@@ -73,7 +80,11 @@ export async function startBot(opts: { config: BotConfig; transport: Transport; 
     return {
       bot,
       mode: 'webhook',
-      stop: () => new Promise<void>((resolve) => { server.close(() => resolve()); server.closeIdleConnections(); }),
+      stop: () =>
+        new Promise<void>((resolve) => {
+          server.close(() => resolve());
+          server.closeIdleConnections();
+        }),
     };
   }
 

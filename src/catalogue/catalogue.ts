@@ -1,6 +1,6 @@
 // The catalogue at run time: the declarative list joined with which providers have
 // credentials, and the model aliases. Lookups are by the id callers use, or an alias of it.
-import type { Config, ProviderConfig, ProviderName } from '../config/config.ts';
+import type { Config, ProviderConfig } from '../config/config.ts';
 import { parseDecimal } from '../billing/money.ts';
 import { MODELS, type CatalogueEntry } from './models.ts';
 import { PRICED_TIERS } from '../billing/pricing.ts';

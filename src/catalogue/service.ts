@@ -17,20 +17,29 @@ const KINDS: Record<ModelKindName, ModelKind> = {
 
 function toMessage(m: ResolvedModel): MessageInitShape<typeof ModelSchema> {
   return {
-    id: m.id, kind: KINDS[m.kind], provider: m.provider, upstreamId: m.upstreamId, enabled: m.enabled,
-    available: m.available, unavailableReason: m.unavailableReason, responsesPassthrough: m.responsesPassthrough ?? false,
-    contextWindow: m.contextWindow, maxOutputTokens: m.maxOutputTokens, prices: { ...m.prices },
+    id: m.id,
+    kind: KINDS[m.kind],
+    provider: m.provider,
+    upstreamId: m.upstreamId,
+    enabled: m.enabled,
+    available: m.available,
+    unavailableReason: m.unavailableReason,
+    responsesPassthrough: m.responsesPassthrough ?? false,
+    contextWindow: m.contextWindow,
+    maxOutputTokens: m.maxOutputTokens,
+    prices: { ...m.prices },
   };
 }
 
 export function catalogueService(catalogue: Catalogue): ServiceImpl<typeof CatalogueService> {
   return {
     listModels(req) {
-      const models = catalogue
-        .list()
-        .filter((m) => (req.kind === ModelKind.UNSPECIFIED || KINDS[m.kind] === req.kind) && (!req.availableOnly || m.available));
+      const models = catalogue.list().filter((m) => (req.kind === ModelKind.UNSPECIFIED || KINDS[m.kind] === req.kind) && (!req.availableOnly || m.available));
       const shown = new Set(models.map((m) => m.id));
-      const aliases = catalogue.aliases().filter((a) => shown.has(a.model.id)).map((a) => ({ alias: a.alias, modelId: a.model.id }));
+      const aliases = catalogue
+        .aliases()
+        .filter((a) => shown.has(a.model.id))
+        .map((a) => ({ alias: a.alias, modelId: a.model.id }));
       return { models: models.map(toMessage), aliases };
     },
     getModel(req) {

@@ -68,7 +68,14 @@ const client = createClient(
     baseUrl: gateway.rpcUrl,
     // An address that swallows packets fails here rather than hanging the terminal.
     defaultTimeoutMs: 30_000,
-    interceptors: adminToken ? [(next) => (req) => { req.header.set('authorization', `Bearer ${adminToken}`); return next(req); }] : [],
+    interceptors: adminToken
+      ? [
+          (next) => (req) => {
+            req.header.set('authorization', `Bearer ${adminToken}`);
+            return next(req);
+          },
+        ]
+      : [],
   }),
 );
 
@@ -77,8 +84,7 @@ const keyRef = (s: string | undefined, cmd: string) => {
   return { ref: s.startsWith('prx-') ? { case: 'apiKey' as const, value: s } : { case: 'keyId' as const, value: s } };
 };
 const usd = (nano: bigint) => `$${nanoToUsd(nano)}`;
-const out = (human: string, json: unknown) =>
-  console.log(values.json ? JSON.stringify(json, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)) : human);
+const out = (human: string, json: unknown) => console.log(values.json ? JSON.stringify(json, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)) : human);
 
 function dollars(text: string | undefined, flag: string): bigint {
   if (text === undefined) usageError(`--${flag} <usd> is required`);
@@ -118,7 +124,10 @@ async function run(): Promise<void> {
     case 'balance': {
       const b = await client.getBalance({ key: keyRef(arg, cmd) });
       out(`balance   ${usd(b.balanceNano)}\nheld      ${usd(b.heldNano)}\navailable ${usd(b.availableNano)}`, {
-        account_id: b.accountId, balance_nano: b.balanceNano, held_nano: b.heldNano, available_nano: b.availableNano,
+        account_id: b.accountId,
+        balance_nano: b.balanceNano,
+        held_nano: b.heldNano,
+        available_nano: b.availableNano,
       });
       return;
     }

@@ -24,7 +24,10 @@ type Align = 'left' | 'right' | 'point';
 function alignColumn(cells: string[], align: Align): string[] {
   if (align === 'point') {
     // Whole part right-aligned, fraction left-aligned: the decimal points line up.
-    const parts = cells.map((c) => { const i = c.indexOf('.'); return i < 0 ? [c, ''] : [c.slice(0, i), c.slice(i)]; });
+    const parts = cells.map((c) => {
+      const i = c.indexOf('.');
+      return i < 0 ? [c, ''] : [c.slice(0, i), c.slice(i)];
+    });
     const whole = Math.max(...parts.map(([w]) => w!.length));
     const frac = Math.max(...parts.map(([, f]) => f!.length));
     cells = parts.map(([w, f]) => w!.padStart(whole) + f!.padEnd(frac));
@@ -51,5 +54,12 @@ export function usageTable(rows: readonly UsageRow[]): string {
     const pad = (s: string) => (c.align === 'left' ? s.padEnd(width) : s.padStart(width));
     return [pad(c.header), ...body.map(pad)];
   });
-  return built[0]!.map((_, i) => built.map((col) => col[i]).join('  ').trimEnd()).join('\n');
+  return built[0]!
+    .map((_, i) =>
+      built
+        .map((col) => col[i])
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }

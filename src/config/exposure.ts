@@ -29,7 +29,10 @@ export const MIN_ADMIN_TOKEN_LENGTH = 16;
 
 /** True for addresses only this machine can reach (127.0.0.0/8, ::1, localhost). */
 export function isLoopback(host: string): boolean {
-  const h = host.trim().toLowerCase().replace(/^\[|\]$/g, '');
+  const h = host
+    .trim()
+    .toLowerCase()
+    .replace(/^\[|\]$/g, '');
   return h === 'localhost' || h === '::1' || /^127(\.\d{1,3}){3}$/.test(h) || /^::ffff:127(\.\d{1,3}){3}$/.test(h);
 }
 
@@ -57,9 +60,11 @@ export function unsafeExposure(config: Config): string | undefined {
     return `ADMIN_TOKEN is shorter than ${MIN_ADMIN_TOKEN_LENGTH} characters. Use a long random secret, e.g. \`openssl rand -hex 32\`.`;
   }
   if (!config.adminToken && !isLoopback(config.grpcHost)) {
-    return `GRPC_HOST=${config.grpcHost} opens the RPC port (BillingService: keys, balances, top-ups) to the network, and ADMIN_TOKEN is not set. ` +
+    return (
+      `GRPC_HOST=${config.grpcHost} opens the RPC port (BillingService: keys, balances, top-ups) to the network, and ADMIN_TOKEN is not set. ` +
       `Set ADMIN_TOKEN to a long random secret (Billing and Catalogue callers then send "authorization: Bearer <ADMIN_TOKEN>"; ` +
-      `the CLI and \`npm run bot\` read ADMIN_TOKEN from their environment), or leave GRPC_HOST unset to listen on 127.0.0.1 only.`;
+      `the CLI and \`npm run bot\` read ADMIN_TOKEN from their environment), or leave GRPC_HOST unset to listen on 127.0.0.1 only.`
+    );
   }
   return undefined;
 }

@@ -16,7 +16,11 @@ export async function openDb(opts: DbOptions): Promise<Db> {
     client: 'pg',
     connection: opts.databaseUrl,
     // A lost connection is handled (below); knex's console line for each one is only noise.
-    log: { warn: (m: unknown) => { if (!String(m).startsWith('Connection Error')) console.warn(m); } },
+    log: {
+      warn: (m: unknown) => {
+        if (!String(m).startsWith('Connection Error')) console.warn(m);
+      },
+    },
     pool: {
       min: 0,
       max: opts.poolMax ?? 20,

@@ -71,7 +71,9 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   const wanted = path.resolve(opts.dataDir);
   const user = serverUser(wanted);
   if (user && !runsAs(user, path.join(bins.binDir, 'postgres'), ['--version'])) {
-    throw new Error(`the PostgreSQL binaries in ${bins.binDir} cannot be run by the user ${user.name}, who runs the embedded server (PostgreSQL refuses root); move them to a folder that user can reach, or set DATABASE_URL`);
+    throw new Error(
+      `the PostgreSQL binaries in ${bins.binDir} cannot be run by the user ${user.name}, who runs the embedded server (PostgreSQL refuses root); move them to a folder that user can reach, or set DATABASE_URL`,
+    );
   }
   const dir = clusterDir(wanted, user, log);
   if (!fs.existsSync(path.join(dir, 'PG_VERSION'))) initCluster(bins.binDir, dir, user, opts.durable, log);
@@ -116,22 +118,37 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   fs.writeFileSync(path.join(dir, OWNER_FILE), `${process.pid}\n`);
   // If this process ends without stop() (an uncaught error, process.exit), the server is asked
   // to shut down on its own; only SIGKILL leaves it running, and the next start stops it.
-  const onExit = () => { try { process.kill(child.pid!, 'SIGINT'); } catch { /* gone */ } };
+  const onExit = () => {
+    try {
+      process.kill(child.pid!, 'SIGINT');
+    } catch {
+      /* gone */
+    }
+  };
   process.once('exit', onExit);
 
   const host = opts.port ? '127.0.0.1' : 'localhost';
-  const urlFor = (database: string) =>
-    `postgres://postgres@${host}${opts.port ? `:${opts.port}` : ''}/${encodeURIComponent(database)}${opts.port ? '' : `?host=${encodeURIComponent(socketDir)}`}`;
+  const urlFor = (database: string) => `postgres://postgres@${host}${opts.port ? `:${opts.port}` : ''}/${encodeURIComponent(database)}${opts.port ? '' : `?host=${encodeURIComponent(socketDir)}`}`;
 
   let stopping: Promise<void> | undefined;
   const stop = () =>
     (stopping ??= (async () => {
       process.removeListener('exit', onExit);
       if (child.exitCode === null && child.signalCode === null) {
-        try { process.kill(child.pid!, 'SIGINT'); } catch { /* gone */ }
+        try {
+          process.kill(child.pid!, 'SIGINT');
+        } catch {
+          /* gone */
+        }
         // A durable fast shutdown writes a checkpoint first; give it time before an immediate one.
         // (A referenced timer: it also keeps this process alive until the server is gone.)
-        const immediate = setTimeout(() => { try { process.kill(child.pid!, 'SIGQUIT'); } catch { /* gone */ } }, 60_000);
+        const immediate = setTimeout(() => {
+          try {
+            process.kill(child.pid!, 'SIGQUIT');
+          } catch {
+            /* gone */
+          }
+        }, 60_000);
         await exited;
         clearTimeout(immediate);
       }
@@ -147,7 +164,9 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
     await stop();
     throw err;
   }
-  log.info(`embedded PostgreSQL ready: cluster ${dir}, ${opts.port ? `127.0.0.1:${opts.port} and ` : ''}unix socket in ${socketDir}, run as ${user?.name ?? os.userInfo().username}, binaries from ${bins.source}${opts.durable ? '' : ' (not durable: fsync off)'}`);
+  log.info(
+    `embedded PostgreSQL ready: cluster ${dir}, ${opts.port ? `127.0.0.1:${opts.port} and ` : ''}unix socket in ${socketDir}, run as ${user?.name ?? os.userInfo().username}, binaries from ${bins.source}${opts.durable ? '' : ' (not durable: fsync off)'}`,
+  );
   return { url: urlFor(opts.database ?? 'postgres'), urlFor, dataDir: dir, binDir: bins.binDir, serverUser: user?.name ?? os.userInfo().username, stop };
 }
 
@@ -181,7 +200,7 @@ export function findBinaries(log: EmbeddedLog = silent): Binaries {
   if (system) return { binDir: system, source: `the system (${system})` };
   throw new Error(
     `no PostgreSQL server binaries for the embedded database: ${problems.join('; ')}; and no initdb on PATH or in /usr/lib/postgresql/<version>/bin. ` +
-      'Set DATABASE_URL to a PostgreSQL server (postgres://user:password@host:5432/db), or install PostgreSQL\'s server binaries',
+      "Set DATABASE_URL to a PostgreSQL server (postgres://user:password@host:5432/db), or install PostgreSQL's server binaries",
   );
 }
 
@@ -263,7 +282,10 @@ function systemBinDir(): string | undefined {
   }
   const root = '/usr/lib/postgresql';
   if (fs.existsSync(root)) {
-    const versions = fs.readdirSync(root).filter((v) => ok(path.join(root, v, 'bin'))).sort((a, b) => Number(b) - Number(a));
+    const versions = fs
+      .readdirSync(root)
+      .filter((v) => ok(path.join(root, v, 'bin')))
+      .sort((a, b) => Number(b) - Number(a));
     if (versions[0]) return path.join(root, versions[0], 'bin');
   }
   return undefined;
@@ -308,7 +330,9 @@ function serverUser(dir: string): ServerUser | undefined {
     const gid = idOf(name, '-g');
     if (uid !== undefined && gid !== undefined && uid !== 0) return { name, uid, gid };
   }
-  throw new Error('running as root, and neither a `postgres` nor a `nobody` user exists to run the embedded PostgreSQL (it refuses root): create one, run the gateway as another user, or set DATABASE_URL');
+  throw new Error(
+    'running as root, and neither a `postgres` nor a `nobody` user exists to run the embedded PostgreSQL (it refuses root): create one, run the gateway as another user, or set DATABASE_URL',
+  );
 }
 
 function idOf(name: string, flag: '-u' | '-g'): number | undefined {
@@ -362,11 +386,12 @@ function initCluster(binDir: string, dir: string, user: ServerUser | undefined, 
   fs.rmSync(tmp, { recursive: true, force: true });
   fs.mkdirSync(tmp, { mode: 0o700 });
   if (user) fs.chownSync(tmp, user.uid, user.gid);
-  const r = spawnSync(
-    path.join(binDir, 'initdb'),
-    ['-D', tmp, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-instructions', ...(durable ? [] : ['--no-sync'])],
-    { encoding: 'utf8', cwd: '/', env: serverEnv(), ...(user ? { uid: user.uid, gid: user.gid } : {}) },
-  );
+  const r = spawnSync(path.join(binDir, 'initdb'), ['-D', tmp, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-instructions', ...(durable ? [] : ['--no-sync'])], {
+    encoding: 'utf8',
+    cwd: '/',
+    env: serverEnv(),
+    ...(user ? { uid: user.uid, gid: user.gid } : {}),
+  });
   if (r.status !== 0) {
     fs.rmSync(tmp, { recursive: true, force: true });
     throw new Error(`initdb failed: ${(r.stderr || r.stdout || r.error?.message || '').trim()}`);
@@ -428,8 +453,16 @@ async function stopLeftoverServer(dir: string, log: EmbeddedLog): Promise<void> 
     throw new Error(`the embedded database in ${dir} is in use by another process (pid ${owner}): stop it first, or give this one its own DATA_DIR`);
   }
   log.warn(`embedded PostgreSQL: a server left running by an earlier run (pid ${pid}) is shut down before a new one starts`);
-  for (const [signal, waitMs] of [['SIGINT', 60_000], ['SIGQUIT', 10_000], ['SIGKILL', 10_000]] as const) {
-    try { process.kill(pid, signal); } catch { /* gone */ }
+  for (const [signal, waitMs] of [
+    ['SIGINT', 60_000],
+    ['SIGQUIT', 10_000],
+    ['SIGKILL', 10_000],
+  ] as const) {
+    try {
+      process.kill(pid, signal);
+    } catch {
+      /* gone */
+    }
     const deadline = Date.now() + waitMs;
     while (alive(pid) && Date.now() < deadline) await sleep(100);
     if (!alive(pid)) return;
@@ -439,7 +472,9 @@ async function stopLeftoverServer(dir: string, log: EmbeddedLog): Promise<void> 
 
 async function waitUntilServing(url: string, exited: Promise<void>, logFile: string): Promise<void> {
   let gone = false;
-  void exited.then(() => { gone = true; });
+  void exited.then(() => {
+    gone = true;
+  });
   const deadline = Date.now() + 60_000;
   for (;;) {
     const c = new pg.Client({ connectionString: url });

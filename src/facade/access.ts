@@ -33,7 +33,6 @@ export function registerAccess(app: FastifyInstance, deps: { inference: Client<t
       return sendGatewayError(reply, ge, shapeOf(route));
     }
   });
-
 }
 
 /** The README's promise: every answer of a keyed route carries its cost and request id (run from the facade's one onSend hook). */
@@ -75,7 +74,9 @@ declare module 'fastify' {
  */
 export function drainThenCut(req: FastifyRequest): void {
   req.raw.resume();
-  setTimeout(() => { if (!req.raw.complete) req.raw.socket?.destroy(); }, 5_000).unref();
+  setTimeout(() => {
+    if (!req.raw.complete) req.raw.socket?.destroy();
+  }, 5_000).unref();
 }
 
 /** A refusal before (or instead of) reading the body, in the OpenAI shape. */
@@ -86,5 +87,8 @@ export function refuseUnread(req: FastifyRequest, reply: FastifyReply, status: n
 
 /** 404 in the shape of the route family the path looks like. */
 export function unknownRoute(req: FastifyRequest, reply: FastifyReply): FastifyReply {
-  return reply.code(404).type('application/json').send(errorBody(shapeOf(req.url), 404, `Unknown route: ${req.method} ${req.url.split('?')[0]}`, 'invalid_request_error', 'unknown_route'));
+  return reply
+    .code(404)
+    .type('application/json')
+    .send(errorBody(shapeOf(req.url), 404, `Unknown route: ${req.method} ${req.url.split('?')[0]}`, 'invalid_request_error', 'unknown_route'));
 }

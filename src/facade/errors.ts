@@ -16,16 +16,28 @@ export function openAIError(message: string, type: string, code: string | null =
 /** Anthropic's error types by status, as its SDK and docs name them. */
 export function anthropicErrorType(status: number): string {
   switch (status) {
-    case 400: case 409: case 422: return 'invalid_request_error';
-    case 401: return 'authentication_error';
-    case 402: return 'billing_error';
-    case 403: return 'permission_error';
-    case 404: return 'not_found_error';
-    case 413: return 'request_too_large';
-    case 429: return 'rate_limit_error';
-    case 504: return 'timeout_error';
-    case 529: return 'overloaded_error';
-    default: return 'api_error';
+    case 400:
+    case 409:
+    case 422:
+      return 'invalid_request_error';
+    case 401:
+      return 'authentication_error';
+    case 402:
+      return 'billing_error';
+    case 403:
+      return 'permission_error';
+    case 404:
+      return 'not_found_error';
+    case 413:
+      return 'request_too_large';
+    case 429:
+      return 'rate_limit_error';
+    case 504:
+      return 'timeout_error';
+    case 529:
+      return 'overloaded_error';
+    default:
+      return 'api_error';
   }
 }
 
@@ -69,5 +81,8 @@ export function sendGatewayError(reply: FastifyReply, ge: GatewayError, shape: W
   if (ge.requestId) reply.header('x-request-id', ge.requestId).header('request-id', ge.requestId);
   // Failures are never charged; say so as plainly as on a success.
   reply.header('x-gateway-cost-nano-usd', '0');
-  return reply.code(status).type('application/json').send(errorBodyOf(ge, shape, status));
+  return reply
+    .code(status)
+    .type('application/json')
+    .send(errorBodyOf(ge, shape, status));
 }

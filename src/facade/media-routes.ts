@@ -42,7 +42,8 @@ export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps):
   // never more than UPLOAD_TOTAL_LIMIT_BYTES of one request.
   async function relayMultipart(req: FastifyRequest, reply: FastifyReply, call: (parts: FormPart[], opts: CallOptions) => Promise<InferenceResponse>) {
     const { uploadLimitBytes, uploadTotalLimitBytes, maxFiles, fieldLimitBytes } = deps.uploads;
-    const tooLarge = () => refuseUnread(req, reply, 413, openAIError(`The upload is larger than the limit of ${uploadTotalLimitBytes} bytes per request.`, 'invalid_request_error', 'request_too_large'));
+    const tooLarge = () =>
+      refuseUnread(req, reply, 413, openAIError(`The upload is larger than the limit of ${uploadTotalLimitBytes} bytes per request.`, 'invalid_request_error', 'request_too_large'));
     if (!req.isMultipart()) {
       return refuseUnread(req, reply, 400, openAIError(`${req.routeOptions.url} takes multipart/form-data (as the OpenAI SDKs send it).`, 'invalid_request_error', 'invalid_content_type'));
     }
@@ -65,7 +66,12 @@ export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps):
           parts.push(create(FormPartSchema, { name: part.fieldname, filename: part.filename || 'upload', contentType: part.mimetype, data: Buffer.concat(chunks) }));
         } else {
           if (part.valueTruncated) {
-            return refuseUnread(req, reply, 413, openAIError(`The field '${part.fieldname}' is larger than the limit of ${fieldLimitBytes} bytes.`, 'invalid_request_error', 'field_too_large', part.fieldname));
+            return refuseUnread(
+              req,
+              reply,
+              413,
+              openAIError(`The field '${part.fieldname}' is larger than the limit of ${fieldLimitBytes} bytes.`, 'invalid_request_error', 'field_too_large', part.fieldname),
+            );
           }
           const data = Buffer.from(String(part.value ?? ''), 'utf8');
           total += data.length;
@@ -76,9 +82,12 @@ export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps):
     } catch (err) {
       const status = (err as { statusCode?: number }).statusCode === 413 ? 413 : 400;
       const code = (err as { code?: string }).code;
-      const message = status === 413
-        ? code === 'FST_REQ_FILE_TOO_LARGE' ? `An uploaded file is larger than the limit of ${uploadLimitBytes} bytes.` : `Too many parts in the upload (at most ${maxFiles} files).`
-        : 'The multipart/form-data body is malformed or incomplete.';
+      const message =
+        status === 413
+          ? code === 'FST_REQ_FILE_TOO_LARGE'
+            ? `An uploaded file is larger than the limit of ${uploadLimitBytes} bytes.`
+            : `Too many parts in the upload (at most ${maxFiles} files).`
+          : 'The multipart/form-data body is malformed or incomplete.';
       return refuseUnread(req, reply, status, openAIError(message, 'invalid_request_error', status === 413 ? 'request_too_large' : 'invalid_multipart'));
     }
     return relayUnary(req, reply, 'openai', (_body, opts) => call(parts, opts));
@@ -88,7 +97,9 @@ export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps):
     const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
     const abort = new AbortController();
     const res = reply.raw;
-    res.on('close', () => { if (!res.writableFinished) abort.abort(); });
+    res.on('close', () => {
+      if (!res.writableFinished) abort.abort();
+    });
     const events = inference.createSpeech({ body, requestId: req.id }, { headers: deps.callHeaders(req), signal: abort.signal })[Symbol.asyncIterator]();
     let first;
     try {

@@ -31,10 +31,7 @@ export function registerModelRoutes(app: FastifyInstance, catalogue: Client<type
   app.get('/v1/models', async (req) => {
     const { models, aliases } = await catalogue.listModels({ availableOnly: true });
     const byId = new Map(models.map((m) => [m.id, m]));
-    const entries: Entry[] = [
-      ...models.map((model) => ({ id: model.id, model })),
-      ...aliases.map((a) => ({ id: a.alias, model: byId.get(a.modelId)!, aliasFor: a.modelId })),
-    ];
+    const entries: Entry[] = [...models.map((model) => ({ id: model.id, model })), ...aliases.map((a) => ({ id: a.alias, model: byId.get(a.modelId)!, aliasFor: a.modelId }))];
     if (!wantsAnthropic(req)) return { object: 'list', data: entries.map(openAIEntry) };
     const data = entries.filter((e) => e.model.provider === 'anthropic').map(anthropicEntry);
     return { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };

@@ -128,9 +128,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
       ? relayStream(req, reply, 'anthropic', (body, opts) => serverStream(deps.transport, InferenceService.method.streamMessage, { body, requestId: req.id }, opts))
       : relayUnary(req, reply, 'anthropic', (body, opts) => inference.createMessage({ body, requestId: req.id }, opts)),
   );
-  app.post('/v1/messages/count_tokens', (req, reply) =>
-    relayUnary(req, reply, 'anthropic', (body, opts) => inference.countMessageTokens({ body, requestId: req.id }, opts)),
-  );
+  app.post('/v1/messages/count_tokens', (req, reply) => relayUnary(req, reply, 'anthropic', (body, opts) => inference.countMessageTokens({ body, requestId: req.id }, opts)));
 
   app.post('/v1/responses', (req, reply) =>
     wantsStream(req.body as Buffer)
@@ -199,7 +197,10 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
       for (let r = first; !r.done; r = await events.next()) {
         const ev = r.value.event;
         if (ev.case === 'data') await writeChunk(res, frame(ev.value));
-        else if (ev.case === 'error') { await writeChunk(res, frame(ev.value)); ended = true; }
+        else if (ev.case === 'error') {
+          await writeChunk(res, frame(ev.value));
+          ended = true;
+        }
       }
       if (!ended && doneMarker) await writeChunk(res, 'data: [DONE]\n\n');
     } catch (err) {
@@ -237,16 +238,36 @@ class LazyChild {
     return (this.made ??= this.parent.child(this.bindings, this.opts));
   }
 
-  get level() { return this.log.level; }
-  set level(l) { this.log.level = l; }
-  fatal(...a: Parameters<LogFn>) { this.log.fatal(...a); }
-  error(...a: Parameters<LogFn>) { this.log.error(...a); }
-  warn(...a: Parameters<LogFn>) { this.log.warn(...a); }
-  info(...a: Parameters<LogFn>) { this.log.info(...a); }
-  debug(...a: Parameters<LogFn>) { this.log.debug(...a); }
-  trace(...a: Parameters<LogFn>) { this.log.trace(...a); }
-  silent(...a: Parameters<LogFn>) { this.log.silent(...a); }
-  child(bindings: Bindings, opts?: ChildLoggerOptions) { return this.log.child(bindings, opts); }
+  get level() {
+    return this.log.level;
+  }
+  set level(l) {
+    this.log.level = l;
+  }
+  fatal(...a: Parameters<LogFn>) {
+    this.log.fatal(...a);
+  }
+  error(...a: Parameters<LogFn>) {
+    this.log.error(...a);
+  }
+  warn(...a: Parameters<LogFn>) {
+    this.log.warn(...a);
+  }
+  info(...a: Parameters<LogFn>) {
+    this.log.info(...a);
+  }
+  debug(...a: Parameters<LogFn>) {
+    this.log.debug(...a);
+  }
+  trace(...a: Parameters<LogFn>) {
+    this.log.trace(...a);
+  }
+  silent(...a: Parameters<LogFn>) {
+    this.log.silent(...a);
+  }
+  child(bindings: Bindings, opts?: ChildLoggerOptions) {
+    return this.log.child(bindings, opts);
+  }
 }
 
 /** Only a parsable body with "stream": true takes the streaming RPC; all else the unary one, which reports what is wrong. */

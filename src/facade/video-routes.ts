@@ -63,7 +63,10 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
         if (v.status === 'failed' || v.status === 'cancelled') {
           const code = v.error?.code ?? 'upstream_error';
           const status = failureHttpStatus(code);
-          return reply.code(status).type('application/json').send(openAIError(v.error?.message ?? 'The video job failed.', status < 500 ? 'invalid_request_error' : 'server_error', code));
+          return reply
+            .code(status)
+            .type('application/json')
+            .send(openAIError(v.error?.message ?? 'The video job failed.', status < 500 ? 'invalid_request_error' : 'server_error', code));
         }
         // Still running when the wait ended: where to look, and when.
         return reply.code(202).header('location', `/v1/videos/${v.id}`).header('retry-after', '5').type('application/json').send(openAIVideo(v));
@@ -86,7 +89,8 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
     scope.get<{ Querystring: { limit?: string; after?: string; order?: string } }>('/v1/videos', async (req, reply) => {
       try {
         const limit = req.query.limit === undefined ? 0 : Number(req.query.limit);
-        if (!Number.isInteger(limit) || limit < 0) return reply.code(400).send(openAIError("Invalid value for 'limit': an integer between 1 and 100.", 'invalid_request_error', 'invalid_value', 'limit'));
+        if (!Number.isInteger(limit) || limit < 0)
+          return reply.code(400).send(openAIError("Invalid value for 'limit': an integer between 1 and 100.", 'invalid_request_error', 'invalid_value', 'limit'));
         const r = await videos.listVideos({ limit, after: req.query.after ?? '', order: req.query.order ?? '' }, callOptions(req, reply));
         const data = r.videos.map(openAIVideo);
         reply.header('x-gateway-cost-nano-usd', '0');
@@ -137,7 +141,9 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
   /** The MP4, streamed; errors before the first byte keep their status. */
   async function sendContent(req: FastifyRequest, reply: FastifyReply, id: string) {
     const abort = new AbortController();
-    reply.raw.on('close', () => { if (!reply.raw.writableFinished) abort.abort(); });
+    reply.raw.on('close', () => {
+      if (!reply.raw.writableFinished) abort.abort();
+    });
     const chunks = videos.getVideoContent({ id }, { headers: credentials(req), signal: abort.signal })[Symbol.asyncIterator]();
     let first: IteratorResult<VideoContentChunk>;
     try {
@@ -148,7 +154,10 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
     const start = first.value?.part.case === 'start' ? first.value.part.value : undefined;
     // The job was charged when it completed; its download costs nothing (the generations route says what the job cost).
     if (!reply.hasHeader('x-gateway-cost-nano-usd')) reply.header('x-gateway-cost-nano-usd', '0');
-    reply.header('x-request-id', req.id).header('x-video-id', start?.videoId ?? id).type(start?.contentType || 'video/mp4');
+    reply
+      .header('x-request-id', req.id)
+      .header('x-video-id', start?.videoId ?? id)
+      .type(start?.contentType || 'video/mp4');
     if (start) reply.header('content-length', String(start.size));
     async function* bytes() {
       for (let r = await chunks.next(); !r.done; r = await chunks.next()) {
@@ -161,7 +170,9 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
 
 function callOptions(req: FastifyRequest, reply: FastifyReply): CallOptions {
   const abort = new AbortController();
-  reply.raw.on('close', () => { if (!reply.raw.writableFinished) abort.abort(); });
+  reply.raw.on('close', () => {
+    if (!reply.raw.writableFinished) abort.abort();
+  });
   return { headers: credentials(req), signal: abort.signal };
 }
 

@@ -5,7 +5,11 @@ export function writeChunk(res: ServerResponse, chunk: string | Uint8Array): Pro
   if (res.destroyed) return Promise.reject(new Error('client gone'));
   if (res.write(chunk)) return Promise.resolve();
   return new Promise((resolve, reject) => {
-    const done = (err?: Error) => { res.off('drain', ok); res.off('close', gone); err ? reject(err) : resolve(); };
+    const done = (err?: Error) => {
+      res.off('drain', ok);
+      res.off('close', gone);
+      err ? reject(err) : resolve();
+    };
     const ok = () => done();
     const gone = () => done(new Error('client gone'));
     res.once('drain', ok);

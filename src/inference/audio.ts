@@ -30,10 +30,7 @@ const PROMPT_OVERHEAD_TOKENS = 64n;
 const SPEECH_FORMATS: Record<string, string> = { mp3: 'audio/mpeg', opus: 'audio/ogg', aac: 'audio/aac', flac: 'audio/flac', wav: 'audio/wav', pcm: 'audio/pcm' };
 const MAX_SPEECH_CHARS = 4096;
 
-export type SpeechOut =
-  | { kind: 'start'; requestId: string; contentType: string; costNano: bigint }
-  | { kind: 'audio'; data: Uint8Array }
-  | { kind: 'charge'; charge: ChargeInfo };
+export type SpeechOut = { kind: 'start'; requestId: string; contentType: string; costNano: bigint } | { kind: 'audio'; data: Uint8Array } | { kind: 'charge'; charge: ChargeInfo };
 
 export class AudioService {
   private readonly engine: Engine;
@@ -57,13 +54,18 @@ export class AudioService {
     const unexpected = form.parts.find((p) => p.filename !== '' && p.name !== 'file');
     if (unexpected) return invalid(badRequest(`Unexpected file field '${unexpected.name}': send the audio as 'file'.`, 'invalid_value', unexpected.name));
     const files = form.files('file');
-    if (files.length === 0) return invalid(badRequest(form.has('file') ? "'file' must be a file, not a text field." : "Missing required parameter: 'file'.", form.has('file') ? 'invalid_value' : 'missing_required_parameter', 'file'));
+    if (files.length === 0)
+      return invalid(
+        badRequest(form.has('file') ? "'file' must be a file, not a text field." : "Missing required parameter: 'file'.", form.has('file') ? 'invalid_value' : 'missing_required_parameter', 'file'),
+      );
     if (files.length > 1) return invalid(badRequest("Send one audio 'file' per request.", 'invalid_value', 'file'));
     const file = files[0]!;
     if (file.data.length === 0) return invalid(badRequest(`The audio file '${file.filename}' is empty.`, 'invalid_value', 'file'));
     const duration = audioDuration(file.data);
     if (!duration) {
-      return invalid(badRequest(`The file '${file.filename}' is not audio this gateway can read. Supported formats: flac, m4a, mp3, mp4, mpeg, mpga, oga, ogg, wav, webm.`, 'invalid_file_format', 'file'));
+      return invalid(
+        badRequest(`The file '${file.filename}' is not audio this gateway can read. Supported formats: flac, m4a, mp3, mp4, mpeg, mpga, oga, ogg, wav, webm.`, 'invalid_file_format', 'file'),
+      );
     }
     const format = form.field('response_format') ?? 'json';
     const formats = RESPONSE_FORMATS[model.id] ?? TOKEN_MODEL_FORMATS;
@@ -77,10 +79,10 @@ export class AudioService {
     const hold = perSecond
       ? audioSecondsNano(model.prices, seconds)
       : mediaTokensNano(model.prices, 'audio_input_per_mtok', {
-        textInput: promptTokens,
-        mediaInput: seconds * AUDIO_TOKENS_PER_SECOND * 2n,
-        output: BigInt(model.maxOutputTokens) + seconds * 12n,
-      });
+          textInput: promptTokens,
+          mediaInput: seconds * AUDIO_TOKENS_PER_SECOND * 2n,
+          output: BigInt(model.maxOutputTokens) + seconds * 12n,
+        });
     await engine.holdExact(key, plan, hold);
 
     const upstreamForm = new FormData();
@@ -93,7 +95,9 @@ export class AudioService {
     const provider = openAICompatible(model.providerConfig);
     const res = await engine.post(plan, provider.url('/audio/transcriptions'), provider.authHeaders, upstreamForm);
     if (res.statusCode < 200 || res.statusCode >= 300) throw await engine.upstreamError(plan, res);
-    const contentType = String(res.headers['content-type'] ?? 'application/json').split(';')[0]!.trim();
+    const contentType = String(res.headers['content-type'] ?? 'application/json')
+      .split(';')[0]!
+      .trim();
     let text: string;
     try {
       text = await res.body.text();
@@ -103,7 +107,11 @@ export class AudioService {
     }
     let json: Json | undefined;
     if (contentType === 'application/json') {
-      try { json = JSON.parse(text) as Json; } catch { json = undefined; }
+      try {
+        json = JSON.parse(text) as Json;
+      } catch {
+        json = undefined;
+      }
     }
 
     let charge: ChargeInfo;
@@ -112,7 +120,11 @@ export class AudioService {
     } else {
       const reported = json?.usage && typeof json.usage === 'object' && (json.usage as Json).type !== 'duration' ? mediaTokensFromUsage(json.usage as Json, 'audio_tokens') : undefined;
       // Text formats carry no usage: audio tokens at the models' rate, output counted.
-      const tokens: MediaTokens = reported ?? { textInput: promptTokens - PROMPT_OVERHEAD_TOKENS, mediaInput: seconds * AUDIO_TOKENS_PER_SECOND, output: BigInt(countTextTokens(typeof json?.text === 'string' ? json.text : text)) };
+      const tokens: MediaTokens = reported ?? {
+        textInput: promptTokens - PROMPT_OVERHEAD_TOKENS,
+        mediaInput: seconds * AUDIO_TOKENS_PER_SECOND,
+        output: BigInt(countTextTokens(typeof json?.text === 'string' ? json.text : text)),
+      };
       const usage = { ...zeroUsage(), inputTokens: tokens.textInput + tokens.mediaInput, outputTokens: tokens.output, estimated: !reported, units: seconds, unit: 'audio_seconds' };
       charge = await engine.settle(plan, usage, 'ok', 200, mediaTokensNano(model.prices, 'audio_input_per_mtok', tokens));
     }
@@ -139,7 +151,8 @@ export class AudioService {
     }
     const format = body.response_format == null ? 'mp3' : String(body.response_format);
     if (!(format in SPEECH_FORMATS)) return invalid(badRequest(`'response_format' must be one of ${Object.keys(SPEECH_FORMATS).join(', ')}.`, 'invalid_value', 'response_format'));
-    if (body.speed != null && !(typeof body.speed === 'number' && body.speed >= 0.25 && body.speed <= 4)) return invalid(badRequest("'speed' must be a number from 0.25 to 4.", 'invalid_value', 'speed'));
+    if (body.speed != null && !(typeof body.speed === 'number' && body.speed >= 0.25 && body.speed <= 4))
+      return invalid(badRequest("'speed' must be a number from 0.25 to 4.", 'invalid_value', 'speed'));
     if (body.stream_format != null && body.stream_format !== 'audio') return invalid(badRequest("Only stream_format 'audio' is supported by this gateway.", 'unsupported_value', 'stream_format'));
 
     const plan = mediaPlan(requestId, SPEECH_ROUTE, model, body, startedAt);
@@ -162,7 +175,9 @@ export class AudioService {
       const res = await engine.post(plan, provider.url('/audio/speech'), { ...provider.headers, accept: '*/*' }, upstreamBody, upstreamAbort.signal);
       if (res.statusCode < 200 || res.statusCode >= 300) throw await engine.upstreamError(plan, res);
       answered = true;
-      const contentType = String(res.headers['content-type'] ?? SPEECH_FORMATS[format]).split(';')[0]!.trim();
+      const contentType = String(res.headers['content-type'] ?? SPEECH_FORMATS[format])
+        .split(';')[0]!
+        .trim();
       yield { kind: 'start', requestId, contentType, costNano: cost };
       try {
         for await (const chunk of res.body) yield { kind: 'audio', data: chunk as Buffer };

@@ -69,14 +69,18 @@ function tierPrices(model: ResolvedModel, value: unknown): TokenPrices | BillPol
   const prices = (PRICED_TIERS as readonly string[]).includes(tier) ? variantPrices(model.prices, `${tier}_`) : undefined;
   if (prices) return prices;
   const priced = PRICED_TIERS.filter((t) => variantPrices(model.prices, `${t}_`));
-  return refuse('service_tier', `The gateway has no prices for service_tier '${asked}' on ${model.id}, so it cannot bill it; send 'auto' or 'default'${priced.length ? ` or one of: ${priced.join(', ')}` : ''}.`);
+  return refuse(
+    'service_tier',
+    `The gateway has no prices for service_tier '${asked}' on ${model.id}, so it cannot bill it; send 'auto' or 'default'${priced.length ? ` or one of: ${priced.join(', ')}` : ''}.`,
+  );
 }
 
 /** POST /v1/chat/completions (OpenAI, xAI, DeepSeek; and the chat side of Claude through chat). */
 export function chatPolicy(body: Json, model: ResolvedModel, shared = NOTHING_SHARED): BillPolicy {
   const owned = notShared('chat', body, shared);
   if (owned) return owned;
-  if (body.web_search_options != null) return refuse('web_search_options', 'Web search in chat completions is billed per search, which this gateway does not price; use /v1/responses with the web_search tool on a passthrough model.');
+  if (body.web_search_options != null)
+    return refuse('web_search_options', 'Web search in chat completions is billed per search, which this gateway does not price; use /v1/responses with the web_search tool on a passthrough model.');
   if (body.search_parameters != null) return refuse('search_parameters', "xAI's Live Search is billed per source, which this gateway does not price; omit search_parameters.");
   const audioOut = Array.isArray(body.modalities) && (body.modalities as unknown[]).includes('audio');
   if (audioOut || body.audio != null) return refuse(audioOut ? 'modalities' : 'audio', 'Audio output is billed at audio token prices, which this gateway does not price; ask for text only.');
@@ -104,8 +108,10 @@ export function messagesPolicy(body: Json, model: ResolvedModel, shared = NOTHIN
   const owned = notShared('messages', body, shared);
   if (owned) return owned;
   if (body.speed != null && body.speed !== 'standard') return refuse('speed', "Fast mode is billed at premium prices this gateway does not price; omit speed or send 'standard'.");
-  if (body.inference_geo != null && body.inference_geo !== 'global') return refuse('inference_geo', "Inference pinned to a region is billed above list prices, which this gateway does not price; omit inference_geo or send 'global'.");
-  if (body.service_tier != null && body.service_tier !== 'auto' && body.service_tier !== 'standard_only') return refuse('service_tier', "service_tier must be 'auto' or 'standard_only'.", 'invalid_value');
+  if (body.inference_geo != null && body.inference_geo !== 'global')
+    return refuse('inference_geo', "Inference pinned to a region is billed above list prices, which this gateway does not price; omit inference_geo or send 'global'.");
+  if (body.service_tier != null && body.service_tier !== 'auto' && body.service_tier !== 'standard_only')
+    return refuse('service_tier', "service_tier must be 'auto' or 'standard_only'.", 'invalid_value');
   if (body.container != null) return refuse('container', 'Code execution containers are billed by the hour, which this gateway does not price.');
   if (arr(body.mcp_servers).length > 0) return refuse('mcp_servers', "MCP connector calls run on Anthropic's side in a loop the gateway cannot bound.");
 
@@ -141,7 +147,8 @@ export function messagesPolicy(body: Json, model: ResolvedModel, shared = NOTHIN
     const source = o.source as Json | undefined;
     if (source?.type === 'url') worst.unseen ??= `a ${String(o.type)} by URL`;
     else if (source?.type === 'file') worst.unseen ??= `a ${String(o.type)} by file id`;
-    else if (o.type === 'document' && source?.type === 'base64' && source.media_type === 'application/pdf') worst.unseen ??= 'a PDF document'; // a page costs more than its bytes
+    else if (o.type === 'document' && source?.type === 'base64' && source.media_type === 'application/pdf')
+      worst.unseen ??= 'a PDF document'; // a page costs more than its bytes
     else if (o.type === 'container_upload') worst.unseen ??= 'a container upload';
     const cc = o.cache_control as Json | undefined;
     if (cc && typeof cc === 'object') writes = cc.ttl === '1h' || writes === '1h' ? '1h' : '5m';
@@ -163,7 +170,10 @@ export function responsesPolicy(body: Json, model: ResolvedModel, shared = NOTHI
   const owned = notShared('responses', body, shared);
   if (owned) return owned;
   if (body.background === true) {
-    return refuse('background', "Background responses go on running on the provider's side after this request ends, where the gateway cannot see their usage to bill it; send the request without background (stream it for long tasks).");
+    return refuse(
+      'background',
+      "Background responses go on running on the provider's side after this request ends, where the gateway cannot see their usage to bill it; send the request without background (stream it for long tasks).",
+    );
   }
   if (arr(body.context_management).length > 0) return refuse('context_management', 'Server-side compaction runs extra model calls the gateway cannot bound; omit context_management.');
   const prices = tierPrices(model, body.service_tier);
@@ -176,7 +186,10 @@ export function responsesPolicy(body: Json, model: ResolvedModel, shared = NOTHI
     if (RESPONSES_CLIENT_TOOLS.has(type)) return undefined;
     if (type === 'shell' && (t.environment == null || (t.environment as Json).type === 'local')) return undefined;
     if (type === 'namespace') {
-      for (const inner of arr(t.tools)) { const r = check(inner); if (r) return r; }
+      for (const inner of arr(t.tools)) {
+        const r = check(inner);
+        if (r) return r;
+      }
       return undefined;
     }
     if (type === 'tool_search' && t.execution === 'client') return undefined;
@@ -185,9 +198,15 @@ export function responsesPolicy(body: Json, model: ResolvedModel, shared = NOTHI
       searchTool = true;
       return undefined;
     }
-    return refuse('tools', `The tool type '${type}' runs on the provider's side and is billed in a way this gateway cannot bill yet (per container, per image, per call or storage); it serves function, custom, computer, shell and apply_patch tools and web search.`);
+    return refuse(
+      'tools',
+      `The tool type '${type}' runs on the provider's side and is billed in a way this gateway cannot bill yet (per container, per image, per call or storage); it serves function, custom, computer, shell and apply_patch tools and web search.`,
+    );
   };
-  for (const t of arr(body.tools)) { const r = check(t); if (r) return r; }
+  for (const t of arr(body.tools)) {
+    const r = check(t);
+    if (r) return r;
+  }
 
   let set: Json | undefined;
   if (searchTool) {
@@ -228,7 +247,10 @@ function walk(root: unknown, visit: (o: Json) => void): void {
   while (stack.length > 0) {
     const v = stack.pop();
     if (v === null || typeof v !== 'object') continue;
-    if (Array.isArray(v)) { for (const x of v) stack.push(x); continue; }
+    if (Array.isArray(v)) {
+      for (const x of v) stack.push(x);
+      continue;
+    }
     visit(v as Json);
     for (const x of Object.values(v)) if (x !== null && typeof x === 'object') stack.push(x);
   }

@@ -9,7 +9,19 @@ import { countInputTokens, countTextTokens, inputTokensUpperBound } from './toke
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { anthropic } from './providers/anthropic.ts';
 import { chatRequestToMessages, messagesResponseToChat, MessagesToChatStream, TranslationError } from './translate/chat-messages.ts';
-import { chargeField, errorMessage, providerErrorFields, type ChargeInfo, type Engine, type Json, type OutEvent, type Plan, type StepResult, type StreamEvent, type StreamProcessor } from './engine.ts';
+import {
+  chargeField,
+  errorMessage,
+  providerErrorFields,
+  type ChargeInfo,
+  type Engine,
+  type Json,
+  type OutEvent,
+  type Plan,
+  type StepResult,
+  type StreamEvent,
+  type StreamProcessor,
+} from './engine.ts';
 import { chatPolicy, messagesPolicy, type Refusal } from './bill-policy.ts';
 import type { SseEvent } from './sse.ts';
 
@@ -33,9 +45,10 @@ export class ChatService {
     if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res);
     const { bytes, json } = await this.engine.readJson(plan, res);
 
-    const usage = json.usage && typeof json.usage === 'object'
-      ? { ...usageFromOpenAI(json.usage as Json, json.service_tier), estimated: false }
-      : { ...countUsage(plan.body, outputTextOfReply(json)), estimated: true };
+    const usage =
+      json.usage && typeof json.usage === 'object'
+        ? { ...usageFromOpenAI(json.usage as Json, json.service_tier), estimated: false }
+        : { ...countUsage(plan.body, outputTextOfReply(json)), estimated: true };
     const charge = await this.engine.settle(plan, usage, 'ok', 200);
     // The caller sees the model as they named it; everything else as the upstream sent it.
     return { body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })), charge };
@@ -48,9 +61,8 @@ export class ChatService {
     if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res);
     const { json } = await this.engine.readJson(plan, res);
     const reply = messagesResponseToChat(json, { model: plan.model.id, created: Math.floor(Date.now() / 1000) });
-    const usage = json.usage && typeof json.usage === 'object'
-      ? { ...usageFromAnthropic(json.usage as Json), estimated: false }
-      : { ...countUsage(plan.body, outputTextOfReply(reply)), estimated: true };
+    const usage =
+      json.usage && typeof json.usage === 'object' ? { ...usageFromAnthropic(json.usage as Json), estimated: false } : { ...countUsage(plan.body, outputTextOfReply(reply)), estimated: true };
     const charge = await this.engine.settle(plan, usage, 'ok', 200);
     return { body: encoder.encode(JSON.stringify(reply)), charge };
   }
@@ -60,7 +72,8 @@ export class ChatService {
     const target = viaMessages ? anthropic(plan.model.providerConfig) : undefined;
     const provider = openAICompatible(plan.model.providerConfig);
     yield* this.engine.relay(plan, {
-      send: (s, gone) => (target ? this.engine.post(plan, target.messagesUrl, target.headers, upstreamBody, s, gone) : this.engine.post(plan, provider.chatUrl, provider.headers, upstreamBody, s, gone)),
+      send: (s, gone) =>
+        target ? this.engine.post(plan, target.messagesUrl, target.headers, upstreamBody, s, gone) : this.engine.post(plan, provider.chatUrl, provider.headers, upstreamBody, s, gone),
       processor: viaMessages
         ? new ClaudeChatRelay(new MessagesToChatStream({ model: plan.model.id, created: Math.floor(Date.now() / 1000), includeUsage: clientWantsUsage }), clientWantsUsage)
         : new ChatChunkRelay(plan.model.id, clientWantsUsage),
@@ -78,7 +91,8 @@ export class ChatService {
     if (typeof body.model !== 'string' || body.model === '') return invalid(badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model'));
     if (!Array.isArray(body.messages) || body.messages.length === 0) return invalid(badRequest("Missing required parameter: 'messages'.", 'missing_required_parameter', 'messages'));
     if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') return invalid(badRequest("'stream' must be a boolean.", 'invalid_type', 'stream'));
-    if (Boolean(body.stream) !== streamRoute) return invalid(badRequest(streamRoute ? 'StreamChatCompletion needs "stream": true.' : 'Use StreamChatCompletion for "stream": true.', 'invalid_value', 'stream'));
+    if (Boolean(body.stream) !== streamRoute)
+      return invalid(badRequest(streamRoute ? 'StreamChatCompletion needs "stream": true.' : 'Use StreamChatCompletion for "stream": true.', 'invalid_value', 'stream'));
     for (const f of ['max_tokens', 'max_completion_tokens', 'n'] as const) {
       const v = body[f];
       if (v !== undefined && v !== null && !(Number.isSafeInteger(v) && (v as number) >= 1)) return invalid(badRequest(`'${f}' must be a positive integer.`, 'invalid_value', f));
@@ -88,7 +102,12 @@ export class ChatService {
     if (policy.refusal) return invalid(refusal(policy.refusal));
 
     const plan: Plan = {
-      requestId, route: CHAT_ROUTE, model, prices: policy.worst.prices, worst: policy.worst, body,
+      requestId,
+      route: CHAT_ROUTE,
+      model,
+      prices: policy.worst.prices,
+      worst: policy.worst,
+      body,
       inputUpper: BigInt(inputTokensUpperBound(body)),
       countInput: () => BigInt(countInputTokens(body)),
       maxOutput: BigInt(model.maxOutputTokens),
@@ -129,7 +148,10 @@ export class ChatService {
     // What goes upstream: the caller's bytes unless the gateway must own a field.
     let changed = false;
     const out: Json = { ...body };
-    if (body.model !== model.upstreamId) { out.model = model.upstreamId; changed = true; }
+    if (body.model !== model.upstreamId) {
+      out.model = model.upstreamId;
+      changed = true;
+    }
     if (deepseek && body.max_completion_tokens != null) {
       out.max_tokens = honoured;
       delete out.max_completion_tokens;
@@ -140,7 +162,10 @@ export class ChatService {
       for (const f of fields) out[f] = Number(held.loweredOutputCap);
       changed = true;
     }
-    if (streamRoute && !clientWantsUsage) { out.stream_options = { ...streamOptions, include_usage: true }; changed = true; }
+    if (streamRoute && !clientWantsUsage) {
+      out.stream_options = { ...streamOptions, include_usage: true };
+      changed = true;
+    }
     return { plan, upstreamBody: changed ? JSON.stringify(out) : raw, clientWantsUsage, viaMessages: false };
   }
 
@@ -148,7 +173,16 @@ export class ChatService {
   private async chatModel(apiKey: string, id: string): Promise<ResolvedModel> {
     const model = this.catalogue.get(id);
     const invalid = (e: Error) => this.engine.invalid(apiKey, e);
-    if (!model || !model.enabled) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: `The model '${id}' does not exist on this gateway. GET /v1/models lists the models.` }));
+    if (!model || !model.enabled)
+      return invalid(
+        gatewayError({
+          httpStatus: 400,
+          type: 'invalid_request_error',
+          code: 'model_not_found',
+          param: 'model',
+          message: `The model '${id}' does not exist on this gateway. GET /v1/models lists the models.`,
+        }),
+      );
     if (model.kind !== 'chat') return invalid(badRequest(`The model '${model.id}' is a ${model.kind} model; it cannot be used on ${CHAT_ROUTE}.`, 'model_not_supported', 'model'));
     if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) }));
     return model;
@@ -229,7 +263,9 @@ export class ChatChunkRelay implements StreamProcessor {
     if (!this.clientWantsUsage || usageReported || !this.meta) return [];
     const u = charge.usage;
     const usage = {
-      prompt_tokens: Number(u.inputTokens), completion_tokens: Number(u.outputTokens), total_tokens: Number(u.inputTokens + u.outputTokens),
+      prompt_tokens: Number(u.inputTokens),
+      completion_tokens: Number(u.outputTokens),
+      total_tokens: Number(u.inputTokens + u.outputTokens),
       prompt_tokens_details: { cached_tokens: Number(u.cachedTokens) },
     };
     return [{ data: { ...this.meta, choices: [], usage, x_gateway: chargeField(charge) } }];

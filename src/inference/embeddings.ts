@@ -44,7 +44,8 @@ export class EmbeddingsService {
     if (body.dimensions !== undefined && body.dimensions !== null) {
       const max = DIMENSIONS[model.id];
       if (max === undefined) return invalid(badRequest(`The model '${model.id}' has a fixed output size; 'dimensions' is not supported.`, 'unsupported_parameter', 'dimensions'));
-      if (!Number.isInteger(body.dimensions) || (body.dimensions as number) < 1 || (body.dimensions as number) > max) return invalid(badRequest(`'dimensions' must be an integer from 1 to ${max} for ${model.id}.`, 'invalid_value', 'dimensions'));
+      if (!Number.isInteger(body.dimensions) || (body.dimensions as number) < 1 || (body.dimensions as number) > max)
+        return invalid(badRequest(`'dimensions' must be an integer from 1 to ${max} for ${model.id}.`, 'invalid_value', 'dimensions'));
     }
     if (isCohere) {
       if (inputs.some((i) => 'tokens' in i)) return invalid(badRequest(`The model '${model.id}' takes text input only, not token arrays.`, 'invalid_value', 'input'));
@@ -59,7 +60,9 @@ export class EmbeddingsService {
       const bound = 'tokens' in input ? input.tokens.length : Buffer.byteLength(input.text) + 2;
       const tokens = bound <= model.contextWindow || 'tokens' in input ? bound : cl100kTokens(input.text);
       if (tokens > model.contextWindow) {
-        return invalid(badRequest(`This model's maximum context length is ${model.contextWindow} tokens, however input ${i} has ${tokens} tokens. Shorten the input.`, 'context_length_exceeded', 'input'));
+        return invalid(
+          badRequest(`This model's maximum context length is ${model.contextWindow} tokens, however input ${i} has ${tokens} tokens. Shorten the input.`, 'context_length_exceeded', 'input'),
+        );
       }
       holdTokens += BigInt(bound);
     }

@@ -253,7 +253,10 @@ export class Engine {
         ? ` It brings in ${w.unseen}, which the provider reads on its side where the gateway cannot see it, so its least cost is the model's full context window (${w.window} tokens${w.passes > 1n ? ` for each of ${w.passes} passes` : ''}) at the input price${w.fees.length ? ', plus the tool call fees' : ''}.`
         : '';
       throw gatewayError({
-        httpStatus: 402, type: 'insufficient_quota', code: 'insufficient_quota', requestId: plan.requestId,
+        httpStatus: 402,
+        type: 'insufficient_quota',
+        code: 'insufficient_quota',
+        requestId: plan.requestId,
         message: `Insufficient credits: this request needs at least ${cost(input, 1n)} nano-USD and ${hold.availableNano} are available.${why} Top up the key's balance.`,
       });
     }
@@ -286,7 +289,10 @@ export class Engine {
     if (hold.kind === 'unknown_key') throw unauthorized();
     if (hold.kind === 'insufficient') {
       throw gatewayError({
-        httpStatus: 402, type: 'insufficient_quota', code: 'insufficient_quota', requestId,
+        httpStatus: 402,
+        type: 'insufficient_quota',
+        code: 'insufficient_quota',
+        requestId,
         message: `Insufficient credits: this request costs ${amountNano} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
       });
     }
@@ -331,19 +337,47 @@ export class Engine {
       plan.lease = undefined;
       this.inFlight--;
       this.metrics.holdsOpen.dec();
-      const charged = this.leases!.settle(lease, {
-        requestId: plan.requestId, keyId: plan.keyId!, model: plan.model.id, requestedModel: requestedModel(plan), route: plan.route,
-        inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedTokens: usage.cachedTokens, cacheWriteTokens: usage.cacheWriteTokens,
-        usageEstimated: usage.estimated, status, httpStatus, latencyMs: Math.round(performance.now() - plan.startedAt), units: usage.units ?? 0n, unit: usage.unit ?? '',
-      }, cost);
+      const charged = this.leases!.settle(
+        lease,
+        {
+          requestId: plan.requestId,
+          keyId: plan.keyId!,
+          model: plan.model.id,
+          requestedModel: requestedModel(plan),
+          route: plan.route,
+          inputTokens: usage.inputTokens,
+          outputTokens: usage.outputTokens,
+          cachedTokens: usage.cachedTokens,
+          cacheWriteTokens: usage.cacheWriteTokens,
+          usageEstimated: usage.estimated,
+          status,
+          httpStatus,
+          latencyMs: Math.round(performance.now() - plan.startedAt),
+          units: usage.units ?? 0n,
+          unit: usage.unit ?? '',
+        },
+        cost,
+      );
       if (charged > 0n) this.metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(charged));
       if (plan.keyHash) this.limiter.addTokens(plan.keyHash, usage.inputTokens + usage.outputTokens);
       return { requestId: plan.requestId, costNano: charged, usage };
     }
     const r = await this.ledger.settle({
-      requestId: plan.requestId, costNano: cost, model: plan.model.id, requestedModel: requestedModel(plan), route: plan.route,
-      inputTokens: usage.inputTokens, outputTokens: usage.outputTokens, cachedTokens: usage.cachedTokens, cacheWriteTokens: usage.cacheWriteTokens,
-      usageEstimated: usage.estimated, units: usage.units, unit: usage.unit, status, httpStatus, latencyMs: Math.round(performance.now() - plan.startedAt),
+      requestId: plan.requestId,
+      costNano: cost,
+      model: plan.model.id,
+      requestedModel: requestedModel(plan),
+      route: plan.route,
+      inputTokens: usage.inputTokens,
+      outputTokens: usage.outputTokens,
+      cachedTokens: usage.cachedTokens,
+      cacheWriteTokens: usage.cacheWriteTokens,
+      usageEstimated: usage.estimated,
+      units: usage.units,
+      unit: usage.unit,
+      status,
+      httpStatus,
+      latencyMs: Math.round(performance.now() - plan.startedAt),
     });
     if (r.firstSettle && r.chargedNano > 0n) this.metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(r.chargedNano));
     if (plan.keyHash && r.firstSettle) this.limiter.addTokens(plan.keyHash, usage.inputTokens + usage.outputTokens);
@@ -380,7 +414,15 @@ export class Engine {
    * One deployment's attempts with backoff. Returns the answer to use, or (when `keepFailure`)
    * the failure, left unsettled for a fallback to try.
    */
-  private async attempts(plan: Plan, url: string, headers: Record<string, string>, body: UpstreamBody, signal: AbortSignal | undefined, keepFailure: boolean, callerGone?: AbortSignal): Promise<Attempted> {
+  private async attempts(
+    plan: Plan,
+    url: string,
+    headers: Record<string, string>,
+    body: UpstreamBody,
+    signal: AbortSignal | undefined,
+    keepFailure: boolean,
+    callerGone?: AbortSignal,
+  ): Promise<Attempted> {
     const { retries, retryBaseMs, retryMaxWaitMs } = this.config.upstream;
     const provider = plan.model.provider;
     // Only a retry waits on both signals: linked lazily (AbortSignal.any costs on every stream).
@@ -456,7 +498,11 @@ export class Engine {
    */
   async upstreamError(plan: Plan, res: UpstreamResponse, opts: { passBody?: boolean; settle?: boolean } = {}) {
     let text = '';
-    try { text = (await res.body.text()).slice(0, MAX_ERROR_BODY); } catch { /* body lost: the status is enough */ }
+    try {
+      text = (await res.body.text()).slice(0, MAX_ERROR_BODY);
+    } catch {
+      /* body lost: the status is enough */
+    }
     if (opts.settle !== false) await this.settle(plan, zeroUsage(), 'upstream_error', res.statusCode);
     return upstreamErrorOf(res.statusCode, res.headers['retry-after'], text, plan.requestId);
   }
@@ -470,7 +516,9 @@ export class Engine {
 /** The provider's error fields from whatever shape it answered in. */
 export function providerErrorFields(text: string): { message?: string; type?: string; param?: string; code?: string } {
   let parsed: unknown;
-  try { parsed = JSON.parse(text); } catch {
+  try {
+    parsed = JSON.parse(text);
+  } catch {
     const plain = text.trim();
     return plain && !plain.startsWith('<') ? { message: plain.slice(0, 1_000) } : {};
   }
@@ -497,7 +545,7 @@ export function upstreamErrorOf(s: number, retryAfterHeader: unknown, text: stri
     type: f.type && f.type !== 'error' ? f.type : ownType,
     code: f.code ?? (s === 429 ? 'upstream_rate_limited' : 'upstream_error'),
     ...(f.param ? { param: f.param } : {}),
-    message: f.message ?? (credentials ? 'The upstream provider refused the gateway\'s credentials.' : `The upstream provider answered ${s}.`),
+    message: f.message ?? (credentials ? "The upstream provider refused the gateway's credentials." : `The upstream provider answered ${s}.`),
     retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter > 0 ? Math.ceil(retryAfter) : s === 429 ? 1 : 0,
     requestId,
   });
@@ -546,14 +594,22 @@ export function unsafeJson(root: object): string | undefined {
 /** The last status of a deployment whose answers were all 429/5xx, once a fallback failed too. */
 function upstreamStatusFailure(status: number, requestId: string) {
   return gatewayError({
-    httpStatus: status, type: status === 429 ? 'rate_limit_error' : 'server_error', code: status === 429 ? 'upstream_rate_limited' : 'upstream_error',
-    message: `The upstream provider answered ${status}.`, retryAfterSeconds: status === 429 ? 1 : 0, requestId,
+    httpStatus: status,
+    type: status === 429 ? 'rate_limit_error' : 'server_error',
+    code: status === 429 ? 'upstream_rate_limited' : 'upstream_error',
+    message: `The upstream provider answered ${status}.`,
+    retryAfterSeconds: status === 429 ? 1 : 0,
+    requestId,
   });
 }
 
 function rateLimited(d: RateDecision, requestId: string): ConnectError {
   const err = gatewayError({
-    httpStatus: 429, type: 'rate_limit_error', code: 'rate_limit_exceeded', requestId, retryAfterSeconds: d.resetSeconds,
+    httpStatus: 429,
+    type: 'rate_limit_error',
+    code: 'rate_limit_exceeded',
+    requestId,
+    retryAfterSeconds: d.resetSeconds,
     message: `Rate limit reached for this key: ${d.limitRequests} requests and ${d.limitTokens} tokens per minute (0 = unlimited). Try again in ${d.resetSeconds}s.`,
   });
   err.metadata.set('x-ratelimit-limit-requests', String(d.limitRequests));

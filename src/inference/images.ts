@@ -137,8 +137,14 @@ export class ImagesService {
       let cost = 0n;
       for (const d of data) {
         const made = typeof d.b64_json === 'string' ? imageSize(Buffer.from(d.b64_json, 'base64')) : undefined;
-        const size = made && GPT_IMAGE_SIZES.includes(`${made.width}x${made.height}`) ? `${made.width}x${made.height}`
-          : GPT_IMAGE_SIZES.includes(String(json.size)) ? String(json.size) : opts.size === 'auto' ? worstSize(plan.model.prices, quality) : opts.size;
+        const size =
+          made && GPT_IMAGE_SIZES.includes(`${made.width}x${made.height}`)
+            ? `${made.width}x${made.height}`
+            : GPT_IMAGE_SIZES.includes(String(json.size))
+              ? String(json.size)
+              : opts.size === 'auto'
+                ? worstSize(plan.model.prices, quality)
+                : opts.size;
         cost += perImageNano(plan.model.prices, quality, size, 1n);
       }
       charge = await engine.settle(plan, { ...zeroUsage(), units: images, unit: 'images', estimated: true }, 'ok', 200, cost);
@@ -179,8 +185,14 @@ export class ImagesService {
       let poll: Json;
       try {
         const r = await engine.upstream.get(pollingUrl, { ...keyFor(pollingUrl), accept: 'application/json' });
-        if (r.statusCode === 429 || r.statusCode >= 500) { await r.body.dump(); continue; }
-        if (r.statusCode !== 200) { await r.body.dump(); return fail('upstream_error', 502, badUpstreamReply(plan.requestId, `polling status ${r.statusCode}`)); }
+        if (r.statusCode === 429 || r.statusCode >= 500) {
+          await r.body.dump();
+          continue;
+        }
+        if (r.statusCode !== 200) {
+          await r.body.dump();
+          return fail('upstream_error', 502, badUpstreamReply(plan.requestId, `polling status ${r.statusCode}`));
+        }
         poll = (await r.body.json()) as Json;
       } catch {
         continue; // a dropped poll is retried until the deadline
@@ -191,16 +203,34 @@ export class ImagesService {
         if (typeof url !== 'string' || !/^https?:\/\//.test(url)) return fail('upstream_bad_reply', 502, badUpstreamReply(plan.requestId, 'a finished job without an image'));
         sample = url;
       } else if (BFL_MODERATED.has(status)) {
-        return fail('content_rejected', 400, gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'moderation_blocked', param: 'prompt', message: `The image provider refused this prompt (${status}).`, requestId: plan.requestId }));
+        return fail(
+          'content_rejected',
+          400,
+          gatewayError({
+            httpStatus: 400,
+            type: 'invalid_request_error',
+            code: 'moderation_blocked',
+            param: 'prompt',
+            message: `The image provider refused this prompt (${status}).`,
+            requestId: plan.requestId,
+          }),
+        );
       } else if (BFL_FAILED.has(status)) {
-        return fail('upstream_error', 502, gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_error', message: `The image provider failed the job (${status}).`, requestId: plan.requestId }));
+        return fail(
+          'upstream_error',
+          502,
+          gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_error', message: `The image provider failed the job (${status}).`, requestId: plan.requestId }),
+        );
       }
     }
 
     let bytes: Buffer;
     try {
       const r = await engine.upstream.get(sample, keyFor(sample));
-      if (r.statusCode !== 200) { await r.body.dump(); throw new Error(`status ${r.statusCode}`); }
+      if (r.statusCode !== 200) {
+        await r.body.dump();
+        throw new Error(`status ${r.statusCode}`);
+      }
       bytes = Buffer.from(await r.body.arrayBuffer());
     } catch {
       return fail('upstream_unreachable', 502, badUpstreamReply(plan.requestId, 'an image that could not be downloaded'));
@@ -225,7 +255,10 @@ function checkPrompt(v: unknown): string | Error {
   return v;
 }
 
-interface GptImageOptions { size: string; quality: string }
+interface GptImageOptions {
+  size: string;
+  quality: string;
+}
 
 /** The OpenAI images API's options for gpt-image-* models, checked. */
 function gptImageOptions(f: Fields, modelId: string): GptImageOptions | Error {
@@ -239,7 +272,7 @@ function gptImageOptions(f: Fields, modelId: string): GptImageOptions | Error {
   if (!['png', 'jpeg', 'webp'].includes(format)) return badRequest("'output_format' must be png, jpeg or webp.", 'invalid_value', 'output_format');
   const background = f.background == null ? 'auto' : String(f.background);
   if (!['transparent', 'opaque', 'auto'].includes(background)) return badRequest("'background' must be transparent, opaque or auto.", 'invalid_value', 'background');
-  if (background === 'transparent' && format === 'jpeg') return badRequest("A transparent background needs output_format png or webp.", 'invalid_value', 'background');
+  if (background === 'transparent' && format === 'jpeg') return badRequest('A transparent background needs output_format png or webp.', 'invalid_value', 'background');
   if (f.response_format != null && f.response_format !== 'b64_json') return badRequest(`${modelId} returns images as base64 (b64_json) only.`, 'unsupported_parameter', 'response_format');
   if (f.stream === true || f.stream === 'true') return badRequest('Streamed image generation is not supported by this gateway; omit "stream".', 'unsupported_parameter', 'stream');
   return { size, quality };
@@ -267,7 +300,12 @@ function worstSize(prices: Prices, quality: string): string {
   return worst;
 }
 
-interface FluxOptions { width: number; height: number; outputFormat: 'png' | 'jpeg'; seed?: number }
+interface FluxOptions {
+  width: number;
+  height: number;
+  outputFormat: 'png' | 'jpeg';
+  seed?: number;
+}
 
 /** FLUX takes any size in 16-pixel steps from 256 to 2048 a side, one image per request. */
 function fluxOptions(body: Json, modelId: string, n: number): FluxOptions | Error {
@@ -279,7 +317,8 @@ function fluxOptions(body: Json, modelId: string, n: number): FluxOptions | Erro
     return badRequest(`The size '${size}' is not supported by ${modelId}: width and height must be multiples of 16 from 256 to 2048, as <width>x<height>.`, 'invalid_value', 'size');
   }
   if (body.quality != null && body.quality !== 'auto') return badRequest(`${modelId} has no quality setting; omit 'quality' or send 'auto'.`, 'unsupported_parameter', 'quality');
-  if (body.background != null && body.background !== 'auto' && body.background !== 'opaque') return badRequest(`${modelId} cannot make transparent backgrounds.`, 'unsupported_parameter', 'background');
+  if (body.background != null && body.background !== 'auto' && body.background !== 'opaque')
+    return badRequest(`${modelId} cannot make transparent backgrounds.`, 'unsupported_parameter', 'background');
   const format = body.output_format == null ? 'png' : String(body.output_format);
   if (format !== 'png' && format !== 'jpeg') return badRequest(`${modelId} makes png or jpeg images.`, 'invalid_value', 'output_format');
   if (body.response_format != null && body.response_format !== 'b64_json') return badRequest(`${modelId} returns images as base64 (b64_json) only.`, 'unsupported_parameter', 'response_format');

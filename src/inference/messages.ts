@@ -39,9 +39,8 @@ export class MessagesService {
     if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res);
     const { bytes, json } = await this.engine.readJson(plan, res);
 
-    const usage = json.usage && typeof json.usage === 'object'
-      ? { ...usageFromAnthropic(json.usage as Json), estimated: false }
-      : { ...countUsage(plan.body, outputTextOfMessage(json)), estimated: true };
+    const usage =
+      json.usage && typeof json.usage === 'object' ? { ...usageFromAnthropic(json.usage as Json), estimated: false } : { ...countUsage(plan.body, outputTextOfMessage(json)), estimated: true };
     const charge = await this.engine.settle(plan, usage, 'ok', 200);
     return { body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })), charge };
   }
@@ -96,7 +95,12 @@ export class MessagesService {
     if (policy.refusal) return invalid(refusal(policy.refusal));
 
     const plan: Plan = {
-      requestId, route: MESSAGES_ROUTE, model, prices: policy.worst.prices, worst: policy.worst, body,
+      requestId,
+      route: MESSAGES_ROUTE,
+      model,
+      prices: policy.worst.prices,
+      worst: policy.worst,
+      body,
       inputUpper: BigInt(anthropicInputUpperBound(body)),
       countInput: () => BigInt(countAnthropicInput(body)),
       maxOutput: BigInt(body.max_tokens as number),
@@ -106,20 +110,39 @@ export class MessagesService {
     const held = await this.engine.hold(key, plan);
     let changed = false;
     const out: Json = { ...body };
-    if (body.model !== model.upstreamId) { out.model = model.upstreamId; changed = true; }
-    if (held.loweredOutputCap !== undefined) { out.max_tokens = Number(held.loweredOutputCap); changed = true; }
-    if (policy.set) { Object.assign(out, policy.set); changed = true; }
+    if (body.model !== model.upstreamId) {
+      out.model = model.upstreamId;
+      changed = true;
+    }
+    if (held.loweredOutputCap !== undefined) {
+      out.max_tokens = Number(held.loweredOutputCap);
+      changed = true;
+    }
+    if (policy.set) {
+      Object.assign(out, policy.set);
+      changed = true;
+    }
     return { plan, upstreamBody: changed ? JSON.stringify(out) : raw };
   }
 
   private async claudeModel(apiKey: string, id: string): Promise<ResolvedModel> {
     const model = this.catalogue.get(id);
     const invalid = (e: Error) => this.engine.invalid(apiKey, e);
-    if (!model || !model.enabled) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: `model: the model '${id}' does not exist on this gateway. GET /v1/models lists the models.` }));
+    if (!model || !model.enabled)
+      return invalid(
+        gatewayError({
+          httpStatus: 400,
+          type: 'invalid_request_error',
+          code: 'model_not_found',
+          param: 'model',
+          message: `model: the model '${id}' does not exist on this gateway. GET /v1/models lists the models.`,
+        }),
+      );
     if (model.kind !== 'chat' || model.provider !== 'anthropic') {
       return invalid(badRequest(`model: '${model.id}' is not a Claude model. /v1/messages serves Claude models only; use POST /v1/chat/completions for ${model.id}.`, 'model_not_supported', 'model'));
     }
-    if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `model: ${unavailableToCallers(model)}` }));
+    if (!model.available)
+      return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `model: ${unavailableToCallers(model)}` }));
     return model;
   }
 }

@@ -145,24 +145,35 @@ export class StreamRun {
       if (last) last.data.x_gateway = chargeField(c);
     };
     const start = () => {
-      if (!started) { started = true; this.emit({ kind: 'request_id', requestId: plan.requestId }); }
+      if (!started) {
+        started = true;
+        this.emit({ kind: 'request_id', requestId: plan.requestId });
+      }
     };
     // A failure reaches the caller after the settle, as the last thing: whoever sees it can
     // already see what was charged.
     let failure: { err: unknown } | undefined;
-    const fail = (err: unknown) => { failure ??= { err }; };
+    const fail = (err: unknown) => {
+      failure ??= { err };
+    };
 
     try {
       let res: UpstreamResponse;
       try {
         res = await opts.send(this.upstreamAbort.signal, opts.signal);
       } catch (err) {
-        if (isAbort(err)) { outcome = 'client_closed'; httpStatus = 499; return; }
-        outcome = 'upstream_unreachable'; httpStatus = 502;
+        if (isAbort(err)) {
+          outcome = 'client_closed';
+          httpStatus = 499;
+          return;
+        }
+        outcome = 'upstream_unreachable';
+        httpStatus = 502;
         return fail(err instanceof ConnectError ? err : upstreamFailure(err, plan.requestId));
       }
       if (res.statusCode < 200 || res.statusCode >= 300) {
-        outcome = 'upstream_error'; httpStatus = res.statusCode;
+        outcome = 'upstream_error';
+        httpStatus = res.statusCode;
         return fail(await engine.upstreamError(plan, res, { settle: false }));
       }
 
@@ -186,16 +197,17 @@ export class StreamRun {
           }
           if (p.deliveredText().length > 0) sawContent = true;
           if (r.finalUsage && usage && !charge) {
-            charge = this.abandoned
-              ? await engine.settle(plan, { ...usage, estimated: false }, 'client_closed', 499)
-              : await engine.settle(plan, { ...usage, estimated: false }, 'ok', 200);
+            charge = this.abandoned ? await engine.settle(plan, { ...usage, estimated: false }, 'client_closed', 499) : await engine.settle(plan, { ...usage, estimated: false }, 'ok', 200);
           }
           if (this.abandoned) {
             if (charge) return; // the usage is in: nothing more to read
             continue;
           }
           for (const e of r.out ?? []) {
-            if (e.needsCharge && !charge) { waiting.push(e); continue; }
+            if (e.needsCharge && !charge) {
+              waiting.push(e);
+              continue;
+            }
             if (e.needsCharge && charge) stamp([e], charge);
             start();
             this.emit(out(e));
@@ -208,7 +220,11 @@ export class StreamRun {
         }
       } catch (err) {
         if (err instanceof ConnectError) throw err;
-        if (isAbort(err) || this.abandoned) { outcome = 'client_closed'; httpStatus = 499; return; }
+        if (isAbort(err) || this.abandoned) {
+          outcome = 'client_closed';
+          httpStatus = 499;
+          return;
+        }
         outcome = sawContent ? 'upstream_cut' : 'upstream_unreachable';
         httpStatus = 502;
         if (!started && !sawContent) return fail(upstreamFailure(err, plan.requestId));
@@ -237,9 +253,9 @@ export class StreamRun {
       if (!charge) {
         const u = deliveredUsage(usage, p.deliveredText(), opts.countUsage);
         const left = outcome === 'ok' || outcome === 'client_closed';
-        await engine.settle(plan, u, left ? 'client_closed' : outcome, left ? 499 : httpStatus).catch((err) =>
-          engine.log.error({ err, requestId: plan.requestId }, 'settle failed; the hold will expire'),
-        );
+        await engine
+          .settle(plan, u, left ? 'client_closed' : outcome, left ? 499 : httpStatus)
+          .catch((err) => engine.log.error({ err, requestId: plan.requestId }, 'settle failed; the hold will expire'));
       }
       this.push(failure ? { kind: 'throw', err: failure.err } : { kind: 'end' });
     }

@@ -47,9 +47,9 @@ export class ResponsesService {
   /** Records a stored response's ids as its creator's, before the caller can learn them (src/tenancy/response-owners.ts). */
   private async recordStored(plan: Plan, response: Json): Promise<void> {
     if (response.store === false || !plan.accountId) return;
-    await this.owners.record(plan.accountId, storedIds(response)).catch((err) =>
-      this.engine.log.error({ err, requestId: plan.requestId }, 'recording a stored response failed; its owner cannot continue it through the gateway'),
-    );
+    await this.owners
+      .record(plan.accountId, storedIds(response))
+      .catch((err) => this.engine.log.error({ err, requestId: plan.requestId }, 'recording a stored response failed; its owner cannot continue it through the gateway'));
   }
 
   async create(apiKey: string | undefined, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
@@ -60,20 +60,25 @@ export class ResponsesService {
     const model = p.plan.model.id;
 
     if (p.passthrough) {
-      const usage = json.usage && typeof json.usage === 'object'
-        ? { ...usageFromOpenAIResponses(json.usage as Json, json), estimated: false }
-        : { ...countedUsage(p.plan, outputTextOfResponse(json)), estimated: true };
+      const usage =
+        json.usage && typeof json.usage === 'object'
+          ? { ...usageFromOpenAIResponses(json.usage as Json, json), estimated: false }
+          : { ...countedUsage(p.plan, outputTextOfResponse(json)), estimated: true };
       const charge = await this.engine.settle(p.plan, usage, 'ok', 200);
       if (p.stores) await this.recordStored(p.plan, json);
       return { body: json.model === model ? bytes : encoder.encode(JSON.stringify({ ...json, model })), charge };
     }
 
-    const usage = json.usage && typeof json.usage === 'object'
-      ? { ...usageFromOpenAI(json.usage as Json, json.service_tier), estimated: false }
-      : { ...countedUsage(p.plan, outputTextOfReply(json)), estimated: true };
+    const usage =
+      json.usage && typeof json.usage === 'object'
+        ? { ...usageFromOpenAI(json.usage as Json, json.service_tier), estimated: false }
+        : { ...countedUsage(p.plan, outputTextOfReply(json)), estimated: true };
     const charge = await this.engine.settle(p.plan, usage, 'ok', 200);
     const rebuilt = chatResponseToResponses(usage.estimated ? { ...json, usage: chatUsage(usage) } : json, {
-      model, request: p.plan.body, responseId: `resp_${randomBase62(24)}`, createdAt: Math.floor(Date.now() / 1000),
+      model,
+      request: p.plan.body,
+      responseId: `resp_${randomBase62(24)}`,
+      createdAt: Math.floor(Date.now() / 1000),
     });
     return { body: encoder.encode(JSON.stringify(rebuilt)), charge };
   }
@@ -81,8 +86,8 @@ export class ResponsesService {
   async *stream(apiKey: string | undefined, raw: Uint8Array, requestId: string, signal: AbortSignal): AsyncGenerator<StreamEvent> {
     const p = await this.prepare(apiKey, raw, requestId, true);
     const native = p.passthrough ? new ResponsesEventRelay(p.plan.model.id, p.stores ? (r) => this.recordStored(p.plan, r) : undefined) : undefined;
-    const processor: StreamProcessor = native
-      ?? new ChatToResponsesRelay(new ChatToResponsesStream({ model: p.plan.model.id, request: p.plan.body, responseId: `resp_${randomBase62(24)}`, createdAt: Math.floor(Date.now() / 1000) }));
+    const processor: StreamProcessor =
+      native ?? new ChatToResponsesRelay(new ChatToResponsesStream({ model: p.plan.model.id, request: p.plan.body, responseId: `resp_${randomBase62(24)}`, createdAt: Math.floor(Date.now() / 1000) }));
     const events = this.engine.relay(p.plan, {
       send: (s, gone) => this.engine.post(p.plan, p.upstreamUrl, p.headers, p.upstreamBody, s, gone),
       processor,
@@ -109,7 +114,8 @@ export class ResponsesService {
     if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') return invalid(badRequest("'stream' must be a boolean.", 'invalid_type', 'stream'));
     if (Boolean(body.stream) !== streamRoute) return invalid(badRequest(streamRoute ? 'StreamResponse needs "stream": true.' : 'Use StreamResponse for "stream": true.', 'invalid_value', 'stream'));
     const cap = body.max_output_tokens;
-    if (cap !== undefined && cap !== null && !(Number.isSafeInteger(cap) && (cap as number) >= 1)) return invalid(badRequest("'max_output_tokens' must be a positive integer.", 'invalid_value', 'max_output_tokens'));
+    if (cap !== undefined && cap !== null && !(Number.isSafeInteger(cap) && (cap as number) >= 1))
+      return invalid(badRequest("'max_output_tokens' must be a positive integer.", 'invalid_value', 'max_output_tokens'));
     const model = await this.responsesModel(key, body.model);
     const maxOutput = BigInt((cap as number | undefined) ?? model.maxOutputTokens);
 
@@ -121,34 +127,72 @@ export class ResponsesService {
       const notFound = refs && (await unknownStoredRef(this.owners, this.engine.ledger.hash(key), refs, body));
       if (notFound) return invalid(notFound);
       const plan: Plan = {
-        requestId, route: RESPONSES_ROUTE, model, prices: policy.worst.prices, worst: policy.worst, body, maxOutput, choices: 1n, startedAt,
+        requestId,
+        route: RESPONSES_ROUTE,
+        model,
+        prices: policy.worst.prices,
+        worst: policy.worst,
+        body,
+        maxOutput,
+        choices: 1n,
+        startedAt,
         inputUpper: BigInt(responsesInputUpperBound(body)),
         countInput: () => BigInt(countResponsesInput(body)),
       };
       const held = await this.engine.hold(key, plan);
       let changed = false;
       const out: Json = { ...body };
-      if (body.model !== model.upstreamId) { out.model = model.upstreamId; changed = true; }
-      if (held.loweredOutputCap !== undefined) { out.max_output_tokens = Number(held.loweredOutputCap); changed = true; }
-      if (policy.set) { Object.assign(out, policy.set); changed = true; }
+      if (body.model !== model.upstreamId) {
+        out.model = model.upstreamId;
+        changed = true;
+      }
+      if (held.loweredOutputCap !== undefined) {
+        out.max_output_tokens = Number(held.loweredOutputCap);
+        changed = true;
+      }
+      if (policy.set) {
+        Object.assign(out, policy.set);
+        changed = true;
+      }
       const provider = openAICompatible(model.providerConfig);
-      return { plan, upstreamUrl: `${model.providerConfig.baseUrl}/responses`, headers: provider.headers, upstreamBody: changed ? JSON.stringify(out) : raw, passthrough: true, stores: body.store !== false };
+      return {
+        plan,
+        upstreamUrl: `${model.providerConfig.baseUrl}/responses`,
+        headers: provider.headers,
+        upstreamBody: changed ? JSON.stringify(out) : raw,
+        passthrough: true,
+        stores: body.store !== false,
+      };
     }
 
     // A chat-only model: only what chat completions can express.
     if (body.previous_response_id != null) {
-      return invalid(badRequest(`previous_response_id cannot be used with ${model.id}: it is answered through chat completions, so its response ids are the gateway's own and nothing is stored to continue. Send the earlier turns in input.`, 'unsupported_parameter', 'previous_response_id'));
+      return invalid(
+        badRequest(
+          `previous_response_id cannot be used with ${model.id}: it is answered through chat completions, so its response ids are the gateway's own and nothing is stored to continue. Send the earlier turns in input.`,
+          'unsupported_parameter',
+          'previous_response_id',
+        ),
+      );
     }
     if (body.background === true) {
       return invalid(badRequest(`background responses are not served for ${model.id}: it is answered through chat completions, in this request.`, 'unsupported_parameter', 'background'));
     }
     const builtins = builtinToolTypes(body);
     if (builtins.length > 0) {
-      const passthroughs = this.catalogue.list().filter((m) => m.responsesPassthrough && m.available).map((m) => m.id);
-      return invalid(gatewayError({
-        httpStatus: 400, type: 'invalid_request_error', code: 'unsupported_responses_tools', param: 'tools',
-        message: `The model '${model.id}' is served on /v1/responses through chat completions, which cannot run built-in tools (${builtins.join(', ')}). Use a passthrough model for them: ${passthroughs.join(', ')}.`,
-      }));
+      const passthroughs = this.catalogue
+        .list()
+        .filter((m) => m.responsesPassthrough && m.available)
+        .map((m) => m.id);
+      return invalid(
+        gatewayError({
+          httpStatus: 400,
+          type: 'invalid_request_error',
+          code: 'unsupported_responses_tools',
+          param: 'tools',
+          message: `The model '${model.id}' is served on /v1/responses through chat completions, which cannot run built-in tools (${builtins.join(', ')}). Use a passthrough model for them: ${passthroughs.join(', ')}.`,
+        }),
+      );
     }
     const provider = openAICompatible(model.providerConfig);
     let chat: Json;
@@ -161,7 +205,15 @@ export class ResponsesService {
     const policy = chatPolicy(chat, model, this.engine.config.sharedProviderObjects);
     if (policy.refusal) return invalid(refusal(policy.refusal));
     const plan: Plan = {
-      requestId, route: RESPONSES_ROUTE, model, prices: policy.worst.prices, worst: policy.worst, body, maxOutput, choices: 1n, startedAt,
+      requestId,
+      route: RESPONSES_ROUTE,
+      model,
+      prices: policy.worst.prices,
+      worst: policy.worst,
+      body,
+      maxOutput,
+      choices: 1n,
+      startedAt,
       inputUpper: BigInt(inputTokensUpperBound(chat)),
       countInput: () => BigInt(countInputTokens(chat)),
     };
@@ -178,7 +230,16 @@ export class ResponsesService {
   private async responsesModel(apiKey: string, id: string): Promise<ResolvedModel> {
     const model = this.catalogue.get(id);
     const invalid = (e: Error) => this.engine.invalid(apiKey, e);
-    if (!model || !model.enabled) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: `The model '${id}' does not exist on this gateway. GET /v1/models lists the models.` }));
+    if (!model || !model.enabled)
+      return invalid(
+        gatewayError({
+          httpStatus: 400,
+          type: 'invalid_request_error',
+          code: 'model_not_found',
+          param: 'model',
+          message: `The model '${id}' does not exist on this gateway. GET /v1/models lists the models.`,
+        }),
+      );
     if (model.kind !== 'chat') return invalid(badRequest(`The model '${model.id}' is a ${model.kind} model; it cannot be used on ${RESPONSES_ROUTE}.`, 'model_not_supported', 'model'));
     if (model.provider === 'anthropic') return invalid(badRequest(`Claude models are served on /v1/messages (and /v1/chat/completions), not on ${RESPONSES_ROUTE}.`, 'model_not_supported', 'model'));
     if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) }));
@@ -191,7 +252,12 @@ function countedUsage(plan: Plan, outputText: string): TokenUsage {
 }
 
 function chatUsage(u: TokenUsage) {
-  return { prompt_tokens: Number(u.inputTokens), completion_tokens: Number(u.outputTokens), total_tokens: Number(u.inputTokens + u.outputTokens), prompt_tokens_details: { cached_tokens: Number(u.cachedTokens) } };
+  return {
+    prompt_tokens: Number(u.inputTokens),
+    completion_tokens: Number(u.outputTokens),
+    total_tokens: Number(u.inputTokens + u.outputTokens),
+    prompt_tokens_details: { cached_tokens: Number(u.cachedTokens) },
+  };
 }
 
 function outputTextOfResponse(r: Json): string {
@@ -205,7 +271,13 @@ function outputTextOfResponse(r: Json): string {
 }
 
 const TERMINAL = new Set(['response.completed', 'response.incomplete']);
-const DELTAS = new Set(['response.output_text.delta', 'response.function_call_arguments.delta', 'response.custom_tool_call_input.delta', 'response.reasoning_summary_text.delta', 'response.refusal.delta']);
+const DELTAS = new Set([
+  'response.output_text.delta',
+  'response.function_call_arguments.delta',
+  'response.custom_tool_call_input.delta',
+  'response.reasoning_summary_text.delta',
+  'response.refusal.delta',
+]);
 
 /**
  * Native Responses SSE relay: events pass on; usage and the charge ride on the terminal event.
@@ -254,7 +326,8 @@ class ResponsesEventRelay implements StreamProcessor {
     if (DELTAS.has(type) && typeof data.delta === 'string') this.delivered += data.delta;
     const response = data.response as Json | undefined;
     if (response && response.model !== undefined) response.model = this.model;
-    if (this.record && response && (type === 'response.created' || TERMINAL.has(type))) this.pending.set(event, this.record(type === 'response.created' ? { id: response.id, store: response.store } : { output: response.output, store: response.store }));
+    if (this.record && response && (type === 'response.created' || TERMINAL.has(type)))
+      this.pending.set(event, this.record(type === 'response.created' ? { id: response.id, store: response.store } : { output: response.output, store: response.store }));
     if (TERMINAL.has(type)) {
       const u = response?.usage;
       const usage = u && typeof u === 'object' ? usageFromOpenAIResponses(u as Json, response) : undefined;
@@ -294,10 +367,19 @@ class ChatToResponsesRelay implements StreamProcessor {
     }
     if (chunk.error !== undefined) {
       const e = chunk.error as Json;
-      return { error: { event: 'error', json: JSON.stringify({ type: 'error', code: e.code ?? null, message: errorMessage(e), param: e.param ?? null }), message: errorMessage(e) || 'The upstream provider reported an error.' } };
+      return {
+        error: {
+          event: 'error',
+          json: JSON.stringify({ type: 'error', code: e.code ?? null, message: errorMessage(e), param: e.param ?? null }),
+          message: errorMessage(e) || 'The upstream provider reported an error.',
+        },
+      };
     }
     const out: Json[] = [];
-    if (!this.started) { this.started = true; out.push(...this.t.start()); }
+    if (!this.started) {
+      this.started = true;
+      out.push(...this.t.start());
+    }
     for (const c of (Array.isArray(chunk.choices) ? chunk.choices : []) as Json[]) this.delivered += deltaText(c.delta as Json | undefined);
     let usage: TokenUsage | undefined;
     if (typeof chunk.service_tier === 'string') this.serviceTier = chunk.service_tier;

@@ -18,8 +18,13 @@ function chargeMessage(c: ChargeInfo) {
     requestId: c.requestId,
     costNano: c.costNano,
     usage: {
-      inputTokens: c.usage.inputTokens, outputTokens: c.usage.outputTokens, cachedTokens: c.usage.cachedTokens, cacheWriteTokens: c.usage.cacheWriteTokens,
-      estimated: c.usage.estimated, units: c.usage.units ?? 0n, unit: c.usage.unit ?? '',
+      inputTokens: c.usage.inputTokens,
+      outputTokens: c.usage.outputTokens,
+      cachedTokens: c.usage.cachedTokens,
+      cacheWriteTokens: c.usage.cacheWriteTokens,
+      estimated: c.usage.estimated,
+      units: c.usage.units ?? 0n,
+      unit: c.usage.unit ?? '',
     },
   };
 }
@@ -30,10 +35,18 @@ const anthropicHeaders = (ctx: HandlerContext) => ({ version: ctx.requestHeader.
 async function* events(source: AsyncGenerator<StreamEvent>) {
   for await (const ev of source) {
     switch (ev.kind) {
-      case 'request_id': yield { event: { case: 'requestId' as const, value: ev.requestId } }; break;
-      case 'data': yield { event: { case: 'data' as const, value: { event: ev.event ?? '', data: encoder.encode(ev.json) } } }; break;
-      case 'error': yield { event: { case: 'error' as const, value: { event: ev.event ?? '', data: encoder.encode(ev.json) } } }; break;
-      case 'charge': yield { event: { case: 'charge' as const, value: chargeMessage(ev.charge) } }; break;
+      case 'request_id':
+        yield { event: { case: 'requestId' as const, value: ev.requestId } };
+        break;
+      case 'data':
+        yield { event: { case: 'data' as const, value: { event: ev.event ?? '', data: encoder.encode(ev.json) } } };
+        break;
+      case 'error':
+        yield { event: { case: 'error' as const, value: { event: ev.event ?? '', data: encoder.encode(ev.json) } } };
+        break;
+      case 'charge':
+        yield { event: { case: 'charge' as const, value: chargeMessage(ev.charge) } };
+        break;
     }
   }
 }

@@ -45,6 +45,6 @@ export function createLogger(level: string, destination?: pino.DestinationStream
           color: !destination && process.stdout.isTTY === true && !process.env.NO_COLOR,
           stacks: level === 'debug' || level === 'trace',
         })
-      : destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100, maxLength: 16 * 1024 * 1024 }),
+      : (destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100, maxLength: 16 * 1024 * 1024 })),
   );
 }

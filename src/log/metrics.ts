@@ -10,14 +10,34 @@ import { Counter, Registry, collectDefaultMetrics, type Metric } from 'prom-clie
 export class Metrics {
   readonly registry = new Registry();
   readonly requests = new FastCounter(this.registry, 'gateway_requests_total', 'HTTP requests by route, model and status', ['route', 'model', 'status']);
-  readonly upstreamLatency = new FastHistogram(this.registry, 'gateway_upstream_latency_seconds', 'Time to the upstream response headers', ['provider', 'status'],
-    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60]);
-  readonly addedLatency = new FastHistogram(this.registry, 'gateway_added_latency_seconds', 'Gateway time before the upstream call (auth, parse, hold)', ['route'],
-    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1]);
+  readonly upstreamLatency = new FastHistogram(
+    this.registry,
+    'gateway_upstream_latency_seconds',
+    'Time to the upstream response headers',
+    ['provider', 'status'],
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+  );
+  readonly addedLatency = new FastHistogram(
+    this.registry,
+    'gateway_added_latency_seconds',
+    'Gateway time before the upstream call (auth, parse, hold)',
+    ['route'],
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
+  );
   readonly chargedNano = new FastCounter(this.registry, 'gateway_charged_nano_usd_total', 'Credits charged, nano-USD', ['route', 'model']);
   readonly holdsOpen = new FastGauge(this.registry, 'gateway_holds_open', 'Holds placed by this process and not yet settled');
-  readonly keyCacheLookups = new FastCounter(this.registry, 'gateway_key_cache_lookups_total', 'Key checks answered from memory (hit) or by the database (miss; off: the change listener is down). Keys with rate limits also take requests from their shared window, in grants', ['result']);
-  readonly upstreamRetries = new Counter({ name: 'gateway_upstream_retries_total', help: 'Upstream attempts retried before the first byte', labelNames: ['provider', 'reason'] as const, registers: [this.registry] });
+  readonly keyCacheLookups = new FastCounter(
+    this.registry,
+    'gateway_key_cache_lookups_total',
+    'Key checks answered from memory (hit) or by the database (miss; off: the change listener is down). Keys with rate limits also take requests from their shared window, in grants',
+    ['result'],
+  );
+  readonly upstreamRetries = new Counter({
+    name: 'gateway_upstream_retries_total',
+    help: 'Upstream attempts retried before the first byte',
+    labelNames: ['provider', 'reason'] as const,
+    registers: [this.registry],
+  });
 
   // The per-request series, found by their label values (in labelNames order).
   readonly requestsOf = (route: string, model: string, status: string) => this.requests.of(route, model, status);
@@ -74,7 +94,11 @@ abstract class FastMetric<S> {
   }
 }
 
-interface CounterSeries { labels: Labels; value: number; inc(n?: number): void }
+interface CounterSeries {
+  labels: Labels;
+  value: number;
+  inc(n?: number): void;
+}
 
 export class FastCounter extends FastMetric<CounterSeries> {
   readonly type = 'counter';
@@ -85,7 +109,8 @@ export class FastCounter extends FastMetric<CounterSeries> {
 
   protected create(labels: Labels): CounterSeries {
     return {
-      labels, value: 0,
+      labels,
+      value: 0,
       inc(n = 1) {
         if (!(n >= 0)) throw new Error('a counter only goes up');
         this.value += n;
@@ -98,7 +123,10 @@ export class FastCounter extends FastMetric<CounterSeries> {
   }
 }
 
-interface GaugeSeries { labels: Labels; value: number }
+interface GaugeSeries {
+  labels: Labels;
+  value: number;
+}
 
 /** A gauge without labels. */
 export class FastGauge extends FastMetric<GaugeSeries> {
@@ -135,7 +163,13 @@ export class FastGauge extends FastMetric<GaugeSeries> {
   }
 }
 
-interface HistogramSeries { labels: Labels; counts: Float64Array; sum: number; count: number; observe(v: number): void }
+interface HistogramSeries {
+  labels: Labels;
+  counts: Float64Array;
+  sum: number;
+  count: number;
+  observe(v: number): void;
+}
 
 export class FastHistogram extends FastMetric<HistogramSeries> {
   readonly type = 'histogram';
@@ -153,7 +187,10 @@ export class FastHistogram extends FastMetric<HistogramSeries> {
   protected create(labels: Labels): HistogramSeries {
     const bounds = this.bounds;
     return {
-      labels, counts: new Float64Array(bounds.length), sum: 0, count: 0,
+      labels,
+      counts: new Float64Array(bounds.length),
+      sum: 0,
+      count: 0,
       observe(v: number) {
         if (!Number.isFinite(v)) throw new TypeError(`not a finite number: ${v}`);
         let i = 0;

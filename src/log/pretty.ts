@@ -29,8 +29,7 @@ const two = (n: number) => String(n).padStart(2, '0');
  * Control characters shown escaped: text from callers (a path, a model name in an error) must
  * not move the cursor, recolour or clear the operator's terminal, nor fake a log line.
  */
-const clean = (v: unknown): string =>
-  String(v).replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+const clean = (v: unknown): string => String(v).replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 export function prettyLine(json: string, opts: PrettyOptions): string {
   let rec: Record<string, unknown>;
@@ -62,7 +61,12 @@ export function prettyLine(json: string, opts: PrettyOptions): string {
     .filter(([k, v]) => !HIDDEN.has(k) && v !== undefined)
     .map(([k, v]) => `${clean(k)}=${typeof v === 'string' && !/[\s"=]/.test(v) ? clean(v) : clean(JSON.stringify(v))}`);
   let line = `${time} ${paint(level.color, level.label)} ${clean(text)}${fields.length > 0 ? `  ${paint('2', fields.join(' '))}` : ''}\n`;
-  if (opts.stacks && typeof err === 'object' && err?.stack) line += `${err.stack.split('\n').slice(1).map((l) => `         ${clean(l.trim())}`).join('\n')}\n`;
+  if (opts.stacks && typeof err === 'object' && err?.stack)
+    line += `${err.stack
+      .split('\n')
+      .slice(1)
+      .map((l) => `         ${clean(l.trim())}`)
+      .join('\n')}\n`;
   return line;
 }
 

@@ -26,9 +26,7 @@ export interface StartupSummary {
   billing: { mode: 'lease' | 'hold'; sliceUsd: string };
   providers: { name: ProviderName; models: number; key: boolean; keyVariable: string; baseUrl?: string; fallback: boolean }[];
   /** At start Temporal is always still being found or started (in the background). */
-  temporal:
-    | { kind: 'cluster'; address: string; namespace: string; status: 'starting'; worker: boolean }
-    | { kind: 'dev server'; address: string; uiUrl: string; status: 'starting'; worker: boolean };
+  temporal: { kind: 'cluster'; address: string; namespace: string; status: 'starting'; worker: boolean } | { kind: 'dev server'; address: string; uiUrl: string; status: 'starting'; worker: boolean };
   bot: { state: 'off' } | { state: 'failed' } | { state: 'on'; mode: 'polling' | 'webhook'; username: string };
   /** Where the operator CLI finds this gateway (written by `npm start`). */
   addressFile: string;
@@ -75,7 +73,12 @@ export function withoutSecrets(raw: string): string | undefined {
 }
 
 const DEFAULT_HOSTS: Record<ProviderName, string> = {
-  openai: 'api.openai.com', anthropic: 'api.anthropic.com', xai: 'api.x.ai', deepseek: 'api.deepseek.com', cohere: 'api.cohere.com', bfl: 'api.bfl.ai',
+  openai: 'api.openai.com',
+  anthropic: 'api.anthropic.com',
+  xai: 'api.x.ai',
+  deepseek: 'api.deepseek.com',
+  cohere: 'api.cohere.com',
+  bfl: 'api.bfl.ai',
 };
 
 export function startupSummary(config: Config, parts: StartedParts): StartupSummary {
@@ -124,12 +127,8 @@ export function summaryLines(s: StartupSummary): string[] {
   rows.push(['HTTP', `${s.http.url}/v1  ${reach(s.http)}; /metrics ${s.http.metricsToken ? 'needs METRICS_TOKEN' : 'for this machine only (set METRICS_TOKEN to serve it further)'}`]);
   const rpcGuard = s.rpc.adminToken ? 'Billing/Catalogue need ADMIN_TOKEN' : 'Billing/Catalogue for this machine only (no ADMIN_TOKEN)';
   rows.push(['RPC', `${s.rpc.url}  ${reach(s.rpc)}; ${rpcGuard}`]);
-  rows.push(['database', s.database.kind === 'embedded'
-    ? `embedded PostgreSQL server, data in ${s.database.dir} (set DATABASE_URL for your own)`
-    : `PostgreSQL at ${s.database.server}`]);
-  rows.push(['billing', s.billing.mode === 'lease'
-    ? `credit leases of $${s.billing.sliceUsd} per key and instance`
-    : 'a hold and a settlement per request']);
+  rows.push(['database', s.database.kind === 'embedded' ? `embedded PostgreSQL server, data in ${s.database.dir} (set DATABASE_URL for your own)` : `PostgreSQL at ${s.database.server}`]);
+  rows.push(['billing', s.billing.mode === 'lease' ? `credit leases of $${s.billing.sliceUsd} per key and instance` : 'a hold and a settlement per request']);
   const nameWidth = Math.max(...s.providers.map((p) => p.name.length));
   const countWidth = Math.max(...s.providers.map((p) => String(p.models).length));
   s.providers.forEach((p, i) => {
@@ -140,12 +139,20 @@ export function summaryLines(s: StartupSummary): string[] {
   });
   const t = s.temporal;
   const worker = t.worker ? '' : '; no video worker here (VIDEO_WORKER=0)';
-  rows.push(['Temporal', t.kind === 'cluster'
-    ? `connecting to ${t.address} (namespace ${t.namespace}) in the background${worker}`
-    : `starting a local dev server on ${t.address} in the background; web UI ${t.uiUrl} once it is up${worker}`]);
-  rows.push(['bot', s.bot.state === 'on'
-    ? `on: @${s.bot.username} by ${s.bot.mode === 'polling' ? 'long polling' : 'webhook'}`
-    : s.bot.state === 'failed' ? 'not started (see the error above)' : 'off (set TELEGRAM_BOT_TOKEN for the Telegram bot)']);
+  rows.push([
+    'Temporal',
+    t.kind === 'cluster'
+      ? `connecting to ${t.address} (namespace ${t.namespace}) in the background${worker}`
+      : `starting a local dev server on ${t.address} in the background; web UI ${t.uiUrl} once it is up${worker}`,
+  ]);
+  rows.push([
+    'bot',
+    s.bot.state === 'on'
+      ? `on: @${s.bot.username} by ${s.bot.mode === 'polling' ? 'long polling' : 'webhook'}`
+      : s.bot.state === 'failed'
+        ? 'not started (see the error above)'
+        : 'off (set TELEGRAM_BOT_TOKEN for the Telegram bot)',
+  ]);
   const relative = path.relative(process.cwd(), s.addressFile);
   rows.push(['CLI', `npm run cli -- keys --help  (finds this gateway through ${relative.startsWith('..') ? s.addressFile : relative})`]);
   const width = Math.max(...rows.map(([label]) => label.length));

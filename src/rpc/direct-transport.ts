@@ -36,13 +36,25 @@ export function directTransport(s: Services, log?: Logger): Transport {
   };
   const contextFor = (method: DescMethod, signal: AbortSignal | undefined, timeoutMs: number | undefined, header: ConstructorParameters<typeof Headers>[0], values: ContextValues | undefined) =>
     createHandlerContext({
-      service: method.parent, method, protocolName: 'in-process', requestMethod: 'POST', url: `/${method.parent.typeName}/${method.name}`,
-      timeoutMs, requestSignal: signal, requestHeader: header, contextValues: values,
+      service: method.parent,
+      method,
+      protocolName: 'in-process',
+      requestMethod: 'POST',
+      url: `/${method.parent.typeName}/${method.name}`,
+      timeoutMs,
+      requestSignal: signal,
+      requestHeader: header,
+      contextValues: values,
     });
   // A unary call without a deadline needs no linked abort controllers: a lighter context than
   // createHandlerContext builds.
-  const unaryContext = (method: DescMethod, signal: AbortSignal | undefined, timeoutMs: number | undefined, header: ConstructorParameters<typeof Headers>[0], values: ContextValues | undefined): HandlerContext =>
-    timeoutMs !== undefined ? contextFor(method, signal, timeoutMs, header, values) : new UnaryContext(method, signal ?? NEVER_ABORTED, header, values ?? createContextValues());
+  const unaryContext = (
+    method: DescMethod,
+    signal: AbortSignal | undefined,
+    timeoutMs: number | undefined,
+    header: ConstructorParameters<typeof Headers>[0],
+    values: ContextValues | undefined,
+  ): HandlerContext => (timeoutMs !== undefined ? contextFor(method, signal, timeoutMs, header, values) : new UnaryContext(method, signal ?? NEVER_ABORTED, header, values ?? createContextValues()));
   const message = <T extends DescMessage>(desc: T, m: unknown) => (isMessage(m, desc) ? m : create(desc, m as MessageInitShape<T>));
   // What a network handler does with a failure: a ConnectError passes as is; anything else is
   // an internal error, whose cause is logged here where it is still known.
@@ -59,7 +71,10 @@ export function directTransport(s: Services, log?: Logger): Transport {
       const req = message(method.input, input);
       try {
         const out = await implOf(method)(req, ctx);
-        return { stream: false, service: method.parent, method, header: ctx.responseHeader, trailer: ctx.responseTrailer, message: message(method.output, out) } as UnaryResponse<typeof method.input, typeof method.output>;
+        return { stream: false, service: method.parent, method, header: ctx.responseHeader, trailer: ctx.responseTrailer, message: message(method.output, out) } as UnaryResponse<
+          typeof method.input,
+          typeof method.output
+        >;
       } catch (err) {
         throw failure(method, req, err);
       }
@@ -67,7 +82,10 @@ export function directTransport(s: Services, log?: Logger): Transport {
     async stream(method, signal, timeoutMs, header, input, contextValues) {
       if (method.methodKind !== 'server_streaming') throw new ConnectError('only server-streaming methods run in process', 12);
       let first: unknown;
-      for await (const m of input) { first = m; break; }
+      for await (const m of input) {
+        first = m;
+        break;
+      }
       const ctx = contextFor(method, signal, timeoutMs, header, contextValues);
       const req = message(method.input, first ?? {});
       let outputs: AsyncIterable<unknown>;
@@ -83,7 +101,9 @@ export function directTransport(s: Services, log?: Logger): Transport {
       // is settled). So the signal closes the handler's iterator here, as the network server does
       // when a stream is cancelled. An async generator queues the close after a step in progress.
       const it = outputs[Symbol.asyncIterator]();
-      const close = () => { void Promise.resolve(it.return?.()).catch(() => {}); };
+      const close = () => {
+        void Promise.resolve(it.return?.()).catch(() => {});
+      };
       ctx.signal.addEventListener('abort', close, { once: true });
       async function* relay() {
         let ended = false;

@@ -19,18 +19,31 @@ export interface GatewayErrorInit {
 
 function connectCode(status: number): Code {
   switch (status) {
-    case 400: return Code.InvalidArgument;
-    case 401: return Code.Unauthenticated;
-    case 402: return Code.FailedPrecondition;
-    case 403: return Code.PermissionDenied;
-    case 404: return Code.NotFound;
-    case 409: return Code.AlreadyExists;
-    case 413: return Code.InvalidArgument;
-    case 429: return Code.ResourceExhausted;
-    case 501: return Code.Unimplemented;
-    case 502: case 503: return Code.Unavailable;
-    case 504: return Code.DeadlineExceeded;
-    default: return status >= 500 ? Code.Internal : Code.InvalidArgument;
+    case 400:
+      return Code.InvalidArgument;
+    case 401:
+      return Code.Unauthenticated;
+    case 402:
+      return Code.FailedPrecondition;
+    case 403:
+      return Code.PermissionDenied;
+    case 404:
+      return Code.NotFound;
+    case 409:
+      return Code.AlreadyExists;
+    case 413:
+      return Code.InvalidArgument;
+    case 429:
+      return Code.ResourceExhausted;
+    case 501:
+      return Code.Unimplemented;
+    case 502:
+    case 503:
+      return Code.Unavailable;
+    case 504:
+      return Code.DeadlineExceeded;
+    default:
+      return status >= 500 ? Code.Internal : Code.InvalidArgument;
   }
 }
 
@@ -56,7 +69,13 @@ export function gatewayError(init: GatewayErrorInit): ConnectError {
 export function unexpectedFailure(err: unknown): ConnectError {
   if (err instanceof ConnectError) return err;
   if (connectionLost(err)) {
-    return gatewayError({ httpStatus: 503, type: 'server_error', code: 'database_unavailable', retryAfterSeconds: 1, message: 'The gateway lost its database connection while handling this request; retry it.' });
+    return gatewayError({
+      httpStatus: 503,
+      type: 'server_error',
+      code: 'database_unavailable',
+      retryAfterSeconds: 1,
+      message: 'The gateway lost its database connection while handling this request; retry it.',
+    });
   }
   return ConnectError.from(err);
 }
@@ -73,8 +92,6 @@ export function toGatewayError(err: unknown): GatewayError {
 export const UNAUTHORIZED_MESSAGE = 'Invalid API key. Pass a gateway key (prx-…) as "Authorization: Bearer <key>" or "x-api-key: <key>".';
 
 /** One answer for missing, malformed, unknown and revoked keys, so none can be told apart. */
-export const unauthorized = (): ConnectError =>
-  gatewayError({ httpStatus: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: UNAUTHORIZED_MESSAGE });
+export const unauthorized = (): ConnectError => gatewayError({ httpStatus: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: UNAUTHORIZED_MESSAGE });
 
-export const badRequest = (message: string, code: string, param?: string): ConnectError =>
-  gatewayError({ httpStatus: 400, type: 'invalid_request_error', code, message, ...(param ? { param } : {}) });
+export const badRequest = (message: string, code: string, param?: string): ConnectError => gatewayError({ httpStatus: 400, type: 'invalid_request_error', code, message, ...(param ? { param } : {}) });

@@ -52,7 +52,17 @@ export function logInternalErrors(log: Logger): Interceptor {
       const res = await next(req);
       if (!res.stream) return res;
       const messages = res.message;
-      return { ...res, message: (async function* () { try { yield* messages; } catch (err) { report(err); throw unexpectedFailure(err); } })() };
+      return {
+        ...res,
+        message: (async function* () {
+          try {
+            yield* messages;
+          } catch (err) {
+            report(err);
+            throw unexpectedFailure(err);
+          }
+        })(),
+      };
     } catch (err) {
       report(err);
       throw unexpectedFailure(err);
@@ -129,20 +139,23 @@ export interface RpcServerOptions extends RpcAccess {
 
 export function startRpcServer(s: Services, opts: RpcServerOptions): Promise<http2.Http2Server> {
   const handler = connectNodeAdapter({ routes: routes(s), interceptors: opts.log ? [logInternalErrors(opts.log)] : [], readMaxBytes: opts.readMaxBytes });
-  const server = http2.createServer({
-    // Bounds what one connection can make the server hold: streams at once (each with its
-    // flow-control window of unread body) and the session's own buffers.
-    settings: { maxConcurrentStreams: 128, maxHeaderListSize: 32 * 1024 },
-    maxSessionMemory: 16,
-  }, (req, res) => {
-    refusal(req, opts).then(
-      (err) => (err ? refuse(req, res, err) : handler(req, res)),
-      (err: unknown) => {
-        opts.log?.error({ err }, 'RPC access check failed');
-        refuse(req, res, new ConnectError('access check failed', Code.Unavailable));
-      },
-    );
-  });
+  const server = http2.createServer(
+    {
+      // Bounds what one connection can make the server hold: streams at once (each with its
+      // flow-control window of unread body) and the session's own buffers.
+      settings: { maxConcurrentStreams: 128, maxHeaderListSize: 32 * 1024 },
+      maxSessionMemory: 16,
+    },
+    (req, res) => {
+      refusal(req, opts).then(
+        (err) => (err ? refuse(req, res, err) : handler(req, res)),
+        (err: unknown) => {
+          opts.log?.error({ err }, 'RPC access check failed');
+          refuse(req, res, new ConnectError('access check failed', Code.Unavailable));
+        },
+      );
+    },
+  );
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(opts.port, opts.host, () => resolve(server));

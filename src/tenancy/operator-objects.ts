@@ -67,8 +67,7 @@ export function operatorObjectRefusal(format: WireFormat, body: Json, shared: Re
 
 function find(format: WireFormat, body: Json): Found[] {
   const found: Found[] = [];
-  const add = (kind: SharedKind, param: string, id: unknown, where?: string) =>
-    found.push({ kind, param, id: typeof id === 'string' ? id : JSON.stringify(id) ?? '', ...(where ? { where } : {}) });
+  const add = (kind: SharedKind, param: string, id: unknown, where?: string) => found.push({ kind, param, id: typeof id === 'string' ? id : (JSON.stringify(id) ?? ''), ...(where ? { where } : {}) });
   if (format === 'responses') {
     const conv = body.conversation;
     if (conv != null) add('conversation', 'conversation', typeof conv === 'object' ? (conv as Json).id : conv);
@@ -124,7 +123,10 @@ function walk(root: unknown, visit: (o: Json) => void): void {
   while (stack.length > 0) {
     const v = stack.pop();
     if (v === null || typeof v !== 'object') continue;
-    if (Array.isArray(v)) { for (const x of v) stack.push(x); continue; }
+    if (Array.isArray(v)) {
+      for (const x of v) stack.push(x);
+      continue;
+    }
     visit(v as Json);
     for (const x of Object.values(v)) if (x !== null && typeof x === 'object') stack.push(x);
   }

@@ -72,12 +72,14 @@ export class ResponseOwners {
 
   /** The ids among `ids` created by the account of the live key whose hash is `keyHash`: one statement. */
   async ownedBy(keyHash: Buffer, ids: string[]): Promise<Set<string>> {
-    const rows = rowsOf(await this.db.raw(
-      `SELECT o.object_id FROM api_keys k JOIN response_owners o ON o.account_id = k.account_id
+    const rows = rowsOf(
+      await this.db.raw(
+        `SELECT o.object_id FROM api_keys k JOIN response_owners o ON o.account_id = k.account_id
        WHERE k.key_hash = ? AND k.revoked_at IS NULL
          AND o.object_id IN (SELECT jsonb_array_elements_text(CAST(? AS jsonb)))`,
-      [keyHash, JSON.stringify([...new Set(ids)])],
-    ));
+        [keyHash, JSON.stringify([...new Set(ids)])],
+      ),
+    );
     return new Set(rows.map((r) => r.object_id as string));
   }
 
@@ -102,9 +104,7 @@ export function storedRefs(body: Json): StoredRefs | undefined {
   if (prev != null) refs.previousResponseId = typeof prev === 'string' ? prev : JSON.stringify(prev);
   for (const item of (Array.isArray(body.input) ? body.input : []) as Json[]) {
     if (!item || typeof item !== 'object') continue;
-    const byId = item.type === 'item_reference'
-      || (item.type === 'reasoning' && item.encrypted_content == null)
-      || (item.type === 'image_generation_call' && item.result == null);
+    const byId = item.type === 'item_reference' || (item.type === 'reasoning' && item.encrypted_content == null) || (item.type === 'image_generation_call' && item.result == null);
     if (byId) refs.itemIds.push(typeof item.id === 'string' ? item.id : JSON.stringify(item.id ?? null));
   }
   return refs.previousResponseId !== undefined || refs.itemIds.length > 0 ? refs : undefined;
@@ -133,11 +133,19 @@ export async function unknownStoredRef(owners: ResponseOwners, keyHash: Buffer, 
 
 /** OpenAI's answer for a previous_response_id it does not know. */
 export const previousResponseNotFound = (id: string) =>
-  gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'previous_response_not_found', param: 'previous_response_id', message: `Previous response with id '${id.slice(0, 512)}' not found.` });
+  gatewayError({
+    httpStatus: 400,
+    type: 'invalid_request_error',
+    code: 'previous_response_not_found',
+    param: 'previous_response_id',
+    message: `Previous response with id '${id.slice(0, 512)}' not found.`,
+  });
 
 /** OpenAI's answer for an input item it cannot find by id. */
 export const itemNotFound = (id: string, storeFalse: boolean) =>
   gatewayError({
-    httpStatus: 404, type: 'invalid_request_error', param: 'input',
+    httpStatus: 404,
+    type: 'invalid_request_error',
+    param: 'input',
     message: `Item with id '${id.slice(0, 512)}' not found.${storeFalse ? ' Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input.' : ''}`,
   });

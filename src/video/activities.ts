@@ -36,10 +36,15 @@ export function videoCostNano(producedMs: number, seconds: number, pricePerSecon
 /** HTTP status recorded on the usage row of a job that ended without a charge. */
 function releaseStatus(reason: string): number {
   switch (reason) {
-    case 'content_policy_violation': case 'upstream_rejected': return 400;
-    case 'cancelled': return 499;
-    case 'timeout': return 504;
-    default: return 502;
+    case 'content_policy_violation':
+    case 'upstream_rejected':
+      return 400;
+    case 'cancelled':
+      return 499;
+    case 'timeout':
+      return 504;
+    default:
+      return 502;
   }
 }
 
@@ -71,11 +76,22 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
       const signal = ctx.cancellationSignal;
       const key = videoKey(a.jobId);
       let last = 0;
-      const { bytes } = await deps.upstream.content(provider(a.provider), a.upstreamId, signal)
-        .then((res) => deps.store.put(key, res.body, (n) => {
-          // Heartbeats are throttled by the SDK; one per MiB is plenty to show the worker is alive.
-          if (n - last >= 1 << 20) { last = n; ctx.heartbeat(n); }
-        }, signal))
+      const { bytes } = await deps.upstream
+        .content(provider(a.provider), a.upstreamId, signal)
+        .then((res) =>
+          deps.store.put(
+            key,
+            res.body,
+            (n) => {
+              // Heartbeats are throttled by the SDK; one per MiB is plenty to show the worker is alive.
+              if (n - last >= 1 << 20) {
+                last = n;
+                ctx.heartbeat(n);
+              }
+            },
+            signal,
+          ),
+        )
         .catch((err: unknown) => {
           if (signal.aborted) throw signal.reason;
           if (err instanceof ApplicationFailure) throw err;
@@ -101,10 +117,20 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
     async settleCharge(a) {
       const cost = videoCostNano(a.producedMs, a.seconds, a.pricePerSecondUsd);
       const r = await deps.ledger.settle({
-        requestId: a.requestId, costNano: cost, model: a.model, route: VIDEO_ROUTE,
-        inputTokens: 0n, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n, usageEstimated: false,
-        units: BigInt(Math.min(a.producedMs, a.seconds * 1000)), unit: 'video_ms',
-        status: 'ok', httpStatus: 200, latencyMs: Math.max(0, Math.min(2_147_483_647, Date.now() - a.createdAtMs)),
+        requestId: a.requestId,
+        costNano: cost,
+        model: a.model,
+        route: VIDEO_ROUTE,
+        inputTokens: 0n,
+        outputTokens: 0n,
+        cachedTokens: 0n,
+        cacheWriteTokens: 0n,
+        usageEstimated: false,
+        units: BigInt(Math.min(a.producedMs, a.seconds * 1000)),
+        unit: 'video_ms',
+        status: 'ok',
+        httpStatus: 200,
+        latencyMs: Math.max(0, Math.min(2_147_483_647, Date.now() - a.createdAtMs)),
       });
       if (!r.firstSettle) deps.log.info({ requestId: a.requestId, chargedNano: String(r.chargedNano) }, 'video charge was already settled; not charged again');
       else if (r.chargedNano > 0n) deps.metrics?.chargedNanoOf(VIDEO_ROUTE, a.model).inc(Number(r.chargedNano));
@@ -113,10 +139,20 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
 
     async releaseHold(a) {
       await deps.ledger.settle({
-        requestId: a.requestId, costNano: 0n, model: a.model, route: VIDEO_ROUTE,
-        inputTokens: 0n, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n, usageEstimated: false,
-        units: 0n, unit: 'video_ms',
-        status: a.reason, httpStatus: releaseStatus(a.reason), latencyMs: Math.max(0, Math.min(2_147_483_647, Date.now() - a.createdAtMs)),
+        requestId: a.requestId,
+        costNano: 0n,
+        model: a.model,
+        route: VIDEO_ROUTE,
+        inputTokens: 0n,
+        outputTokens: 0n,
+        cachedTokens: 0n,
+        cacheWriteTokens: 0n,
+        usageEstimated: false,
+        units: 0n,
+        unit: 'video_ms',
+        status: a.reason,
+        httpStatus: releaseStatus(a.reason),
+        latencyMs: Math.max(0, Math.min(2_147_483_647, Date.now() - a.createdAtMs)),
       });
     },
 

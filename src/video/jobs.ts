@@ -79,8 +79,17 @@ export class VideoJobs {
    * a concurrent request with the same key got there first.
    */
   async insert(j: {
-    id: string; requestId: string; accountId: string; keyId: string; model: string; prompt: string; seconds: number; size: string; holdNano: bigint;
-    idempotencyKey: string | null; requestHash: string;
+    id: string;
+    requestId: string;
+    accountId: string;
+    keyId: string;
+    model: string;
+    prompt: string;
+    seconds: number;
+    size: string;
+    holdNano: bigint;
+    idempotencyKey: string | null;
+    requestHash: string;
   }): Promise<VideoJobRow | undefined> {
     const rows = rowsOf(
       await this.db.raw(
@@ -114,19 +123,14 @@ export class VideoJobs {
    * the key up, so the key can name a new request.
    */
   async findByIdempotencyKey(accountId: string, key: string, ttlSeconds: number): Promise<VideoJobRow | undefined> {
-    await this.db.raw(
-      `UPDATE video_jobs SET idempotency_key = NULL WHERE account_id = ? AND idempotency_key = ? AND created_at < now() - make_interval(secs => ?)`,
-      [accountId, key, ttlSeconds],
-    );
+    await this.db.raw(`UPDATE video_jobs SET idempotency_key = NULL WHERE account_id = ? AND idempotency_key = ? AND created_at < now() - make_interval(secs => ?)`, [accountId, key, ttlSeconds]);
     const r = rowsOf(await this.db.raw(`SELECT ${COLUMNS} FROM video_jobs WHERE account_id = ? AND idempotency_key = ?`, [accountId, key]))[0];
     return r ? toRow(r) : undefined;
   }
 
   /** Hides the job from its owner; the row as it was when deleted, undefined when there was none to delete. */
   async markDeleted(id: string, accountId: string): Promise<VideoJobRow | undefined> {
-    const r = rowsOf(
-      await this.db.raw(`UPDATE video_jobs SET deleted_at = now() WHERE id = ? AND account_id = ? AND deleted_at IS NULL RETURNING ${COLUMNS}`, [id, accountId]),
-    )[0];
+    const r = rowsOf(await this.db.raw(`UPDATE video_jobs SET deleted_at = now() WHERE id = ? AND account_id = ? AND deleted_at IS NULL RETURNING ${COLUMNS}`, [id, accountId]))[0];
     return r ? toRow(r) : undefined;
   }
 
@@ -147,10 +151,7 @@ export class VideoJobs {
 
   /** Progress of a running job; never overwrites an outcome. */
   async markProgress(id: string, status: 'queued' | 'in_progress', progress: number, upstreamId: string): Promise<void> {
-    await this.db.raw(
-      `UPDATE video_jobs SET status = ?, progress = ?, upstream_id = ? WHERE id = ? AND status IN ('queued', 'in_progress')`,
-      [status, progress, upstreamId, id],
-    );
+    await this.db.raw(`UPDATE video_jobs SET status = ?, progress = ?, upstream_id = ? WHERE id = ? AND status IN ('queued', 'in_progress')`, [status, progress, upstreamId, id]);
   }
 
   /**

@@ -139,7 +139,10 @@ export class VideoRuntime {
       await removeAbandonedWrites(this.store, this.log);
       try {
         this.worker = await startVideoWorker({
-          address: target.address, namespace, taskQueue: cfg.taskQueue, log: this.log,
+          address: target.address,
+          namespace,
+          taskQueue: cfg.taskQueue,
+          log: this.log,
           activities: videoActivities({ config: this.config, ledger: this.ledger, jobs: this.jobs, store: this.store, upstream: this.upstream, log: this.log, metrics: this.metrics }),
         });
         this.worker.done.catch((err) => this.log.error({ err }, 'the video worker stopped with an error; jobs wait for another worker'));
@@ -154,7 +157,9 @@ export class VideoRuntime {
     const pc = this.config.providers[provider as keyof Config['providers']];
     if (!pc) return;
     this.upstream.remove(pc, upstreamId).then(
-      (r) => { if (r === 'refused') this.log.warn({ upstreamId }, "the upstream would not delete its copy of a deleted video"); },
+      (r) => {
+        if (r === 'refused') this.log.warn({ upstreamId }, 'the upstream would not delete its copy of a deleted video');
+      },
       (err: unknown) => this.log.warn({ upstreamId, err: (err as Error).message }, "could not delete the upstream's copy of a deleted video"),
     );
   }

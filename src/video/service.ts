@@ -48,12 +48,13 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 type Json = Record<string, unknown>;
 type VideoRequest = { model: string; prompt: string; seconds: number; size: string };
 
-const notFound = (id: string) =>
-  gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'video_not_found', param: 'video_id', message: `No video found with id '${id}'.` });
+const notFound = (id: string) => gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'video_not_found', param: 'video_id', message: `No video found with id '${id}'.` });
 
 /** What identifies a request under an Idempotency-Key: the job it asks for, defaults applied. */
 function requestHash(r: VideoRequest): string {
-  return createHash('sha256').update(JSON.stringify([r.model, r.prompt, r.seconds, r.size])).digest('hex');
+  return createHash('sha256')
+    .update(JSON.stringify([r.model, r.prompt, r.seconds, r.size]))
+    .digest('hex');
 }
 
 /**
@@ -128,11 +129,28 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
     if (status === 'TERMINATED' || status === 'TIMED_OUT' || status === 'LOST') {
       const reason = status === 'LOST' ? 'job_lost' : status.toLowerCase();
       await ledger.settle({
-        requestId: row.requestId, costNano: 0n, model: row.model, route: VIDEO_ROUTE, inputTokens: 0n, outputTokens: 0n, cachedTokens: 0n,
-        cacheWriteTokens: 0n, usageEstimated: false, status: reason, httpStatus: 502, latencyMs: 0,
+        requestId: row.requestId,
+        costNano: 0n,
+        model: row.model,
+        route: VIDEO_ROUTE,
+        inputTokens: 0n,
+        outputTokens: 0n,
+        cachedTokens: 0n,
+        cacheWriteTokens: 0n,
+        usageEstimated: false,
+        status: reason,
+        httpStatus: 502,
+        latencyMs: 0,
       });
       await jobs.recordOutcome({
-        jobId: row.id, status: 'failed', progress: row.progress, upstreamId: row.upstreamId, producedMs: 0, costNano: '0', contentKey: null, contentBytes: 0,
+        jobId: row.id,
+        status: 'failed',
+        progress: row.progress,
+        upstreamId: row.upstreamId,
+        producedMs: 0,
+        costNano: '0',
+        contentKey: null,
+        contentBytes: 0,
         error: { code: reason, message: `The job's workflow was ${status === 'LOST' ? 'not found' : status.toLowerCase().replace('_', ' ')}; nothing was charged.` },
       });
     }
@@ -149,7 +167,9 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
     if (!row) return undefined;
     if (row.requestHash !== hash) {
       throw gatewayError({
-        httpStatus: 422, type: 'invalid_request_error', code: 'idempotency_key_reused',
+        httpStatus: 422,
+        type: 'invalid_request_error',
+        code: 'idempotency_key_reused',
         message: 'This Idempotency-Key was used with a different request in the last 24 hours; a key can only be repeated with the same request. Use a new key.',
       });
     }
@@ -177,7 +197,13 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
     }
     const now = await jobs.get(row.id, row.accountId);
     // Gone: the first request under this key was taken back (its hold could not be placed) while this one waited.
-    if (!now) throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'idempotency_key_in_use', message: 'The first request with this Idempotency-Key did not go through; send the request again.' });
+    if (!now)
+      throw gatewayError({
+        httpStatus: 409,
+        type: 'invalid_request_error',
+        code: 'idempotency_key_in_use',
+        message: 'The first request with this Idempotency-Key did not go through; send the request again.',
+      });
     return toVideo(now);
   }
 
@@ -261,8 +287,17 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
       // The row first, then the hold: a repeat that finds the row finds a job with its hold.
       const holdNano = costNano([{ quantity: BigInt(input.seconds), priceUsd: price, perUnits: 1n }]);
       const row = await jobs.insert({
-        id: jobId, requestId, accountId: key.accountId, keyId: key.keyId, model: model.id, prompt: input.prompt, seconds: input.seconds, size: input.size, holdNano,
-        idempotencyKey, requestHash: hash,
+        id: jobId,
+        requestId,
+        accountId: key.accountId,
+        keyId: key.keyId,
+        model: model.id,
+        prompt: input.prompt,
+        seconds: input.seconds,
+        size: input.size,
+        holdNano,
+        idempotencyKey,
+        requestHash: hash,
       });
       if (!row) {
         // A concurrent request with the same key (or request id) got there first.
@@ -279,15 +314,39 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
 
       const release = (status: string) =>
         ledger.settle({
-          requestId, costNano: 0n, model: model.id, route: VIDEO_ROUTE, inputTokens: 0n, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n,
-          usageEstimated: false, status, httpStatus: 503, latencyMs: 0,
+          requestId,
+          costNano: 0n,
+          model: model.id,
+          route: VIDEO_ROUTE,
+          inputTokens: 0n,
+          outputTokens: 0n,
+          cachedTokens: 0n,
+          cacheWriteTokens: 0n,
+          usageEstimated: false,
+          status,
+          httpStatus: 503,
+          latencyMs: 0,
         });
       const keyPrefix = visiblePrefix(apiKey);
       const workflowInput: VideoJobInput = {
-        jobId, requestId, accountId: key.accountId, keyPrefix, model: model.id, provider: model.provider, upstreamModel: model.upstreamId,
-        prompt: input.prompt, seconds: input.seconds, size: input.size, holdNano: holdNano.toString(), pricePerSecondUsd: price,
-        createdAtMs: row.createdAt.getTime(), pollInitialMs: config.video.pollInitialMs, pollMaxMs: config.video.pollMaxMs,
-        jobTimeoutMs: config.video.jobTimeoutMs, holdTtlSeconds: config.video.holdTtlSeconds, searchAttributes: temporal.searchAttributes,
+        jobId,
+        requestId,
+        accountId: key.accountId,
+        keyPrefix,
+        model: model.id,
+        provider: model.provider,
+        upstreamModel: model.upstreamId,
+        prompt: input.prompt,
+        seconds: input.seconds,
+        size: input.size,
+        holdNano: holdNano.toString(),
+        pricePerSecondUsd: price,
+        createdAtMs: row.createdAt.getTime(),
+        pollInitialMs: config.video.pollInitialMs,
+        pollMaxMs: config.video.pollMaxMs,
+        jobTimeoutMs: config.video.jobTimeoutMs,
+        holdTtlSeconds: config.video.holdTtlSeconds,
+        searchAttributes: temporal.searchAttributes,
       };
       try {
         await temporal.client.workflow.start(VIDEO_WORKFLOW_TYPE, {
@@ -295,17 +354,36 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
           taskQueue: temporal.taskQueue,
           args: [workflowInput],
           ...(temporal.searchAttributes
-            ? { typedSearchAttributes: [{ key: VIDEO_MODEL_ATTRIBUTE, value: model.id }, { key: VIDEO_KEY_PREFIX_ATTRIBUTE, value: keyPrefix }, { key: VIDEO_STATUS_ATTRIBUTE, value: 'queued' }] }
+            ? {
+                typedSearchAttributes: [
+                  { key: VIDEO_MODEL_ATTRIBUTE, value: model.id },
+                  { key: VIDEO_KEY_PREFIX_ATTRIBUTE, value: keyPrefix },
+                  { key: VIDEO_STATUS_ATTRIBUTE, value: 'queued' },
+                ],
+              }
             : {}),
         });
       } catch (err) {
         deps.log.error({ err, videoId: jobId }, 'could not start the video workflow');
         await release('not_started');
         await jobs.recordOutcome({
-          jobId, status: 'failed', progress: 0, upstreamId: null, producedMs: 0, costNano: '0', contentKey: null, contentBytes: 0,
+          jobId,
+          status: 'failed',
+          progress: 0,
+          upstreamId: null,
+          producedMs: 0,
+          costNano: '0',
+          contentKey: null,
+          contentBytes: 0,
           error: { code: 'not_started', message: 'The job could not be started; nothing was charged.' },
         });
-        throw gatewayError({ httpStatus: 503, type: 'server_error', code: 'video_jobs_unavailable', requestId, message: 'Video generation is unavailable right now: the job could not be started. Nothing was charged.' });
+        throw gatewayError({
+          httpStatus: 503,
+          type: 'server_error',
+          code: 'video_jobs_unavailable',
+          requestId,
+          message: 'Video generation is unavailable right now: the job could not be started. Nothing was charged.',
+        });
       }
       deps.log.info({ videoId: jobId, requestId, model: model.id, seconds: input.seconds, holdNano: String(holdNano), idempotent: idempotencyKey !== null }, 'video job started');
       return answer(row);
@@ -368,9 +446,12 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
         if (deleted.upstreamId && provider) runtime.discardUpstream(provider, deleted.upstreamId);
       } else {
         // The workflow ends as a cancel makes it end, then removes what it stored (the row says deleted).
-        await (temporal ?? (await runtime.temporal())).client.workflow.getHandle(row.id).cancel().catch((err: unknown) => {
-          deps.log.info({ videoId: row.id, err: (err as Error).message }, 'deleted a running video job whose workflow could not be cancelled (it has ended, or ends by itself)');
-        });
+        await (temporal ?? (await runtime.temporal())).client.workflow
+          .getHandle(row.id)
+          .cancel()
+          .catch((err: unknown) => {
+            deps.log.info({ videoId: row.id, err: (err as Error).message }, 'deleted a running video job whose workflow could not be cancelled (it has ended, or ends by itself)');
+          });
       }
       deps.log.info({ videoId: row.id, status: deleted.status }, 'video job deleted');
       return { id: row.id, deleted: true };

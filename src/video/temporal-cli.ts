@@ -73,7 +73,10 @@ export function zipEntry(zip: Buffer, name: string): Buffer {
   // End of central directory: 22 bytes plus a comment of up to 64 KiB, at the very end.
   let eocd = -1;
   for (let i = zip.length - 22; i >= Math.max(0, zip.length - 22 - 0xffff); i--) {
-    if (zip.readUInt32LE(i) === 0x06054b50) { eocd = i; break; }
+    if (zip.readUInt32LE(i) === 0x06054b50) {
+      eocd = i;
+      break;
+    }
   }
   if (eocd < 0) throw new Error('not a zip archive');
   const count = zip.readUInt16LE(eocd + 10);

@@ -75,12 +75,17 @@ export async function startDevServer(cli: string, opts: { port: number; uiPort: 
   const logFile = path.join(opts.stateDir, 'dev-server.log');
   const out = fs.openSync(logFile, 'a');
   const args = [
-    'server', 'start-dev',
-    '--ip', '127.0.0.1',
-    '--port', String(opts.port),
+    'server',
+    'start-dev',
+    '--ip',
+    '127.0.0.1',
+    '--port',
+    String(opts.port),
     ...(opts.headless ? ['--headless'] : ['--ui-port', String(opts.uiPort)]),
-    '--db-filename', path.join(opts.stateDir, 'temporal.sqlite'),
-    '--log-level', 'warn',
+    '--db-filename',
+    path.join(opts.stateDir, 'temporal.sqlite'),
+    '--log-level',
+    'warn',
     ...VIDEO_SEARCH_ATTRIBUTES.flatMap((a) => ['--search-attribute', `${a.name}=Keyword`]),
     ...(opts.namespace !== 'default' ? ['--namespace', opts.namespace] : []),
   ];
@@ -93,13 +98,29 @@ export async function startDevServer(cli: string, opts: { port: number; uiPort: 
   const failed = new Promise<never>((_, reject) => child.once('error', reject));
   // If this process ends without stop() (a fatal error, process.exit), the server goes too;
   // only a SIGKILL leaves it running, and the next start on the same port reuses it.
-  const onExit = () => { try { process.kill(-child.pid!, 'SIGTERM'); } catch { /* gone */ } };
+  const onExit = () => {
+    try {
+      process.kill(-child.pid!, 'SIGTERM');
+    } catch {
+      /* gone */
+    }
+  };
   process.once('exit', onExit);
   const stop = async () => {
     process.removeListener('exit', onExit);
     if (child.exitCode !== null || child.signalCode !== null) return;
-    try { process.kill(-child.pid!, 'SIGTERM'); } catch { child.kill('SIGTERM'); }
-    const timer = setTimeout(() => { try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* gone */ } }, 10_000);
+    try {
+      process.kill(-child.pid!, 'SIGTERM');
+    } catch {
+      child.kill('SIGTERM');
+    }
+    const timer = setTimeout(() => {
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
+    }, 10_000);
     await exited;
     clearTimeout(timer);
   };

@@ -64,7 +64,14 @@ export class VideoUpstream {
   }
 
   /** One request; anything but a 2xx becomes the right kind of failure. */
-  private async call(pc: ProviderConfig, method: 'GET' | 'POST' | 'DELETE', pathname: string, headers: Record<string, string> = {}, body?: FormData, signal?: AbortSignal): Promise<Dispatcher.ResponseData> {
+  private async call(
+    pc: ProviderConfig,
+    method: 'GET' | 'POST' | 'DELETE',
+    pathname: string,
+    headers: Record<string, string> = {},
+    body?: FormData,
+    signal?: AbortSignal,
+  ): Promise<Dispatcher.ResponseData> {
     let res: Dispatcher.ResponseData;
     try {
       res = await request(`${pc.baseUrl}${pathname}`, {
@@ -81,7 +88,11 @@ export class VideoUpstream {
     }
     if (res.statusCode >= 200 && res.statusCode < 300) return res;
     let text = '';
-    try { text = (await res.body.text()).slice(0, MAX_ERROR_BODY); } catch { /* the status says enough */ }
+    try {
+      text = (await res.body.text()).slice(0, MAX_ERROR_BODY);
+    } catch {
+      /* the status says enough */
+    }
     throw failureFor(res.statusCode, res.headers['retry-after'], text);
   }
 }
@@ -93,11 +104,15 @@ function failureFor(status: number, retryAfter: string | string[] | undefined, t
     const e = (JSON.parse(text) as Json).error as Json | undefined;
     if (e && typeof e.message === 'string' && e.message) message = e.message;
     if (e && typeof e.code === 'string') code = e.code;
-  } catch { /* not JSON */ }
+  } catch {
+    /* not JSON */
+  }
   if (status === 429) {
     const seconds = Number(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
     return ApplicationFailure.create({
-      message, type: FAILURE.unavailable, nonRetryable: false,
+      message,
+      type: FAILURE.unavailable,
+      nonRetryable: false,
       ...(Number.isFinite(seconds) && seconds > 0 ? { nextRetryDelay: Math.min(seconds, 120) * 1000 } : {}),
     });
   }
@@ -106,7 +121,8 @@ function failureFor(status: number, retryAfter: string | string[] | undefined, t
   if (status === 401 || status === 403) {
     return ApplicationFailure.create({ message: `The upstream refused the gateway's credentials (${status}).`, type: FAILURE.unavailable, nonRetryable: true, details: [{ status }] });
   }
-  if (CONTENT_POLICY.test(code) || (status === 400 && CONTENT_POLICY.test(message))) return ApplicationFailure.create({ message, type: FAILURE.contentPolicy, nonRetryable: true, details: [{ status }] });
+  if (CONTENT_POLICY.test(code) || (status === 400 && CONTENT_POLICY.test(message)))
+    return ApplicationFailure.create({ message, type: FAILURE.contentPolicy, nonRetryable: true, details: [{ status }] });
   return ApplicationFailure.create({ message, type: FAILURE.rejected, nonRetryable: true, details: [{ status }] });
 }
 
@@ -114,7 +130,9 @@ async function readJson(res: Dispatcher.ResponseData, what: string): Promise<Jso
   try {
     const json = JSON.parse(await res.body.text()) as unknown;
     if (json && typeof json === 'object' && !Array.isArray(json)) return json as Json;
-  } catch { /* fall through */ }
+  } catch {
+    /* fall through */
+  }
   throw ApplicationFailure.retryable(`The upstream's ${what} answer was not a JSON object.`, FAILURE.unavailable);
 }
 
@@ -122,14 +140,17 @@ async function readJson(res: Dispatcher.ResponseData, what: string): Promise<Jso
 export function statusOf(json: Json): UpstreamJobStatus {
   const progress = typeof json.progress === 'number' && Number.isFinite(json.progress) ? Math.max(0, Math.min(100, Math.round(json.progress))) : 0;
   switch (json.status) {
-    case 'completed': return { status: 'completed', progress: 100, error: null };
+    case 'completed':
+      return { status: 'completed', progress: 100, error: null };
     case 'failed': {
       const e = (json.error ?? {}) as Json;
       const code = typeof e.code === 'string' ? e.code : '';
       const message = typeof e.message === 'string' && e.message ? e.message : 'The upstream video job failed.';
       return { status: 'failed', progress, error: { code: CONTENT_POLICY.test(code) ? 'content_policy_violation' : 'upstream_failed', message } };
     }
-    case 'in_progress': return { status: 'in_progress', progress, error: null };
-    default: return { status: 'queued', progress, error: null };
+    case 'in_progress':
+      return { status: 'in_progress', progress, error: null };
+    default:
+      return { status: 'queued', progress, error: null };
   }
 }

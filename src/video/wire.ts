@@ -11,10 +11,16 @@ export const FORM_ERROR_FIELD = '$form_error';
 /** HTTP status of a job that ended without a video (as the generations route answers it too). */
 export function failureHttpStatus(code: string): number {
   switch (code) {
-    case 'content_policy_violation': case 'upstream_rejected': return 400;
-    case 'cancelled': return 409;
-    case 'timeout': return 504;
-    case 'not_started': return 503;
-    default: return 502;
+    case 'content_policy_violation':
+    case 'upstream_rejected':
+      return 400;
+    case 'cancelled':
+      return 409;
+    case 'timeout':
+      return 504;
+    case 'not_started':
+      return 503;
+    default:
+      return 502;
   }
 }

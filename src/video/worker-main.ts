@@ -44,9 +44,16 @@ try {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'video worker stopping: finishing running activities');
-    worker.shutdown()
+    worker
+      .shutdown()
       .then(() => Promise.all([upstream.close(), db.destroy(), target.devServer?.stop()]))
-      .then(() => process.exit(0), (err) => { log.error({ err }, 'worker shutdown failed'); process.exit(1); });
+      .then(
+        () => process.exit(0),
+        (err) => {
+          log.error({ err }, 'worker shutdown failed');
+          process.exit(1);
+        },
+      );
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));

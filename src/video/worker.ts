@@ -37,7 +37,10 @@ export async function workflowBundle(log: Logger): Promise<{ code: string }> {
   const hash = crypto.createHash('sha256');
   const require = createRequire(import.meta.url);
   hash.update(JSON.parse(fs.readFileSync(require.resolve('@temporalio/workflow/package.json'), 'utf8')).version as string);
-  for (const name of fs.readdirSync(WORKFLOWS_DIR).filter((f) => f.endsWith('.ts')).sort()) {
+  for (const name of fs
+    .readdirSync(WORKFLOWS_DIR)
+    .filter((f) => f.endsWith('.ts'))
+    .sort()) {
     hash.update(name).update(fs.readFileSync(path.join(WORKFLOWS_DIR, name)));
   }
   const cacheDir = path.join(os.tmpdir(), 'gateway-workflow-bundles');

@@ -15,22 +15,40 @@ export function soakDatabaseUrl(databaseUrl: string): string {
   return u.toString();
 }
 
-export async function soakGateway(opts: { databaseUrl: string; simulatorUrl: string; upstreamKey: string; logDir: string; name: string; billing?: 'hold' | 'lease' }): Promise<SoakGateway & { stop(): Promise<void> }> {
+export async function soakGateway(opts: {
+  databaseUrl: string;
+  simulatorUrl: string;
+  upstreamKey: string;
+  logDir: string;
+  name: string;
+  billing?: 'hold' | 'lease';
+}): Promise<SoakGateway & { stop(): Promise<void> }> {
   let n = 0;
   const start = async () => {
     const proc = await startGatewayProcess({
       logFile: path.join(opts.logDir, `${opts.name}-${n++}.log`),
       env: {
         DATABASE_URL: soakDatabaseUrl(opts.databaseUrl),
-        OPENAI_API_KEY: opts.upstreamKey, OPENAI_BASE_URL: `${opts.simulatorUrl}/v1`,
-        ANTHROPIC_API_KEY: opts.upstreamKey, ANTHROPIC_BASE_URL: opts.simulatorUrl,
-        HOLD_TTL_SECONDS: String(SOAK_HOLD_TTL_MS / 1000), HOLD_SWEEP_INTERVAL_MS: String(SOAK_SWEEP_MS),
-        UPSTREAM_RETRY_BASE_MS: '10', UPSTREAM_RETRY_MAX_WAIT_MS: '50',
-        UPSTREAM_HEADERS_TIMEOUT_MS: '5000', UPSTREAM_BODY_TIMEOUT_MS: '5000',
-        RATE_LIMIT_RPM: '0', RATE_LIMIT_TPM: '0', LOG_LEVEL: 'warn',
-        BILLING_MODE: opts.billing ?? 'hold', LEASE_SLICE_USD: '0.005', LEASE_FLUSH_MS: '50', LEASE_IDLE_MS: '500',
+        OPENAI_API_KEY: opts.upstreamKey,
+        OPENAI_BASE_URL: `${opts.simulatorUrl}/v1`,
+        ANTHROPIC_API_KEY: opts.upstreamKey,
+        ANTHROPIC_BASE_URL: opts.simulatorUrl,
+        HOLD_TTL_SECONDS: String(SOAK_HOLD_TTL_MS / 1000),
+        HOLD_SWEEP_INTERVAL_MS: String(SOAK_SWEEP_MS),
+        UPSTREAM_RETRY_BASE_MS: '10',
+        UPSTREAM_RETRY_MAX_WAIT_MS: '50',
+        UPSTREAM_HEADERS_TIMEOUT_MS: '5000',
+        UPSTREAM_BODY_TIMEOUT_MS: '5000',
+        RATE_LIMIT_RPM: '0',
+        RATE_LIMIT_TPM: '0',
+        LOG_LEVEL: 'warn',
+        BILLING_MODE: opts.billing ?? 'hold',
+        LEASE_SLICE_USD: '0.005',
+        LEASE_FLUSH_MS: '50',
+        LEASE_IDLE_MS: '500',
         // No video jobs: a gateway without Temporal settings would start a dev server of its own.
-        TEMPORAL_CLI: NO_TEMPORAL_CLI, TEMPORAL_ADDRESS: '',
+        TEMPORAL_CLI: NO_TEMPORAL_CLI,
+        TEMPORAL_ADDRESS: '',
       },
     });
     const handle: SoakGateway & { stop(): Promise<void> } = {

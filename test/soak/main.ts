@@ -11,7 +11,9 @@ import { startSimulator } from '../upstream/simulator.ts';
 import { runSeed, type SoakGateway } from './soak.ts';
 import { SOAK_APP_NAME, SOAK_HOLD_TTL_MS, SOAK_SWEEP_MS, soakGateway } from './gateways.ts';
 
-const { values } = parseArgs({ options: { seeds: { type: 'string' }, seed: { type: 'string' }, steps: { type: 'string' }, start: { type: 'string' }, verbose: { type: 'boolean' }, 'no-lease': { type: 'boolean' } } });
+const { values } = parseArgs({
+  options: { seeds: { type: 'string' }, seed: { type: 'string' }, steps: { type: 'string' }, start: { type: 'string' }, verbose: { type: 'boolean' }, 'no-lease': { type: 'boolean' } },
+});
 const first = Number(values.seed ?? values.start ?? 1);
 const count = values.seed ? 1 : Number(values.seeds ?? 20);
 const steps = Number(values.steps ?? 30);
@@ -22,8 +24,18 @@ const pg = await startPostgres();
 await createDatabase(pg.url(), 'soak');
 const sim = await startSimulator({ apiKey: UPSTREAM_KEY });
 const opts = { databaseUrl: pg.url('soak'), simulatorUrl: sim.url, upstreamKey: UPSTREAM_KEY, logDir: dir };
-const gateways: (SoakGateway & { stop?: () => Promise<void> })[] = [await soakGateway({ ...opts, name: 'a' }), await soakGateway({ ...opts, name: 'b', billing: values['no-lease'] ? 'hold' : 'lease' })];
-const env = { databaseUrl: pg.url('soak'), gatewayAppName: SOAK_APP_NAME, gateways, holdTtlMs: SOAK_HOLD_TTL_MS, sweepMs: SOAK_SWEEP_MS, log: values.verbose ? (l: string) => console.log(l) : undefined };
+const gateways: (SoakGateway & { stop?: () => Promise<void> })[] = [
+  await soakGateway({ ...opts, name: 'a' }),
+  await soakGateway({ ...opts, name: 'b', billing: values['no-lease'] ? 'hold' : 'lease' }),
+];
+const env = {
+  databaseUrl: pg.url('soak'),
+  gatewayAppName: SOAK_APP_NAME,
+  gateways,
+  holdTtlMs: SOAK_HOLD_TTL_MS,
+  sweepMs: SOAK_SWEEP_MS,
+  log: values.verbose ? (l: string) => console.log(l) : undefined,
+};
 
 let failed = 0;
 const started = Date.now();

@@ -52,7 +52,11 @@ export function rng(seed: number) {
   };
 }
 
-interface Key { apiKey: string; accountId: string; revoked: string[] }
+interface Key {
+  apiKey: string;
+  accountId: string;
+  revoked: string[];
+}
 
 const FAULTS = ['', '', '', '', ' fault=500', ' fault=429 fail=1 id=', ' fault=no_usage', ' fault=reset after=2', ' fault=error_stream', ' fault=400'];
 
@@ -64,7 +68,10 @@ export async function runSeed(seed: number, env: SoakEnv, steps: number): Promis
   const externalIds: string[] = [];
   let requests = 0;
   const log = env.log ?? (() => {});
-  const fail = (step: number, what: string) => { failures.push(`seed ${seed} step ${step}: ${what}`); log(`FAIL ${what}`); };
+  const fail = (step: number, what: string) => {
+    failures.push(`seed ${seed} step ${step}: ${what}`);
+    log(`FAIL ${what}`);
+  };
   const billing = (g: SoakGateway) => createClient(BillingService, createGrpcTransport({ baseUrl: g.rpcUrl }));
 
   const newKey = async (g: SoakGateway) => {
@@ -86,7 +93,9 @@ export async function runSeed(seed: number, env: SoakEnv, steps: number): Promis
           const repeat = externalIds.length > 0 && r.chance(0.4);
           const externalId = repeat ? r.pick(externalIds) : `soak-${seed}-${step}`;
           if (!repeat) externalIds.push(externalId);
-          const res = await billing(g).topUp({ key: { ref: { case: 'apiKey', value: key.apiKey } }, amountNano: BigInt(r.int(1, 5_000_000)), externalId, cause: 'soak' }).catch((e) => e as Error);
+          const res = await billing(g)
+            .topUp({ key: { ref: { case: 'apiKey', value: key.apiKey } }, amountNano: BigInt(r.int(1, 5_000_000)), externalId, cause: 'soak' })
+            .catch((e) => e as Error);
           if (!(res instanceof Error) && repeat && res.applied) fail(step, `a repeated top-up (${externalId}) applied again`);
         } else if (action === 'rotate') {
           const key = r.pick(keys);
@@ -97,7 +106,13 @@ export async function runSeed(seed: number, env: SoakEnv, steps: number): Promis
           // does once the change notice arrives (revocation is bounded, not per request: see
           // src/billing/key-cache.ts), which on a busy machine may take a moment.
           const h = r.pick(env.gateways);
-          const askOld = () => new OpenAI({ apiKey: key.revoked.at(-1)!, baseURL: `${h.httpUrl}/v1`, maxRetries: 0 }).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'old key' }] }).then(() => undefined, (e: { status?: number }) => e.status);
+          const askOld = () =>
+            new OpenAI({ apiKey: key.revoked.at(-1)!, baseURL: `${h.httpUrl}/v1`, maxRetries: 0 }).chat.completions
+              .create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'old key' }] })
+              .then(
+                () => undefined,
+                (e: { status?: number }) => e.status,
+              );
           let status = await askOld();
           for (const until = Date.now() + (h === g ? 0 : NOTICE_BOUND_MS); status !== 401 && Date.now() < until; status = await askOld()) await new Promise((res) => setTimeout(res, 20));
           if (status !== 401) fail(step, `a rotated-away key got ${status ?? 'a success'} ${h === g ? 'from the instance that rotated it' : `${NOTICE_BOUND_MS} ms after the rotation`}, not 401`);
@@ -158,7 +173,11 @@ async function request(g: SoakGateway, r: ReturnType<typeof rng>, keys: Key[], s
       const abortAfter = kind === 'chat-stream-abort' ? r.int(0, 3) : -1;
       const stream = await client.chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: `${tag} ${directive}` }] });
       let n = 0;
-      for await (const _ of stream) if (n++ === abortAfter) { stream.controller.abort(); break; }
+      for await (const _ of stream)
+        if (n++ === abortAfter) {
+          stream.controller.abort();
+          break;
+        }
     }
   } catch (err) {
     const status = (err as { status?: number }).status;
@@ -201,8 +220,11 @@ export async function violations(pool: Pick<pg.Pool, 'query'>, env: Pick<SoakEnv
   const charges = await pool.query(`
     SELECT l.request_id, count(*)::int AS n FROM ledger l WHERE l.kind = 'charge' GROUP BY l.request_id HAVING count(*) > 1 LIMIT 5`);
   for (const c of charges.rows) out.push(`request ${c.request_id} charged ${c.n} times`);
-  const stale = await pool.query(`
-    SELECT request_id FROM holds WHERE status = 'active' AND expires_at < now() - make_interval(secs => $1) LIMIT 5`, [(env.sweepMs + 3_000) / 1000]);
+  const stale = await pool.query(
+    `
+    SELECT request_id FROM holds WHERE status = 'active' AND expires_at < now() - make_interval(secs => $1) LIMIT 5`,
+    [(env.sweepMs + 3_000) / 1000],
+  );
   for (const s of stale.rows) out.push(`hold ${s.request_id} outlived its expiry by more than one sweep`);
   return out;
 }

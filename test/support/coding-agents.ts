@@ -91,8 +91,12 @@ export function runAgent(command: string, args: string[], opts: { env: Record<st
   const env: Record<string, string> = {
     PATH: `${path.dirname(process.execPath)}:/usr/local/bin:/usr/bin:/bin`,
     TERM: 'dumb',
-    HTTPS_PROXY: opts.proxyUrl, HTTP_PROXY: opts.proxyUrl, https_proxy: opts.proxyUrl, http_proxy: opts.proxyUrl,
-    NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost',
+    HTTPS_PROXY: opts.proxyUrl,
+    HTTP_PROXY: opts.proxyUrl,
+    https_proxy: opts.proxyUrl,
+    http_proxy: opts.proxyUrl,
+    NO_PROXY: '127.0.0.1,localhost',
+    no_proxy: '127.0.0.1,localhost',
     ...opts.env,
   };
   return new Promise((resolve, reject) => {
@@ -100,14 +104,28 @@ export function runAgent(command: string, args: string[], opts: { env: Record<st
     let stdout = '';
     let stderr = '';
     let timedOut = false;
-    child.stdout.setEncoding('utf8').on('data', (d: string) => { stdout += d; });
-    child.stderr.setEncoding('utf8').on('data', (d: string) => { stderr += d; });
+    child.stdout.setEncoding('utf8').on('data', (d: string) => {
+      stdout += d;
+    });
+    child.stderr.setEncoding('utf8').on('data', (d: string) => {
+      stderr += d;
+    });
     const timer = setTimeout(() => {
       timedOut = true;
-      try { process.kill(-child.pid!, 'SIGKILL'); } catch { child.kill('SIGKILL'); }
+      try {
+        process.kill(-child.pid!, 'SIGKILL');
+      } catch {
+        child.kill('SIGKILL');
+      }
     }, opts.timeoutMs);
-    child.on('error', (err) => { clearTimeout(timer); reject(err); });
-    child.on('close', (code) => { clearTimeout(timer); resolve({ code, stdout, stderr, timedOut }); });
+    child.on('error', (err) => {
+      clearTimeout(timer);
+      reject(err);
+    });
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr, timedOut });
+    });
   });
 }
 
@@ -132,13 +150,19 @@ export async function startRecorder(target: string): Promise<{ url: string; seen
       const body = Buffer.concat(chunks);
       const up = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: { ...req.headers, host: t.host } }, (r) => {
         let model: string | undefined;
-        try { model = (JSON.parse(body.toString('utf8')) as { model?: string }).model; } catch { /* not JSON */ }
+        try {
+          model = (JSON.parse(body.toString('utf8')) as { model?: string }).model;
+        } catch {
+          /* not JSON */
+        }
         seen.push({ method: req.method ?? '', path: req.url ?? '', model, body: body.toString('utf8'), status: r.statusCode ?? 0, responseHeaders: r.headers });
         res.writeHead(r.statusCode ?? 502, r.headers);
         r.pipe(res);
       });
       up.on('error', () => res.destroy());
-      res.on('close', () => { if (!res.writableFinished) up.destroy(); });
+      res.on('close', () => {
+        if (!res.writableFinished) up.destroy();
+      });
       up.end(body);
     });
   });

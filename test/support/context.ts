@@ -124,13 +124,18 @@ export const uniqueMarker = (label = 'm') => `${label}-${Math.random().toString(
 export function postRaw(url: string, headers: Record<string, string>, body: string | Buffer): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const u = new URL(url);
-    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => { text += d; });
-      res.on('end', () => resolve({ status: res.statusCode!, text }));
-      res.on('error', reject);
-    });
+    const req = http.request(
+      { host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => {
+          text += d;
+        });
+        res.on('end', () => resolve({ status: res.statusCode!, text }));
+        res.on('error', reject);
+      },
+    );
     req.on('error', (err) => setTimeout(() => reject(err), 500)); // a response may still arrive
     req.end(body);
   });

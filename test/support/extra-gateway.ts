@@ -11,8 +11,10 @@ export async function extraGateway(label: string, env: Record<string, string>): 
     logFile: path.join(inject('workDir'), `${label}-${Math.random().toString(36).slice(2, 8)}.log`),
     env: {
       DATABASE_URL: inject('databaseUrl'),
-      OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${sim}/v1`,
-      ANTHROPIC_API_KEY: UPSTREAM_KEY, ANTHROPIC_BASE_URL: sim,
+      OPENAI_API_KEY: UPSTREAM_KEY,
+      OPENAI_BASE_URL: `${sim}/v1`,
+      ANTHROPIC_API_KEY: UPSTREAM_KEY,
+      ANTHROPIC_BASE_URL: sim,
       ...env,
     },
   });
@@ -22,6 +24,8 @@ export async function extraGateway(label: string, env: Record<string, string>): 
 /** Starts the gateway once for the file that calls this at its top level, and stops it after. */
 export function gatewayForFile(label: string, env: Record<string, string>): () => Promise<GatewayProcess> {
   let started: Promise<GatewayProcess> | undefined;
-  afterAll(async () => { if (started) await (await started).stop(); });
+  afterAll(async () => {
+    if (started) await (await started).stop();
+  });
   return () => (started ??= extraGateway(label, env));
 }

@@ -95,7 +95,10 @@ export class FakeTelegram {
       case 'sendInvoice':
         return {
           result: {
-            message_id: this.nextMessageId++, date: now, chat: chat(p.chat_id), from: BOT_USER,
+            message_id: this.nextMessageId++,
+            date: now,
+            chat: chat(p.chat_id),
+            from: BOT_USER,
             invoice: { title: p.title, description: p.description, start_parameter: '', currency: p.currency, total_amount: p.prices.reduce((s: number, x: { amount: number }) => s + x.amount, 0) },
           },
         };
@@ -135,7 +138,10 @@ export class FakeTelegram {
     };
     const timer = setTimeout(() => poller.respond([]), timeout * 1000);
     this.pollers.add(poller);
-    res.on('close', () => { this.pollers.delete(poller); clearTimeout(timer); }); // the bot stopped polling
+    res.on('close', () => {
+      this.pollers.delete(poller);
+      clearTimeout(timer);
+    }); // the bot stopped polling
     void req;
   }
 
@@ -158,10 +164,13 @@ export class FakeTelegram {
     while (this.confirmedOffset < this.nextUpdateId) {
       const target = this.nextUpdateId;
       await new Promise<void>((resolve, reject) => {
-        const timer = setTimeout(() => {
-          this.confirmWaiters.delete(check);
-          reject(new Error(`bot did not confirm updates up to ${target - 1} (confirmed below ${this.confirmedOffset})`));
-        }, Math.max(0, deadline - Date.now()));
+        const timer = setTimeout(
+          () => {
+            this.confirmWaiters.delete(check);
+            reject(new Error(`bot did not confirm updates up to ${target - 1} (confirmed below ${this.confirmedOffset})`));
+          },
+          Math.max(0, deadline - Date.now()),
+        );
         const check = () => {
           if (this.confirmedOffset < target) return;
           clearTimeout(timer);
@@ -185,7 +194,9 @@ export class FakeTelegram {
   message(from: TgUser, fields: Record<string, any>, chatType = 'private'): Record<string, any> {
     return {
       message: {
-        message_id: this.nextMessageId++, date: Math.floor(Date.now() / 1000), from,
+        message_id: this.nextMessageId++,
+        date: Math.floor(Date.now() / 1000),
+        from,
         chat: chatType === 'private' ? { id: from.id, type: 'private', first_name: from.first_name } : { id: -1000 - from.id, type: chatType, title: 'a group' },
         ...fields,
       },
@@ -218,9 +229,11 @@ export class FakeTelegram {
   /** Telegram's service message after a refund; queued by refundStarPayment, or by a test to redeliver it. */
   refunded(from: TgUser, p: { chargeId: string }): number {
     const c = this.charges.get(p.chargeId)!;
-    return this.push(this.message(from, {
-      refunded_payment: { currency: 'XTR', total_amount: c.amount, invoice_payload: c.payload, telegram_payment_charge_id: p.chargeId },
-    }));
+    return this.push(
+      this.message(from, {
+        refunded_payment: { currency: 'XTR', total_amount: c.amount, invoice_payload: c.payload, telegram_payment_charge_id: p.chargeId },
+      }),
+    );
   }
 }
 
@@ -228,4 +241,8 @@ export class FakeTelegram {
 export const callsOf = (calls: ApiCall[], method: string): ApiCall[] => calls.filter((c) => c.method === method);
 
 /** The text of every message the bot sent or edited, joined. */
-export const textsOf = (calls: ApiCall[]): string => calls.filter((c) => c.method === 'sendMessage' || c.method === 'editMessageText').map((c) => c.params.text as string).join('\n---\n');
+export const textsOf = (calls: ApiCall[]): string =>
+  calls
+    .filter((c) => c.method === 'sendMessage' || c.method === 'editMessageText')
+    .map((c) => c.params.text as string)
+    .join('\n---\n');

@@ -25,7 +25,16 @@ export async function startGatewayProcess(opts: { env: Record<string, string>; l
     cwd: ROOT,
     // A DATA_DIR of its own unless the test names one: a test gateway never writes its address
     // (gateway.json) into the checkout's ./data, where a developer's own gateway keeps it.
-    env: { ...process.env, HOST: '127.0.0.1', GRPC_HOST: '127.0.0.1', BILLING_MODE: 'hold', DATA_DIR: fs.mkdtempSync(path.join(path.dirname(opts.logFile), 'data-')), ...opts.env, PORT: String(port), GRPC_PORT: String(grpcPort) },
+    env: {
+      ...process.env,
+      HOST: '127.0.0.1',
+      GRPC_HOST: '127.0.0.1',
+      BILLING_MODE: 'hold',
+      DATA_DIR: fs.mkdtempSync(path.join(path.dirname(opts.logFile), 'data-')),
+      ...opts.env,
+      PORT: String(port),
+      GRPC_PORT: String(grpcPort),
+    },
     stdio: ['ignore', log, log],
     // Own process group, so stopping `npm start` stops the node process under it too.
     detached: true,

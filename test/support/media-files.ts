@@ -70,7 +70,10 @@ export function flac(samples: number, rate = 16000): Buffer {
 function oggPage(granule: bigint, seq: number, packet: Buffer, flags: number): Buffer {
   const segments: number[] = [];
   let left = packet.length;
-  while (left >= 255) { segments.push(255); left -= 255; }
+  while (left >= 255) {
+    segments.push(255);
+    left -= 255;
+  }
   segments.push(left);
   const h = Buffer.alloc(27);
   h.write('OggS', 0, 'latin1');
@@ -91,11 +94,7 @@ export function oggOpus(seconds: number): Buffer {
   head.writeUInt16LE(312, 10);
   head.writeUInt32LE(48000, 12);
   const tags = Buffer.concat([Buffer.from('OpusTags', 'latin1'), Buffer.alloc(8)]);
-  return Buffer.concat([
-    oggPage(0n, 0, head, 2),
-    oggPage(0n, 1, tags, 0),
-    oggPage(312n + BigInt(seconds * 48000), 2, Buffer.alloc(100), 4),
-  ]);
+  return Buffer.concat([oggPage(0n, 0, head, 2), oggPage(0n, 1, tags, 0), oggPage(312n + BigInt(seconds * 48000), 2, Buffer.alloc(100), 4)]);
 }
 
 function box(type: string, ...content: Buffer[]): Buffer {
@@ -127,7 +126,13 @@ export function webm(millis: number, statedDuration = true): Buffer {
   f64.writeDoubleBE(millis);
   const scale = Buffer.from([0x0f, 0x42, 0x40]); // 1,000,000 ns per tick
   const info = ebml(0x1549a966, Buffer.concat([ebml(0x2ad7b1, scale), ...(statedDuration ? [ebml(0x4489, f64)] : [])]));
-  const block = (rel: number) => { const b = Buffer.alloc(4 + 10); b[0] = 0x81; b.writeInt16BE(rel, 1); b[3] = 0x80; return ebml(0xa3, b); };
+  const block = (rel: number) => {
+    const b = Buffer.alloc(4 + 10);
+    b[0] = 0x81;
+    b.writeInt16BE(rel, 1);
+    b[3] = 0x80;
+    return ebml(0xa3, b);
+  };
   const cluster = (time: number, rels: number[]) => ebml(0x1f43b675, Buffer.concat([ebml(0xe7, Buffer.from([(time >> 8) & 0xff, time & 0xff])), ...rels.map(block)]));
   const header = ebml(0x1a45dfa3, ebml(0x4282, Buffer.from('webm', 'latin1')));
   // Segment of unknown size, as live muxers write it.

@@ -11,10 +11,15 @@ export default class SummaryReporter implements Reporter {
       for (const t of m.children.allTests()) {
         const state = t.result().state;
         if (state === 'passed') passed++;
-        else if (state === 'failed') { failed++; names.push(`${m.moduleId.split('/test/').pop()} > ${t.fullName}`); }
-        else skipped++;
+        else if (state === 'failed') {
+          failed++;
+          names.push(`${m.moduleId.split('/test/').pop()} > ${t.fullName}`);
+        } else skipped++;
       }
-      if (m.state() === 'failed' && [...m.children.allTests()].length === 0) { failed++; names.push(m.moduleId); }
+      if (m.state() === 'failed' && [...m.children.allTests()].length === 0) {
+        failed++;
+        names.push(m.moduleId);
+      }
     }
     for (const n of names) process.stdout.write(`\nfailed: ${n}`);
     process.stdout.write(`\n${passed} passed, ${failed} failed, ${skipped} skipped\n`);

@@ -9,15 +9,38 @@ describe('catalogue', () => {
   it('lists every model the spec names, on every route', () => {
     const ids = new Set(MODELS.map((m) => m.id));
     for (const id of [
-      'gpt-5.6-sol', 'gpt-5.6-luna', 'gpt-5.6-terra', 'gpt-5.5', 'gpt-5.4-mini', 'gpt-5.4-nano', 'gpt-4.1', 'gpt-5.3-codex',
-      'claude-opus-4-8', 'claude-sonnet-4-6', 'claude-haiku-4-5', 'claude-fable-5',
-      'text-embedding-3-large', 'text-embedding-3-small', 'Cohere-embed-v3-multilingual', 'text-embedding-ada-002',
-      'gpt-image-2', 'gpt-image-1-mini', 'FLUX.2-pro',
-      'whisper', 'gpt-4o-transcribe', 'gpt-4o-transcribe-diarize', 'gpt-4o-mini-transcribe', 'gpt-4o-mini-tts', 'sora-2',
-    ]) expect(ids.has(id), id).toBe(true);
-    expect(MODELS.filter((m) => m.responsesPassthrough).map((m) => m.id).sort()).toEqual(
-      ['gpt-4.1', 'gpt-5.3-codex', 'gpt-5.4-mini', 'gpt-5.4-nano', 'gpt-5.5', 'gpt-5.6-luna', 'gpt-5.6-sol', 'gpt-5.6-terra'],
-    );
+      'gpt-5.6-sol',
+      'gpt-5.6-luna',
+      'gpt-5.6-terra',
+      'gpt-5.5',
+      'gpt-5.4-mini',
+      'gpt-5.4-nano',
+      'gpt-4.1',
+      'gpt-5.3-codex',
+      'claude-opus-4-8',
+      'claude-sonnet-4-6',
+      'claude-haiku-4-5',
+      'claude-fable-5',
+      'text-embedding-3-large',
+      'text-embedding-3-small',
+      'Cohere-embed-v3-multilingual',
+      'text-embedding-ada-002',
+      'gpt-image-2',
+      'gpt-image-1-mini',
+      'FLUX.2-pro',
+      'whisper',
+      'gpt-4o-transcribe',
+      'gpt-4o-transcribe-diarize',
+      'gpt-4o-mini-transcribe',
+      'gpt-4o-mini-tts',
+      'sora-2',
+    ])
+      expect(ids.has(id), id).toBe(true);
+    expect(
+      MODELS.filter((m) => m.responsesPassthrough)
+        .map((m) => m.id)
+        .sort(),
+    ).toEqual(['gpt-4.1', 'gpt-5.3-codex', 'gpt-5.4-mini', 'gpt-5.4-nano', 'gpt-5.5', 'gpt-5.6-luna', 'gpt-5.6-sol', 'gpt-5.6-terra']);
   });
 
   it('carries the spec prices as exact decimal strings', () => {

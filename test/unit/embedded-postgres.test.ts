@@ -15,10 +15,13 @@ describe('embedded PostgreSQL binaries', () => {
       fs.mkdirSync(path.join(copy, 'lib'), { recursive: true });
       fs.writeFileSync(path.join(copy, 'lib', 'libicuuc.so.60.2'), 'the library');
       const list = path.join(dir, 'pg-symlinks.json');
-      fs.writeFileSync(list, JSON.stringify([
-        { source: 'native/lib/libicuuc.so.60.2', target: 'native/lib/libicuuc.so.60' },
-        { source: 'native/lib/libicuuc.so.60.2', target: 'native/lib/libicuuc.so' },
-      ]));
+      fs.writeFileSync(
+        list,
+        JSON.stringify([
+          { source: 'native/lib/libicuuc.so.60.2', target: 'native/lib/libicuuc.so.60' },
+          { source: 'native/lib/libicuuc.so.60.2', target: 'native/lib/libicuuc.so' },
+        ]),
+      );
       hydrateSymlinks(list, copy);
       hydrateSymlinks(list, copy);
       for (const name of ['libicuuc.so.60', 'libicuuc.so']) {

@@ -26,7 +26,10 @@ describe('logger', () => {
       for (let i = 0; i < 1000; i++) log.info({ i }, 'line');
       log.fatal('last words');
       process.exit(1);`);
-    const lines = out.trim().split('\n').map((l) => JSON.parse(l) as { msg: string; i?: number });
+    const lines = out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { msg: string; i?: number });
     expect(lines).toHaveLength(1001);
     expect(lines.slice(0, 1000).map((l) => l.i)).toEqual(Array.from({ length: 1000 }, (_, i) => i));
     expect(lines.at(-1)!.msg).toBe('last words');

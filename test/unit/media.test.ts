@@ -76,7 +76,11 @@ describe('media prices (hand-computed)', () => {
   });
   it('image and audio tokens, each kind at its own rate', () => {
     const t = mediaTokensFromUsage({ input_tokens: 110, input_token_details: { text_tokens: 10, audio_tokens: 100 }, output_tokens: 50 }, 'audio_tokens')!;
-    expect(mediaTokensFromUsage({ input_tokens: 40, input_tokens_details: { text_tokens: 10, image_tokens: 30 }, output_tokens: 5 }, 'image_tokens')).toEqual({ textInput: 10n, mediaInput: 30n, output: 5n });
+    expect(mediaTokensFromUsage({ input_tokens: 40, input_tokens_details: { text_tokens: 10, image_tokens: 30 }, output_tokens: 5 }, 'image_tokens')).toEqual({
+      textInput: 10n,
+      mediaInput: 30n,
+      output: 5n,
+    });
     expect(t).toEqual({ textInput: 10n, mediaInput: 100n, output: 50n });
     // 10 x 2.50 + 100 x 6.00 + 50 x 10.00 per 1M = 0.001125 USD
     expect(mediaTokensNano(prices('gpt-4o-transcribe'), 'audio_input_per_mtok', t)).toBe(1_125_000n);

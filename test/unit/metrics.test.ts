@@ -16,7 +16,13 @@ describe('metrics', () => {
     const g = new FastGauge(ours, 'open', 'a gauge');
     const pg = new Gauge({ name: 'open', help: 'a gauge', registers: [theirs] });
 
-    const events: [string, string, number][] = [['/v1/a', '200', 0.0005], ['/v1/a', '200', 0.01], ['/v1/b', '429', 0.5], ['/v1/a', '500', 7], ['/v1/b', '429', 0.1]];
+    const events: [string, string, number][] = [
+      ['/v1/a', '200', 0.0005],
+      ['/v1/a', '200', 0.01],
+      ['/v1/b', '429', 0.5],
+      ['/v1/a', '500', 7],
+      ['/v1/b', '429', 0.1],
+    ];
     for (const [route, status, v] of events) {
       c.of(route, status).inc();
       pc.labels(route, status).inc();

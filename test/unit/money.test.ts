@@ -27,15 +27,19 @@ describe('money', () => {
     const mini: TokenPrices = { input_per_mtok: '0.15', cached_input_per_mtok: '0.075', output_per_mtok: '0.60' };
     expect(tokenCostNano(mini, { inputTokens: 1000n, outputTokens: 333n, cachedTokens: 0n, cacheWriteTokens: 0n })).toBe(349_800n);
     // 3 cached tokens at $0.075/M = 225 nano... and 1 at $0.00015/M = 0.15 nano: 225.15 -> 226.
-    expect(costNano([
-      { quantity: 3n, priceUsd: '0.075', perUnits: 1_000_000n },
-      { quantity: 1n, priceUsd: '0.00015', perUnits: 1_000_000n },
-    ])).toBe(226n);
+    expect(
+      costNano([
+        { quantity: 3n, priceUsd: '0.075', perUnits: 1_000_000n },
+        { quantity: 1n, priceUsd: '0.00015', perUnits: 1_000_000n },
+      ]),
+    ).toBe(226n);
     // Rounded once on the sum, not per part: 0.5 + 0.5 nano = 1 nano, not 2.
-    expect(costNano([
-      { quantity: 1n, priceUsd: '0.5', perUnits: 1_000_000_000n },
-      { quantity: 1n, priceUsd: '0.5', perUnits: 1_000_000_000n },
-    ])).toBe(1n);
+    expect(
+      costNano([
+        { quantity: 1n, priceUsd: '0.5', perUnits: 1_000_000_000n },
+        { quantity: 1n, priceUsd: '0.5', perUnits: 1_000_000_000n },
+      ]),
+    ).toBe(1n);
     // Whisper: 61 seconds at $0.017 per minute = 17,283,333.33 nano -> 17,283,334.
     expect(costNano([{ quantity: 61n, priceUsd: '0.017', perUnits: 60n }])).toBe(17_283_334n);
   });
@@ -59,7 +63,9 @@ describe('money', () => {
   it('agrees with an independent rational computation on 1,000 random (price, usage) pairs', () => {
     let seed = 0x2545f491;
     const rand = (n: number) => {
-      seed ^= seed << 13; seed ^= seed >>> 17; seed ^= seed << 5;
+      seed ^= seed << 13;
+      seed ^= seed >>> 17;
+      seed ^= seed << 5;
       return (seed >>> 0) % n;
     };
     const randomPrice = () => {
@@ -78,7 +84,13 @@ describe('money', () => {
 
   it('finds the largest affordable output cap exactly', () => {
     const p: TokenPrices = { input_per_mtok: '2.50', output_per_mtok: '20.00' };
-    for (const [input, budget] of [[1000n, 3_000_007n], [37n, 999_999n], [0n, 20_000n], [5000n, 12_500_000n], [1n, 2_501n]] as const) {
+    for (const [input, budget] of [
+      [1000n, 3_000_007n],
+      [37n, 999_999n],
+      [0n, 20_000n],
+      [5000n, 12_500_000n],
+      [1n, 2_501n],
+    ] as const) {
       const out = affordableOutputTokens(p, input, budget);
       const cost = (o: bigint) => tokenCostNano(p, { inputTokens: input, outputTokens: o, cachedTokens: 0n, cacheWriteTokens: 0n });
       expect(cost(out)).toBeLessThanOrEqual(budget);

@@ -39,7 +39,7 @@ describe('node version check', () => {
     }
   });
 
-  it('runs the entry it is given with that entry\'s own argv, and passes its exit code on', () => {
+  it("runs the entry it is given with that entry's own argv, and passes its exit code on", () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'node-check-'));
     try {
       const entry = path.join(dir, 'entry.ts');

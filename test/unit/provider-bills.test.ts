@@ -6,7 +6,14 @@ import { Catalogue } from '../../src/catalogue/catalogue.ts';
 import { MODELS, type CatalogueEntry } from '../../src/catalogue/models.ts';
 import { costNano } from '../../src/billing/money.ts';
 import {
-  affordableBeyond, affordableCap, affordableOutputTokens, usageCostNano, usageFromAnthropic, usageFromOpenAI, usageFromOpenAIResponses, worstCostNano,
+  affordableBeyond,
+  affordableCap,
+  affordableOutputTokens,
+  usageCostNano,
+  usageFromAnthropic,
+  usageFromOpenAI,
+  usageFromOpenAIResponses,
+  worstCostNano,
   type TokenPrices,
 } from '../../src/billing/pricing.ts';
 import { chatPolicy, DEFAULT_SERVER_TOOL_CALLS, messagesPolicy, responsesPolicy } from '../../src/inference/bill-policy.ts';
@@ -36,8 +43,12 @@ describe('usage as each provider reports it', () => {
 
   it('Anthropic: cache writes split by TTL, web searches from server_tool_use', () => {
     const u = usageFromAnthropic({
-      input_tokens: 10, cache_read_input_tokens: 5, cache_creation_input_tokens: 2300, output_tokens: 7,
-      cache_creation: { ephemeral_5m_input_tokens: 300, ephemeral_1h_input_tokens: 2000 }, server_tool_use: { web_search_requests: 3, web_fetch_requests: 1 },
+      input_tokens: 10,
+      cache_read_input_tokens: 5,
+      cache_creation_input_tokens: 2300,
+      output_tokens: 7,
+      cache_creation: { ephemeral_5m_input_tokens: 300, ephemeral_1h_input_tokens: 2000 },
+      server_tool_use: { web_search_requests: 3, web_fetch_requests: 1 },
     });
     expect(u).toMatchObject({ inputTokens: 2315n, cachedTokens: 5n, cacheWriteTokens: 2300n, cacheWrite1hTokens: 2000n, toolCalls: { web_search_per_call: 3n } });
   });
@@ -97,13 +108,21 @@ describe('the worst case a hold covers', () => {
   });
 
   it('Anthropic server tools: max_uses set where missing, each pass able to write max_tokens', () => {
-    const body = { model: 'claude-haiku-4-5', max_tokens: 100, messages: [], tools: [{ type: 'web_search_20250305', name: 'web_search' }, { type: 'web_fetch_20250910', name: 'web_fetch', max_uses: 1 }] };
+    const body = {
+      model: 'claude-haiku-4-5',
+      max_tokens: 100,
+      messages: [],
+      tools: [
+        { type: 'web_search_20250305', name: 'web_search' },
+        { type: 'web_fetch_20250910', name: 'web_fetch', max_uses: 1 },
+      ],
+    };
     const p = messagesPolicy(body, model('claude-haiku-4-5'));
     expect((p.set!.tools as { max_uses: number }[]).map((t) => t.max_uses)).toEqual([DEFAULT_SERVER_TOOL_CALLS, 1]);
     expect(p.worst.passes).toBe(BigInt(DEFAULT_SERVER_TOOL_CALLS + 2));
-    expect(worstCostNano(p.worst, 10n, 100n, 1n)).toBe(costNano([
-      perM(200_000n * p.worst.passes, '1.00'), perM(100n * p.worst.passes, '5.00'), { quantity: BigInt(DEFAULT_SERVER_TOOL_CALLS), priceUsd: '0.01', perUnits: 1n },
-    ]));
+    expect(worstCostNano(p.worst, 10n, 100n, 1n)).toBe(
+      costNano([perM(200_000n * p.worst.passes, '1.00'), perM(100n * p.worst.passes, '5.00'), { quantity: BigInt(DEFAULT_SERVER_TOOL_CALLS), priceUsd: '0.01', perUnits: 1n }]),
+    );
   });
 
   it('a request that writes the cache is held at the write price; a 1-hour write at the 1-hour price', () => {
@@ -123,7 +142,10 @@ describe('the worst case a hold covers', () => {
   it('content the provider reads is found wherever it sits: an image URL in a tool output', () => {
     const p = responsesPolicy({ input: [{ type: 'function_call_output', call_id: 'c', output: [{ type: 'input_image', image_url: 'https://x/y.png' }] }] }, model('gpt-5.5'));
     expect(p.worst.unseen).toBe('an input image by URL or file id');
-    const doc = messagesPolicy({ messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'document', source: { type: 'url', url: 'https://x' } }] }] }] }, model('claude-haiku-4-5'));
+    const doc = messagesPolicy(
+      { messages: [{ role: 'user', content: [{ type: 'tool_result', tool_use_id: 't', content: [{ type: 'document', source: { type: 'url', url: 'https://x' } }] }] }] },
+      model('claude-haiku-4-5'),
+    );
     expect(doc.worst.unseen).toBe('a document by URL');
   });
 
@@ -150,7 +172,11 @@ describe('the worst case a hold covers', () => {
 
   it('affordableBeyond agrees with the plain input + output formula', () => {
     const prices = MODELS.find((m) => m.id === 'gpt-4o-mini')!.prices as unknown as TokenPrices;
-    for (const [input, budget] of [[10n, 1_000_000n], [12_345n, 98_765_432n], [0n, 7n]] as const) {
+    for (const [input, budget] of [
+      [10n, 1_000_000n],
+      [12_345n, 98_765_432n],
+      [0n, 7n],
+    ] as const) {
       expect(affordableOutputTokens(prices, input, budget)).toBe(affordableBeyond([perM(input, prices.input_per_mtok)], prices.output_per_mtok, budget));
     }
   });
@@ -175,25 +201,55 @@ describe('what is refused', () => {
   });
 
   it('client tools, local shells and priced tiers pass', () => {
-    expect(responsesPolicy({ tools: [{ type: 'function', name: 'f' }, { type: 'shell', environment: { type: 'local' } }, { type: 'apply_patch' }], service_tier: 'priority' }, model('gpt-5.5')).refusal).toBeUndefined();
-    expect(messagesPolicy({ tools: [{ name: 'f', input_schema: {} }, { type: 'bash_20250124', name: 'bash' }, { type: 'text_editor_20250728', name: 'str_replace_based_edit_tool' }] }, model('claude-haiku-4-5')).refusal).toBeUndefined();
+    expect(
+      responsesPolicy({ tools: [{ type: 'function', name: 'f' }, { type: 'shell', environment: { type: 'local' } }, { type: 'apply_patch' }], service_tier: 'priority' }, model('gpt-5.5')).refusal,
+    ).toBeUndefined();
+    expect(
+      messagesPolicy(
+        {
+          tools: [
+            { name: 'f', input_schema: {} },
+            { type: 'bash_20250124', name: 'bash' },
+            { type: 'text_editor_20250728', name: 'str_replace_based_edit_tool' },
+          ],
+        },
+        model('claude-haiku-4-5'),
+      ).refusal,
+    ).toBeUndefined();
   });
 });
 
 describe('the catalogue refuses prices it could not bill by', () => {
-  const entry = (prices: Record<string, string>, extra: Partial<CatalogueEntry> = {}): CatalogueEntry => ({ id: 'x', kind: 'chat', provider: 'openai', upstreamId: 'x', enabled: true, contextWindow: 1, maxOutputTokens: 1, prices, ...extra });
+  const entry = (prices: Record<string, string>, extra: Partial<CatalogueEntry> = {}): CatalogueEntry => ({
+    id: 'x',
+    kind: 'chat',
+    provider: 'openai',
+    upstreamId: 'x',
+    enabled: true,
+    contextWindow: 1,
+    maxOutputTokens: 1,
+    prices,
+    ...extra,
+  });
   it.each([
     ['a tier without its output price', entry({ input_per_mtok: '1', output_per_mtok: '1', priority_input_per_mtok: '2' })],
     ['long prices without a threshold', entry({ input_per_mtok: '1', output_per_mtok: '1', long_input_per_mtok: '2', long_output_per_mtok: '2' })],
-    ['tiers and long context together', entry({ input_per_mtok: '1', output_per_mtok: '1', flex_input_per_mtok: '1', flex_output_per_mtok: '1', long_input_per_mtok: '2', long_output_per_mtok: '2' }, { longContextAboveTokens: 5 })],
+    [
+      'tiers and long context together',
+      entry({ input_per_mtok: '1', output_per_mtok: '1', flex_input_per_mtok: '1', flex_output_per_mtok: '1', long_input_per_mtok: '2', long_output_per_mtok: '2' }, { longContextAboveTokens: 5 }),
+    ],
   ])('%s', (_label, e) => {
     expect(() => new Catalogue(loadConfig({}), [e])).toThrow(/catalogue entry x/);
   });
 });
 
-describe('upstream errors in any shape keep the provider\'s words', () => {
+describe("upstream errors in any shape keep the provider's words", () => {
   it.each([
-    ['OpenAI', '{"error":{"message":"bad temp","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}', { message: 'bad temp', type: 'invalid_request_error', param: 'temperature', code: 'invalid_value' }],
+    [
+      'OpenAI',
+      '{"error":{"message":"bad temp","type":"invalid_request_error","param":"temperature","code":"invalid_value"}}',
+      { message: 'bad temp', type: 'invalid_request_error', param: 'temperature', code: 'invalid_value' },
+    ],
     ['Anthropic', '{"type":"error","error":{"type":"invalid_request_error","message":"roles must alternate"}}', { message: 'roles must alternate', type: 'invalid_request_error' }],
     ['a string error', '{"error":"input: unsupported item","status":400}', { message: 'input: unsupported item' }],
     ['FastAPI detail', '{"detail":[{"msg":"field required"},{"msg":"too long"}]}', { message: 'field required; too long' }],
@@ -203,7 +259,7 @@ describe('upstream errors in any shape keep the provider\'s words', () => {
     expect(providerErrorFields(text)).toMatchObject(fields);
   });
 
-  it('401/403 become 502 and never repeat the provider\'s text (it can quote the key)', () => {
+  it("401/403 become 502 and never repeat the provider's text (it can quote the key)", () => {
     const ge = toGatewayError(upstreamErrorOf(401, undefined, '{"error":{"message":"Incorrect API key provided: sk-abc***xyz"}}', 'req_1'));
     expect(ge.httpStatus).toBe(502);
     expect(ge.message).not.toContain('sk-');

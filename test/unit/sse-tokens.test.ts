@@ -3,7 +3,9 @@ import { readSse } from '../../src/inference/sse.ts';
 import { countInputTokens, inputTokensUpperBound } from '../../src/inference/tokens.ts';
 
 async function collect(chunks: (string | Uint8Array)[]) {
-  async function* gen() { for (const c of chunks) yield c; }
+  async function* gen() {
+    for (const c of chunks) yield c;
+  }
   const out = [];
   for await (const e of readSse(gen())) out.push(e);
   return out;
@@ -32,7 +34,13 @@ describe('token estimates', () => {
     model: 'gpt-4o-mini',
     messages: [
       { role: 'system', content: 'You are terse.' },
-      { role: 'user', content: [{ type: 'text', text: 'Describe this picture in detail, please — ünïcödé.' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,' + 'A'.repeat(50_000) } }] },
+      {
+        role: 'user',
+        content: [
+          { type: 'text', text: 'Describe this picture in detail, please — ünïcödé.' },
+          { type: 'image_url', image_url: { url: 'data:image/png;base64,' + 'A'.repeat(50_000) } },
+        ],
+      },
     ],
     tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } } } }],
   };

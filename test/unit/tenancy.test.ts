@@ -46,10 +46,33 @@ describe('objects of the operator found wherever a request names them', () => {
     expect(operatorObjectRefusal('responses', body, new Set(['prompt', 'file']))).toBeUndefined();
   });
 
-  it('content sent inline or by URL, and Anthropic skills, are nobody\'s objects', () => {
-    expect(operatorObjectRefusal('responses', { input: [{ role: 'user', content: [{ type: 'input_file', file_url: 'https://x/y.pdf' }, { type: 'input_file', file_data: 'data:application/pdf;base64,AA' }, { type: 'input_image', image_url: 'https://x/i.png' }] }] }, NOTHING_SHARED)).toBeUndefined();
+  it("content sent inline or by URL, and Anthropic skills, are nobody's objects", () => {
+    expect(
+      operatorObjectRefusal(
+        'responses',
+        {
+          input: [
+            {
+              role: 'user',
+              content: [
+                { type: 'input_file', file_url: 'https://x/y.pdf' },
+                { type: 'input_file', file_data: 'data:application/pdf;base64,AA' },
+                { type: 'input_image', image_url: 'https://x/i.png' },
+              ],
+            },
+          ],
+        },
+        NOTHING_SHARED,
+      ),
+    ).toBeUndefined();
     expect(operatorObjectRefusal('chat', { messages: [{ role: 'user', content: [{ type: 'file', file: { file_data: 'data:application/pdf;base64,AA' } }] }] }, NOTHING_SHARED)).toBeUndefined();
-    expect(operatorObjectRefusal('messages', { container: { skills: [{ type: 'anthropic', skill_id: 'pptx' }] }, messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'url', url: 'https://x/y.pdf' } }] }] }, NOTHING_SHARED)).toBeUndefined();
+    expect(
+      operatorObjectRefusal(
+        'messages',
+        { container: { skills: [{ type: 'anthropic', skill_id: 'pptx' }] }, messages: [{ role: 'user', content: [{ type: 'document', source: { type: 'url', url: 'https://x/y.pdf' } }] }] },
+        NOTHING_SHARED,
+      ),
+    ).toBeUndefined();
   });
 
   it('bill-policy asks first, so the refusal comes out of the same policy as every other', () => {
@@ -82,15 +105,19 @@ describe('stored responses and items a request names', () => {
   it('previous_response_id, item references and reasoning items without their encrypted content', () => {
     expect(storedRefs({ input: 'hi' })).toBeUndefined();
     expect(storedRefs({ previous_response_id: 'resp_1', input: 'hi' })).toEqual({ previousResponseId: 'resp_1', itemIds: [] });
-    expect(storedRefs({ input: [
-      { type: 'item_reference', id: 'msg_1' },
-      { type: 'reasoning', id: 'rs_1', summary: [] },
-      { type: 'reasoning', id: 'rs_2', summary: [], encrypted_content: 'gAAAA' },
-      { type: 'message', id: 'msg_2', role: 'assistant', content: [{ type: 'output_text', text: 'inline' }] },
-      { type: 'function_call', id: 'fc_1', call_id: 'c', name: 'f', arguments: '{}' },
-      { type: 'image_generation_call', id: 'ig_1', status: 'completed' },
-      { type: 'image_generation_call', id: 'ig_2', status: 'completed', result: 'iVBORw0' },
-    ] })).toEqual({ itemIds: ['msg_1', 'rs_1', 'ig_1'] });
+    expect(
+      storedRefs({
+        input: [
+          { type: 'item_reference', id: 'msg_1' },
+          { type: 'reasoning', id: 'rs_1', summary: [] },
+          { type: 'reasoning', id: 'rs_2', summary: [], encrypted_content: 'gAAAA' },
+          { type: 'message', id: 'msg_2', role: 'assistant', content: [{ type: 'output_text', text: 'inline' }] },
+          { type: 'function_call', id: 'fc_1', call_id: 'c', name: 'f', arguments: '{}' },
+          { type: 'image_generation_call', id: 'ig_1', status: 'completed' },
+          { type: 'image_generation_call', id: 'ig_2', status: 'completed', result: 'iVBORw0' },
+        ],
+      }),
+    ).toEqual({ itemIds: ['msg_1', 'rs_1', 'ig_1'] });
     // Not a string: still checked (and found nobody's), never passed through unchecked.
     expect(storedRefs({ previous_response_id: 42, input: 'x' })).toEqual({ previousResponseId: '42', itemIds: [] });
   });

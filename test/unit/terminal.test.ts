@@ -38,7 +38,11 @@ describe('start-up summary', () => {
     const openai = MODELS.filter((m) => m.enabled && m.provider === 'openai').length;
     expect(lines.find((l) => / openai /.test(l))).toMatch(new RegExp(`^providers\\s+openai\\s+${openai} models  key set$`));
     expect(lines.find((l) => / cohere /.test(l))).toMatch(/cohere\s+1 model {3}no key \(set COHERE_API_KEY\)$/);
-    for (const name of ['openai', 'anthropic', 'xai', 'deepseek', 'cohere', 'bfl']) expect(lines.filter((l) => l.includes(` ${name} `)), name).toHaveLength(1);
+    for (const name of ['openai', 'anthropic', 'xai', 'deepseek', 'cohere', 'bfl'])
+      expect(
+        lines.filter((l) => l.includes(` ${name} `)),
+        name,
+      ).toHaveLength(1);
     expect(row('Temporal')).toMatch(/starting a local dev server on 127\.0\.0\.1:7233 in the background; web UI http:\/\/127\.0\.0\.1:8233 once it is up$/);
     expect(row('bot')).toMatch(/off \(set TELEGRAM_BOT_TOKEN/);
     expect(row('CLI')).toContain('/srv/gw/gateway.json');
@@ -61,7 +65,8 @@ describe('start-up summary', () => {
       ...SECRETS,
       DATABASE_URL: 'postgres://gw:db-pass-8@db:5432/gw',
       OPENAI_BASE_URL: 'https://proxy-user:proxy-pass-9@llm.example/v1?api-key=query-secret-10',
-      OPENAI_FALLBACK_BASE_URL: 'https://backup.example/v1', OPENAI_FALLBACK_API_KEY: 'sk-fallback-secret-11',
+      OPENAI_FALLBACK_BASE_URL: 'https://backup.example/v1',
+      OPENAI_FALLBACK_API_KEY: 'sk-fallback-secret-11',
       TELEGRAM_BOT_TOKEN: '123:bot-secret-12',
     });
     const summary = startupSummary(config, { ...parts, botConfigured: true });
@@ -163,7 +168,11 @@ describe('how the CLI finds the gateway', () => {
     const dir = tmp();
     const dead = spawnSync(process.execPath, ['-e', '']).pid!; // a pid that has exited
     writeGatewayAddress(dir, { rpcUrl: 'http://127.0.0.1:9555', httpUrl: '', pid: dead, startedAt: '' });
-    expect(findGateway({ DATA_DIR: dir })).toEqual({ rpcUrl: 'http://127.0.0.1:8081', source: 'the default port', ignored: [`${addressFilePath(dir)}: its gateway (pid ${dead}) is no longer running`] });
+    expect(findGateway({ DATA_DIR: dir })).toEqual({
+      rpcUrl: 'http://127.0.0.1:8081',
+      source: 'the default port',
+      ignored: [`${addressFilePath(dir)}: its gateway (pid ${dead}) is no longer running`],
+    });
 
     writeGatewayAddress(dir, { rpcUrl: 'http://attacker.example:9555', httpUrl: '', pid: process.pid, startedAt: '' });
     fs.chmodSync(addressFilePath(dir), 0o666);
@@ -219,20 +228,40 @@ describe('the CLI command line', () => {
   it('a gateway that does not answer is one line naming where the CLI looked', () => {
     const r = cli('keys', 'balance', 'key_x');
     expect(r.code).toBe(1);
-    expect(oneLine(r)).toEqual(['error: no gateway answered at http://127.0.0.1:9 (from GATEWAY_RPC_URL). Start one with `npm start`, or point the CLI at it with GATEWAY_RPC_URL=http://host:port (or GRPC_PORT, or the gateway\'s DATA_DIR)']);
+    expect(oneLine(r)).toEqual([
+      "error: no gateway answered at http://127.0.0.1:9 (from GATEWAY_RPC_URL). Start one with `npm start`, or point the CLI at it with GATEWAY_RPC_URL=http://host:port (or GRPC_PORT, or the gateway's DATA_DIR)",
+    ]);
   });
 });
 
 describe('keys usage table', () => {
   const row = (over: Partial<UsageRow>): UsageRow => ({
-    createdAt: new Date('2025-06-01T12:00:05.000Z'), model: 'gpt-5.4-nano', route: '/v1/chat/completions', inputTokens: 12n, outputTokens: 6n,
-    costNano: 1_234n, status: 'ok', httpStatus: 200, requestId: 'req_a', ...over,
+    createdAt: new Date('2025-06-01T12:00:05.000Z'),
+    model: 'gpt-5.4-nano',
+    route: '/v1/chat/completions',
+    inputTokens: 12n,
+    outputTokens: 6n,
+    costNano: 1_234n,
+    status: 'ok',
+    httpStatus: 200,
+    requestId: 'req_a',
+    ...over,
   });
 
   it('has a header, aligned columns, UTC times to the second and exact costs on one decimal point', () => {
     const table = usageTable([
       row({}),
-      row({ createdAt: new Date('2025-06-01T12:00:06.250Z'), model: 'claude-haiku-4-5', route: '/v1/messages', inputTokens: 1_200n, outputTokens: 0n, costNano: 2_500_000_000n, status: 'upstream_error', httpStatus: 502, requestId: 'req_b' }),
+      row({
+        createdAt: new Date('2025-06-01T12:00:06.250Z'),
+        model: 'claude-haiku-4-5',
+        route: '/v1/messages',
+        inputTokens: 1_200n,
+        outputTokens: 0n,
+        costNano: 2_500_000_000n,
+        status: 'upstream_error',
+        httpStatus: 502,
+        requestId: 'req_b',
+      }),
       row({ costNano: 0n, requestId: 'req_c' }),
     ]);
     const lines = table.split('\n');

@@ -5,39 +5,67 @@ const opts = { upstreamModel: 'claude-sonnet-4-6', defaultMaxTokens: 4096 };
 
 describe('chat request -> Anthropic messages', () => {
   it('moves system/developer to system, merges tool results with the next user turn, maps tools and choices', () => {
-    const req = chatRequestToMessages({
-      model: 'claude-sonnet-4-6',
-      messages: [
-        { role: 'system', content: 'You are terse.' },
-        { role: 'developer', content: [{ type: 'text', text: 'Answer in English.' }] },
-        { role: 'user', content: [{ type: 'text', text: 'What is in this picture?' }, { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } }, { type: 'image_url', image_url: { url: 'https://example.com/cat.jpg' } }] },
-        { role: 'assistant', content: 'Let me check the weather.', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
-        { role: 'tool', tool_call_id: 'call_1', content: '21C' },
-        { role: 'user', content: 'Thanks!' },
-      ],
-      tools: [{ type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
-      tool_choice: { type: 'function', function: { name: 'get_weather' } },
-      parallel_tool_calls: false,
-      temperature: 1.6,
-      stop: 'END',
-      max_completion_tokens: 300,
-      user: 'u-9',
-      stream: true,
-      stream_options: { include_usage: true },
-      seed: 3,
-    }, opts);
+    const req = chatRequestToMessages(
+      {
+        model: 'claude-sonnet-4-6',
+        messages: [
+          { role: 'system', content: 'You are terse.' },
+          { role: 'developer', content: [{ type: 'text', text: 'Answer in English.' }] },
+          {
+            role: 'user',
+            content: [
+              { type: 'text', text: 'What is in this picture?' },
+              { type: 'image_url', image_url: { url: 'data:image/png;base64,iVBORw0KGgo=' } },
+              { type: 'image_url', image_url: { url: 'https://example.com/cat.jpg' } },
+            ],
+          },
+          { role: 'assistant', content: 'Let me check the weather.', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+          { role: 'tool', tool_call_id: 'call_1', content: '21C' },
+          { role: 'user', content: 'Thanks!' },
+        ],
+        tools: [{ type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
+        tool_choice: { type: 'function', function: { name: 'get_weather' } },
+        parallel_tool_calls: false,
+        temperature: 1.6,
+        stop: 'END',
+        max_completion_tokens: 300,
+        user: 'u-9',
+        stream: true,
+        stream_options: { include_usage: true },
+        seed: 3,
+      },
+      opts,
+    );
     expect(req).toEqual({
       model: 'claude-sonnet-4-6',
       max_tokens: 300,
-      system: [{ type: 'text', text: 'You are terse.' }, { type: 'text', text: 'Answer in English.' }],
+      system: [
+        { type: 'text', text: 'You are terse.' },
+        { type: 'text', text: 'Answer in English.' },
+      ],
       messages: [
-        { role: 'user', content: [
-          { type: 'text', text: 'What is in this picture?' },
-          { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } },
-          { type: 'image', source: { type: 'url', url: 'https://example.com/cat.jpg' } },
-        ] },
-        { role: 'assistant', content: [{ type: 'text', text: 'Let me check the weather.' }, { type: 'tool_use', id: 'call_1', name: 'get_weather', input: { city: 'Paris' } }] },
-        { role: 'user', content: [{ type: 'tool_result', tool_use_id: 'call_1', content: '21C' }, { type: 'text', text: 'Thanks!' }] },
+        {
+          role: 'user',
+          content: [
+            { type: 'text', text: 'What is in this picture?' },
+            { type: 'image', source: { type: 'base64', media_type: 'image/png', data: 'iVBORw0KGgo=' } },
+            { type: 'image', source: { type: 'url', url: 'https://example.com/cat.jpg' } },
+          ],
+        },
+        {
+          role: 'assistant',
+          content: [
+            { type: 'text', text: 'Let me check the weather.' },
+            { type: 'tool_use', id: 'call_1', name: 'get_weather', input: { city: 'Paris' } },
+          ],
+        },
+        {
+          role: 'user',
+          content: [
+            { type: 'tool_result', tool_use_id: 'call_1', content: '21C' },
+            { type: 'text', text: 'Thanks!' },
+          ],
+        },
       ],
       tools: [{ name: 'get_weather', description: 'Weather', input_schema: { type: 'object', properties: { city: { type: 'string' } } } }],
       tool_choice: { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true },
@@ -49,9 +77,22 @@ describe('chat request -> Anthropic messages', () => {
   });
 
   it('maps tool_choice strings, reasoning effort, and a single system string', () => {
-    expect(chatRequestToMessages({ messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: 'required' }, opts).tool_choice).toEqual({ type: 'any' });
+    expect(chatRequestToMessages({ messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: 'required' }, opts).tool_choice).toEqual({
+      type: 'any',
+    });
     expect(chatRequestToMessages({ messages: [{ role: 'user', content: 'x' }], tool_choice: 'none' }, opts).tool_choice).toEqual({ type: 'none' });
-    const r = chatRequestToMessages({ messages: [{ role: 'system', content: 'S' }, { role: 'user', content: 'x' }], reasoning_effort: 'high', max_tokens: 1000, temperature: 0.5 }, opts);
+    const r = chatRequestToMessages(
+      {
+        messages: [
+          { role: 'system', content: 'S' },
+          { role: 'user', content: 'x' },
+        ],
+        reasoning_effort: 'high',
+        max_tokens: 1000,
+        temperature: 0.5,
+      },
+      opts,
+    );
     expect(r.system).toBe('S');
     expect(r.thinking).toEqual({ type: 'enabled', budget_tokens: 16384 });
     expect(r.max_tokens).toBeGreaterThan(16384);
@@ -71,7 +112,11 @@ const message = {
   type: 'message',
   role: 'assistant',
   model: 'claude-sonnet-4-6',
-  content: [{ type: 'thinking', thinking: 'hmm', signature: 'sig' }, { type: 'text', text: 'Checking.' }, { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Oslo' } }],
+  content: [
+    { type: 'thinking', thinking: 'hmm', signature: 'sig' },
+    { type: 'text', text: 'Checking.' },
+    { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: { city: 'Oslo' } },
+  ],
   stop_reason: 'tool_use',
   stop_sequence: null,
   usage: { input_tokens: 100, cache_read_input_tokens: 2000, cache_creation_input_tokens: 50, output_tokens: 30 },
@@ -84,18 +129,28 @@ describe('Anthropic reply -> chat completion', () => {
       object: 'chat.completion',
       created: 1700000000,
       model: 'claude-sonnet-4-6',
-      choices: [{
-        index: 0,
-        logprobs: null,
-        finish_reason: 'tool_calls',
-        message: {
-          role: 'assistant', content: 'Checking.', refusal: null, reasoning_content: 'hmm',
-          tool_calls: [{ id: 'toolu_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }],
+      choices: [
+        {
+          index: 0,
+          logprobs: null,
+          finish_reason: 'tool_calls',
+          message: {
+            role: 'assistant',
+            content: 'Checking.',
+            refusal: null,
+            reasoning_content: 'hmm',
+            tool_calls: [{ id: 'toolu_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }],
+          },
         },
-      }],
+      ],
       usage: { prompt_tokens: 2150, completion_tokens: 30, total_tokens: 2180, prompt_tokens_details: { cached_tokens: 2000 } },
     });
-    for (const [stop, finish] of [['end_turn', 'stop'], ['max_tokens', 'length'], ['stop_sequence', 'stop'], ['refusal', 'content_filter']]) {
+    for (const [stop, finish] of [
+      ['end_turn', 'stop'],
+      ['max_tokens', 'length'],
+      ['stop_sequence', 'stop'],
+      ['refusal', 'content_filter'],
+    ]) {
       const r = messagesResponseToChat({ ...message, content: [{ type: 'text', text: 'x' }], stop_reason: stop }, { model: 'm', created: 0 });
       expect((r.choices as { finish_reason: string }[])[0]!.finish_reason).toBe(finish);
     }
@@ -104,7 +159,13 @@ describe('Anthropic reply -> chat completion', () => {
 
 describe('Anthropic stream -> chat chunks', () => {
   const events: [string, Record<string, unknown>][] = [
-    ['message_start', { type: 'message_start', message: { ...message, content: [], stop_reason: null, usage: { input_tokens: 100, cache_read_input_tokens: 2000, cache_creation_input_tokens: 50, output_tokens: 1 } } }],
+    [
+      'message_start',
+      {
+        type: 'message_start',
+        message: { ...message, content: [], stop_reason: null, usage: { input_tokens: 100, cache_read_input_tokens: 2000, cache_creation_input_tokens: 50, output_tokens: 1 } },
+      },
+    ],
     ['content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }],
     ['ping', { type: 'ping' }],
     ['content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Check' } }],
@@ -124,8 +185,14 @@ describe('Anthropic stream -> chat chunks', () => {
     expect(t.done).toBe(true);
     expect(new Set(chunks.map((c) => c.id))).toEqual(new Set(['chatcmpl-msg_01']));
     const text = chunks.map((c) => (c.choices[0]?.delta.content as string | undefined) ?? '').join('');
-    const args = chunks.flatMap((c) => (c.choices[0]?.delta.tool_calls as { function: { arguments?: string } }[] | undefined) ?? []).map((tc) => tc.function.arguments ?? '').join('');
-    const unstreamed = messagesResponseToChat({ ...message, content: message.content.slice(1) }, { model: 'claude-sonnet-4-6', created: 1700000000 }) as { choices: { message: { content: string; tool_calls: { function: { arguments: string } }[] }; finish_reason: string }[]; usage: unknown };
+    const args = chunks
+      .flatMap((c) => (c.choices[0]?.delta.tool_calls as { function: { arguments?: string } }[] | undefined) ?? [])
+      .map((tc) => tc.function.arguments ?? '')
+      .join('');
+    const unstreamed = messagesResponseToChat({ ...message, content: message.content.slice(1) }, { model: 'claude-sonnet-4-6', created: 1700000000 }) as {
+      choices: { message: { content: string; tool_calls: { function: { arguments: string } }[] }; finish_reason: string }[];
+      usage: unknown;
+    };
     expect(text).toBe(unstreamed.choices[0]!.message.content);
     expect(JSON.parse(args)).toEqual(JSON.parse(unstreamed.choices[0]!.message.tool_calls[0]!.function.arguments));
     expect(chunks.find((c) => c.choices[0]?.finish_reason)!.choices[0]!.finish_reason).toBe('tool_calls');

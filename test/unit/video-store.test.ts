@@ -40,7 +40,16 @@ describe('FolderVideoStore', () => {
   it('a download stopped by its signal (a cancelled activity, a worker shutting down) leaves no file behind', async () => {
     const store = new FolderVideoStore(dir);
     const stop = new AbortController();
-    const put = store.put('video_c.mp4', chunks(1000, { onChunk: (i) => { if (i === 3) stop.abort(new Error('activity cancelled')); } }), undefined, stop.signal);
+    const put = store.put(
+      'video_c.mp4',
+      chunks(1000, {
+        onChunk: (i) => {
+          if (i === 3) stop.abort(new Error('activity cancelled'));
+        },
+      }),
+      undefined,
+      stop.signal,
+    );
     await expect(put).rejects.toThrow();
     expect(files()).toEqual([]);
   });

@@ -66,22 +66,32 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
   if (delay > 0) await sleep(delay);
 
   switch (fault) {
-    case '500': return anthropicError(res, 500, 'api_error', 'Internal server error'), true;
-    case '502': case '503': return anthropicError(res, Number(fault), 'api_error', 'Upstream unavailable'), true;
-    case '529': return anthropicError(res, 529, 'overloaded_error', 'Overloaded'), true;
-    case '400': return anthropicError(res, 400, 'invalid_request_error', 'messages: roles must alternate'), true;
-    case '429': return anthropicError(res, 429, 'rate_limit_error', 'Number of request tokens has exceeded your per-minute rate limit', { 'retry-after': '1' }), true;
+    case '500':
+      return (anthropicError(res, 500, 'api_error', 'Internal server error'), true);
+    case '502':
+    case '503':
+      return (anthropicError(res, Number(fault), 'api_error', 'Upstream unavailable'), true);
+    case '529':
+      return (anthropicError(res, 529, 'overloaded_error', 'Overloaded'), true);
+    case '400':
+      return (anthropicError(res, 400, 'invalid_request_error', 'messages: roles must alternate'), true);
+    case '429':
+      return (anthropicError(res, 429, 'rate_limit_error', 'Number of request tokens has exceeded your per-minute rate limit', { 'retry-after': '1' }), true);
     case 'odd_error':
       // A proxy in front of the API answering in OpenAI's shape.
       res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'messages.0.content: document source not allowed', code: 'bad_document' } }));
       return true;
-    case 'hang': return true;
+    case 'hang':
+      return true;
     case 'reset':
-      if (!stream || after === 0) { res.socket?.destroy(); return true; }
+      if (!stream || after === 0) {
+        res.socket?.destroy();
+        return true;
+      }
   }
 
   const refs = resolveRefs(anthropicRefs(body));
-  if ('unknown' in refs) return anthropicError(res, 404, 'not_found_error', `File not found: ${refs.unknown.ref}`), true;
+  if ('unknown' in refs) return (anthropicError(res, 404, 'not_found_error', `File not found: ${refs.unknown.ref}`), true);
   const tools = (Array.isArray(body.tools) ? body.tools : []) as Json[];
   const searchTool = tools.find((t) => String(t?.type).startsWith('web_search_'));
   const serverTools = tools.some((t) => /^(web_search|web_fetch|code_execution|tool_search)_/.test(String(t?.type)));
@@ -98,8 +108,12 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
   const write5m = Number(d.cache_write ?? 0);
   const write1h = Number(d.cache_write_1h ?? 0);
   const usage: Json = {
-    input_tokens: prompt, cache_creation_input_tokens: write5m + write1h, cache_read_input_tokens: cacheRead,
-    cache_creation: { ephemeral_5m_input_tokens: write5m, ephemeral_1h_input_tokens: write1h }, output_tokens: 0, service_tier: 'standard',
+    input_tokens: prompt,
+    cache_creation_input_tokens: write5m + write1h,
+    cache_read_input_tokens: cacheRead,
+    cache_creation: { ephemeral_5m_input_tokens: write5m, ephemeral_1h_input_tokens: write1h },
+    output_tokens: 0,
+    service_tier: 'standard',
   };
   if (serverTools) usage.server_tool_use = { web_search_requests: searches, web_fetch_requests: 0 };
   const cap = typeof body.max_tokens === 'number' ? body.max_tokens : Infinity;
@@ -121,7 +135,11 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
   for (let i = 0; i < searches; i++) {
     const useId = `srvtoolu_${id.slice(-10)}${i}`;
     searchBlocks.push({ type: 'server_tool_use', id: useId, name: 'web_search', input: { query: `query ${i + 1}` } });
-    searchBlocks.push({ type: 'web_search_tool_result', tool_use_id: useId, content: [{ type: 'web_search_result', url: `https://example.com/${i}`, title: `Result ${i + 1}`, encrypted_content: 'c2lt', page_age: null }] });
+    searchBlocks.push({
+      type: 'web_search_tool_result',
+      tool_use_id: useId,
+      content: [{ type: 'web_search_result', url: `https://example.com/${i}`, title: `Result ${i + 1}`, encrypted_content: 'c2lt', page_age: null }],
+    });
   }
   const finalUsage: Json = { ...usage, output_tokens: n + thinking };
   if (fault === undefined) reported?.(finalUsage);
@@ -138,7 +156,10 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
   res.flushHeaders();
   const send = (event: string, data: Json) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
   const errorEvent = () => res.end(`event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })}\n\n`);
-  if (fault === 'error_stream') { errorEvent(); return true; }
+  if (fault === 'error_stream') {
+    errorEvent();
+    return true;
+  }
 
   const startMsg: Json = { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null };
   // message_start reports the input as known before any server tool ran.
@@ -166,8 +187,15 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
       if (res.destroyed) return true;
       send('content_block_delta', { type: 'content_block_delta', index: at, delta: { type: 'text_delta', text: i === 0 ? words[i] : ` ${words[i]}` } });
     }
-    if (fault === 'reset') { await sleep(50); res.socket?.destroy(); return true; }
-    if (fault === 'error_after') { errorEvent(); return true; }
+    if (fault === 'reset') {
+      await sleep(50);
+      res.socket?.destroy();
+      return true;
+    }
+    if (fault === 'error_after') {
+      errorEvent();
+      return true;
+    }
   }
   send('content_block_stop', { type: 'content_block_stop', index: at });
   if (fault === 'stall') return true; // the text is out; then silence, no usage, no end
@@ -175,7 +203,14 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
   if (res.destroyed) return true;
   // message_delta carries the cumulative usage: input grown by server tools, all output.
   const delta: Json = { type: 'message_delta', delta: { stop_reason: stopReason, stop_sequence: null } };
-  if (!noUsage) delta.usage = { input_tokens: finalUsage.input_tokens, cache_creation_input_tokens: finalUsage.cache_creation_input_tokens, cache_read_input_tokens: finalUsage.cache_read_input_tokens, output_tokens: finalUsage.output_tokens, ...(serverTools ? { server_tool_use: finalUsage.server_tool_use } : {}) };
+  if (!noUsage)
+    delta.usage = {
+      input_tokens: finalUsage.input_tokens,
+      cache_creation_input_tokens: finalUsage.cache_creation_input_tokens,
+      cache_read_input_tokens: finalUsage.cache_read_input_tokens,
+      output_tokens: finalUsage.output_tokens,
+      ...(serverTools ? { server_tool_use: finalUsage.server_tool_use } : {}),
+    };
   send('message_delta', delta);
   send('message_stop', { type: 'message_stop' });
   res.end();

@@ -44,10 +44,22 @@ function fault(d: Record<string, string>, send: Send, res: http.ServerResponse, 
     failCounts.set(d.id, seen + 1);
     if (seen >= Number(d.fail)) f = undefined;
   }
-  if (f === '500' || f === '502' || f === '503') { send(Number(f), { error: { message: 'The server had an error while processing your request.', type: 'server_error', param: null, code: null } }); return true; }
-  if (f === '429') { send(429, { error: { message: 'Rate limit reached.', type: 'requests', param: null, code: 'rate_limit_exceeded' } }, { 'retry-after': '1' }); return true; }
-  if (f === '400') { send(400, { error: { message: 'Your request was rejected by the safety system.', type: 'image_generation_user_error', param: null, code: 'moderation_blocked' } }); return true; }
-  if (f === 'reset' && !d.after) { res.socket?.destroy(); return true; }
+  if (f === '500' || f === '502' || f === '503') {
+    send(Number(f), { error: { message: 'The server had an error while processing your request.', type: 'server_error', param: null, code: null } });
+    return true;
+  }
+  if (f === '429') {
+    send(429, { error: { message: 'Rate limit reached.', type: 'requests', param: null, code: 'rate_limit_exceeded' } }, { 'retry-after': '1' });
+    return true;
+  }
+  if (f === '400') {
+    send(400, { error: { message: 'Your request was rejected by the safety system.', type: 'image_generation_user_error', param: null, code: 'moderation_blocked' } });
+    return true;
+  }
+  if (f === 'reset' && !d.after) {
+    res.socket?.destroy();
+    return true;
+  }
   return false;
 }
 
@@ -62,19 +74,33 @@ export async function handleMedia(req: http.IncomingMessage, res: http.ServerRes
     const text = typeof body === 'string' ? body : JSON.stringify(body);
     res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers }).end(text);
   };
-  const json = (): Json => { try { return JSON.parse(raw.toString('utf8')) as Json; } catch { return {}; } };
+  const json = (): Json => {
+    try {
+      return JSON.parse(raw.toString('utf8')) as Json;
+    } catch {
+      return {};
+    }
+  };
   const path = url.pathname;
 
   // Cohere and BFL authenticate their own way.
   if (path === '/cohere/v2/embed' && req.method === 'POST') {
-    if (ctx.apiKey && req.headers.authorization !== `Bearer ${ctx.apiKey}`) { send(401, { message: 'invalid api token' }); return true; }
+    if (ctx.apiKey && req.headers.authorization !== `Bearer ${ctx.apiKey}`) {
+      send(401, { message: 'invalid api token' });
+      return true;
+    }
     const body = json();
     const texts = (body.texts ?? []) as string[];
     if (fault(directivesIn(texts.join(' ')), send, res, ctx.failCounts)) return true;
-    if (body.truncate !== 'NONE' || !Array.isArray(body.embedding_types)) { send(400, { message: 'bad request' }); return true; }
+    if (body.truncate !== 'NONE' || !Array.isArray(body.embedding_types)) {
+      send(400, { message: 'bad request' });
+      return true;
+    }
     const tokens = texts.reduce((n, t) => n + simTokens(t) + 1, 0);
     send(200, {
-      id: randomBytes(8).toString('hex'), texts, response_type: 'embeddings_by_type',
+      id: randomBytes(8).toString('hex'),
+      texts,
+      response_type: 'embeddings_by_type',
       embeddings: { float: texts.map((_, i) => vector(1024, i + 1)) },
       meta: { api_version: { version: '2' }, billed_units: { input_tokens: tokens } },
     });
@@ -91,7 +117,8 @@ export async function handleMedia(req: http.IncomingMessage, res: http.ServerRes
     const dims = (body.dimensions as number | undefined) ?? DEFAULT_DIMS[String(body.model)] ?? 1536;
     const tokens = inputs.reduce((n: number, i) => n + (typeof i === 'string' ? simTokens(i) : i.length), 0);
     const reply: Json = {
-      object: 'list', model: body.model,
+      object: 'list',
+      model: body.model,
       data: inputs.map((_, index) => ({ object: 'embedding', index, embedding: body.encoding_format === 'base64' ? f32base64(vector(dims, index + 1)) : vector(dims, index + 1) })),
     };
     if (d.fault !== 'no_usage') reply.usage = { prompt_tokens: tokens, total_tokens: tokens };
@@ -104,9 +131,15 @@ export async function handleMedia(req: http.IncomingMessage, res: http.ServerRes
   }
   if (path === '/v1/images/edits' && req.method === 'POST') {
     const form = await formOf(req, raw);
-    if (!form) { send(400, { error: { message: 'Invalid multipart body', type: 'invalid_request_error', param: null, code: null } }); return true; }
+    if (!form) {
+      send(400, { error: { message: 'Invalid multipart body', type: 'invalid_request_error', param: null, code: null } });
+      return true;
+    }
     const images = [...form.getAll('image'), ...form.getAll('image[]')];
-    if (images.length === 0 || !images.every((f) => typeof f !== 'string')) { send(400, { error: { message: "Missing 'image'", type: 'invalid_request_error', param: 'image', code: null } }); return true; }
+    if (images.length === 0 || !images.every((f) => typeof f !== 'string')) {
+      send(400, { error: { message: "Missing 'image'", type: 'invalid_request_error', param: 'image', code: null } });
+      return true;
+    }
     const fields: Json = {};
     for (const [k, v] of form) if (typeof v === 'string') fields[k] = v;
     return gptImage(fields, String(fields.prompt ?? ''), Number(fields.n ?? 1), res, send, ctx, images.length);
@@ -114,13 +147,19 @@ export async function handleMedia(req: http.IncomingMessage, res: http.ServerRes
   if (path === '/v1/audio/transcriptions' && req.method === 'POST') {
     const form = await formOf(req, raw);
     const file = form?.get('file');
-    if (!form || !file || typeof file === 'string') { send(400, { error: { message: "Missing 'file'", type: 'invalid_request_error', param: 'file', code: null } }); return true; }
+    if (!form || !file || typeof file === 'string') {
+      send(400, { error: { message: "Missing 'file'", type: 'invalid_request_error', param: 'file', code: null } });
+      return true;
+    }
     const d = directivesIn(String(form.get('prompt') ?? ''));
     if (fault(d, send, res, ctx.failCounts)) return true;
     const model = String(form.get('model'));
     const format = String(form.get('response_format') ?? 'json');
     const text = d.text ?? 'hello from the simulated transcriber';
-    if (format === 'text') { res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(text); return true; }
+    if (format === 'text') {
+      res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(text);
+      return true;
+    }
     if (format === 'srt' || format === 'vtt') {
       const cue = format === 'srt' ? `1\n00:00:00,000 --> 00:00:02,000\n${text}\n` : `WEBVTT\n\n00:00:00.000 --> 00:00:02.000\n${text}\n`;
       res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(cue);
@@ -131,12 +170,21 @@ export async function handleMedia(req: http.IncomingMessage, res: http.ServerRes
       const audio = Number(d.audio_tokens ?? 50);
       const textTokens = Number(d.text_tokens ?? 0);
       const output = Number(d.output_tokens ?? simTokens(text));
-      if (d.fault !== 'no_usage') reply.usage = { type: 'tokens', input_tokens: audio + textTokens, input_token_details: { text_tokens: textTokens, audio_tokens: audio }, output_tokens: output, total_tokens: audio + textTokens + output };
+      if (d.fault !== 'no_usage')
+        reply.usage = {
+          type: 'tokens',
+          input_tokens: audio + textTokens,
+          input_token_details: { text_tokens: textTokens, audio_tokens: audio },
+          output_tokens: output,
+          total_tokens: audio + textTokens + output,
+        };
     }
     if (format === 'verbose_json') Object.assign(reply, { task: 'transcribe', language: 'english', duration: 2, segments: [{ id: 0, start: 0, end: 2, text }] });
     if (format === 'diarized_json') {
       Object.assign(reply, {
-        task: 'transcribe', duration: 4, chunking_strategy: form.get('chunking_strategy'),
+        task: 'transcribe',
+        duration: 4,
+        chunking_strategy: form.get('chunking_strategy'),
         segments: [
           { type: 'transcript.text.segment', id: 'seg_001', speaker: 'A', start: 0, end: 2, text: 'hello from' },
           { type: 'transcript.text.segment', id: 'seg_002', speaker: 'B', start: 2, end: 4, text: 'the simulated transcriber' },
@@ -158,7 +206,10 @@ export async function handleMedia(req: http.IncomingMessage, res: http.ServerRes
     const chunks = 8;
     const step = Math.ceil(audio.length / chunks);
     for (let i = 0; i < chunks; i++) {
-      if (d.fault === 'reset' && i === Number(d.after ?? 1)) { res.socket?.destroy(); return true; }
+      if (d.fault === 'reset' && i === Number(d.after ?? 1)) {
+        res.socket?.destroy();
+        return true;
+      }
       res.write(audio.subarray(i * step, (i + 1) * step));
       await new Promise((r) => setTimeout(r, Number(d.delay ?? 2)));
     }
@@ -197,14 +248,23 @@ function gptImage(body: Json, prompt: string, n: number, res: http.ServerRespons
   const [w, h] = (d.made ?? size).split('x').map(Number) as [number, number];
   const image = png(w, h).toString('base64');
   const reply: Json = {
-    created: Math.floor(Date.now() / 1000), background: 'opaque', output_format: body.output_format ?? 'png', quality, size,
+    created: Math.floor(Date.now() / 1000),
+    background: 'opaque',
+    output_format: body.output_format ?? 'png',
+    quality,
+    size,
     data: Array.from({ length: n }, () => ({ b64_json: image })),
   };
   const textTokens = Number(d.prompt_tokens ?? simTokens(prompt));
   const imageTokens = inputImages * Number(d.image_tokens ?? 323);
   const output = n * (IMAGE_OUTPUT_TOKENS[quality]?.[size] ?? 1056);
   if (d.fault !== 'no_usage') {
-    reply.usage = { input_tokens: textTokens + imageTokens, input_tokens_details: { text_tokens: textTokens, image_tokens: imageTokens }, output_tokens: output, total_tokens: textTokens + imageTokens + output };
+    reply.usage = {
+      input_tokens: textTokens + imageTokens,
+      input_tokens_details: { text_tokens: textTokens, image_tokens: imageTokens },
+      output_tokens: output,
+      total_tokens: textTokens + imageTokens + output,
+    };
   } else {
     delete reply.quality;
     delete reply.size;
@@ -220,30 +280,54 @@ function bflApi(req: http.IncomingMessage, res: http.ServerResponse, path: strin
   if (path.startsWith('/bfl/delivery/')) {
     const id = path.slice('/bfl/delivery/'.length).replace(/\.\w+$/, '');
     const job = bflJobs.get(id);
-    if (!job) { send(404, { detail: 'not found' }); return true; }
+    if (!job) {
+      send(404, { detail: 'not found' });
+      return true;
+    }
     const [w, h] = (job.d.made ?? `${job.width}x${job.height}`).split('x').map(Number) as [number, number];
     const bytes = png(w, h);
     res.writeHead(200, { 'content-type': 'image/png', 'content-length': bytes.length }).end(bytes);
     return true;
   }
-  if (ctx.apiKey && req.headers['x-key'] !== ctx.apiKey) { send(403, { detail: 'Not authenticated - Invalid Authentication' }); return true; }
+  if (ctx.apiKey && req.headers['x-key'] !== ctx.apiKey) {
+    send(403, { detail: 'Not authenticated - Invalid Authentication' });
+    return true;
+  }
   if (req.method === 'GET' && path === '/bfl/v1/get_result') {
     const id = url.searchParams.get('id') ?? '';
     const job = bflJobs.get(id);
-    if (!job) { send(200, { id, status: 'Task not found' }); return true; }
+    if (!job) {
+      send(200, { id, status: 'Task not found' });
+      return true;
+    }
     job.polls++;
     const pending = Number(job.d.pending ?? 1);
-    if (job.polls <= pending) { send(200, { id, status: 'Pending', progress: job.polls / (pending + 1) }); return true; }
-    if (job.d.fault === 'moderated') { send(200, { id, status: 'Content Moderated', details: { 'Moderation Reasons': ['Sim'] } }); return true; }
-    if (job.d.fault === 'error') { send(200, { id, status: 'Error', details: null }); return true; }
-    if (job.d.fault === 'never') { send(200, { id, status: 'Pending', progress: 0.5 }); return true; }
+    if (job.polls <= pending) {
+      send(200, { id, status: 'Pending', progress: job.polls / (pending + 1) });
+      return true;
+    }
+    if (job.d.fault === 'moderated') {
+      send(200, { id, status: 'Content Moderated', details: { 'Moderation Reasons': ['Sim'] } });
+      return true;
+    }
+    if (job.d.fault === 'error') {
+      send(200, { id, status: 'Error', details: null });
+      return true;
+    }
+    if (job.d.fault === 'never') {
+      send(200, { id, status: 'Pending', progress: 0.5 });
+      return true;
+    }
     send(200, { id, status: 'Ready', result: { sample: `${ctx.baseUrl}/bfl/delivery/${id}.${job.format}`, prompt: 'sim', seed: 1, start_time: 0, end_time: 1, duration: 1 } });
     return true;
   }
   if (req.method === 'POST' && /^\/bfl\/v1\/flux-[\w.-]+$/.test(path)) {
     const body = json();
     const d = directivesIn(String(body.prompt ?? ''));
-    if (d.fault === '500' || d.fault === '429') { send(Number(d.fault), { detail: 'sim failure' }); return true; }
+    if (d.fault === '500' || d.fault === '429') {
+      send(Number(d.fault), { detail: 'sim failure' });
+      return true;
+    }
     const id = randomBytes(8).toString('hex');
     bflJobs.set(id, { width: Number(body.width ?? 1024), height: Number(body.height ?? 1024), format: String(body.output_format ?? 'jpeg'), polls: 0, d });
     send(200, { id, polling_url: `${ctx.baseUrl}/bfl/v1/get_result?id=${id}`, cost: 3, input_mp: 0, output_mp: 1 });

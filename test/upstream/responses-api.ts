@@ -63,24 +63,39 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
   const stream = body.stream === true;
   if (delay > 0) await sleep(delay);
   switch (fault) {
-    case '500': case '502': case '503': return openAIError(res, Number(fault), 'The server had an error while processing your request.', 'server_error', null), true;
-    case '400': return openAIError(res, 400, 'Invalid input.', 'invalid_request_error', 'invalid_value'), true;
-    case '429': return openAIError(res, 429, 'Rate limit reached.', 'requests', 'rate_limit_exceeded', { 'retry-after': '1' }), true;
-    case 'odd_error': return res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'input: unsupported item', status: 400 })), true;
-    case 'hang': return true;
-    case 'reset': if (!stream || after === 0) { res.socket?.destroy(); return true; }
+    case '500':
+    case '502':
+    case '503':
+      return (openAIError(res, Number(fault), 'The server had an error while processing your request.', 'server_error', null), true);
+    case '400':
+      return (openAIError(res, 400, 'Invalid input.', 'invalid_request_error', 'invalid_value'), true);
+    case '429':
+      return (openAIError(res, 429, 'Rate limit reached.', 'requests', 'rate_limit_exceeded', { 'retry-after': '1' }), true);
+    case 'odd_error':
+      return (res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'input: unsupported item', status: 400 })), true);
+    case 'hang':
+      return true;
+    case 'reset':
+      if (!stream || after === 0) {
+        res.socket?.destroy();
+        return true;
+      }
   }
   const refs = resolveRefs(responsesRefs(body));
   if ('unknown' in refs) {
     // As OpenAI answers: 400 previous_response_not_found for a response, 404 for anything else.
     const { ref, param } = refs.unknown;
     if (param === 'previous_response_id') {
-      res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: `Previous response with id '${ref}' not found.`, type: 'invalid_request_error', param, code: 'previous_response_not_found' } }));
+      res
+        .writeHead(400, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ error: { message: `Previous response with id '${ref}' not found.`, type: 'invalid_request_error', param, code: 'previous_response_not_found' } }));
       return true;
     }
     const what = param === 'conversation' ? 'Conversation' : param === 'prompt' ? 'Prompt' : 'Item';
     const unstored = param === 'input' && body.store === false ? ' Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input.' : '';
-    res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: `${what} with id '${ref}' not found.${unstored}`, type: 'invalid_request_error', param, code: null } }));
+    res
+      .writeHead(404, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ error: { message: `${what} with id '${ref}' not found.${unstored}`, type: 'invalid_request_error', param, code: null } }));
     return true;
   }
 
@@ -101,24 +116,56 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
   const visible = Number(d.prompt ?? responsesPromptTokens(body)) + refs.tokens;
   const prompt = visible * (1 + searches) + searches * SEARCH_RESULT_TOKENS;
   const cached = Math.min(Number(d.cached ?? 0), prompt);
-  const usage = fault === 'no_usage' ? null : {
-    input_tokens: prompt, input_tokens_details: { cached_tokens: cached, cache_write_tokens: 0 },
-    output_tokens: n + reasoning, output_tokens_details: { reasoning_tokens: reasoning }, total_tokens: prompt + n + reasoning,
-  };
+  const usage =
+    fault === 'no_usage'
+      ? null
+      : {
+          input_tokens: prompt,
+          input_tokens_details: { cached_tokens: cached, cache_write_tokens: 0 },
+          output_tokens: n + reasoning,
+          output_tokens_details: { reasoning_tokens: reasoning },
+          total_tokens: prompt + n + reasoning,
+        };
   if (usage && fault === undefined) reported?.(usage);
   const tool = pickTool(body, d);
   const incomplete = !tool && cap < wanted;
   const text = words.join(' ');
-  const reasoningItems: Json[] = reasoning > 0 ? [{ id: `rs_${id.slice(5)}`, type: 'reasoning', summary: [], ...(wantsReasoning ? { encrypted_content: randomBytes(48).toString('base64') } : {}) }] : [];
-  const searchItems: Json[] = Array.from({ length: searches }, (_, i) => ({ id: `ws_${id.slice(8)}_${i}`, type: 'web_search_call', status: 'completed', action: { type: 'search', query: `query ${i + 1}` } }));
+  const reasoningItems: Json[] =
+    reasoning > 0 ? [{ id: `rs_${id.slice(5)}`, type: 'reasoning', summary: [], ...(wantsReasoning ? { encrypted_content: randomBytes(48).toString('base64') } : {}) }] : [];
+  const searchItems: Json[] = Array.from({ length: searches }, (_, i) => ({
+    id: `ws_${id.slice(8)}_${i}`,
+    type: 'web_search_call',
+    status: 'completed',
+    action: { type: 'search', query: `query ${i + 1}` },
+  }));
   const msgItem = { id: `msg_${id.slice(5)}`, type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [], logprobs: [] }] };
   const callItem = tool ? { id: `fc_${id.slice(5)}`, type: 'function_call', status: 'completed', call_id: `call_${id.slice(-12)}`, name: tool, arguments: JSON.stringify({ echo: text }) } : undefined;
   const base = (status: string, output: Json[], u: Json | null) => ({
-    id, object: 'response', created_at: created, status, background: body.background === true, error: null,
+    id,
+    object: 'response',
+    created_at: created,
+    status,
+    background: body.background === true,
+    error: null,
     incomplete_details: status === 'incomplete' ? { reason: 'max_output_tokens' } : null,
-    instructions: body.instructions ?? null, max_output_tokens: body.max_output_tokens ?? null, max_tool_calls: body.max_tool_calls ?? null, model: body.model, output,
-    parallel_tool_calls: true, previous_response_id: body.previous_response_id ?? null, reasoning: { effort: null, summary: null }, service_tier: servedTier(body.service_tier),
-    store: body.store !== false, temperature: 1, text: { format: { type: 'text' } }, tool_choice: body.tool_choice ?? 'auto', tools: body.tools ?? [], top_p: 1, truncation: 'disabled', usage: u, metadata: {},
+    instructions: body.instructions ?? null,
+    max_output_tokens: body.max_output_tokens ?? null,
+    max_tool_calls: body.max_tool_calls ?? null,
+    model: body.model,
+    output,
+    parallel_tool_calls: true,
+    previous_response_id: body.previous_response_id ?? null,
+    reasoning: { effort: null, summary: null },
+    service_tier: servedTier(body.service_tier),
+    store: body.store !== false,
+    temperature: 1,
+    text: { format: { type: 'text' } },
+    tool_choice: body.tool_choice ?? 'auto',
+    tools: body.tools ?? [],
+    top_p: 1,
+    truncation: 'disabled',
+    usage: u,
+    metadata: {},
   });
   const final = base(incomplete ? 'incomplete' : 'completed', [...reasoningItems, ...searchItems, ...(callItem ? [callItem] : [msgItem])], usage);
   // Stored, the response is the conversation so far for a later previous_response_id.
@@ -142,7 +189,10 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
   let seq = 0;
   const send = (type: string, fields: Json) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...fields })}\n\n`);
   const errorEvent = () => res.end(`event: error\ndata: ${JSON.stringify({ type: 'error', code: 'server_error', message: 'The server had an error.', param: null, sequence_number: seq++ })}\n\n`);
-  if (fault === 'error_stream') { errorEvent(); return true; }
+  if (fault === 'error_stream') {
+    errorEvent();
+    return true;
+  }
   send('response.created', { response: base(body.background === true ? 'queued' : 'in_progress', [], null) });
   if (body.background === true) send('response.queued', { response: base('queued', [], null) });
   send('response.in_progress', { response: base('in_progress', [], null) });
@@ -167,8 +217,15 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
       if (res.destroyed) return true;
       send('response.output_text.delta', { item_id: msgItem.id, output_index: index, content_index: 0, delta: i === 0 ? words[i] : ` ${words[i]}`, logprobs: [] });
     }
-    if (fault === 'reset') { await sleep(50); res.socket?.destroy(); return true; }
-    if (fault === 'error_after') { errorEvent(); return true; }
+    if (fault === 'reset') {
+      await sleep(50);
+      res.socket?.destroy();
+      return true;
+    }
+    if (fault === 'error_after') {
+      errorEvent();
+      return true;
+    }
     send('response.output_text.done', { item_id: msgItem.id, output_index: index, content_index: 0, text, logprobs: [] });
     send('response.content_part.done', { item_id: msgItem.id, output_index: index, content_index: 0, part: msgItem.content[0] });
     send('response.output_item.done', { output_index: index, item: msgItem });

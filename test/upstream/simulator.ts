@@ -128,7 +128,9 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     }
     if (String(req.headers['content-type'] ?? '').startsWith('multipart/form-data')) body = await formSummary(req, raw);
     const recorded: RecordedRequest = { method: req.method ?? '', path: (fallbackDeployment ? '/fallback' : '') + url.pathname, headers: req.headers, body, at: Date.now() };
-    const reported = (usage: unknown) => { recorded.usage = usage; };
+    const reported = (usage: unknown) => {
+      recorded.usage = usage;
+    };
     if (/^\/(v1|cohere|bfl)\//.test(url.pathname)) {
       requests.push(recorded);
       if (requests.length > MAX_RECORDED) requests.splice(0, requests.length - MAX_RECORDED);
@@ -171,13 +173,18 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     if (delay > 0) await sleep(delay);
 
     switch (fault) {
-      case '500': case '502': case '503':
+      case '500':
+      case '502':
+      case '503':
         return openAIError(res, Number(fault), 'The server had an error while processing your request.', 'server_error', null);
       case '400':
         return openAIError(res, 400, "Invalid value for 'temperature': must be between 0 and 2.", 'invalid_request_error', 'invalid_value');
       case '429':
         return openAIError(res, 429, 'Rate limit reached for requests.', 'requests', 'rate_limit_exceeded', {
-          'retry-after': '1', 'x-ratelimit-limit-requests': '60', 'x-ratelimit-remaining-requests': '0', 'x-ratelimit-reset-requests': '1s',
+          'retry-after': '1',
+          'x-ratelimit-limit-requests': '60',
+          'x-ratelimit-remaining-requests': '0',
+          'x-ratelimit-reset-requests': '1s',
         });
       case 'odd_error': {
         // A provider (or a proxy in front of it) answering in a shape of its own.
@@ -191,7 +198,10 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
       case 'hang':
         return; // never answer; close() destroys the socket
       case 'reset':
-        if (!stream || after === 0) { res.socket?.destroy(); return; }
+        if (!stream || after === 0) {
+          res.socket?.destroy();
+          return;
+        }
         break;
     }
 
@@ -213,14 +223,22 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     const prompt = Number(d.prompt ?? simPromptTokens(body)) + refs.tokens;
     const cached = Math.min(Number(d.cached ?? 0), prompt);
     const usage: Json = deepseek
-      ? { prompt_tokens: prompt, completion_tokens: n + reasoning, total_tokens: prompt + n + reasoning, prompt_cache_hit_tokens: cached, prompt_cache_miss_tokens: prompt - cached,
-        completion_tokens_details: { reasoning_tokens: reasoning } }
+      ? {
+          prompt_tokens: prompt,
+          completion_tokens: n + reasoning,
+          total_tokens: prompt + n + reasoning,
+          prompt_cache_hit_tokens: cached,
+          prompt_cache_miss_tokens: prompt - cached,
+          completion_tokens_details: { reasoning_tokens: reasoning },
+        }
       : {
-        // xAI counts reasoning outside completion_tokens (and inside total_tokens); OpenAI inside.
-        prompt_tokens: prompt, completion_tokens: xai ? n : n + reasoning, total_tokens: prompt + n + reasoning,
-        prompt_tokens_details: { cached_tokens: cached, audio_tokens: 0 },
-        completion_tokens_details: { reasoning_tokens: reasoning, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
-      };
+          // xAI counts reasoning outside completion_tokens (and inside total_tokens); OpenAI inside.
+          prompt_tokens: prompt,
+          completion_tokens: xai ? n : n + reasoning,
+          total_tokens: prompt + n + reasoning,
+          prompt_tokens_details: { cached_tokens: cached, audio_tokens: 0 },
+          completion_tokens_details: { reasoning_tokens: reasoning, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+        };
     const serviceTier = servedTier(body.service_tier);
     const toolName = pickTool(body, d);
     const words = Array.from({ length: n }, (_, i) => `w${i + 1}`);
@@ -232,11 +250,18 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
         ? { role: 'assistant', content: null, refusal: null, tool_calls: [{ id: `call_${id.slice(-12)}`, type: 'function', function: { name: toolName, arguments: toolArgs(words) } }] }
         : { role: 'assistant', content: words.join(' '), refusal: null, annotations: [] };
       const reply: Json = {
-        id, object: 'chat.completion', created, model,
+        id,
+        object: 'chat.completion',
+        created,
+        model,
         choices: [{ index: 0, message, logprobs: null, finish_reason: toolName ? 'tool_calls' : finish }],
-        service_tier: serviceTier, system_fingerprint: 'fp_sim',
+        service_tier: serviceTier,
+        system_fingerprint: 'fp_sim',
       };
-      if (!noUsage) { reply.usage = usage; reported?.(usage); }
+      if (!noUsage) {
+        reply.usage = usage;
+        reported?.(usage);
+      }
       const text = JSON.stringify(reply);
       res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'x-request-id': `sim_${id}` });
       res.end(text);
@@ -259,9 +284,7 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     }
 
     send([{ index: 0, delta: { role: 'assistant', content: toolName ? null : '', refusal: null }, logprobs: null, finish_reason: null }]);
-    const pieces: Json[] = toolName
-      ? toolDeltas(id, toolName, toolArgs(words), n)
-      : words.map((w, i) => ({ content: i === 0 ? w : ` ${w}` }));
+    const pieces: Json[] = toolName ? toolDeltas(id, toolName, toolArgs(words), n) : words.map((w, i) => ({ content: i === 0 ? w : ` ${w}` }));
     for (let i = 0; i < pieces.length; i++) {
       if ((fault === 'reset' || fault === 'error_after') && i === after) break;
       if (delay > 0 && i > 0) await sleep(delay);
@@ -284,7 +307,10 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     if (fault === 'stall') return; // the text is out; then silence, no usage, no end
     if (usageDelay > 0) await sleep(usageDelay);
     if (res.destroyed) return;
-    if (includeUsage) { send([], { usage }); reported?.(usage); }
+    if (includeUsage) {
+      send([], { usage });
+      reported?.(usage);
+    }
     res.end('data: [DONE]\n\n');
   }
 
@@ -296,7 +322,9 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     url: `http://${host}:${port}`,
     port,
     requests,
-    clear: () => { requests.length = 0; },
+    clear: () => {
+      requests.length = 0;
+    },
     close: () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();
@@ -314,7 +342,7 @@ function pickTool(body: Json, d: Record<string, string>): string | undefined {
   if (d.tool) return d.tool;
   const choice = body.tool_choice as Json | string | undefined;
   if (choice && typeof choice === 'object') return String((choice.function as Json | undefined)?.name ?? '');
-  if (choice === 'required') return String(((tools[0]!.function as Json | undefined)?.name) ?? '');
+  if (choice === 'required') return String((tools[0]!.function as Json | undefined)?.name ?? '');
   return undefined;
 }
 

@@ -85,16 +85,29 @@ function statusOf(v: SimVideo): { status: string; progress: number } {
 function videoObject(v: SimVideo, over: Json = {}): Json {
   const s = statusOf(v);
   return {
-    id: v.id, object: 'video', model: v.model, status: s.status, progress: s.progress, created_at: Math.floor(v.createdAt / 1000),
-    completed_at: s.status === 'completed' ? Math.floor(Date.now() / 1000) : null, expires_at: null, error: null, prompt: v.prompt,
-    remixed_from_video_id: null, seconds: v.seconds, size: v.size, ...over,
+    id: v.id,
+    object: 'video',
+    model: v.model,
+    status: s.status,
+    progress: s.progress,
+    created_at: Math.floor(v.createdAt / 1000),
+    completed_at: s.status === 'completed' ? Math.floor(Date.now() / 1000) : null,
+    expires_at: null,
+    error: null,
+    prompt: v.prompt,
+    remixed_from_video_id: null,
+    seconds: v.seconds,
+    size: v.size,
+    ...over,
   };
 }
 
 /** A failing step answers like OpenAI would; true when it answered. */
 function answerFault(res: http.ServerResponse, fault: string | undefined): boolean {
   switch (fault) {
-    case '500': case '502': case '503':
+    case '500':
+    case '502':
+    case '503':
       openAIError(res, Number(fault), 'The server had an error while processing your request.', 'server_error', null);
       return true;
     case '429':
@@ -115,13 +128,17 @@ function answerFault(res: http.ServerResponse, fault: string | undefined): boole
 
 export async function handleVideos(req: http.IncomingMessage, res: http.ServerResponse, path: string, body: unknown): Promise<boolean> {
   if (req.method === 'GET' && path === '/__sim/videos') {
-    send(res, 200, [...videos.values()].map((v) => ({ ...v, state: statusOf(v) })));
+    send(
+      res,
+      200,
+      [...videos.values()].map((v) => ({ ...v, state: statusOf(v) })),
+    );
     return true;
   }
   const finish = /^\/__sim\/videos\/([^/]+)\/finish$/.exec(path);
   if (req.method === 'POST' && finish) {
     const v = videos.get(decodeURIComponent(finish[1]!));
-    if (!v) return send(res, 404, { error: 'no such video' }), true;
+    if (!v) return (send(res, 404, { error: 'no such video' }), true);
     v.finishedAt = Date.now();
     send(res, 200, { id: v.id, state: statusOf(v) });
     return true;
@@ -133,15 +150,25 @@ export async function handleVideos(req: http.IncomingMessage, res: http.ServerRe
     const key = typeof req.headers['idempotency-key'] === 'string' ? req.headers['idempotency-key'] : undefined;
     const known = key ? videos.get(byIdempotencyKey.get(key) ?? '') : undefined;
     if (answerFault(res, faultAt(known, d, 'create', key ?? prompt))) return true;
-    if (!prompt) return openAIError(res, 400, "Missing required parameter: 'prompt'.", 'invalid_request_error', 'missing_required_parameter'), true;
+    if (!prompt) return (openAIError(res, 400, "Missing required parameter: 'prompt'.", 'invalid_request_error', 'missing_required_parameter'), true);
     if (known) {
       known.creates++;
       send(res, 200, videoObject(known));
       return true;
     }
     const v: SimVideo = {
-      id: `video_sim${randomBytes(12).toString('hex')}`, model: String(b.model ?? 'sora-2'), prompt, seconds: String(b.seconds ?? '4'),
-      size: String(b.size ?? '720x1280'), createdAt: Date.now(), directives: d, idempotencyKey: key, creates: 1, polls: 0, downloads: 0, deleted: false,
+      id: `video_sim${randomBytes(12).toString('hex')}`,
+      model: String(b.model ?? 'sora-2'),
+      prompt,
+      seconds: String(b.seconds ?? '4'),
+      size: String(b.size ?? '720x1280'),
+      createdAt: Date.now(),
+      directives: d,
+      idempotencyKey: key,
+      creates: 1,
+      polls: 0,
+      downloads: 0,
+      deleted: false,
     };
     videos.set(v.id, v);
     if (key) byIdempotencyKey.set(key, v.id);
@@ -151,10 +178,10 @@ export async function handleVideos(req: http.IncomingMessage, res: http.ServerRe
   const m = /^\/v1\/videos\/([^/]+)(\/content)?$/.exec(path);
   if (!m) return false;
   const v = videos.get(decodeURIComponent(m[1]!));
-  if (!v || v.deleted) return openAIError(res, 404, `Video with id '${m[1]}' not found.`, 'invalid_request_error', 'not_found'), true;
+  if (!v || v.deleted) return (openAIError(res, 404, `Video with id '${m[1]}' not found.`, 'invalid_request_error', 'not_found'), true);
   if (req.method === 'DELETE' && !m[2]) {
     if (v.directives.delete === 'refuse' && statusOf(v).status !== 'completed') {
-      return openAIError(res, 400, 'Video is still being processed.', 'invalid_request_error', null), true;
+      return (openAIError(res, 400, 'Video is still being processed.', 'invalid_request_error', null), true);
     }
     v.deleted = true;
     send(res, 200, { id: v.id, object: 'video.deleted', deleted: true });
@@ -180,7 +207,7 @@ export async function handleVideos(req: http.IncomingMessage, res: http.ServerRe
   const fault = faultAt(v, v.directives, 'content', v.id);
   if (answerFault(res, fault)) return true;
   if (statusOf(v).status !== 'completed') {
-    return openAIError(res, 404, 'Video is not ready yet, use GET /v1/videos/{video_id} to check status.', 'invalid_request_error', null), true;
+    return (openAIError(res, 404, 'Video is not ready yet, use GET /v1/videos/{video_id} to check status.', 'invalid_request_error', null), true);
   }
   const ms = Math.round(Number(v.directives.produce ?? v.seconds) * 1000);
   const mp4 = fault === 'garbage' ? Buffer.from('this is not a video') : makeMp4(ms, { moovAtEnd: v.directives.moov === 'end' });

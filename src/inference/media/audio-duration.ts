@@ -33,7 +33,7 @@ export function ceilSeconds(d: AudioDuration): bigint {
 
 function wav(buf: Buffer): AudioDuration | undefined {
   let byteRate = 0;
-  for (let i = 12; i + 8 <= buf.length;) {
+  for (let i = 12; i + 8 <= buf.length; ) {
     const id = buf.toString('latin1', i, i + 4);
     const size = buf.readUInt32LE(i + 4);
     if (id === 'fmt ' && i + 20 <= buf.length) byteRate = buf.readUInt32LE(i + 16);
@@ -66,7 +66,12 @@ const MP3_BITRATES: Record<string, number[]> = {
 };
 const MP3_RATES: Record<number, number[]> = { 1: [44100, 48000, 32000], 2: [22050, 24000, 16000], 25: [11025, 12000, 8000] };
 
-interface Mp3Frame { length: number; samples: number; rate: number; sideInfoEnd: number }
+interface Mp3Frame {
+  length: number;
+  samples: number;
+  rate: number;
+  sideInfoEnd: number;
+}
 
 function mp3Frame(buf: Buffer, i: number): Mp3Frame | undefined {
   if (i + 4 > buf.length || buf[i] !== 0xff || (buf[i + 1]! & 0xe0) !== 0xe0) return undefined;
@@ -84,11 +89,18 @@ function mp3Frame(buf: Buffer, i: number): Mp3Frame | undefined {
   const bps = kbps * 1000;
   let length: number;
   let samples: number;
-  if (layer === 1) { length = (Math.floor((12 * bps) / rate) + pad) * 4; samples = 384; }
-  else if (layer === 2 || version === 1) { length = Math.floor((144 * bps) / rate) + pad; samples = 1152; }
-  else { length = Math.floor((72 * bps) / rate) + pad; samples = 576; }
+  if (layer === 1) {
+    length = (Math.floor((12 * bps) / rate) + pad) * 4;
+    samples = 384;
+  } else if (layer === 2 || version === 1) {
+    length = Math.floor((144 * bps) / rate) + pad;
+    samples = 1152;
+  } else {
+    length = Math.floor((72 * bps) / rate) + pad;
+    samples = 576;
+  }
   const mono = ((h >>> 6) & 3) === 3;
-  const sideInfo = version === 1 ? (mono ? 17 : 32) : (mono ? 9 : 17);
+  const sideInfo = version === 1 ? (mono ? 17 : 32) : mono ? 9 : 17;
   return { length, samples, rate, sideInfoEnd: i + 4 + sideInfo };
 }
 
@@ -131,7 +143,7 @@ function ogg(buf: Buffer): AudioDuration | undefined {
   let preSkip = 0n;
   let serial = -1;
   let last = -1n;
-  for (let i = 0; i + 27 <= buf.length && buf.toString('latin1', i, i + 4) === 'OggS';) {
+  for (let i = 0; i + 27 <= buf.length && buf.toString('latin1', i, i + 4) === 'OggS'; ) {
     const segments = buf[i + 26]!;
     if (i + 27 + segments > buf.length) break;
     let body = 0;
@@ -139,8 +151,10 @@ function ogg(buf: Buffer): AudioDuration | undefined {
     const data = i + 27 + segments;
     if (serial === -1) {
       serial = buf.readUInt32LE(i + 14);
-      if (buf.toString('latin1', data, data + 8) === 'OpusHead') { rate = 48000n; preSkip = BigInt(buf.readUInt16LE(data + 10)); }
-      else if (buf.toString('latin1', data + 1, data + 7) === 'vorbis' && buf[data] === 1) rate = BigInt(buf.readUInt32LE(data + 12));
+      if (buf.toString('latin1', data, data + 8) === 'OpusHead') {
+        rate = 48000n;
+        preSkip = BigInt(buf.readUInt16LE(data + 10));
+      } else if (buf.toString('latin1', data + 1, data + 7) === 'vorbis' && buf[data] === 1) rate = BigInt(buf.readUInt32LE(data + 12));
       else return undefined;
     }
     const granule = buf.readBigInt64LE(i + 6);
@@ -154,11 +168,13 @@ function ogg(buf: Buffer): AudioDuration | undefined {
 /** MP4/M4A (ISO BMFF): moov/mvhd holds the duration in its own timescale. */
 export function mp4(buf: Buffer): AudioDuration | undefined {
   const box = (from: number, to: number, type: string): [number, number] | undefined => {
-    for (let i = from; i + 8 <= to;) {
+    for (let i = from; i + 8 <= to; ) {
       let size = buf.readUInt32BE(i);
       let header = 8;
-      if (size === 1 && i + 16 <= to) { size = Number(buf.readBigUInt64BE(i + 8)); header = 16; }
-      else if (size === 0) size = to - i;
+      if (size === 1 && i + 16 <= to) {
+        size = Number(buf.readBigUInt64BE(i + 8));
+        header = 16;
+      } else if (size === 0) size = to - i;
       if (size < header) return undefined;
       if (buf.toString('latin1', i + 4, i + 8) === type) return [i + header, Math.min(i + size, to)];
       i += size;
@@ -206,14 +222,17 @@ function webm(buf: Buffer): AudioDuration | undefined {
   let clusterTime = 0;
   let latest = 0;
   let segmentSeen = false;
-  for (let i = 0; i < buf.length;) {
+  for (let i = 0; i < buf.length; ) {
     const id = vint(buf, i, true);
     if (!id) break;
     const size = vint(buf, i + id.length, false);
     if (!size) break;
     const data = i + id.length + size.length;
     if (id.value === EBML.segment) segmentSeen = true;
-    if (MASTERS.has(id.value)) { i = data; continue; }
+    if (MASTERS.has(id.value)) {
+      i = data;
+      continue;
+    }
     if (size.unknown || data + size.value > buf.length) break;
     if (id.value === EBML.timecodeScale) scale = buf.readUIntBE(data, Math.min(size.value, 6));
     else if (id.value === EBML.duration) stated = size.value === 4 ? buf.readFloatBE(data) : buf.readDoubleBE(data);

@@ -12,7 +12,16 @@ export async function modelOfKind(engine: Engine, catalogue: Catalogue, apiKey: 
   const invalid = (e: Error) => engine.invalid(apiKey, e);
   if (typeof id !== 'string' || id === '') return invalid(badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model'));
   const model = catalogue.get(id);
-  if (!model || !model.enabled) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_found', param: 'model', message: `The model '${id}' does not exist on this gateway. GET /v1/models lists the models.` }));
+  if (!model || !model.enabled)
+    return invalid(
+      gatewayError({
+        httpStatus: 400,
+        type: 'invalid_request_error',
+        code: 'model_not_found',
+        param: 'model',
+        message: `The model '${id}' does not exist on this gateway. GET /v1/models lists the models.`,
+      }),
+    );
   if (model.kind !== kind) return invalid(badRequest(`The model '${model.id}' is a ${model.kind} model; ${route} takes ${kind} models.`, 'model_not_supported', 'model'));
   if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) }));
   return model;
@@ -21,9 +30,16 @@ export async function modelOfKind(engine: Engine, catalogue: Catalogue, apiKey: 
 /** A plan for routes whose hold is computed by the route itself (Engine.holdExact). */
 export function mediaPlan(requestId: string, route: string, model: ResolvedModel, body: Json, startedAt: number): Plan {
   return {
-    requestId, route, model, body, startedAt,
+    requestId,
+    route,
+    model,
+    body,
+    startedAt,
     prices: model.prices as unknown as TokenPrices,
-    inputUpper: 0n, countInput: () => 0n, maxOutput: 0n, choices: 1n,
+    inputUpper: 0n,
+    countInput: () => 0n,
+    maxOutput: 0n,
+    choices: 1n,
   };
 }
 

@@ -22,9 +22,15 @@ function jpegSize(buf: Buffer): ImageSize | undefined {
   while (i + 9 < buf.length) {
     if (buf[i] !== 0xff) return undefined;
     const marker = buf[i + 1]!;
-    if (marker === 0xff) { i++; continue; }
+    if (marker === 0xff) {
+      i++;
+      continue;
+    }
     // Standalone markers carry no length.
-    if (marker === 0xd8 || marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) { i += 2; continue; }
+    if (marker === 0xd8 || marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) {
+      i += 2;
+      continue;
+    }
     const len = buf.readUInt16BE(i + 2);
     // SOF0..SOF15 except DHT (C4), JPG (C8) and DAC (CC) hold the frame size.
     if (marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc) {

@@ -125,12 +125,21 @@ export function chatRequestToMessages(chat: Json, opts: { upstreamModel: string;
 
 export function finishReason(stop: unknown): string | null {
   switch (stop) {
-    case 'end_turn': case 'stop_sequence': case 'pause_turn': return 'stop';
-    case 'max_tokens': return 'length';
-    case 'tool_use': return 'tool_calls';
-    case 'refusal': return 'content_filter';
-    case null: case undefined: return null;
-    default: return 'stop';
+    case 'end_turn':
+    case 'stop_sequence':
+    case 'pause_turn':
+      return 'stop';
+    case 'max_tokens':
+      return 'length';
+    case 'tool_use':
+      return 'tool_calls';
+    case 'refusal':
+      return 'content_filter';
+    case null:
+    case undefined:
+      return null;
+    default:
+      return 'stop';
   }
 }
 

@@ -87,8 +87,23 @@ const nsOf = (item: Json) => (typeof item.namespace === 'string' && item.namespa
 
 function chatToolDef(t: Json, name: string): Json {
   return t.type === 'custom'
-    ? { type: 'function', function: { name, description: t.description ?? 'Free-form input', parameters: { type: 'object', properties: { input: { type: 'string', description: 'The tool input' } }, required: ['input'] } } }
-    : { type: 'function', function: { name, ...(t.description ? { description: t.description } : {}), parameters: t.parameters ?? { type: 'object', properties: {} }, ...(t.strict !== undefined ? { strict: t.strict } : {}) } };
+    ? {
+        type: 'function',
+        function: {
+          name,
+          description: t.description ?? 'Free-form input',
+          parameters: { type: 'object', properties: { input: { type: 'string', description: 'The tool input' } }, required: ['input'] },
+        },
+      }
+    : {
+        type: 'function',
+        function: {
+          name,
+          ...(t.description ? { description: t.description } : {}),
+          parameters: t.parameters ?? { type: 'object', properties: {} },
+          ...(t.strict !== undefined ? { strict: t.strict } : {}),
+        },
+      };
 }
 
 function partsToChat(content: unknown): unknown {
@@ -112,7 +127,8 @@ function outputText(output: unknown): string {
 
 /** Responses request -> chat completions request. */
 export function responsesRequestToChat(req: Json, opts: { upstreamModel: string }): Json {
-  if (req.previous_response_id) throw new TranslationError('previous_response_id needs a passthrough model (chat-only models keep no stored responses)', 'unsupported_parameter', 'previous_response_id');
+  if (req.previous_response_id)
+    throw new TranslationError('previous_response_id needs a passthrough model (chat-only models keep no stored responses)', 'unsupported_parameter', 'previous_response_id');
   for (const f of ['conversation', 'prompt'] as const) {
     if (req[f] != null) throw new TranslationError(`${f} needs a passthrough model (chat-only models keep no stored ${f}s)`, 'unsupported_parameter', f);
   }
@@ -161,7 +177,8 @@ export function responsesRequestToChat(req: Json, opts: { upstreamModel: string 
   const effort = (req.reasoning as Json | undefined)?.effort;
   if (typeof effort === 'string') chat.reasoning_effort = effort;
   const format = ((req.text as Json | undefined)?.format ?? undefined) as Json | undefined;
-  if (format?.type === 'json_schema') chat.response_format = { type: 'json_schema', json_schema: { name: format.name, schema: format.schema, ...(format.strict !== undefined ? { strict: format.strict } : {}) } };
+  if (format?.type === 'json_schema')
+    chat.response_format = { type: 'json_schema', json_schema: { name: format.name, schema: format.schema, ...(format.strict !== undefined ? { strict: format.strict } : {}) } };
   else if (format?.type === 'json_object') chat.response_format = { type: 'json_object' };
   if (req.stream === true) {
     chat.stream = true;
@@ -212,7 +229,11 @@ function outputItems(ctx: Ctx, text: string, calls: { id: string; name: string; 
     const item = callItem(`fc_${suffix(ctx.responseId)}_${i}`, c.id, ref, 'completed');
     if (ref.custom) {
       let input = '';
-      try { input = String((JSON.parse(c.arguments) as Json).input ?? ''); } catch { input = c.arguments; }
+      try {
+        input = String((JSON.parse(c.arguments) as Json).input ?? '');
+      } catch {
+        input = c.arguments;
+      }
       items.push({ ...item, input });
     } else {
       items.push({ ...item, arguments: c.arguments });
@@ -306,7 +327,14 @@ export class ChatToResponsesStream {
           this.messageOpen = true;
           this.messageIndex = this.nextOutputIndex++;
           out.push(this.ev('response.output_item.added', { output_index: this.messageIndex, item: { id: this.messageId, type: 'message', status: 'in_progress', role: 'assistant', content: [] } }));
-          out.push(this.ev('response.content_part.added', { item_id: this.messageId, output_index: this.messageIndex, content_index: 0, part: { type: 'output_text', text: '', annotations: [], logprobs: [] } }));
+          out.push(
+            this.ev('response.content_part.added', {
+              item_id: this.messageId,
+              output_index: this.messageIndex,
+              content_index: 0,
+              part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
+            }),
+          );
         }
         this.text += delta.content;
         out.push(this.ev('response.output_text.delta', { item_id: this.messageId, output_index: this.messageIndex, content_index: 0, delta: delta.content, logprobs: [] }));
