@@ -4,7 +4,7 @@
 // changes the bill is priced, held for or refused by bill-policy.ts.
 import { unavailableToCallers, type Catalogue, type ResolvedModel } from '../catalogue/catalogue.ts';
 import { usageFromAnthropic, usageFromOpenAI, type TokenUsage } from '../billing/pricing.ts';
-import { badRequest, gatewayError } from '../rpc/errors.ts';
+import { badRequest, gatewayError, unknownModel } from '../rpc/errors.ts';
 import { countInputTokens, countTextTokens, inputTokensUpperBound } from './tokens.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { anthropic } from './providers/anthropic.ts';
@@ -173,16 +173,7 @@ export class ChatService {
   private async chatModel(apiKey: string, id: string): Promise<ResolvedModel> {
     const model = this.catalogue.get(id);
     const invalid = (e: Error) => this.engine.invalid(apiKey, e);
-    if (!model || !model.enabled)
-      return invalid(
-        gatewayError({
-          httpStatus: 400,
-          type: 'invalid_request_error',
-          code: 'model_not_found',
-          param: 'model',
-          message: `The model '${id}' does not exist on this gateway. GET /v1/models lists the models.`,
-        }),
-      );
+    if (!model || !model.enabled) return invalid(unknownModel(id));
     if (model.kind !== 'chat') return invalid(badRequest(`The model '${model.id}' is a ${model.kind} model; it cannot be used on ${CHAT_ROUTE}.`, 'model_not_supported', 'model'));
     if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) }));
     return model;

@@ -5,7 +5,7 @@
 // refused by bill-policy.ts.
 import { unavailableToCallers, type Catalogue, type ResolvedModel } from '../catalogue/catalogue.ts';
 import { usageFromAnthropic, type TokenUsage } from '../billing/pricing.ts';
-import { badRequest, gatewayError } from '../rpc/errors.ts';
+import { badRequest, gatewayError, unknownModel } from '../rpc/errors.ts';
 import { anthropicInputUpperBound, countAnthropicInput, countTextTokens } from './tokens.ts';
 import { anthropic } from './providers/anthropic.ts';
 import { upstreamFailure } from './upstream.ts';
@@ -128,16 +128,7 @@ export class MessagesService {
   private async claudeModel(apiKey: string, id: string): Promise<ResolvedModel> {
     const model = this.catalogue.get(id);
     const invalid = (e: Error) => this.engine.invalid(apiKey, e);
-    if (!model || !model.enabled)
-      return invalid(
-        gatewayError({
-          httpStatus: 400,
-          type: 'invalid_request_error',
-          code: 'model_not_found',
-          param: 'model',
-          message: `model: the model '${id}' does not exist on this gateway. GET /v1/models lists the models.`,
-        }),
-      );
+    if (!model || !model.enabled) return invalid(unknownModel(id, 'model: '));
     if (model.kind !== 'chat' || model.provider !== 'anthropic') {
       return invalid(badRequest(`model: '${model.id}' is not a Claude model. /v1/messages serves Claude models only; use POST /v1/chat/completions for ${model.id}.`, 'model_not_supported', 'model'));
     }

@@ -9,7 +9,7 @@
 import { unavailableToCallers, type Catalogue, type ResolvedModel } from '../catalogue/catalogue.ts';
 import { usageFromOpenAI, usageFromOpenAIResponses, type TokenUsage } from '../billing/pricing.ts';
 import { randomBase62 } from '../billing/keys.ts';
-import { badRequest, gatewayError } from '../rpc/errors.ts';
+import { badRequest, gatewayError, unknownModel } from '../rpc/errors.ts';
 import { countInputTokens, countResponsesInput, countTextTokens, inputTokensUpperBound, responsesInputUpperBound } from './tokens.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { outputTextOfReply, deltaText } from './chat.ts';
@@ -230,16 +230,7 @@ export class ResponsesService {
   private async responsesModel(apiKey: string, id: string): Promise<ResolvedModel> {
     const model = this.catalogue.get(id);
     const invalid = (e: Error) => this.engine.invalid(apiKey, e);
-    if (!model || !model.enabled)
-      return invalid(
-        gatewayError({
-          httpStatus: 400,
-          type: 'invalid_request_error',
-          code: 'model_not_found',
-          param: 'model',
-          message: `The model '${id}' does not exist on this gateway. GET /v1/models lists the models.`,
-        }),
-      );
+    if (!model || !model.enabled) return invalid(unknownModel(id));
     if (model.kind !== 'chat') return invalid(badRequest(`The model '${model.id}' is a ${model.kind} model; it cannot be used on ${RESPONSES_ROUTE}.`, 'model_not_supported', 'model'));
     if (model.provider === 'anthropic') return invalid(badRequest(`Claude models are served on /v1/messages (and /v1/chat/completions), not on ${RESPONSES_ROUTE}.`, 'model_not_supported', 'model'));
     if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) }));

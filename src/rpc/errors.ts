@@ -95,3 +95,7 @@ export const UNAUTHORIZED_MESSAGE = 'Invalid API key. Pass a gateway key (prx-â€
 export const unauthorized = (): ConnectError => gatewayError({ httpStatus: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: UNAUTHORIZED_MESSAGE });
 
 export const badRequest = (message: string, code: string, param?: string): ConnectError => gatewayError({ httpStatus: 400, type: 'invalid_request_error', code, message, ...(param ? { param } : {}) });
+
+/** 400 model_not_found for a name the catalogue does not serve; Anthropic's messages prefix the field name. */
+export const unknownModel = (id: string, prefix = ''): ConnectError =>
+  badRequest(`${prefix}${prefix ? 'the' : 'The'} model '${id}' does not exist on this gateway. GET /v1/models lists the models.`, 'model_not_found', 'model');

@@ -3,7 +3,7 @@
 import { unavailableToCallers, type Catalogue, type ResolvedModel } from '../../catalogue/catalogue.ts';
 import type { ModelKindName } from '../../catalogue/models.ts';
 import type { TokenPrices } from '../../billing/pricing.ts';
-import { badRequest, gatewayError } from '../../rpc/errors.ts';
+import { badRequest, gatewayError, unknownModel } from '../../rpc/errors.ts';
 import type { FormPart } from '../../gen/gateway/v1/inference_pb.js';
 import type { Engine, Json, Plan } from '../engine.ts';
 
@@ -12,16 +12,7 @@ export async function modelOfKind(engine: Engine, catalogue: Catalogue, apiKey: 
   const invalid = (e: Error) => engine.invalid(apiKey, e);
   if (typeof id !== 'string' || id === '') return invalid(badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model'));
   const model = catalogue.get(id);
-  if (!model || !model.enabled)
-    return invalid(
-      gatewayError({
-        httpStatus: 400,
-        type: 'invalid_request_error',
-        code: 'model_not_found',
-        param: 'model',
-        message: `The model '${id}' does not exist on this gateway. GET /v1/models lists the models.`,
-      }),
-    );
+  if (!model || !model.enabled) return invalid(unknownModel(id));
   if (model.kind !== kind) return invalid(badRequest(`The model '${model.id}' is a ${model.kind} model; ${route} takes ${kind} models.`, 'model_not_supported', 'model'));
   if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) }));
   return model;
