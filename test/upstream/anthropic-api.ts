@@ -67,16 +67,16 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
 
   switch (fault) {
     case '500':
-      return (anthropicError(res, 500, 'api_error', 'Internal server error'), true);
+      return anthropicError(res, 500, 'api_error', 'Internal server error'), true;
     case '502':
     case '503':
-      return (anthropicError(res, Number(fault), 'api_error', 'Upstream unavailable'), true);
+      return anthropicError(res, Number(fault), 'api_error', 'Upstream unavailable'), true;
     case '529':
-      return (anthropicError(res, 529, 'overloaded_error', 'Overloaded'), true);
+      return anthropicError(res, 529, 'overloaded_error', 'Overloaded'), true;
     case '400':
-      return (anthropicError(res, 400, 'invalid_request_error', 'messages: roles must alternate'), true);
+      return anthropicError(res, 400, 'invalid_request_error', 'messages: roles must alternate'), true;
     case '429':
-      return (anthropicError(res, 429, 'rate_limit_error', 'Number of request tokens has exceeded your per-minute rate limit', { 'retry-after': '1' }), true);
+      return anthropicError(res, 429, 'rate_limit_error', 'Number of request tokens has exceeded your per-minute rate limit', { 'retry-after': '1' }), true;
     case 'odd_error':
       // A proxy in front of the API answering in OpenAI's shape.
       res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'messages.0.content: document source not allowed', code: 'bad_document' } }));
@@ -91,7 +91,7 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
   }
 
   const refs = resolveRefs(anthropicRefs(body));
-  if ('unknown' in refs) return (anthropicError(res, 404, 'not_found_error', `File not found: ${refs.unknown.ref}`), true);
+  if ('unknown' in refs) return anthropicError(res, 404, 'not_found_error', `File not found: ${refs.unknown.ref}`), true;
   const tools = (Array.isArray(body.tools) ? body.tools : []) as Json[];
   const searchTool = tools.find((t) => String(t?.type).startsWith('web_search_'));
   const serverTools = tools.some((t) => /^(web_search|web_fetch|code_execution|tool_search)_/.test(String(t?.type)));

@@ -66,13 +66,13 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
     case '500':
     case '502':
     case '503':
-      return (openAIError(res, Number(fault), 'The server had an error while processing your request.', 'server_error', null), true);
+      return openAIError(res, Number(fault), 'The server had an error while processing your request.', 'server_error', null), true;
     case '400':
-      return (openAIError(res, 400, 'Invalid input.', 'invalid_request_error', 'invalid_value'), true);
+      return openAIError(res, 400, 'Invalid input.', 'invalid_request_error', 'invalid_value'), true;
     case '429':
-      return (openAIError(res, 429, 'Rate limit reached.', 'requests', 'rate_limit_exceeded', { 'retry-after': '1' }), true);
+      return openAIError(res, 429, 'Rate limit reached.', 'requests', 'rate_limit_exceeded', { 'retry-after': '1' }), true;
     case 'odd_error':
-      return (res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'input: unsupported item', status: 400 })), true);
+      return res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'input: unsupported item', status: 400 })), true;
     case 'hang':
       return true;
     case 'reset':

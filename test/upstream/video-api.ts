@@ -138,7 +138,7 @@ export async function handleVideos(req: http.IncomingMessage, res: http.ServerRe
   const finish = /^\/__sim\/videos\/([^/]+)\/finish$/.exec(path);
   if (req.method === 'POST' && finish) {
     const v = videos.get(decodeURIComponent(finish[1]!));
-    if (!v) return (send(res, 404, { error: 'no such video' }), true);
+    if (!v) return send(res, 404, { error: 'no such video' }), true;
     v.finishedAt = Date.now();
     send(res, 200, { id: v.id, state: statusOf(v) });
     return true;
@@ -150,7 +150,7 @@ export async function handleVideos(req: http.IncomingMessage, res: http.ServerRe
     const key = typeof req.headers['idempotency-key'] === 'string' ? req.headers['idempotency-key'] : undefined;
     const known = key ? videos.get(byIdempotencyKey.get(key) ?? '') : undefined;
     if (answerFault(res, faultAt(known, d, 'create', key ?? prompt))) return true;
-    if (!prompt) return (openAIError(res, 400, "Missing required parameter: 'prompt'.", 'invalid_request_error', 'missing_required_parameter'), true);
+    if (!prompt) return openAIError(res, 400, "Missing required parameter: 'prompt'.", 'invalid_request_error', 'missing_required_parameter'), true;
     if (known) {
       known.creates++;
       send(res, 200, videoObject(known));
@@ -178,10 +178,10 @@ export async function handleVideos(req: http.IncomingMessage, res: http.ServerRe
   const m = /^\/v1\/videos\/([^/]+)(\/content)?$/.exec(path);
   if (!m) return false;
   const v = videos.get(decodeURIComponent(m[1]!));
-  if (!v || v.deleted) return (openAIError(res, 404, `Video with id '${m[1]}' not found.`, 'invalid_request_error', 'not_found'), true);
+  if (!v || v.deleted) return openAIError(res, 404, `Video with id '${m[1]}' not found.`, 'invalid_request_error', 'not_found'), true;
   if (req.method === 'DELETE' && !m[2]) {
     if (v.directives.delete === 'refuse' && statusOf(v).status !== 'completed') {
-      return (openAIError(res, 400, 'Video is still being processed.', 'invalid_request_error', null), true);
+      return openAIError(res, 400, 'Video is still being processed.', 'invalid_request_error', null), true;
     }
     v.deleted = true;
     send(res, 200, { id: v.id, object: 'video.deleted', deleted: true });
@@ -207,7 +207,7 @@ export async function handleVideos(req: http.IncomingMessage, res: http.ServerRe
   const fault = faultAt(v, v.directives, 'content', v.id);
   if (answerFault(res, fault)) return true;
   if (statusOf(v).status !== 'completed') {
-    return (openAIError(res, 404, 'Video is not ready yet, use GET /v1/videos/{video_id} to check status.', 'invalid_request_error', null), true);
+    return openAIError(res, 404, 'Video is not ready yet, use GET /v1/videos/{video_id} to check status.', 'invalid_request_error', null), true;
   }
   const ms = Math.round(Number(v.directives.produce ?? v.seconds) * 1000);
   const mp4 = fault === 'garbage' ? Buffer.from('this is not a video') : makeMp4(ms, { moovAtEnd: v.directives.moov === 'end' });
