@@ -122,6 +122,30 @@ describe('key cache', () => {
     }
   });
 
+  it('serves entries only while the newest heartbeat it heard back was sent within 3 s: late notices cannot stretch the revocation bound', async () => {
+    let skew = 0; // how far this test moves the cache's clock ahead of the real one
+    const cache = new KeyCache({ databaseUrl: inject('databaseUrl'), maxAgeMs: 60_000, log: createLogger('silent'), now: () => performance.now() + skew });
+    await cache.start();
+    try {
+      const entry = { keyId: 'key_lag', accountId: 'acct_lag', rpm: 0, tpm: 0 };
+      cache.fill('cc', entry, cache.mark());
+      expect(cache.get('cc')).toEqual(expect.objectContaining(entry));
+      // 3.1 s on without a newer heartbeat heard (as when notices are delivered late): not served,
+      // at once, not at the next heartbeat tick; nothing is filled either.
+      skew = 3_100;
+      expect(cache.usable).toBe(false);
+      expect(cache.get('cc')).toBeUndefined();
+      cache.fill('dd', entry, cache.mark());
+      expect(cache.peek('dd')).toBeUndefined();
+      // Back on time it is usable again (a newer heartbeat heard, or the listener reconnected
+      // and started empty).
+      skew = 0;
+      await expect.poll(() => cache.usable, { timeout: 5_000 }).toBe(true);
+    } finally {
+      await cache.close();
+    }
+  });
+
   it('a key revoked by hand in SQL is refused as soon as the notice arrives', async () => {
     const key = await cachedKey();
     await db().query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [key.keyId]);

@@ -2,8 +2,9 @@
 // trip at all. Safely bounded with N instances: every change to a key row is announced at commit
 // by a trigger (migration 007) on the channel `api_keys_changed`, and each instance listens on a
 // connection of its own and drops the entry, as soon as PostgreSQL delivers the notice
-// (milliseconds; longer on a saturated machine). While that connection is down, or has not
-// heard its own heartbeat notice for 3 s, the cache is off (every request asks the database),
+// (milliseconds; longer on a saturated machine). While that connection is down, or the newest
+// heartbeat notice it has heard back was sent over 3 s ago, the cache is off (every request asks
+// the database),
 // and it starts empty when the connection is back, so a notice missed in between can never
 // leave a revoked key cached. No entry outlives KEY_CACHE_MAX_AGE_MS whatever happens.
 //
@@ -29,7 +30,14 @@ export const KEY_CHANNEL = 'api_keys_changed';
 /** The listener's application_name, so operators (and tests) can find its connection. */
 export const KEY_LISTENER_APP = 'gateway-key-listener';
 const MAX_ENTRIES = 100_000;
-/** The listener notifies itself this often; a notice not back within HEARTBEAT_LOST_MS means it is not hearing. */
+/**
+ * The listener notifies itself this often, each notice carrying when it was sent. Notices arrive
+ * in commit order, so once a heartbeat sent at S is heard, every key change committed before S
+ * has been heard too. Entries are served only while the newest heartbeat heard was sent within
+ * HEARTBEAT_LOST_MS: a change is therefore never served stale for longer than that after its
+ * commit, however late notices arrive (a bound on silence alone let a 1 s check interval and a
+ * steady delivery lag stretch it).
+ */
 const HEARTBEAT_MS = 1_000;
 const HEARTBEAT_LOST_MS = 3_000;
 
@@ -49,12 +57,16 @@ export class KeyCache {
   private retry: NodeJS.Timeout | undefined;
   private heartbeat: NodeJS.Timeout | undefined;
   private readonly nonce = `ping:${process.pid}:${Math.random().toString(36).slice(2)}`;
+  /** When the newest of this listener's own heartbeats heard back was sent (or it began to listen). */
+  private heardSentAt = 0;
+  private readonly now: () => number;
   private readonly databaseUrl: string;
   private readonly maxAgeMs: number;
   private readonly log: Logger;
   private readonly lookups: ((result: string) => { inc(): void }) | undefined;
 
-  constructor(opts: { databaseUrl: string; maxAgeMs: number; log: Logger; lookups?: (result: string) => { inc(): void } }) {
+  constructor(opts: { databaseUrl: string; maxAgeMs: number; log: Logger; lookups?: (result: string) => { inc(): void }; now?: () => number }) {
+    this.now = opts.now ?? (() => performance.now());
     this.databaseUrl = opts.databaseUrl;
     this.maxAgeMs = opts.maxAgeMs;
     this.log = opts.log;
@@ -65,7 +77,6 @@ export class KeyCache {
   async start(): Promise<void> {
     const client = new pg.Client({ connectionString: this.databaseUrl, keepAlive: true, application_name: KEY_LISTENER_APP });
     this.client = client;
-    let heardAt = performance.now();
     const lost = (err?: Error) => {
       if (this.client !== client) return;
       this.client = undefined;
@@ -81,7 +92,7 @@ export class KeyCache {
     client.on('end', () => lost());
     client.on('notification', (msg) => {
       if (msg.payload?.startsWith('ping:')) {
-        if (msg.payload === this.nonce) heardAt = performance.now();
+        if (msg.payload.startsWith(`${this.nonce}@`)) this.heardSentAt = Math.max(this.heardSentAt, Number(msg.payload.slice(this.nonce.length + 1)));
         return;
       }
       if (!msg.payload) return this.reset();
@@ -102,10 +113,10 @@ export class KeyCache {
     // A connection can go quiet without an error (a half-open socket, a stalled server): the
     // listener notifies itself every second, and if its own notice stops coming back the cache
     // goes off and the listener reconnects. So a live cache has heard the channel recently.
-    heardAt = performance.now();
+    this.heardSentAt = this.now();
     this.heartbeat = setInterval(() => {
-      if (performance.now() - heardAt > HEARTBEAT_LOST_MS) return lost(new Error('the listener stopped hearing its own notices'));
-      client.query('SELECT pg_notify($1, $2)', [KEY_CHANNEL, this.nonce]).catch(() => {});
+      if (!this.fresh()) return lost(new Error('the listener stopped hearing its own notices'));
+      client.query('SELECT pg_notify($1, $2)', [KEY_CHANNEL, `${this.nonce}@${this.now()}`]).catch(() => {});
     }, HEARTBEAT_MS);
     this.heartbeat.unref();
   }
@@ -120,18 +131,22 @@ export class KeyCache {
     await c?.end().catch(() => {});
   }
 
-  /** Listening: entries are filled and served. */
+  /** Listening, and heard its own heartbeat of at most HEARTBEAT_LOST_MS ago: entries are filled and served. */
   get usable(): boolean {
-    return this.live;
+    return this.fresh();
+  }
+
+  private fresh(): boolean {
+    return this.live && this.now() - this.heardSentAt <= HEARTBEAT_LOST_MS;
   }
 
   get(keyHashHex: string): CachedKey | undefined {
-    if (!this.live) {
+    if (!this.fresh()) {
       this.lookups?.('off').inc();
       return undefined;
     }
     let e = this.entries.get(keyHashHex);
-    if (e && performance.now() - e.at > this.maxAgeMs) {
+    if (e && this.now() - e.at > this.maxAgeMs) {
       this.entries.delete(keyHashHex);
       e = undefined;
     }
@@ -141,12 +156,12 @@ export class KeyCache {
 
   /** Counts a key check made in the database outside `get` (src/billing/key-check.ts). */
   noteDatabaseLookup(): void {
-    this.lookups?.(this.live ? 'miss' : 'off').inc();
+    this.lookups?.(this.fresh() ? 'miss' : 'off').inc();
   }
 
   /** The entry, if any, without counting a lookup (for bookkeeping after the request). */
   peek(keyHashHex: string): CachedKey | undefined {
-    return this.live ? this.entries.get(keyHashHex) : undefined;
+    return this.fresh() ? this.entries.get(keyHashHex) : undefined;
   }
 
   /** Call before the lookup; pass the result to `fill`. */
@@ -155,9 +170,9 @@ export class KeyCache {
   }
 
   fill(keyHashHex: string, key: CachedKey, mark: number): void {
-    if (!this.live || this.resetAt > mark || (this.changed.get(keyHashHex) ?? 0) > mark || (this.changedIds.get(key.keyId) ?? 0) > mark) return;
+    if (!this.fresh() || this.resetAt > mark || (this.changed.get(keyHashHex) ?? 0) > mark || (this.changedIds.get(key.keyId) ?? 0) > mark) return;
     if (this.entries.size >= MAX_ENTRIES) this.entries.clear();
-    this.entries.set(keyHashHex, { ...key, at: performance.now() });
+    this.entries.set(keyHashHex, { ...key, at: this.now() });
   }
 
   /**
