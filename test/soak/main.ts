@@ -37,10 +37,23 @@ const env = {
   log: values.verbose ? (l: string) => console.log(l) : undefined,
 };
 
+// A stop signal ends the run after the current seed, through the cleanup below, so its gateways
+// and PostgreSQL server do not outlive it (a second signal exits at once).
+let stopping = false;
+for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+  process.on(signal, () => {
+    if (stopping) process.exit(130);
+    stopping = true;
+    console.log(`${signal}: stopping after this seed`);
+  });
+}
+
 let failed = 0;
+let ran = 0;
 const started = Date.now();
 try {
-  for (let seed = first; seed < first + count; seed++) {
+  for (let seed = first; seed < first + count && !stopping; seed++) {
+    ran++;
     const r = await runSeed(seed, env, steps);
     if (r.failures.length > 0) {
       failed++;
@@ -54,5 +67,5 @@ try {
   await sim.close();
   await pg.stop();
 }
-console.log(`\n${count - failed} of ${count} seeds kept every invariant (${Math.round((Date.now() - started) / 1000)} s); gateway logs in ${dir}`);
-process.exit(failed > 0 ? 1 : 0);
+console.log(`\n${ran - failed} of ${ran} seeds kept every invariant (${Math.round((Date.now() - started) / 1000)} s); gateway logs in ${dir}`);
+process.exit(failed > 0 ? 1 : stopping ? 130 : 0);
