@@ -9,6 +9,7 @@ import { dearestInputPrice, PRICED_TIERS, variantPrices, WEB_SEARCH_FEE, type To
 import type { PricedQuantity } from '../billing/money.ts';
 import { utf8Length } from './tokens.ts';
 import { NOTHING_SHARED, operatorObjectRefusal, type SharedKind, type WireFormat } from '../tenancy/operator-objects.ts';
+import { walk } from './json-walk.ts';
 
 type Json = Record<string, unknown>;
 
@@ -235,23 +236,4 @@ function unseenResponsesInput(body: Json): string | undefined {
     if (o.type === 'input_image' && (o.file_id != null || isUrl(o.image_url))) found ??= 'an input image by URL or file id';
   });
   return found;
-}
-
-/**
- * Calls `visit` on every object inside `root`, however deep (iteratively: bodies were already
- * checked for depth by the engine). Keys are what JSON.parse made of the body, so escapes in
- * the caller's bytes cannot hide anything from it.
- */
-function walk(root: unknown, visit: (o: Json) => void): void {
-  const stack: unknown[] = [root];
-  while (stack.length > 0) {
-    const v = stack.pop();
-    if (v === null || typeof v !== 'object') continue;
-    if (Array.isArray(v)) {
-      for (const x of v) stack.push(x);
-      continue;
-    }
-    visit(v as Json);
-    for (const x of Object.values(v)) if (x !== null && typeof x === 'object') stack.push(x);
-  }
 }

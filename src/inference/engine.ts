@@ -332,39 +332,9 @@ export class Engine {
       this.metrics.holdsOpen.dec();
     }
     const cost = costNano ?? usageCostNano(plan.model, usage);
-    if (plan.lease) {
-      const lease = plan.lease;
-      plan.lease = undefined;
-      this.inFlight--;
-      this.metrics.holdsOpen.dec();
-      const charged = this.leases!.settle(
-        lease,
-        {
-          requestId: plan.requestId,
-          keyId: plan.keyId!,
-          model: plan.model.id,
-          requestedModel: requestedModel(plan),
-          route: plan.route,
-          inputTokens: usage.inputTokens,
-          outputTokens: usage.outputTokens,
-          cachedTokens: usage.cachedTokens,
-          cacheWriteTokens: usage.cacheWriteTokens,
-          usageEstimated: usage.estimated,
-          status,
-          httpStatus,
-          latencyMs: Math.round(performance.now() - plan.startedAt),
-          units: usage.units ?? 0n,
-          unit: usage.unit ?? '',
-        },
-        cost,
-      );
-      if (charged > 0n) this.metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(charged));
-      if (plan.keyHash) this.limiter.addTokens(plan.keyHash, usage.inputTokens + usage.outputTokens);
-      return { requestId: plan.requestId, costNano: charged, usage };
-    }
-    const r = await this.ledger.settle({
+    // The usage row, the same whether it is written from a lease batch or by the hold's settle.
+    const row = {
       requestId: plan.requestId,
-      costNano: cost,
       model: plan.model.id,
       requestedModel: requestedModel(plan),
       route: plan.route,
@@ -373,12 +343,23 @@ export class Engine {
       cachedTokens: usage.cachedTokens,
       cacheWriteTokens: usage.cacheWriteTokens,
       usageEstimated: usage.estimated,
-      units: usage.units,
-      unit: usage.unit,
+      units: usage.units ?? 0n,
+      unit: usage.unit ?? '',
       status,
       httpStatus,
       latencyMs: Math.round(performance.now() - plan.startedAt),
-    });
+    };
+    if (plan.lease) {
+      const lease = plan.lease;
+      plan.lease = undefined;
+      this.inFlight--;
+      this.metrics.holdsOpen.dec();
+      const charged = this.leases!.settle(lease, { ...row, keyId: plan.keyId! }, cost);
+      if (charged > 0n) this.metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(charged));
+      if (plan.keyHash) this.limiter.addTokens(plan.keyHash, usage.inputTokens + usage.outputTokens);
+      return { requestId: plan.requestId, costNano: charged, usage };
+    }
+    const r = await this.ledger.settle({ ...row, costNano: cost });
     if (r.firstSettle && r.chargedNano > 0n) this.metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(r.chargedNano));
     if (plan.keyHash && r.firstSettle) this.limiter.addTokens(plan.keyHash, usage.inputTokens + usage.outputTokens);
     return { requestId: plan.requestId, costNano: r.chargedNano, usage };

@@ -6,6 +6,7 @@
 // (SHARED_PROVIDER_OBJECTS). bill-policy.ts asks here first, so one place refuses a request's
 // fields; a kind that is shared can still be refused there for billing (containers, vector stores).
 import type { Refusal } from '../inference/bill-policy.ts';
+import { walk } from '../inference/json-walk.ts';
 
 export const SHARED_KINDS = ['conversation', 'prompt', 'file', 'vector_store', 'container', 'skill'] as const;
 export type SharedKind = (typeof SHARED_KINDS)[number];
@@ -115,19 +116,4 @@ function toolObjects(o: Json, add: (kind: SharedKind, id: unknown) => void): voi
   if (o.container_id != null) add('container', o.container_id);
   if (nonEmptyList(o.file_ids)) add('file', (o.file_ids as unknown[])[0]);
   if (o.skill_id != null && o.type !== 'anthropic') add('skill', o.skill_id);
-}
-
-/** Calls `visit` on every object inside `root`, iteratively (bodies were checked for depth by the engine). */
-function walk(root: unknown, visit: (o: Json) => void): void {
-  const stack: unknown[] = [root];
-  while (stack.length > 0) {
-    const v = stack.pop();
-    if (v === null || typeof v !== 'object') continue;
-    if (Array.isArray(v)) {
-      for (const x of v) stack.push(x);
-      continue;
-    }
-    visit(v as Json);
-    for (const x of Object.values(v)) if (x !== null && typeof x === 'object') stack.push(x);
-  }
 }

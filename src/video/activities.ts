@@ -6,7 +6,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import type { Metrics } from '../log/metrics.ts';
 import type { Config, ProviderConfig, ProviderName } from '../config/config.ts';
-import type { Ledger } from '../billing/ledger.ts';
+import type { Ledger, SettleInput, SettleResult } from '../billing/ledger.ts';
 import { costNano } from '../billing/money.ts';
 import { FAILURE, type VideoActivities } from '../../workflows/video-types.ts';
 import type { VideoJobs } from './jobs.ts';
@@ -15,6 +15,11 @@ import { videoKey, type VideoStore } from './store.ts';
 import type { VideoUpstream } from './upstream.ts';
 
 export const VIDEO_ROUTE = '/v1/videos';
+
+/** Settles a video request at zero: its whole hold goes back, and its usage row says why. */
+export function releaseVideoHold(ledger: Ledger, r: Pick<SettleInput, 'requestId' | 'model' | 'status' | 'httpStatus' | 'latencyMs' | 'units' | 'unit'>): Promise<SettleResult> {
+  return ledger.settle({ ...r, costNano: 0n, route: VIDEO_ROUTE, inputTokens: 0n, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n, usageEstimated: false });
+}
 
 export interface ActivityDeps {
   config: Config;
@@ -138,16 +143,9 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
     },
 
     async releaseHold(a) {
-      await deps.ledger.settle({
+      await releaseVideoHold(deps.ledger, {
         requestId: a.requestId,
-        costNano: 0n,
         model: a.model,
-        route: VIDEO_ROUTE,
-        inputTokens: 0n,
-        outputTokens: 0n,
-        cachedTokens: 0n,
-        cacheWriteTokens: 0n,
-        usageEstimated: false,
         units: 0n,
         unit: 'video_ms',
         status: a.reason,

@@ -27,7 +27,7 @@ import {
   type VideoCreation,
   type VideoJobInput,
 } from '../../workflows/video-types.ts';
-import { VIDEO_ROUTE } from './activities.ts';
+import { releaseVideoHold, VIDEO_ROUTE } from './activities.ts';
 import type { VideoJobRow } from './jobs.ts';
 import type { VideoRuntime } from './runtime.ts';
 import { failureHttpStatus, FORM_ERROR_FIELD, VIDEO_SECONDS, VIDEO_SIZES } from './wire.ts';
@@ -128,20 +128,7 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
     if (status === 'RUNNING' || status === 'CONTINUED_AS_NEW') return row;
     if (status === 'TERMINATED' || status === 'TIMED_OUT' || status === 'LOST') {
       const reason = status === 'LOST' ? 'job_lost' : status.toLowerCase();
-      await ledger.settle({
-        requestId: row.requestId,
-        costNano: 0n,
-        model: row.model,
-        route: VIDEO_ROUTE,
-        inputTokens: 0n,
-        outputTokens: 0n,
-        cachedTokens: 0n,
-        cacheWriteTokens: 0n,
-        usageEstimated: false,
-        status: reason,
-        httpStatus: 502,
-        latencyMs: 0,
-      });
+      await releaseVideoHold(ledger, { requestId: row.requestId, model: row.model, status: reason, httpStatus: 502, latencyMs: 0 });
       await jobs.recordOutcome({
         jobId: row.id,
         status: 'failed',
@@ -312,21 +299,7 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
         throw err;
       }
 
-      const release = (status: string) =>
-        ledger.settle({
-          requestId,
-          costNano: 0n,
-          model: model.id,
-          route: VIDEO_ROUTE,
-          inputTokens: 0n,
-          outputTokens: 0n,
-          cachedTokens: 0n,
-          cacheWriteTokens: 0n,
-          usageEstimated: false,
-          status,
-          httpStatus: 503,
-          latencyMs: 0,
-        });
+      const release = (status: string) => releaseVideoHold(ledger, { requestId, model: model.id, status, httpStatus: 503, latencyMs: 0 });
       const keyPrefix = visiblePrefix(apiKey);
       const workflowInput: VideoJobInput = {
         jobId,
