@@ -16,9 +16,10 @@ export interface GatewayProcess {
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 
-export async function startGatewayProcess(opts: { env: Record<string, string>; logFile: string; command?: string[] }): Promise<GatewayProcess> {
+export async function startGatewayProcess(opts: { env: Record<string, string>; logFile: string; command?: string[] }, attempt = 1): Promise<GatewayProcess> {
   const port = Number(opts.env.PORT) || (await freePort());
   const grpcPort = Number(opts.env.GRPC_PORT) || (await freePort());
+  const logStart = fs.existsSync(opts.logFile) ? fs.statSync(opts.logFile).size : 0;
   const log = fs.openSync(opts.logFile, 'a');
   const [cmd, ...args] = opts.command ?? [process.execPath, 'src/main.ts'];
   const child = spawn(cmd!, args, {
@@ -43,7 +44,13 @@ export async function startGatewayProcess(opts: { env: Record<string, string>; l
   const httpUrl = `http://127.0.0.1:${port}`;
   const deadline = Date.now() + 60_000;
   for (;;) {
-    if (child.exitCode !== null) throw new Error(`gateway exited with ${child.exitCode}; log: ${fs.readFileSync(opts.logFile, 'utf8').slice(-3000)}`);
+    if (child.exitCode !== null) {
+      // A free port found here can be taken by another process before the gateway binds it:
+      // ports this function chose are chosen again.
+      const ownPorts = !Number(opts.env.PORT) || !Number(opts.env.GRPC_PORT);
+      if (ownPorts && attempt < 3 && fs.readFileSync(opts.logFile, 'utf8').slice(logStart).includes('EADDRINUSE')) return startGatewayProcess(opts, attempt + 1);
+      throw new Error(`gateway exited with ${child.exitCode}; log: ${fs.readFileSync(opts.logFile, 'utf8').slice(-3000)}`);
+    }
     try {
       const r = await fetch(`${httpUrl}/readyz`);
       if (r.ok) break;
