@@ -2,7 +2,7 @@
 // upstream do not share an event loop. Prints its URL on stdout.
 import { startSimulator } from '../test/upstream/simulator.ts';
 
-const sim = await startSimulator({ apiKey: process.env.SIM_API_KEY });
+const sim = await startSimulator({ apiKey: process.env.SIM_API_KEY, record: false });
 process.stdout.write(`${sim.url}\n`);
 process.on('SIGTERM', () => {
   sim.close().finally(() => process.exit(0));

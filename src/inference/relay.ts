@@ -10,7 +10,7 @@ import type { TokenUsage } from '../billing/pricing.ts';
 import { gatewayError } from '../rpc/errors.ts';
 import type { ChargeInfo, Engine, OutEvent, Plan, StreamEvent, StreamProcessor } from './engine.ts';
 import { chargeField, zeroUsage } from './engine.ts';
-import { readSse } from './sse.ts';
+import { SseParser } from './sse.ts';
 import { isAbort, upstreamFailure, type UpstreamResponse } from './upstream.ts';
 
 export interface RelayOptions {
@@ -177,46 +177,50 @@ export class StreamRun {
         return fail(await engine.upstreamError(plan, res, { settle: false }));
       }
 
-      const events = readSse(res.body)[Symbol.asyncIterator]();
+      // A network read's events are handled in one pass; backpressure is checked per read.
+      const body = res.body[Symbol.asyncIterator]();
+      const parser = new SseParser();
       try {
-        for (;;) {
+        reading: for (;;) {
           await this.roomForMore();
-          const next = await events.next();
-          if (next.done) break;
-          const r = p.step(next.value);
-          if (r.usage) usage = r.usage;
-          if (r.error) {
-            outcome = 'upstream_stream_error';
-            if (this.abandoned) return;
-            if (!started) {
-              httpStatus = 502;
-              return fail(gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_stream_error', message: r.error.message, requestId: plan.requestId }));
+          const read = await body.next();
+          for (const ev of read.done ? parser.end() : parser.push(read.value as Uint8Array)) {
+            const r = p.step(ev);
+            if (r.usage) usage = r.usage;
+            if (r.error) {
+              outcome = 'upstream_stream_error';
+              if (this.abandoned) return;
+              if (!started) {
+                httpStatus = 502;
+                return fail(gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_stream_error', message: r.error.message, requestId: plan.requestId }));
+              }
+              this.emit({ kind: 'error', ...(r.error.event ? { event: r.error.event } : {}), json: r.error.json });
+              return;
             }
-            this.emit({ kind: 'error', ...(r.error.event ? { event: r.error.event } : {}), json: r.error.json });
-            return;
-          }
-          if (p.deliveredText().length > 0) sawContent = true;
-          if (r.finalUsage && usage && !charge) {
-            charge = this.abandoned ? await engine.settle(plan, { ...usage, estimated: false }, 'client_closed', 499) : await engine.settle(plan, { ...usage, estimated: false }, 'ok', 200);
-          }
-          if (this.abandoned) {
-            if (charge) return; // the usage is in: nothing more to read
-            continue;
-          }
-          for (const e of r.out ?? []) {
-            if (e.needsCharge && !charge) {
-              waiting.push(e);
+            if (p.deliveredText().length > 0) sawContent = true;
+            if (r.finalUsage && usage && !charge) {
+              charge = this.abandoned ? await engine.settle(plan, { ...usage, estimated: false }, 'client_closed', 499) : await engine.settle(plan, { ...usage, estimated: false }, 'ok', 200);
+            }
+            if (this.abandoned) {
+              if (charge) return; // the usage is in: nothing more to read
               continue;
             }
-            if (e.needsCharge && charge) stamp([e], charge);
-            start();
-            this.emit(out(e));
+            for (const e of r.out ?? []) {
+              if (e.needsCharge && !charge) {
+                waiting.push(e);
+                continue;
+              }
+              if (e.needsCharge && charge) stamp([e], charge);
+              start();
+              this.emit(out(e));
+            }
+            if (charge && waiting.length) {
+              stamp(waiting, charge);
+              for (const e of waiting.splice(0)) this.emit(out(e));
+            }
+            if (r.done) break reading;
           }
-          if (charge && waiting.length) {
-            stamp(waiting, charge);
-            for (const e of waiting.splice(0)) this.emit(out(e));
-          }
-          if (r.done) break;
+          if (read.done) break;
         }
       } catch (err) {
         if (err instanceof ConnectError) throw err;

@@ -1,32 +1,51 @@
-// Minimal server-sent-events reader: yields each event's data (multi-line data joined by
-// "\n") and its event name. Bytes are decoded as a stream so UTF-8 split across chunks survives.
+// Minimal server-sent-events reader: each event's data (multi-line data joined by "\n") and its
+// event name. Bytes are decoded as a stream so UTF-8 split across chunks survives.
 
 export interface SseEvent {
   event: string;
   data: string;
 }
 
-export async function* readSse(body: AsyncIterable<Uint8Array | string>): AsyncGenerator<SseEvent> {
-  const decoder = new TextDecoder();
-  let buf = '';
-  for await (const chunk of body) {
-    buf += typeof chunk === 'string' ? chunk : decoder.decode(chunk, { stream: true });
-    let sep: number;
-    while ((sep = boundary(buf)) !== -1) {
-      const raw = buf.slice(0, sep);
-      buf = buf.slice(buf.startsWith('\r\n', sep) ? sep + 4 : sep + 2);
-      const ev = parseEvent(raw);
-      if (ev) yield ev;
+/**
+ * Push parser: `push` takes the bytes as they arrive and returns the events they complete, all
+ * at once (the relay handles a network read's events in one step, not one promise per event).
+ */
+export class SseParser {
+  private readonly decoder = new TextDecoder();
+  private buf = '';
+
+  push(chunk: Uint8Array | string): SseEvent[] {
+    this.buf += typeof chunk === 'string' ? chunk : this.decoder.decode(chunk, { stream: true });
+    const out: SseEvent[] = [];
+    let from = 0;
+    for (;;) {
+      const sep = boundary(this.buf, from);
+      if (sep === -1) break;
+      const ev = parseEvent(this.buf.slice(from, sep));
+      if (ev) out.push(ev);
+      from = this.buf.startsWith('\r\n', sep) ? sep + 4 : sep + 2;
     }
+    if (from > 0) this.buf = this.buf.slice(from);
+    return out;
   }
-  buf += decoder.decode();
-  const last = parseEvent(buf);
-  if (last) yield last;
+
+  /** The body ended: the last event, if it had no blank line after it. */
+  end(): SseEvent[] {
+    const last = parseEvent(this.buf + this.decoder.decode());
+    this.buf = '';
+    return last ? [last] : [];
+  }
 }
 
-function boundary(buf: string): number {
-  const a = buf.indexOf('\n\n');
-  const b = buf.indexOf('\r\n\r\n');
+export async function* readSse(body: AsyncIterable<Uint8Array | string>): AsyncGenerator<SseEvent> {
+  const parser = new SseParser();
+  for await (const chunk of body) yield* parser.push(chunk);
+  yield* parser.end();
+}
+
+function boundary(buf: string, from: number): number {
+  const a = buf.indexOf('\n\n', from);
+  const b = buf.indexOf('\r\n\r\n', from);
   if (a === -1) return b;
   if (b === -1) return a;
   return Math.min(a, b);

@@ -86,7 +86,7 @@ export function directTransport(s: Services, log?: Logger): Transport {
         first = m;
         break;
       }
-      const ctx = contextFor(method, signal, timeoutMs, header, contextValues);
+      const ctx = timeoutMs !== undefined ? contextFor(method, signal, timeoutMs, header, contextValues) : new StreamContext(method, signal, header, contextValues ?? createContextValues());
       const req = message(method.input, first ?? {});
       let outputs: AsyncIterable<unknown>;
       try {
@@ -128,6 +128,61 @@ export function directTransport(s: Services, log?: Logger): Transport {
 }
 
 const NEVER_ABORTED = new AbortController().signal;
+
+/**
+ * A stream's context without a deadline: its own abort controller, which the caller's signal
+ * aborts, and the caller's headers as they are. createHandlerContext would copy the headers into
+ * a new Headers, make a deadline and link three signals: ~2% of the gateway's CPU on streams.
+ */
+class StreamContext implements HandlerContext {
+  readonly service: DescService;
+  readonly method: DescMethod;
+  readonly requestMethod = 'POST';
+  readonly protocolName = 'in-process';
+  readonly url: string;
+  readonly requestHeader: Headers;
+  readonly values: ContextValues;
+  private readonly controller = new AbortController();
+  private readonly callerSignal: AbortSignal | undefined;
+  private readonly onCallerAbort: (() => void) | undefined;
+  private header?: Headers;
+  private trailer?: Headers;
+
+  constructor(method: DescMethod, callerSignal: AbortSignal | undefined, header: ConstructorParameters<typeof Headers>[0], values: ContextValues) {
+    this.service = method.parent;
+    this.method = method;
+    this.url = `/${method.parent.typeName}/${method.name}`;
+    this.requestHeader = header instanceof Headers ? header : new Headers(header);
+    this.values = values;
+    if (callerSignal?.aborted) this.controller.abort(callerSignal.reason);
+    else if (callerSignal) {
+      this.callerSignal = callerSignal;
+      this.onCallerAbort = () => this.abort(callerSignal.reason);
+      callerSignal.addEventListener('abort', this.onCallerAbort, { once: true });
+    }
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  timeoutMs(): number | undefined {
+    return undefined;
+  }
+
+  get responseHeader(): Headers {
+    return (this.header ??= new Headers());
+  }
+
+  get responseTrailer(): Headers {
+    return (this.trailer ??= new Headers());
+  }
+
+  abort(reason?: unknown): void {
+    if (this.onCallerAbort) this.callerSignal!.removeEventListener('abort', this.onCallerAbort);
+    if (!this.controller.signal.aborted) this.controller.abort(reason);
+  }
+}
 
 class UnaryContext implements HandlerContext {
   readonly service: DescService;

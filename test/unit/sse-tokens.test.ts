@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { readSse } from '../../src/inference/sse.ts';
+import { readSse, SseParser } from '../../src/inference/sse.ts';
 import { countInputTokens, inputTokensUpperBound } from '../../src/inference/tokens.ts';
 
 async function collect(chunks: (string | Uint8Array)[]) {
@@ -26,6 +26,19 @@ describe('sse reader', () => {
 
   it('yields a last event that has no trailing blank line', async () => {
     expect(await collect(['data: x'])).toEqual([{ event: 'message', data: 'x' }]);
+  });
+
+  it('hands over every event a read completes at once, and keeps an unfinished one for the next read', () => {
+    const p = new SseParser();
+    expect(p.push('data: 1\n\ndata: 2\r\n\r\nevent: e\ndata: 3\n\ndata: 4')).toEqual([
+      { event: 'message', data: '1' },
+      { event: 'message', data: '2' },
+      { event: 'e', data: '3' },
+    ]);
+    expect(p.push('\n')).toEqual([]);
+    expect(p.push('\ndata: 5\n')).toEqual([{ event: 'message', data: '4' }]);
+    expect(p.end()).toEqual([{ event: 'message', data: '5' }]);
+    expect(p.end()).toEqual([]);
   });
 });
 

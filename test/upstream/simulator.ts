@@ -77,7 +77,8 @@ function openAIError(res: http.ServerResponse, status: number, message: string, 
   res.end(body);
 }
 
-export async function startSimulator(opts: { port?: number; host?: string; apiKey?: string } = {}): Promise<Simulator> {
+/** `record: false` keeps no request log (the bench: 10,000 kept requests cost every later target memory and GC). */
+export async function startSimulator(opts: { port?: number; host?: string; apiKey?: string; record?: boolean } = {}): Promise<Simulator> {
   const requests: RecordedRequest[] = [];
   const failCounts = new Map<string, number>();
   const sockets = new Set<Socket>();
@@ -131,7 +132,7 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     const reported = (usage: unknown) => {
       recorded.usage = usage;
     };
-    if (/^\/(v1|cohere|bfl)\//.test(url.pathname)) {
+    if (opts.record !== false && /^\/(v1|cohere|bfl)\//.test(url.pathname)) {
       requests.push(recorded);
       if (requests.length > MAX_RECORDED) requests.splice(0, requests.length - MAX_RECORDED);
     }
