@@ -13,6 +13,7 @@ import { registerModelRoutes } from './model-routes.ts';
 import { registerMediaRoutes } from './media-routes.ts';
 import { registerVideoRoutes } from './video-routes.ts';
 import { writeChunk } from './write.ts';
+import { asksForStream } from './stream-flag.ts';
 import { serverStream } from '../rpc/server-stream.ts';
 import { callHeaders, drainThenCut, registerAccess, shapeOf, stampKeyedAnswer, unknownRoute } from './access.ts';
 import { bearerMatches } from '../config/bearer.ts';
@@ -119,19 +120,19 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   registerModelRoutes(app, catalogue);
 
   app.post('/v1/chat/completions', (req, reply) =>
-    wantsStream(req.body as Buffer)
+    asksForStream(req.body as Buffer)
       ? relayStream(req, reply, 'openai', (body, opts) => serverStream(deps.transport, InferenceService.method.streamChatCompletion, { body, requestId: req.id }, opts))
       : relayUnary(req, reply, 'openai', (body, opts) => inference.chatCompletion({ body, requestId: req.id }, opts)),
   );
   app.post('/v1/messages', (req, reply) =>
-    wantsStream(req.body as Buffer)
+    asksForStream(req.body as Buffer)
       ? relayStream(req, reply, 'anthropic', (body, opts) => serverStream(deps.transport, InferenceService.method.streamMessage, { body, requestId: req.id }, opts))
       : relayUnary(req, reply, 'anthropic', (body, opts) => inference.createMessage({ body, requestId: req.id }, opts)),
   );
   app.post('/v1/messages/count_tokens', (req, reply) => relayUnary(req, reply, 'anthropic', (body, opts) => inference.countMessageTokens({ body, requestId: req.id }, opts)));
 
   app.post('/v1/responses', (req, reply) =>
-    wantsStream(req.body as Buffer)
+    asksForStream(req.body as Buffer)
       ? relayStream(req, reply, 'openai-events', (body, opts) => serverStream(deps.transport, InferenceService.method.streamResponse, { body, requestId: req.id }, opts))
       : relayUnary(req, reply, 'openai', (body, opts) => inference.createResponse({ body, requestId: req.id }, opts)),
   );
@@ -267,16 +268,6 @@ class LazyChild {
   }
   child(bindings: Bindings, opts?: ChildLoggerOptions) {
     return this.log.child(bindings, opts);
-  }
-}
-
-/** Only a parsable body with "stream": true takes the streaming RPC; all else the unary one, which reports what is wrong. */
-function wantsStream(body: Buffer | undefined): boolean {
-  if (!body || body.length === 0 || body.indexOf('"stream"') === -1) return false;
-  try {
-    return (JSON.parse(body.toString('utf8')) as { stream?: unknown })?.stream === true;
-  } catch {
-    return false;
   }
 }
 

@@ -162,11 +162,12 @@ export class ChatService {
       for (const f of fields) out[f] = Number(held.loweredOutputCap);
       changed = true;
     }
-    if (streamRoute && !clientWantsUsage) {
-      out.stream_options = { ...streamOptions, include_usage: true };
-      changed = true;
-    }
-    return { plan, upstreamBody: changed ? JSON.stringify(out) : raw, clientWantsUsage, viaMessages: false };
+    const askUsage = streamRoute && !clientWantsUsage;
+    if (askUsage && (changed || body.stream_options !== undefined)) out.stream_options = { ...streamOptions, include_usage: true };
+    if (changed) return { plan, upstreamBody: JSON.stringify(out), clientWantsUsage, viaMessages: false };
+    // Usage asked for in front of the caller's bytes: no re-encoding of a large body per stream.
+    if (askUsage && body.stream_options === undefined) return { plan, upstreamBody: withLeadingMember(raw, '"stream_options":{"include_usage":true}'), clientWantsUsage, viaMessages: false };
+    return { plan, upstreamBody: askUsage ? JSON.stringify(out) : raw, clientWantsUsage, viaMessages: false };
   }
 
   /** A chat model this route can serve now, or the 400 that says why not. */
@@ -178,6 +179,20 @@ export class ChatService {
     if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) }));
     return model;
   }
+}
+
+/**
+ * `raw` (a JSON object with at least one member: engine.parse accepted it, and it has a model)
+ * with `member` put first; the caller's bytes after it untouched.
+ */
+export function withLeadingMember(raw: Uint8Array, member: string): Uint8Array {
+  let i = 0;
+  while (raw[i] === 0x20 || raw[i] === 0x0a || raw[i] === 0x0d || raw[i] === 0x09) i++;
+  const head = encoder.encode(`{${member},`);
+  const out = new Uint8Array(head.length + raw.length - i - 1);
+  out.set(head, 0);
+  out.set(raw.subarray(i + 1), head.length);
+  return out;
 }
 
 /** A policy refusal as the route's 400. */
