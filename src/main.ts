@@ -30,6 +30,8 @@ try {
   } catch (err) {
     log.warn({ err }, `could not write ${config.dataDir}/gateway.json; the operator CLI needs GATEWAY_RPC_URL or GRPC_PORT to find this gateway`);
   }
+  // The startup lines reach the log now (it is otherwise written in batches, up to 100 ms late).
+  log.flush();
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

@@ -829,6 +829,8 @@ describe('video jobs survive crashes', () => {
     expect(charged.holds).toBe(1); // the chat completion's, settled
     expect(charged.charges).toBe(1);
     expect((await balanceOf(k.accountId)).held).toBe(0n);
+    // The log is written in batches (up to 100 ms late): read it once the line is there.
+    await expect.poll(() => fs.readFileSync(gw.logFile, 'utf8').includes('video jobs are disabled'), { timeout: 5_000 }).toBe(true);
     const log = fs.readFileSync(gw.logFile, 'utf8');
     expect(log.match(/video jobs are disabled/g)).toHaveLength(1);
     // The operator's log has the details the API client is not told.
