@@ -356,7 +356,15 @@ interface Diagnose {
 let SIM_URL = '';
 let WRK = '';
 
-async function gatewayTarget(name: string, database: () => Promise<{ env: Record<string, string>; open: () => Promise<Db>; stop: () => Promise<void> }>, diag: Diagnose | undefined): Promise<Running> {
+/** A gateway target's database: its env, how to open it afterwards, and its server's processes when the gateway starts them (counted as the target's CPU). */
+interface TargetDatabase {
+  env: Record<string, string>;
+  open: () => Promise<Db>;
+  stop: () => Promise<void>;
+  pids?: () => number[];
+}
+
+async function gatewayTarget(name: string, database: () => Promise<TargetDatabase>, diag: Diagnose | undefined): Promise<Running> {
   const db = await database();
   const port = await freePort();
   const grpcPort = await freePort();
@@ -383,12 +391,13 @@ async function gatewayTarget(name: string, database: () => Promise<{ env: Record
     },
   });
   await waitHttp(`http://127.0.0.1:${port}/readyz`, 120, (s) => s === 200);
+  if (NICE) for (const pid of db.pids?.() ?? []) spawnSync('renice', ['-n', String(NICE), '-p', String(pid)]);
   const billing = createClient(BillingService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${grpcPort}` }));
   const created = await billing.createKey({ creditsNano: OPENING_NANO, label: 'bench' });
   return {
     url: `http://127.0.0.1:${port}`,
     headers: { Authorization: `Bearer ${created.apiKey}` },
-    pids: () => [child.pid!],
+    pids: () => [child.pid!, ...(db.pids?.() ?? [])],
     nodePid: child.pid!,
     stop: () => stopChild(child),
     async check() {
@@ -463,6 +472,12 @@ const TARGETS: TargetDef[] = [
           let server: EmbeddedPostgres | undefined;
           return {
             env: { DATA_DIR: dataDir },
+            // The server the gateway started (as root it runs as another user, so it is no child
+            // of the gateway's): its postmaster names the cluster folder; backends are its children.
+            pids: () => {
+              const out = spawnSync('pgrep', ['-f', '--', path.join(dataDir, 'postgres')], { encoding: 'utf8' }).stdout.trim();
+              return out ? [...new Set(out.split('\n').flatMap((p) => treeOf(Number(p))))] : [];
+            },
             open: async () => {
               server = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'postgres'), durable: true, database: 'gateway' });
               return openDb({ databaseUrl: server.url, poolMax: 1 });

@@ -8,11 +8,15 @@ const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
 const COLON = 0x3a;
 
-/** JSON.parse(body).stream === true, for a body that parses; for one that does not, either answer (the service reports the error on both routes). */
+/**
+ * JSON.parse(body).stream === true, for a body that parses and has the word "stream" unescaped
+ * somewhere; for one that does not parse, either answer (the service reports the error on both
+ * routes).
+ */
 export function asksForStream(body: Buffer | undefined): boolean {
-  if (!body || body.length === 0) return false;
-  // Neither the word nor an escape that could spell it: the old fast answer.
-  if (body.indexOf('"stream"') === -1 && body.indexOf('\\u') === -1) return false;
+  // Without the word, no scan. (A key spelled with escapes only, "str\u0065am", is then not seen:
+  // the unary route's service parses it and answers 400, naming the streaming route.)
+  if (!body || body.length === 0 || body.indexOf('"stream"') === -1) return false;
   let depth = 0;
   let last: boolean | undefined; // JSON.parse keeps the last of duplicate keys
   for (let i = 0; i < body.length; i++) {

@@ -31,8 +31,8 @@ describe('asksForStream: "stream": true at the top level, without parsing the bo
     // Duplicate keys: the last one counts, as in JSON.parse.
     ['{"stream":true,"stream":false}', false],
     ['{"stream":false,"stream":true}', true],
-    // Keys written with escapes are judged by JSON.parse.
-    ['{"str\\u0065am":true}', true],
+    // Keys written with escapes are judged by JSON.parse, once the word appears unescaped.
+    ['{"str\\u0065am":true,"note":"stream"}', true],
     ['{"str\\u0065am":false,"stream":true}', true],
     ['{"stream":true,"str\\u0065am":false}', false],
     // A value that is an object or array at the top level, then the flag.
@@ -46,7 +46,8 @@ describe('asksForStream: "stream": true at the top level, without parsing the bo
     });
   }
 
-  it('answers false for empty and missing bodies, and for bodies without the word', () => {
+  it('answers false for empty and missing bodies, and for bodies without the word (even spelled with escapes)', () => {
+    expect(asksForStream(Buffer.from('{"str\\u0065am":true}'))).toBe(false);
     expect(asksForStream(undefined)).toBe(false);
     expect(asksForStream(Buffer.alloc(0))).toBe(false);
     expect(asksForStream(Buffer.from('not json at all'))).toBe(false);
