@@ -391,6 +391,7 @@ async function gatewayTarget(name: string, database: () => Promise<TargetDatabas
     },
   });
   await waitHttp(`http://127.0.0.1:${port}/readyz`, 120, (s) => s === 200);
+  // The database server's processes run at the measured processes' nice level too (later backends inherit it).
   if (NICE) for (const pid of db.pids?.() ?? []) spawnSync('renice', ['-n', String(NICE), '-p', String(pid)]);
   const billing = createClient(BillingService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${grpcPort}` }));
   const created = await billing.createKey({ creditsNano: OPENING_NANO, label: 'bench' });
@@ -474,10 +475,7 @@ const TARGETS: TargetDef[] = [
             env: { DATA_DIR: dataDir },
             // The server the gateway started (as root it runs as another user, so it is no child
             // of the gateway's): its postmaster names the cluster folder; backends are its children.
-            pids: () => {
-              const out = spawnSync('pgrep', ['-f', '--', path.join(dataDir, 'postgres')], { encoding: 'utf8' }).stdout.trim();
-              return out ? [...new Set(out.split('\n').flatMap((p) => treeOf(Number(p))))] : [];
-            },
+            pids: () => processTreesMatching(path.join(dataDir, 'postgres')),
             open: async () => {
               server = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'postgres'), durable: true, database: 'gateway' });
               return openDb({ databaseUrl: server.url, poolMax: 1 });
@@ -498,11 +496,11 @@ const TARGETS: TargetDef[] = [
         'gateway-postgres',
         async () => {
           pgServer = await startPostgres();
-          if (NICE) for (const pid of pgProcesses()) spawnSync('renice', ['-n', String(NICE), '-p', String(pid)]); // its backends inherit it
           await createDatabase(pgServer.url(), 'bench');
           const url = pgServer.url('bench');
           return {
             env: { DATABASE_URL: url },
+            pids: pgProcesses,
             open: () => openDb({ databaseUrl: url, poolMax: 1 }),
             stop: async () => {
               await pgServer?.stop();
@@ -511,7 +509,7 @@ const TARGETS: TargetDef[] = [
           };
         },
         diag,
-      ).then((r) => ({ ...r, pids: () => [...r.pids(), ...(pgServer ? pgProcesses() : [])] })),
+      ),
   },
   {
     name: 'portkey',
@@ -564,8 +562,12 @@ let SIM_PID = 0;
 
 function pgProcesses(): number[] {
   // The postmaster runs under runuser as root; its backends are its children.
-  if (!pgServer) return [];
-  const out = spawnSync('pgrep', ['-f', '--', `-p ${pgServer.port} `], { encoding: 'utf8' }).stdout.trim();
+  return pgServer ? processTreesMatching(`-p ${pgServer.port} `) : [];
+}
+
+/** The processes whose command line contains `pattern`, with all their descendants. */
+function processTreesMatching(pattern: string): number[] {
+  const out = spawnSync('pgrep', ['-f', '--', pattern], { encoding: 'utf8' }).stdout.trim();
   return out ? [...new Set(out.split('\n').flatMap((p) => treeOf(Number(p))))] : [];
 }
 

@@ -162,12 +162,14 @@ export class ChatService {
       for (const f of fields) out[f] = Number(held.loweredOutputCap);
       changed = true;
     }
-    const askUsage = streamRoute && !clientWantsUsage;
-    if (askUsage && (changed || body.stream_options !== undefined)) out.stream_options = { ...streamOptions, include_usage: true };
-    if (changed) return { plan, upstreamBody: JSON.stringify(out), clientWantsUsage, viaMessages: false };
-    // Usage asked for in front of the caller's bytes: no re-encoding of a large body per stream.
-    if (askUsage && body.stream_options === undefined) return { plan, upstreamBody: withLeadingMember(raw, '"stream_options":{"include_usage":true}'), clientWantsUsage, viaMessages: false };
-    return { plan, upstreamBody: askUsage ? JSON.stringify(out) : raw, clientWantsUsage, viaMessages: false };
+    if (streamRoute && !clientWantsUsage) {
+      // Usage asked for in front of the caller's bytes when nothing else changes: no re-encoding
+      // of a large body per stream.
+      if (!changed && body.stream_options === undefined) return { plan, upstreamBody: withLeadingMember(raw, '"stream_options":{"include_usage":true}'), clientWantsUsage, viaMessages: false };
+      out.stream_options = { ...streamOptions, include_usage: true };
+      changed = true;
+    }
+    return { plan, upstreamBody: changed ? JSON.stringify(out) : raw, clientWantsUsage, viaMessages: false };
   }
 
   /** A chat model this route can serve now, or the 400 that says why not. */

@@ -37,12 +37,6 @@ export class SseParser {
   }
 }
 
-export async function* readSse(body: AsyncIterable<Uint8Array | string>): AsyncGenerator<SseEvent> {
-  const parser = new SseParser();
-  for await (const chunk of body) yield* parser.push(chunk);
-  yield* parser.end();
-}
-
 function boundary(buf: string, from: number): number {
   const a = buf.indexOf('\n\n', from);
   const b = buf.indexOf('\r\n\r\n', from);

@@ -1,14 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { readSse, SseParser } from '../../src/inference/sse.ts';
+import { SseParser } from '../../src/inference/sse.ts';
 import { countInputTokens, inputTokensUpperBound } from '../../src/inference/tokens.ts';
 
 async function collect(chunks: (string | Uint8Array)[]) {
-  async function* gen() {
-    for (const c of chunks) yield c;
-  }
-  const out = [];
-  for await (const e of readSse(gen())) out.push(e);
-  return out;
+  const p = new SseParser();
+  return [...chunks.flatMap((c) => p.push(c)), ...p.end()];
 }
 
 describe('sse reader', () => {
