@@ -143,6 +143,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     metricsToken: config.metricsToken,
     knownModels: new Set(catalogue.list().map((m) => m.id)),
     modelAliases: new Map(catalogue.aliases().map((a) => [a.alias, a.model.id])),
+    keyKnownLive: (apiKey) => keys.knownLive(apiKey),
     ready: async () => {
       await db.raw('SELECT 1');
     },

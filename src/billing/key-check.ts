@@ -28,9 +28,7 @@ export class KeyCheck {
     if (!apiKey || !isWellFormedKey(apiKey)) return false;
     const hash = this.ledger.hash(apiKey);
     const hex = hash.toString('hex');
-    if (this.cache?.peek(hex)) return true;
-    const at = this.confirmed.get(hex);
-    if (at !== undefined && performance.now() - at < CONFIRMED_MS) return true;
+    if (this.remembered(hex)) return true;
     this.cache?.noteDatabaseLookup();
     if (!(await this.ledger.findKey({ apiKey }))) {
       this.confirmed.delete(hex);
@@ -38,6 +36,21 @@ export class KeyCheck {
     }
     this.remember(hash);
     return true;
+  }
+
+  /**
+   * `live`'s answer when it needs no statement: true for a key the cache holds or a check
+   * confirmed in the last few seconds; false means "ask `live`". Synchronous, so the HTTP facade
+   * lets a known key's request through without a promise or a call.
+   */
+  knownLive(apiKey: string | undefined): boolean {
+    return !!apiKey && isWellFormedKey(apiKey) && this.remembered(this.ledger.hash(apiKey).toString('hex'));
+  }
+
+  private remembered(keyHashHex: string): boolean {
+    if (this.cache?.peek(keyHashHex)) return true;
+    const at = this.confirmed.get(keyHashHex);
+    return at !== undefined && performance.now() - at < CONFIRMED_MS;
   }
 
   /** A statement has just found this key live (e.g. a rate-limit admission). */

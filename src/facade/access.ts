@@ -1,11 +1,13 @@
 // Who gets the facade's attention. Every keyed route (/v1/… except the public model list) has
-// its caller's key confirmed by the InferenceService before Fastify reads a byte of the body,
-// so a stranger's request, upload or not, costs no memory, parsing or tokenizer time. And every
-// answer on those routes says what it cost, refusals included (0), with the request id.
+// its caller's key confirmed before Fastify reads a byte of the body (by the key check's memory,
+// else by the InferenceService), so a stranger's request, upload or not, costs no memory,
+// parsing or tokenizer time. And every answer on those routes says what it cost, refusals
+// included (0), with the request id.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Client } from '@connectrpc/connect';
 import type { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { toGatewayError } from '../rpc/errors.ts';
+import { keyFromHeaders } from '../billing/keys.ts';
 import { errorBody, sendGatewayError, type WireShape } from './errors.ts';
 
 /** Keyed routes: everything under /v1/ but the model list, which is public. */
@@ -13,25 +15,43 @@ export const isKeyedRoute = (url: string): boolean => url.startsWith('/v1/') && 
 
 export const shapeOf = (url: string): WireShape => (url.startsWith('/v1/messages') ? 'anthropic' : 'openai');
 
-export function registerAccess(app: FastifyInstance, deps: { inference: Client<typeof InferenceService> }): void {
+export interface AccessDeps {
+  inference: Client<typeof InferenceService>;
+  /**
+   * The key check's memory, asked synchronously (KeyCheck.knownLive): a key it knows is live
+   * (cached, or confirmed a moment ago) goes on without a call. Any other key is asked of
+   * InferenceService.Authenticate, which may need the database.
+   */
+  keyKnownLive?: (apiKey: string | undefined) => boolean;
+}
+
+export function registerAccess(app: FastifyInstance, deps: AccessDeps): void {
   // Declared, so every request object has the same shape from the start.
   app.decorateRequest('callHeaders', null);
-  app.addHook('onRequest', async (req, reply) => {
+  // A callback hook, not an async one: a known key's request goes on in the same tick.
+  app.addHook('onRequest', (req, reply, done) => {
     const route = req.routeOptions.url;
     // No such route: answered now, or Fastify would read the body first to answer 404.
     if (!route) {
       drainThenCut(req);
-      return unknownRoute(req, reply);
+      unknownRoute(req, reply);
+      return;
     }
-    if (!isKeyedRoute(route)) return;
-    try {
-      await deps.inference.authenticate({}, { headers: callHeaders(req) });
-    } catch (err) {
-      drainThenCut(req);
-      const ge = toGatewayError(err);
-      ge.requestId ||= req.id;
-      return sendGatewayError(reply, ge, shapeOf(route));
+    if (!isKeyedRoute(route)) return done();
+    const headers = callHeaders(req);
+    // The key the services will read, from the same headers.
+    if (deps.keyKnownLive?.(keyFromHeaders(headers.get('authorization'), headers.get('x-api-key')))) {
+      return done();
     }
+    deps.inference.authenticate({}, { headers }).then(
+      () => done(),
+      (err) => {
+        drainThenCut(req);
+        const ge = toGatewayError(err);
+        ge.requestId ||= req.id;
+        sendGatewayError(reply, ge, shapeOf(route));
+      },
+    );
   });
 }
 

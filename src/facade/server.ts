@@ -32,6 +32,8 @@ export interface FacadeDeps {
   knownModels: ReadonlySet<string>;
   /** Alias -> the catalogue id that serves it (src/catalogue/aliases.ts). */
   modelAliases: ReadonlyMap<string, string>;
+  /** See AccessDeps.keyKnownLive (src/facade/access.ts); without it every key is asked of the InferenceService. */
+  keyKnownLive?: (apiKey: string | undefined) => boolean;
   /** Throws when a dependency (database, …) is not reachable. */
   ready: () => Promise<void>;
 }
@@ -58,7 +60,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   const catalogue = createClient(CatalogueService, deps.transport);
 
   // Keys are confirmed before any body is read; every keyed answer carries its cost.
-  registerAccess(app, { inference });
+  registerAccess(app, { inference, keyKnownLive: deps.keyKnownLive });
 
   // Bodies stay bytes: the services parse them once, and forward them untouched.
   app.removeAllContentTypeParsers();
