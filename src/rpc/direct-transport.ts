@@ -13,6 +13,7 @@ import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { VideoService } from '../gen/gateway/v1/video_pb.js';
 import type { Services } from './server.ts';
 import { unexpectedFailure } from './errors.ts';
+import { OneMessage } from './server-stream.ts';
 
 type Impl = (req: unknown, ctx: HandlerContext) => unknown;
 
@@ -82,9 +83,12 @@ export function directTransport(s: Services, log?: Logger): Transport {
     async stream(method, signal, timeoutMs, header, input, contextValues) {
       if (method.methodKind !== 'server_streaming') throw new ConnectError('only server-streaming methods run in process', 12);
       let first: unknown;
-      for await (const m of input) {
-        first = m;
-        break;
+      if (input instanceof OneMessage) first = input.message;
+      else {
+        for await (const m of input) {
+          first = m;
+          break;
+        }
       }
       const ctx = timeoutMs !== undefined ? contextFor(method, signal, timeoutMs, header, contextValues) : new StreamContext(method, signal, header, contextValues ?? createContextValues());
       const req = message(method.input, first ?? {});

@@ -11,7 +11,7 @@ export function serverStream<I extends DescMessage, O extends DescMessage>(
   input: MessageInitShape<I>,
   options: { headers?: Headers | Record<string, string>; signal?: AbortSignal },
 ): AsyncIterator<MessageShape<O>> {
-  const response = transport.stream(method, options.signal, undefined, options.headers, single(input));
+  const response = transport.stream(method, options.signal, undefined, options.headers, new OneMessage(input));
   response.catch(() => {}); // surfaced by the first next()
   const it: AsyncIterator<MessageShape<O>> = {
     async next() {
@@ -23,6 +23,19 @@ export function serverStream<I extends DescMessage, O extends DescMessage>(
   return it;
 }
 
-async function* single<T>(m: T): AsyncIterable<T> {
-  yield m;
+/**
+ * A request of one message, as the Transport interface takes it (an async iterable). The
+ * in-process transport reads `message` directly: iterating an async generator to get the one
+ * message it holds was several promise turns on every stream's first-token path.
+ */
+export class OneMessage<T> implements AsyncIterable<T> {
+  readonly message: T;
+
+  constructor(message: T) {
+    this.message = message;
+  }
+
+  async *[Symbol.asyncIterator](): AsyncIterator<T> {
+    yield this.message;
+  }
 }
