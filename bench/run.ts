@@ -202,11 +202,16 @@ function treeOf(pid: number): number[] {
   return all;
 }
 
-function machineBusyMs(): number {
-  const f = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
-  const idle = f[3]! + f[4]!;
-  return (f.reduce((a, b) => a + b, 0) - idle) * TICK_MS;
+/**
+ * The machine's CPU time so far (all cores, ms): `busy` is user, nice, system, irq and softirq
+ * time; `steal` is time the hypervisor gave this VM's vCPUs to someone else, counted apart: a
+ * slow phase of the VM, not a neighbour on it.
+ */
+function machineTimes(): { busy: number; steal: number } {
+  const [user, nice, system, , , irq, softirq, steal] = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  return { busy: (user! + nice! + system! + irq! + softirq!) * TICK_MS, steal: (steal ?? 0) * TICK_MS };
 }
+const machineBusyMs = () => machineTimes().busy;
 
 // ---------------------------------------------------------------- load
 
@@ -582,6 +587,8 @@ interface Rep {
   cpuUsPerReq: number;
   wrkCpuShare: number;
   othersBusy: number;
+  /** Cores' worth of time the hypervisor took from this VM during the measurement. */
+  steal: number;
 }
 interface StreamRep {
   streamsPerS: number;
@@ -627,12 +634,13 @@ async function measureChat(t: Running, connections: number, window?: { begin(): 
   const pids = t.pids();
   const cpu0 = cpuMsOf(pids);
   const sim0 = cpuMsOf([SIM_PID]);
-  const busy0 = machineBusyMs();
+  const times0 = machineTimes();
   const w = await wrk(t, '/v1/chat/completions', CHAT, connections, SECONDS);
   window?.end();
   const cpu = cpuMsOf(pids) - cpu0;
   const sim = t.pids().includes(SIM_PID) ? 0 : cpuMsOf([SIM_PID]) - sim0;
-  const busy = machineBusyMs() - busy0;
+  const times1 = machineTimes();
+  const busy = times1.busy - times0.busy;
   const ok = w.rps * w.durationS;
   return {
     rps: w.rps,
@@ -644,6 +652,7 @@ async function measureChat(t: Running, connections: number, window?: { begin(): 
     wrkCpuShare: w.wrkCpuMs / (w.durationS * 1000 + WARMUP * 1000),
     // What the rest of the machine (other users of these two cores) used meanwhile, in cores.
     othersBusy: Math.max(0, busy - cpu - sim - w.wrkCpuMs * (w.durationS / (w.durationS + WARMUP))) / (w.durationS * 1000),
+    steal: (times1.steal - times0.steal) / (w.durationS * 1000),
   };
 }
 
@@ -751,7 +760,7 @@ async function runTarget(def: TargetDef): Promise<TargetResult> {
         r.chat[c].push(rep);
         console.log(
           `  ${def.name} chat c=${c} rep ${i + 1}: ${rep.rps.toFixed(0)} req/s, p50 ${rep.p50.toFixed(2)} ms, p99 ${rep.p99.toFixed(2)} ms, errors ${rep.errors}, ` +
-            `${rep.cpuUsPerReq.toFixed(0)} µs CPU/req, wrk ${(rep.wrkCpuShare * 100).toFixed(0)}% of a core, others ${rep.othersBusy.toFixed(2)} cores`,
+            `${rep.cpuUsPerReq.toFixed(0)} µs CPU/req, wrk ${(rep.wrkCpuShare * 100).toFixed(0)}% of a core, others ${rep.othersBusy.toFixed(2)} cores, steal ${rep.steal.toFixed(2)} cores`,
         );
       }
     }
@@ -844,9 +853,10 @@ function report(results: TargetResult[], machine: string): string {
   );
   out.push('');
   out.push('unstreamed chat: median of the repetitions, spread ±% (half the range over the median); latency in ms (wrk); CPU µs/r: the');
-  out.push("target's own CPU per request at c=32 (with its database server); others: most cores used by other processes during a repetition");
-  const w = [18, 16, 7, 7, 8, 16, 7, 7, 8, 9, 7, 7];
-  out.push(pad(['target', 'c=1 req/s', 'p50', 'p99', '+p50', 'c=32 req/s', 'p50', 'p99', 'p99/p50', 'CPU µs/r', 'errors', 'others'], w));
+  out.push("target's own CPU per request at c=32 (with its database server); others: most cores used by other processes (and interrupt");
+  out.push('work not charged to a process) during a repetition; steal: most cores taken from this VM by its hypervisor during a repetition');
+  const w = [18, 16, 7, 7, 8, 16, 7, 7, 8, 9, 7, 7, 7];
+  out.push(pad(['target', 'c=1 req/s', 'p50', 'p99', '+p50', 'c=32 req/s', 'p50', 'p99', 'p99/p50', 'CPU µs/r', 'errors', 'others', 'steal'], w));
   for (const r of results) {
     if (!r.chat[1]?.length) {
       out.push(`${r.name.padEnd(18)} ${r.error ?? 'not measured'}`);
@@ -872,6 +882,7 @@ function report(results: TargetResult[], machine: string): string {
           f(median(c32.map((x) => x.cpuUsPerReq)), 0),
           String([...c1, ...c32].reduce((a, x) => a + x.errors, 0)),
           f(Math.max(...[...c1, ...c32].map((x) => x.othersBusy))),
+          f(Math.max(...[...c1, ...c32].map((x) => x.steal))),
         ],
         w,
       ),
