@@ -211,7 +211,6 @@ function machineTimes(): { busy: number; steal: number } {
   const [user, nice, system, , , irq, softirq, steal] = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
   return { busy: (user! + nice! + system! + irq! + softirq!) * TICK_MS, steal: (steal ?? 0) * TICK_MS };
 }
-const machineBusyMs = () => machineTimes().busy;
 
 // ---------------------------------------------------------------- load
 
@@ -616,9 +615,9 @@ const spread = (xs: number[]) => (xs.length < 2 ? 0 : (Math.max(...xs) - Math.mi
 async function awaitQuiet(): Promise<void> {
   const until = Date.now() + QUIET_WAIT_S * 1000;
   for (;;) {
-    const b0 = machineBusyMs();
+    const b0 = machineTimes().busy;
     await new Promise((r) => setTimeout(r, 1000));
-    const others = (machineBusyMs() - b0) / 1000;
+    const others = (machineTimes().busy - b0) / 1000;
     if (others < 0.25) return;
     if (Date.now() > until) {
       console.log(`  (the machine stayed busy: ${others.toFixed(2)} cores used by other processes; measuring anyway)`);

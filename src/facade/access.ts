@@ -22,7 +22,7 @@ export interface AccessDeps {
    * (cached, or confirmed a moment ago) goes on without a call. Any other key is asked of
    * InferenceService.Authenticate, which may need the database.
    */
-  keyKnownLive?: (apiKey: string | undefined) => boolean;
+  keyKnownLive: (apiKey: string | undefined) => boolean;
 }
 
 export function registerAccess(app: FastifyInstance, deps: AccessDeps): void {
@@ -40,7 +40,7 @@ export function registerAccess(app: FastifyInstance, deps: AccessDeps): void {
     if (!isKeyedRoute(route)) return done();
     const headers = callHeaders(req);
     // The key the services will read, from the same headers.
-    if (deps.keyKnownLive?.(keyFromHeaders(headers.get('authorization'), headers.get('x-api-key')))) {
+    if (deps.keyKnownLive(keyFromHeaders(headers.get('authorization'), headers.get('x-api-key')))) {
       return done();
     }
     deps.inference.authenticate({}, { headers }).then(

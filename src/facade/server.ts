@@ -15,7 +15,7 @@ import { registerVideoRoutes } from './video-routes.ts';
 import { writeChunk } from './write.ts';
 import { asksForStream } from './stream-flag.ts';
 import { serverStream } from '../rpc/server-stream.ts';
-import { callHeaders, drainThenCut, registerAccess, shapeOf, stampKeyedAnswer, unknownRoute } from './access.ts';
+import { callHeaders, drainThenCut, registerAccess, shapeOf, stampKeyedAnswer, unknownRoute, type AccessDeps } from './access.ts';
 import { bearerMatches } from '../config/bearer.ts';
 import { isLoopbackPeer } from '../config/exposure.ts';
 import type { Config } from '../config/config.ts';
@@ -32,8 +32,7 @@ export interface FacadeDeps {
   knownModels: ReadonlySet<string>;
   /** Alias -> the catalogue id that serves it (src/catalogue/aliases.ts). */
   modelAliases: ReadonlyMap<string, string>;
-  /** See AccessDeps.keyKnownLive (src/facade/access.ts); without it every key is asked of the InferenceService. */
-  keyKnownLive?: (apiKey: string | undefined) => boolean;
+  keyKnownLive: AccessDeps['keyKnownLive'];
   /** Throws when a dependency (database, …) is not reachable. */
   ready: () => Promise<void>;
 }
