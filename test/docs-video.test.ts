@@ -16,8 +16,10 @@ function shellBlocks(): string[] {
   return [...text.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!.replaceAll('http://localhost:8080', gatewayUrl()));
 }
 
+// stdin is not a socket: Debian's bash sources /etc/bash.bashrc for a socket stdin when SHLVL is
+// unset (as under `docker run … npm test`), which fails under -u.
 function bash(script: string, cwd: string, env: Record<string, string>) {
-  const r = spawnSync('bash', ['-euo', 'pipefail', '-c', script], { cwd, env: { ...process.env, ...env }, encoding: 'utf8', timeout: 120_000 });
+  const r = spawnSync('bash', ['-euo', 'pipefail', '-c', script], { cwd, env: { ...process.env, ...env }, encoding: 'utf8', timeout: 120_000, stdio: ['ignore', 'pipe', 'pipe'] });
   return { code: r.status, out: r.stdout, err: r.stderr };
 }
 

@@ -41,8 +41,10 @@ function markedBlock(file: string, marker: string): string {
   return block.body;
 }
 
+// stdin is not a socket: Debian's bash sources /etc/bash.bashrc for a socket stdin when SHLVL is
+// unset (as under `docker run … npm test`), which fails under -u.
 function bash(script: string, opts: { cwd: string; env: NodeJS.ProcessEnv }) {
-  const r = spawnSync('bash', ['-euo', 'pipefail', '-c', script], { cwd: opts.cwd, env: opts.env, encoding: 'utf8', timeout: 120_000 });
+  const r = spawnSync('bash', ['-euo', 'pipefail', '-c', script], { cwd: opts.cwd, env: opts.env, encoding: 'utf8', timeout: 120_000, stdio: ['ignore', 'pipe', 'pipe'] });
   return { code: r.status, out: r.stdout, err: r.stderr };
 }
 
