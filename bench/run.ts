@@ -565,8 +565,9 @@ const TARGETS: TargetDef[] = [
 let SIM_PID = 0;
 
 function pgProcesses(): number[] {
-  // The postmaster runs under runuser as root; its backends are its children.
-  return pgServer ? processTreesMatching(`-p ${pgServer.port} `) : [];
+  // The postmaster (started with `-c port=N …`, as another user when we are root); its backends
+  // and background workers are its children.
+  return pgServer ? processTreesMatching(`-c port=${pgServer.port} `) : [];
 }
 
 /** The processes whose command line contains `pattern`, with all their descendants. */
