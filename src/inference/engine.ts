@@ -12,7 +12,7 @@ import { isWellFormedKey } from '../billing/keys.ts';
 import { LedgerError, newId, type Ledger } from '../billing/ledger.ts';
 import { affordableCap, usageCostNano, worstCostNano, type TokenPrices, type TokenUsage, type WorstCase } from '../billing/pricing.ts';
 import { badRequest, gatewayError, toGatewayError, unauthorized } from '../rpc/errors.ts';
-import { isAbort, upstreamFailure, type Upstream, type UpstreamBody, type UpstreamResponse } from './upstream.ts';
+import { bomLength, isAbort, upstreamFailure, type Upstream, type UpstreamBody, type UpstreamResponse } from './upstream.ts';
 import type { SseEvent } from './sse.ts';
 import { StreamRun, type RelayOptions } from './relay.ts';
 import { baseWorst } from './bill-policy.ts';
@@ -455,14 +455,13 @@ export class Engine {
    */
   async readJson(plan: Plan, res: UpstreamResponse): Promise<{ text: string; json: Json; bytes: Uint8Array }> {
     try {
-      const raw = await res.body.bytes();
-      const buf = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength);
+      const buf = await res.body.bytes();
       // As undici's text(): a BOM skipped, invalid sequences replaced.
-      const bom = buf.length > 2 && buf[0] === 0xef && buf[1] === 0xbb && buf[2] === 0xbf;
-      const text = buf.toString('utf8', bom ? 3 : 0);
+      const bom = bomLength(buf);
+      const text = buf.toString('utf8', bom);
       const json = JSON.parse(text) as Json;
       if (json === null || typeof json !== 'object') throw new Error('not an object');
-      const bytes = !bom && isUtf8(buf) ? raw : new TextEncoder().encode(text);
+      const bytes = bom === 0 && isUtf8(buf) ? buf : new TextEncoder().encode(text);
       return { text, json, bytes };
     } catch (err) {
       await this.settle(plan, zeroUsage(), 'upstream_bad_reply', 502);

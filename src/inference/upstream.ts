@@ -74,7 +74,7 @@ type Waiter<T> = { resolve: (v: T) => void; reject: (e: unknown) => void };
 /**
  * One upstream call: undici's handler for it and its answer's body. The body is read once, as
  * chunks (async iteration, paused upstream while HIGH_WATER bytes wait unread), as a whole
- * (bytes, text, json), or dropped (dump).
+ * (bytes, text), or dropped (dump).
  */
 export class ReplyBody implements Dispatcher.DispatchHandler, AsyncIterator<Buffer>, AsyncIterable<Buffer> {
   private readonly signal: AbortSignal | undefined;
@@ -140,7 +140,7 @@ export class ReplyBody implements Dispatcher.DispatchHandler, AsyncIterator<Buff
 
   onResponseEnd(): void {
     this.ended = true;
-    this.settle();
+    this.wakeWaiters();
   }
 
   onResponseError(_c: Dispatcher.DispatchController | null, err: Error): void {
@@ -152,11 +152,11 @@ export class ReplyBody implements Dispatcher.DispatchHandler, AsyncIterator<Buff
       return;
     }
     this.failed ??= { err };
-    this.settle();
+    this.wakeWaiters();
   }
 
   /** The call is over: wake whoever waits. */
-  private settle(): void {
+  private wakeWaiters(): void {
     this.signal?.removeEventListener('abort', this.onAbort);
     const r = this.reader;
     this.reader = undefined;
@@ -207,7 +207,7 @@ export class ReplyBody implements Dispatcher.DispatchHandler, AsyncIterator<Buff
     return done;
   }
 
-  async bytes(): Promise<Uint8Array> {
+  async bytes(): Promise<Buffer> {
     await this.untilEnd();
     const all = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks);
     this.chunks.length = 0;
@@ -217,12 +217,8 @@ export class ReplyBody implements Dispatcher.DispatchHandler, AsyncIterator<Buff
 
   /** As undici's text(): UTF-8, a BOM skipped, invalid sequences replaced. */
   async text(): Promise<string> {
-    const b = Buffer.from(await this.bytes());
-    return b.toString('utf8', b.length > 2 && b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf ? 3 : 0);
-  }
-
-  async json(): Promise<unknown> {
-    return JSON.parse(await this.text());
+    const b = await this.bytes();
+    return b.toString('utf8', bomLength(b));
   }
 
   /** Drops the body, reading up to DUMP_LIMIT so the connection can be used again; never fails. */
@@ -234,6 +230,11 @@ export class ReplyBody implements Dispatcher.DispatchHandler, AsyncIterator<Buff
     if (this.discarded > DUMP_LIMIT) this.controller?.abort(READER_LEFT);
     return this.untilEnd();
   }
+}
+
+/** 3 when `b` starts with a UTF-8 byte order mark (which text decoding skips), else 0. */
+export function bomLength(b: Uint8Array): number {
+  return b.length > 2 && b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf ? 3 : 0;
 }
 
 /** True for errors that mean the caller went away, not the upstream. */

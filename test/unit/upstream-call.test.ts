@@ -85,11 +85,11 @@ const until = async (cond: () => boolean) => {
 };
 
 describe('Upstream.post', () => {
-  it('sends the body and headers; gives the status, headers and the body as bytes, text or JSON', async () => {
+  it('sends the body and headers; gives the status, headers and the body as bytes or text', async () => {
     const a = await upstream.post(`${base}/echo`, { authorization: 'Bearer up', 'content-type': 'application/json' }, '{"q":1}');
     expect(a.statusCode).toBe(201);
     expect(a.headers['x-seen']).toBe('Bearer up');
-    expect(await a.body.json()).toEqual({ got: '{"q":1}' });
+    expect(JSON.parse(await a.body.text())).toEqual({ got: '{"q":1}' });
     const b = await upstream.post(`${base}/echo`, {}, new TextEncoder().encode('bytes'));
     expect(Buffer.from(await b.body.bytes()).toString()).toBe('{"got":"bytes"}');
     const c = await upstream.post(`${base}/bom`, {}, '');
