@@ -88,6 +88,31 @@ describe('credit leases', () => {
     await checkInvariants(key.accountId);
   });
 
+  it('a lease running low is grown, whatever is left in it: no request falls back to a database hold of its own', async () => {
+    // A slice of $0.0001 and requests reserving about a third of it: the lease soon has some
+    // but too little left, the case where it must be grown rather than bypassed.
+    const g = await leaseGateway({ LEASE_SLICE_USD: '0.0001', LEASE_IDLE_MS: '60000' });
+    const key = await newKey('5');
+    const ask = async (i: number) => {
+      const { response } = await client(g, key.apiKey)
+        .chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content: `low ${i} [sim tokens=${10 + (i % 40)}]` }] })
+        .withResponse();
+      return { requestId: response.headers.get('x-request-id')!, cost: response.headers.get('x-gateway-cost-nano-usd')! };
+    };
+    const costs: { requestId: string; cost: string }[] = [];
+    for (let i = 0; i < 24; i++) costs.push(await ask(i));
+    costs.push(...(await Promise.all(Array.from({ length: 16 }, (_, i) => ask(24 + i)))));
+    const ownHolds = await db().query(`SELECT request_id FROM holds WHERE account_id = $1 AND request_id NOT LIKE 'lease\\_%'`, [key.accountId]);
+    expect(ownHolds.rows).toEqual([]);
+    await until('every charge written', async () => (await usageOf(key.accountId)).length === 40);
+    const rows = new Map((await usageOf(key.accountId)).map((r) => [r.request_id, r.cost]));
+    for (const c of costs) expect(rows.get(c.requestId)).toBe(c.cost);
+    const total = costs.reduce((s, c) => s + BigInt(c.cost), 0n);
+    expect(total).toBeGreaterThan(500_000n); // five slices' worth at least: the lease was grown again and again
+    expect((await balanceOf(key.accountId)).balance).toBe(5_000_000_000n - total);
+    await checkInvariants(key.accountId);
+  });
+
   it('two instances leasing from a small balance never take it below zero; the rest get 402', async () => {
     const [a, b] = [await leaseGateway(), await leaseGateway()];
     const key = await newKey('0.002');

@@ -95,7 +95,7 @@ export class LeaseBook {
       let lease = this.leases.get(accountId);
       if (!lease || lease.closed) lease = await this.open(keyHash, accountId, amountNano);
       if (!lease) return undefined;
-      if (lease.free < amountNano && !(await this.grow(lease, amountNano - lease.free))) return undefined;
+      if (lease.free < amountNano && !(await this.grow(lease, amountNano))) return undefined;
       // Retired while we waited: take a fresh lease rather than spend from a returned one.
       if (lease.closed) continue;
       if (lease.free < amountNano) return undefined;
@@ -168,11 +168,16 @@ export class LeaseBook {
     return p;
   }
 
-  /** Takes `atLeast` more (up to a slice more) of the available balance into the lease. */
-  private grow(lease: Lease, atLeast: bigint): Promise<boolean> {
-    const want = atLeast > this.config.sliceNano ? atLeast : this.config.sliceNano;
+  /**
+   * Makes `need` free in the lease, taking the shortfall (at least a slice) from the available
+   * balance. The shortfall is worked out in the lease's queue: what is free when the grow runs,
+   * not when the request asked, decides it, so a lease with some but too little left is grown.
+   */
+  private grow(lease: Lease, need: bigint): Promise<boolean> {
     return this.serial(lease, async () => {
-      if (lease.free >= atLeast) return true; // another request grew it meanwhile
+      if (lease.free >= need) return true; // another request grew it meanwhile
+      const shortfall = need - lease.free;
+      const want = shortfall > this.config.sliceNano ? shortfall : this.config.sliceNano;
       // A transaction: the lease row is locked and checked before the account grows, so a lease
       // the sweeper just expired never takes balance (amounts come from the updated row itself).
       // Retried when the connection is lost: a grow that did commit only holds more than the
@@ -187,7 +192,7 @@ export class LeaseBook {
                                last_hold_nano = LEAST(CAST(? AS bigint), balance_nano - held_nano)
            WHERE id = ? AND balance_nano - held_nano >= CAST(? AS bigint)
            RETURNING last_hold_nano::text AS grow`,
-              [want.toString(), want.toString(), lease.accountId, (atLeast - lease.free).toString()],
+              [want.toString(), want.toString(), lease.accountId, shortfall.toString()],
             ),
           )[0]?.grow as string | undefined;
           if (got === undefined) return null;
