@@ -418,7 +418,9 @@ async function gatewayTarget(name: string, database: () => Promise<TargetDatabas
           (SELECT COALESCE(-sum(amount_nano), 0) FROM ledger l WHERE l.account_id = a.id AND l.kind = 'charge')::text AS ledger_charged,
           (SELECT count(*) FROM usage_records u WHERE u.account_id = a.id AND u.status = 'ok')::text AS ok,
           (SELECT count(*) FROM usage_records u WHERE u.account_id = a.id AND u.status NOT IN ('ok', 'lease_returned'))::text AS other,
-          (SELECT count(*) FROM holds h WHERE h.account_id = a.id AND h.status = 'active')::text AS active_holds
+          (SELECT count(*) FROM holds h WHERE h.account_id = a.id AND h.status = 'active')::text AS active_holds,
+          (SELECT count(*) FROM holds h WHERE h.account_id = a.id AND h.request_id LIKE 'lease\\_%')::text AS leases,
+          (SELECT count(*) FROM holds h WHERE h.account_id = a.id AND h.request_id NOT LIKE 'lease\\_%')::text AS own_holds
           FROM accounts a WHERE a.id = ?`,
             [created.accountId],
           ),
@@ -428,7 +430,8 @@ async function gatewayTarget(name: string, database: () => Promise<TargetDatabas
         EXACT_ALL &&= exact;
         return (
           `billing: ${a.ok} requests charged ok (${a.other} other), ${a.charged} nano-USD in usage rows, ${a.ledger_charged} in ledger charges; ` +
-          `balance ${a.balance} + charges = opening ${OPENING_NANO}: ${BigInt(a.balance!) + BigInt(a.charged!) === OPENING_NANO ? 'yes' : 'NO'}; held ${a.held}, active holds ${a.active_holds} => ${exact ? 'EXACT' : 'NOT EXACT'}`
+          `balance ${a.balance} + charges = opening ${OPENING_NANO}: ${BigInt(a.balance!) + BigInt(a.charged!) === OPENING_NANO ? 'yes' : 'NO'}; held ${a.held}, active holds ${a.active_holds}; ` +
+          `${a.leases} leases, ${a.own_holds} requests held on their own => ${exact ? 'EXACT' : 'NOT EXACT'}`
         );
       } finally {
         await d.destroy();
@@ -499,7 +502,7 @@ const TARGETS: TargetDef[] = [
       gatewayTarget(
         'gateway-postgres',
         async () => {
-          pgServer = await startPostgres();
+          pgServer = await startPostgres({ durable: true }); // fsync on, as a production server runs
           await createDatabase(pgServer.url(), 'bench');
           const url = pgServer.url('bench');
           return {

@@ -1,6 +1,6 @@
 // A throwaway PostgreSQL cluster for the test run (and the soak and bench): the same embedded
 // server `npm start` uses (src/db/embedded-postgres.ts), in a temporary folder, on a free
-// 127.0.0.1 port, with fsync off; removed afterwards.
+// 127.0.0.1 port, with fsync off (the bench asks for a durable one); removed afterwards.
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
@@ -14,13 +14,14 @@ export interface TestPostgres {
   stop(): Promise<void>;
 }
 
-export async function startPostgres(): Promise<TestPostgres> {
+/** A throwaway server; `durable` keeps fsync on (the bench measures a server configured as in production). */
+export async function startPostgres(opts: { durable?: boolean } = {}): Promise<TestPostgres> {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-pg-'));
   // As root the server runs as another user, who must reach the cluster's folder.
   fs.chmodSync(dir, 0o755);
   const port = await freePort();
   try {
-    const server = await startEmbeddedPostgres({ dataDir: path.join(dir, 'data'), port, durable: false, maxConnections: 300, ownProcessGroup: false });
+    const server = await startEmbeddedPostgres({ dataDir: path.join(dir, 'data'), port, durable: opts.durable ?? false, maxConnections: 300, ownProcessGroup: false });
     return {
       url: (database = 'postgres') => server.urlFor(database),
       port,
