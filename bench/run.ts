@@ -4,6 +4,7 @@
 // rate limits off. Not a test: figures. docs/benchmark.md says how to read them.
 //
 //   npm run bench [-- --reps 3 --seconds 10 --warmup 2 --targets direct,bare,gateway-embedded,gateway-postgres,portkey,litellm
+//                     (also raw,raw-fastify: the floor of a Node proxy, only when named)
 //                     --no-streams --diagnose --log-level info --quiet-wait 15 --nice=-5 --quick]
 //
 // --diagnose adds, per gateway target: a CPU profile (node --cpu-prof) of the c=32 window,
@@ -351,6 +352,8 @@ interface TargetDef {
   name: string;
   what: string;
   start(diag: Diagnose | undefined): Promise<Running>;
+  /** Measured only when named in --targets. */
+  optional?: boolean;
 }
 interface Diagnose {
   profDir: string;
@@ -465,6 +468,21 @@ const TARGETS: TargetDef[] = [
       return { url: line.trim(), headers: {}, pids: () => [child.pid!], nodePid: child.pid!, stop: () => stopChild(child) };
     },
   },
+  // The floor of any Node proxy here (docs/benchmark.md, Figures): not run unless named.
+  ...[false, true].map(
+    (fastify): TargetDef => ({
+      name: fastify ? 'raw-fastify' : 'raw',
+      what: `bench/raw-passthrough.ts${fastify ? ' --fastify' : ''}: ${fastify ? 'Fastify' : 'node:http'} in, undici's dispatcher out, nothing else`,
+      optional: true,
+      async start() {
+        const { child, line } = await startChild(process.execPath, ['bench/raw-passthrough.ts', ...(fastify ? ['--fastify'] : [])], {
+          env: { UPSTREAM_URL: SIM_URL, UPSTREAM_KEY },
+          readyLine: /^http/,
+        });
+        return { url: line.trim(), headers: {}, pids: () => [child.pid!], nodePid: child.pid!, stop: () => stopChild(child) };
+      },
+    }),
+  ),
   {
     // The embedded default: `npm start` with no DATABASE_URL, so the gateway runs its own
     // PostgreSQL server in DATA_DIR/postgres. The books are checked after the gateway (and its
@@ -945,7 +963,7 @@ async function main() {
   if (NICE) os.setPriority(NICE);
   WORK_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-bench-'));
   fs.chmodSync(WORK_DIR, 0o755); // the embedded target's PostgreSQL server (as root: another user) reaches its DATA_DIR in here
-  const wanted = values.targets ? values.targets.split(',') : TARGETS.map((t) => t.name);
+  const wanted = values.targets ? values.targets.split(',') : TARGETS.filter((t) => !t.optional).map((t) => t.name);
   for (const n of wanted) if (!TARGETS.some((t) => t.name === n)) throw new Error(`unknown target ${n}; targets: ${TARGETS.map((t) => t.name).join(', ')}`);
   const cpus = os.cpus();
   const machine = `${cpus[0]?.model ?? 'cpu'}, ${cpus.length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${os.type()} ${os.release()}, node ${process.version}, load average at start ${os
