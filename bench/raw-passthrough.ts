@@ -1,5 +1,5 @@
-// Not a bench target: the floor of any Node proxy on a machine, for comparing the
-// concurrency-1 figures (docs/benchmark.md, Figures). `node:http` in, undici's dispatcher out
+// The floor of any Node proxy on a machine (the bench's optional `raw` and `raw-fastify`
+// targets; docs/benchmark.md, Figures). `node:http` in, undici's dispatcher out
 // (no Fastify, no Readable), no auth, billing, metrics or logs; the answer is streamed through.
 // With --fastify, Fastify receives the request (its routing and body read) and the same
 // dispatch forwards it: the difference between the two is what Fastify itself costs.

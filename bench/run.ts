@@ -422,8 +422,8 @@ async function gatewayTarget(name: string, database: () => Promise<TargetDatabas
           (SELECT count(*) FROM usage_records u WHERE u.account_id = a.id AND u.status = 'ok')::text AS ok,
           (SELECT count(*) FROM usage_records u WHERE u.account_id = a.id AND u.status NOT IN ('ok', 'lease_returned'))::text AS other,
           (SELECT count(*) FROM holds h WHERE h.account_id = a.id AND h.status = 'active')::text AS active_holds,
-          (SELECT count(*) FROM holds h WHERE h.account_id = a.id AND h.request_id LIKE 'lease\\_%')::text AS leases,
-          (SELECT count(*) FROM holds h WHERE h.account_id = a.id AND h.request_id NOT LIKE 'lease\\_%')::text AS own_holds
+          (SELECT count(*) FROM holds h WHERE h.account_id = a.id AND starts_with(h.request_id, 'lease_'))::text AS leases,
+          (SELECT count(*) FROM holds h WHERE h.account_id = a.id AND NOT starts_with(h.request_id, 'lease_'))::text AS own_holds
           FROM accounts a WHERE a.id = ?`,
             [created.accountId],
           ),
@@ -444,6 +444,16 @@ async function gatewayTarget(name: string, database: () => Promise<TargetDatabas
   };
 }
 
+/** A pass-through script of bench/ in a process of its own (profiled and probed under --diagnose). */
+async function passThrough(args: string[], diag: Diagnose | undefined): Promise<Running> {
+  const nodeArgs = diag ? ['--cpu-prof', `--cpu-prof-dir=${diag.profDir}`, '--import', './bench/loop-probe.ts'] : [];
+  const { child, line } = await startChild(process.execPath, [...nodeArgs, ...args], {
+    env: { UPSTREAM_URL: SIM_URL, UPSTREAM_KEY, ...(diag ? { LOOP_PROBE_FILE: diag.probeFile } : {}) },
+    readyLine: /^http/,
+  });
+  return { url: line.trim(), headers: {}, pids: () => [child.pid!], nodePid: child.pid!, stop: () => stopChild(child) };
+}
+
 let EXACT_ALL = true;
 let WORK_DIR = '';
 let pgServer: TestPostgres | undefined;
@@ -459,14 +469,7 @@ const TARGETS: TargetDef[] = [
   {
     name: 'bare',
     what: 'bare Fastify + undici pass-through (bench/bare-passthrough.ts): no auth, billing, metrics or logs',
-    async start(diag) {
-      const nodeArgs = diag ? ['--cpu-prof', `--cpu-prof-dir=${diag.profDir}`, '--import', './bench/loop-probe.ts'] : [];
-      const { child, line } = await startChild(process.execPath, [...nodeArgs, 'bench/bare-passthrough.ts'], {
-        env: { UPSTREAM_URL: SIM_URL, UPSTREAM_KEY, ...(diag ? { LOOP_PROBE_FILE: diag.probeFile } : {}) },
-        readyLine: /^http/,
-      });
-      return { url: line.trim(), headers: {}, pids: () => [child.pid!], nodePid: child.pid!, stop: () => stopChild(child) };
-    },
+    start: (diag) => passThrough(['bench/bare-passthrough.ts'], diag),
   },
   // The floor of any Node proxy here (docs/benchmark.md, Figures): not run unless named.
   ...[false, true].map(
@@ -474,13 +477,7 @@ const TARGETS: TargetDef[] = [
       name: fastify ? 'raw-fastify' : 'raw',
       what: `bench/raw-passthrough.ts${fastify ? ' --fastify' : ''}: ${fastify ? 'Fastify' : 'node:http'} in, undici's dispatcher out, nothing else`,
       optional: true,
-      async start() {
-        const { child, line } = await startChild(process.execPath, ['bench/raw-passthrough.ts', ...(fastify ? ['--fastify'] : [])], {
-          env: { UPSTREAM_URL: SIM_URL, UPSTREAM_KEY },
-          readyLine: /^http/,
-        });
-        return { url: line.trim(), headers: {}, pids: () => [child.pid!], nodePid: child.pid!, stop: () => stopChild(child) };
-      },
+      start: (diag) => passThrough(['bench/raw-passthrough.ts', ...(fastify ? ['--fastify'] : [])], diag),
     }),
   ),
   {

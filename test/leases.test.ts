@@ -102,7 +102,7 @@ describe('credit leases', () => {
     const costs: { requestId: string; cost: string }[] = [];
     for (let i = 0; i < 24; i++) costs.push(await ask(i));
     costs.push(...(await Promise.all(Array.from({ length: 16 }, (_, i) => ask(24 + i)))));
-    const ownHolds = await db().query(`SELECT request_id FROM holds WHERE account_id = $1 AND request_id NOT LIKE 'lease\\_%'`, [key.accountId]);
+    const ownHolds = await db().query(`SELECT request_id FROM holds WHERE account_id = $1 AND NOT starts_with(request_id, 'lease_')`, [key.accountId]);
     expect(ownHolds.rows).toEqual([]);
     await until('every charge written', async () => (await usageOf(key.accountId)).length === 40);
     const rows = new Map((await usageOf(key.accountId)).map((r) => [r.request_id, r.cost]));
