@@ -97,6 +97,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
   const leases = leasing
     ? new LeaseBook(db, ledger, { sliceNano: usdToNano(config.lease.sliceUsd), flushMs: config.lease.flushMs, idleMs: config.lease.idleMs, ttlSeconds: config.holds.ttlSeconds }, log)
     : undefined;
+  await leases?.listen(databaseUrl);
   const keys = new KeyCheck(ledger, keyCache);
   const engine = new Engine({ config, ledger, upstream, limiter, metrics, log, leases, keys });
   const chat = new ChatService(engine, catalogue);

@@ -3,8 +3,8 @@
 // against a hand-computed nano-USD figure, failures free, bad uploads refused before a hold.
 import { describe, expect, it } from 'vitest';
 import OpenAI, { toFile } from 'openai';
-import { accountActivity, balanceOf, checkInvariants, gatewayUrl, newKey, openai, postRaw, uniqueMarker, upstreamRequests, usageRow } from './support/context.ts';
-import { m4a, mp3, png, wav } from './support/media-files.ts';
+import { accountActivity, balanceOf, checkInvariants, db, gatewayUrl, newKey, openai, postRaw, uniqueMarker, upstreamRequests, usageRow } from './support/context.ts';
+import { audioFixture, forgeFlacTotal, forgeMp4Duration, forgeOggLastGranule, forgeWavByteRate, forgeWebmDuration, mp3, oggOpusPreSkip, png, wav } from './support/media-files.ts';
 import { imageSize } from '../src/inference/media/image-size.ts';
 import { UPSTREAM_KEY } from './support/global-setup.ts';
 
@@ -370,12 +370,12 @@ describe('transcriptions (multipart)', () => {
     const srt = await fetch(`${gatewayUrl()}/v1/audio/transcriptions`, {
       method: 'POST',
       headers: { authorization: `Bearer ${key.apiKey}` },
-      body: formOf({ model: 'whisper', response_format: 'srt' }, ['file', m4a(5250), 'b.m4a']),
+      body: formOf({ model: 'whisper', response_format: 'srt' }, ['file', audioFixture('tone.m4a'), 'b.m4a']),
     });
     expect(srt.headers.get('content-type')).toMatch(/^text\/plain/);
     expect(await srt.text()).toMatch(/^1\n00:00:00,000 --> /);
-    // + 6 s -> 1,700,000 nano
-    expect((await balanceOf(key.accountId)).balance).toBe(FIVE_USD - 850_000n - 1_700_000n);
+    // + 56 AAC frames x 1024 / 16 kHz = 3.584 s -> 4 s -> 1,133,334 nano
+    expect((await balanceOf(key.accountId)).balance).toBe(FIVE_USD - 850_000n - 1_133_334n);
     await checkInvariants(key.accountId);
   });
 
@@ -400,6 +400,98 @@ describe('transcriptions (multipart)', () => {
     } as never)) as unknown as { segments: { speaker: string; text: string }[] };
     expect(r.segments.map((s) => s.speaker)).toEqual(['A', 'B']);
     expect((await upstreamRequests(m))[0]!.body).toMatchObject({ chunking_strategy: 'auto', response_format: 'diarized_json' });
+  });
+
+  // Real files made with ffmpeg (test/fixtures/audio/make.sh); each forgery rewrites the stated
+  // length (a WAV's byteRate x 1000, as in the issue; the others' to 1 s) and leaves the audio as it was.
+  // whisper: 2 s -> 566,667 nano; 4 s -> 1,133,334 nano ($0.017 / 60 a second, rounded up once).
+  it.each([
+    ['pcm16.wav', 'byteRate', '0.0015', (b: Buffer) => forgeWavByteRate(b, 1000), 2n, 566_667n],
+    ['float32.wav', 'byteRate', '0.0015', (b: Buffer) => forgeWavByteRate(b, 1000), 2n, 566_667n],
+    ['mulaw.wav', 'byteRate', '0.0015', (b: Buffer) => forgeWavByteRate(b, 1000), 2n, 566_667n],
+    ['tone.flac', 'STREAMINFO total', '1.000', (b: Buffer) => forgeFlacTotal(b, 8000), 4n, 1_133_334n],
+    ['tone.opus.ogg', 'last granule', '1.000', (b: Buffer) => forgeOggLastGranule(b, BigInt(oggOpusPreSkip(b) + 48000)), 4n, 1_133_334n],
+    ['tone.vorbis.ogg', 'last granule', '1.000', (b: Buffer) => forgeOggLastGranule(b, 16000n), 4n, 1_133_334n],
+    ['tone.m4a', 'mvhd duration', '1.000', (b: Buffer) => forgeMp4Duration(b, 'mvhd', 1), 4n, 1_133_334n],
+    ['tone.opus.webm', 'Duration', '1.000', (b: Buffer) => forgeWebmDuration(b, 1000), 4n, 1_133_334n],
+    ['tone.vorbis.webm', 'Duration', '1.000', (b: Buffer) => forgeWebmDuration(b, 1000), 4n, 1_133_334n],
+  ] as const)('whisper refuses %s whose %s claims %s s, charging nothing, and bills the real file by its audio', async (name, _field, stated, forge, seconds, cost) => {
+    const key = await newKey('5');
+    const client = openai(key.apiKey);
+    const err = await client.audio.transcriptions.create({ model: 'whisper', file: await toFile(forge(audioFixture(name)), name) }).catch((e) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(err).toMatchObject({ code: 'audio_length_mismatch', param: 'file' });
+    expect(err.message).toContain(`states ${stated} s of audio but its`);
+    await free(key.accountId);
+    expect(await accountActivity(key.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
+    const { response } = await client.audio.transcriptions.create({ model: 'whisper', file: await toFile(audioFixture(name), name) }).withResponse();
+    const row = await charged(key.accountId, response.headers.get('x-request-id'), cost);
+    expect(row).toMatchObject({ units: String(seconds), unit: 'audio_seconds', usage_estimated: 'false' });
+  });
+
+  it("recordings that state no length (Safari's fragmented MP4, a MediaRecorder WebM) are billed by their samples", async () => {
+    const key = await newKey('5');
+    for (const name of ['fragmented.m4a', 'live.opus.webm']) {
+      const { response } = await openai(key.apiKey)
+        .audio.transcriptions.create({ model: 'whisper', file: await toFile(audioFixture(name), name), response_format: 'text' })
+        .withResponse();
+      // 56 AAC frames of 1024 at 16 kHz = 3.584 s; 176 Opus packets of 20 ms less 104 samples = 3.518 s: 4 s each
+      expect(await usageRow(response.headers.get('x-request-id')!)).toMatchObject({ cost_nano: '1133334', units: '4' });
+    }
+    expect((await balanceOf(key.accountId)).balance).toBe(FIVE_USD - 2n * 1_133_334n);
+  });
+
+  it('whisper charges the seconds it reports when they exceed the count, up to the hold; the rest is recorded as uncovered', async () => {
+    const key = await newKey('5');
+    const client = openai(key.apiKey);
+    // tone.flac counts 3.5 s -> 4 s, held for 4 + 4/10 + 2 = 6 s. whisper reports 6 s: 6 x $0.017 / 60 = 1,700,000 nano.
+    const { response } = await client.audio.transcriptions.create({ model: 'whisper', file: await toFile(audioFixture('tone.flac'), 'tone.flac'), prompt: '[sim seconds=6]' }).withResponse();
+    const row = await charged(key.accountId, response.headers.get('x-request-id'), 1_700_000n);
+    expect(row).toMatchObject({ units: '6', unit: 'audio_seconds' });
+    // It reports 100 s: charged the 6 s held, the other 94 s (26,633,334 nano) recorded as uncovered.
+    const over = await client.audio.transcriptions.create({ model: 'whisper', file: await toFile(audioFixture('tone.flac'), 'tone.flac'), prompt: '[sim seconds=100]' }).withResponse();
+    const requestId = over.response.headers.get('x-request-id')!;
+    expect(await usageRow(requestId)).toMatchObject({ cost_nano: '1700000', units: '100' });
+    const { rows } = await db().query('SELECT uncovered_nano::text FROM usage_records WHERE request_id = $1', [requestId]);
+    expect(rows[0].uncovered_nano).toBe(String(28_333_334n - 1_700_000n));
+    expect(await balanceOf(key.accountId)).toEqual({ balance: FIVE_USD - 2n * 1_700_000n, held: 0n });
+  });
+
+  it('audio the gateway cannot count (ADPCM WAV, ALAC M4A) is held for what its bytes can hold and billed the seconds whisper reports, never its header', async () => {
+    const key = await newKey('5');
+    const client = openai(key.apiKey);
+    // adpcm.wav, byteRate x 1000: its header claims 0.0015 s; 6,234 bytes at 2 kb/s hold at most 25 s.
+    // whisper decodes 12,216 samples at 8 kHz = 1.527 s and reports 2 s: 566,667 nano.
+    const adpcm = forgeWavByteRate(audioFixture('adpcm.wav'), 1000);
+    const { data, response } = await client.audio.transcriptions.create({ model: 'whisper', file: await toFile(adpcm, 'adpcm.wav'), response_format: 'verbose_json' }).withResponse();
+    expect(data.duration).toBeCloseTo(1.527, 3);
+    expect(await usageRow(response.headers.get('x-request-id')!)).toMatchObject({ cost_nano: '566667', units: '2', usage_estimated: 'false' });
+    // alac.m4a: 28,000 samples at 8 kHz = 3.5 s, reported as 4 s.
+    const alac = await client.audio.transcriptions.create({ model: 'whisper', file: await toFile(audioFixture('alac.m4a'), 'alac.m4a') }).withResponse();
+    expect(await usageRow(alac.response.headers.get('x-request-id')!)).toMatchObject({ cost_nano: '1133334', units: '4' });
+    expect(await balanceOf(key.accountId)).toEqual({ balance: FIVE_USD - 566_667n - 1_133_334n, held: 0n });
+    // A text reply reports no seconds, so nothing could bill it but the bound: refused before any hold.
+    const err = await client.audio.transcriptions.create({ model: 'whisper', file: await toFile(adpcm, 'adpcm.wav'), response_format: 'text' }).catch((e) => e);
+    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+    expect(err).toMatchObject({ code: 'invalid_file_format', param: 'file' });
+    expect(err.message).toMatch(/cannot count the length of wav format 0x0002 audio/);
+    expect((await accountActivity(key.accountId)).holds).toBe(2);
+  });
+
+  it('gpt-4o-transcribe refuses a forged WAV, and holds uncountable audio for its size bound, not its header', async () => {
+    const key = await newKey('5');
+    const client = openai(key.apiKey);
+    const err = await client.audio.transcriptions.create({ model: 'gpt-4o-transcribe', file: await toFile(forgeWavByteRate(audioFixture('pcm16.wav'), 1000), 'pcm16.wav') }).catch((e) => e);
+    expect(err).toMatchObject({ status: 400, code: 'audio_length_mismatch' });
+    await free(key.accountId);
+    // The ADPCM WAV's header claims 0.0015 s: held for 1 s (20,540,000 nano) the usage below would
+    // be cut to that. Held for its 25-s bound (26,300,000 nano), the whole usage is charged:
+    // 1,000 audio tokens x $6 + 2,000 output tokens x $10, per 1M = 26,000,000 nano.
+    const { response } = await client.audio.transcriptions
+      .create({ model: 'gpt-4o-transcribe', file: await toFile(forgeWavByteRate(audioFixture('adpcm.wav'), 1000), 'adpcm.wav'), prompt: '[sim audio_tokens=1000 text_tokens=0 output_tokens=2000]' })
+      .withResponse();
+    const row = await charged(key.accountId, response.headers.get('x-request-id'), 26_000_000n);
+    expect(row).toMatchObject({ input_tokens: '1000', output_tokens: '2000', usage_estimated: 'false' });
   });
 
   it.each([

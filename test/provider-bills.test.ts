@@ -12,6 +12,7 @@ import { MODELS } from '../src/catalogue/models.ts';
 import { countTextTokens } from '../src/inference/tokens.ts';
 import { accountActivity, balanceOf, checkInvariants, db, gatewayUrl, newKey, openai, simulatorUrl, uniqueMarker, upstreamRequests, usageRow, waitForUsage } from './support/context.ts';
 import { gatewayForFile } from './support/extra-gateway.ts';
+import { png } from './support/media-files.ts';
 
 const FIVE_USD = 5_000_000_000n;
 const price = (model: string, key: string): string => {
@@ -660,5 +661,80 @@ describe("upstream error bodies in the route's own shape", () => {
     const body = (await res.json()) as { error: Record<string, unknown> };
     expect(Object.keys(body.error).sort()).toEqual(['code', 'message', 'param', 'type']);
     expect(await usageRow(res.headers.get('x-request-id')!)).toMatchObject({ cost_nano: '0' });
+  });
+});
+
+describe('images are charged what the provider bills for them (issue 24)', () => {
+  // Each image is held at what its model bills for it (its own size, read from the bytes), no
+  // longer at 2,000 tokens whatever the model: the stand-in bills as the providers' vision guides do.
+  it('ten 1536x768 PNGs on gpt-4o-mini with max_tokens 16: charged the $0.055 of 368,350 image tokens the provider bills', async () => {
+    const key = await newKey('5');
+    const url = `data:image/png;base64,${png(1536, 768).toString('base64')}`;
+    const { data, response } = await openai(key.apiKey)
+      .chat.completions.create({
+        model: 'gpt-4o-mini',
+        max_tokens: 16,
+        messages: [
+          {
+            role: 'user',
+            content: [{ type: 'text', text: `which differ? ${uniqueMarker()} [sim tokens=5]` }, ...Array.from({ length: 10 }, () => ({ type: 'image_url' as const, image_url: { url } }))],
+          },
+        ],
+      })
+      .withResponse();
+    expect(data.usage!.prompt_tokens).toBeGreaterThan(368_350); // 10 x (2,833 + 6 tiles x 5,667), and the text
+    const cost = usd([
+      [data.usage!.prompt_tokens, price('gpt-4o-mini', 'input_per_mtok')],
+      [data.usage!.completion_tokens, price('gpt-4o-mini', 'output_per_mtok')],
+    ]);
+    expect(cost).toBeGreaterThan(55_000_000n);
+    expect(response.headers.get('x-gateway-cost-nano-usd')).toBe(cost.toString());
+    await expectCharged(key.accountId, response.headers.get('x-request-id')!, cost);
+  });
+
+  it('a 2000x2000 base64 image to claude-opus-4-8 on /v1/messages: charged the 4,761 image tokens Claude bills', async () => {
+    const key = await newKey('5');
+    const { data, response } = await claude(key.apiKey)
+      .messages.create({
+        model: 'claude-opus-4-8',
+        max_tokens: 16,
+        messages: [
+          {
+            role: 'user',
+            content: [
+              { type: 'image', source: { type: 'base64', media_type: 'image/png', data: png(2000, 2000).toString('base64') } },
+              { type: 'text', text: `what is it? ${uniqueMarker()} [sim tokens=5]` },
+            ],
+          },
+        ],
+      })
+      .withResponse();
+    expect(data.usage.input_tokens).toBeGreaterThan(4_761); // 69 x 69 patches of the image resized to fit 4,784
+    const cost = usd([
+      [data.usage.input_tokens, price('claude-opus-4-8', 'input_per_mtok')],
+      [data.usage.output_tokens, price('claude-opus-4-8', 'output_per_mtok')],
+    ]);
+    await expectCharged(key.accountId, response.headers.get('request-id')!, cost);
+  });
+
+  it('a 2400x1600 input_image data URL on gpt-5.5 /v1/responses: charged the image tokens OpenAI bills', async () => {
+    const key = await newKey('5');
+    const { data, response } = await openai(key.apiKey)
+      .responses.create({
+        model: 'gpt-5.5',
+        max_output_tokens: 16,
+        input: [
+          {
+            role: 'user',
+            content: [
+              { type: 'input_image', image_url: `data:image/png;base64,${png(2400, 1600).toString('base64')}`, detail: 'auto' },
+              { type: 'input_text', text: `describe ${uniqueMarker()} [sim tokens=5]` },
+            ],
+          },
+        ],
+      })
+      .withResponse();
+    expect(data.usage!.input_tokens).toBeGreaterThan(2_880); // 2,400 patches at 1.2 tokens each
+    await expectCharged(key.accountId, response.headers.get('x-request-id')!, responsesCost('gpt-5.5', data.usage!));
   });
 });

@@ -11,9 +11,14 @@
 // 256 of them) are lost with the process: those requests are not charged and have no usage
 // row. The lease hold itself expires and the sweeper releases it. The operator bears that loss;
 // a customer is never charged twice or beyond their balance.
+//
+// A lease is the gateway's reservation, not the customer's spending: when money must leave the
+// account (a refund), the instance gives back what its lease holds beyond its requests in flight
+// (giveBack, asked through NOTIFY by Ledger.reclaimLeases).
+import pg from 'pg';
 import type { Logger } from 'pino';
 import { retryIfConnectionLost, type Db } from '../db/db.ts';
-import { newId, type Balance, type Ledger } from './ledger.ts';
+import { LEASE_RECLAIM_CHANNEL, newId, type Balance, type Ledger } from './ledger.ts';
 
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows?: Row[] }).rows ?? [];
@@ -60,7 +65,10 @@ interface Lease {
   lastUsed: number;
   /** Database work on this lease, one statement at a time. */
   queue: Promise<unknown>;
+  /** Takes no new requests: retired, or given back and waiting for its requests in flight. */
   closed: boolean;
+  /** Set once the lease is being returned to the account, so it is returned once. */
+  returning?: Promise<void>;
 }
 
 export interface Reservation {
@@ -75,6 +83,9 @@ export class LeaseBook {
   private readonly opening = new Map<string, Promise<Lease | undefined>>();
   private readonly timer: NodeJS.Timeout;
   private ticks = 0;
+  private listener: pg.Client | undefined;
+  private listenRetry: NodeJS.Timeout | undefined;
+  private stopped = false;
   private readonly db: Db;
   private readonly ledger: Ledger;
   private readonly config: LeaseConfig;
@@ -116,7 +127,83 @@ export class LeaseBook {
     r.lease.inFlight--;
     r.lease.pending.push({ ...charge, costNano: charged, uncoveredNano: costNano - charged });
     if (r.lease.pending.length >= 256) this.flush(r.lease).catch((err) => this.log.warn({ err, lease: r.lease.id }, 'lease flush failed; retried next tick'));
+    // A lease given back keeps its requests in flight; the last one to settle returns the rest.
+    if (r.lease.closed && r.lease.inFlight === 0) void this.retire(r.lease);
     return charged;
+  }
+
+  /**
+   * Gives back what this instance's leases on the account hold beyond their requests in flight
+   * (Ledger.reclaimLeases asked): the lease takes no new requests, its charges are written, and
+   * its free part is released with the lease marked `reclaimed_at`, in one statement; the lease
+   * is returned whole once its last request in flight settles.
+   */
+  async giveBack(accountId: string): Promise<void> {
+    await this.opening.get(accountId)?.catch(() => undefined);
+    const live = this.leases.get(accountId);
+    if (live) {
+      live.closed = true;
+      this.leases.delete(accountId);
+      this.retiring.add(live);
+    }
+    const mine = [...this.retiring].filter((l) => l.accountId === accountId);
+    await Promise.all(mine.map((lease) => this.releaseFree(lease)));
+  }
+
+  private async releaseFree(lease: Lease): Promise<void> {
+    await this.flush(lease).catch((err) => this.log.warn({ err, lease: lease.id }, 'lease flush failed; retried next tick'));
+    await this.serial(lease, async () => {
+      const free = lease.free;
+      lease.free = 0n;
+      try {
+        await this.db.raw(
+          `WITH h AS (
+             UPDATE holds SET amount_nano = amount_nano - CAST(? AS bigint), reclaimed_at = now() WHERE request_id = ? AND status = 'active' RETURNING account_id
+           )
+           UPDATE accounts SET held_nano = held_nano - CAST(? AS bigint) FROM h WHERE accounts.id = h.account_id`,
+          [free.toString(), lease.id, free.toString()],
+        );
+      } catch (err) {
+        lease.free += free;
+        this.log.warn({ err, lease: lease.id }, 'giving a lease back failed');
+      }
+    });
+    if (lease.inFlight === 0) await this.retire(lease);
+  }
+
+  /**
+   * Listens for requests to give leases back, on a connection of its own (reconnected after a
+   * loss). A request missed while it was down is found on reconnecting: any account of a lease
+   * here whose leases are paused is given back then.
+   */
+  async listen(databaseUrl: string): Promise<void> {
+    const client = new pg.Client({ connectionString: databaseUrl, keepAlive: true, application_name: 'gateway-lease-listener' });
+    this.listener = client;
+    const lost = (err?: Error) => {
+      if (this.listener !== client) return;
+      this.listener = undefined;
+      client.end().catch(() => {});
+      if (this.stopped) return;
+      this.log.warn({ err: err?.message }, 'lease reclaim listener lost; reconnecting');
+      this.listenRetry = setTimeout(() => this.listen(databaseUrl).catch(() => {}), 1000);
+      this.listenRetry.unref();
+    };
+    client.on('error', lost);
+    client.on('end', () => lost());
+    client.on('notification', (msg) => {
+      if (msg.payload) this.giveBack(msg.payload).catch((err) => this.log.warn({ err }, 'giving a lease back failed'));
+    });
+    try {
+      await client.connect();
+      await client.query(`LISTEN ${LEASE_RECLAIM_CHANNEL}`);
+      const accounts = [...new Set([...this.leases.keys(), ...[...this.retiring].map((l) => l.accountId)])];
+      if (accounts.length > 0) {
+        const paused = await client.query('SELECT id FROM accounts WHERE id = ANY($1) AND lease_pause_until > now()', [accounts]);
+        for (const row of paused.rows as { id: string }[]) void this.giveBack(row.id).catch(() => {});
+      }
+    } catch (err) {
+      lost(err as Error);
+    }
   }
 
   /**
@@ -147,7 +234,12 @@ export class LeaseBook {
   /** Writes every pending charge and returns every lease (shutdown). */
   async close(): Promise<void> {
     clearInterval(this.timer);
-    await Promise.all([...this.leases.values()].map((l) => this.retire(l)));
+    this.stopped = true;
+    clearTimeout(this.listenRetry);
+    const listener = this.listener;
+    this.listener = undefined;
+    await listener?.end().catch(() => {});
+    await Promise.all([...this.leases.values(), ...this.retiring].map((l) => this.retire(l)));
   }
 
   private async open(keyHash: Buffer, accountId: string, need: bigint): Promise<Lease | undefined> {
@@ -158,7 +250,7 @@ export class LeaseBook {
       // that hold is simply never used, and expires and is swept like a crashed instance's.
       const id = newId('lease');
       const want = need > this.config.sliceNano ? need : this.config.sliceNano;
-      const hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId: id, minNano: need, maxNano: want, ttlSeconds: this.config.ttlSeconds });
+      const hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId: id, minNano: need, maxNano: want, ttlSeconds: this.config.ttlSeconds, lease: true });
       if (hold.kind !== 'held') return undefined;
       const lease: Lease = { id, accountId, free: hold.amountNano, inFlight: 0, reserved: 0n, pending: [], lastUsed: performance.now(), queue: Promise.resolve(), closed: false };
       this.leases.set(accountId, lease);
@@ -190,7 +282,7 @@ export class LeaseBook {
             await trx.raw(
               `UPDATE accounts SET held_nano = held_nano + LEAST(CAST(? AS bigint), balance_nano - held_nano),
                                last_hold_nano = LEAST(CAST(? AS bigint), balance_nano - held_nano)
-           WHERE id = ? AND balance_nano - held_nano >= CAST(? AS bigint)
+           WHERE id = ? AND balance_nano - held_nano >= CAST(? AS bigint) AND (lease_pause_until IS NULL OR lease_pause_until < now())
            RETURNING last_hold_nano::text AS grow`,
               [want.toString(), want.toString(), lease.accountId, shortfall.toString()],
             ),
@@ -201,9 +293,9 @@ export class LeaseBook {
         }),
       );
       if (grow == null) return false;
-      if (lease.closed) return false;
+      // Counted even when the lease closed meanwhile, so what it gives back or returns is all it holds.
       lease.free += BigInt(grow);
-      return true;
+      return !lease.closed;
     });
   }
 
@@ -276,8 +368,12 @@ export class LeaseBook {
     });
   }
 
-  /** Flushes and returns a lease: what is left of it is released. */
-  private async retire(lease: Lease): Promise<void> {
+  /** Flushes and returns a lease: what is left of it is released. Once per lease. */
+  private retire(lease: Lease): Promise<void> {
+    return (lease.returning ??= this.returnLease(lease));
+  }
+
+  private async returnLease(lease: Lease): Promise<void> {
     lease.closed = true;
     if (this.leases.get(lease.accountId) === lease) this.leases.delete(lease.accountId);
     this.retiring.add(lease);
@@ -301,15 +397,23 @@ export class LeaseBook {
   private tick(): void {
     const now = performance.now();
     const renew = ++this.ticks % Math.max(1, Math.floor((this.config.ttlSeconds * 1000) / 3 / this.config.flushMs)) === 0;
+    // Leases given back still write their requests' charges and stay alive until the last one settles.
+    for (const lease of this.retiring) {
+      if (lease.returning) continue;
+      if (lease.pending.length > 0) this.flush(lease).catch((err) => this.log.warn({ err, lease: lease.id }, 'lease flush failed; retried next tick'));
+      if (renew) void this.renew(lease);
+    }
     for (const lease of this.leases.values()) {
       if (lease.pending.length > 0) this.flush(lease).catch((err) => this.log.warn({ err, lease: lease.id }, 'lease flush failed; retried next tick'));
       if (lease.inFlight === 0 && now - lease.lastUsed > this.config.idleMs) void this.retire(lease);
-      else if (renew) {
-        void this.serial(lease, () =>
-          this.db.raw(`UPDATE holds SET expires_at = now() + make_interval(secs => ?) WHERE request_id = ? AND status = 'active'`, [this.config.ttlSeconds, lease.id]),
-        ).catch((err) => this.log.warn({ err, lease: lease.id }, 'lease renewal failed'));
-      }
+      else if (renew) void this.renew(lease);
     }
+  }
+
+  private renew(lease: Lease): Promise<unknown> {
+    return this.serial(lease, () => this.db.raw(`UPDATE holds SET expires_at = now() + make_interval(secs => ?) WHERE request_id = ? AND status = 'active'`, [this.config.ttlSeconds, lease.id])).catch(
+      (err) => this.log.warn({ err, lease: lease.id }, 'lease renewal failed'),
+    );
   }
 
   private serial<T>(lease: Lease, work: () => Promise<T>): Promise<T> {

@@ -96,7 +96,7 @@ export interface RefundResult {
 }
 
 export class LedgerError extends Error {
-  readonly code: 'unknown_key' | 'invalid_amount' | 'duplicate_request' | 'idempotency_conflict';
+  readonly code: 'unknown_key' | 'invalid_amount' | 'duplicate_request' | 'idempotency_conflict' | 'leases_busy';
   constructor(code: LedgerError['code'], message: string) {
     super(message);
     this.code = code;
@@ -108,6 +108,9 @@ const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
 const big = (v: unknown): bigint => BigInt(v as string);
 
 export const newId = (prefix: string): string => `${prefix}_${randomBase62(20)}`;
+
+/** Where a refund asks instances to give back their credit leases on an account (payload: the account id). */
+export const LEASE_RECLAIM_CHANNEL = 'lease_reclaim';
 
 /** Either the secret key itself or its public id. */
 export type KeyRef = { apiKey: string } | { keyId: string };
@@ -273,9 +276,11 @@ export class Ledger {
    * when available >= min; otherwise nothing. The row lock on the account serialises
    * concurrent holds, and the CHECK held <= balance backs it up.
    */
-  async placeHold(opts: { apiKeyHash: Buffer; requestId: string; minNano: bigint; maxNano: bigint; ttlSeconds: number }): Promise<HoldResult> {
+  async placeHold(opts: { apiKeyHash: Buffer; requestId: string; minNano: bigint; maxNano: bigint; ttlSeconds: number; lease?: boolean }): Promise<HoldResult> {
     const min = opts.minNano.toString();
     const max = opts.maxNano.toString();
+    // A credit lease is not opened while a refund is taking money back (see reclaimLeases).
+    const leasePaused = opts.lease ? 'AND (lease_pause_until IS NULL OR lease_pause_until < now())' : '';
     let rows: Row[];
     try {
       rows = rowsOf(
@@ -287,7 +292,7 @@ export class Ledger {
            ), upd AS (
              UPDATE accounts SET held_nano = held_nano + LEAST(CAST(? AS bigint), balance_nano - held_nano),
                                  last_hold_nano = LEAST(CAST(? AS bigint), balance_nano - held_nano)
-             FROM k WHERE accounts.id = k.account_id AND balance_nano - held_nano >= CAST(? AS bigint)
+             FROM k WHERE accounts.id = k.account_id AND balance_nano - held_nano >= CAST(? AS bigint) ${leasePaused}
              RETURNING last_hold_nano AS amount
            ), ins AS (
              INSERT INTO holds (request_id, account_id, key_id, amount_nano, expires_at)
@@ -454,12 +459,70 @@ export class Ledger {
   }
 
   /**
-   * Takes back what the top-up with this external id credited, in one statement: once per
-   * top-up (the refunds row is the record, also when nothing could be taken), and never more
-   * than the available balance (balance - held), so neither the balance nor the holds can be
-   * overdrawn; credit already spent stays spent. Undefined when no such top-up exists.
+   * Asks every instance to give back what its credit leases on the account hold beyond their
+   * requests in flight, and waits (up to `waitMs`) until each has: then the account's held
+   * amount is the customer's own (requests in flight), not an instance's reservation. New leases
+   * on the account are paused for `pauseMs` meanwhile (requests hold in the database instead), so
+   * what was given back is not leased again at once. 'none' when no lease was held on the
+   * account; 'busy' when an instance did not answer in time (its listener down, or it crashed:
+   * a crashed instance's lease is released by the sweeper once it expires).
    */
-  async refundTopUp(opts: { externalId: string; cause: string }): Promise<RefundResult | undefined> {
+  async reclaimLeases(accountId: string, opts: { waitMs: number; pauseMs: number }): Promise<'none' | 'reclaimed' | 'busy'> {
+    const pending = async (since?: string): Promise<number> =>
+      Number(
+        rowsOf(
+          await this.db.raw(
+            `SELECT count(*)::int AS n FROM holds WHERE account_id = ? AND status = 'active' AND starts_with(request_id, 'lease_')
+             ${since === undefined ? '' : 'AND (reclaimed_at IS NULL OR reclaimed_at < CAST(? AS timestamptz))'}`,
+            since === undefined ? [accountId] : [accountId, since],
+          ),
+        )[0]!.n,
+      );
+    if ((await pending()) === 0) return 'none';
+    // The notice is delivered when this statement commits; an instance marks its lease with a
+    // time after that, so `since` tells answers to this request from earlier ones.
+    const since = rowsOf(
+      await this.db.raw(
+        `WITH p AS (
+           UPDATE accounts SET lease_pause_until = GREATEST(COALESCE(lease_pause_until, now()), now() + make_interval(secs => ?))
+           WHERE id = ? RETURNING now()::text AS since
+         )
+         SELECT since, pg_notify(?, ?) FROM p`,
+        [opts.pauseMs / 1000, accountId, LEASE_RECLAIM_CHANNEL, accountId],
+      ),
+    )[0]?.since as string | undefined;
+    if (since === undefined) return 'none';
+    const until = performance.now() + opts.waitMs;
+    for (;;) {
+      if ((await pending(since)) === 0) return 'reclaimed';
+      if (performance.now() >= until) return 'busy';
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  /**
+   * Takes back what the top-up with this external id credited: once per top-up (the refunds row
+   * is the record, also when nothing could be taken), and never more than the customer has not
+   * spent: the balance less what their requests in flight hold. Credit leases on the account are
+   * given back first (reclaimLeases), since a lease is an instance's reservation, not spending;
+   * when an instance does not give its lease back in time, nothing is recorded and the refund
+   * fails (`leases_busy`), to be tried again. Credit already spent stays spent. Undefined when no
+   * such top-up exists.
+   */
+  async refundTopUp(opts: { externalId: string; cause: string; reclaimWaitMs?: number }): Promise<RefundResult | undefined> {
+    const topup = rowsOf(
+      await this.db.raw(`SELECT t.account_id, (r.topup_id IS NOT NULL) AS refunded FROM ledger t LEFT JOIN refunds r ON r.topup_id = t.id WHERE t.kind = 'topup' AND t.external_id = ?`, [
+        opts.externalId,
+      ]),
+    )[0];
+    if (!topup) return undefined;
+    if (!topup.refunded) {
+      const waitMs = opts.reclaimWaitMs ?? 5_000;
+      const reclaim = await this.reclaimLeases(topup.account_id as string, { waitMs, pauseMs: waitMs + 5_000 });
+      if (reclaim === 'busy') {
+        throw new LedgerError('leases_busy', `A gateway instance holds credit of this account in a lease and did not give it back within ${waitMs} ms; nothing was refunded. Try again.`);
+      }
+    }
     // A transaction that locks the account before reading it: what it reads (the available
     // balance) stays true until it commits. (A locking step inside one statement can read an
     // older row version than the one it then updates; see placeHold.)

@@ -132,7 +132,14 @@ export function billingService(ledger: Ledger, limiter: RateLimiter, leases?: Le
 
     async refundTopUp(req) {
       if (!req.externalId) throw badRequest('external_id of the top-up is required', 'missing_required_parameter', 'external_id');
-      const r = await ledger.refundTopUp({ externalId: req.externalId, cause: req.cause || 'billing-rpc:refund' });
+      let r;
+      try {
+        r = await ledger.refundTopUp({ externalId: req.externalId, cause: req.cause || 'billing-rpc:refund' });
+      } catch (err) {
+        // Nothing was recorded: the refund can be asked again once the lease is given back or expires.
+        if (err instanceof LedgerError && err.code === 'leases_busy') throw gatewayError({ httpStatus: 503, type: 'server_error', code: 'leases_busy', retryAfterSeconds: 1, message: err.message });
+        throw err;
+      }
       if (!r) throw gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'topup_not_found', message: 'No top-up was applied with this external id.' });
       return { applied: r.applied, accountId: r.accountId, topupNano: r.topupNano, refundedNano: r.refundedNano, balanceNano: r.balanceNano };
     },

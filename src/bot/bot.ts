@@ -308,6 +308,8 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
       if (r.applied) await tellPayer(ctx, refundText(rp.total_amount, r.topupNano, r.refundedNano, r.balanceNano));
     } catch (err) {
       if (isNotFound(err)) return void log.warn({ charge: rp.telegram_payment_charge_id }, 'refund of a payment that was never credited');
+      // Nothing was taken back (nor recorded): an operator's /refund of the same payment repeats it.
+      log.error({ err, charge: rp.telegram_payment_charge_id, user: ctx.from?.id }, 'stars refunded but the credit NOT taken back; /refund repeats it');
       throw err;
     }
   });
@@ -336,8 +338,11 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
         `Stars refunded for ${charge}. ${r.applied ? 'Took back' : 'Had already taken back'} ${formatUsd(r.refundedNano)} of the ${formatUsd(r.topupNano)} credited; account ${r.accountId} balance ${formatUsd(r.balanceNano)}.`,
       );
     } catch (err) {
-      if (!isNotFound(err)) throw err;
-      await ctx.reply(`Stars refunded for ${charge}; no credit had been applied for this payment.`);
+      if (isNotFound(err)) return void (await ctx.reply(`Stars refunded for ${charge}; no credit had been applied for this payment.`));
+      if (!(err instanceof ConnectError && TRANSIENT.has(err.code))) throw err;
+      // Nothing was taken back nor recorded (e.g. a lease held by an instance that did not answer): asking again repeats it.
+      log.error({ err, charge, by: ctx.from.id }, 'stars refunded but the credit NOT taken back yet');
+      await ctx.reply(`Stars refunded for ${charge}, but the credit could not be taken back yet: ${err.rawMessage} Send /refund ${userId} ${charge} again in a minute.`);
     }
   });
 

@@ -24,7 +24,7 @@ export class Catalogue {
   constructor(config: Config, entries: readonly CatalogueEntry[] = MODELS, aliases: Readonly<Record<string, string>> = config.modelAliases ?? {}) {
     for (const e of entries) {
       for (const p of Object.values(e.prices)) parseDecimal(p); // a bad price fails the start, not a request
-      const problem = priceProblem(e);
+      const problem = priceProblem(e) ?? visionProblem(e);
       if (problem) throw new Error(`catalogue entry ${e.id}: ${problem}`);
       if (this.byId.has(e.id)) throw new Error(`catalogue lists ${e.id} twice`);
       const pc = config.providers[e.provider];
@@ -66,6 +66,25 @@ function priceProblem(e: CatalogueEntry): string | undefined {
   if (tiered && e.prices.long_input_per_mtok !== undefined) return 'a model has tier prices or long-context prices, not both';
   if ((e.prices.long_input_per_mtok !== undefined) !== (e.longContextAboveTokens !== undefined)) return 'long_ prices and longContextAboveTokens go together';
   return undefined;
+}
+
+/** A chat entry says how its provider bills an input image, in positive whole numbers and a decimal multiplier. */
+function visionProblem(e: CatalogueEntry): string | undefined {
+  if (e.kind !== 'chat') return undefined;
+  const v = e.vision;
+  if (!v) return 'a chat model needs `vision`: how its provider bills an input image (the hold counts images by it)';
+  const whole = (...n: number[]) => n.every((x) => Number.isSafeInteger(x) && x > 0);
+  switch (v.kind) {
+    case 'tiles':
+      return whole(v.baseTokens, v.tileTokens) ? undefined : 'vision tile tokens must be positive integers';
+    case 'patches':
+      parseDecimal(v.multiplier);
+      return whole(v.high.patches, v.high.maxEdge, ...(v.original ? [v.original.patches, v.original.maxEdge] : [])) ? undefined : 'vision patch budgets must be positive integers';
+    case 'claude':
+      return whole(v.maxEdge, v.maxPatches) ? undefined : 'vision maxEdge and maxPatches must be positive integers';
+    default:
+      return undefined;
+  }
 }
 
 /**

@@ -12,6 +12,34 @@ import type { ProviderName } from '../config/config.ts';
 
 export type ModelKindName = 'chat' | 'embedding' | 'image' | 'transcription' | 'speech' | 'video';
 
+/**
+ * How the provider bills an input image (chat `image_url`, Responses `input_image`, Claude
+ * `image` blocks) in input tokens: the hold takes it for every image part
+ * (src/inference/media/image-tokens.ts, docs/billing.md#images). From the providers' vision
+ * guides; where their figures and what callers measure differ, the larger.
+ */
+export type VisionBilling =
+  /** OpenAI's 512-px tiles: the image fitted in 2048×2048, its short side down to 768, then `baseTokens` + `tileTokens` per tile; detail `low` is `baseTokens` alone. */
+  | { kind: 'tiles'; baseTokens: number; tileTokens: number }
+  /**
+   * OpenAI's 32-px patches times `multiplier` (a decimal, rounded up): at detail `high` the image
+   * fitted in `high`; `original` (detail `original`, and what `auto` may mean) keeps more of it.
+   * Detail `low` is not documented to lower it, so it does not.
+   */
+  | { kind: 'patches'; multiplier: string; high: PatchBudget; original?: PatchBudget }
+  /** Claude: the image fitted in `maxEdge` px and `maxPatches` 28-px patches; the larger of w·h/750 and its patch count. */
+  | { kind: 'claude'; maxEdge: number; maxPatches: number }
+  /** The provider documents no rule: an image may fill the context window, so the request holds at least that. */
+  | { kind: 'window' }
+  /** The model reads no images (its provider refuses them): an image part counts by its bytes, as any other part. */
+  | { kind: 'none' };
+
+/** The most patches an image keeps, after fitting its long side in `maxEdge` px. */
+export interface PatchBudget {
+  patches: number;
+  maxEdge: number;
+}
+
 export interface CatalogueEntry {
   id: string;
   kind: ModelKindName;
@@ -29,6 +57,8 @@ export interface CatalogueEntry {
   longContextAboveTokens?: number;
   /** The provider's output cap does not bound its reasoning tokens (xAI): the hold adds maxOutputTokens of them. */
   reasoningBeyondCap?: boolean;
+  /** How an input image is billed; every chat model says (the catalogue refuses to start otherwise). */
+  vision?: VisionBilling;
 }
 
 const chat = (id: string, provider: ProviderName, contextWindow: number, maxOutputTokens: number, prices: Record<string, string>, extra: Partial<CatalogueEntry> = {}): CatalogueEntry => ({
@@ -42,6 +72,29 @@ const chat = (id: string, provider: ProviderName, contextWindow: number, maxOutp
   prices,
   ...extra,
 });
+
+// Input images, per family (docs/billing.md#images). OpenAI's tile models (gpt-4o, gpt-4.1):
+const GPT_4O_TILES: VisionBilling = { kind: 'tiles', baseTokens: 85, tileTokens: 170 };
+// gpt-4o-mini bills an image at 33⅓ times gpt-4o's tokens (the dollars of gpt-4o's image at its launch price).
+const GPT_4O_MINI_TILES: VisionBilling = { kind: 'tiles', baseTokens: 2_833, tileTokens: 5_667 };
+// OpenAI's patch models. The GPT-5.6 family reads an image at its own size (`original`) unless
+// asked for `high`, and refuses one over 30,000 patches (gpt-5.6-sol/luna/terra get the family's
+// rule: there are no per-model figures); callers measure 1.2 tokens a patch on it, as on gpt-5.5
+// and gpt-5.3-codex (gpt-5.5 keeps at most 10,000 patches within 6,000 px at `original`). The
+// small gpt-5.4 models keep 1,536 patches at 1.62 and 2.46 tokens each (OpenAI's table; callers
+// measure less on some, the hold keeps the table's).
+const GPT_5_6_PATCHES: VisionBilling = { kind: 'patches', multiplier: '1.2', high: { patches: 2_500, maxEdge: 2_048 }, original: { patches: 30_000, maxEdge: 65_535 } };
+const GPT_5_5_PATCHES: VisionBilling = { kind: 'patches', multiplier: '1.2', high: { patches: 2_500, maxEdge: 2_048 }, original: { patches: 10_000, maxEdge: 6_000 } };
+const smallPatches = (multiplier: string): VisionBilling => ({ kind: 'patches', multiplier, high: { patches: 1_536, maxEdge: 2_048 } });
+// Claude: 1,568 px and 1,568 patches up to the 4.6 models; from Opus 4.7 on, 2,576 px and 4,784
+// (claude-opus-4-8 and claude-fable-5, which has no published figures of its own: the family's
+// newest rule, the dearer one).
+const CLAUDE_IMAGES: VisionBilling = { kind: 'claude', maxEdge: 1_568, maxPatches: 1_568 };
+const CLAUDE_HIGH_RES_IMAGES: VisionBilling = { kind: 'claude', maxEdge: 2_576, maxPatches: 4_784 };
+// xAI publishes no image token rule (and accepts images up to 20 MiB): an image may fill the window.
+const XAI_IMAGES: VisionBilling = { kind: 'window' };
+// DeepSeek's chat models read text only.
+const NO_IMAGES: VisionBilling = { kind: 'none' };
 
 const passthrough = { responsesPassthrough: true };
 
@@ -64,7 +117,7 @@ export const MODELS: readonly CatalogueEntry[] = [
       flex_cached_input_per_mtok: '0.125',
       flex_output_per_mtok: '10.00',
     },
-    passthrough,
+    { ...passthrough, vision: GPT_5_6_PATCHES },
   ),
   chat(
     'gpt-5.6-luna',
@@ -83,7 +136,7 @@ export const MODELS: readonly CatalogueEntry[] = [
       flex_cached_input_per_mtok: '0.025',
       flex_output_per_mtok: '2.00',
     },
-    passthrough,
+    { ...passthrough, vision: GPT_5_6_PATCHES },
   ),
   chat(
     'gpt-5.6-terra',
@@ -102,7 +155,7 @@ export const MODELS: readonly CatalogueEntry[] = [
       flex_cached_input_per_mtok: '0.05',
       flex_output_per_mtok: '4.00',
     },
-    passthrough,
+    { ...passthrough, vision: GPT_5_6_PATCHES },
   ),
   chat(
     'gpt-5.5',
@@ -121,7 +174,7 @@ export const MODELS: readonly CatalogueEntry[] = [
       flex_cached_input_per_mtok: '0.0625',
       flex_output_per_mtok: '5.00',
     },
-    passthrough,
+    { ...passthrough, vision: GPT_5_5_PATCHES },
   ),
   chat(
     'gpt-5.4-mini',
@@ -140,7 +193,7 @@ export const MODELS: readonly CatalogueEntry[] = [
       flex_cached_input_per_mtok: '0.0125',
       flex_output_per_mtok: '1.00',
     },
-    passthrough,
+    { ...passthrough, vision: smallPatches('1.62') },
   ),
   chat(
     'gpt-5.4-nano',
@@ -156,7 +209,7 @@ export const MODELS: readonly CatalogueEntry[] = [
       flex_cached_input_per_mtok: '0.0025',
       flex_output_per_mtok: '0.20',
     },
-    passthrough,
+    { ...passthrough, vision: smallPatches('2.46') },
   ),
   chat(
     'gpt-4.1',
@@ -172,7 +225,7 @@ export const MODELS: readonly CatalogueEntry[] = [
       priority_cached_input_per_mtok: '0.875',
       priority_output_per_mtok: '14.00',
     },
-    passthrough,
+    { ...passthrough, vision: GPT_4O_TILES },
   ),
   chat(
     'gpt-5.3-codex',
@@ -188,37 +241,58 @@ export const MODELS: readonly CatalogueEntry[] = [
       priority_cached_input_per_mtok: '0.25',
       priority_output_per_mtok: '20.00',
     },
-    passthrough,
+    { ...passthrough, vision: smallPatches('1.2') },
   ),
   // OpenAI, chat completions only.
-  chat('gpt-4o-mini', 'openai', 128_000, 16_384, {
-    input_per_mtok: '0.15',
-    cached_input_per_mtok: '0.075',
-    output_per_mtok: '0.60',
-    priority_input_per_mtok: '0.25',
-    priority_cached_input_per_mtok: '0.125',
-    priority_output_per_mtok: '1.00',
-  }),
-  chat('gpt-4o', 'openai', 128_000, 16_384, {
-    input_per_mtok: '2.50',
-    cached_input_per_mtok: '1.25',
-    output_per_mtok: '10.00',
-    priority_input_per_mtok: '4.25',
-    priority_cached_input_per_mtok: '2.125',
-    priority_output_per_mtok: '17.00',
-  }),
+  chat(
+    'gpt-4o-mini',
+    'openai',
+    128_000,
+    16_384,
+    {
+      input_per_mtok: '0.15',
+      cached_input_per_mtok: '0.075',
+      output_per_mtok: '0.60',
+      priority_input_per_mtok: '0.25',
+      priority_cached_input_per_mtok: '0.125',
+      priority_output_per_mtok: '1.00',
+    },
+    { vision: GPT_4O_MINI_TILES },
+  ),
+  chat(
+    'gpt-4o',
+    'openai',
+    128_000,
+    16_384,
+    {
+      input_per_mtok: '2.50',
+      cached_input_per_mtok: '1.25',
+      output_per_mtok: '10.00',
+      priority_input_per_mtok: '4.25',
+      priority_cached_input_per_mtok: '2.125',
+      priority_output_per_mtok: '17.00',
+    },
+    { vision: GPT_4O_TILES },
+  ),
 
   // Anthropic (Claude family): /v1/messages natively. Cache writes cost 1.25x the input price for
   // 5 minutes, 2x for an hour; web search $10 per 1,000 searches. Sonnet 4.6 bills a request
   // past 200k input tokens at its long-context prices.
-  chat('claude-opus-4-8', 'anthropic', 1_000_000, 64_000, {
-    input_per_mtok: '5.00',
-    cached_input_per_mtok: '0.50',
-    cache_write_per_mtok: '6.25',
-    cache_write_1h_per_mtok: '10.00',
-    output_per_mtok: '25.00',
-    web_search_per_call: '0.01',
-  }),
+  chat(
+    'claude-opus-4-8',
+    'anthropic',
+    1_000_000,
+    64_000,
+    {
+      input_per_mtok: '5.00',
+      cached_input_per_mtok: '0.50',
+      cache_write_per_mtok: '6.25',
+      cache_write_1h_per_mtok: '10.00',
+      output_per_mtok: '25.00',
+      web_search_per_call: '0.01',
+    },
+    { vision: CLAUDE_HIGH_RES_IMAGES },
+  ),
   chat(
     'claude-sonnet-4-6',
     'anthropic',
@@ -237,24 +311,38 @@ export const MODELS: readonly CatalogueEntry[] = [
       long_cache_write_1h_per_mtok: '12.00',
       long_output_per_mtok: '22.50',
     },
-    { longContextAboveTokens: 200_000 },
+    { longContextAboveTokens: 200_000, vision: CLAUDE_IMAGES },
   ),
-  chat('claude-haiku-4-5', 'anthropic', 200_000, 64_000, {
-    input_per_mtok: '1.00',
-    cached_input_per_mtok: '0.10',
-    cache_write_per_mtok: '1.25',
-    cache_write_1h_per_mtok: '2.00',
-    output_per_mtok: '5.00',
-    web_search_per_call: '0.01',
-  }),
-  chat('claude-fable-5', 'anthropic', 1_000_000, 64_000, {
-    input_per_mtok: '4.00',
-    cached_input_per_mtok: '0.40',
-    cache_write_per_mtok: '5.00',
-    cache_write_1h_per_mtok: '8.00',
-    output_per_mtok: '20.00',
-    web_search_per_call: '0.01',
-  }),
+  chat(
+    'claude-haiku-4-5',
+    'anthropic',
+    200_000,
+    64_000,
+    {
+      input_per_mtok: '1.00',
+      cached_input_per_mtok: '0.10',
+      cache_write_per_mtok: '1.25',
+      cache_write_1h_per_mtok: '2.00',
+      output_per_mtok: '5.00',
+      web_search_per_call: '0.01',
+    },
+    { vision: CLAUDE_IMAGES },
+  ),
+  chat(
+    'claude-fable-5',
+    'anthropic',
+    1_000_000,
+    64_000,
+    {
+      input_per_mtok: '4.00',
+      cached_input_per_mtok: '0.40',
+      cache_write_per_mtok: '5.00',
+      cache_write_1h_per_mtok: '8.00',
+      output_per_mtok: '20.00',
+      web_search_per_call: '0.01',
+    },
+    { vision: CLAUDE_HIGH_RES_IMAGES },
+  ),
 
   // xAI and DeepSeek speak the OpenAI chat format. xAI bills a prompt from 128k tokens at its
   // long-context prices, and reasoning tokens beside the completion tokens.
@@ -271,7 +359,7 @@ export const MODELS: readonly CatalogueEntry[] = [
       long_cached_input_per_mtok: '1.50',
       long_output_per_mtok: '30.00',
     },
-    { longContextAboveTokens: 127_999, reasoningBeyondCap: true },
+    { longContextAboveTokens: 127_999, reasoningBeyondCap: true, vision: XAI_IMAGES },
   ),
   chat(
     'grok-4-fast',
@@ -286,10 +374,10 @@ export const MODELS: readonly CatalogueEntry[] = [
       long_cached_input_per_mtok: '0.10',
       long_output_per_mtok: '1.00',
     },
-    { longContextAboveTokens: 127_999, reasoningBeyondCap: true },
+    { longContextAboveTokens: 127_999, reasoningBeyondCap: true, vision: XAI_IMAGES },
   ),
-  chat('deepseek-chat', 'deepseek', 128_000, 8_192, { input_per_mtok: '0.28', cached_input_per_mtok: '0.028', output_per_mtok: '0.42' }),
-  chat('deepseek-reasoner', 'deepseek', 128_000, 64_000, { input_per_mtok: '0.28', cached_input_per_mtok: '0.028', output_per_mtok: '0.42' }),
+  chat('deepseek-chat', 'deepseek', 128_000, 8_192, { input_per_mtok: '0.28', cached_input_per_mtok: '0.028', output_per_mtok: '0.42' }, { vision: NO_IMAGES }),
+  chat('deepseek-reasoner', 'deepseek', 128_000, 64_000, { input_per_mtok: '0.28', cached_input_per_mtok: '0.028', output_per_mtok: '0.42' }, { vision: NO_IMAGES }),
 
   // Embeddings, per 1M input tokens (spec).
   {

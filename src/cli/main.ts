@@ -181,7 +181,8 @@ async function run(): Promise<void> {
 function describeFailure(err: unknown): string {
   const ce = ConnectError.from(err);
   const detail = ce.findDetails(GatewayErrorSchema)[0];
-  if (detail) return `error: ${detail.message}`;
+  // A refused admin token is told below, with where the CLI looked.
+  if (detail && detail.code !== 'admin_token_required') return `error: ${detail.message}`;
   const where = `${gateway.rpcUrl} (from ${gateway.source}${gateway.ignored.length ? `; ignored ${gateway.ignored.join('; ')}` : ''})`;
   switch (ce.code) {
     case Code.Unauthenticated:

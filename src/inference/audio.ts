@@ -1,6 +1,7 @@
 // POST /v1/audio/transcriptions (multipart) and /v1/audio/speech (binary audio back).
-// whisper is billed per second of the audio's real duration, read from the file; the
-// gpt-4o-*-transcribe models by tokens from the usage they report; speech per character.
+// whisper is billed per second of the audio's real length, counted from the audio itself (or
+// the seconds the provider reports, when more); the gpt-4o-*-transcribe models by tokens from
+// the usage they report, held for the counted length; speech per character.
 import { Blob } from 'node:buffer';
 import { FormData } from 'undici';
 import type { Catalogue } from '../catalogue/catalogue.ts';
@@ -11,7 +12,7 @@ import { openAICompatible } from './providers/openai-compatible.ts';
 import { isAbort } from './upstream.ts';
 import { countTextTokens } from './tokens.ts';
 import { zeroUsage, type ChargeInfo, type Engine, type Json } from './engine.ts';
-import { audioDuration, ceilSeconds } from './media/audio-duration.ts';
+import { audioLength, ceilSeconds, secondsText, sizeBoundSeconds } from './media/audio-duration.ts';
 import { Form, mediaPlan, modelOfKind } from './media/common.ts';
 
 export const TRANSCRIPTIONS_ROUTE = '/v1/audio/transcriptions';
@@ -26,6 +27,8 @@ const TOKEN_MODEL_FORMATS = ['json', 'text'];
 /** Audio tokens per second of audio: held at twice the rate the models use, estimated at it. */
 const AUDIO_TOKENS_PER_SECOND = 10n;
 const PROMPT_OVERHEAD_TOKENS = 64n;
+/** The formats whose reply carries the provider's usage (seconds or tokens) to bill by. */
+const USAGE_FORMATS = ['json', 'verbose_json', 'diarized_json'];
 
 const SPEECH_FORMATS: Record<string, string> = { mp3: 'audio/mpeg', opus: 'audio/ogg', aac: 'audio/aac', flac: 'audio/flac', wav: 'audio/wav', pcm: 'audio/pcm' };
 const MAX_SPEECH_CHARS = 4096;
@@ -47,6 +50,8 @@ export class AudioService {
     const key = engine.wellFormedKey(apiKey);
     const invalid = (e: Error) => engine.invalid(key, e);
     const form = new Form(parts);
+    const repeated = form.repeatedField();
+    if (repeated) return invalid(repeated);
     for (const name of TEXT_FIELDS) {
       if (form.files(name).length > 0) return invalid(badRequest(`'${name}' must be a text field, not a file.`, 'invalid_value', name));
     }
@@ -61,23 +66,48 @@ export class AudioService {
     if (files.length > 1) return invalid(badRequest("Send one audio 'file' per request.", 'invalid_value', 'file'));
     const file = files[0]!;
     if (file.data.length === 0) return invalid(badRequest(`The audio file '${file.filename}' is empty.`, 'invalid_value', 'file'));
-    const duration = audioDuration(file.data);
-    if (!duration) {
+    const length = audioLength(file.data);
+    if (!length) {
       return invalid(
         badRequest(`The file '${file.filename}' is not audio this gateway can read. Supported formats: flac, m4a, mp3, mp4, mpeg, mpga, oga, ogg, wav, webm.`, 'invalid_file_format', 'file'),
+      );
+    }
+    if (length.kind === 'contradicted') {
+      return invalid(
+        badRequest(
+          `The file '${file.filename}' states ${secondsText(length.stated)} s of audio but its ${length.codec} audio holds ${secondsText(length.seconds)} s: it was cut, padded or altered. Send the file as the encoder wrote it.`,
+          'audio_length_mismatch',
+          'file',
+        ),
       );
     }
     const format = form.field('response_format') ?? 'json';
     const formats = RESPONSE_FORMATS[model.id] ?? TOKEN_MODEL_FORMATS;
     if (!formats.includes(format)) return invalid(badRequest(`response_format '${format}' is not supported by ${model.id}. Supported: ${formats.join(', ')}.`, 'unsupported_value', 'response_format'));
     if (form.field('stream') === 'true') return invalid(badRequest('Streamed transcription is not supported by this gateway; omit "stream".', 'unsupported_parameter', 'stream'));
+    // Audio whose length the gateway cannot count is billed by what the provider reports, which
+    // only the JSON formats carry: a text reply would leave nothing but the size bound to charge.
+    if (length.kind === 'unmeasured' && !USAGE_FORMATS.includes(format)) {
+      return invalid(
+        badRequest(
+          `The gateway cannot count the length of ${length.codec} audio, and response_format '${format}' reports none to bill by. Ask for response_format 'json' or 'verbose_json', or send PCM WAV, MP3, FLAC, Opus, Vorbis or AAC audio.`,
+          'invalid_file_format',
+          'file',
+        ),
+      );
+    }
 
-    const seconds = ceilSeconds(duration);
+    // Counted seconds; where they cannot be counted, the most a file of this size can hold.
+    const counted = length.kind === 'measured' ? ceilSeconds(length.seconds) : undefined;
+    const bound = sizeBoundSeconds(file.data.length);
+    const seconds = counted ?? bound;
     const plan = mediaPlan(requestId, TRANSCRIPTIONS_ROUTE, model, { model: model.id }, startedAt);
     const perSecond = model.prices.per_audio_minute !== undefined;
     const promptTokens = BigInt(Buffer.byteLength(form.field('prompt') ?? '')) + PROMPT_OVERHEAD_TOKENS;
+    // whisper's hold leaves room for the provider to count a little more than the gateway did
+    // (its rounding, its decoder's padding): a tenth and two seconds.
     const hold = perSecond
-      ? audioSecondsNano(model.prices, seconds)
+      ? audioSecondsNano(model.prices, counted === undefined ? bound : counted + counted / 10n + 2n)
       : mediaTokensNano(model.prices, 'audio_input_per_mtok', {
           textInput: promptTokens,
           mediaInput: seconds * AUDIO_TOKENS_PER_SECOND * 2n,
@@ -115,17 +145,23 @@ export class AudioService {
     }
 
     let charge: ChargeInfo;
+    const reportedSeconds = secondsInUsage(json);
     if (perSecond) {
-      charge = await engine.settle(plan, { ...zeroUsage(), units: seconds, unit: 'audio_seconds' }, 'ok', 200, audioSecondsNano(model.prices, seconds));
+      // What the provider billed, when it says so and it is more; never less than the count. The
+      // engine charges at most the hold and records any excess as uncovered.
+      const billed = counted === undefined ? (reportedSeconds ?? bound) : reportedSeconds !== undefined && reportedSeconds > counted ? reportedSeconds : counted;
+      const usage = { ...zeroUsage(), units: billed, unit: 'audio_seconds', estimated: counted === undefined && reportedSeconds === undefined };
+      charge = await engine.settle(plan, usage, 'ok', 200, audioSecondsNano(model.prices, billed));
     } else {
       const reported = json?.usage && typeof json.usage === 'object' && (json.usage as Json).type !== 'duration' ? mediaTokensFromUsage(json.usage as Json, 'audio_tokens') : undefined;
       // Text formats carry no usage: audio tokens at the models' rate, output counted.
+      const heard = counted ?? reportedSeconds ?? bound;
       const tokens: MediaTokens = reported ?? {
         textInput: promptTokens - PROMPT_OVERHEAD_TOKENS,
-        mediaInput: seconds * AUDIO_TOKENS_PER_SECOND,
+        mediaInput: heard * AUDIO_TOKENS_PER_SECOND,
         output: BigInt(countTextTokens(typeof json?.text === 'string' ? json.text : text)),
       };
-      const usage = { ...zeroUsage(), inputTokens: tokens.textInput + tokens.mediaInput, outputTokens: tokens.output, estimated: !reported, units: seconds, unit: 'audio_seconds' };
+      const usage = { ...zeroUsage(), inputTokens: tokens.textInput + tokens.mediaInput, outputTokens: tokens.output, estimated: !reported, units: heard, unit: 'audio_seconds' };
       charge = await engine.settle(plan, usage, 'ok', 200, mediaTokensNano(model.prices, 'audio_input_per_mtok', tokens));
     }
     return { body: new TextEncoder().encode(text), contentType: contentType === 'application/json' ? '' : contentType, charge };
@@ -195,4 +231,11 @@ export class AudioService {
       await engine.settle(plan, answered ? usage : zeroUsage(), 'client_closed', 499, answered ? cost : 0n).catch((err) => engine.log.error({ err, requestId }, 'settle failed; the hold will expire'));
     }
   }
+}
+
+/** OpenAI's `usage: {type: "duration", seconds}` (whisper's JSON replies), in whole seconds rounded up. */
+function secondsInUsage(json: Json | undefined): bigint | undefined {
+  const usage = json?.usage as Json | undefined;
+  const s = usage && typeof usage === 'object' && usage.type === 'duration' ? usage.seconds : undefined;
+  return typeof s === 'number' && Number.isFinite(s) && s >= 0 && s < 1e9 ? BigInt(Math.ceil(s)) : undefined;
 }

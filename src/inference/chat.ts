@@ -5,7 +5,7 @@
 import { unavailableToCallers, type Catalogue, type ResolvedModel } from '../catalogue/catalogue.ts';
 import { usageFromAnthropic, usageFromOpenAI, type TokenUsage } from '../billing/pricing.ts';
 import { badRequest, gatewayError, unknownModel } from '../rpc/errors.ts';
-import { countInputTokens, countTextTokens, inputTokensUpperBound } from './tokens.ts';
+import { countInputTokens, countTextTokens, inputTokensUpperBound, type InputModel } from './tokens.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { anthropic } from './providers/anthropic.ts';
 import { chatRequestToMessages, messagesResponseToChat, MessagesToChatStream, TranslationError } from './translate/chat-messages.ts';
@@ -48,7 +48,7 @@ export class ChatService {
     const usage =
       json.usage && typeof json.usage === 'object'
         ? { ...usageFromOpenAI(json.usage as Json, json.service_tier), estimated: false }
-        : { ...countUsage(plan.body, outputTextOfReply(json)), estimated: true };
+        : { ...countUsage(plan.body, outputTextOfReply(json), plan.model), estimated: true };
     const charge = await this.engine.settle(plan, usage, 'ok', 200);
     // The caller sees the model as they named it; everything else as the upstream sent it.
     return { body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })), charge };
@@ -62,7 +62,9 @@ export class ChatService {
     const { json } = await this.engine.readJson(plan, res);
     const reply = messagesResponseToChat(json, { model: plan.model.id, created: Math.floor(Date.now() / 1000) });
     const usage =
-      json.usage && typeof json.usage === 'object' ? { ...usageFromAnthropic(json.usage as Json), estimated: false } : { ...countUsage(plan.body, outputTextOfReply(reply)), estimated: true };
+      json.usage && typeof json.usage === 'object'
+        ? { ...usageFromAnthropic(json.usage as Json), estimated: false }
+        : { ...countUsage(plan.body, outputTextOfReply(reply), plan.model), estimated: true };
     const charge = await this.engine.settle(plan, usage, 'ok', 200);
     return { body: encoder.encode(JSON.stringify(reply)), charge };
   }
@@ -77,7 +79,7 @@ export class ChatService {
       processor: viaMessages
         ? new ClaudeChatRelay(new MessagesToChatStream({ model: plan.model.id, created: Math.floor(Date.now() / 1000), includeUsage: clientWantsUsage }), clientWantsUsage)
         : new ChatChunkRelay(plan.model.id, clientWantsUsage),
-      countUsage: (d) => countUsage(plan.body, d),
+      countUsage: (d) => countUsage(plan.body, d, plan.model),
       brokenStreamEvent: brokenChatStream,
       signal,
     });
@@ -108,8 +110,8 @@ export class ChatService {
       prices: policy.worst.prices,
       worst: policy.worst,
       body,
-      inputUpper: BigInt(inputTokensUpperBound(body)),
-      countInput: () => BigInt(countInputTokens(body)),
+      inputUpper: BigInt(inputTokensUpperBound(body, model)),
+      countInput: () => BigInt(countInputTokens(body, model)),
       maxOutput: BigInt(model.maxOutputTokens),
       choices: BigInt((body.n as number | undefined) ?? 1),
       startedAt,
@@ -202,8 +204,8 @@ export function refusal(r: Refusal) {
   return gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: r.code, param: r.param, message: r.message });
 }
 
-export function countUsage(body: Json, outputText: string): TokenUsage {
-  return { inputTokens: BigInt(countInputTokens(body)), outputTokens: BigInt(countTextTokens(outputText)), cachedTokens: 0n, cacheWriteTokens: 0n };
+export function countUsage(body: Json, outputText: string, model: InputModel): TokenUsage {
+  return { inputTokens: BigInt(countInputTokens(body, model)), outputTokens: BigInt(countTextTokens(outputText)), cachedTokens: 0n, cacheWriteTokens: 0n };
 }
 
 export function brokenChatStream(message: string) {

@@ -16,6 +16,7 @@ import { bomLength, isAbort, upstreamFailure, type Upstream, type UpstreamBody, 
 import type { SseEvent } from './sse.ts';
 import { StreamRun, type RelayOptions } from './relay.ts';
 import { baseWorst } from './bill-policy.ts';
+import { duplicateMember, duplicateMemberRefusal } from './duplicate-members.ts';
 import type { RateDecision, RateLimiter } from '../billing/rate-limits.ts';
 import type { Metrics } from '../log/metrics.ts';
 import type { LeaseBook, Reservation } from '../billing/leases.ts';
@@ -173,6 +174,15 @@ export class Engine {
     return true;
   }
 
+  /**
+   * A hold the balance refused while credit leases (this instance's or another's) hold part of
+   * it: a lease is the gateway's reservation, not the customer's spending, so the leases give
+   * back what their requests in flight do not use (a bounded wait) and the hold is tried again.
+   */
+  private async leasesGaveBack(accountId: string): Promise<boolean> {
+    return (await this.ledger.reclaimLeases(accountId, { waitMs: 1_000, pauseMs: 2_000 })) !== 'none';
+  }
+
   /** The key when well formed (401 otherwise), checked before any database work. */
   wellFormedKey(apiKey: string | undefined): string {
     if (!apiKey || !isWellFormedKey(apiKey)) throw unauthorized();
@@ -188,15 +198,19 @@ export class Engine {
   /** A live key (checked first: nothing is parsed for a stranger) and a JSON object body. */
   async parse(caller: string | undefined, raw: Uint8Array): Promise<{ apiKey: string; body: Json }> {
     const apiKey = await this.authenticate(caller);
+    const text = Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('utf8');
     let body: unknown;
     try {
-      body = JSON.parse(Buffer.from(raw.buffer, raw.byteOffset, raw.byteLength).toString('utf8'));
+      body = JSON.parse(text);
     } catch {
       return this.invalid(apiKey, badRequest('The request body is not valid JSON.', 'invalid_json'));
     }
     if (body === null || typeof body !== 'object' || Array.isArray(body)) return this.invalid(apiKey, badRequest('The request body must be a JSON object.', 'invalid_json'));
     const unsafe = unsafeJson(body);
     if (unsafe) return this.invalid(apiKey, badRequest(unsafe, 'invalid_json'));
+    // A name sent twice is read one way here and maybe the other way by the provider: refused.
+    const repeated = duplicateMember(text, body);
+    if (repeated !== undefined) return this.invalid(apiKey, duplicateMemberRefusal(repeated));
     return { apiKey, body: body as Json };
   }
 
@@ -237,12 +251,14 @@ export class Engine {
     const ttlSeconds = this.config.holds.ttlSeconds;
     let hold;
     try {
-      hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId: plan.requestId, minNano: cost(input, 1n), maxNano: maxCost, ttlSeconds });
+      const place = (minNano: bigint) => this.ledger.placeHold({ apiKeyHash: keyHash, requestId: plan.requestId, minNano, maxNano: maxCost, ttlSeconds });
+      hold = await place(cost(input, 1n));
+      if (hold.kind === 'insufficient' && (await this.leasesGaveBack(hold.accountId))) hold = await place(cost(input, 1n));
       if (hold.kind === 'insufficient') {
         // With input the gateway cannot see, the window dominates: the tokenizer would change nothing.
         if (!w.unseen) input = plan.countInput();
         const min = cost(input, 1n);
-        if (hold.availableNano >= min) hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId: plan.requestId, minNano: min, maxNano: maxCost, ttlSeconds });
+        if (hold.availableNano >= min) hold = await place(min);
       }
     } catch (err) {
       throw duplicateRequest(err);
@@ -282,7 +298,9 @@ export class Engine {
   async placeExactHold(keyHash: Buffer, requestId: string, amountNano: bigint, ttlSeconds: number): Promise<{ accountId: string; keyId: string }> {
     let hold;
     try {
-      hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId, minNano: amountNano, maxNano: amountNano, ttlSeconds });
+      const place = () => this.ledger.placeHold({ apiKeyHash: keyHash, requestId, minNano: amountNano, maxNano: amountNano, ttlSeconds });
+      hold = await place();
+      if (hold.kind === 'insufficient' && (await this.leasesGaveBack(hold.accountId))) hold = await place();
     } catch (err) {
       throw duplicateRequest(err);
     }

@@ -73,6 +73,8 @@ export class ImagesService {
     const key = engine.wellFormedKey(apiKey);
     const invalid = (e: Error) => engine.invalid(key, e);
     const form = new Form(parts);
+    const repeated = form.repeatedField();
+    if (repeated) return invalid(repeated);
     for (const name of ['model', 'prompt', 'n', 'size', 'quality', 'output_format', 'background']) {
       if (form.files(name).length > 0) return invalid(badRequest(`'${name}' must be a text field, not a file.`, 'invalid_value', name));
     }

@@ -6,7 +6,7 @@
 import { unavailableToCallers, type Catalogue, type ResolvedModel } from '../catalogue/catalogue.ts';
 import { usageFromAnthropic, type TokenUsage } from '../billing/pricing.ts';
 import { badRequest, gatewayError, unknownModel } from '../rpc/errors.ts';
-import { anthropicInputUpperBound, countAnthropicInput, countTextTokens } from './tokens.ts';
+import { anthropicInputUpperBound, countAnthropicInput, countTextTokens, type InputModel } from './tokens.ts';
 import { anthropic } from './providers/anthropic.ts';
 import { upstreamFailure } from './upstream.ts';
 import { errorMessage, upstreamErrorOf, type ChargeInfo, type Engine, type Json, type Plan, type StepResult, type StreamEvent, type StreamProcessor } from './engine.ts';
@@ -40,7 +40,9 @@ export class MessagesService {
     const { bytes, json } = await this.engine.readJson(plan, res);
 
     const usage =
-      json.usage && typeof json.usage === 'object' ? { ...usageFromAnthropic(json.usage as Json), estimated: false } : { ...countUsage(plan.body, outputTextOfMessage(json)), estimated: true };
+      json.usage && typeof json.usage === 'object'
+        ? { ...usageFromAnthropic(json.usage as Json), estimated: false }
+        : { ...countUsage(plan.body, outputTextOfMessage(json), plan.model), estimated: true };
     const charge = await this.engine.settle(plan, usage, 'ok', 200);
     return { body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })), charge };
   }
@@ -51,7 +53,7 @@ export class MessagesService {
     yield* this.engine.relay(plan, {
       send: (s, gone) => this.engine.post(plan, call.messagesUrl, call.headers, upstreamBody, s, gone),
       processor: new AnthropicEventRelay(plan.model.id),
-      countUsage: (d) => countUsage(plan.body, d),
+      countUsage: (d) => countUsage(plan.body, d, plan.model),
       brokenStreamEvent: (message) => ({ event: 'error', json: JSON.stringify({ type: 'error', error: { type: 'api_error', message } }) }),
       signal,
     });
@@ -101,8 +103,8 @@ export class MessagesService {
       prices: policy.worst.prices,
       worst: policy.worst,
       body,
-      inputUpper: BigInt(anthropicInputUpperBound(body)),
-      countInput: () => BigInt(countAnthropicInput(body)),
+      inputUpper: BigInt(anthropicInputUpperBound(body, model)),
+      countInput: () => BigInt(countAnthropicInput(body, model)),
       maxOutput: BigInt(body.max_tokens as number),
       choices: 1n,
       startedAt,
@@ -138,8 +140,8 @@ export class MessagesService {
   }
 }
 
-function countUsage(body: Json, outputText: string): TokenUsage {
-  return { inputTokens: BigInt(countAnthropicInput(body)), outputTokens: BigInt(countTextTokens(outputText)), cachedTokens: 0n, cacheWriteTokens: 0n };
+function countUsage(body: Json, outputText: string, model: InputModel): TokenUsage {
+  return { inputTokens: BigInt(countAnthropicInput(body, model)), outputTokens: BigInt(countTextTokens(outputText)), cachedTokens: 0n, cacheWriteTokens: 0n };
 }
 
 function outputTextOfMessage(msg: Json): string {

@@ -136,8 +136,8 @@ export class ResponsesService {
         maxOutput,
         choices: 1n,
         startedAt,
-        inputUpper: BigInt(responsesInputUpperBound(body)),
-        countInput: () => BigInt(countResponsesInput(body)),
+        inputUpper: BigInt(responsesInputUpperBound(body, model)),
+        countInput: () => BigInt(countResponsesInput(body, model)),
       };
       const held = await this.engine.hold(key, plan);
       let changed = false;
@@ -214,8 +214,8 @@ export class ResponsesService {
       maxOutput,
       choices: 1n,
       startedAt,
-      inputUpper: BigInt(inputTokensUpperBound(chat)),
-      countInput: () => BigInt(countInputTokens(chat)),
+      inputUpper: BigInt(inputTokensUpperBound(chat, model)),
+      countInput: () => BigInt(countInputTokens(chat, model)),
     };
     const held = await this.engine.hold(key, plan);
     if (held.loweredOutputCap !== undefined) {

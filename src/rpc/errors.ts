@@ -1,8 +1,9 @@
 // One error type for every failure the services report. It travels as a ConnectError with a
 // GatewayError detail, so the HTTP facade can answer in the route's own shape and status and
 // a gRPC caller sees the same facts.
-import { create } from '@bufbuild/protobuf';
+import { clone, create } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
+import { codeToHttpStatus, codeToString } from '@connectrpc/connect/protocol-connect';
 import { GatewayErrorSchema, type GatewayError } from '../gen/gateway/v1/errors_pb.js';
 import { connectionLost } from '../db/connection-errors.ts';
 
@@ -15,6 +16,8 @@ export interface GatewayErrorInit {
   upstreamBody?: Uint8Array;
   retryAfterSeconds?: number;
   requestId?: string;
+  /** The RPC status, where it is not the one httpStatus maps to (an unknown method: 404, UNIMPLEMENTED). */
+  rpcCode?: Code;
 }
 
 function connectCode(status: number): Code {
@@ -58,15 +61,49 @@ export function gatewayError(init: GatewayErrorInit): ConnectError {
     retryAfterSeconds: init.retryAfterSeconds ?? 0,
     requestId: init.requestId ?? '',
   });
-  return new ConnectError(init.message, connectCode(init.httpStatus), undefined, [{ desc: GatewayErrorSchema, value: detail }]);
+  return new ConnectError(init.message, init.rpcCode ?? connectCode(init.httpStatus), undefined, [{ desc: GatewayErrorSchema, value: detail }]);
+}
+
+/**
+ * `err` as it leaves the RPC port: with a GatewayError detail that has a request id. An error
+ * raised without a detail (by Connect itself: a message over the read limit or not decodable, a
+ * bad timeout header) gets one made from its code; a detail without a request id gets
+ * `requestId`. Returns a new error when anything was added, `err` itself otherwise.
+ */
+export function withGatewayDetail(err: ConnectError, requestId: string): ConnectError {
+  const found = err.findDetails(GatewayErrorSchema)[0];
+  if (found?.requestId) return err;
+  const detail = found ? clone(GatewayErrorSchema, found) : detailFromCode(err);
+  detail.requestId = requestId;
+  const others = err.details.filter((d) => ('desc' in d ? d.desc.typeName : d.type) !== GatewayErrorSchema.typeName);
+  const filled = new ConnectError(err.rawMessage, err.code, err.metadata, undefined, err.cause);
+  filled.details = [...others, { desc: GatewayErrorSchema, value: detail }];
+  return filled;
+}
+
+/**
+ * The detail of an error raised without one: the HTTP status and code name Connect's protocol
+ * gives its RPC code. The only RESOURCE_EXHAUSTED raised without a detail is Connect's read
+ * limit, so it is the facade's 413 request_too_large.
+ */
+function detailFromCode(err: ConnectError): GatewayError {
+  const tooLarge = err.code === Code.ResourceExhausted;
+  const httpStatus = tooLarge ? 413 : codeToHttpStatus(err.code);
+  return create(GatewayErrorSchema, {
+    httpStatus,
+    type: httpStatus < 500 ? 'invalid_request_error' : 'server_error',
+    code: tooLarge ? 'request_too_large' : codeToString(err.code),
+    message: err.rawMessage,
+  });
 }
 
 /**
  * A failure a handler did not turn into a GatewayError, as the caller sees it: the database
  * connection lost under the request (and not won back by the retries) is a 503 worth retrying,
- * not a bug; anything else is an internal error (500).
+ * not a bug; an abort stays a cancellation; anything else is an internal error (500) whose
+ * message says nothing of the cause (it is logged where it is caught, with `requestId`).
  */
-export function unexpectedFailure(err: unknown): ConnectError {
+export function unexpectedFailure(err: unknown, requestId = ''): ConnectError {
   if (err instanceof ConnectError) return err;
   if (connectionLost(err)) {
     return gatewayError({
@@ -75,9 +112,12 @@ export function unexpectedFailure(err: unknown): ConnectError {
       code: 'database_unavailable',
       retryAfterSeconds: 1,
       message: 'The gateway lost its database connection while handling this request; retry it.',
+      requestId,
     });
   }
-  return ConnectError.from(err);
+  const aborted = ConnectError.from(err);
+  if (aborted.code === Code.Canceled) return aborted;
+  return gatewayError({ httpStatus: 500, type: 'server_error', code: 'internal_error', message: 'internal gateway error', requestId });
 }
 
 /** The GatewayError behind any thrown value; unknown failures become a 500. */
@@ -92,7 +132,7 @@ export function toGatewayError(err: unknown): GatewayError {
 export const UNAUTHORIZED_MESSAGE = 'Invalid API key. Pass a gateway key (prx-…) as "Authorization: Bearer <key>" or "x-api-key: <key>".';
 
 /** One answer for missing, malformed, unknown and revoked keys, so none can be told apart. */
-export const unauthorized = (): ConnectError => gatewayError({ httpStatus: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: UNAUTHORIZED_MESSAGE });
+export const unauthorized = (requestId?: string): ConnectError => gatewayError({ httpStatus: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: UNAUTHORIZED_MESSAGE, requestId });
 
 export const badRequest = (message: string, code: string, param?: string): ConnectError => gatewayError({ httpStatus: 400, type: 'invalid_request_error', code, message, ...(param ? { param } : {}) });
 

@@ -1,20 +1,23 @@
 // The services, served two ways from one router definition: over the network (Connect, gRPC
 // and gRPC-Web on one HTTP/2 port) and in-process for the HTTP facade (no network hop).
 import http2 from 'node:http2';
-import type { ServiceImpl, Interceptor, ConnectRouter } from '@connectrpc/connect';
-import { Code, ConnectError } from '@connectrpc/connect';
+import type { ServiceImpl, Interceptor, ConnectRouter, HandlerContext } from '@connectrpc/connect';
+import { Code, ConnectError, createContextKey } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { VideoService } from '../gen/gateway/v1/video_pb.js';
 import type { Logger } from 'pino';
-import { endStreamFlag, endStreamToJson, errorToJsonBytes, codeToHttpStatus } from '@connectrpc/connect/protocol-connect';
+import { endStreamFlag, endStreamToJson, errorToJsonBytes, codeToHttpStatus, codeToString } from '@connectrpc/connect/protocol-connect';
+import { setTrailerStatus } from '@connectrpc/connect/protocol-grpc';
 import { directTransport } from './direct-transport.ts';
 import { keyFromHeaders } from '../billing/keys.ts';
 import { bearerMatches } from '../config/bearer.ts';
 import { isLoopbackPeer } from '../config/exposure.ts';
-import { UNAUTHORIZED_MESSAGE, unexpectedFailure } from './errors.ts';
+import { newRequestId } from '../inference/engine.ts';
+import { GatewayErrorSchema } from '../gen/gateway/v1/errors_pb.js';
+import { gatewayError, unauthorized, unexpectedFailure, withGatewayDetail } from './errors.ts';
 
 export interface Services {
   billing: ServiceImpl<typeof BillingService>;
@@ -37,19 +40,49 @@ export function inProcessTransport(s: Services, log?: Logger) {
   return directTransport(s, log);
 }
 
+/** A call's request id on the network port, made when first needed (see callRequestIds). */
+interface CallRequestId {
+  value: string;
+}
+const CALL_REQUEST_ID = createContextKey<CallRequestId | undefined>(undefined, { description: 'request id of a network call' });
+
 /**
- * A service that throws something other than a ConnectError (a database outage, a bug) answers
- * a bare "internal error"; the cause is logged here, where it is still known.
+ * Every error a call on the network port ends with carries a GatewayError detail with the
+ * call's request id (errors.proto's promise). The id is the caller's own (the request_id of an
+ * Inference or Video request) or one made here and written into the message, so the service
+ * uses it too: the id in an error is the id in the logs and the usage rows. A failure that is
+ * not a ConnectError (a database outage, a bug) is logged here, where its cause is still known,
+ * and answers an internal error that does not repeat it.
  */
-export function logInternalErrors(log: Logger): Interceptor {
+export function gatewayErrorDetails(log?: Logger): Interceptor {
   return (next) => async (req) => {
-    const report = (err: unknown) => {
-      if (err instanceof ConnectError) return;
-      const requestId = (req as { message?: { requestId?: string } }).message?.requestId;
-      log.error({ err, rpc: `${req.service.typeName}/${req.method.name}`, requestId }, 'RPC failed inside the gateway');
+    const call = req.contextValues.get(CALL_REQUEST_ID) ?? { value: '' };
+    const idOf = () => (call.value ||= newRequestId());
+    const adopt = (message: unknown) => {
+      const m = message as { requestId?: unknown };
+      if (!KEYED_SERVICES.has(req.service.typeName) || typeof m.requestId !== 'string') return;
+      if (m.requestId) call.value = m.requestId;
+      else m.requestId = idOf();
     };
+    const failure = (err: unknown): ConnectError => {
+      if (!(err instanceof ConnectError)) log?.error({ err, rpc: `${req.service.typeName}/${req.method.name}`, requestId: idOf() }, 'RPC failed inside the gateway');
+      return withGatewayDetail(unexpectedFailure(err, idOf()), idOf());
+    };
+    let forwarded = req;
+    if (req.stream) {
+      const inputs = req.message;
+      forwarded = {
+        ...req,
+        message: (async function* () {
+          for await (const m of inputs) {
+            adopt(m);
+            yield m;
+          }
+        })(),
+      };
+    } else adopt(req.message);
     try {
-      const res = await next(req);
+      const res = await next(forwarded);
       if (!res.stream) return res;
       const messages = res.message;
       return {
@@ -58,15 +91,40 @@ export function logInternalErrors(log: Logger): Interceptor {
           try {
             yield* messages;
           } catch (err) {
-            report(err);
-            throw unexpectedFailure(err);
+            throw failure(err);
           }
         })(),
       };
     } catch (err) {
-      report(err);
-      throw unexpectedFailure(err);
+      throw failure(err);
     }
+  };
+}
+
+/**
+ * The request gate, run for every call before its message is read: it gives the call its
+ * request id holder, and the detail to the errors Connect raises itself, where no interceptor
+ * sees them (a message over readMaxBytes or not decodable, a bad timeout or compression header:
+ * met while reading a unary call's message). Connect aborts the call's signal with such an error
+ * just before it writes it, so the detail is added there; test/rpc-refusals.test.ts notices
+ * should a Connect release change that order.
+ */
+function callRequestIds(log?: Logger) {
+  return (ctx: HandlerContext): void => {
+    const call: CallRequestId = { value: '' };
+    ctx.values.set(CALL_REQUEST_ID, call);
+    ctx.signal.addEventListener(
+      'abort',
+      () => {
+        const reason: unknown = ctx.signal.reason;
+        if (!(reason instanceof ConnectError) || reason.findDetails(GatewayErrorSchema).length > 0) return;
+        const requestId = (call.value ||= newRequestId());
+        reason.details = withGatewayDetail(reason, requestId).details;
+        // A caller that went away is told nothing; anything else was refused.
+        if (reason.code !== Code.Canceled) log?.info({ requestId, rpc: `${ctx.service.typeName}/${ctx.method.name}`, status: codeToString(reason.code), message: reason.rawMessage }, 'RPC refused');
+      },
+      { once: true },
+    );
   };
 }
 
@@ -83,19 +141,36 @@ export interface RpcAccess {
 
 const KEYED_SERVICES = new Set([InferenceService.typeName, VideoService.typeName]);
 
+/** Each refusal is a GatewayError with a request id of its own, as every answer of the facade has. */
 async function refusal(req: http2.Http2ServerRequest, access: RpcAccess): Promise<ConnectError | undefined> {
   const service = /^\/([^/]+)\//.exec(req.url)?.[1] ?? '';
   if (KEYED_SERVICES.has(service)) {
     const key = keyFromHeaders(header(req, 'authorization'), header(req, 'x-api-key'));
-    return (await access.keyIsLive(key)) ? undefined : new ConnectError(UNAUTHORIZED_MESSAGE, Code.Unauthenticated);
+    return (await access.keyIsLive(key)) ? undefined : unauthorized(newRequestId());
   }
   if (access.adminToken) {
-    return bearerMatches(header(req, 'authorization'), access.adminToken) ? undefined : new ConnectError('admin token required: send "authorization: Bearer <ADMIN_TOKEN>"', Code.Unauthenticated);
+    return bearerMatches(header(req, 'authorization'), access.adminToken) ? undefined : adminTokenRequired(401, 'admin token required: send "authorization: Bearer <ADMIN_TOKEN>"');
   }
   // No token: the port listens on loopback (the gateway refuses to start otherwise); a caller
   // that still arrives from elsewhere (a forwarded port) is not answered.
-  return isLoopbackPeer(req.socket.remoteAddress) ? undefined : new ConnectError('admin token required: this gateway has none set, so it answers this machine only', Code.PermissionDenied);
+  return isLoopbackPeer(req.socket.remoteAddress) ? undefined : adminTokenRequired(403, 'admin token required: this gateway has none set, so it answers this machine only');
 }
+
+const adminTokenRequired = (httpStatus: 401 | 403, message: string) => gatewayError({ httpStatus, type: 'invalid_request_error', code: 'admin_token_required', message, requestId: newRequestId() });
+
+/** No such method: the facade's unknown_route, with the status gRPC gives an unknown method. */
+const unknownMethod = (req: http2.Http2ServerRequest) =>
+  gatewayError({
+    httpStatus: 404,
+    type: 'invalid_request_error',
+    code: 'unknown_route',
+    message: `Unknown RPC: ${methodPath(req)}. proto/gateway/v1/ defines the services and their methods.`,
+    requestId: newRequestId(),
+    rpcCode: Code.Unimplemented,
+  });
+
+/** The path a call names, as far as it is worth repeating (it is the caller's text). */
+const methodPath = (req: http2.Http2ServerRequest): string => req.url.split('?')[0]!.slice(0, 200);
 
 const header = (req: http2.Http2ServerRequest, name: string): string | undefined => {
   const v = req.headers[name];
@@ -105,13 +180,18 @@ const header = (req: http2.Http2ServerRequest, name: string): string | undefined
 /**
  * Answers with `err` in the caller's protocol (gRPC, gRPC-Web or Connect) without reading the
  * request body: what the caller sends meanwhile stops at the stream's flow-control window, and
- * gRPC and Connect clients cancel the call once they have the error.
+ * gRPC and Connect clients cancel the call once they have the error. Connect's own encoders
+ * write the status and the error's details (the GatewayError) in each protocol.
  */
-function refuse(req: http2.Http2ServerRequest, res: http2.Http2ServerResponse, err: ConnectError): void {
+function refuse(req: http2.Http2ServerRequest, res: http2.Http2ServerResponse, err: ConnectError, log: Logger | undefined): void {
+  const detail = err.findDetails(GatewayErrorSchema)[0];
+  log?.info({ requestId: detail?.requestId, rpc: methodPath(req), status: codeToString(err.code), code: detail?.code }, 'RPC refused');
   const type = (header(req, 'content-type') ?? '').split(';')[0]!.trim().toLowerCase();
   if (type.startsWith('application/grpc')) {
-    // gRPC and gRPC-Web: a trailers-only answer, the status in one HEADERS frame that ends the stream.
-    req.stream.respond({ ':status': 200, 'content-type': type, 'grpc-status': String(err.code), 'grpc-message': encodeURIComponent(err.rawMessage) }, { endStream: true });
+    // gRPC and gRPC-Web: a trailers-only answer, the status (grpc-status, grpc-message and
+    // grpc-status-details-bin) in one HEADERS frame that ends the stream.
+    const status = Object.fromEntries(setTrailerStatus(new Headers(), err));
+    req.stream.respond({ ':status': 200, 'content-type': type, ...status }, { endStream: true });
     return;
   }
   if (type.startsWith('application/connect+')) {
@@ -138,7 +218,14 @@ export interface RpcServerOptions extends RpcAccess {
 }
 
 export function startRpcServer(s: Services, opts: RpcServerOptions): Promise<http2.Http2Server> {
-  const handler = connectNodeAdapter({ routes: routes(s), interceptors: opts.log ? [logInternalErrors(opts.log)] : [], readMaxBytes: opts.readMaxBytes });
+  const handler = connectNodeAdapter({
+    routes: routes(s),
+    interceptors: [gatewayErrorDetails(opts.log)],
+    requestGate: callRequestIds(opts.log),
+    // A path no service serves (this server speaks HTTP/2 only, hence the casts).
+    fallback: (req, res) => refuse(req as http2.Http2ServerRequest, res as http2.Http2ServerResponse, unknownMethod(req as http2.Http2ServerRequest), opts.log),
+    readMaxBytes: opts.readMaxBytes,
+  });
   const server = http2.createServer(
     {
       // Bounds what one connection can make the server hold: streams at once (each with its
@@ -148,10 +235,19 @@ export function startRpcServer(s: Services, opts: RpcServerOptions): Promise<htt
     },
     (req, res) => {
       refusal(req, opts).then(
-        (err) => (err ? refuse(req, res, err) : handler(req, res)),
+        (err) => (err ? refuse(req, res, err, opts.log) : handler(req, res)),
         (err: unknown) => {
-          opts.log?.error({ err }, 'RPC access check failed');
-          refuse(req, res, new ConnectError('access check failed', Code.Unavailable));
+          const requestId = newRequestId();
+          opts.log?.error({ err, requestId }, 'RPC access check failed');
+          const failed = gatewayError({
+            httpStatus: 503,
+            type: 'server_error',
+            code: 'access_check_failed',
+            retryAfterSeconds: 1,
+            message: "The gateway could not check this call's credentials; retry it.",
+            requestId,
+          });
+          refuse(req, res, failed, opts.log);
         },
       );
     },

@@ -1,5 +1,7 @@
-// Real media bytes for tests and the simulator: PNG images of a given size and audio files of
-// a known duration in each container the transcription route reads.
+// Real media bytes for tests and the simulator: PNG images of a given size, WAV and MP3 of a
+// known length, the audio fixtures made with an encoder in each container the transcription
+// route reads, and forgeries of them whose stated length is not their audio's.
+import { readFileSync } from 'node:fs';
 import { crc32, deflateSync } from 'node:zlib';
 
 function pngChunk(type: string, data: Buffer): Buffer {
@@ -53,89 +55,95 @@ export function mp3(frames: number): Buffer {
   return Buffer.concat([id3, ...Array.from({ length: frames }, () => frame)]);
 }
 
-/** A FLAC stream header stating `samples` samples at `rate` Hz. */
-export function flac(samples: number, rate = 16000): Buffer {
-  const info = Buffer.alloc(34);
-  info.writeUInt16BE(4096, 0);
-  info.writeUInt16BE(4096, 2);
-  // sample rate (20 bits), channels-1 (3 bits) = 0, bits-1 (5 bits) = 15, total samples (36 bits)
-  info[10] = (rate >> 12) & 0xff;
-  info[11] = (rate >> 4) & 0xff;
-  info[12] = ((rate & 0x0f) << 4) | (0 << 1) | (15 >> 4);
-  info[13] = ((15 & 0x0f) << 4) | Number((BigInt(samples) >> 32n) & 0x0fn);
-  info.writeUInt32BE(samples >>> 0, 14);
-  return Buffer.concat([Buffer.from('fLaC', 'latin1'), Buffer.from([0x80, 0, 0, 34]), info]);
+const AUDIO_DIR = new URL('../fixtures/audio/', import.meta.url);
+
+/** Real audio files made with ffmpeg (test/fixtures/audio/make.sh): 1.5 s WAVs, 3.5 s in the other containers. */
+export function audioFixture(name: string): Buffer {
+  return readFileSync(new URL(name, AUDIO_DIR));
 }
 
-function oggPage(granule: bigint, seq: number, packet: Buffer, flags: number): Buffer {
-  const segments: number[] = [];
-  let left = packet.length;
-  while (left >= 255) {
-    segments.push(255);
-    left -= 255;
+/** What ffmpeg decodes from each fixture: the length a provider hears and bills. */
+const DECODED = JSON.parse(readFileSync(new URL('decoded.json', AUDIO_DIR), 'utf8')) as Record<string, { samples: number; rate: number }>;
+
+/**
+ * The seconds a provider decodes from an upload: a fixture's by its name (forged headers do not
+ * change what a decoder hears), a PCM WAV's by its data bytes and sample format.
+ */
+export function decodedSeconds(filename: string, bytes: Buffer): number | undefined {
+  const fixture = DECODED[filename];
+  if (fixture) return fixture.samples / fixture.rate;
+  if (bytes.toString('latin1', 0, 4) !== 'RIFF' || bytes.toString('latin1', 8, 12) !== 'WAVE') return undefined;
+  const fmt = bytes.indexOf('fmt ', 12, 'latin1');
+  const data = bytes.indexOf('data', 12, 'latin1');
+  if (fmt < 0 || data < 0 || bytes.readUInt16LE(fmt + 8) !== 1) return undefined;
+  const frameBytes = bytes.readUInt16LE(fmt + 10) * (bytes.readUInt16LE(fmt + 22) / 8);
+  return Math.floor((bytes.length - data - 8) / frameBytes) / bytes.readUInt32LE(fmt + 12);
+}
+
+// Forgeries: a fixture whose stated length is rewritten and whose audio is left as it was.
+
+/** A WAV whose fmt byteRate is multiplied by `factor`. */
+export function forgeWavByteRate(wav: Buffer, factor: number): Buffer {
+  const out = Buffer.from(wav);
+  const fmt = out.indexOf('fmt ', 12, 'latin1');
+  out.writeUInt32LE(out.readUInt32LE(fmt + 16) * factor, fmt + 16);
+  return out;
+}
+
+/** A FLAC whose STREAMINFO states `samples` in all. */
+export function forgeFlacTotal(flac: Buffer, samples: number): Buffer {
+  const out = Buffer.from(flac);
+  const info = 8; // after "fLaC" and the block header
+  out[info + 13] = (out[info + 13]! & 0xf0) | Math.floor(samples / 2 ** 32);
+  out.writeUInt32BE(samples >>> 0, info + 14);
+  return out;
+}
+
+/** Ogg's page checksum: CRC-32, polynomial 0x04c11db7, not reflected, over the page with its checksum zeroed. */
+function oggCrc(page: Buffer): number {
+  let crc = 0;
+  for (const byte of page) {
+    crc ^= byte << 24;
+    for (let k = 0; k < 8; k++) crc = crc & 0x80000000 ? (crc << 1) ^ 0x04c11db7 : crc << 1;
   }
-  segments.push(left);
-  const h = Buffer.alloc(27);
-  h.write('OggS', 0, 'latin1');
-  h[5] = flags;
-  h.writeBigInt64LE(granule, 6);
-  h.writeUInt32LE(0x5eed, 14);
-  h.writeUInt32LE(seq, 18);
-  h[26] = segments.length;
-  return Buffer.concat([h, Buffer.from(segments), packet]);
+  return crc >>> 0;
 }
 
-/** Ogg Opus whose last granule position means `seconds` of audio after a 312-sample pre-skip. */
-export function oggOpus(seconds: number): Buffer {
-  const head = Buffer.alloc(19);
-  head.write('OpusHead', 0, 'latin1');
-  head[8] = 1;
-  head[9] = 1;
-  head.writeUInt16LE(312, 10);
-  head.writeUInt32LE(48000, 12);
-  const tags = Buffer.concat([Buffer.from('OpusTags', 'latin1'), Buffer.alloc(8)]);
-  return Buffer.concat([oggPage(0n, 0, head, 2), oggPage(0n, 1, tags, 0), oggPage(312n + BigInt(seconds * 48000), 2, Buffer.alloc(100), 4)]);
+/** An Ogg file whose last page's granule position is `granule`, its checksum made right again. */
+export function forgeOggLastGranule(ogg: Buffer, granule: bigint): Buffer {
+  const out = Buffer.from(ogg);
+  let last = 0;
+  for (let i = 0; i < out.length; ) {
+    last = i;
+    const segments = out[i + 26]!;
+    let body = 0;
+    for (let k = 0; k < segments; k++) body += out[i + 27 + k]!;
+    i += 27 + segments + body;
+  }
+  const page = out.subarray(last);
+  page.writeBigInt64LE(granule, 6);
+  page.writeUInt32LE(0, 22);
+  page.writeUInt32LE(oggCrc(page), 22);
+  return out;
 }
 
-function box(type: string, ...content: Buffer[]): Buffer {
-  const body = Buffer.concat(content);
-  const h = Buffer.alloc(8);
-  h.writeUInt32BE(8 + body.length, 0);
-  h.write(type, 4, 'latin1');
-  return Buffer.concat([h, body]);
+/** The pre-skip of an Ogg Opus file (its OpusHead, in the first page). */
+export function oggOpusPreSkip(ogg: Buffer): number {
+  return ogg.readUInt16LE(ogg.indexOf('OpusHead', 0, 'latin1') + 10);
 }
 
-/** An M4A (MP4) file whose movie header states `millis` ms. */
-export function m4a(millis: number): Buffer {
-  const mvhd = Buffer.alloc(100);
-  mvhd.writeUInt32BE(1000, 12); // timescale
-  mvhd.writeUInt32BE(millis, 16); // duration
-  return Buffer.concat([box('ftyp', Buffer.from('M4A \0\0\0\0isomM4A ', 'latin1')), box('moov', box('mvhd', mvhd)), box('mdat', Buffer.alloc(64))]);
+/** An MP4 whose mvhd (the movie) or mdhd (the audio track) states `seconds`, in its own timescale. */
+export function forgeMp4Duration(mp4: Buffer, box: 'mvhd' | 'mdhd', seconds: number): Buffer {
+  const out = Buffer.from(mp4);
+  const at = out.indexOf(box, 0, 'latin1') + 4; // version 0: flags, two dates, timescale, duration
+  out.writeUInt32BE(Math.round(seconds * out.readUInt32BE(at + 12)), at + 16);
+  return out;
 }
 
-function ebml(id: number, data: Buffer): Buffer {
-  const idBytes = Buffer.from(id.toString(16).padStart(id > 0xffffff ? 8 : id > 0xffff ? 6 : id > 0xff ? 4 : 2, '0'), 'hex');
-  const size = Buffer.alloc(8);
-  size.writeBigUInt64BE(BigInt(data.length) | (1n << 56n)); // 8-byte size vint
-  return Buffer.concat([idBytes, size, data]);
-}
-
-/** WebM with audio of `millis` ms: with a stated Duration, or (live recording) only block timestamps. */
-export function webm(millis: number, statedDuration = true): Buffer {
-  const f64 = Buffer.alloc(8);
-  f64.writeDoubleBE(millis);
-  const scale = Buffer.from([0x0f, 0x42, 0x40]); // 1,000,000 ns per tick
-  const info = ebml(0x1549a966, Buffer.concat([ebml(0x2ad7b1, scale), ...(statedDuration ? [ebml(0x4489, f64)] : [])]));
-  const block = (rel: number) => {
-    const b = Buffer.alloc(4 + 10);
-    b[0] = 0x81;
-    b.writeInt16BE(rel, 1);
-    b[3] = 0x80;
-    return ebml(0xa3, b);
-  };
-  const cluster = (time: number, rels: number[]) => ebml(0x1f43b675, Buffer.concat([ebml(0xe7, Buffer.from([(time >> 8) & 0xff, time & 0xff])), ...rels.map(block)]));
-  const header = ebml(0x1a45dfa3, ebml(0x4282, Buffer.from('webm', 'latin1')));
-  // Segment of unknown size, as live muxers write it.
-  const segment = Buffer.concat([Buffer.from([0x18, 0x53, 0x80, 0x67, 0x01, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]), info, cluster(0, [0, 20, 40]), cluster(millis - 500, [0, 480, 500])]);
-  return Buffer.concat([header, segment]);
+/** A WebM whose Info states a Duration of `millis` (at the default 1 ms timestamp scale). */
+export function forgeWebmDuration(webm: Buffer, millis: number): Buffer {
+  const out = Buffer.from(webm);
+  const at = out.indexOf(Buffer.from([0x44, 0x89, 0x88])); // Duration, an 8-byte float
+  out.writeDoubleBE(millis, at + 3);
+  return out;
 }

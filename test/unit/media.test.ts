@@ -1,46 +1,13 @@
-// Media facts the bills rest on: audio durations and image sizes read from the files
-// themselves, and the media prices, each against a hand-computed figure.
+// Media facts the bills rest on: image sizes read from the files themselves, and the media
+// prices, each against a hand-computed figure (audio lengths: audio-duration.test.ts).
 import { describe, expect, it } from 'vitest';
-import { audioDuration, ceilSeconds } from '../../src/inference/media/audio-duration.ts';
 import { imageSize } from '../../src/inference/media/image-size.ts';
 import { audioSecondsNano, charactersNano, megapixelNano, mediaTokensFromUsage, mediaTokensNano, perImageNano } from '../../src/billing/media-pricing.ts';
 import { float32Base64 } from '../../src/inference/providers/cohere.ts';
 import { MODELS } from '../../src/catalogue/models.ts';
-import { flac, m4a, mp3, oggOpus, png, wav, webm } from '../support/media-files.ts';
+import { png } from '../support/media-files.ts';
 
 const prices = (id: string) => MODELS.find((m) => m.id === id)!.prices;
-const seconds = (b: Buffer) => {
-  const d = audioDuration(b)!;
-  return { format: d.format, exact: `${d.num}/${d.den}`, ceil: ceilSeconds(d) };
-};
-
-describe('audio duration from the file', () => {
-  it('WAV: data bytes over byte rate', () => {
-    expect(seconds(wav(8000 * 61 + 4000))).toEqual({ format: 'wav', exact: '984000/16000', ceil: 62n });
-  });
-  it('MP3: frames x 1152 samples over the sample rate, the ID3 tag skipped', () => {
-    expect(seconds(mp3(100))).toEqual({ format: 'mp3', exact: '115200/44100', ceil: 3n });
-  });
-  it('FLAC: STREAMINFO total samples over the rate', () => {
-    expect(seconds(flac(16000 * 90 + 1))).toEqual({ format: 'flac', exact: '1440001/16000', ceil: 91n });
-  });
-  it('Ogg Opus: last granule minus pre-skip, at 48 kHz', () => {
-    expect(seconds(oggOpus(12))).toEqual({ format: 'ogg', exact: '576000/48000', ceil: 12n });
-  });
-  it('M4A: mvhd duration over its timescale', () => {
-    expect(seconds(m4a(5250))).toEqual({ format: 'mp4', exact: '5250/1000', ceil: 6n });
-  });
-  it('WebM: the stated Duration, or the last block timestamp of a live recording', () => {
-    expect(seconds(webm(7250))).toEqual({ format: 'webm', exact: '7250000/1000000', ceil: 8n });
-    expect(seconds(webm(7250, false))).toEqual({ format: 'webm', exact: '7250000/1000000', ceil: 8n });
-  });
-  it('refuses what is not audio, and truncated files', () => {
-    expect(audioDuration(Buffer.from('not audio at all, just some text'))).toBeUndefined();
-    expect(audioDuration(png(4, 4))).toBeUndefined();
-    expect(audioDuration(mp3(100).subarray(0, 600))).toBeUndefined();
-    expect(audioDuration(Buffer.alloc(0))).toBeUndefined();
-  });
-});
 
 describe('image size from the file', () => {
   it('reads PNG dimensions', () => {

@@ -3,14 +3,16 @@
 // `tool=<name> input=<base64url JSON>` answers with that tool call; the turn after its
 // tool_result is answered in text. It bills
 // as Anthropic does: documents and images with a `url` or `file` source are read on its side and
-// count as input (server-state.ts); the web search server tool runs there (`searches=N`, at most
-// the tool's max_uses), counted in usage.server_tool_use; cache writes are split by TTL in
-// usage.cache_creation (`cache_write=` 5-minute, `cache_write_1h=` 1-hour); thinking tokens
+// count as input (server-state.ts), base64 images as Claude bills them (vision.ts); the web
+// search server tool runs there (`searches=N`, at most the tool's max_uses), counted in
+// usage.server_tool_use; cache writes are split by TTL in usage.cache_creation (`cache_write=`
+// 5-minute, `cache_write_1h=` 1-hour); thinking tokens
 // (`reasoning=N`) show only in output_tokens; the final usage rides on message_delta, which
 // `usage_delay=ms` holds back.
 import type http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { anthropicRefs, resolveRefs } from './server-state.ts';
+import { anthropicImageTokens } from './vision.ts';
 
 type Json = Record<string, unknown>;
 // Unref'd: a long stand-in pause (usage_delay) never keeps the test run alive.
@@ -96,7 +98,7 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
   const searchTool = tools.find((t) => String(t?.type).startsWith('web_search_'));
   const serverTools = tools.some((t) => /^(web_search|web_fetch|code_execution|tool_search)_/.test(String(t?.type)));
   const searches = searchTool ? Math.min(Number(d.searches ?? 0), typeof searchTool.max_uses === 'number' ? searchTool.max_uses : Infinity) : 0;
-  const visible = Number(d.prompt ?? anthropicPromptTokens(body)) + refs.tokens;
+  const visible = Number(d.prompt ?? anthropicPromptTokens(body)) + refs.tokens + anthropicImageTokens(body);
   // Each search is another pass over the context, plus the results it read.
   const prompt = visible * (1 + searches) + searches * 2_000;
   if (path === '/v1/messages/count_tokens') {

@@ -4,7 +4,7 @@
 // prompt, speech input, e.g. "a cat [sim fault=500]".
 import type http from 'node:http';
 import { randomBytes } from 'node:crypto';
-import { mp3, png, wav } from '../support/media-files.ts';
+import { decodedSeconds, mp3, png, wav } from '../support/media-files.ts';
 
 type Json = Record<string, unknown>;
 type Send = (status: number, body: unknown, headers?: Record<string, string>) => void;
@@ -166,6 +166,9 @@ export async function handleMedia(req: http.IncomingMessage, res: http.ServerRes
       return true;
     }
     const reply: Json = { text };
+    // The seconds the provider decodes and bills: the audio's own, or a test's override.
+    const heard = d.seconds !== undefined ? Number(d.seconds) : decodedSeconds(file.name, Buffer.from(await file.arrayBuffer()));
+    if (model === 'whisper-1' && heard !== undefined && d.fault !== 'no_usage') reply.usage = { type: 'duration', seconds: Math.ceil(heard) };
     if (model !== 'whisper-1') {
       const audio = Number(d.audio_tokens ?? 50);
       const textTokens = Number(d.text_tokens ?? 0);
@@ -179,7 +182,7 @@ export async function handleMedia(req: http.IncomingMessage, res: http.ServerRes
           total_tokens: audio + textTokens + output,
         };
     }
-    if (format === 'verbose_json') Object.assign(reply, { task: 'transcribe', language: 'english', duration: 2, segments: [{ id: 0, start: 0, end: 2, text }] });
+    if (format === 'verbose_json') Object.assign(reply, { task: 'transcribe', language: 'english', duration: heard ?? 2, segments: [{ id: 0, start: 0, end: 2, text }] });
     if (format === 'diarized_json') {
       Object.assign(reply, {
         task: 'transcribe',

@@ -1,12 +1,14 @@
 // The simulator's OpenAI Responses API: POST /v1/responses (JSON and SSE), steered by the same
 // `[sim …]` directives as the chat API, read from the last user input. Like the real API it
 // keeps state: stored responses, conversations, prompts and files add their tokens to the input
-// (server-state.ts); built-in web search runs on its side (`searches=N`, at most
-// max_tool_calls), each call a `web_search_call` output item; reasoning tokens (`reasoning=N`)
-// show only in the usage; `background: true` answers `queued` with no usage.
+// (server-state.ts), images in the body as OpenAI bills them (vision.ts); built-in web search
+// runs on its side (`searches=N`, at most max_tool_calls), each call a `web_search_call` output
+// item; reasoning tokens (`reasoning=N`) show only in the usage; `background: true` answers
+// `queued` with no usage.
 import type http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { resolveRefs, responsesRefs, seedRef, servedTier } from './server-state.ts';
+import { responsesImageTokens } from './vision.ts';
 
 type Json = Record<string, unknown>;
 // Unref'd: a long stand-in pause (usage_delay) never keeps the test run alive.
@@ -113,7 +115,7 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
   const maxCalls = typeof body.max_tool_calls === 'number' ? body.max_tool_calls : Infinity;
   const searches = searchTool ? Math.min(Number(d.searches ?? 0), maxCalls) : 0;
   // Every search is another pass over the context, plus the results it read.
-  const visible = Number(d.prompt ?? responsesPromptTokens(body)) + refs.tokens;
+  const visible = Number(d.prompt ?? responsesPromptTokens(body)) + refs.tokens + responsesImageTokens(body);
   const prompt = visible * (1 + searches) + searches * SEARCH_RESULT_TOKENS;
   const cached = Math.min(Number(d.cached ?? 0), prompt);
   const usage =

@@ -4,11 +4,11 @@
 // It records what it receives so tests can check what the gateway sent upstream.
 //
 // It bills as the providers do, not as the request body suggests: content referenced by URL or
-// id counts as input (server-state.ts), reasoning tokens (`reasoning=N`) come only in the usage,
-// after the visible text (`usage_delay=ms` holds the usage back), `service_tier` is echoed as the
-// tier that served the request, and each provider keeps its own quirks: xAI reports reasoning
-// tokens outside completion_tokens, DeepSeek honours `max_tokens` only and reports cache hits in
-// its own fields.
+// id counts as input (server-state.ts), images in the body as the provider bills them
+// (vision.ts), reasoning tokens (`reasoning=N`) come only in the usage, after the visible text
+// (`usage_delay=ms` holds the usage back), `service_tier` is echoed as the tier that served the
+// request, and each provider keeps its own quirks: xAI reports reasoning tokens outside
+// completion_tokens, DeepSeek honours `max_tokens` only and reports cache hits in its own fields.
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
@@ -18,6 +18,7 @@ import { handleResponses } from './responses-api.ts';
 import { handleVideos } from './video-api.ts';
 import { formSummary, handleMedia } from './media-api.ts';
 import { chatRefs, resolveRefs, seedRef, servedTier } from './server-state.ts';
+import { chatImageTokens } from './vision.ts';
 
 export interface RecordedRequest {
   method: string;
@@ -221,7 +222,7 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     const finish = typeof cap === 'number' && cap < wanted ? 'length' : 'stop';
     // The cap bounds reasoning and visible tokens together.
     const reasoning = Math.max(0, Math.min(Number(d.reasoning ?? 0), typeof cap === 'number' ? cap - n : Infinity));
-    const prompt = Number(d.prompt ?? simPromptTokens(body)) + refs.tokens;
+    const prompt = Number(d.prompt ?? simPromptTokens(body)) + refs.tokens + chatImageTokens(body);
     const cached = Math.min(Number(d.cached ?? 0), prompt);
     const usage: Json = deepseek
       ? {

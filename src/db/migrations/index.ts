@@ -13,6 +13,7 @@ import * as m009 from './009_video_keys_and_deletion.ts';
 import * as m010 from './010_requested_model.ts';
 import * as m011 from './011_rotation_keeps_limits.ts';
 import * as m012 from './012_response_owners.ts';
+import * as m013 from './013_lease_reclaim.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -27,6 +28,7 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '010_requested_model': m010,
   '011_rotation_keeps_limits': m011,
   '012_response_owners': m012,
+  '013_lease_reclaim': m013,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

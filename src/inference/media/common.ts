@@ -6,6 +6,7 @@ import type { TokenPrices } from '../../billing/pricing.ts';
 import { badRequest, gatewayError, unknownModel } from '../../rpc/errors.ts';
 import type { FormPart } from '../../gen/gateway/v1/inference_pb.js';
 import type { Engine, Json, Plan } from '../engine.ts';
+import { duplicateMemberRefusal } from '../duplicate-members.ts';
 
 /** The catalogue model named `id`, of `kind`: 400 in the OpenAI shape otherwise (401 first for a bad key). */
 export async function modelOfKind(engine: Engine, catalogue: Catalogue, apiKey: string, id: unknown, kind: ModelKindName, route: string): Promise<ResolvedModel> {
@@ -42,7 +43,23 @@ export class Form {
     this.parts = parts;
   }
 
-  /** A plain field's text (the last one when repeated); undefined when absent. */
+  /**
+   * 400 for a text field sent more than once: the gateway would price one copy and forward both,
+   * and which one the provider reads is its parser's choice. Array fields repeat by design
+   * (`include[]`, `timestamp_granularities[]`, `known_speaker_names[]`: the OpenAI SDKs send an
+   * array as `name[]` parts), and files are counted by the routes that take several.
+   */
+  repeatedField(): Error | undefined {
+    const seen = new Set<string>();
+    for (const p of this.parts) {
+      if (p.filename !== '' || p.name.endsWith('[]')) continue;
+      if (seen.has(p.name)) return duplicateMemberRefusal(p.name);
+      seen.add(p.name);
+    }
+    return undefined;
+  }
+
+  /** A plain field's text (the last one when repeated: routes refuse repeats first, see repeatedField); undefined when absent. */
   field(name: string): string | undefined {
     for (let i = this.parts.length - 1; i >= 0; i--) {
       const p = this.parts[i]!;

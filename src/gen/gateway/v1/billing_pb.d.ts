@@ -716,7 +716,7 @@ export declare type RefundTopUpResponse = Message<"gateway.v1.RefundTopUpRespons
   topupNano: bigint;
 
   /**
-   * What the refund debited: min(topup, available balance at the time).
+   * What the refund debited: min(topup, balance less what requests in flight held at the time).
    *
    * @generated from field: int64 refunded_nano = 4;
    */
@@ -827,8 +827,11 @@ export declare const BillingService: GenService<{
     output: typeof ListLedgerResponseSchema;
   },
   /**
-   * Takes back the credits a top-up bought, once per top-up, clamped at the available
-   * balance so the balance never goes below zero (what was already spent stays spent).
+   * Takes back the credits a top-up bought, once per top-up, clamped at what the customer has
+   * not spent (the balance less their requests in flight) so the balance never goes below zero
+   * (what was already spent stays spent). Credit leases on the account are given back first; when
+   * an instance does not give its lease back in time, UNAVAILABLE (code "leases_busy") and
+   * nothing is recorded: ask again.
    *
    * @generated from rpc gateway.v1.BillingService.RefundTopUp
    */
