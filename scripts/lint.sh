@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# npm run lint: Biome (lint rules and the formatter, see biome.json), buf lint, and buf breaking
-# against the commit this one builds on: on a branch its merge base with main, on main the
-# previous commit. A clone without that history (shallow) skips only the breaking check, saying so.
+# npm run lint: Biome (lint rules and the formatter, see biome.json), the import check (no import
+# circle in src/, no import from a higher layer: scripts/check-imports.ts), buf lint, and buf
+# breaking against the commit this one builds on: on a branch its merge base with main, on main
+# the previous commit. A clone without that history (shallow) skips only the breaking check, saying so.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 npx biome check .
+node scripts/check-imports.ts
 npx buf lint
 
 base=""
@@ -16,7 +18,7 @@ elif git rev-parse --verify -q HEAD~1 >/dev/null; then
 fi
 if [ -n "$base" ]; then
   npx buf breaking --against ".git#ref=$base"
-  echo "lint: biome, buf lint and buf breaking (against ${base:0:12}) passed"
+  echo "lint: biome, the import check, buf lint and buf breaking (against ${base:0:12}) passed"
 else
-  echo "lint: biome and buf lint passed; buf breaking skipped (no earlier commit in this clone)"
+  echo "lint: biome, the import check and buf lint passed; buf breaking skipped (no earlier commit in this clone)"
 fi

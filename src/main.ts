@@ -3,8 +3,8 @@
 // written to DATA_DIR/gateway.json for the operator CLI while it runs.
 import { loadConfig, type Config } from './config/config.ts';
 import { createLogger } from './log/logger.ts';
-import { startGateway } from './app.ts';
-import { removeGatewayAddress, writeGatewayAddress } from './cli/gateway-address.ts';
+import { startGateway } from './server.ts';
+import { removeGatewayAddress, writeGatewayAddress } from './config/gateway-address.ts';
 import { UnsafeExposureError } from './config/exposure.ts';
 
 let config: Config;
@@ -15,13 +15,7 @@ try {
   console.error(`gateway: ${(err as Error).message}`);
   process.exit(1);
 }
-let log;
-try {
-  log = createLogger(config.logLevel, undefined, config.logFormat);
-} catch {
-  console.error(`gateway: LOG_LEVEL must be fatal, error, warn, info, debug, trace or silent, got ${JSON.stringify(config.logLevel)}`);
-  process.exit(1);
-}
+const log = createLogger(config.logLevel, undefined, config.logFormat);
 
 try {
   const gateway = await startGateway(config, log);

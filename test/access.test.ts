@@ -23,7 +23,7 @@ import { freePort } from './support/ports.ts';
 import { gatewayUrl, newKey, simulatorUrl, uniqueMarker } from './support/context.ts';
 import { png } from './support/media-files.ts';
 import { FakeTelegram, textsOf, tgUser } from './support/fake-telegram.ts';
-import { loadBotConfig } from '../src/bot/config.ts';
+import { loadBotConfig } from '../src/config/bot-config.ts';
 import { networkTransport, startBot } from '../src/bot/start.ts';
 import { createLogger } from '../src/log/logger.ts';
 

@@ -8,7 +8,7 @@ import { promisify } from 'node:util';
 import OpenAI from 'openai';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { usdToNano } from '../src/billing/money.ts';
-import { loadBotConfig, type BotConfig } from '../src/bot/config.ts';
+import { loadBotConfig, type BotConfig } from '../src/config/bot-config.ts';
 import { formatUsd } from '../src/bot/format.ts';
 import { ownerOf, paymentExternalId } from '../src/bot/bot.ts';
 import { networkTransport, startBot, type RunningBot } from '../src/bot/start.ts';

@@ -10,7 +10,7 @@ import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../src/gen/gateway/v1/billing_pb.js';
 import { usdToNano } from '../src/billing/money.ts';
-import { loadBotConfig } from '../src/bot/config.ts';
+import { loadBotConfig } from '../src/config/bot-config.ts';
 import { formatUsd } from '../src/bot/format.ts';
 import { paymentExternalId } from '../src/bot/bot.ts';
 import { networkTransport, startBot, type RunningBot } from '../src/bot/start.ts';

@@ -1,13 +1,15 @@
-// Is this a live gateway key? Asked before the gateway spends memory or CPU on a request (its
-// body, an upload, JSON parsing, the tokenizer), so a forged key, which passes the public
-// checksum, costs one indexed lookup and nothing else.
+// Who is calling: a gateway key's caller (its hash, key and account), asked once per request at
+// the edge, before the gateway spends memory or CPU on it (its body, an upload, JSON parsing,
+// the tokenizer), so a forged key, which passes the public checksum, costs one indexed lookup and
+// nothing else.
 //
 // The answer needs no statement for keys the key cache holds, or that were confirmed in the
 // last few seconds: this check only decides whether the gateway reads a request. Money never
 // moves on it: every hold, lease and rate-limit statement checks the key again, so a key
 // revoked a moment ago is still refused before anything is held or charged.
+import type { Caller } from './caller.ts';
 import type { KeyCache } from './key-cache.ts';
-import { isWellFormedKey } from './keys.ts';
+import { isWellFormedKey, visiblePrefix } from './keys.ts';
 import type { Ledger } from './ledger.ts';
 
 /** How long a confirmed key is taken as live without asking again. */
@@ -17,45 +19,60 @@ const MAX_CONFIRMED = 10_000;
 export class KeyCheck {
   private readonly ledger: Ledger;
   private readonly cache: KeyCache | undefined;
-  private readonly confirmed = new Map<string, number>();
+  private readonly confirmed = new Map<string, { caller: Caller; at: number }>();
 
   constructor(ledger: Ledger, cache?: KeyCache) {
     this.ledger = ledger;
     this.cache = cache;
   }
 
-  async live(apiKey: string | undefined): Promise<boolean> {
-    if (!apiKey || !isWellFormedKey(apiKey)) return false;
-    const hash = this.ledger.hash(apiKey);
-    const hex = hash.toString('hex');
-    if (this.remembered(hex)) return true;
+  /** The caller of a live key, or undefined (missing, malformed, unknown or revoked key). */
+  async authenticate(apiKey: string | undefined): Promise<Caller | undefined> {
+    if (!apiKey || !isWellFormedKey(apiKey)) return undefined;
+    const keyHash = this.ledger.hash(apiKey);
+    const hex = keyHash.toString('hex');
+    const known = this.remembered(apiKey, keyHash, hex);
+    if (known) return known;
     this.cache?.noteDatabaseLookup();
-    if (!(await this.ledger.findKey({ apiKey }))) {
+    const row = await this.ledger.findKey({ apiKey });
+    if (!row) {
       this.confirmed.delete(hex);
-      return false;
+      return undefined;
     }
-    this.remember(hash);
-    return true;
+    const caller = { keyHash, keyId: row.keyId, accountId: row.accountId, prefix: row.prefix };
+    this.remember(caller);
+    return caller;
   }
 
   /**
-   * `live`'s answer when it needs no statement: true for a key the cache holds or a check
-   * confirmed in the last few seconds; false means "ask `live`". Synchronous, so the HTTP facade
-   * lets a known key's request through without a promise or a call.
+   * `authenticate`'s answer when it needs no statement: the caller of a key the cache holds or a
+   * check confirmed in the last few seconds; undefined means "ask `authenticate`". Synchronous,
+   * so the HTTP facade lets a known key's request through without a promise.
    */
-  knownLive(apiKey: string | undefined): boolean {
-    return !!apiKey && isWellFormedKey(apiKey) && this.remembered(this.ledger.hash(apiKey).toString('hex'));
+  known(apiKey: string | undefined): Caller | undefined {
+    if (!apiKey || !isWellFormedKey(apiKey)) return undefined;
+    const keyHash = this.ledger.hash(apiKey);
+    return this.remembered(apiKey, keyHash, keyHash.toString('hex'));
   }
 
-  private remembered(keyHashHex: string): boolean {
-    if (this.cache?.peek(keyHashHex)) return true;
-    const at = this.confirmed.get(keyHashHex);
-    return at !== undefined && performance.now() - at < CONFIRMED_MS;
+  private remembered(apiKey: string, keyHash: Buffer, hex: string): Caller | undefined {
+    const cached = this.cache?.peek(hex);
+    if (cached) return { keyHash, keyId: cached.keyId, accountId: cached.accountId, prefix: visiblePrefix(apiKey) };
+    const c = this.confirmed.get(hex);
+    return c !== undefined && performance.now() - c.at < CONFIRMED_MS ? c.caller : undefined;
   }
 
-  /** A statement has just found this key live (e.g. a rate-limit admission). */
-  remember(keyHash: Buffer): void {
+  /**
+   * A key this instance has just rotated or revoked: forgotten at once, so this instance never
+   * lets it in again (other instances forget it within CONFIRMED_MS, or by the key cache's notice).
+   */
+  forget(keyId: string): void {
+    for (const [hex, c] of this.confirmed) if (c.caller.keyId === keyId) this.confirmed.delete(hex);
+  }
+
+  /** A statement has just found this caller's key live (e.g. a rate-limit admission). */
+  remember(caller: Caller): void {
     if (this.confirmed.size >= MAX_CONFIRMED) this.confirmed.clear();
-    this.confirmed.set(keyHash.toString('hex'), performance.now());
+    this.confirmed.set(caller.keyHash.toString('hex'), { caller, at: performance.now() });
   }
 }

@@ -18,7 +18,8 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { retryIfConnectionLost, type Db } from '../db/db.ts';
-import { LEASE_RECLAIM_CHANNEL, newId, type Balance, type Ledger } from './ledger.ts';
+import { LEASE_RECLAIM_CHANNEL, type Balance, type Ledger } from './ledger.ts';
+import { newId } from './ids.ts';
 
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows?: Row[] }).rows ?? [];

@@ -2,7 +2,8 @@
 // constraints (see migrations) are the last word on every invariant; this module only asks.
 import { randomBytes } from 'node:crypto';
 import { retryIfConnectionLost, type Db } from '../db/db.ts';
-import { generateKey, hashKey, randomBase62, visiblePrefix } from './keys.ts';
+import { generateKey, hashKey, visiblePrefix } from './keys.ts';
+import { newId } from './ids.ts';
 
 export interface KeyRow {
   keyId: string;
@@ -107,8 +108,6 @@ type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
 const big = (v: unknown): bigint => BigInt(v as string);
 
-export const newId = (prefix: string): string => `${prefix}_${randomBase62(20)}`;
-
 /** Where a refund asks instances to give back their credit leases on an account (payload: the account id). */
 export const LEASE_RECLAIM_CHANNEL = 'lease_reclaim';
 
@@ -133,7 +132,7 @@ export class Ledger {
     return rows[0]!.value as string;
   }
 
-  /** Recent keys' hashes: an HMAC per request was a twentieth of the gateway's CPU. Bounded. */
+  /** Recent keys' hashes, so a request costs no HMAC of its own (docs/benchmark.md). Bounded. */
   private readonly hashes = new Map<string, Buffer>();
 
   hash(apiKey: string): Buffer {

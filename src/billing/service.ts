@@ -8,11 +8,12 @@ import { isWellFormedKey } from './keys.ts';
 import { LedgerError, type KeyRow, type Ledger } from './ledger.ts';
 import type { RateLimiter } from './rate-limits.ts';
 import type { LeaseBook } from './leases.ts';
+import type { KeyCheck } from './key-check.ts';
 
 const keyNotFound = () => gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'key_not_found', message: 'No live key matches.' });
 
 /** `leases`: this instance's credit leases, when BILLING_MODE=lease (balances then include what it has charged in memory). */
-export function billingService(ledger: Ledger, limiter: RateLimiter, leases?: LeaseBook): ServiceImpl<typeof BillingService> {
+export function billingService(ledger: Ledger, limiter: RateLimiter, keys: KeyCheck, leases?: LeaseBook): ServiceImpl<typeof BillingService> {
   async function resolve(ref: KeyRef | undefined, includeRevoked = false): Promise<KeyRow> {
     const r = ref?.ref;
     if (!r?.case || !r.value) throw badRequest('key (api_key or key_id) is required', 'missing_required_parameter', 'key');
@@ -70,6 +71,7 @@ export function billingService(ledger: Ledger, limiter: RateLimiter, leases?: Le
       try {
         const r = await ledger.rotate(key.keyId);
         limiter.keyChanged(key.keyId);
+        keys.forget(key.keyId);
         return { apiKey: r.apiKey, keyId: r.key.keyId, prefix: r.key.prefix, revokedKeyId: key.keyId };
       } catch (err) {
         if (err instanceof LedgerError && err.code === 'unknown_key') throw keyNotFound();
@@ -81,6 +83,7 @@ export function billingService(ledger: Ledger, limiter: RateLimiter, leases?: Le
       const key = await resolve(req.key, true);
       const revoked = await ledger.revoke(key.keyId);
       limiter.keyChanged(key.keyId);
+      keys.forget(key.keyId);
       return { revoked };
     },
 

@@ -6,7 +6,7 @@ import { Bot, GrammyError, InlineKeyboard, type Context } from 'grammy';
 import { Code, ConnectError, type Client } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import type { BillingService, KeyInfo } from '../gen/gateway/v1/billing_pb.js';
-import type { BotConfig } from './config.ts';
+import type { BotConfig } from '../config/bot-config.ts';
 import { escapeHtml, formatSignedUsd, formatTime, formatUsd, keyName } from './format.ts';
 
 export type BillingClient = Client<typeof BillingService>;

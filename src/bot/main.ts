@@ -1,26 +1,21 @@
 // `npm run bot`: the Telegram bot on its own, calling the gateway's BillingService over the
-// network (GATEWAY_RPC_URL, ADMIN_TOKEN), exactly as the operator CLI does.
-import { logFormat } from '../config/config.ts';
+// network (GATEWAY_RPC_URL, ADMIN_TOKEN), exactly as the operator CLI does. Its configuration is
+// read once (src/config/bot-config.ts); a setting it cannot use stops it with one line.
+import { loadBotProcessConfig, type BotProcessConfig } from '../config/bot-config.ts';
 import { createLogger } from '../log/logger.ts';
-import { loadBotConfig } from './config.ts';
 import { networkTransport, startBot } from './start.ts';
 
-// Human lines at a terminal, JSON otherwise, as the gateway's (LOG_FORMAT).
-let format: ReturnType<typeof logFormat>;
+let config: BotProcessConfig;
 try {
-  format = logFormat(process.env.LOG_FORMAT);
+  config = loadBotProcessConfig();
 } catch (err) {
-  console.error((err as Error).message);
+  console.error(`bot: ${(err as Error).message}`);
   process.exit(2);
 }
-const log = createLogger(process.env.LOG_LEVEL || 'info', undefined, format);
+// Human lines at a terminal, JSON otherwise, as the gateway's (LOG_FORMAT).
+const log = createLogger(config.logLevel, undefined, config.logFormat);
 try {
-  const config = loadBotConfig();
-  if (!config) {
-    log.fatal('TELEGRAM_BOT_TOKEN is not set');
-    process.exit(2);
-  }
-  const running = await startBot({ config, transport: networkTransport(config.rpcUrl, config.adminToken), log });
+  const running = await startBot({ config: config.bot, transport: networkTransport(config.gateway.rpcUrl, config.adminToken), log });
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

@@ -10,7 +10,7 @@ import { webhookCallback, type Bot } from 'grammy';
 import type { Logger } from 'pino';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { COMMANDS, createBot } from './bot.ts';
-import { loadBotConfig, type BotConfig } from './config.ts';
+import { botConfigOf, type BotConfig, type BotSettings } from '../config/bot-config.ts';
 
 export interface RunningBot {
   bot: Bot;
@@ -101,14 +101,15 @@ export async function startBot(opts: { config: BotConfig; transport: Transport; 
 }
 
 /**
- * For the gateway: starts the bot when TELEGRAM_BOT_TOKEN is set, on the gateway's own
- * services. A bot that cannot start is logged and the gateway serves on without it.
+ * For the gateway: starts the bot when TELEGRAM_BOT_TOKEN is set (`settings`, read with the
+ * gateway's configuration), on the gateway's own services; users are shown `publicBaseUrl`
+ * unless PUBLIC_BASE_URL says otherwise. A bot that cannot start (Telegram refuses the token, or
+ * cannot be reached) is logged and the gateway serves on without it.
  */
-export async function startBotIfConfigured(opts: { transport: Transport; publicBaseUrl: string; log: Logger }): Promise<RunningBot | undefined> {
+export async function startBotIfConfigured(opts: { settings: BotSettings | undefined; transport: Transport; publicBaseUrl: string; log: Logger }): Promise<RunningBot | undefined> {
+  if (!opts.settings) return undefined;
   try {
-    const config = loadBotConfig(process.env, { publicBaseUrl: opts.publicBaseUrl });
-    if (!config) return undefined;
-    return await startBot({ config, transport: opts.transport, log: opts.log });
+    return await startBot({ config: botConfigOf(opts.settings, opts.publicBaseUrl), transport: opts.transport, log: opts.log });
   } catch (err) {
     opts.log.error({ err }, 'telegram bot not started');
     return undefined;

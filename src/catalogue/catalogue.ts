@@ -3,6 +3,7 @@
 import type { Config, ProviderConfig } from '../config/config.ts';
 import { parseDecimal } from '../billing/money.ts';
 import { MODELS, type CatalogueEntry } from './models.ts';
+import { modelAliases } from './aliases.ts';
 import { PRICED_TIERS } from '../billing/pricing.ts';
 
 export interface ResolvedModel extends CatalogueEntry {
@@ -21,7 +22,7 @@ export class Catalogue {
   private readonly byId = new Map<string, ResolvedModel>();
   private readonly byAlias = new Map<string, ResolvedModel>();
 
-  constructor(config: Config, entries: readonly CatalogueEntry[] = MODELS, aliases: Readonly<Record<string, string>> = config.modelAliases ?? {}) {
+  constructor(config: Config, entries: readonly CatalogueEntry[] = MODELS, aliases: Readonly<Record<string, string>> = modelAliases(config.modelAliases)) {
     for (const e of entries) {
       for (const p of Object.values(e.prices)) parseDecimal(p); // a bad price fails the start, not a request
       const problem = priceProblem(e) ?? visionProblem(e);

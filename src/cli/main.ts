@@ -1,5 +1,5 @@
 // Operator CLI: `npm run cli -- keys <command>`. Talks to the BillingService over the RPC port,
-// never to the database directly; finds the gateway as src/cli/gateway-address.ts says. Every
+// never to the database directly; finds the gateway as src/config/gateway-address.ts says. Every
 // failure is one line on stderr (exit 2: wrong usage; exit 1: the call failed).
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
@@ -9,7 +9,7 @@ import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { GatewayErrorSchema } from '../gen/gateway/v1/errors_pb.js';
 import { nanoToUsd, usdToNano } from '../billing/money.ts';
-import { findGateway, type FoundGateway } from './gateway-address.ts';
+import { loadCliConfig } from '../config/cli-config.ts';
 import { usageTable } from './usage-table.ts';
 
 const USAGE = `usage: npm run cli -- keys <command> [options]
@@ -60,8 +60,7 @@ try {
 }
 const { values, positionals } = parsed!;
 
-const gateway: FoundGateway = findGateway();
-const adminToken = process.env.ADMIN_TOKEN;
+const { gateway, adminToken } = loadCliConfig();
 const client = createClient(
   BillingService,
   createGrpcTransport({

@@ -1,7 +1,14 @@
-// Everything the gateway reads from the environment, in one place, parsed once at start.
+// Everything the gateway (and `npm run worker`) reads from the environment, in one place, parsed
+// once at start; a value it cannot use is an Error whose message names the setting. The
+// settings are plain values: config imports nothing of the domain, only the money units that
+// dollar amounts are checked with (the catalogue applies the model aliases, tenancy decides what
+// a shared kind allows). `npm run bot` and the CLI have loaders of their own beside this one
+// (bot-config.ts, cli-config.ts).
 import path from 'node:path';
-import { modelAliases, parseModelAliases } from '../catalogue/aliases.ts';
-import { parseSharedKinds, type SharedKind } from '../tenancy/operator-objects.ts';
+import { usdToNano } from '../billing/money.ts';
+import { loadBotSettings, type BotSettings } from './bot-config.ts';
+import { logFormat, logLevel, nonEmpty } from './env.ts';
+import { dataDirOf } from './gateway-address.ts';
 
 export type ProviderName = 'openai' | 'anthropic' | 'xai' | 'deepseek' | 'cohere' | 'bfl';
 
@@ -83,10 +90,12 @@ export interface Config {
   lease: { sliceUsd: string; flushMs: number; idleMs: number };
   /** On SIGTERM: how long in-flight requests and streams may run on before their connections are cut. */
   shutdownGraceMs: number;
-  /** Names clients ask for -> catalogue models that serve them (src/catalogue/aliases.ts, MODEL_ALIASES). */
-  modelAliases: Record<string, string>;
+  /** MODEL_ALIASES: changes to the default aliases, which src/catalogue/aliases.ts keeps and applies. */
+  modelAliases: ModelAliasSetting;
   /** SHARED_PROVIDER_OBJECTS: kinds of objects in the operator's provider accounts every key may name (src/tenancy/operator-objects.ts); none by default. */
   sharedProviderObjects: ReadonlySet<SharedKind>;
+  /** The Telegram bot run inside the gateway (src/bot/); undefined when TELEGRAM_BOT_TOKEN is not set. */
+  bot: BotSettings | undefined;
 }
 
 export interface VideoConfig {
@@ -137,18 +146,69 @@ function billingMode(v: string | undefined): 'hold' | 'lease' {
   return mode;
 }
 
-/** LOG_FORMAT, shared by the gateway, `npm run bot` and `npm run worker`. */
-export function logFormat(v: string | undefined): 'auto' | 'json' | 'pretty' {
-  const format = (nonEmpty(v) ?? 'auto').toLowerCase();
-  if (format !== 'auto' && format !== 'json' && format !== 'pretty') throw new Error(`LOG_FORMAT must be json, pretty or auto, got ${JSON.stringify(v)}`);
-  return format;
+/** A dollar amount kept as the decimal string it was written as, refused here when it is not one. */
+function usd(env: NodeJS.ProcessEnv, name: string, fallback: string): string {
+  const raw = nonEmpty(env[name]) ?? fallback;
+  try {
+    usdToNano(raw);
+  } catch {
+    throw new Error(`${name} must be a dollar amount such as 0.5, got ${JSON.stringify(raw)}`);
+  }
+  return raw;
 }
 
-function nonEmpty(v: string | undefined): string | undefined {
-  return v === undefined || v.trim() === '' ? undefined : v.trim();
+/** The kinds of provider-side objects an operator can share (SHARED_PROVIDER_OBJECTS); what each allows is tenancy's (src/tenancy/operator-objects.ts). */
+export const SHARED_KINDS = ['conversation', 'prompt', 'file', 'vector_store', 'container', 'skill'] as const;
+export type SharedKind = (typeof SHARED_KINDS)[number];
+
+/** SHARED_PROVIDER_OBJECTS: a comma-separated list of kinds; empty or unset shares nothing. */
+export function parseSharedKinds(raw: string | undefined): ReadonlySet<SharedKind> {
+  const out = new Set<SharedKind>();
+  for (const part of (raw ?? '').split(',')) {
+    const kind = part.trim().toLowerCase();
+    if (kind === '') continue;
+    if (!(SHARED_KINDS as readonly string[]).includes(kind)) {
+      throw new Error(`SHARED_PROVIDER_OBJECTS: unknown kind ${JSON.stringify(part.trim())}; the kinds are ${SHARED_KINDS.join(', ')}`);
+    }
+    out.add(kind as SharedKind);
+  }
+  return out;
+}
+
+/** MODEL_ALIASES as written: whether the defaults are all turned off, and each alias set (to a model) or turned off (null). */
+export interface ModelAliasSetting {
+  clearDefaults: boolean;
+  overrides: Record<string, string | null>;
+}
+
+const MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$/;
+
+/**
+ * MODEL_ALIASES: comma-separated `alias=model` pairs that add to or replace the defaults;
+ * `alias=` (nothing after the =) turns a default alias off; `none` alone turns them all off.
+ * Whether each model exists is the catalogue's to say, when it starts.
+ */
+export function parseModelAliases(raw: string | undefined): ModelAliasSetting {
+  const overrides: Record<string, string | null> = {};
+  const text = (raw ?? '').trim();
+  if (text === '') return { clearDefaults: false, overrides };
+  if (text === 'none') return { clearDefaults: true, overrides };
+  for (const pair of text.split(',')) {
+    const entry = pair.trim();
+    if (entry === '') continue;
+    const eq = entry.indexOf('=');
+    const alias = eq > 0 ? entry.slice(0, eq).trim() : '';
+    const target = eq > 0 ? entry.slice(eq + 1).trim() : '';
+    if (!MODEL_NAME.test(alias) || (target !== '' && !MODEL_NAME.test(target))) {
+      throw new Error(`MODEL_ALIASES: '${entry}' is not an alias=model pair (names of letters, digits and ._:@/-)`);
+    }
+    overrides[alias] = target === '' ? null : target;
+  }
+  return { clearDefaults: false, overrides };
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  const dataDir = dataDirOf(env);
   const providers = {} as Record<ProviderName, ProviderConfig>;
   for (const name of Object.keys(DEFAULT_BASE_URLS) as ProviderName[]) {
     const upper = name.toUpperCase();
@@ -165,7 +225,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     grpcHost: nonEmpty(env.GRPC_HOST) ?? '127.0.0.1',
     grpcPort: int(env, 'GRPC_PORT', 8081),
     databaseUrl: nonEmpty(env.DATABASE_URL),
-    dataDir: path.resolve(nonEmpty(env.DATA_DIR) ?? 'data'),
+    dataDir,
     keyHashSecret: nonEmpty(env.KEY_HASH_SECRET),
     adminToken: nonEmpty(env.ADMIN_TOKEN),
     metricsToken: nonEmpty(env.METRICS_TOKEN),
@@ -202,19 +262,20 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       devServerUiPort: int(env, 'TEMPORAL_UI_PORT', 8233),
       taskQueue: nonEmpty(env.VIDEO_TASK_QUEUE) ?? 'video-jobs',
       runWorker: !['0', 'false', 'no', 'off'].includes((nonEmpty(env.VIDEO_WORKER) ?? '1').toLowerCase()),
-      dir: path.resolve(nonEmpty(env.VIDEO_DIR) ?? path.join(nonEmpty(env.DATA_DIR) ?? 'data', 'videos')),
+      dir: path.resolve(nonEmpty(env.VIDEO_DIR) ?? path.join(dataDir, 'videos')),
       waitMs: int(env, 'VIDEO_WAIT_MS', 120_000),
       pollInitialMs: int(env, 'VIDEO_POLL_INITIAL_MS', 2_000),
       pollMaxMs: int(env, 'VIDEO_POLL_MAX_MS', 20_000),
       jobTimeoutMs: int(env, 'VIDEO_JOB_TIMEOUT_MS', 3_600_000),
       holdTtlSeconds: int(env, 'VIDEO_HOLD_TTL_SECONDS', 7_200),
     },
-    logLevel: nonEmpty(env.LOG_LEVEL) ?? 'info',
+    logLevel: logLevel(env.LOG_LEVEL),
     logFormat: logFormat(env.LOG_FORMAT),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 30_000),
     billingMode: billingMode(env.BILLING_MODE),
-    lease: { sliceUsd: nonEmpty(env.LEASE_SLICE_USD) ?? '1', flushMs: int(env, 'LEASE_FLUSH_MS', 100), idleMs: int(env, 'LEASE_IDLE_MS', 10_000) },
-    modelAliases: modelAliases(parseModelAliases(env.MODEL_ALIASES)),
+    lease: { sliceUsd: usd(env, 'LEASE_SLICE_USD', '1'), flushMs: int(env, 'LEASE_FLUSH_MS', 100), idleMs: int(env, 'LEASE_IDLE_MS', 10_000) },
+    modelAliases: parseModelAliases(env.MODEL_ALIASES),
     sharedProviderObjects: parseSharedKinds(env.SHARED_PROVIDER_OBJECTS),
+    bot: loadBotSettings(env),
   };
 }

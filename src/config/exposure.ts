@@ -76,13 +76,3 @@ export function describeExposure(e: Exposure): string {
     `RPC on ${e.rpc.host}:${e.rpc.port} (${e.rpc.reach}; Billing/Catalogue: ${e.rpc.admin === 'token' ? 'ADMIN_TOKEN required' : 'loopback callers only, no admin token'}; Inference/Video: gateway key)`,
   ].join('; ');
 }
-
-/**
- * Where a client on this machine (the CLI, `npm run bot`) finds the RPC port by default: the
- * gateway's GRPC_HOST and GRPC_PORT, with a wildcard address reached through loopback.
- */
-export function localRpcUrl(env: NodeJS.ProcessEnv): string {
-  const host = env.GRPC_HOST?.trim() || '127.0.0.1';
-  const reachable = host === '0.0.0.0' || host === '::' || host === '[::]' ? '127.0.0.1' : host;
-  return `http://${reachable.includes(':') && !reachable.startsWith('[') ? `[${reachable}]` : reachable}:${env.GRPC_PORT?.trim() || 8081}`;
-}

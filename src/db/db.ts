@@ -1,5 +1,5 @@
 // The database connection: PostgreSQL at DATABASE_URL, or the embedded server's URL (see
-// embedded-postgres.ts and app.ts). One client, knex on `pg`.
+// embedded-postgres.ts and server.ts). One client, knex on `pg`.
 import knexFactory, { type Knex } from 'knex';
 import { migrationSource } from './migrations/index.ts';
 import { connectionLost, sessionEnded } from './connection-errors.ts';

@@ -204,7 +204,12 @@ export function findBinaries(log: EmbeddedLog = silent): Binaries {
   );
 }
 
-/** Where the package's binaries are copied: root's must be reachable by the server's user. */
+/**
+ * Where the package's binaries are copied: root's must be reachable by the server's user.
+ * XDG_CACHE_HOME, PATH and TZ (below) are the system's conventions for caches, programs and the
+ * time zone, not settings of the gateway, so they are read here rather than by loadConfig: the
+ * test harness starts this server too, with no Config.
+ */
 export function binaryCacheRoot(): string {
   if (process.getuid?.() === 0) return ROOT_CACHE_DIR;
   return path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'metered-ai-gateway');
@@ -271,6 +276,7 @@ function walkDirs(dir: string): string[] {
   return out;
 }
 
+/** initdb on PATH (read here, as binaryCacheRoot says why), else the distribution's folder. */
 function systemBinDir(): string | undefined {
   const ok = (dir: string) => isExecutable(path.join(dir, 'initdb')) && isExecutable(path.join(dir, 'postgres'));
   for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
@@ -300,7 +306,7 @@ function isExecutable(file: string): boolean {
   }
 }
 
-/** The environment the server's processes get: no secrets of the gateway's. */
+/** The environment the server's processes get: no secrets of the gateway's (PATH and TZ: see binaryCacheRoot). */
 function serverEnv(): NodeJS.ProcessEnv {
   return { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C', LANG: 'C', ...(process.env.TZ ? { TZ: process.env.TZ } : {}) };
 }

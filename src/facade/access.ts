@@ -1,13 +1,14 @@
 // Who gets the facade's attention. Every keyed route (/v1/… except the public model list) has
-// its caller's key confirmed before Fastify reads a byte of the body (by the key check's memory,
-// else by the InferenceService), so a stranger's request, upload or not, costs no memory,
-// parsing or tokenizer time. And every answer on those routes says what it cost, refusals
-// included (0), with the request id.
+// its caller authenticated before Fastify reads a byte of the body (by the key check's memory,
+// else by one lookup), so a stranger's request, upload or not, costs no memory, parsing or
+// tokenizer time. The caller then travels with each service call as a context value: this is
+// the one place the HTTP side reads the key. And every answer on those routes says what it
+// cost, refusals included (0), with the request id.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import type { Client } from '@connectrpc/connect';
-import type { InferenceService } from '../gen/gateway/v1/inference_pb.js';
-import { toGatewayError } from '../rpc/errors.ts';
+import { createContextValues, type ContextValues } from '@connectrpc/connect';
+import { toGatewayError, unauthorized, unexpectedFailure } from '../rpc/errors.ts';
 import { keyFromHeaders } from '../billing/keys.ts';
+import { CALLER, type Caller } from '../billing/caller.ts';
 import { errorBody, sendGatewayError, type WireShape } from './errors.ts';
 
 /** Keyed routes: everything under /v1/ but the model list, which is public. */
@@ -16,18 +17,20 @@ export const isKeyedRoute = (url: string): boolean => url.startsWith('/v1/') && 
 export const shapeOf = (url: string): WireShape => (url.startsWith('/v1/messages') ? 'anthropic' : 'openai');
 
 export interface AccessDeps {
-  inference: Client<typeof InferenceService>;
   /**
-   * The key check's memory, asked synchronously (KeyCheck.knownLive): a key it knows is live
-   * (cached, or confirmed a moment ago) goes on without a call. Any other key is asked of
-   * InferenceService.Authenticate, which may need the database.
+   * The key check's memory, asked synchronously (KeyCheck.known): the caller of a key it knows
+   * is live (cached, or confirmed a moment ago) goes on in the same tick.
    */
-  keyKnownLive: (apiKey: string | undefined) => boolean;
+  knownCaller: (apiKey: string | undefined) => Caller | undefined;
+  /** Any other key: asked of the key check, which may need the database (KeyCheck.authenticate). */
+  authenticate: (apiKey: string | undefined) => Promise<Caller | undefined>;
 }
 
 export function registerAccess(app: FastifyInstance, deps: AccessDeps): void {
   // Declared, so every request object has the same shape from the start.
   app.decorateRequest('callHeaders', null);
+  app.decorateRequest('caller', null);
+  app.decorateRequest('callValues', null);
   // A callback hook, not an async one: a known key's request goes on in the same tick.
   app.addHook('onRequest', (req, reply, done) => {
     const route = req.routeOptions.url;
@@ -38,21 +41,44 @@ export function registerAccess(app: FastifyInstance, deps: AccessDeps): void {
       return;
     }
     if (!isKeyedRoute(route)) return done();
-    const headers = callHeaders(req);
-    // The key the services will read, from the same headers.
-    if (deps.keyKnownLive(keyFromHeaders(headers.get('authorization'), headers.get('x-api-key')))) {
+    const key = keyFromHeaders(headerText(req, 'authorization'), headerText(req, 'x-api-key'));
+    const known = deps.knownCaller(key);
+    if (known) {
+      req.caller = known;
       return done();
     }
-    deps.inference.authenticate({}, { headers }).then(
-      () => done(),
+    const refuse = (err: unknown) => {
+      drainThenCut(req);
+      const ge = toGatewayError(err);
+      ge.requestId ||= req.id;
+      sendGatewayError(reply, ge, shapeOf(route));
+    };
+    deps.authenticate(key).then(
+      (caller) => {
+        if (!caller) return refuse(unauthorized(req.id));
+        req.caller = caller;
+        done();
+      },
       (err) => {
-        drainThenCut(req);
-        const ge = toGatewayError(err);
-        ge.requestId ||= req.id;
-        sendGatewayError(reply, ge, shapeOf(route));
+        req.log.error({ err }, 'key check failed');
+        refuse(unexpectedFailure(err, req.id));
       },
     );
   });
+}
+
+const headerText = (req: FastifyRequest, name: string): string | undefined => {
+  const v = req.headers[name];
+  return typeof v === 'string' ? v : undefined;
+};
+
+/** The authenticated caller, as the services receive it with every call of this request. */
+export function callValues(req: FastifyRequest): ContextValues {
+  if (!req.callValues) {
+    req.callValues = createContextValues();
+    if (req.caller) req.callValues.set(CALLER, req.caller);
+  }
+  return req.callValues;
 }
 
 /** The README's promise: every answer of a keyed route carries its cost and request id (run from the facade's one onSend hook). */
@@ -63,17 +89,14 @@ export function stampKeyedAnswer(req: FastifyRequest, reply: FastifyReply): void
   }
 }
 
-/**
- * The only caller headers the services see: credentials and Anthropic's version/beta flags.
- * Made once per request: the key check and the call share it (a Headers per RPC call was ~1%).
- */
+/** The only caller headers the services see: Anthropic's version and beta flags (never the key). Made once per request. */
 export function callHeaders(req: FastifyRequest): Headers {
   return (req.callHeaders ??= pickCallHeaders(req));
 }
 
 function pickCallHeaders(req: FastifyRequest): Headers {
   const h = new Headers();
-  for (const name of ['authorization', 'x-api-key', 'anthropic-version', 'anthropic-beta']) {
+  for (const name of ['anthropic-version', 'anthropic-beta']) {
     const v = req.headers[name];
     if (typeof v === 'string') h.set(name, v);
   }
@@ -84,6 +107,10 @@ declare module 'fastify' {
   interface FastifyRequest {
     /** callHeaders' answer, once asked (null until then). */
     callHeaders: Headers | null;
+    /** The caller the onRequest hook authenticated, on keyed routes. */
+    caller: Caller | null;
+    /** callValues' answer, once asked. */
+    callValues: ContextValues | null;
   }
 }
 

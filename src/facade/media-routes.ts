@@ -2,7 +2,7 @@
 // transcriptions (multipart, read here into parts for the RPC), speech (binary audio out).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import multipart from '@fastify/multipart';
-import type { Client } from '@connectrpc/connect';
+import type { Client, ContextValues } from '@connectrpc/connect';
 import type { Config } from '../config/config.ts';
 import { InferenceService, type FormPart, type InferenceResponse } from '../gen/gateway/v1/inference_pb.js';
 import { create } from '@bufbuild/protobuf';
@@ -12,21 +12,22 @@ import { openAIError, sendGatewayError } from './errors.ts';
 import { refuseUnread } from './access.ts';
 import { writeChunk } from './write.ts';
 
-type CallOptions = { headers: Headers; signal?: AbortSignal };
+type CallOptions = { headers: Headers; contextValues: ContextValues; signal?: AbortSignal };
 
 export interface MediaRouteDeps {
   inference: Client<typeof InferenceService>;
   uploads: Config['media'];
-  relayUnary: (req: FastifyRequest, reply: FastifyReply, shape: 'openai', call: (body: Buffer, opts: CallOptions) => Promise<InferenceResponse>) => Promise<FastifyReply>;
-  callHeaders: (req: FastifyRequest) => Headers;
+  answerUnary: (req: FastifyRequest, reply: FastifyReply, shape: 'openai', call: (body: Buffer, opts: CallOptions) => Promise<InferenceResponse>) => Promise<FastifyReply>;
+  /** The call options of a request: its headers and its authenticated caller (access.ts). */
+  callOptions: (req: FastifyRequest, signal?: AbortSignal) => CallOptions;
 }
 
 export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps): void {
-  const { inference, relayUnary } = deps;
+  const { inference, answerUnary } = deps;
 
-  app.post('/v1/embeddings', (req, reply) => relayUnary(req, reply, 'openai', (body, opts) => inference.createEmbedding({ body, requestId: req.id }, opts)));
-  app.post('/v1/images/generations', (req, reply) => relayUnary(req, reply, 'openai', (body, opts) => inference.generateImage({ body, requestId: req.id }, opts)));
-  app.post('/v1/audio/speech', (req, reply) => relaySpeech(req, reply));
+  app.post('/v1/embeddings', (req, reply) => answerUnary(req, reply, 'openai', (body, opts) => inference.createEmbedding({ body, requestId: req.id }, opts)));
+  app.post('/v1/images/generations', (req, reply) => answerUnary(req, reply, 'openai', (body, opts) => inference.generateImage({ body, requestId: req.id }, opts)));
+  app.post('/v1/audio/speech', (req, reply) => answerSpeech(req, reply));
 
   // Multipart only in this scope: every other route keeps its raw body bytes.
   app.register(async (scope) => {
@@ -34,13 +35,13 @@ export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps):
       limits: { fileSize: deps.uploads.uploadLimitBytes, files: deps.uploads.maxFiles, fieldSize: deps.uploads.fieldLimitBytes, fields: 64, parts: 128 },
       throwFileSizeLimit: true,
     });
-    scope.post('/v1/images/edits', (req, reply) => relayMultipart(req, reply, (parts, opts) => inference.editImage({ parts, requestId: req.id }, opts)));
-    scope.post('/v1/audio/transcriptions', (req, reply) => relayMultipart(req, reply, (parts, opts) => inference.transcribe({ parts, requestId: req.id }, opts)));
+    scope.post('/v1/images/edits', (req, reply) => answerMultipart(req, reply, (parts, opts) => inference.editImage({ parts, requestId: req.id }, opts)));
+    scope.post('/v1/audio/transcriptions', (req, reply) => answerMultipart(req, reply, (parts, opts) => inference.transcribe({ parts, requestId: req.id }, opts)));
   });
 
   // The caller's key was confirmed before this runs (access.ts): only key holders are read, and
   // never more than UPLOAD_TOTAL_LIMIT_BYTES of one request.
-  async function relayMultipart(req: FastifyRequest, reply: FastifyReply, call: (parts: FormPart[], opts: CallOptions) => Promise<InferenceResponse>) {
+  async function answerMultipart(req: FastifyRequest, reply: FastifyReply, call: (parts: FormPart[], opts: CallOptions) => Promise<InferenceResponse>) {
     const { uploadLimitBytes, uploadTotalLimitBytes, maxFiles, fieldLimitBytes } = deps.uploads;
     const tooLarge = () =>
       refuseUnread(req, reply, 413, openAIError(`The upload is larger than the limit of ${uploadTotalLimitBytes} bytes per request.`, 'invalid_request_error', 'request_too_large'));
@@ -90,17 +91,17 @@ export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps):
           : 'The multipart/form-data body is malformed or incomplete.';
       return refuseUnread(req, reply, status, openAIError(message, 'invalid_request_error', status === 413 ? 'request_too_large' : 'invalid_multipart'));
     }
-    return relayUnary(req, reply, 'openai', (_body, opts) => call(parts, opts));
+    return answerUnary(req, reply, 'openai', (_body, opts) => call(parts, opts));
   }
 
-  async function relaySpeech(req: FastifyRequest, reply: FastifyReply) {
+  async function answerSpeech(req: FastifyRequest, reply: FastifyReply) {
     const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
     const abort = new AbortController();
     const res = reply.raw;
     res.on('close', () => {
       if (!res.writableFinished) abort.abort();
     });
-    const events = inference.createSpeech({ body, requestId: req.id }, { headers: deps.callHeaders(req), signal: abort.signal })[Symbol.asyncIterator]();
+    const events = inference.createSpeech({ body, requestId: req.id }, deps.callOptions(req, abort.signal))[Symbol.asyncIterator]();
     let first;
     try {
       first = await events.next();

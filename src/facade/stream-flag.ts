@@ -1,6 +1,6 @@
 // Whether a request body asks for a stream ("stream": true at its top level), without parsing
 // it: the service parses the body anyway, and a coding agent's body is often 100 KB or more,
-// where a JSON.parse only to read one flag cost ~0.25 ms before the upstream call. Strings are
+// where a JSON.parse only to read one flag delayed the upstream call (docs/benchmark.md). Strings are
 // skipped with indexOf; only the bytes between them are looked at. A body this scan cannot
 // judge exactly (a top-level key written with escapes) is parsed instead.
 

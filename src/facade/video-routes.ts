@@ -5,13 +5,14 @@
 // translate to VideoService calls; nothing else.
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { createClient, type Transport } from '@connectrpc/connect';
+import { createClient, type ContextValues, type Transport } from '@connectrpc/connect';
 import { VideoService, type Video, type VideoContentChunk } from '../gen/gateway/v1/video_pb.js';
 import { toGatewayError } from '../rpc/errors.ts';
 import { failureHttpStatus, FORM_ERROR_FIELD } from '../video/wire.ts';
 import { openAIError, sendGatewayError } from './errors.ts';
+import { callValues } from './access.ts';
 
-type CallOptions = { headers: Record<string, string>; signal?: AbortSignal };
+type CallOptions = { contextValues: ContextValues; signal?: AbortSignal };
 
 /** OpenAI's Video object, plus the gateway's billing facts under x_gateway. */
 export function openAIVideo(v: Video) {
@@ -144,7 +145,7 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) abort.abort();
     });
-    const chunks = videos.getVideoContent({ id }, { headers: credentials(req), signal: abort.signal })[Symbol.asyncIterator]();
+    const chunks = videos.getVideoContent({ id }, { contextValues: callValues(req), signal: abort.signal })[Symbol.asyncIterator]();
     let first: IteratorResult<VideoContentChunk>;
     try {
       first = await chunks.next();
@@ -173,17 +174,8 @@ function callOptions(req: FastifyRequest, reply: FastifyReply): CallOptions {
   reply.raw.on('close', () => {
     if (!reply.raw.writableFinished) abort.abort();
   });
-  return { headers: credentials(req), signal: abort.signal };
-}
-
-/** The only caller headers the video service sees: the credentials. */
-function credentials(req: FastifyRequest): Record<string, string> {
-  const h: Record<string, string> = {};
-  for (const name of ['authorization', 'x-api-key']) {
-    const v = req.headers[name];
-    if (typeof v === 'string') h[name] = v;
-  }
-  return h;
+  // The caller the onRequest hook authenticated (access.ts): the video service reads no key.
+  return { contextValues: callValues(req), signal: abort.signal };
 }
 
 function billingHeaders(reply: FastifyReply, v: Video): void {

@@ -9,7 +9,7 @@ import { dearestInputPrice, PRICED_TIERS, variantPrices, WEB_SEARCH_FEE, type To
 import type { PricedQuantity } from '../billing/money.ts';
 import { utf8Length } from './tokens.ts';
 import { NOTHING_SHARED, operatorObjectRefusal, type SharedKind, type WireFormat } from '../tenancy/operator-objects.ts';
-import { walk } from './json-walk.ts';
+import { walk } from '../tenancy/json-walk.ts';
 
 type Json = Record<string, unknown>;
 

@@ -2,110 +2,112 @@
 // goes upstream as the caller wrote it, except for fields the gateway owns (model -> upstream
 // id, the output cap in the field the provider honours, a lowered cap, usage on streams). What
 // changes the bill is priced, held for or refused by bill-policy.ts.
-import { unavailableToCallers, type Catalogue, type ResolvedModel } from '../catalogue/catalogue.ts';
+import { unavailableToCallers, type ResolvedModel } from '../catalogue/catalogue.ts';
+import type { Caller } from '../billing/caller.ts';
 import { usageFromAnthropic, usageFromOpenAI, type TokenUsage } from '../billing/pricing.ts';
 import { badRequest, gatewayError, unknownModel } from '../rpc/errors.ts';
 import { countInputTokens, countTextTokens, inputTokensUpperBound, type InputModel } from './tokens.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { anthropic } from './providers/anthropic.ts';
 import { chatRequestToMessages, messagesResponseToChat, MessagesToChatStream, TranslationError } from './translate/chat-messages.ts';
-import {
-  chargeField,
-  errorMessage,
-  providerErrorFields,
-  type ChargeInfo,
-  type Engine,
-  type Json,
-  type OutEvent,
-  type Plan,
-  type StepResult,
-  type StreamEvent,
-  type StreamProcessor,
-} from './engine.ts';
-import { chatPolicy, messagesPolicy, type Refusal } from './bill-policy.ts';
+import { chargeField, type ChargeInfo, type Json, type OutEvent, type Plan, type StepResult, type StreamEvent, type StreamProcessor } from './types.ts';
+import { chatPolicy, messagesPolicy } from './bill-policy.ts';
+import { errorMessage, providerErrorFields, readJson, readUpstreamError } from './replies.ts';
+import { parseBody } from './request-body.ts';
+import { BodyRewrite, preparePriced, refuseIfRefused } from './priced-request.ts';
+import type { RouteDeps } from './deps.ts';
 import type { SseEvent } from './sse.ts';
 
 export const CHAT_ROUTE = '/v1/chat/completions';
 const encoder = new TextEncoder();
 
-export class ChatService {
-  private readonly engine: Engine;
-  private readonly catalogue: Catalogue;
+interface PreparedChat {
+  plan: Plan;
+  upstreamBody: string | Uint8Array;
+  clientWantsUsage: boolean;
+  /** Claude: the request went upstream translated to Anthropic messages. */
+  viaMessages: boolean;
+}
 
-  constructor(engine: Engine, catalogue: Catalogue) {
-    this.engine = engine;
-    this.catalogue = catalogue;
+/** POST /v1/chat/completions, unary and streamed. */
+export class ChatRoute {
+  private readonly deps: RouteDeps;
+
+  constructor(deps: RouteDeps) {
+    this.deps = deps;
   }
 
-  async complete(apiKey: string | undefined, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
-    const { plan, upstreamBody, viaMessages } = await this.prepare(apiKey, raw, requestId, false);
-    if (viaMessages) return this.completeViaMessages(plan, upstreamBody as string);
-    const provider = openAICompatible(plan.model.providerConfig);
-    const res = await this.engine.post(plan, provider.chatUrl, provider.headers, upstreamBody);
-    if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res);
-    const { bytes, json } = await this.engine.readJson(plan, res);
-
-    const usage =
-      json.usage && typeof json.usage === 'object'
-        ? { ...usageFromOpenAI(json.usage as Json, json.service_tier), estimated: false }
-        : { ...countUsage(plan.body, outputTextOfReply(json), plan.model), estimated: true };
-    const charge = await this.engine.settle(plan, usage, 'ok', 200);
-    // The caller sees the model as they named it; everything else as the upstream sent it.
-    return { body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })), charge };
+  async complete(caller: Caller, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+    const { plan, upstreamBody, viaMessages } = await this.prepare(caller, raw, requestId, false);
+    const { metering, calls } = this.deps;
+    return metering.run(plan, async () => {
+      if (viaMessages) return this.completeViaMessages(plan, upstreamBody as string);
+      const provider = openAICompatible(plan.model.providerConfig);
+      const res = await calls.post(plan, provider.chatUrl, provider.headers, upstreamBody);
+      if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
+      const { bytes, json } = await readJson(res, plan.requestId);
+      const usage =
+        json.usage && typeof json.usage === 'object'
+          ? { ...usageFromOpenAI(json.usage as Json, json.service_tier), estimated: false }
+          : { ...countUsage(plan.body, outputTextOfReply(json), plan.model), estimated: true };
+      const charge = await metering.settle(plan, usage, 'ok', 200);
+      // The caller sees the model as they named it; everything else as the upstream sent it.
+      return { body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })), charge };
+    });
   }
 
   /** Claude on the chat route: the request translated to Anthropic messages and the reply back. */
   private async completeViaMessages(plan: Plan, upstreamBody: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
     const call = anthropic(plan.model.providerConfig);
-    const res = await this.engine.post(plan, call.messagesUrl, call.headers, upstreamBody);
-    if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res);
-    const { json } = await this.engine.readJson(plan, res);
+    const res = await this.deps.calls.post(plan, call.messagesUrl, call.headers, upstreamBody);
+    if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
+    const { json } = await readJson(res, plan.requestId);
     const reply = messagesResponseToChat(json, { model: plan.model.id, created: Math.floor(Date.now() / 1000) });
     const usage =
       json.usage && typeof json.usage === 'object'
         ? { ...usageFromAnthropic(json.usage as Json), estimated: false }
         : { ...countUsage(plan.body, outputTextOfReply(reply), plan.model), estimated: true };
-    const charge = await this.engine.settle(plan, usage, 'ok', 200);
+    const charge = await this.deps.metering.settle(plan, usage, 'ok', 200);
     return { body: encoder.encode(JSON.stringify(reply)), charge };
   }
 
-  async *stream(apiKey: string | undefined, raw: Uint8Array, requestId: string, signal: AbortSignal): AsyncGenerator<StreamEvent> {
-    const { plan, upstreamBody, clientWantsUsage, viaMessages } = await this.prepare(apiKey, raw, requestId, true);
+  async *stream(caller: Caller, raw: Uint8Array, requestId: string, signal: AbortSignal): AsyncGenerator<StreamEvent> {
+    const { plan, upstreamBody, clientWantsUsage, viaMessages } = await this.prepare(caller, raw, requestId, true);
+    const { calls } = this.deps;
     const target = viaMessages ? anthropic(plan.model.providerConfig) : undefined;
     const provider = openAICompatible(plan.model.providerConfig);
-    yield* this.engine.relay(plan, {
-      send: (s, gone) =>
-        target ? this.engine.post(plan, target.messagesUrl, target.headers, upstreamBody, s, gone) : this.engine.post(plan, provider.chatUrl, provider.headers, upstreamBody, s, gone),
+    yield* this.deps.streams.start(plan, {
+      send: (s, gone) => (target ? calls.post(plan, target.messagesUrl, target.headers, upstreamBody, s, gone) : calls.post(plan, provider.chatUrl, provider.headers, upstreamBody, s, gone)),
       processor: viaMessages
-        ? new ClaudeChatRelay(new MessagesToChatStream({ model: plan.model.id, created: Math.floor(Date.now() / 1000), includeUsage: clientWantsUsage }), clientWantsUsage)
-        : new ChatChunkRelay(plan.model.id, clientWantsUsage),
+        ? new ClaudeChatProcessor(new MessagesToChatStream({ model: plan.model.id, created: Math.floor(Date.now() / 1000), includeUsage: clientWantsUsage }), clientWantsUsage)
+        : new ChatChunkProcessor(plan.model.id, clientWantsUsage),
       countUsage: (d) => countUsage(plan.body, d, plan.model),
       brokenStreamEvent: brokenChatStream,
       signal,
     });
   }
 
-  private async prepare(apiKey: string | undefined, raw: Uint8Array, requestId: string, streamRoute: boolean) {
+  private async prepare(caller: Caller, raw: Uint8Array, requestId: string, streamRoute: boolean): Promise<PreparedChat> {
     const startedAt = performance.now();
-    const { apiKey: key, body } = await this.engine.parse(apiKey, raw);
-    const invalid = (e: Error) => this.engine.invalid(key, e);
-
-    if (typeof body.model !== 'string' || body.model === '') return invalid(badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model'));
-    if (!Array.isArray(body.messages) || body.messages.length === 0) return invalid(badRequest("Missing required parameter: 'messages'.", 'missing_required_parameter', 'messages'));
-    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') return invalid(badRequest("'stream' must be a boolean.", 'invalid_type', 'stream'));
-    if (Boolean(body.stream) !== streamRoute)
-      return invalid(badRequest(streamRoute ? 'StreamChatCompletion needs "stream": true.' : 'Use StreamChatCompletion for "stream": true.', 'invalid_value', 'stream'));
+    const body = parseBody(raw);
+    if (typeof body.model !== 'string' || body.model === '') throw badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model');
+    if (!Array.isArray(body.messages) || body.messages.length === 0) throw badRequest("Missing required parameter: 'messages'.", 'missing_required_parameter', 'messages');
+    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') throw badRequest("'stream' must be a boolean.", 'invalid_type', 'stream');
+    if (Boolean(body.stream) !== streamRoute) throw badRequest(streamRoute ? 'StreamChatCompletion needs "stream": true.' : 'Use StreamChatCompletion for "stream": true.', 'invalid_value', 'stream');
     for (const f of ['max_tokens', 'max_completion_tokens', 'n'] as const) {
       const v = body[f];
-      if (v !== undefined && v !== null && !(Number.isSafeInteger(v) && (v as number) >= 1)) return invalid(badRequest(`'${f}' must be a positive integer.`, 'invalid_value', f));
+      if (v !== undefined && v !== null && !(Number.isSafeInteger(v) && (v as number) >= 1)) throw badRequest(`'${f}' must be a positive integer.`, 'invalid_value', f);
     }
-    const model = await this.chatModel(key, body.model);
-    const policy = chatPolicy(body, model, this.engine.config.sharedProviderObjects);
-    if (policy.refusal) return invalid(refusal(policy.refusal));
-
+    const model = this.chatModel(body.model);
+    const shared = this.deps.sharedProviderObjects;
+    const policy = chatPolicy(body, model, shared);
+    refuseIfRefused(policy);
+    const streamOptions = (body.stream_options ?? {}) as Json;
+    const clientWantsUsage = streamRoute && streamOptions.include_usage === true;
     const plan: Plan = {
       requestId,
       route: CHAT_ROUTE,
+      caller,
       model,
       prices: policy.worst.prices,
       worst: policy.worst,
@@ -116,27 +118,23 @@ export class ChatService {
       choices: BigInt((body.n as number | undefined) ?? 1),
       startedAt,
     };
-    const streamOptions = (body.stream_options ?? {}) as Json;
-    const clientWantsUsage = streamRoute && streamOptions.include_usage === true;
 
     if (model.provider === 'anthropic') {
       let messages: Json;
       try {
         messages = chatRequestToMessages(body, { upstreamModel: model.upstreamId, defaultMaxTokens: model.maxOutputTokens });
       } catch (err) {
-        if (err instanceof TranslationError) return invalid(badRequest(err.message, 'unsupported_parameter', err.param ?? undefined));
+        if (err instanceof TranslationError) throw badRequest(err.message, 'unsupported_parameter', err.param ?? undefined);
         throw err;
       }
       // Claude's own rules on what it reads (images by URL, PDFs) and its cap as translated (thinking may raise it).
-      const upstreamBody = JSON.stringify(messages);
-      const claude = messagesPolicy(messages, model, this.engine.config.sharedProviderObjects);
-      if (claude.refusal) return invalid(refusal(claude.refusal));
+      const claude = messagesPolicy(messages, model, shared);
+      refuseIfRefused(claude);
       plan.worst = claude.worst;
       plan.maxOutput = BigInt(messages.max_tokens as number);
-      const held = await this.engine.hold(key, plan);
-      if (held.loweredOutputCap === undefined) return { plan, upstreamBody, clientWantsUsage, viaMessages: true };
-      messages.max_tokens = Number(held.loweredOutputCap);
-      return { plan, upstreamBody: JSON.stringify(messages), clientWantsUsage, viaMessages: true };
+      const upstream = new BodyRewrite(messages);
+      await preparePriced(this.deps.metering, { plan, policy: { worst: claude.worst }, upstream, capFields: ['max_tokens'] });
+      return { plan, upstreamBody: upstream.bytes(), clientWantsUsage, viaMessages: true };
     }
 
     // The cap the provider honours: DeepSeek reads max_tokens only, so a max_completion_tokens
@@ -146,41 +144,29 @@ export class ChatService {
     const honoured = deepseek ? (body.max_tokens ?? body.max_completion_tokens) : caps.map((f) => body[f] as number).reduce((a, b) => Math.max(a, b), 0) || undefined;
     if (honoured != null) plan.maxOutput = BigInt(honoured as number);
 
-    const held = await this.engine.hold(key, plan);
-    // What goes upstream: the caller's bytes unless the gateway must own a field.
-    let changed = false;
-    const out: Json = { ...body };
-    if (body.model !== model.upstreamId) {
-      out.model = model.upstreamId;
-      changed = true;
-    }
+    const upstream = new BodyRewrite(body, raw);
     if (deepseek && body.max_completion_tokens != null) {
-      out.max_tokens = honoured;
-      delete out.max_completion_tokens;
-      changed = true;
+      upstream.set('max_tokens', honoured);
+      upstream.delete('max_completion_tokens');
     }
-    if (held.loweredOutputCap !== undefined) {
-      const fields = deepseek ? ['max_tokens'] : caps.length ? caps : [openAICompatible(model.providerConfig).maxTokensField];
-      for (const f of fields) out[f] = Number(held.loweredOutputCap);
-      changed = true;
-    }
+    const capFields = deepseek ? ['max_tokens'] : caps.length ? caps : [openAICompatible(model.providerConfig).maxTokensField];
+    await preparePriced(this.deps.metering, { plan, policy, upstream, capFields });
     if (streamRoute && !clientWantsUsage) {
       // Usage asked for in front of the caller's bytes when nothing else changes: no re-encoding
       // of a large body per stream.
-      if (!changed && body.stream_options === undefined) return { plan, upstreamBody: withLeadingMember(raw, '"stream_options":{"include_usage":true}'), clientWantsUsage, viaMessages: false };
-      out.stream_options = { ...streamOptions, include_usage: true };
-      changed = true;
+      if (!upstream.changed && body.stream_options === undefined)
+        return { plan, upstreamBody: withLeadingMember(raw, '"stream_options":{"include_usage":true}'), clientWantsUsage, viaMessages: false };
+      upstream.set('stream_options', { ...streamOptions, include_usage: true });
     }
-    return { plan, upstreamBody: changed ? JSON.stringify(out) : raw, clientWantsUsage, viaMessages: false };
+    return { plan, upstreamBody: upstream.bytes(), clientWantsUsage, viaMessages: false };
   }
 
   /** A chat model this route can serve now, or the 400 that says why not. */
-  private async chatModel(apiKey: string, id: string): Promise<ResolvedModel> {
-    const model = this.catalogue.get(id);
-    const invalid = (e: Error) => this.engine.invalid(apiKey, e);
-    if (!model || !model.enabled) return invalid(unknownModel(id));
-    if (model.kind !== 'chat') return invalid(badRequest(`The model '${model.id}' is a ${model.kind} model; it cannot be used on ${CHAT_ROUTE}.`, 'model_not_supported', 'model'));
-    if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) }));
+  private chatModel(id: string): ResolvedModel {
+    const model = this.deps.catalogue.get(id);
+    if (!model || !model.enabled) throw unknownModel(id);
+    if (model.kind !== 'chat') throw badRequest(`The model '${model.id}' is a ${model.kind} model; it cannot be used on ${CHAT_ROUTE}.`, 'model_not_supported', 'model');
+    if (!model.available) throw gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) });
     return model;
   }
 }
@@ -199,11 +185,6 @@ export function withLeadingMember(raw: Uint8Array, member: string): Uint8Array {
   return out;
 }
 
-/** A policy refusal as the route's 400. */
-export function refusal(r: Refusal) {
-  return gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: r.code, param: r.param, message: r.message });
-}
-
 export function countUsage(body: Json, outputText: string, model: InputModel): TokenUsage {
   return { inputTokens: BigInt(countInputTokens(body, model)), outputTokens: BigInt(countTextTokens(outputText)), cachedTokens: 0n, cacheWriteTokens: 0n };
 }
@@ -213,11 +194,11 @@ export function brokenChatStream(message: string) {
 }
 
 /**
- * OpenAI chat.completion.chunk relay. The upstream is always asked for usage; the usage chunk
+ * OpenAI chat.completion.chunk stream, passed on. The upstream is always asked for usage; the usage chunk
  * reaches the caller only if they asked, and the charge rides on it, or otherwise on the
  * finishing chunk(s), held back until the charge is known.
  */
-export class ChatChunkRelay implements StreamProcessor {
+export class ChatChunkProcessor implements StreamProcessor {
   private readonly model: string;
   private readonly clientWantsUsage: boolean;
   private delivered = '';
@@ -283,7 +264,7 @@ export class ChatChunkRelay implements StreamProcessor {
 }
 
 /** Claude's Anthropic events, translated to chat chunks; the charge rides as on native chat. */
-class ClaudeChatRelay implements StreamProcessor {
+class ClaudeChatProcessor implements StreamProcessor {
   private readonly t: MessagesToChatStream;
   private readonly clientWantsUsage: boolean;
   private delivered = '';

@@ -10,8 +10,8 @@
 // with indexOf; no string is made) and compared with the members JSON.parse kept. The counts
 // differ exactly when some object names a member twice, and the comparison is JSON.parse's own,
 // so a name written with escapes ("mod\u0065l") is the same name as "model". Only then is the
-// text scanned again to name the first duplicate. On a 100 KB coding agent's body this costs
-// about 40% of the JSON.parse it follows, 70-80 µs (docs/routes.md#errors).
+// text scanned again to name the first duplicate. It costs a fraction of the JSON.parse it
+// follows (measured in docs/routes.md#errors).
 import type { ConnectError } from '@connectrpc/connect';
 import { badRequest } from '../rpc/errors.ts';
 

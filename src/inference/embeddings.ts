@@ -2,12 +2,15 @@
 // ways). Input longer than the model's context is refused before any upstream call; the
 // charge is the upstream's token count at the catalogue's per-1M price.
 import { countTokens as cl100kTokens } from 'gpt-tokenizer/encoding/cl100k_base';
-import type { Catalogue } from '../catalogue/catalogue.ts';
+import type { Caller } from '../billing/caller.ts';
 import { badRequest } from '../rpc/errors.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { cohere, COHERE_MAX_TEXTS, embedReply, embedRequest } from './providers/cohere.ts';
-import { zeroUsage, type ChargeInfo, type Engine, type Json } from './engine.ts';
+import { zeroUsage, type ChargeInfo, type Json } from './types.ts';
 import { badUpstreamReply, mediaPlan, modelOfKind } from './media/common.ts';
+import { readJson, readUpstreamError } from './replies.ts';
+import { parseBody } from './request-body.ts';
+import type { RouteDeps } from './deps.ts';
 import { tokenCostNano, type TokenPrices } from '../billing/pricing.ts';
 
 export const EMBEDDINGS_ROUTE = '/v1/embeddings';
@@ -19,37 +22,35 @@ const DIMENSIONS: Record<string, number> = { 'text-embedding-3-large': 3072, 'te
 
 type EmbeddingInput = { text: string } | { tokens: number[] };
 
-export class EmbeddingsService {
-  private readonly engine: Engine;
-  private readonly catalogue: Catalogue;
+/** POST /v1/embeddings. */
+export class EmbeddingsRoute {
+  private readonly deps: RouteDeps;
 
-  constructor(engine: Engine, catalogue: Catalogue) {
-    this.engine = engine;
-    this.catalogue = catalogue;
+  constructor(deps: RouteDeps) {
+    this.deps = deps;
   }
 
-  async create(apiKey: string | undefined, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+  async create(caller: Caller, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
     const startedAt = performance.now();
-    const engine = this.engine;
-    const { apiKey: key, body } = await engine.parse(apiKey, raw);
-    const invalid = (e: Error) => engine.invalid(key, e);
-    const model = await modelOfKind(engine, this.catalogue, key, body.model, 'embedding', EMBEDDINGS_ROUTE);
+    const { metering, calls } = this.deps;
+    const body = parseBody(raw);
+    const model = modelOfKind(this.deps.catalogue, body.model, 'embedding', EMBEDDINGS_ROUTE);
     const isCohere = model.provider === 'cohere';
 
     const inputs = readInputs(body.input);
-    if (inputs instanceof Error) return invalid(inputs);
+    if (inputs instanceof Error) throw inputs;
     if (body.encoding_format !== undefined && body.encoding_format !== 'float' && body.encoding_format !== 'base64') {
-      return invalid(badRequest("'encoding_format' must be 'float' or 'base64'.", 'invalid_value', 'encoding_format'));
+      throw badRequest("'encoding_format' must be 'float' or 'base64'.", 'invalid_value', 'encoding_format');
     }
     if (body.dimensions !== undefined && body.dimensions !== null) {
       const max = DIMENSIONS[model.id];
-      if (max === undefined) return invalid(badRequest(`The model '${model.id}' has a fixed output size; 'dimensions' is not supported.`, 'unsupported_parameter', 'dimensions'));
+      if (max === undefined) throw badRequest(`The model '${model.id}' has a fixed output size; 'dimensions' is not supported.`, 'unsupported_parameter', 'dimensions');
       if (!Number.isInteger(body.dimensions) || (body.dimensions as number) < 1 || (body.dimensions as number) > max)
-        return invalid(badRequest(`'dimensions' must be an integer from 1 to ${max} for ${model.id}.`, 'invalid_value', 'dimensions'));
+        throw badRequest(`'dimensions' must be an integer from 1 to ${max} for ${model.id}.`, 'invalid_value', 'dimensions');
     }
     if (isCohere) {
-      if (inputs.some((i) => 'tokens' in i)) return invalid(badRequest(`The model '${model.id}' takes text input only, not token arrays.`, 'invalid_value', 'input'));
-      if (inputs.length > COHERE_MAX_TEXTS) return invalid(badRequest(`The model '${model.id}' takes at most ${COHERE_MAX_TEXTS} inputs per request.`, 'invalid_value', 'input'));
+      if (inputs.some((i) => 'tokens' in i)) throw badRequest(`The model '${model.id}' takes text input only, not token arrays.`, 'invalid_value', 'input');
+      if (inputs.length > COHERE_MAX_TEXTS) throw badRequest(`The model '${model.id}' takes at most ${COHERE_MAX_TEXTS} inputs per request.`, 'invalid_value', 'input');
     }
 
     // Refuse what the model cannot take, before anything is held. Bytes bound tokens from
@@ -60,49 +61,45 @@ export class EmbeddingsService {
       const bound = 'tokens' in input ? input.tokens.length : Buffer.byteLength(input.text) + 2;
       const tokens = bound <= model.contextWindow || 'tokens' in input ? bound : cl100kTokens(input.text);
       if (tokens > model.contextWindow) {
-        return invalid(
-          badRequest(`This model's maximum context length is ${model.contextWindow} tokens, however input ${i} has ${tokens} tokens. Shorten the input.`, 'context_length_exceeded', 'input'),
-        );
+        throw badRequest(`This model's maximum context length is ${model.contextWindow} tokens, however input ${i} has ${tokens} tokens. Shorten the input.`, 'context_length_exceeded', 'input');
       }
       holdTokens += BigInt(bound);
     }
 
-    const plan = mediaPlan(requestId, EMBEDDINGS_ROUTE, model, body, startedAt);
+    const plan = mediaPlan(requestId, EMBEDDINGS_ROUTE, caller, model, body, startedAt);
     const prices = model.prices as unknown as TokenPrices;
     const priceOf = (tokens: bigint) => tokenCostNano(prices, { inputTokens: tokens, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n });
-    await engine.holdExact(key, plan, priceOf(holdTokens));
+    await metering.holdExact(plan, priceOf(holdTokens));
     const counted = () => inputs.reduce((n, i) => n + BigInt('tokens' in i ? i.tokens.length : cl100kTokens(i.text)), 0n);
     const settleTokens = (tokens: bigint | undefined) => {
       const usage = { ...zeroUsage(), inputTokens: tokens ?? counted(), estimated: tokens === undefined };
-      return engine.settle(plan, usage, 'ok', 200);
+      return metering.settle(plan, usage, 'ok', 200);
     };
-
-    if (isCohere) {
-      const call = cohere(model.providerConfig);
-      const texts = inputs.map((i) => (i as { text: string }).text);
-      const res = await engine.post(plan, call.embedUrl, call.headers, JSON.stringify(embedRequest(model.upstreamId, texts, body.input_type)));
-      if (res.statusCode < 200 || res.statusCode >= 300) throw await engine.upstreamError(plan, res, { passBody: false });
-      const { json } = await engine.readJson(plan, res);
-      const out = embedReply(json, model.id, body.encoding_format === 'base64');
-      if (!out) {
-        await engine.settle(plan, zeroUsage(), 'upstream_bad_reply', 502);
-        throw badUpstreamReply(plan.requestId, 'a reply without embeddings');
+    return metering.run(plan, async () => {
+      if (isCohere) {
+        const call = cohere(model.providerConfig);
+        const texts = inputs.map((i) => (i as { text: string }).text);
+        const res = await calls.post(plan, call.embedUrl, call.headers, JSON.stringify(embedRequest(model.upstreamId, texts, body.input_type)));
+        if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
+        const { json } = await readJson(res, plan.requestId);
+        const out = embedReply(json, model.id, body.encoding_format === 'base64');
+        if (!out) throw badUpstreamReply(plan.requestId, 'a reply without embeddings');
+        const charge = await settleTokens(out.inputTokens);
+        (out.body.usage as Json).prompt_tokens = Number(charge.usage.inputTokens);
+        (out.body.usage as Json).total_tokens = Number(charge.usage.inputTokens);
+        return { body: encoder.encode(JSON.stringify(out.body)), charge };
       }
-      const charge = await settleTokens(out.inputTokens);
-      (out.body.usage as Json).prompt_tokens = Number(charge.usage.inputTokens);
-      (out.body.usage as Json).total_tokens = Number(charge.usage.inputTokens);
-      return { body: encoder.encode(JSON.stringify(out.body)), charge };
-    }
 
-    const provider = openAICompatible(model.providerConfig);
-    const upstreamBody = body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
-    const res = await engine.post(plan, provider.url('/embeddings'), provider.headers, upstreamBody);
-    if (res.statusCode < 200 || res.statusCode >= 300) throw await engine.upstreamError(plan, res, { passBody: true });
-    const { text, json } = await engine.readJson(plan, res);
-    const prompt = (json.usage as Json | undefined)?.prompt_tokens;
-    const charge = await settleTokens(typeof prompt === 'number' && Number.isSafeInteger(prompt) && prompt >= 0 ? BigInt(prompt) : undefined);
-    const reply = json.model === model.id ? text : JSON.stringify({ ...json, model: model.id });
-    return { body: encoder.encode(reply), charge };
+      const provider = openAICompatible(model.providerConfig);
+      const upstreamBody = body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
+      const res = await calls.post(plan, provider.url('/embeddings'), provider.headers, upstreamBody);
+      if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
+      const { text, json } = await readJson(res, plan.requestId);
+      const prompt = (json.usage as Json | undefined)?.prompt_tokens;
+      const charge = await settleTokens(typeof prompt === 'number' && Number.isSafeInteger(prompt) && prompt >= 0 ? BigInt(prompt) : undefined);
+      const reply = json.model === model.id ? text : JSON.stringify({ ...json, model: model.id });
+      return { body: encoder.encode(reply), charge };
+    });
   }
 }
 

@@ -4,14 +4,19 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Blob } from 'node:buffer';
 import { FormData } from 'undici';
-import type { Catalogue } from '../catalogue/catalogue.ts';
+import type { Caller } from '../billing/caller.ts';
 import type { Config } from '../config/config.ts';
 import { badRequest, gatewayError } from '../rpc/errors.ts';
 import { megapixelNano, mediaTokensFromUsage, mediaTokensNano, perImageNano, type Prices } from '../billing/media-pricing.ts';
 import type { FormPart } from '../gen/gateway/v1/inference_pb.js';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { bfl, BFL_FAILED, BFL_MODERATED } from './providers/bfl.ts';
-import { zeroUsage, type ChargeInfo, type Engine, type Json, type Plan } from './engine.ts';
+import { zeroUsage, type ChargeInfo, type Json, type Plan } from './types.ts';
+import { withOutcome } from './outcomes.ts';
+import { readJson, readUpstreamError } from './replies.ts';
+import { parseBody } from './request-body.ts';
+import type { RouteDeps } from './deps.ts';
+import type { UpstreamResponse } from './upstream.ts';
 import { imageSize } from './media/image-size.ts';
 import { badUpstreamReply, Form, intField, mediaPlan, modelOfKind } from './media/common.ts';
 
@@ -30,83 +35,79 @@ const encoder = new TextEncoder();
 
 type Fields = Record<string, unknown>;
 
-export class ImagesService {
-  private readonly engine: Engine;
-  private readonly catalogue: Catalogue;
-  private readonly config: Config;
+/** POST /v1/images/generations and /v1/images/edits. */
+export class ImagesRoute {
+  private readonly deps: RouteDeps;
+  private readonly polling: Pick<Config['media'], 'pollIntervalMs' | 'pollTimeoutMs'>;
 
-  constructor(engine: Engine, catalogue: Catalogue, config: Config) {
-    this.engine = engine;
-    this.catalogue = catalogue;
-    this.config = config;
+  constructor(deps: RouteDeps, polling: Pick<Config['media'], 'pollIntervalMs' | 'pollTimeoutMs'>) {
+    this.deps = deps;
+    this.polling = polling;
   }
 
-  async generate(apiKey: string | undefined, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+  async generate(caller: Caller, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
     const startedAt = performance.now();
-    const { apiKey: key, body } = await this.engine.parse(apiKey, raw);
-    const invalid = (e: Error) => this.engine.invalid(key, e);
-    const model = await modelOfKind(this.engine, this.catalogue, key, body.model, 'image', GENERATIONS_ROUTE);
+    const { metering, calls } = this.deps;
+    const body = parseBody(raw);
+    const model = modelOfKind(this.deps.catalogue, body.model, 'image', GENERATIONS_ROUTE);
     const prompt = checkPrompt(body.prompt);
-    if (prompt instanceof Error) return invalid(prompt);
+    if (prompt instanceof Error) throw prompt;
     const n = intField(body.n, 'n', 1, 10);
-    if (n instanceof Error) return invalid(n);
-    const plan = mediaPlan(requestId, GENERATIONS_ROUTE, model, body, startedAt);
+    if (n instanceof Error) throw n;
+    const plan = mediaPlan(requestId, GENERATIONS_ROUTE, caller, model, body, startedAt);
 
     if (model.provider === 'bfl') {
       const flux = fluxOptions(body, model.id, n ?? 1);
-      if (flux instanceof Error) return invalid(flux);
-      return this.generateFlux(key, plan, prompt, flux);
+      if (flux instanceof Error) throw flux;
+      return this.generateFlux(plan, prompt, flux);
     }
 
     const opts = gptImageOptions(body, model.id);
-    if (opts instanceof Error) return invalid(opts);
-    await this.engine.holdExact(key, plan, gptImageHold(model.prices, prompt, opts, BigInt(n ?? 1), 0n));
+    if (opts instanceof Error) throw opts;
+    await metering.holdExact(plan, gptImageHold(model.prices, prompt, opts, BigInt(n ?? 1), 0n));
     const provider = openAICompatible(model.providerConfig);
     const upstreamBody = body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
-    const res = await this.engine.post(plan, provider.url('/images/generations'), provider.headers, upstreamBody);
-    return this.settleGptImage(plan, res, opts);
+    return metering.run(plan, async () => this.settleGptImage(plan, await calls.post(plan, provider.url('/images/generations'), provider.headers, upstreamBody), opts));
   }
 
-  async edit(apiKey: string | undefined, parts: readonly FormPart[], requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+  async edit(caller: Caller, parts: readonly FormPart[], requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
     const startedAt = performance.now();
-    const engine = this.engine;
-    const key = engine.wellFormedKey(apiKey);
-    const invalid = (e: Error) => engine.invalid(key, e);
+    const { metering, calls } = this.deps;
     const form = new Form(parts);
     const repeated = form.repeatedField();
-    if (repeated) return invalid(repeated);
+    if (repeated) throw repeated;
     for (const name of ['model', 'prompt', 'n', 'size', 'quality', 'output_format', 'background']) {
-      if (form.files(name).length > 0) return invalid(badRequest(`'${name}' must be a text field, not a file.`, 'invalid_value', name));
+      if (form.files(name).length > 0) throw badRequest(`'${name}' must be a text field, not a file.`, 'invalid_value', name);
     }
-    const model = await modelOfKind(engine, this.catalogue, key, form.field('model'), 'image', EDITS_ROUTE);
+    const model = modelOfKind(this.deps.catalogue, form.field('model'), 'image', EDITS_ROUTE);
     if (!model.id.startsWith('gpt-image-')) {
-      return invalid(badRequest(`Image edits take gpt-image-* models only; '${model.id}' can generate images (${GENERATIONS_ROUTE}) but not edit them.`, 'model_not_supported', 'model'));
+      throw badRequest(`Image edits take gpt-image-* models only; '${model.id}' can generate images (${GENERATIONS_ROUTE}) but not edit them.`, 'model_not_supported', 'model');
     }
     const unexpected = form.parts.find((p) => p.filename !== '' && !['image', 'image[]', 'mask'].includes(p.name));
-    if (unexpected) return invalid(badRequest(`Unexpected file field '${unexpected.name}': image edits take 'image' (or several 'image[]') and an optional 'mask'.`, 'invalid_value', unexpected.name));
-    if ((form.has('image') || form.has('image[]')) && form.files('image', 'image[]').length === 0) return invalid(badRequest("'image' must be a file, not a text field.", 'invalid_value', 'image'));
+    if (unexpected) throw badRequest(`Unexpected file field '${unexpected.name}': image edits take 'image' (or several 'image[]') and an optional 'mask'.`, 'invalid_value', unexpected.name);
+    if ((form.has('image') || form.has('image[]')) && form.files('image', 'image[]').length === 0) throw badRequest("'image' must be a file, not a text field.", 'invalid_value', 'image');
     const images = form.files('image', 'image[]');
-    if (images.length === 0) return invalid(badRequest("Missing required parameter: 'image' (one or more image files).", 'missing_required_parameter', 'image'));
-    if (images.length > MAX_EDIT_IMAGES) return invalid(badRequest(`At most ${MAX_EDIT_IMAGES} images can be edited at once.`, 'invalid_value', 'image'));
+    if (images.length === 0) throw badRequest("Missing required parameter: 'image' (one or more image files).", 'missing_required_parameter', 'image');
+    if (images.length > MAX_EDIT_IMAGES) throw badRequest(`At most ${MAX_EDIT_IMAGES} images can be edited at once.`, 'invalid_value', 'image');
     const masks = form.files('mask');
-    if (masks.length > 1) return invalid(badRequest("Only one 'mask' file is allowed.", 'invalid_value', 'mask'));
+    if (masks.length > 1) throw badRequest("Only one 'mask' file is allowed.", 'invalid_value', 'mask');
     for (const f of [...images, ...masks]) {
       const param = f.name === 'mask' ? 'mask' : 'image';
-      if (f.data.length === 0) return invalid(badRequest(`The file '${f.filename}' is empty.`, 'invalid_value', param));
-      if (!imageSize(f.data)) return invalid(badRequest(`The file '${f.filename}' is not a PNG, JPEG or WebP image.`, 'invalid_image_format', param));
+      if (f.data.length === 0) throw badRequest(`The file '${f.filename}' is empty.`, 'invalid_value', param);
+      if (!imageSize(f.data)) throw badRequest(`The file '${f.filename}' is not a PNG, JPEG or WebP image.`, 'invalid_image_format', param);
     }
-    if (masks[0] && imageSize(masks[0].data)!.format !== 'png') return invalid(badRequest("'mask' must be a PNG image (with an alpha channel).", 'invalid_image_format', 'mask'));
+    if (masks[0] && imageSize(masks[0].data)!.format !== 'png') throw badRequest("'mask' must be a PNG image (with an alpha channel).", 'invalid_image_format', 'mask');
     const prompt = checkPrompt(form.field('prompt'));
-    if (prompt instanceof Error) return invalid(prompt);
+    if (prompt instanceof Error) throw prompt;
     const fields: Fields = {};
     for (const name of ['n', 'size', 'quality', 'output_format', 'background', 'response_format', 'stream']) fields[name] = form.field(name);
     const n = intField(fields.n, 'n', 1, 10);
-    if (n instanceof Error) return invalid(n);
+    if (n instanceof Error) throw n;
     const opts = gptImageOptions(fields, model.id);
-    if (opts instanceof Error) return invalid(opts);
+    if (opts instanceof Error) throw opts;
 
-    const plan = mediaPlan(requestId, EDITS_ROUTE, model, { model: model.id }, startedAt);
-    await engine.holdExact(key, plan, gptImageHold(model.prices, prompt, opts, BigInt(n ?? 1), BigInt(images.length)));
+    const plan = mediaPlan(requestId, EDITS_ROUTE, caller, model, { model: model.id }, startedAt);
+    await metering.holdExact(plan, gptImageHold(model.prices, prompt, opts, BigInt(n ?? 1), BigInt(images.length)));
     // The same parts in the same order; only the model is the gateway's to change.
     const upstreamForm = new FormData();
     for (const p of parts) {
@@ -114,26 +115,22 @@ export class ImagesService {
       else upstreamForm.append(p.name, p.name === 'model' ? model.upstreamId : Buffer.from(p.data).toString('utf8'));
     }
     const provider = openAICompatible(model.providerConfig);
-    const res = await engine.post(plan, provider.url('/images/edits'), provider.authHeaders, upstreamForm);
-    return this.settleGptImage(plan, res, opts);
+    return metering.run(plan, async () => this.settleGptImage(plan, await calls.post(plan, provider.url('/images/edits'), provider.authHeaders, upstreamForm), opts));
   }
 
   /** Usage when reported; otherwise each returned image at its tier, sized from the image itself. */
-  private async settleGptImage(plan: Plan, res: Awaited<ReturnType<Engine['post']>>, opts: GptImageOptions) {
-    const engine = this.engine;
-    if (res.statusCode < 200 || res.statusCode >= 300) throw await engine.upstreamError(plan, res, { passBody: true });
-    const { text, json } = await engine.readJson(plan, res);
+  private async settleGptImage(plan: Plan, res: UpstreamResponse, opts: GptImageOptions) {
+    const { metering } = this.deps;
+    if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
+    const { text, json } = await readJson(res, plan.requestId);
     const data = Array.isArray(json.data) ? (json.data as Json[]) : [];
-    if (data.length === 0) {
-      await engine.settle(plan, zeroUsage(), 'upstream_bad_reply', 502);
-      throw badUpstreamReply(plan.requestId, 'an images reply without images');
-    }
+    if (data.length === 0) throw badUpstreamReply(plan.requestId, 'an images reply without images');
     const images = BigInt(data.length);
     const tokens = json.usage && typeof json.usage === 'object' ? mediaTokensFromUsage(json.usage as Json, 'image_tokens') : undefined;
     let charge: ChargeInfo;
     if (tokens) {
       const usage = { ...zeroUsage(), inputTokens: tokens.textInput + tokens.mediaInput, outputTokens: tokens.output, units: images, unit: 'images' };
-      charge = await engine.settle(plan, usage, 'ok', 200, mediaTokensNano(plan.model.prices, 'image_input_per_mtok', tokens));
+      charge = await metering.settle(plan, usage, 'ok', 200, mediaTokensNano(plan.model.prices, 'image_input_per_mtok', tokens));
     } else {
       const quality = QUALITIES.includes(String(json.quality)) ? String(json.quality) : opts.quality === 'auto' ? 'high' : opts.quality;
       let cost = 0n;
@@ -149,55 +146,63 @@ export class ImagesService {
                 : opts.size;
         cost += perImageNano(plan.model.prices, quality, size, 1n);
       }
-      charge = await engine.settle(plan, { ...zeroUsage(), units: images, unit: 'images', estimated: true }, 'ok', 200, cost);
+      charge = await metering.settle(plan, { ...zeroUsage(), units: images, unit: 'images', estimated: true }, 'ok', 200, cost);
     }
     return { body: encoder.encode(text), charge };
   }
 
-  private async generateFlux(key: string, plan: Plan, prompt: string, o: FluxOptions): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
-    const engine = this.engine;
-    const api = bfl(plan.model.providerConfig);
+  private async generateFlux(plan: Plan, prompt: string, o: FluxOptions): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
     // Held for the size rounded up to 32 pixels a side: the provider may round the size it makes.
     const up32 = (v: number) => BigInt(Math.ceil(v / 32) * 32);
-    await engine.holdExact(key, plan, megapixelNano(plan.model.prices, up32(o.width) * up32(o.height)));
+    await this.deps.metering.holdExact(plan, megapixelNano(plan.model.prices, up32(o.width) * up32(o.height)));
+    return this.deps.metering.run(plan, () => this.fluxJob(plan, prompt, o));
+  }
+
+  /** A FLUX job: created, polled until ready, its image fetched and measured. */
+  private async fluxJob(plan: Plan, prompt: string, o: FluxOptions): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+    const { calls, upstream } = this.deps;
+    const api = bfl(plan.model.providerConfig);
 
     const job: Json = { prompt, width: o.width, height: o.height, output_format: o.outputFormat };
     if (o.seed !== undefined) job.seed = o.seed;
-    const res = await engine.post(plan, api.createUrl(plan.model.upstreamId), api.headers, JSON.stringify(job));
-    if (res.statusCode < 200 || res.statusCode >= 300) throw await engine.upstreamError(plan, res, { passBody: false });
-    const { json: created } = await engine.readJson(plan, res);
+    const res = await calls.post(plan, api.createUrl(plan.model.upstreamId), api.headers, JSON.stringify(job));
+    if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
+    const { json: created } = await readJson(res, plan.requestId);
     const pollingUrl = typeof created.polling_url === 'string' ? created.polling_url : undefined;
-    if (!pollingUrl || !/^https?:\/\//.test(pollingUrl)) {
-      await engine.settle(plan, zeroUsage(), 'upstream_bad_reply', 502);
-      throw badUpstreamReply(plan.requestId, 'a job without a polling URL');
-    }
+    if (!pollingUrl || !/^https?:\/\//.test(pollingUrl)) throw badUpstreamReply(plan.requestId, 'a job without a polling URL');
 
-    const fail = async (status: string, httpStatus: number, err: Error): Promise<never> => {
-      await engine.settle(plan, zeroUsage(), status, httpStatus);
-      throw err;
+    // The job's failures, each settled at zero with its own outcome (Metering.run).
+    const fail = (status: string, httpStatus: number, err: Error): never => {
+      throw withOutcome(err, status, httpStatus);
     };
     const keyFor = (url: string): Record<string, string> => (api.mayCarryKey(url) ? { 'x-key': api.headers['x-key'] } : {});
-    const deadline = performance.now() + this.config.media.pollTimeoutMs;
+    const deadline = performance.now() + this.polling.pollTimeoutMs;
     let sample: string | undefined;
     while (!sample) {
       if (performance.now() > deadline) {
         return fail('upstream_timeout', 504, gatewayError({ httpStatus: 504, type: 'server_error', code: 'upstream_timeout', message: 'The image was not ready in time.', requestId: plan.requestId }));
       }
-      await sleep(this.config.media.pollIntervalMs);
+      await sleep(this.polling.pollIntervalMs);
+      // A dropped poll is retried until the deadline.
+      let r: Awaited<ReturnType<typeof upstream.get>>;
+      try {
+        r = await upstream.get(pollingUrl, { ...keyFor(pollingUrl), accept: 'application/json' });
+      } catch {
+        continue;
+      }
+      if (r.statusCode === 429 || r.statusCode >= 500) {
+        await r.body.dump().catch(() => {});
+        continue;
+      }
+      if (r.statusCode !== 200) {
+        await r.body.dump().catch(() => {});
+        return fail('upstream_error', 502, badUpstreamReply(plan.requestId, `polling status ${r.statusCode}`));
+      }
       let poll: Json;
       try {
-        const r = await engine.upstream.get(pollingUrl, { ...keyFor(pollingUrl), accept: 'application/json' });
-        if (r.statusCode === 429 || r.statusCode >= 500) {
-          await r.body.dump();
-          continue;
-        }
-        if (r.statusCode !== 200) {
-          await r.body.dump();
-          return fail('upstream_error', 502, badUpstreamReply(plan.requestId, `polling status ${r.statusCode}`));
-        }
         poll = (await r.body.json()) as Json;
       } catch {
-        continue; // a dropped poll is retried until the deadline
+        continue;
       }
       const status = String(poll.status ?? '');
       if (status === 'Ready') {
@@ -228,7 +233,7 @@ export class ImagesService {
 
     let bytes: Buffer;
     try {
-      const r = await engine.upstream.get(sample, keyFor(sample));
+      const r = await upstream.get(sample, keyFor(sample));
       if (r.statusCode !== 200) {
         await r.body.dump();
         throw new Error(`status ${r.statusCode}`);
@@ -240,7 +245,7 @@ export class ImagesService {
     const made = imageSize(bytes);
     if (!made) return fail('upstream_bad_reply', 502, badUpstreamReply(plan.requestId, 'a file that is not an image'));
     const pixels = BigInt(made.width) * BigInt(made.height);
-    const charge = await engine.settle(plan, { ...zeroUsage(), units: pixels, unit: 'pixels' }, 'ok', 200, megapixelNano(plan.model.prices, pixels));
+    const charge = await this.deps.metering.settle(plan, { ...zeroUsage(), units: pixels, unit: 'pixels' }, 'ok', 200, megapixelNano(plan.model.prices, pixels));
     const reply = {
       created: Math.floor(Date.now() / 1000),
       data: [{ b64_json: bytes.toString('base64') }],

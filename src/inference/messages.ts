@@ -3,16 +3,20 @@
 // metadata…); the gateway owns only model -> upstream id, a lowered max_tokens and the max_uses
 // of server tools the caller left uncapped. What changes the bill is priced, held for or
 // refused by bill-policy.ts.
-import { unavailableToCallers, type Catalogue, type ResolvedModel } from '../catalogue/catalogue.ts';
+import { unavailableToCallers, type ResolvedModel } from '../catalogue/catalogue.ts';
+import type { Caller } from '../billing/caller.ts';
 import { usageFromAnthropic, type TokenUsage } from '../billing/pricing.ts';
 import { badRequest, gatewayError, unknownModel } from '../rpc/errors.ts';
 import { anthropicInputUpperBound, countAnthropicInput, countTextTokens, type InputModel } from './tokens.ts';
 import { anthropic } from './providers/anthropic.ts';
 import { upstreamFailure } from './upstream.ts';
-import { errorMessage, upstreamErrorOf, type ChargeInfo, type Engine, type Json, type Plan, type StepResult, type StreamEvent, type StreamProcessor } from './engine.ts';
+import type { ChargeInfo, Json, Plan, StepResult, StreamEvent, StreamProcessor } from './types.ts';
 import { messagesPolicy } from './bill-policy.ts';
 import { operatorObjectRefusal } from '../tenancy/operator-objects.ts';
-import { refusal } from './chat.ts';
+import { errorMessage, readJson, readUpstreamError, upstreamErrorOf } from './replies.ts';
+import { parseBody } from './request-body.ts';
+import { BodyRewrite, preparePriced, refusal, refuseIfRefused } from './priced-request.ts';
+import type { RouteDeps } from './deps.ts';
 import type { SseEvent } from './sse.ts';
 
 export const MESSAGES_ROUTE = '/v1/messages';
@@ -23,58 +27,58 @@ export interface AnthropicHeaders {
   beta?: string | null;
 }
 
-export class MessagesService {
-  private readonly engine: Engine;
-  private readonly catalogue: Catalogue;
+/** POST /v1/messages (unary and streamed) and /v1/messages/count_tokens. */
+export class MessagesRoute {
+  private readonly deps: RouteDeps;
 
-  constructor(engine: Engine, catalogue: Catalogue) {
-    this.engine = engine;
-    this.catalogue = catalogue;
+  constructor(deps: RouteDeps) {
+    this.deps = deps;
   }
 
-  async create(apiKey: string | undefined, raw: Uint8Array, requestId: string, h: AnthropicHeaders): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
-    const { plan, upstreamBody } = await this.prepare(apiKey, raw, requestId, false);
-    const call = anthropic(plan.model.providerConfig, h);
-    const res = await this.engine.post(plan, call.messagesUrl, call.headers, upstreamBody);
-    if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(plan, res);
-    const { bytes, json } = await this.engine.readJson(plan, res);
-
-    const usage =
-      json.usage && typeof json.usage === 'object'
-        ? { ...usageFromAnthropic(json.usage as Json), estimated: false }
-        : { ...countUsage(plan.body, outputTextOfMessage(json), plan.model), estimated: true };
-    const charge = await this.engine.settle(plan, usage, 'ok', 200);
-    return { body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })), charge };
+  async create(caller: Caller, raw: Uint8Array, requestId: string, h: AnthropicHeaders): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+    const { plan, upstreamBody } = await this.prepare(caller, raw, requestId, false);
+    const { metering, calls } = this.deps;
+    return metering.run(plan, async () => {
+      const call = anthropic(plan.model.providerConfig, h);
+      const res = await calls.post(plan, call.messagesUrl, call.headers, upstreamBody);
+      if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
+      const { bytes, json } = await readJson(res, plan.requestId);
+      const usage =
+        json.usage && typeof json.usage === 'object'
+          ? { ...usageFromAnthropic(json.usage as Json), estimated: false }
+          : { ...countUsage(plan.body, outputTextOfMessage(json), plan.model), estimated: true };
+      const charge = await metering.settle(plan, usage, 'ok', 200);
+      return { body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })), charge };
+    });
   }
 
-  async *stream(apiKey: string | undefined, raw: Uint8Array, requestId: string, h: AnthropicHeaders, signal: AbortSignal): AsyncGenerator<StreamEvent> {
-    const { plan, upstreamBody } = await this.prepare(apiKey, raw, requestId, true);
+  async *stream(caller: Caller, raw: Uint8Array, requestId: string, h: AnthropicHeaders, signal: AbortSignal): AsyncGenerator<StreamEvent> {
+    const { plan, upstreamBody } = await this.prepare(caller, raw, requestId, true);
     const call = anthropic(plan.model.providerConfig, h);
-    yield* this.engine.relay(plan, {
-      send: (s, gone) => this.engine.post(plan, call.messagesUrl, call.headers, upstreamBody, s, gone),
-      processor: new AnthropicEventRelay(plan.model.id),
+    yield* this.deps.streams.start(plan, {
+      send: (s, gone) => this.deps.calls.post(plan, call.messagesUrl, call.headers, upstreamBody, s, gone),
+      processor: new AnthropicEventProcessor(plan.model.id),
       countUsage: (d) => countUsage(plan.body, d, plan.model),
       brokenStreamEvent: (message) => ({ event: 'error', json: JSON.stringify({ type: 'error', error: { type: 'api_error', message } }) }),
       signal,
     });
   }
 
-  /** Free, but only for a live key: forwarded to the upstream's own counter. */
-  async countTokens(apiKey: string | undefined, raw: Uint8Array, requestId: string, h: AnthropicHeaders): Promise<{ body: Uint8Array }> {
-    const { apiKey: key, body } = await this.engine.parse(apiKey, raw);
-    const invalid = (e: Error) => this.engine.invalid(key, e);
-    if (typeof body.model !== 'string' || body.model === '') return invalid(badRequest('model: Field required', 'missing_required_parameter', 'model'));
-    if (!Array.isArray(body.messages)) return invalid(badRequest('messages: Field required', 'missing_required_parameter', 'messages'));
-    const model = await this.claudeModel(key, body.model);
+  /** Free, but counted against the key's request rate: forwarded to the upstream's own counter. */
+  async countTokens(caller: Caller, raw: Uint8Array, requestId: string, h: AnthropicHeaders): Promise<{ body: Uint8Array }> {
+    const body = parseBody(raw);
+    if (typeof body.model !== 'string' || body.model === '') throw badRequest('model: Field required', 'missing_required_parameter', 'model');
+    if (!Array.isArray(body.messages)) throw badRequest('messages: Field required', 'missing_required_parameter', 'messages');
+    const model = this.claudeModel(body.model);
     // Counting reads the file too: an id of the operator's is not the caller's to measure.
-    const owned = operatorObjectRefusal('messages', body, this.engine.config.sharedProviderObjects);
-    if (owned) return invalid(refusal(owned));
-    await this.engine.admit(key, requestId);
+    const owned = operatorObjectRefusal('messages', body, this.deps.sharedProviderObjects);
+    if (owned) throw refusal(owned);
+    await this.deps.metering.admit(caller, requestId);
     const call = anthropic(model.providerConfig, h);
     const upstreamBody = body.model === model.upstreamId ? raw : JSON.stringify({ ...body, model: model.upstreamId });
     let res;
     try {
-      res = await this.engine.upstream.post(call.countTokensUrl, call.headers, upstreamBody);
+      res = await this.deps.upstream.post(call.countTokensUrl, call.headers, upstreamBody);
     } catch (err) {
       throw upstreamFailure(err, requestId);
     }
@@ -83,22 +87,21 @@ export class MessagesService {
     return { body: encoder.encode(text) };
   }
 
-  private async prepare(apiKey: string | undefined, raw: Uint8Array, requestId: string, streamRoute: boolean) {
+  private async prepare(caller: Caller, raw: Uint8Array, requestId: string, streamRoute: boolean): Promise<{ plan: Plan; upstreamBody: string | Uint8Array }> {
     const startedAt = performance.now();
-    const { apiKey: key, body } = await this.engine.parse(apiKey, raw);
-    const invalid = (e: Error) => this.engine.invalid(key, e);
-    if (typeof body.model !== 'string' || body.model === '') return invalid(badRequest('model: Field required', 'missing_required_parameter', 'model'));
-    if (!Array.isArray(body.messages) || body.messages.length === 0) return invalid(badRequest('messages: Field required (at least one message)', 'missing_required_parameter', 'messages'));
-    if (!(Number.isSafeInteger(body.max_tokens) && (body.max_tokens as number) >= 1)) return invalid(badRequest('max_tokens: Field required (a positive integer)', 'invalid_value', 'max_tokens'));
-    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') return invalid(badRequest('stream: Input should be a valid boolean', 'invalid_type', 'stream'));
-    if (Boolean(body.stream) !== streamRoute) return invalid(badRequest(streamRoute ? 'StreamMessage needs "stream": true.' : 'Use StreamMessage for "stream": true.', 'invalid_value', 'stream'));
-    const model = await this.claudeModel(key, body.model);
-    const policy = messagesPolicy(body, model, this.engine.config.sharedProviderObjects);
-    if (policy.refusal) return invalid(refusal(policy.refusal));
-
+    const body = parseBody(raw);
+    if (typeof body.model !== 'string' || body.model === '') throw badRequest('model: Field required', 'missing_required_parameter', 'model');
+    if (!Array.isArray(body.messages) || body.messages.length === 0) throw badRequest('messages: Field required (at least one message)', 'missing_required_parameter', 'messages');
+    if (!(Number.isSafeInteger(body.max_tokens) && (body.max_tokens as number) >= 1)) throw badRequest('max_tokens: Field required (a positive integer)', 'invalid_value', 'max_tokens');
+    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') throw badRequest('stream: Input should be a valid boolean', 'invalid_type', 'stream');
+    if (Boolean(body.stream) !== streamRoute) throw badRequest(streamRoute ? 'StreamMessage needs "stream": true.' : 'Use StreamMessage for "stream": true.', 'invalid_value', 'stream');
+    const model = this.claudeModel(body.model);
+    const policy = messagesPolicy(body, model, this.deps.sharedProviderObjects);
+    refuseIfRefused(policy);
     const plan: Plan = {
       requestId,
       route: MESSAGES_ROUTE,
+      caller,
       model,
       prices: policy.worst.prices,
       worst: policy.worst,
@@ -109,33 +112,18 @@ export class MessagesService {
       choices: 1n,
       startedAt,
     };
-    const held = await this.engine.hold(key, plan);
-    let changed = false;
-    const out: Json = { ...body };
-    if (body.model !== model.upstreamId) {
-      out.model = model.upstreamId;
-      changed = true;
-    }
-    if (held.loweredOutputCap !== undefined) {
-      out.max_tokens = Number(held.loweredOutputCap);
-      changed = true;
-    }
-    if (policy.set) {
-      Object.assign(out, policy.set);
-      changed = true;
-    }
-    return { plan, upstreamBody: changed ? JSON.stringify(out) : raw };
+    const upstream = new BodyRewrite(body, raw);
+    await preparePriced(this.deps.metering, { plan, policy, upstream, capFields: ['max_tokens'] });
+    return { plan, upstreamBody: upstream.bytes() };
   }
 
-  private async claudeModel(apiKey: string, id: string): Promise<ResolvedModel> {
-    const model = this.catalogue.get(id);
-    const invalid = (e: Error) => this.engine.invalid(apiKey, e);
-    if (!model || !model.enabled) return invalid(unknownModel(id, 'model: '));
+  private claudeModel(id: string): ResolvedModel {
+    const model = this.deps.catalogue.get(id);
+    if (!model || !model.enabled) throw unknownModel(id, 'model: ');
     if (model.kind !== 'chat' || model.provider !== 'anthropic') {
-      return invalid(badRequest(`model: '${model.id}' is not a Claude model. /v1/messages serves Claude models only; use POST /v1/chat/completions for ${model.id}.`, 'model_not_supported', 'model'));
+      throw badRequest(`model: '${model.id}' is not a Claude model. /v1/messages serves Claude models only; use POST /v1/chat/completions for ${model.id}.`, 'model_not_supported', 'model');
     }
-    if (!model.available)
-      return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `model: ${unavailableToCallers(model)}` }));
+    if (!model.available) throw gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `model: ${unavailableToCallers(model)}` });
     return model;
   }
 }
@@ -150,11 +138,11 @@ function outputTextOfMessage(msg: Json): string {
 }
 
 /**
- * Anthropic SSE relay: events pass on as they are (model renamed in message_start); usage comes
+ * Anthropic's SSE events, passed on as they are (model renamed in message_start); usage comes
  * from message_start (input, cache) and message_delta (output, final), and the charge rides on
  * message_delta.
  */
-export class AnthropicEventRelay implements StreamProcessor {
+export class AnthropicEventProcessor implements StreamProcessor {
   private readonly model: string;
   private delivered = '';
   private usageSoFar: Json = {};

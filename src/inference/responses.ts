@@ -6,16 +6,20 @@
 // background responses are refused. A stored response belongs to the account that created it
 // (src/tenancy/response-owners.ts): its ids are recorded before the caller sees them, and only
 // that account may name them again.
-import { unavailableToCallers, type Catalogue, type ResolvedModel } from '../catalogue/catalogue.ts';
+import { unavailableToCallers, type ResolvedModel } from '../catalogue/catalogue.ts';
+import type { Caller } from '../billing/caller.ts';
 import { usageFromOpenAI, usageFromOpenAIResponses, type TokenUsage } from '../billing/pricing.ts';
 import { randomBase62 } from '../billing/keys.ts';
 import { badRequest, gatewayError, unknownModel } from '../rpc/errors.ts';
 import { countInputTokens, countResponsesInput, countTextTokens, inputTokensUpperBound, responsesInputUpperBound } from './tokens.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { outputTextOfReply, deltaText } from './chat.ts';
-import { errorMessage, type ChargeInfo, type Engine, type Json, type OutEvent, type Plan, type StepResult, type StreamEvent, type StreamProcessor } from './engine.ts';
+import type { ChargeInfo, Json, OutEvent, Plan, StepResult, StreamEvent, StreamProcessor } from './types.ts';
 import { chatPolicy, responsesPolicy } from './bill-policy.ts';
-import { refusal } from './chat.ts';
+import { errorMessage, readJson, readUpstreamError } from './replies.ts';
+import { parseBody } from './request-body.ts';
+import { BodyRewrite, preparePriced, refuseIfRefused } from './priced-request.ts';
+import type { RouteDeps } from './deps.ts';
 import type { SseEvent } from './sse.ts';
 import { storedIds, storedRefs, unknownStoredRef, type ResponseOwners } from '../tenancy/response-owners.ts';
 import { builtinToolTypes, chatResponseToResponses, ChatToResponsesStream, responsesRequestToChat, TranslationError } from './translate/responses-chat.ts';
@@ -33,30 +37,34 @@ interface Prepared {
   stores: boolean;
 }
 
-export class ResponsesService {
-  private readonly engine: Engine;
-  private readonly catalogue: Catalogue;
+/** POST /v1/responses, unary and streamed. */
+export class ResponsesRoute {
+  private readonly deps: RouteDeps;
   private readonly owners: ResponseOwners;
 
-  constructor(engine: Engine, catalogue: Catalogue, owners: ResponseOwners) {
-    this.engine = engine;
-    this.catalogue = catalogue;
+  constructor(deps: RouteDeps, owners: ResponseOwners) {
+    this.deps = deps;
     this.owners = owners;
   }
 
   /** Records a stored response's ids as its creator's, before the caller can learn them (src/tenancy/response-owners.ts). */
   private async recordStored(plan: Plan, response: Json): Promise<void> {
-    if (response.store === false || !plan.accountId) return;
+    if (response.store === false) return;
     await this.owners
-      .record(plan.accountId, storedIds(response))
-      .catch((err) => this.engine.log.error({ err, requestId: plan.requestId }, 'recording a stored response failed; its owner cannot continue it through the gateway'));
+      .record(plan.caller.accountId, storedIds(response))
+      .catch((err) => this.deps.log.error({ err, requestId: plan.requestId }, 'recording a stored response failed; its owner cannot continue it through the gateway'));
   }
 
-  async create(apiKey: string | undefined, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
-    const p = await this.prepare(apiKey, raw, requestId, false);
-    const res = await this.engine.post(p.plan, p.upstreamUrl, p.headers, p.upstreamBody);
-    if (res.statusCode < 200 || res.statusCode >= 300) throw await this.engine.upstreamError(p.plan, res);
-    const { bytes, json } = await this.engine.readJson(p.plan, res);
+  async create(caller: Caller, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+    const p = await this.prepare(caller, raw, requestId, false);
+    return this.deps.metering.run(p.plan, () => this.answer(p));
+  }
+
+  private async answer(p: Prepared): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+    const { metering, calls } = this.deps;
+    const res = await calls.post(p.plan, p.upstreamUrl, p.headers, p.upstreamBody);
+    if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, p.plan.requestId);
+    const { bytes, json } = await readJson(res, p.plan.requestId);
     const model = p.plan.model.id;
 
     if (p.passthrough) {
@@ -64,7 +72,7 @@ export class ResponsesService {
         json.usage && typeof json.usage === 'object'
           ? { ...usageFromOpenAIResponses(json.usage as Json, json), estimated: false }
           : { ...countedUsage(p.plan, outputTextOfResponse(json)), estimated: true };
-      const charge = await this.engine.settle(p.plan, usage, 'ok', 200);
+      const charge = await metering.settle(p.plan, usage, 'ok', 200);
       if (p.stores) await this.recordStored(p.plan, json);
       return { body: json.model === model ? bytes : encoder.encode(JSON.stringify({ ...json, model })), charge };
     }
@@ -73,7 +81,7 @@ export class ResponsesService {
       json.usage && typeof json.usage === 'object'
         ? { ...usageFromOpenAI(json.usage as Json, json.service_tier), estimated: false }
         : { ...countedUsage(p.plan, outputTextOfReply(json)), estimated: true };
-    const charge = await this.engine.settle(p.plan, usage, 'ok', 200);
+    const charge = await metering.settle(p.plan, usage, 'ok', 200);
     const rebuilt = chatResponseToResponses(usage.estimated ? { ...json, usage: chatUsage(usage) } : json, {
       model,
       request: p.plan.body,
@@ -83,13 +91,14 @@ export class ResponsesService {
     return { body: encoder.encode(JSON.stringify(rebuilt)), charge };
   }
 
-  async *stream(apiKey: string | undefined, raw: Uint8Array, requestId: string, signal: AbortSignal): AsyncGenerator<StreamEvent> {
-    const p = await this.prepare(apiKey, raw, requestId, true);
-    const native = p.passthrough ? new ResponsesEventRelay(p.plan.model.id, p.stores ? (r) => this.recordStored(p.plan, r) : undefined) : undefined;
+  async *stream(caller: Caller, raw: Uint8Array, requestId: string, signal: AbortSignal): AsyncGenerator<StreamEvent> {
+    const p = await this.prepare(caller, raw, requestId, true);
+    const native = p.passthrough ? new ResponsesEventProcessor(p.plan.model.id, p.stores ? (r) => this.recordStored(p.plan, r) : undefined) : undefined;
     const processor: StreamProcessor =
-      native ?? new ChatToResponsesRelay(new ChatToResponsesStream({ model: p.plan.model.id, request: p.plan.body, responseId: `resp_${randomBase62(24)}`, createdAt: Math.floor(Date.now() / 1000) }));
-    const events = this.engine.relay(p.plan, {
-      send: (s, gone) => this.engine.post(p.plan, p.upstreamUrl, p.headers, p.upstreamBody, s, gone),
+      native ??
+      new ChatToResponsesProcessor(new ChatToResponsesStream({ model: p.plan.model.id, request: p.plan.body, responseId: `resp_${randomBase62(24)}`, createdAt: Math.floor(Date.now() / 1000) }));
+    const events = this.deps.streams.start(p.plan, {
+      send: (s, gone) => this.deps.calls.post(p.plan, p.upstreamUrl, p.headers, p.upstreamBody, s, gone),
       processor,
       countUsage: (d) => countedUsage(p.plan, d),
       brokenStreamEvent: (message) => ({ event: 'error', json: JSON.stringify({ type: 'error', code: 'upstream_stream_broken', message, param: null }) }),
@@ -105,30 +114,30 @@ export class ResponsesService {
     }
   }
 
-  private async prepare(apiKey: string | undefined, raw: Uint8Array, requestId: string, streamRoute: boolean): Promise<Prepared> {
+  private async prepare(caller: Caller, raw: Uint8Array, requestId: string, streamRoute: boolean): Promise<Prepared> {
     const startedAt = performance.now();
-    const { apiKey: key, body } = await this.engine.parse(apiKey, raw);
-    const invalid = (e: Error) => this.engine.invalid(key, e);
-    if (typeof body.model !== 'string' || body.model === '') return invalid(badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model'));
-    if (typeof body.input !== 'string' && !Array.isArray(body.input)) return invalid(badRequest("Missing required parameter: 'input'.", 'missing_required_parameter', 'input'));
-    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') return invalid(badRequest("'stream' must be a boolean.", 'invalid_type', 'stream'));
-    if (Boolean(body.stream) !== streamRoute) return invalid(badRequest(streamRoute ? 'StreamResponse needs "stream": true.' : 'Use StreamResponse for "stream": true.', 'invalid_value', 'stream'));
+    const body = parseBody(raw);
+    if (typeof body.model !== 'string' || body.model === '') throw badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model');
+    if (typeof body.input !== 'string' && !Array.isArray(body.input)) throw badRequest("Missing required parameter: 'input'.", 'missing_required_parameter', 'input');
+    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') throw badRequest("'stream' must be a boolean.", 'invalid_type', 'stream');
+    if (Boolean(body.stream) !== streamRoute) throw badRequest(streamRoute ? 'StreamResponse needs "stream": true.' : 'Use StreamResponse for "stream": true.', 'invalid_value', 'stream');
     const cap = body.max_output_tokens;
     if (cap !== undefined && cap !== null && !(Number.isSafeInteger(cap) && (cap as number) >= 1))
-      return invalid(badRequest("'max_output_tokens' must be a positive integer.", 'invalid_value', 'max_output_tokens'));
-    const model = await this.responsesModel(key, body.model);
+      throw badRequest("'max_output_tokens' must be a positive integer.", 'invalid_value', 'max_output_tokens');
+    const model = this.responsesModel(body.model);
     const maxOutput = BigInt((cap as number | undefined) ?? model.maxOutputTokens);
 
     if (model.responsesPassthrough) {
-      const policy = responsesPolicy(body, model, this.engine.config.sharedProviderObjects);
-      if (policy.refusal) return invalid(refusal(policy.refusal));
+      const policy = responsesPolicy(body, model, this.deps.sharedProviderObjects);
+      refuseIfRefused(policy);
       // Stored responses and their items are their creator's account's alone: others get the provider's not-found.
       const refs = storedRefs(body);
-      const notFound = refs && (await unknownStoredRef(this.owners, this.engine.ledger.hash(key), refs, body));
-      if (notFound) return invalid(notFound);
+      const notFound = refs && (await unknownStoredRef(this.owners, caller.keyHash, refs, body));
+      if (notFound) throw notFound;
       const plan: Plan = {
         requestId,
         route: RESPONSES_ROUTE,
+        caller,
         model,
         prices: policy.worst.prices,
         worst: policy.worst,
@@ -139,27 +148,14 @@ export class ResponsesService {
         inputUpper: BigInt(responsesInputUpperBound(body, model)),
         countInput: () => BigInt(countResponsesInput(body, model)),
       };
-      const held = await this.engine.hold(key, plan);
-      let changed = false;
-      const out: Json = { ...body };
-      if (body.model !== model.upstreamId) {
-        out.model = model.upstreamId;
-        changed = true;
-      }
-      if (held.loweredOutputCap !== undefined) {
-        out.max_output_tokens = Number(held.loweredOutputCap);
-        changed = true;
-      }
-      if (policy.set) {
-        Object.assign(out, policy.set);
-        changed = true;
-      }
+      const upstream = new BodyRewrite(body, raw);
+      await preparePriced(this.deps.metering, { plan, policy, upstream, capFields: ['max_output_tokens'] });
       const provider = openAICompatible(model.providerConfig);
       return {
         plan,
         upstreamUrl: `${model.providerConfig.baseUrl}/responses`,
         headers: provider.headers,
-        upstreamBody: changed ? JSON.stringify(out) : raw,
+        upstreamBody: upstream.bytes(),
         passthrough: true,
         stores: body.store !== false,
       };
@@ -167,46 +163,42 @@ export class ResponsesService {
 
     // A chat-only model: only what chat completions can express.
     if (body.previous_response_id != null) {
-      return invalid(
-        badRequest(
-          `previous_response_id cannot be used with ${model.id}: it is answered through chat completions, so its response ids are the gateway's own and nothing is stored to continue. Send the earlier turns in input.`,
-          'unsupported_parameter',
-          'previous_response_id',
-        ),
+      throw badRequest(
+        `previous_response_id cannot be used with ${model.id}: it is answered through chat completions, so its response ids are the gateway's own and nothing is stored to continue. Send the earlier turns in input.`,
+        'unsupported_parameter',
+        'previous_response_id',
       );
     }
     if (body.background === true) {
-      return invalid(badRequest(`background responses are not served for ${model.id}: it is answered through chat completions, in this request.`, 'unsupported_parameter', 'background'));
+      throw badRequest(`background responses are not served for ${model.id}: it is answered through chat completions, in this request.`, 'unsupported_parameter', 'background');
     }
     const builtins = builtinToolTypes(body);
     if (builtins.length > 0) {
-      const passthroughs = this.catalogue
+      const passthroughs = this.deps.catalogue
         .list()
         .filter((m) => m.responsesPassthrough && m.available)
         .map((m) => m.id);
-      return invalid(
-        gatewayError({
-          httpStatus: 400,
-          type: 'invalid_request_error',
-          code: 'unsupported_responses_tools',
-          param: 'tools',
-          message: `The model '${model.id}' is served on /v1/responses through chat completions, which cannot run built-in tools (${builtins.join(', ')}). Use a passthrough model for them: ${passthroughs.join(', ')}.`,
-        }),
-      );
+      throw gatewayError({
+        httpStatus: 400,
+        type: 'invalid_request_error',
+        code: 'unsupported_responses_tools',
+        param: 'tools',
+        message: `The model '${model.id}' is served on /v1/responses through chat completions, which cannot run built-in tools (${builtins.join(', ')}). Use a passthrough model for them: ${passthroughs.join(', ')}.`,
+      });
     }
     const provider = openAICompatible(model.providerConfig);
     let chat: Json;
     try {
       chat = responsesRequestToChat(body, { upstreamModel: model.upstreamId });
     } catch (err) {
-      if (err instanceof TranslationError) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: err.code, param: err.param ?? undefined, message: err.message }));
+      if (err instanceof TranslationError) throw gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: err.code, param: err.param ?? undefined, message: err.message });
       throw err;
     }
-    const policy = chatPolicy(chat, model, this.engine.config.sharedProviderObjects);
-    if (policy.refusal) return invalid(refusal(policy.refusal));
+    const policy = chatPolicy(chat, model, this.deps.sharedProviderObjects);
     const plan: Plan = {
       requestId,
       route: RESPONSES_ROUTE,
+      caller,
       model,
       prices: policy.worst.prices,
       worst: policy.worst,
@@ -217,23 +209,21 @@ export class ResponsesService {
       inputUpper: BigInt(inputTokensUpperBound(chat, model)),
       countInput: () => BigInt(countInputTokens(chat, model)),
     };
-    const held = await this.engine.hold(key, plan);
-    if (held.loweredOutputCap !== undefined) {
-      delete chat.max_completion_tokens;
-      delete chat.max_tokens;
-      chat[provider.maxTokensField] = Number(held.loweredOutputCap);
-    }
-    if (streamRoute) chat.stream_options = { ...((chat.stream_options as Json | undefined) ?? {}), include_usage: true };
-    return { plan, upstreamUrl: provider.chatUrl, headers: provider.headers, upstreamBody: JSON.stringify(chat), passthrough: false, stores: false };
+    const upstream = new BodyRewrite(chat);
+    const capField = provider.maxTokensField;
+    const held = await preparePriced(this.deps.metering, { plan, policy, upstream, capFields: [capField] });
+    // A lowered cap goes in the one field the provider reads.
+    if (held.loweredOutputCap !== undefined) for (const f of ['max_completion_tokens', 'max_tokens']) if (f !== capField) upstream.delete(f);
+    if (streamRoute) upstream.set('stream_options', { ...((chat.stream_options as Json | undefined) ?? {}), include_usage: true });
+    return { plan, upstreamUrl: provider.chatUrl, headers: provider.headers, upstreamBody: upstream.bytes(), passthrough: false, stores: false };
   }
 
-  private async responsesModel(apiKey: string, id: string): Promise<ResolvedModel> {
-    const model = this.catalogue.get(id);
-    const invalid = (e: Error) => this.engine.invalid(apiKey, e);
-    if (!model || !model.enabled) return invalid(unknownModel(id));
-    if (model.kind !== 'chat') return invalid(badRequest(`The model '${model.id}' is a ${model.kind} model; it cannot be used on ${RESPONSES_ROUTE}.`, 'model_not_supported', 'model'));
-    if (model.provider === 'anthropic') return invalid(badRequest(`Claude models are served on /v1/messages (and /v1/chat/completions), not on ${RESPONSES_ROUTE}.`, 'model_not_supported', 'model'));
-    if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) }));
+  private responsesModel(id: string): ResolvedModel {
+    const model = this.deps.catalogue.get(id);
+    if (!model || !model.enabled) throw unknownModel(id);
+    if (model.kind !== 'chat') throw badRequest(`The model '${model.id}' is a ${model.kind} model; it cannot be used on ${RESPONSES_ROUTE}.`, 'model_not_supported', 'model');
+    if (model.provider === 'anthropic') throw badRequest(`Claude models are served on /v1/messages (and /v1/chat/completions), not on ${RESPONSES_ROUTE}.`, 'model_not_supported', 'model');
+    if (!model.available) throw gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) });
     return model;
   }
 }
@@ -271,11 +261,11 @@ const DELTAS = new Set([
 ]);
 
 /**
- * Native Responses SSE relay: events pass on; usage and the charge ride on the terminal event.
+ * Native Responses SSE events, passed on; usage and the charge ride on the terminal event.
  * With `record`, the ids of a stored response are recorded as read (the response's own at
  * response.created, its output items' at the end); `recording` says what an event waits for.
  */
-class ResponsesEventRelay implements StreamProcessor {
+class ResponsesEventProcessor implements StreamProcessor {
   private readonly model: string;
   private readonly record: ((response: Json) => Promise<void>) | undefined;
   private readonly pending = new Map<string, Promise<void>>();
@@ -329,7 +319,7 @@ class ResponsesEventRelay implements StreamProcessor {
 }
 
 /** Chat chunks from a chat-only upstream, rebuilt as Responses events. */
-class ChatToResponsesRelay implements StreamProcessor {
+class ChatToResponsesProcessor implements StreamProcessor {
   private readonly t: ChatToResponsesStream;
   private delivered = '';
   private started = false;

@@ -1,15 +1,17 @@
-// InferenceService: the RPC face of the inference routes. The caller's key comes from the
-// call's metadata (authorization: Bearer … or x-api-key), exactly as on the HTTP routes.
+// InferenceService: the RPC face of the inference routes. Its caller was authenticated at the
+// edge (the facade's onRequest hook, or the RPC port before it read the message) and arrives as
+// the call's context value (src/billing/caller.ts); the key itself is not read again here.
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { InferenceService } from '../gen/gateway/v1/inference_pb.js';
-import { keyFromHeaders } from '../billing/keys.ts';
-import type { ChatService } from './chat.ts';
-import type { MessagesService } from './messages.ts';
-import type { ResponsesService } from './responses.ts';
-import type { EmbeddingsService } from './embeddings.ts';
-import type { ImagesService } from './images.ts';
-import type { AudioService } from './audio.ts';
-import { newRequestId, type ChargeInfo, type StreamEvent } from './engine.ts';
+import { callerOf } from '../billing/caller.ts';
+import type { ChatRoute } from './chat.ts';
+import type { MessagesRoute } from './messages.ts';
+import type { ResponsesRoute } from './responses.ts';
+import type { EmbeddingsRoute } from './embeddings.ts';
+import type { ImagesRoute } from './images.ts';
+import type { AudioRoute } from './audio.ts';
+import { newRequestId } from '../billing/ids.ts';
+import type { ChargeInfo, StreamEvent } from './types.ts';
 
 const encoder = new TextEncoder();
 
@@ -29,7 +31,6 @@ function chargeMessage(c: ChargeInfo) {
   };
 }
 
-const callerKey = (ctx: HandlerContext) => keyFromHeaders(ctx.requestHeader.get('authorization'), ctx.requestHeader.get('x-api-key'));
 const anthropicHeaders = (ctx: HandlerContext) => ({ version: ctx.requestHeader.get('anthropic-version'), beta: ctx.requestHeader.get('anthropic-beta') });
 
 async function* events(source: AsyncGenerator<StreamEvent>) {
@@ -52,65 +53,64 @@ async function* events(source: AsyncGenerator<StreamEvent>) {
 }
 
 export interface InferenceRoutes {
-  /** The key check every route starts with (Engine.authenticate). */
-  authenticate: (apiKey: string | undefined) => Promise<unknown>;
-  chat: ChatService;
-  messages: MessagesService;
-  responses: ResponsesService;
-  embeddings: EmbeddingsService;
-  images: ImagesService;
-  audio: AudioService;
+  chat: ChatRoute;
+  messages: MessagesRoute;
+  responses: ResponsesRoute;
+  embeddings: EmbeddingsRoute;
+  images: ImagesRoute;
+  audio: AudioRoute;
 }
 
-export function inferenceService({ authenticate, chat, messages, responses, embeddings, images, audio }: InferenceRoutes): ServiceImpl<typeof InferenceService> {
+export function inferenceService({ chat, messages, responses, embeddings, images, audio }: InferenceRoutes): ServiceImpl<typeof InferenceService> {
   return {
+    // The edge has answered 401 already for a key that is not live: a call that gets here is authenticated.
     async authenticate(_req, ctx) {
-      await authenticate(callerKey(ctx));
+      callerOf(ctx);
       return {};
     },
     async chatCompletion(req, ctx) {
-      const r = await chat.complete(callerKey(ctx), req.body, req.requestId || newRequestId());
+      const r = await chat.complete(callerOf(ctx), req.body, req.requestId || newRequestId());
       return { body: r.body, charge: chargeMessage(r.charge) };
     },
     streamChatCompletion(req, ctx) {
-      return events(chat.stream(callerKey(ctx), req.body, req.requestId || newRequestId(), ctx.signal));
+      return events(chat.stream(callerOf(ctx), req.body, req.requestId || newRequestId(), ctx.signal));
     },
     async createMessage(req, ctx) {
-      const r = await messages.create(callerKey(ctx), req.body, req.requestId || newRequestId(), anthropicHeaders(ctx));
+      const r = await messages.create(callerOf(ctx), req.body, req.requestId || newRequestId(), anthropicHeaders(ctx));
       return { body: r.body, charge: chargeMessage(r.charge) };
     },
     streamMessage(req, ctx) {
-      return events(messages.stream(callerKey(ctx), req.body, req.requestId || newRequestId(), anthropicHeaders(ctx), ctx.signal));
+      return events(messages.stream(callerOf(ctx), req.body, req.requestId || newRequestId(), anthropicHeaders(ctx), ctx.signal));
     },
     async countMessageTokens(req, ctx) {
-      const r = await messages.countTokens(callerKey(ctx), req.body, req.requestId || newRequestId(), anthropicHeaders(ctx));
+      const r = await messages.countTokens(callerOf(ctx), req.body, req.requestId || newRequestId(), anthropicHeaders(ctx));
       return { body: r.body };
     },
     async createResponse(req, ctx) {
-      const r = await responses.create(callerKey(ctx), req.body, req.requestId || newRequestId());
+      const r = await responses.create(callerOf(ctx), req.body, req.requestId || newRequestId());
       return { body: r.body, charge: chargeMessage(r.charge) };
     },
     streamResponse(req, ctx) {
-      return events(responses.stream(callerKey(ctx), req.body, req.requestId || newRequestId(), ctx.signal));
+      return events(responses.stream(callerOf(ctx), req.body, req.requestId || newRequestId(), ctx.signal));
     },
     async createEmbedding(req, ctx) {
-      const r = await embeddings.create(callerKey(ctx), req.body, req.requestId || newRequestId());
+      const r = await embeddings.create(callerOf(ctx), req.body, req.requestId || newRequestId());
       return { body: r.body, charge: chargeMessage(r.charge) };
     },
     async generateImage(req, ctx) {
-      const r = await images.generate(callerKey(ctx), req.body, req.requestId || newRequestId());
+      const r = await images.generate(callerOf(ctx), req.body, req.requestId || newRequestId());
       return { body: r.body, charge: chargeMessage(r.charge) };
     },
     async editImage(req, ctx) {
-      const r = await images.edit(callerKey(ctx), req.parts, req.requestId || newRequestId());
+      const r = await images.edit(callerOf(ctx), req.parts, req.requestId || newRequestId());
       return { body: r.body, charge: chargeMessage(r.charge) };
     },
     async transcribe(req, ctx) {
-      const r = await audio.transcribe(callerKey(ctx), req.parts, req.requestId || newRequestId());
+      const r = await audio.transcribe(callerOf(ctx), req.parts, req.requestId || newRequestId());
       return { body: r.body, contentType: r.contentType, charge: chargeMessage(r.charge) };
     },
     async *createSpeech(req, ctx) {
-      for await (const ev of audio.speech(callerKey(ctx), req.body, req.requestId || newRequestId(), ctx.signal)) {
+      for await (const ev of audio.speech(callerOf(ctx), req.body, req.requestId || newRequestId(), ctx.signal)) {
         if (ev.kind === 'start') yield { event: { case: 'start' as const, value: { requestId: ev.requestId, contentType: ev.contentType, costNano: ev.costNano } } };
         else if (ev.kind === 'audio') yield { event: { case: 'audio' as const, value: ev.data } };
         else yield { event: { case: 'charge' as const, value: chargeMessage(ev.charge) } };

@@ -8,7 +8,7 @@ export interface SseEvent {
 
 /**
  * Push parser: `push` takes the bytes as they arrive and returns the events they complete, all
- * at once (the relay handles a network read's events in one step, not one promise per event).
+ * at once (the stream run handles a network read's events in one step, not one promise per event).
  */
 export class SseParser {
   private readonly decoder = new TextDecoder();

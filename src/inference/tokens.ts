@@ -3,7 +3,7 @@ import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
 import type { CatalogueEntry, VisionBilling } from '../catalogue/models.ts';
 import { base64ImageSize, dataUrlBase64, imageTokens } from './media/image-tokens.ts';
 
-// The encoder builds its tables on the first count (~35 ms): here, at start-up, rather than in
+// The encoder builds its tables on the first count, which is slow: here, at start-up, rather than in
 // the middle of the first request that needs a count.
 countTokens('warm up');
 

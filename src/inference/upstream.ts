@@ -28,7 +28,7 @@ export class Upstream {
 
   /**
    * POST on the dispatcher itself, not undici's request(): its answer body is a Node Readable in
-   * an async-hooks scope, which cost each request about 30 µs of CPU; ReplyBody hands the
+   * an async-hooks scope, a cost on every call (docs/benchmark.md); ReplyBody hands the
    * chunks over as they come. Aborting `signal` stops the call (with the signal's reason) at
    * any point, as request() does.
    */

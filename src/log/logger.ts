@@ -5,9 +5,10 @@
 //
 // JSON lines go to stdout in batches: a line waits in memory until 4 KiB are queued or 100 ms have
 // passed, then the batch is written by libuv's thread pool, off the event loop. On this kind of
-// machine (2 vCPUs) a write per request line, synchronous or handed to a thread, cost the
-// gateway 5–7% of its CPU per request (a system call, or a wake-up of another thread); a batch
-// costs that once per ~15 lines, and a slow disk or pipe never stalls a request. Queued lines
+// machine (2 vCPUs) a write per request line, synchronous or handed to a thread, was a large
+// share of the gateway's CPU per request (a system call, or a wake-up of another thread; figures
+// in docs/benchmark.md); a batch pays that once per many lines, and a slow disk or pipe never
+// stalls a request. Queued lines
 // are written when the process exits (process.exit, a fatal error); a SIGKILL loses at most
 // the last 100 ms. A stdout that stops taking lines (a dead pipe reader) drops lines past 16 MiB
 // queued instead of growing without bound.

@@ -3,7 +3,7 @@
 // The metrics counted on every request (requests, latencies, charges, key cache lookups, open
 // holds) are plain numbers in memory: one addition per event, read by the registry only when
 // /metrics is scraped. prom-client's own metric objects validate and hash their labels on every
-// call, which cost about 2% of the gateway's CPU per request. The rarer ones (upstream retries)
+// call, a measurable cost on every request (docs/benchmark.md). The rarer ones (upstream retries)
 // and the process metrics stay prom-client's; the exposition format is the same for all.
 import { Counter, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
 

@@ -5,7 +5,7 @@
 // tokens and keys only as "set / not set", URLs without user, password or query.
 import path from 'node:path';
 import type { Config, ProviderName } from '../config/config.ts';
-import { addressFilePath } from '../cli/gateway-address.ts';
+import { addressFilePath } from '../config/gateway-address.ts';
 
 /** Who can connect to a listening address. */
 export type Scope = 'loopback' | 'all interfaces' | 'one address';

@@ -1,8 +1,8 @@
 // The in-process transport the facade uses: it calls the service implementations directly,
 // with the same handler context, headers, abort signal and errors a network call would give
 // them, but without encoding each message to protobuf bytes and decoding it again (the Connect
-// router transport runs the whole protocol in memory: about a tenth of the gateway's CPU per
-// request went there). Services cannot tell the difference; the network port still serves them
+// router transport runs the whole protocol in memory, a large share of each request's CPU:
+// docs/benchmark.md). Services cannot tell the difference; the network port still serves them
 // over Connect, gRPC and gRPC-Web from the same implementations.
 import { create, isMessage, type DescMessage, type DescMethod, type DescService, type MessageInitShape } from '@bufbuild/protobuf';
 import { ConnectError, createContextValues, createHandlerContext, type ContextValues, type HandlerContext, type StreamResponse, type Transport, type UnaryResponse } from '@connectrpc/connect';
@@ -11,7 +11,7 @@ import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { VideoService } from '../gen/gateway/v1/video_pb.js';
-import type { Services } from './server.ts';
+import type { Services } from './services.ts';
 import { unexpectedFailure } from './errors.ts';
 import { OneMessage } from './server-stream.ts';
 
@@ -109,7 +109,7 @@ export function directTransport(s: Services, log?: Logger): Transport {
         void Promise.resolve(it.return?.()).catch(() => {});
       };
       ctx.signal.addEventListener('abort', close, { once: true });
-      async function* relay() {
+      async function* forward() {
         let ended = false;
         try {
           for (let r = await it.next(); !r.done; r = await it.next()) yield message(method.output, r.value);
@@ -126,7 +126,10 @@ export function directTransport(s: Services, log?: Logger): Transport {
           }
         }
       }
-      return { stream: true, service: method.parent, method, header: ctx.responseHeader, trailer: ctx.responseTrailer, message: relay() } as StreamResponse<typeof method.input, typeof method.output>;
+      return { stream: true, service: method.parent, method, header: ctx.responseHeader, trailer: ctx.responseTrailer, message: forward() } as StreamResponse<
+        typeof method.input,
+        typeof method.output
+      >;
     },
   };
 }
@@ -179,7 +182,7 @@ class UnaryContext extends InProcessContext {
 /**
  * A stream's context without a deadline: its own abort controller, which the caller's signal
  * aborts. createHandlerContext would copy the headers into a new Headers, make a deadline and
- * link three signals: ~2% of the gateway's CPU on streams.
+ * link three signals, on every stream.
  */
 class StreamContext extends InProcessContext {
   private readonly controller = new AbortController();

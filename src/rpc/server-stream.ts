@@ -1,17 +1,18 @@
 // A server-streaming call on a Transport, as Connect's promise client makes it, without the
 // client's wrapper: that wrapper is a down-compiled async generator (__asyncGenerator,
-// __asyncDelegator) costing several promises per message, ~4% of the gateway's CPU on streams.
+// __asyncDelegator) costing several promises per message (its share of a stream's CPU is in
+// docs/benchmark.md).
 // Same transport, headers, signal and errors; the caller reads the messages with next().
 import type { DescMethodServerStreaming, DescMessage, MessageInitShape, MessageShape } from '@bufbuild/protobuf';
-import type { Transport } from '@connectrpc/connect';
+import type { ContextValues, Transport } from '@connectrpc/connect';
 
 export function serverStream<I extends DescMessage, O extends DescMessage>(
   transport: Transport,
   method: DescMethodServerStreaming<I, O>,
   input: MessageInitShape<I>,
-  options: { headers?: Headers | Record<string, string>; signal?: AbortSignal },
+  options: { headers?: Headers | Record<string, string>; signal?: AbortSignal; contextValues?: ContextValues },
 ): AsyncIterator<MessageShape<O>> {
-  const response = transport.stream(method, options.signal, undefined, options.headers, new OneMessage(input));
+  const response = transport.stream(method, options.signal, undefined, options.headers, new OneMessage(input), options.contextValues);
   response.catch(() => {}); // surfaced by the first next()
   const it: AsyncIterator<MessageShape<O>> = {
     async next() {

@@ -1,8 +1,8 @@
-// The services, served two ways from one router definition: over the network (Connect, gRPC
-// and gRPC-Web on one HTTP/2 port) and in-process for the HTTP facade (no network hop).
+// The services over the network: Connect, gRPC and gRPC-Web on one HTTP/2 port. The facade and
+// the bot in the same process call the same implementations through direct-transport.ts.
 import http2 from 'node:http2';
-import type { ServiceImpl, Interceptor, ConnectRouter, HandlerContext } from '@connectrpc/connect';
-import { Code, ConnectError, createContextKey } from '@connectrpc/connect';
+import type { Interceptor, ConnectRouter, ContextValues, HandlerContext } from '@connectrpc/connect';
+import { Code, ConnectError, createContextKey, createContextValues } from '@connectrpc/connect';
 import { connectNodeAdapter } from '@connectrpc/connect-node';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
@@ -11,20 +11,14 @@ import { VideoService } from '../gen/gateway/v1/video_pb.js';
 import type { Logger } from 'pino';
 import { endStreamFlag, endStreamToJson, errorToJsonBytes, codeToHttpStatus, codeToString } from '@connectrpc/connect/protocol-connect';
 import { setTrailerStatus } from '@connectrpc/connect/protocol-grpc';
-import { directTransport } from './direct-transport.ts';
 import { keyFromHeaders } from '../billing/keys.ts';
+import { CALLER, type Caller } from '../billing/caller.ts';
 import { bearerMatches } from '../config/bearer.ts';
 import { isLoopbackPeer } from '../config/exposure.ts';
-import { newRequestId } from '../inference/engine.ts';
+import { newRequestId } from '../billing/ids.ts';
 import { GatewayErrorSchema } from '../gen/gateway/v1/errors_pb.js';
 import { gatewayError, unauthorized, unexpectedFailure, withGatewayDetail } from './errors.ts';
-
-export interface Services {
-  billing: ServiceImpl<typeof BillingService>;
-  catalogue: ServiceImpl<typeof CatalogueService>;
-  inference: ServiceImpl<typeof InferenceService>;
-  video: ServiceImpl<typeof VideoService>;
-}
+import type { Services } from './services.ts';
 
 export function routes(s: Services) {
   return (router: ConnectRouter) => {
@@ -33,11 +27,6 @@ export function routes(s: Services) {
     router.service(InferenceService, s.inference);
     router.service(VideoService, s.video);
   };
-}
-
-/** What the facade and the bot use in one process: the services called directly (see direct-transport.ts). */
-export function inProcessTransport(s: Services, log?: Logger) {
-  return directTransport(s, log);
 }
 
 /** A call's request id on the network port, made when first needed (see callRequestIds). */
@@ -136,7 +125,19 @@ function callRequestIds(log?: Logger) {
  */
 export interface RpcAccess {
   adminToken: string | undefined;
-  keyIsLive: (apiKey: string | undefined) => Promise<boolean>;
+  /** The caller of a live gateway key (KeyCheck.authenticate), or undefined. */
+  authenticate: (apiKey: string | undefined) => Promise<Caller | undefined>;
+}
+
+/** The caller each keyed call was authenticated as, from its access check to its handler's context values. */
+const callers = new WeakMap<http2.Http2ServerRequest, Caller>();
+
+/** A keyed call's context values: its authenticated caller (src/billing/caller.ts). */
+function callerValues(req: unknown): ContextValues {
+  const values = createContextValues();
+  const caller = callers.get(req as http2.Http2ServerRequest);
+  if (caller) values.set(CALLER, caller);
+  return values;
 }
 
 const KEYED_SERVICES = new Set([InferenceService.typeName, VideoService.typeName]);
@@ -146,7 +147,10 @@ async function refusal(req: http2.Http2ServerRequest, access: RpcAccess): Promis
   const service = /^\/([^/]+)\//.exec(req.url)?.[1] ?? '';
   if (KEYED_SERVICES.has(service)) {
     const key = keyFromHeaders(header(req, 'authorization'), header(req, 'x-api-key'));
-    return (await access.keyIsLive(key)) ? undefined : unauthorized(newRequestId());
+    const caller = await access.authenticate(key);
+    if (!caller) return unauthorized(newRequestId());
+    callers.set(req, caller);
+    return undefined;
   }
   if (access.adminToken) {
     return bearerMatches(header(req, 'authorization'), access.adminToken) ? undefined : adminTokenRequired(401, 'admin token required: send "authorization: Bearer <ADMIN_TOKEN>"');
@@ -222,6 +226,7 @@ export function startRpcServer(s: Services, opts: RpcServerOptions): Promise<htt
     routes: routes(s),
     interceptors: [gatewayErrorDetails(opts.log)],
     requestGate: callRequestIds(opts.log),
+    contextValues: callerValues,
     // A path no service serves (this server speaks HTTP/2 only, hence the casts).
     fallback: (req, res) => refuse(req as http2.Http2ServerRequest, res as http2.Http2ServerResponse, unknownMethod(req as http2.Http2ServerRequest), opts.log),
     readMaxBytes: opts.readMaxBytes,

@@ -3,30 +3,23 @@
 // containers and custom skills. The gateway serves every tenant from that one account, so an id
 // of one of these reaches whatever the operator (or anyone with the account) put there. They are
 // refused with a 400 naming the parameter, unless the operator shares a kind with every tenant
-// (SHARED_PROVIDER_OBJECTS). bill-policy.ts asks here first, so one place refuses a request's
-// fields; a kind that is shared can still be refused there for billing (containers, vector stores).
-import type { Refusal } from '../inference/bill-policy.ts';
-import { walk } from '../inference/json-walk.ts';
+// (SHARED_PROVIDER_OBJECTS, parsed in src/config/config.ts). src/inference/bill-policy.ts asks
+// here first, so one place refuses a request's fields; a kind that is shared can still be
+// refused there for billing (containers, vector stores).
+import type { SharedKind } from '../config/config.ts';
+import { walk } from './json-walk.ts';
 
-export const SHARED_KINDS = ['conversation', 'prompt', 'file', 'vector_store', 'container', 'skill'] as const;
-export type SharedKind = (typeof SHARED_KINDS)[number];
+export type { SharedKind } from '../config/config.ts';
 export const NOTHING_SHARED: ReadonlySet<SharedKind> = new Set();
 
-/** SHARED_PROVIDER_OBJECTS: a comma-separated list of kinds; empty or unset shares nothing. */
-export function parseSharedKinds(raw: string | undefined): ReadonlySet<SharedKind> {
-  const out = new Set<SharedKind>();
-  for (const part of (raw ?? '').split(',')) {
-    const kind = part.trim().toLowerCase();
-    if (kind === '') continue;
-    if (!(SHARED_KINDS as readonly string[]).includes(kind)) {
-      throw new Error(`SHARED_PROVIDER_OBJECTS: unknown kind ${JSON.stringify(part.trim())}; the kinds are ${SHARED_KINDS.join(', ')}`);
-    }
-    out.add(kind as SharedKind);
-  }
-  return out;
-}
-
 export type WireFormat = 'responses' | 'chat' | 'messages';
+
+/** A 400 naming the parameter that names an unshared object (bill-policy's Refusal has this shape). */
+export interface ObjectRefusal {
+  message: string;
+  param: string;
+  code: string;
+}
 
 type Json = Record<string, unknown>;
 interface Found {
@@ -53,7 +46,7 @@ const WHAT: Record<SharedKind, { noun: string; instead: string }> = {
  * The first reference to an object of the operator's provider account that the operator has not
  * shared, as the 400 to answer with; undefined when there is none.
  */
-export function operatorObjectRefusal(format: WireFormat, body: Json, shared: ReadonlySet<SharedKind>): Refusal | undefined {
+export function operatorObjectRefusal(format: WireFormat, body: Json, shared: ReadonlySet<SharedKind>): ObjectRefusal | undefined {
   for (const f of find(format, body)) {
     if (shared.has(f.kind)) continue;
     const w = WHAT[f.kind];

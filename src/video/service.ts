@@ -10,11 +10,13 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
 import type { Catalogue } from '../catalogue/catalogue.ts';
-import { isWellFormedKey, keyFromHeaders, visiblePrefix } from '../billing/keys.ts';
-import { newId, type KeyRow, type Ledger } from '../billing/ledger.ts';
+import type { Ledger } from '../billing/ledger.ts';
+import { newId, newRequestId } from '../billing/ids.ts';
 import { costNano } from '../billing/money.ts';
-import { badRequest, gatewayError, unauthorized } from '../rpc/errors.ts';
-import { newRequestId, type Engine } from '../inference/engine.ts';
+import { badRequest, gatewayError } from '../rpc/errors.ts';
+import type { Metering } from '../inference/metering.ts';
+import { parseBody } from '../inference/request-body.ts';
+import { callerOf, type Caller } from '../billing/caller.ts';
 import { modelOfKind } from '../inference/media/common.ts';
 import type { VideoService } from '../gen/gateway/v1/video_pb.js';
 import {
@@ -70,7 +72,7 @@ export interface VideoServiceDeps {
   config: Config;
   ledger: Ledger;
   catalogue: Catalogue;
-  engine: Engine;
+  metering: Metering;
   runtime: VideoRuntime;
   log: Logger;
 }
@@ -79,20 +81,9 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
   const { ledger, runtime, config } = deps;
   const jobs = runtime.jobs;
 
-  const callerKey = (ctx: HandlerContext) => keyFromHeaders(ctx.requestHeader.get('authorization'), ctx.requestHeader.get('x-api-key'));
-
-  /** The caller's live key (401 otherwise: one answer for every kind of bad key). */
-  async function caller(ctx: HandlerContext): Promise<KeyRow> {
-    const apiKey = callerKey(ctx);
-    if (!apiKey || !isWellFormedKey(apiKey)) throw unauthorized();
-    const key = await ledger.findKey({ apiKey });
-    if (!key) throw unauthorized();
-    return key;
-  }
-
-  async function ownJob(ctx: HandlerContext, id: string): Promise<{ key: KeyRow; row: VideoJobRow }> {
+  async function ownJob(ctx: HandlerContext, id: string): Promise<{ key: Caller; row: VideoJobRow }> {
     runtime.assertEnabled();
-    const key = await caller(ctx);
+    const key = callerOf(ctx);
     const row = id ? await jobs.get(id, key.accountId) : undefined;
     if (!row) throw notFound(id);
     return { key, row };
@@ -245,21 +236,21 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
   return {
     async createVideo(req, ctx) {
       const requestId = req.requestId || newRequestId();
-      const { apiKey, body } = await deps.engine.parse(callerKey(ctx), req.body);
+      const key = callerOf(ctx);
+      const body = parseBody(req.body);
       const input = readRequest(body, req.openaiDefaults);
-      if (input instanceof Error) return deps.engine.invalid(apiKey, input);
+      if (input instanceof Error) throw input;
       const idempotencyKey = req.idempotencyKey || null;
       if (idempotencyKey !== null && !IDEMPOTENCY_KEY.test(idempotencyKey)) {
-        return deps.engine.invalid(apiKey, badRequest('Invalid Idempotency-Key: 1 to 255 visible ASCII characters.', 'invalid_idempotency_key'));
+        throw badRequest('Invalid Idempotency-Key: 1 to 255 visible ASCII characters.', 'invalid_idempotency_key');
       }
-      const model = await modelOfKind(deps.engine, deps.catalogue, apiKey, input.model, 'video', VIDEO_ROUTE);
+      const model = modelOfKind(deps.catalogue, input.model, 'video', VIDEO_ROUTE);
       const price = model.prices.per_second;
       if (!price) throw gatewayError({ httpStatus: 500, type: 'server_error', message: `The catalogue has no per-second price for ${model.id}.` });
 
-      const keyHash = await deps.engine.admit(apiKey, requestId);
+      await deps.metering.admit(key, requestId);
       // No Temporal, no hold: 503 before any money moves.
       const temporal = await runtime.temporal();
-      const key = await caller(ctx);
       const asked = { ...input, model: model.id };
       const hash = requestHash(asked);
       const answer = (row: VideoJobRow) => answerJob(row, req.waitMs, ctx.signal);
@@ -293,14 +284,14 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
         throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'duplicate_request', requestId, message: `Request id '${requestId}' was already used.` });
       }
       try {
-        await deps.engine.placeExactHold(keyHash, requestId, holdNano, config.video.holdTtlSeconds);
+        await deps.metering.placeExactHold(key, requestId, holdNano, config.video.holdTtlSeconds);
       } catch (err) {
         await jobs.remove(jobId);
         throw err;
       }
 
       const release = (status: string) => releaseVideoHold(ledger, { requestId, model: model.id, status, httpStatus: 503, latencyMs: 0 });
-      const keyPrefix = visiblePrefix(apiKey);
+      const keyPrefix = key.prefix;
       const workflowInput: VideoJobInput = {
         jobId,
         requestId,
@@ -432,7 +423,7 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
 
     async listVideos(req, ctx) {
       runtime.assertEnabled();
-      const key = await caller(ctx);
+      const key = callerOf(ctx);
       const limit = req.limit === 0 ? 20 : req.limit;
       if (limit < 1 || limit > 100) throw badRequest("Invalid value for 'limit': between 1 and 100.", 'invalid_value', 'limit');
       if (req.order && req.order !== 'asc' && req.order !== 'desc') throw badRequest("Invalid value for 'order': 'asc' or 'desc'.", 'invalid_value', 'order');

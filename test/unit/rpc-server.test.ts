@@ -11,7 +11,8 @@ import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { GatewayErrorSchema } from '../../src/gen/gateway/v1/errors_pb.js';
 import { InferenceService } from '../../src/gen/gateway/v1/inference_pb.js';
-import { startRpcServer, type Services } from '../../src/rpc/server.ts';
+import { startRpcServer } from '../../src/rpc/server.ts';
+import type { Services } from '../../src/rpc/services.ts';
 
 const CAUSE = 'password authentication failed for user "gateway"';
 const logLines: Record<string, unknown>[] = [];
@@ -40,7 +41,14 @@ beforeAll(async () => {
       done();
     },
   });
-  server = await startRpcServer(services, { host: '127.0.0.1', port: 0, readMaxBytes: 1 << 20, adminToken: undefined, keyIsLive: async () => true, log: pino(sink) });
+  server = await startRpcServer(services, {
+    host: '127.0.0.1',
+    port: 0,
+    readMaxBytes: 1 << 20,
+    adminToken: undefined,
+    authenticate: async () => ({ keyHash: Buffer.alloc(32), keyId: 'key_test', accountId: 'acct_test', prefix: 'prx-test' }),
+    log: pino(sink),
+  });
   server.on('session', (session) => sessions.add(session));
   inference = createClient(InferenceService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }));
 });

@@ -1,11 +1,11 @@
 // Which ids in a request name objects of the operator's provider account, which name stored
 // responses and items that must be the caller's, and how SHARED_PROVIDER_OBJECTS reads.
 import { describe, expect, it } from 'vitest';
-import { operatorObjectRefusal, parseSharedKinds, NOTHING_SHARED, SHARED_KINDS, type SharedKind, type WireFormat } from '../../src/tenancy/operator-objects.ts';
+import { operatorObjectRefusal, NOTHING_SHARED, type WireFormat } from '../../src/tenancy/operator-objects.ts';
 import { storedIds, storedRefs } from '../../src/tenancy/response-owners.ts';
 import { chatPolicy, messagesPolicy, responsesPolicy } from '../../src/inference/bill-policy.ts';
 import { Catalogue } from '../../src/catalogue/catalogue.ts';
-import { loadConfig } from '../../src/config/config.ts';
+import { loadConfig, parseSharedKinds, SHARED_KINDS, type SharedKind } from '../../src/config/config.ts';
 
 type Json = Record<string, unknown>;
 const catalogue = new Catalogue(loadConfig({ OPENAI_API_KEY: 'sk-x', ANTHROPIC_API_KEY: 'sk-x' }));

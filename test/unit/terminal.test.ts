@@ -10,8 +10,8 @@ import { MODELS } from '../../src/catalogue/models.ts';
 import { createLogger, resolveLogFormat } from '../../src/log/logger.ts';
 import { prettyLine } from '../../src/log/pretty.ts';
 import { connectableUrl, startupSummary, summaryLines, type StartedParts } from '../../src/log/startup-summary.ts';
-import { addressFilePath, findGateway, removeGatewayAddress, writeGatewayAddress } from '../../src/cli/gateway-address.ts';
-import { loadBotConfig } from '../../src/bot/config.ts';
+import { addressFilePath, findGateway, removeGatewayAddress, writeGatewayAddress } from '../../src/config/gateway-address.ts';
+import { loadBotProcessConfig } from '../../src/config/bot-config.ts';
 import { usageTable, type UsageRow } from '../../src/cli/usage-table.ts';
 
 const SECRETS = {
@@ -156,7 +156,7 @@ describe('how the CLI finds the gateway', () => {
   it('npm run bot finds it the same way', () => {
     const dir = tmp();
     writeGatewayAddress(dir, { rpcUrl: 'http://127.0.0.1:9557', httpUrl: 'http://127.0.0.1:9556', pid: process.pid, startedAt: new Date().toISOString() });
-    const bot = (env: NodeJS.ProcessEnv) => loadBotConfig({ TELEGRAM_BOT_TOKEN: '1:x', DATA_DIR: dir, ...env })!.rpcUrl;
+    const bot = (env: NodeJS.ProcessEnv) => loadBotProcessConfig({ TELEGRAM_BOT_TOKEN: '1:x', DATA_DIR: dir, ...env }).gateway.rpcUrl;
     expect(bot({})).toBe('http://127.0.0.1:9557');
     expect(bot({ GRPC_PORT: '9600' })).toBe('http://127.0.0.1:9600');
     expect(bot({ GATEWAY_RPC_URL: 'https://gw.example' })).toBe('https://gw.example');

@@ -5,25 +5,27 @@ import type { ModelKindName } from '../../catalogue/models.ts';
 import type { TokenPrices } from '../../billing/pricing.ts';
 import { badRequest, gatewayError, unknownModel } from '../../rpc/errors.ts';
 import type { FormPart } from '../../gen/gateway/v1/inference_pb.js';
-import type { Engine, Json, Plan } from '../engine.ts';
+import type { Caller } from '../../billing/caller.ts';
+import type { Json, Plan } from '../types.ts';
 import { duplicateMemberRefusal } from '../duplicate-members.ts';
+import { withOutcome } from '../outcomes.ts';
 
-/** The catalogue model named `id`, of `kind`: 400 in the OpenAI shape otherwise (401 first for a bad key). */
-export async function modelOfKind(engine: Engine, catalogue: Catalogue, apiKey: string, id: unknown, kind: ModelKindName, route: string): Promise<ResolvedModel> {
-  const invalid = (e: Error) => engine.invalid(apiKey, e);
-  if (typeof id !== 'string' || id === '') return invalid(badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model'));
+/** The catalogue model named `id`, of `kind`: 400 in the OpenAI shape otherwise. */
+export function modelOfKind(catalogue: Catalogue, id: unknown, kind: ModelKindName, route: string): ResolvedModel {
+  if (typeof id !== 'string' || id === '') throw badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model');
   const model = catalogue.get(id);
-  if (!model || !model.enabled) return invalid(unknownModel(id));
-  if (model.kind !== kind) return invalid(badRequest(`The model '${model.id}' is a ${model.kind} model; ${route} takes ${kind} models.`, 'model_not_supported', 'model'));
-  if (!model.available) return invalid(gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) }));
+  if (!model || !model.enabled) throw unknownModel(id);
+  if (model.kind !== kind) throw badRequest(`The model '${model.id}' is a ${model.kind} model; ${route} takes ${kind} models.`, 'model_not_supported', 'model');
+  if (!model.available) throw gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) });
   return model;
 }
 
-/** A plan for routes whose hold is computed by the route itself (Engine.holdExact). */
-export function mediaPlan(requestId: string, route: string, model: ResolvedModel, body: Json, startedAt: number): Plan {
+/** A plan for routes whose hold is computed by the route itself (Metering.holdExact). */
+export function mediaPlan(requestId: string, route: string, caller: Caller, model: ResolvedModel, body: Json, startedAt: number): Plan {
   return {
     requestId,
     route,
+    caller,
     model,
     body,
     startedAt,
@@ -86,7 +88,7 @@ export function intField(v: unknown, name: string, min: number, max: number): nu
   return n;
 }
 
-/** 502 for an upstream answer the gateway cannot use (settle it at zero first). */
+/** 502 for an upstream answer the gateway cannot use: the request settles at zero (`upstream_bad_reply`). */
 export function badUpstreamReply(requestId: string, what: string) {
-  return gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_bad_reply', message: `The upstream provider sent ${what}.`, requestId });
+  return withOutcome(gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_bad_reply', message: `The upstream provider sent ${what}.`, requestId }), 'upstream_bad_reply', 502);
 }

@@ -1,7 +1,9 @@
-// The Telegram bot's settings, read from the environment once. Kept apart from the gateway's
-// own Config: the bot runs inside the gateway (when TELEGRAM_BOT_TOKEN is set) or alone.
+// The Telegram bot's settings, read from the environment once. The bot runs inside the gateway
+// (when TELEGRAM_BOT_TOKEN is set: loadConfig reads these settings with the gateway's own) or
+// alone (`npm run bot`: loadBotProcessConfig, with what it needs to reach the gateway).
 import { usdToNano } from '../billing/money.ts';
-import { findGateway } from '../cli/gateway-address.ts';
+import { logFormat, logLevel, nonEmpty } from './env.ts';
+import { findGateway, type FoundGateway } from './gateway-address.ts';
 
 export interface BotConfig {
   token: string;
@@ -21,13 +23,19 @@ export interface BotConfig {
   adminIds: Set<number>;
   /** What /paysupport answers. */
   supportText: string;
-  /** Billing RPC when the bot runs alone (`npm run bot`): found as the CLI finds it. */
-  rpcUrl: string;
-  adminToken: string | undefined;
 }
 
-function nonEmpty(v: string | undefined): string | undefined {
-  return v === undefined || v.trim() === '' ? undefined : v.trim();
+/** The bot's settings as the gateway reads them at start: PUBLIC_BASE_URL unset is the gateway's own URL, known once it listens. */
+export type BotSettings = Omit<BotConfig, 'publicBaseUrl'> & { publicBaseUrl: string | undefined };
+
+/** `npm run bot`: the bot alone, calling the gateway's BillingService over the network as the operator CLI does. */
+export interface BotProcessConfig {
+  bot: BotConfig;
+  /** Found as the CLI finds it (gateway-address.ts). */
+  gateway: FoundGateway;
+  adminToken: string | undefined;
+  logLevel: string;
+  logFormat: 'auto' | 'json' | 'pretty';
 }
 
 function wholeNumber(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
@@ -46,8 +54,8 @@ function usd(env: NodeJS.ProcessEnv, name: string, fallback: string): bigint {
   }
 }
 
-/** The bot's configuration, or undefined when TELEGRAM_BOT_TOKEN is not set (no bot). */
-export function loadBotConfig(env: NodeJS.ProcessEnv = process.env, defaults: { publicBaseUrl?: string } = {}): BotConfig | undefined {
+/** The bot's settings, or undefined when TELEGRAM_BOT_TOKEN is not set (no bot). */
+export function loadBotSettings(env: NodeJS.ProcessEnv): BotSettings | undefined {
   const token = nonEmpty(env.TELEGRAM_BOT_TOKEN);
   if (!token) return undefined;
   const nanoPerStar = usd(env, 'TELEGRAM_STAR_USD', '0.01');
@@ -78,10 +86,28 @@ export function loadBotConfig(env: NodeJS.ProcessEnv = process.env, defaults: { 
     minStars,
     maxStars,
     welcomeCreditNano: usd(env, 'TELEGRAM_WELCOME_CREDIT_USD', '0'),
-    publicBaseUrl: (nonEmpty(env.PUBLIC_BASE_URL) ?? defaults.publicBaseUrl ?? `http://localhost:${nonEmpty(env.PORT) ?? '8080'}`).replace(/\/+$/, ''),
+    publicBaseUrl: nonEmpty(env.PUBLIC_BASE_URL)?.replace(/\/+$/, ''),
     adminIds,
     supportText: nonEmpty(env.TELEGRAM_SUPPORT_TEXT) ?? 'For questions about a payment or a refund, contact the operator of this gateway.',
-    rpcUrl: findGateway(env).rpcUrl,
-    adminToken: nonEmpty(env.ADMIN_TOKEN),
   };
+}
+
+/** The settings with PUBLIC_BASE_URL's default filled in: the gateway's URL (the bot inside the gateway). */
+export function botConfigOf(settings: BotSettings, gatewayUrl: string): BotConfig {
+  return { ...settings, publicBaseUrl: (settings.publicBaseUrl ?? gatewayUrl).replace(/\/+$/, '') };
+}
+
+/** The bot's configuration when it runs alone, or undefined when TELEGRAM_BOT_TOKEN is not set (no bot); PUBLIC_BASE_URL defaults to the gateway's port on localhost. */
+export function loadBotConfig(env: NodeJS.ProcessEnv = process.env): BotConfig | undefined {
+  const settings = loadBotSettings(env);
+  return settings && botConfigOf(settings, `http://localhost:${nonEmpty(env.PORT) ?? '8080'}`);
+}
+
+/** Everything `npm run bot` reads from its environment; a bot without TELEGRAM_BOT_TOKEN is a configuration error here. */
+export function loadBotProcessConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): BotProcessConfig {
+  const format = logFormat(env.LOG_FORMAT);
+  const level = logLevel(env.LOG_LEVEL);
+  const bot = loadBotConfig(env);
+  if (!bot) throw new Error('TELEGRAM_BOT_TOKEN is not set');
+  return { bot, gateway: findGateway(env, cwd), adminToken: nonEmpty(env.ADMIN_TOKEN), logLevel: level, logFormat: format };
 }

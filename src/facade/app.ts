@@ -1,12 +1,15 @@
-// The HTTP facade: OpenAI/Anthropic wire formats in, RPC calls to the services, the same wire
-// formats out. It owns translation only: no money, no upstreams, no database.
+// The HTTP facade as a Fastify app: requests read in their wire format (OpenAI's, Anthropic's),
+// their callers authenticated (access.ts), one service call each, and the reply written back in
+// the same wire format (JSON, SSE, binary audio, MP4). It owns the HTTP side only: no money, no
+// upstreams, no database; translating between providers' formats is the services'
+// (src/inference/translate/).
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import type { Bindings, ChildLoggerOptions, LogFn, Logger } from 'pino';
-import { ConnectError, createClient, type Transport } from '@connectrpc/connect';
+import { ConnectError, createClient, type ContextValues, type Transport } from '@connectrpc/connect';
 import { InferenceService, type InferenceEvent, type InferenceResponse, type SseEvent } from '../gen/gateway/v1/inference_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { toGatewayError } from '../rpc/errors.ts';
-import { newRequestId } from '../inference/engine.ts';
+import { newRequestId } from '../billing/ids.ts';
 import type { Metrics } from '../log/metrics.ts';
 import { errorBody, sendGatewayError, shouldRetry, type WireShape } from './errors.ts';
 import { registerModelRoutes } from './model-routes.ts';
@@ -15,7 +18,7 @@ import { registerVideoRoutes } from './video-routes.ts';
 import { writeChunk } from './write.ts';
 import { asksForStream } from './stream-flag.ts';
 import { serverStream } from '../rpc/server-stream.ts';
-import { callHeaders, drainThenCut, registerAccess, shapeOf, stampKeyedAnswer, unknownRoute, type AccessDeps } from './access.ts';
+import { callHeaders, callValues, drainThenCut, registerAccess, shapeOf, stampKeyedAnswer, unknownRoute, type AccessDeps } from './access.ts';
 import { bearerMatches } from '../config/bearer.ts';
 import { isLoopbackPeer } from '../config/exposure.ts';
 import type { Config } from '../config/config.ts';
@@ -32,7 +35,8 @@ export interface FacadeDeps {
   knownModels: ReadonlySet<string>;
   /** Alias -> the catalogue id that serves it (src/catalogue/aliases.ts). */
   modelAliases: ReadonlyMap<string, string>;
-  keyKnownLive: AccessDeps['keyKnownLive'];
+  knownCaller: AccessDeps['knownCaller'];
+  authenticate: AccessDeps['authenticate'];
   /** Throws when a dependency (database, …) is not reachable. */
   ready: () => Promise<void>;
 }
@@ -50,7 +54,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     genReqId: () => newRequestId(),
     return503OnClosing: true,
     // req.log is made when something logs through it (errors), not for every request: a pino
-    // child per request was ~1.5% of the gateway's CPU. The request line goes to deps.log.
+    // child per request cost every request (docs/benchmark.md). The request line goes to deps.log.
     childLoggerFactory: (logger, bindings, opts) => new LazyChild(logger, bindings, opts),
   });
   // Declared, so every request object has the same shape from the start.
@@ -59,7 +63,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   const catalogue = createClient(CatalogueService, deps.transport);
 
   // Keys are confirmed before any body is read; every keyed answer carries its cost.
-  registerAccess(app, { inference, keyKnownLive: deps.keyKnownLive });
+  registerAccess(app, { knownCaller: deps.knownCaller, authenticate: deps.authenticate });
 
   // Bodies stay bytes: the services parse them once, and forward them untouched.
   app.removeAllContentTypeParsers();
@@ -122,31 +126,31 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
 
   app.post('/v1/chat/completions', (req, reply) =>
     asksForStream(req.body as Buffer)
-      ? relayStream(req, reply, 'openai', (body, opts) => serverStream(deps.transport, InferenceService.method.streamChatCompletion, { body, requestId: req.id }, opts))
-      : relayUnary(req, reply, 'openai', (body, opts) => inference.chatCompletion({ body, requestId: req.id }, opts)),
+      ? answerStream(req, reply, 'openai', (body, opts) => serverStream(deps.transport, InferenceService.method.streamChatCompletion, { body, requestId: req.id }, opts))
+      : answerUnary(req, reply, 'openai', (body, opts) => inference.chatCompletion({ body, requestId: req.id }, opts)),
   );
   app.post('/v1/messages', (req, reply) =>
     asksForStream(req.body as Buffer)
-      ? relayStream(req, reply, 'anthropic', (body, opts) => serverStream(deps.transport, InferenceService.method.streamMessage, { body, requestId: req.id }, opts))
-      : relayUnary(req, reply, 'anthropic', (body, opts) => inference.createMessage({ body, requestId: req.id }, opts)),
+      ? answerStream(req, reply, 'anthropic', (body, opts) => serverStream(deps.transport, InferenceService.method.streamMessage, { body, requestId: req.id }, opts))
+      : answerUnary(req, reply, 'anthropic', (body, opts) => inference.createMessage({ body, requestId: req.id }, opts)),
   );
-  app.post('/v1/messages/count_tokens', (req, reply) => relayUnary(req, reply, 'anthropic', (body, opts) => inference.countMessageTokens({ body, requestId: req.id }, opts)));
+  app.post('/v1/messages/count_tokens', (req, reply) => answerUnary(req, reply, 'anthropic', (body, opts) => inference.countMessageTokens({ body, requestId: req.id }, opts)));
 
   app.post('/v1/responses', (req, reply) =>
     asksForStream(req.body as Buffer)
-      ? relayStream(req, reply, 'openai-events', (body, opts) => serverStream(deps.transport, InferenceService.method.streamResponse, { body, requestId: req.id }, opts))
-      : relayUnary(req, reply, 'openai', (body, opts) => inference.createResponse({ body, requestId: req.id }, opts)),
+      ? answerStream(req, reply, 'openai-events', (body, opts) => serverStream(deps.transport, InferenceService.method.streamResponse, { body, requestId: req.id }, opts))
+      : answerUnary(req, reply, 'openai', (body, opts) => inference.createResponse({ body, requestId: req.id }, opts)),
   );
 
-  type CallOptions = { headers: Headers; signal?: AbortSignal };
+  type CallOptions = { headers: Headers; contextValues: ContextValues; signal?: AbortSignal };
 
-  registerMediaRoutes(app, { inference, uploads: deps.uploads, relayUnary, callHeaders });
+  registerMediaRoutes(app, { inference, uploads: deps.uploads, answerUnary, callOptions: (req, signal) => ({ headers: callHeaders(req), contextValues: callValues(req), signal }) });
   registerVideoRoutes(app, { transport: deps.transport });
 
-  async function relayUnary(req: FastifyRequest, reply: FastifyReply, shape: WireShape, call: (body: Buffer, opts: CallOptions) => Promise<InferenceResponse>) {
+  async function answerUnary(req: FastifyRequest, reply: FastifyReply, shape: WireShape, call: (body: Buffer, opts: CallOptions) => Promise<InferenceResponse>) {
     const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
     try {
-      const r = await call(body, { headers: callHeaders(req) });
+      const r = await call(body, { headers: callHeaders(req), contextValues: callValues(req) });
       const requestId = r.charge?.requestId || req.id;
       reply.header('x-request-id', requestId).header('request-id', requestId);
       const served = servedModelOf(req, deps);
@@ -161,7 +165,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
 
   // Waits for the first event before committing to a 200, so an upstream that fails before its
   // first chunk still gets a real error status.
-  async function relayStream(req: FastifyRequest, reply: FastifyReply, format: WireShape | 'openai-events', call: (body: Buffer, opts: CallOptions) => AsyncIterator<InferenceEvent>) {
+  async function answerStream(req: FastifyRequest, reply: FastifyReply, format: WireShape | 'openai-events', call: (body: Buffer, opts: CallOptions) => AsyncIterator<InferenceEvent>) {
     const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
     const abort = new AbortController();
     const res = reply.raw;
@@ -171,7 +175,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     // The Responses API speaks OpenAI errors but frames its stream with event names and no [DONE].
     const shape: WireShape = format === 'anthropic' ? 'anthropic' : 'openai';
     const doneMarker = format === 'openai';
-    const events = call(body, { headers: callHeaders(req), signal: abort.signal });
+    const events = call(body, { headers: callHeaders(req), contextValues: callValues(req), signal: abort.signal });
     let first: IteratorResult<InferenceEvent>;
     try {
       first = await events.next();

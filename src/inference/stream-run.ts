@@ -1,4 +1,4 @@
-// The streaming relay every streamed route shares. The upstream is read by a task of its own
+// The stream run every streamed route shares. The upstream is read by a task of its own
 // (the producer) that hands events to the caller's stream through a short queue, so a caller
 // that leaves does not stop the reading: the provider bills for the whole request whether or not
 // anyone reads it, so after the caller is gone the producer reads on, sending nothing, until
@@ -6,14 +6,45 @@
 // never comes (the drain time ABANDONED_STREAM_DRAIN_MS passes, the upstream goes silent past its
 // body timeout, or it breaks) is the estimate charged: what was delivered, counted.
 import { ConnectError } from '@connectrpc/connect';
+import type { Logger } from 'pino';
 import type { TokenUsage } from '../billing/pricing.ts';
 import { gatewayError } from '../rpc/errors.ts';
-import type { ChargeInfo, Engine, OutEvent, Plan, StreamEvent, StreamProcessor } from './engine.ts';
-import { chargeField, zeroUsage } from './engine.ts';
+import { markedOutcome } from './outcomes.ts';
+import { readUpstreamError } from './replies.ts';
 import { SseParser } from './sse.ts';
+import { chargeField, zeroUsage, type ChargeInfo, type OutEvent, type Plan, type StreamEvent, type StreamProcessor } from './types.ts';
 import { isAbort, upstreamFailure, type UpstreamResponse } from './upstream.ts';
 
-export interface RelayOptions {
+/** What a stream run needs of the rest of the gateway: the one settle of its request, and a log. */
+export interface StreamRunDeps {
+  settle(plan: Plan, usage: ChargeInfo['usage'], status: string, httpStatus: number): Promise<ChargeInfo>;
+  log: Logger;
+  /** How long a stream whose caller left is read on for its usage (ABANDONED_STREAM_DRAIN_MS). */
+  abandonedDrainMs: number;
+}
+
+/** Starts the streams of every streamed route, and knows which of them are read on for a caller who left. */
+export class StreamRuns {
+  readonly deps: StreamRunDeps;
+  /** Streams whose caller left, read on for their usage; shutdown shortens their drain. */
+  readonly abandoned = new Set<StreamRun>();
+
+  constructor(deps: StreamRunDeps) {
+    this.deps = deps;
+  }
+
+  /** Runs an upstream SSE stream to the caller: nothing goes to the caller before the first event for them, and the request settles exactly once. */
+  start(plan: Plan, opts: StreamOptions): AsyncGenerator<StreamEvent> {
+    return new StreamRun(this, plan, opts).events();
+  }
+
+  /** Shutdown: every stream read on for a caller who left stops within `ms`. */
+  cutAbandoned(ms: number): void {
+    for (const run of this.abandoned) run.cutAfter(ms);
+  }
+}
+
+export interface StreamOptions {
   /** Sends the request: `signal` aborts the upstream call; `callerGone` stops retries (no new request for a caller who left). */
   send: (signal: AbortSignal, callerGone: AbortSignal) => Promise<UpstreamResponse>;
   processor: StreamProcessor;
@@ -31,15 +62,15 @@ const READ_AHEAD = 64;
 /**
  * Why the upstream call is aborted once the producer is done (unread bytes are dropped, the
  * connection freed). Made once: `abort()` without a reason builds a DOMException with a stack
- * trace on every stream, which was ~5% of the gateway's CPU on streams. The default one (from
+ * trace on every stream (docs/benchmark.md has what that cost). The default one (from
  * `cutAfter`) stays for the aborts that something still waits on.
  */
-const RELAY_DONE = Object.assign(new Error('the stream relay is done with the upstream call'), { name: 'AbortError' });
+const RUN_DONE = Object.assign(new Error('the stream run is done with the upstream call'), { name: 'AbortError' });
 
 export class StreamRun {
-  private readonly engine: Engine;
+  private readonly runs: StreamRuns;
   private readonly plan: Plan;
-  private readonly opts: RelayOptions;
+  private readonly opts: StreamOptions;
   private readonly items: Item[] = [];
   private wakeConsumer: (() => void) | undefined;
   private wakeProducer: (() => void) | undefined;
@@ -51,8 +82,8 @@ export class StreamRun {
   /** The caller left: read on for the usage, send nothing. */
   abandoned = false;
 
-  constructor(engine: Engine, plan: Plan, opts: RelayOptions) {
-    this.engine = engine;
+  constructor(runs: StreamRuns, plan: Plan, opts: StreamOptions) {
+    this.runs = runs;
     this.plan = plan;
     this.opts = opts;
   }
@@ -116,8 +147,8 @@ export class StreamRun {
     this.push({ kind: 'end' });
     this.wakeProducer?.();
     if (this.settledOrDone) return;
-    this.cutAfter(this.engine.config.upstream.abandonedDrainMs);
-    this.engine.abandonedStreams.add(this);
+    this.cutAfter(this.runs.deps.abandonedDrainMs);
+    this.runs.abandoned.add(this);
   }
 
   /** Stops reading the upstream after `ms` at the latest (shutdown shortens the drain). */
@@ -130,7 +161,8 @@ export class StreamRun {
 
   /** Reads the upstream and settles exactly once, however the stream ends. */
   private async produce(): Promise<void> {
-    const { engine, plan, opts } = this;
+    const { plan, opts } = this;
+    const { settle, log } = this.runs.deps;
     const p = opts.processor;
     let usage: TokenUsage | undefined;
     let charge: ChargeInfo | undefined;
@@ -167,14 +199,14 @@ export class StreamRun {
           httpStatus = 499;
           return;
         }
-        outcome = 'upstream_unreachable';
-        httpStatus = 502;
+        // The upstream call's own outcome (a timeout, a deployment that kept failing), else unreachable.
+        ({ outcome, httpStatus } = markedOutcome(err) ?? { outcome: 'upstream_unreachable', httpStatus: 502 });
         return fail(err instanceof ConnectError ? err : upstreamFailure(err, plan.requestId));
       }
       if (res.statusCode < 200 || res.statusCode >= 300) {
         outcome = 'upstream_error';
         httpStatus = res.statusCode;
-        return fail(await engine.upstreamError(plan, res, { settle: false }));
+        return fail(await readUpstreamError(res, plan.requestId));
       }
 
       // A network read's events are handled in one pass; backpressure is checked per read.
@@ -199,7 +231,7 @@ export class StreamRun {
             }
             if (p.deliveredText().length > 0) sawContent = true;
             if (r.finalUsage && usage && !charge) {
-              charge = this.abandoned ? await engine.settle(plan, { ...usage, estimated: false }, 'client_closed', 499) : await engine.settle(plan, { ...usage, estimated: false }, 'ok', 200);
+              charge = this.abandoned ? await settle(plan, { ...usage, estimated: false }, 'client_closed', 499) : await settle(plan, { ...usage, estimated: false }, 'ok', 200);
             }
             if (this.abandoned) {
               if (charge) return; // the usage is in: nothing more to read
@@ -232,7 +264,7 @@ export class StreamRun {
         outcome = sawContent ? 'upstream_cut' : 'upstream_unreachable';
         httpStatus = 502;
         if (!started && !sawContent) return fail(upstreamFailure(err, plan.requestId));
-        engine.log.warn({ requestId: plan.requestId, err: (err as Error).message }, 'upstream stream broke');
+        log.warn({ requestId: plan.requestId, err: (err as Error).message }, 'upstream stream broke');
         start();
         const broken = opts.brokenStreamEvent('The upstream provider connection broke during the stream.');
         this.emit({ kind: 'error', ...(broken.event ? { event: broken.event } : {}), json: broken.json });
@@ -241,7 +273,7 @@ export class StreamRun {
       if (this.abandoned) return;
 
       const reported = charge !== undefined || usage !== undefined;
-      if (!charge) charge = await engine.settle(plan, deliveredUsage(usage, p.deliveredText(), opts.countUsage), 'ok', 200);
+      if (!charge) charge = await settle(plan, deliveredUsage(usage, p.deliveredText(), opts.countUsage), 'ok', 200);
       const tail = [...waiting.splice(0), ...(p.finish?.(charge, reported) ?? [])];
       stamp(tail, charge);
       start();
@@ -252,14 +284,12 @@ export class StreamRun {
     } finally {
       this.settledOrDone = true;
       clearTimeout(this.deadline);
-      engine.abandonedStreams.delete(this);
-      this.upstreamAbort.abort(RELAY_DONE);
+      this.runs.abandoned.delete(this);
+      this.upstreamAbort.abort(RUN_DONE);
       if (!charge) {
         const u = deliveredUsage(usage, p.deliveredText(), opts.countUsage);
         const left = outcome === 'ok' || outcome === 'client_closed';
-        await engine
-          .settle(plan, u, left ? 'client_closed' : outcome, left ? 499 : httpStatus)
-          .catch((err) => engine.log.error({ err, requestId: plan.requestId }, 'settle failed; the hold will expire'));
+        await settle(plan, u, left ? 'client_closed' : outcome, left ? 499 : httpStatus).catch((err) => log.error({ err, requestId: plan.requestId }, 'settle failed; the hold will expire'));
       }
       this.push(failure ? { kind: 'throw', err: failure.err } : { kind: 'end' });
     }

@@ -21,18 +21,23 @@ import { connectableUrl, startupSummary } from './log/startup-summary.ts';
 import { billingService } from './billing/service.ts';
 import { Catalogue } from './catalogue/catalogue.ts';
 import { catalogueService } from './catalogue/service.ts';
-import { ChatService } from './inference/chat.ts';
-import { MessagesService } from './inference/messages.ts';
-import { ResponsesService } from './inference/responses.ts';
+import { ChatRoute } from './inference/chat.ts';
+import { MessagesRoute } from './inference/messages.ts';
+import { ResponsesRoute } from './inference/responses.ts';
 import { ResponseOwners } from './tenancy/response-owners.ts';
-import { EmbeddingsService } from './inference/embeddings.ts';
-import { ImagesService } from './inference/images.ts';
-import { AudioService } from './inference/audio.ts';
-import { Engine } from './inference/engine.ts';
+import { EmbeddingsRoute } from './inference/embeddings.ts';
+import { ImagesRoute } from './inference/images.ts';
+import { AudioRoute } from './inference/audio.ts';
+import { Metering } from './inference/metering.ts';
+import { StreamRuns } from './inference/stream-run.ts';
+import { UpstreamCalls } from './inference/upstream-calls.ts';
+import type { RouteDeps } from './inference/deps.ts';
 import { inferenceService } from './inference/service.ts';
 import { Upstream } from './inference/upstream.ts';
-import { inProcessTransport, startRpcServer, type Services } from './rpc/server.ts';
-import { buildFacade } from './facade/server.ts';
+import { startRpcServer } from './rpc/server.ts';
+import { directTransport } from './rpc/direct-transport.ts';
+import type { Services } from './rpc/services.ts';
+import { buildFacade } from './facade/app.ts';
 import { VideoRuntime } from './video/runtime.ts';
 import { videoService } from './video/service.ts';
 import { startBotIfConfigured } from './bot/start.ts';
@@ -99,26 +104,26 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     : undefined;
   await leases?.listen(databaseUrl);
   const keys = new KeyCheck(ledger, keyCache);
-  const engine = new Engine({ config, ledger, upstream, limiter, metrics, log, leases, keys });
-  const chat = new ChatService(engine, catalogue);
-  const messages = new MessagesService(engine, catalogue);
+  // The inference routes' parts: metering (holds and settles), upstream calls, stream runs.
+  const metering = new Metering({ holds: config.holds, ledger, limiter, keys, metrics, log, ...(leases ? { leases } : {}) });
+  const streams = new StreamRuns({ settle: (plan, usage, status, httpStatus) => metering.settle(plan, usage, status, httpStatus), log, abandonedDrainMs: config.upstream.abandonedDrainMs });
+  const calls = new UpstreamCalls({ upstream, config: config.upstream, metrics, log });
+  const routeDeps: RouteDeps = { metering, calls, streams, upstream, catalogue, sharedProviderObjects: config.sharedProviderObjects, log };
   const owners = new ResponseOwners(db);
-  const responses = new ResponsesService(engine, catalogue, owners);
   // Video jobs run on Temporal, found or started in the background (see src/video/runtime.ts).
   const video = new VideoRuntime({ config, log, db, ledger, metrics });
   const services: Services = {
-    billing: billingService(ledger, limiter, leases),
+    billing: billingService(ledger, limiter, keys, leases),
     catalogue: catalogueService(catalogue),
     inference: inferenceService({
-      authenticate: (apiKey) => engine.authenticate(apiKey),
-      chat,
-      messages,
-      responses,
-      embeddings: new EmbeddingsService(engine, catalogue),
-      images: new ImagesService(engine, catalogue, config),
-      audio: new AudioService(engine, catalogue),
+      chat: new ChatRoute(routeDeps),
+      messages: new MessagesRoute(routeDeps),
+      responses: new ResponsesRoute(routeDeps, owners),
+      embeddings: new EmbeddingsRoute(routeDeps),
+      images: new ImagesRoute(routeDeps, config.media),
+      audio: new AudioRoute(routeDeps),
     }),
-    video: videoService({ config, ledger, catalogue, engine, runtime: video, log }),
+    video: videoService({ config, ledger, catalogue, metering, runtime: video, log }),
   };
 
   const rpc: http2.Http2Server = await startRpcServer(services, {
@@ -128,7 +133,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     log,
     // One message carries a whole request: the largest JSON body or multipart upload, and its framing.
     readMaxBytes: Math.max(config.bodyLimitBytes, config.media.uploadTotalLimitBytes) + 64 * 1024,
-    keyIsLive: (apiKey) => keys.live(apiKey),
+    authenticate: (apiKey) => keys.authenticate(apiKey),
   });
   const rpcSessions = new Set<http2.ServerHttp2Session>();
   rpc.on('session', (session) => {
@@ -136,7 +141,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     session.once('close', () => rpcSessions.delete(session));
   });
   const facade: FastifyInstance = buildFacade({
-    transport: inProcessTransport(services, log),
+    transport: directTransport(services, log),
     log,
     bodyLimitBytes: config.bodyLimitBytes,
     uploads: config.media,
@@ -144,7 +149,8 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     metricsToken: config.metricsToken,
     knownModels: new Set(catalogue.list().map((m) => m.id)),
     modelAliases: new Map(catalogue.aliases().map((a) => [a.alias, a.model.id])),
-    keyKnownLive: (apiKey) => keys.knownLive(apiKey),
+    knownCaller: (apiKey) => keys.known(apiKey),
+    authenticate: (apiKey) => keys.authenticate(apiKey),
     ready: async () => {
       await db.raw('SELECT 1');
     },
@@ -172,14 +178,14 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
   log.info({ exposure }, `exposed: ${describeExposure(exposure)}`);
   video.start();
   // The Telegram bot, when TELEGRAM_BOT_TOKEN is set, on the same services (see src/bot/).
-  const bot = await startBotIfConfigured({ transport: inProcessTransport(services), publicBaseUrl: httpUrl, log });
+  const bot = await startBotIfConfigured({ settings: config.bot, transport: directTransport(services), publicBaseUrl: httpUrl, log });
   const summary = startupSummary(config, {
     httpPort,
     rpcPort,
     models: catalogue.list(),
     leasing,
     embeddedDir,
-    botConfigured: Boolean(process.env.TELEGRAM_BOT_TOKEN?.trim()),
+    botConfigured: config.bot !== undefined,
     bot: bot && { mode: bot.mode, username: bot.bot.botInfo.username },
   });
   if (config.sharedProviderObjects.size > 0) {
@@ -207,7 +213,9 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
         await Promise.all([facade.close(), new Promise<void>((resolve) => rpc.close(() => resolve()))]);
         clearTimeout(cut);
         // Every hold this process placed is settled before the database goes.
-        const unsettled = await engine.drain(10_000);
+        // Streams read on for a caller who left get most of this wait to see their usage.
+        streams.cutAbandoned(8_000);
+        const unsettled = await metering.drain(10_000);
         if (unsettled > 0) log.error({ unsettled }, 'shutting down with unsettled holds; the sweeper will release them');
         await leases?.close(); // pending charges written, leases returned
         await limiter.close(); // settled tokens written, unused rate grants handed back

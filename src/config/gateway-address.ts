@@ -3,10 +3,11 @@
 // down in its DATA_DIR (`npm start` writes DATA_DIR/gateway.json and removes it when it stops),
 // else the default port 8081. The file is trusted only when it is this user's (or root's), not
 // writable by others, and its gateway process is still alive: the CLI sends ADMIN_TOKEN to
-// whatever address it names.
+// whatever address it names. Part of the clients' configuration (cli-config.ts, bot-config.ts),
+// and DATA_DIR is resolved here for the gateway too (config.ts).
 import fs from 'node:fs';
 import path from 'node:path';
-import { localRpcUrl } from '../config/exposure.ts';
+import { nonEmpty } from './env.ts';
 
 export const DEFAULT_RPC_PORT = 8081;
 
@@ -25,11 +26,19 @@ export interface FoundGateway {
   ignored: string[];
 }
 
-const nonEmpty = (v: string | undefined) => (v === undefined || v.trim() === '' ? undefined : v.trim());
-
 /** DATA_DIR as the gateway resolves it (relative to the working directory, default ./data). */
 export function dataDirOf(env: NodeJS.ProcessEnv, cwd = process.cwd()): string {
   return path.resolve(cwd, nonEmpty(env.DATA_DIR) ?? 'data');
+}
+
+/**
+ * Where a client on this machine (the CLI, `npm run bot`) finds the RPC port by default: the
+ * gateway's GRPC_HOST and GRPC_PORT, with a wildcard address reached through loopback.
+ */
+export function localRpcUrl(env: NodeJS.ProcessEnv): string {
+  const host = env.GRPC_HOST?.trim() || '127.0.0.1';
+  const reachable = host === '0.0.0.0' || host === '::' || host === '[::]' ? '127.0.0.1' : host;
+  return `http://${reachable.includes(':') && !reachable.startsWith('[') ? `[${reachable}]` : reachable}:${env.GRPC_PORT?.trim() || DEFAULT_RPC_PORT}`;
 }
 
 export function addressFilePath(dataDir: string): string {

@@ -1,5 +1,5 @@
 // Visiting every object of a parsed request body, for the checks that must see all of it
-// (what the provider will bill, whose objects it names).
+// (whose objects it names, here; what the provider will bill, in src/inference/bill-policy.ts).
 
 type Json = Record<string, unknown>;
 

@@ -1,0 +1,101 @@
+// What the inference routes, the metering and the stream run share: the plan a route makes for
+// a priced request, the charge it ends with, and the events a stream hands to the facade.
+import type { ResolvedModel } from '../catalogue/catalogue.ts';
+import type { TokenPrices, TokenUsage, WorstCase } from '../billing/pricing.ts';
+import type { Caller } from '../billing/caller.ts';
+import type { Reservation } from '../billing/leases.ts';
+import type { SseEvent } from './sse.ts';
+
+export type Json = Record<string, unknown>;
+
+export interface ChargeInfo {
+  requestId: string;
+  costNano: bigint;
+  /** Tokens, and for routes billed otherwise the billed quantity (`units` of `unit`). */
+  usage: TokenUsage & { estimated: boolean; units?: bigint; unit?: string };
+}
+
+export const zeroUsage = (): ChargeInfo['usage'] => ({ inputTokens: 0n, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n, estimated: false });
+
+/** The charge as a stream's last chunk carries it (`x_gateway`). */
+export function chargeField(c: ChargeInfo) {
+  return { request_id: c.requestId, cost_nano_usd: c.costNano.toString(), usage_estimated: c.usage.estimated };
+}
+
+/** What the facade writes, in order. `event` is the SSE event name where the format has one. */
+export type StreamEvent =
+  | { kind: 'request_id'; requestId: string }
+  | { kind: 'data'; event?: string; json: string }
+  | { kind: 'error'; event?: string; json: string }
+  | { kind: 'charge'; charge: ChargeInfo };
+
+/** An event for the caller; `needsCharge` events wait for the settle and the last one carries it. */
+export interface OutEvent {
+  event?: string;
+  data: Json;
+  needsCharge?: boolean;
+}
+
+export interface StepResult {
+  out?: OutEvent[];
+  /** Usage reported so far (providers may report it in pieces). */
+  usage?: TokenUsage;
+  /** The usage is final: settle now, before the events that carry the charge go out. */
+  finalUsage?: boolean;
+  /** The upstream reported an error inside the stream. */
+  error?: { event?: string; json: string; message: string };
+  /** The upstream said it is done. */
+  done?: boolean;
+}
+
+/** Reads one upstream streaming format and writes the caller's. */
+export interface StreamProcessor {
+  step(ev: SseEvent): StepResult;
+  /** Text delivered so far, to count tokens when the upstream reports no usage. */
+  deliveredText(): string;
+  /** Events to send once the charge is known (e.g. a usage chunk the upstream never sent). */
+  finish?(charge: ChargeInfo, usageReported: boolean): OutEvent[];
+}
+
+/**
+ * A priced request as its route declares it (model, prices, the worst case, the bounds of its
+ * input and output), and the caller it is made for. The route fills it before the hold; after
+ * that only the metering writes `meter` and the upstream calls `upstreamStartedAt`.
+ */
+export interface Plan {
+  readonly requestId: string;
+  readonly route: string;
+  readonly caller: Caller;
+  readonly model: ResolvedModel;
+  readonly prices: TokenPrices;
+  /** What the hold must cover beyond the body's own bound (bill-policy.ts); list prices and one pass when unset. */
+  worst?: WorstCase;
+  readonly body: Json;
+  /** Cheap upper bound of input tokens (no tokenizer). */
+  readonly inputUpper: bigint;
+  /** Tokenizer count of the input, used only when the balance is tight. */
+  readonly countInput: () => bigint;
+  /** Output cap per choice and the number of choices. */
+  maxOutput: bigint;
+  readonly choices: bigint;
+  readonly startedAt: number;
+  /** When the first upstream attempt started (for the added-latency metric). */
+  upstreamStartedAt?: number;
+  /** The metering's own state for this request (metering.ts): set by the hold, closed by the settle. */
+  meter?: MeterState;
+}
+
+export interface MeterState {
+  /** Keeps a database hold from expiring while the request runs; cleared by the settle. */
+  renewal?: NodeJS.Timeout;
+  /** With credit leases: the in-memory reservation this request spends (instead of a hold). */
+  lease?: Reservation;
+  /** The one settle of this request: later calls get the same charge. */
+  settling?: Promise<ChargeInfo>;
+}
+
+export interface Held {
+  amountNano: bigint;
+  /** Set when the balance covers less than the worst case: the per-choice output cap it affords. */
+  loweredOutputCap?: bigint;
+}
