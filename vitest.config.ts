@@ -17,8 +17,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: 'e2e',
-          include: ['test/**/*.test.ts'],
-          exclude: ['test/unit/**'],
+          include: ['test/e2e/**/*.test.ts'],
           // Real PostgreSQL, simulator and gateway, started once for the whole run.
           globalSetup: ['./test/support/global-setup.ts'],
         },

@@ -95,7 +95,7 @@ export function gatewayErrorDetails(log?: Logger): Interceptor {
  * request id holder, and the detail to the errors Connect raises itself, where no interceptor
  * sees them (a message over readMaxBytes or not decodable, a bad timeout or compression header:
  * met while reading a unary call's message). Connect aborts the call's signal with such an error
- * just before it writes it, so the detail is added there; test/rpc-refusals.test.ts notices
+ * just before it writes it, so the detail is added there; test/e2e/rpc-refusals.test.ts notices
  * should a Connect release change that order.
  */
 function callRequestIds(log?: Logger) {

@@ -1,0 +1,49 @@
+// A few seeds of the randomized soak (test/soak/) on every test run, over one gateway billing by
+// holds and one by credit leases (as `npm run soak` does, which runs many).
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inject } from 'vitest';
+import { UPSTREAM_KEY } from '../support/global-setup.ts';
+import { runSeed, violations, type SoakEnv } from '../soak/soak.ts';
+import { db, newKey } from '../support/context.ts';
+import { SOAK_APP_NAME, SOAK_HOLD_TTL_MS, SOAK_SWEEP_MS, soakGateway } from '../soak/gateways.ts';
+
+let env: SoakEnv;
+beforeAll(async () => {
+  const opts = { databaseUrl: inject('databaseUrl'), simulatorUrl: inject('simulatorUrl'), upstreamKey: UPSTREAM_KEY, logDir: path.join(inject('workDir')) };
+  env = {
+    databaseUrl: inject('databaseUrl'),
+    gatewayAppName: SOAK_APP_NAME,
+    holdTtlMs: SOAK_HOLD_TTL_MS,
+    sweepMs: SOAK_SWEEP_MS,
+    gateways: [await soakGateway({ ...opts, name: 'soak-a' }), await soakGateway({ ...opts, name: 'soak-b', billing: 'lease' })],
+  };
+});
+afterAll(async () => {
+  for (const g of env?.gateways ?? []) await (g as { stop?: () => Promise<void> }).stop?.();
+});
+
+describe('seeded randomized soak', () => {
+  it.each([1, 2, 3])('seed %i keeps every ledger invariant after every step', async (seed) => {
+    const r = await runSeed(seed, env, 15);
+    expect(r.failures).toEqual([]);
+    expect(r.requests).toBeGreaterThan(0);
+  });
+
+  it('the invariant checker catches a ledger that disagrees with the balance (inside a rolled-back transaction)', async () => {
+    const key = await newKey('1');
+    const client = await db().connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(`INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, cause, external_id) VALUES ($1, 5, 'topup', 5, 'soak-check', $2)`, [
+        key.accountId,
+        `soak-check-${key.accountId}`,
+      ]);
+      const found = await violations(client, { holdTtlMs: SOAK_HOLD_TTL_MS, sweepMs: SOAK_SWEEP_MS });
+      expect(found).toContain(`account ${key.accountId}: ledger sum 1000000005 != balance 1000000000`);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  });
+});
