@@ -11,7 +11,12 @@ const app = Fastify();
 app.removeAllContentTypeParsers();
 app.addContentTypeParser('*', { parseAs: 'buffer' }, (_req, body, done) => done(null, body));
 app.post('/*', async (req, reply) => {
-  const r = await request(upstream + req.url, { method: 'POST', headers: { 'content-type': 'application/json', authorization: auth }, body: req.body as Buffer, dispatcher: agent });
+  const r = await request(upstream + req.url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: auth },
+    body: req.body as Buffer,
+    dispatcher: agent,
+  });
   reply.code(r.statusCode).header('content-type', r.headers['content-type'] ?? 'application/json');
   return reply.send(r.body);
 });

@@ -30,8 +30,18 @@ if (file) {
       JSON.stringify({
         windowMs: Math.round(now - since),
         // The histogram's floor is the 10 ms sampling resolution: what is above it is delay.
-        loopDelayMs: { p50: ms(delay.percentile(50)), p99: ms(delay.percentile(99)), max: ms(delay.max), mean: ms(delay.mean) },
-        gc: Object.fromEntries([...gc].map(([k, v]) => [k, { count: v.count, ms: Math.round(v.ms * 10) / 10, maxMs: Math.round(v.maxMs * 100) / 100 }])),
+        loopDelayMs: {
+          p50: ms(delay.percentile(50)),
+          p99: ms(delay.percentile(99)),
+          max: ms(delay.max),
+          mean: ms(delay.mean),
+        },
+        gc: Object.fromEntries(
+          [...gc].map(([k, v]) => [
+            k,
+            { count: v.count, ms: Math.round(v.ms * 10) / 10, maxMs: Math.round(v.maxMs * 100) / 100 },
+          ]),
+        ),
       }),
     );
     delay.reset();

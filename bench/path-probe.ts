@@ -27,7 +27,11 @@ if (file) {
   let atLastEnd: ReturnType<typeof performance.eventLoopUtilization> | undefined;
   const byResponse = new WeakMap<http.ServerResponse, Times>();
   dc.subscribe('http.server.request.start', (m) => {
-    current = { start: performance.now(), stream: false, busyBefore: atLastEnd ? performance.eventLoopUtilization(atLastEnd).active : undefined };
+    current = {
+      start: performance.now(),
+      stream: false,
+      busyBefore: atLastEnd ? performance.eventLoopUtilization(atLastEnd).active : undefined,
+    };
     byResponse.set((m as { response: http.ServerResponse }).response, current);
   });
   dc.subscribe('undici:request:create', () => {
@@ -36,7 +40,10 @@ if (file) {
   dc.subscribe('undici:request:headers', () => {
     if (current && current.headers === undefined) current.headers = performance.now();
   });
-  const proto = http.ServerResponse.prototype as unknown as Record<'write' | 'end', (this: http.ServerResponse, ...a: unknown[]) => unknown>;
+  const proto = http.ServerResponse.prototype as unknown as Record<
+    'write' | 'end',
+    (this: http.ServerResponse, ...a: unknown[]) => unknown
+  >;
   for (const method of ['write', 'end'] as const) {
     const original = proto[method];
     proto[method] = function (this: http.ServerResponse, ...a: unknown[]) {

@@ -15,7 +15,13 @@ const agent = new Agent({ keepAliveTimeout: 30_000, connections: 512 });
 
 function forward(path: string, body: Buffer, res: http.ServerResponse): void {
   agent.dispatch(
-    { origin: upstream.origin, path, method: 'POST', headers: { 'content-type': 'application/json', authorization: auth }, body },
+    {
+      origin: upstream.origin,
+      path,
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: auth },
+      body,
+    },
     {
       onRequestStart() {},
       onResponseStart(_c, status, headers) {
@@ -34,7 +40,8 @@ function forward(path: string, body: Buffer, res: http.ServerResponse): void {
   );
 }
 
-const printUrl = (server: http.Server) => process.stdout.write(`http://127.0.0.1:${(server.address() as AddressInfo).port}\n`);
+const printUrl = (server: http.Server) =>
+  process.stdout.write(`http://127.0.0.1:${(server.address() as AddressInfo).port}\n`);
 let close: () => Promise<void>;
 if (process.argv.includes('--fastify')) {
   const app = Fastify({ bodyLimit: 8 * 1024 * 1024 });

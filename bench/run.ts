@@ -55,15 +55,28 @@ const UPSTREAM_KEY = 'sk-bench-upstream';
 const OPENING_NANO = 1_000_000_000_000n; // $1,000
 const LITELLM_MASTER_KEY = 'sk-bench-litellm-0123456789abcdef0123456789abcdef';
 
-const CHAT = JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 64, messages: [{ role: 'user', content: 'Say hello [sim tokens=16]' }] });
+const CHAT = JSON.stringify({
+  model: 'gpt-4o-mini',
+  max_tokens: 64,
+  messages: [{ role: 'user', content: 'Say hello [sim tokens=16]' }],
+});
 // 16 content chunks, 2 ms apart upstream.
-const STREAM = JSON.stringify({ model: 'gpt-4o-mini', max_tokens: 64, stream: true, messages: [{ role: 'user', content: 'Say hello [sim tokens=16 delay=2]' }] });
+const STREAM = JSON.stringify({
+  model: 'gpt-4o-mini',
+  max_tokens: 64,
+  stream: true,
+  messages: [{ role: 'user', content: 'Say hello [sim tokens=16 delay=2]' }],
+});
 
 // ---------------------------------------------------------------- processes
 
 const children = new Set<ChildProcess>();
 
-function startChild(command: string, commandArgs: string[], opts: { env?: Record<string, string>; logFile?: string; readyLine?: RegExp }): Promise<{ child: ChildProcess; line: string }> {
+function startChild(
+  command: string,
+  commandArgs: string[],
+  opts: { env?: Record<string, string>; logFile?: string; readyLine?: RegExp },
+): Promise<{ child: ChildProcess; line: string }> {
   const [cmd, args] = NICE ? ['nice', ['-n', String(NICE), command, ...commandArgs]] : [command, commandArgs];
   const out = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'pipe';
   const child = spawn(cmd, args, {
@@ -138,18 +151,26 @@ function findWrk(): string {
   const cached = path.join(CACHE, 'wrk');
   for (const p of [process.env.WRK, cached, '/usr/bin/wrk', '/usr/local/bin/wrk']) if (p && fs.existsSync(p)) return p;
   console.log("wrk not found: installing Debian's wrk with apt-get (a measurement tool, not part of the gateway)");
-  const r = spawnSync('sh', ['-c', 'apt-get install -y -qq wrk || (apt-get update -qq && apt-get install -y -qq wrk)'], {
-    stdio: 'inherit',
-    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
-  });
-  if (r.status !== 0 || !fs.existsSync('/usr/bin/wrk')) throw new Error('could not install wrk: install it (apt-get install wrk) or set WRK=/path/to/wrk');
+  const r = spawnSync(
+    'sh',
+    ['-c', 'apt-get install -y -qq wrk || (apt-get update -qq && apt-get install -y -qq wrk)'],
+    {
+      stdio: 'inherit',
+      env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+    },
+  );
+  if (r.status !== 0 || !fs.existsSync('/usr/bin/wrk'))
+    throw new Error('could not install wrk: install it (apt-get install wrk) or set WRK=/path/to/wrk');
   return '/usr/bin/wrk';
 }
 
 function ensureStrace(): string {
   if (fs.existsSync('/usr/bin/strace')) return '/usr/bin/strace';
   console.log("strace not found: installing Debian's strace with apt-get (for --diagnose)");
-  spawnSync('sh', ['-c', 'apt-get install -y -qq strace || (apt-get update -qq && apt-get install -y -qq strace)'], { stdio: 'inherit', env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' } });
+  spawnSync('sh', ['-c', 'apt-get install -y -qq strace || (apt-get update -qq && apt-get install -y -qq strace)'], {
+    stdio: 'inherit',
+    env: { ...process.env, DEBIAN_FRONTEND: 'noninteractive' },
+  });
   if (!fs.existsSync('/usr/bin/strace')) throw new Error('could not install strace');
   return '/usr/bin/strace';
 }
@@ -164,7 +185,8 @@ function litellmBin(): string {
   const python = ['python3', 'python'].find((p) => spawnSync(p, ['--version']).status === 0);
   if (!python) throw new Error('python3 not found (needed for the LiteLLM target; --targets without litellm skips it)');
   let r = spawnSync(python, ['-m', 'venv', venv], { stdio: 'inherit' });
-  if (r.status === 0) r = spawnSync(path.join(venv, 'bin', 'pip'), ['install', '-q', 'litellm[proxy]'], { stdio: 'inherit' });
+  if (r.status === 0)
+    r = spawnSync(path.join(venv, 'bin', 'pip'), ['install', '-q', 'litellm[proxy]'], { stdio: 'inherit' });
   if (r.status !== 0 || !fs.existsSync(bin)) {
     fs.rmSync(venv, { recursive: true, force: true });
     throw new Error('could not install litellm[proxy]');
@@ -209,7 +231,13 @@ function treeOf(pid: number): number[] {
  * slow phase of the VM, not a neighbour on it.
  */
 function machineTimes(): { busy: number; steal: number } {
-  const [user, nice, system, , , irq, softirq, steal] = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const [user, nice, system, , , irq, softirq, steal] = fs
+    .readFileSync('/proc/stat', 'utf8')
+    .split('\n')[0]!
+    .trim()
+    .split(/\s+/)
+    .slice(1)
+    .map(Number);
   return { busy: (user! + nice! + system! + irq! + softirq!) * TICK_MS, steal: (steal ?? 0) * TICK_MS };
 }
 
@@ -229,16 +257,35 @@ interface WrkResult {
 }
 
 /** wrk, one thread, `connections` connections, for `seconds`; POSTs `body` with the target's headers. */
-async function wrk(t: Running, pathname: string, body: string, connections: number, seconds: number): Promise<WrkResult> {
+async function wrk(
+  t: Running,
+  pathname: string,
+  body: string,
+  connections: number,
+  seconds: number,
+): Promise<WrkResult> {
   const headers = Object.entries(t.headers)
     .map(([k, v]) => `${k}: ${v}`)
     .join('\n');
-  const args = ['-t1', `-c${connections}`, `-d${seconds}s`, '--timeout', '5s', '-s', path.join(ROOT, 'bench', 'wrk', 'post.lua'), t.url + pathname];
+  const args = [
+    '-t1',
+    `-c${connections}`,
+    `-d${seconds}s`,
+    '--timeout',
+    '5s',
+    '-s',
+    path.join(ROOT, 'bench', 'wrk', 'post.lua'),
+    t.url + pathname,
+  ];
   // bash's `times` gives wrk's own CPU (the load generator must stay far below the targets').
-  const child = spawn(NICE ? 'nice' : 'bash', [...(NICE ? ['-n', String(NICE), 'bash'] : []), '-c', '"$0" "$@"; rc=$?; times >&2; exit $rc', WRK, ...args], {
-    env: { ...process.env, WRK_BODY: body, WRK_HEADERS: headers },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const child = spawn(
+    NICE ? 'nice' : 'bash',
+    [...(NICE ? ['-n', String(NICE), 'bash'] : []), '-c', '"$0" "$@"; rc=$?; times >&2; exit $rc', WRK, ...args],
+    {
+      env: { ...process.env, WRK_BODY: body, WRK_HEADERS: headers },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   let out = '';
   let err = '';
   child.stdout.on('data', (d) => (out += d));
@@ -252,7 +299,9 @@ async function wrk(t: Running, pathname: string, body: string, connections: numb
   if (code !== 0 || !json) throw new Error(`wrk failed (${code}): ${out} ${err}`);
   const w = JSON.parse(json) as Record<string, number>;
   const times = /(\d+)m([\d.]+)s (\d+)m([\d.]+)s\s*$/.exec(err.trim());
-  const wrkCpuMs = times ? (Number(times[1]) * 60 + Number(times[2]) + Number(times[3]) * 60 + Number(times[4])) * 1000 : NaN;
+  const wrkCpuMs = times
+    ? (Number(times[1]) * 60 + Number(times[2]) + Number(times[3]) * 60 + Number(times[4])) * 1000
+    : NaN;
   const errors = w.connect! + w.read! + w.write! + w.status! + w.timeout!;
   const durationS = w.duration_us! / 1e6;
   // Non-2xx answers (wrk counts status >= 400) and socket errors are not throughput.
@@ -292,37 +341,41 @@ async function streamProbe(t: Running, seconds: number): Promise<StreamSample> {
       const started = performance.now();
       let last = 0;
       let buf = '';
-      const req = http.request(u, { method: 'POST', agent, headers: { 'content-type': 'application/json', ...t.headers } }, (res) => {
-        if (res.statusCode !== 200) {
-          s.errors++;
-          res.resume();
-          res.on('end', resolve);
-          return;
-        }
-        res.setEncoding('utf8');
-        res.on('data', (chunk: string) => {
-          const now = performance.now();
-          buf += chunk;
-          let i: number;
-          while ((i = buf.indexOf('\n\n')) !== -1) {
-            const ev = buf.slice(0, i);
-            buf = buf.slice(i + 2);
-            const m = /"content":"((?:[^"\\]|\\.)+)"/.exec(ev); // a non-empty content delta
-            if (!m) continue;
-            if (last === 0) s.ttft.push(now - started);
-            else s.gaps.push(now - last);
-            last = now;
+      const req = http.request(
+        u,
+        { method: 'POST', agent, headers: { 'content-type': 'application/json', ...t.headers } },
+        (res) => {
+          if (res.statusCode !== 200) {
+            s.errors++;
+            res.resume();
+            res.on('end', resolve);
+            return;
           }
-        });
-        res.on('end', () => {
-          s.streams++;
-          resolve();
-        });
-        res.on('error', () => {
-          s.errors++;
-          resolve();
-        });
-      });
+          res.setEncoding('utf8');
+          res.on('data', (chunk: string) => {
+            const now = performance.now();
+            buf += chunk;
+            let i: number;
+            while ((i = buf.indexOf('\n\n')) !== -1) {
+              const ev = buf.slice(0, i);
+              buf = buf.slice(i + 2);
+              const m = /"content":"((?:[^"\\]|\\.)+)"/.exec(ev); // a non-empty content delta
+              if (!m) continue;
+              if (last === 0) s.ttft.push(now - started);
+              else s.gaps.push(now - last);
+              last = now;
+            }
+          });
+          res.on('end', () => {
+            s.streams++;
+            resolve();
+          });
+          res.on('error', () => {
+            s.errors++;
+            resolve();
+          });
+        },
+      );
       req.on('error', () => {
         s.errors++;
         resolve();
@@ -371,7 +424,11 @@ interface TargetDatabase {
   pids?: () => number[];
 }
 
-async function gatewayTarget(name: string, database: () => Promise<TargetDatabase>, diag: Diagnose | undefined): Promise<Running> {
+async function gatewayTarget(
+  name: string,
+  database: () => Promise<TargetDatabase>,
+  diag: Diagnose | undefined,
+): Promise<Running> {
   const db = await database();
   const port = await freePort();
   const grpcPort = await freePort();
@@ -429,7 +486,11 @@ async function gatewayTarget(name: string, database: () => Promise<TargetDatabas
           ),
         );
         if (!a) return 'billing: account not found: NOT EXACT';
-        const exact = BigInt(a.balance!) + BigInt(a.charged!) === OPENING_NANO && a.held === '0' && a.active_holds === '0' && a.ledger_charged === a.charged;
+        const exact =
+          BigInt(a.balance!) + BigInt(a.charged!) === OPENING_NANO &&
+          a.held === '0' &&
+          a.active_holds === '0' &&
+          a.ledger_charged === a.charged;
         EXACT_ALL &&= exact;
         return (
           `billing: ${a.ok} requests charged ok (${a.other} other), ${a.charged} nano-USD in usage rows, ${a.ledger_charged} in ledger charges; ` +
@@ -463,7 +524,12 @@ const TARGETS: TargetDef[] = [
     name: 'direct',
     what: 'the upstream simulator itself (no gateway)',
     async start() {
-      return { url: SIM_URL, headers: { Authorization: `Bearer ${UPSTREAM_KEY}` }, pids: () => [SIM_PID], stop: async () => {} };
+      return {
+        url: SIM_URL,
+        headers: { Authorization: `Bearer ${UPSTREAM_KEY}` },
+        pids: () => [SIM_PID],
+        stop: async () => {},
+      };
     },
   },
   {
@@ -499,7 +565,11 @@ const TARGETS: TargetDef[] = [
             // of the gateway's): its postmaster names the cluster folder; backends are its children.
             pids: () => processTreesMatching(path.join(dataDir, 'postgres')),
             open: async () => {
-              server = await startEmbeddedPostgres({ dataDir: path.join(dataDir, 'postgres'), durable: true, database: 'gateway' });
+              server = await startEmbeddedPostgres({
+                dataDir: path.join(dataDir, 'postgres'),
+                durable: true,
+                database: 'gateway',
+              });
               return openDb({ databaseUrl: server.url, poolMax: 1 });
             },
             stop: async () => {
@@ -538,14 +608,22 @@ const TARGETS: TargetDef[] = [
     what: 'Portkey gateway (@portkey-ai/gateway, npm), provider openai with a custom host',
     async start() {
       const port = await freePort();
-      const { child } = await startChild(process.execPath, ['node_modules/@portkey-ai/gateway/build/start-server.js', `--port=${port}`, '--headless'], {
-        env: { NODE_ENV: 'production' },
-        logFile: path.join(WORK_DIR, 'portkey.log'),
-      });
+      const { child } = await startChild(
+        process.execPath,
+        ['node_modules/@portkey-ai/gateway/build/start-server.js', `--port=${port}`, '--headless'],
+        {
+          env: { NODE_ENV: 'production' },
+          logFile: path.join(WORK_DIR, 'portkey.log'),
+        },
+      );
       await waitHttp(`http://127.0.0.1:${port}/`, 60);
       return {
         url: `http://127.0.0.1:${port}`,
-        headers: { Authorization: `Bearer ${UPSTREAM_KEY}`, 'x-portkey-provider': 'openai', 'x-portkey-custom-host': `${SIM_URL}/v1` },
+        headers: {
+          Authorization: `Bearer ${UPSTREAM_KEY}`,
+          'x-portkey-provider': 'openai',
+          'x-portkey-custom-host': `${SIM_URL}/v1`,
+        },
         pids: () => [child.pid!],
         nodePid: child.pid!,
         stop: () => stopChild(child),
@@ -559,23 +637,35 @@ const TARGETS: TargetDef[] = [
       const bin = litellmBin();
       const port = await freePort();
       const config = path.join(WORK_DIR, 'litellm.yaml');
-      fs.writeFileSync(config, `model_list:\n  - model_name: gpt-4o-mini\n    litellm_params:\n      model: openai/gpt-4o-mini\n      api_base: ${SIM_URL}/v1\n      api_key: ${UPSTREAM_KEY}\n`);
-      const { child } = await startChild(bin, ['--config', config, '--host', '127.0.0.1', '--port', String(port), '--num_workers', '1'], {
-        logFile: path.join(WORK_DIR, 'litellm.log'),
-        env: {
-          // Offline: the cost map and the other fetched lists from the package itself.
-          LITELLM_LOCAL_MODEL_COST_MAP: 'True',
-          LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS: 'True',
-          LITELLM_LOCAL_AUTOROUTER_PRESETS: 'True',
-          LITELLM_LOCAL_BLOG_POSTS: 'True',
-          LITELLM_LOCAL_POLICY_TEMPLATES: 'True',
-          LITELLM_TELEMETRY: 'False',
-          LITELLM_MASTER_KEY,
-          LITELLM_LOG: 'ERROR',
+      fs.writeFileSync(
+        config,
+        `model_list:\n  - model_name: gpt-4o-mini\n    litellm_params:\n      model: openai/gpt-4o-mini\n      api_base: ${SIM_URL}/v1\n      api_key: ${UPSTREAM_KEY}\n`,
+      );
+      const { child } = await startChild(
+        bin,
+        ['--config', config, '--host', '127.0.0.1', '--port', String(port), '--num_workers', '1'],
+        {
+          logFile: path.join(WORK_DIR, 'litellm.log'),
+          env: {
+            // Offline: the cost map and the other fetched lists from the package itself.
+            LITELLM_LOCAL_MODEL_COST_MAP: 'True',
+            LITELLM_LOCAL_ANTHROPIC_BETA_HEADERS: 'True',
+            LITELLM_LOCAL_AUTOROUTER_PRESETS: 'True',
+            LITELLM_LOCAL_BLOG_POSTS: 'True',
+            LITELLM_LOCAL_POLICY_TEMPLATES: 'True',
+            LITELLM_TELEMETRY: 'False',
+            LITELLM_MASTER_KEY,
+            LITELLM_LOG: 'ERROR',
+          },
         },
-      });
+      );
       await waitHttp(`http://127.0.0.1:${port}/health/liveliness`, 120, (s) => s === 200);
-      return { url: `http://127.0.0.1:${port}`, headers: { Authorization: `Bearer ${LITELLM_MASTER_KEY}` }, pids: () => treeOf(child.pid!), stop: () => stopChild(child) };
+      return {
+        url: `http://127.0.0.1:${port}`,
+        headers: { Authorization: `Bearer ${LITELLM_MASTER_KEY}` },
+        pids: () => treeOf(child.pid!),
+        stop: () => stopChild(child),
+      };
     },
   },
 ];
@@ -669,7 +759,8 @@ async function measureChat(t: Running, connections: number, window?: { begin(): 
     cpuUsPerReq: (cpu * 1000) / Math.max(1, ok),
     wrkCpuShare: w.wrkCpuMs / (w.durationS * 1000 + WARMUP * 1000),
     // What the rest of the machine (other users of these two cores) used meanwhile, in cores.
-    othersBusy: Math.max(0, busy - cpu - sim - w.wrkCpuMs * (w.durationS / (w.durationS + WARMUP))) / (w.durationS * 1000),
+    othersBusy:
+      Math.max(0, busy - cpu - sim - w.wrkCpuMs * (w.durationS / (w.durationS + WARMUP))) / (w.durationS * 1000),
     steal: (times1.steal - times0.steal) / (w.durationS * 1000),
   };
 }
@@ -679,11 +770,21 @@ async function measureStream(t: Running, connections: number): Promise<StreamRep
   if (connections === 1) {
     await streamProbe(t, 1);
     const s = await streamProbe(t, STREAM_SECONDS);
-    return { streamsPerS: s.streams / STREAM_SECONDS, ttftP50: pct(s.ttft, 50), ttftP99: pct(s.ttft, 99), gapP50: pct(s.gaps, 50), gapP99: pct(s.gaps, 99), errors: s.errors };
+    return {
+      streamsPerS: s.streams / STREAM_SECONDS,
+      ttftP50: pct(s.ttft, 50),
+      ttftP99: pct(s.ttft, 99),
+      gapP50: pct(s.gaps, 50),
+      gapP99: pct(s.gaps, 99),
+      errors: s.errors,
+    };
   }
   // c connections: wrk carries c-1 of them (cheap), one probe connection reads the timing.
   await wrk(t, '/v1/chat/completions', STREAM, connections - 1, WARMUP);
-  const [w, s] = await Promise.all([wrk(t, '/v1/chat/completions', STREAM, connections - 1, STREAM_SECONDS), streamProbe(t, STREAM_SECONDS - 0.2)]);
+  const [w, s] = await Promise.all([
+    wrk(t, '/v1/chat/completions', STREAM, connections - 1, STREAM_SECONDS),
+    streamProbe(t, STREAM_SECONDS - 0.2),
+  ]);
   return {
     streamsPerS: w.rps + s.streams / STREAM_SECONDS,
     ttftP50: pct(s.ttft, 50),
@@ -707,7 +808,9 @@ async function diagnose(t: Running, diag: Diagnose, window: { from: bigint; to: 
   const lines: string[] = [];
   const probe = fs.existsSync(diag.probeFile) ? JSON.parse(fs.readFileSync(diag.probeFile, 'utf8')) : undefined;
   if (probe)
-    lines.push(`  event loop (c=32 window): delay p50 ${probe.loopDelayMs.p50} ms, p99 ${probe.loopDelayMs.p99} ms, max ${probe.loopDelayMs.max} ms (10 ms sampling); GC ${JSON.stringify(probe.gc)}`);
+    lines.push(
+      `  event loop (c=32 window): delay p50 ${probe.loopDelayMs.p50} ms, p99 ${probe.loopDelayMs.p99} ms, max ${probe.loopDelayMs.max} ms (10 ms sampling); GC ${JSON.stringify(probe.gc)}`,
+    );
   await t.stop();
   const prof = fs.readdirSync(diag.profDir).find((f) => f.endsWith('.cpuprofile'));
   if (prof) {
@@ -754,7 +857,11 @@ async function firstAnswer(t: Running): Promise<void> {
   const until = Date.now() + 120_000;
   for (;;) {
     try {
-      const r = await fetch(t.url + '/v1/chat/completions', { method: 'POST', headers: { 'content-type': 'application/json', ...t.headers }, body: CHAT });
+      const r = await fetch(t.url + '/v1/chat/completions', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...t.headers },
+        body: CHAT,
+      });
       const text = await r.text();
       if (r.status === 200) return;
       if (Date.now() > until) throw new Error(`no 200 in 120 s: ${r.status} ${text.slice(0, 300)}`);
@@ -822,7 +929,10 @@ async function checkBooks(t: Running): Promise<string | undefined> {
  * one c=32 run; then, without the profiler (its signals would be counted), syscalls per request.
  */
 async function diagnoseTarget(def: TargetDef): Promise<string> {
-  const diag = { profDir: fs.mkdtempSync(path.join(WORK_DIR, `prof-${def.name}-`)), probeFile: path.join(WORK_DIR, `probe-${def.name}.json`) };
+  const diag = {
+    profDir: fs.mkdtempSync(path.join(WORK_DIR, `prof-${def.name}-`)),
+    probeFile: path.join(WORK_DIR, `probe-${def.name}.json`),
+  };
   const lines: string[] = [];
   let t = await def.start(diag);
   try {
@@ -866,7 +976,8 @@ async function diagnoseTarget(def: TargetDef): Promise<string> {
 function report(results: TargetResult[], machine: string): string {
   const out: string[] = [];
   const f = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : '-');
-  const pad = (cells: string[], widths: number[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' ');
+  const pad = (cells: string[], widths: number[]) =>
+    cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' ');
   const byName = new Map(results.map((r) => [r.name, r]));
   const med = (name: string, c: number, k: keyof Rep) => median((byName.get(name)?.chat[c] ?? []).map((x) => x[k]));
   const direct = { p50c1: med('direct', 1, 'p50') };
@@ -875,11 +986,36 @@ function report(results: TargetResult[], machine: string): string {
     `wrk ${WRK} (1 thread), ${REPS} x ${SECONDS} s per cell after a ${WARMUP} s warm-up; unstreamed chat (16 output tokens); billing on, rate limits off; gateway log level ${LOG_LEVEL} (to a file)${NICE ? `; measured processes at nice ${NICE}` : ''}`,
   );
   out.push('');
-  out.push('unstreamed chat: median of the repetitions, spread ±% (half the range over the median); latency in ms (wrk); CPU µs/r: the');
-  out.push("target's own CPU per request at c=32 (with its database server); others: most cores used by other processes (and interrupt");
-  out.push('work not charged to a process) during a repetition; steal: most cores taken from this VM by its hypervisor during a repetition');
+  out.push(
+    'unstreamed chat: median of the repetitions, spread ±% (half the range over the median); latency in ms (wrk); CPU µs/r: the',
+  );
+  out.push(
+    "target's own CPU per request at c=32 (with its database server); others: most cores used by other processes (and interrupt",
+  );
+  out.push(
+    'work not charged to a process) during a repetition; steal: most cores taken from this VM by its hypervisor during a repetition',
+  );
   const w = [18, 16, 7, 7, 8, 16, 7, 7, 8, 9, 7, 7, 7];
-  out.push(pad(['target', 'c=1 req/s', 'p50', 'p99', '+p50', 'c=32 req/s', 'p50', 'p99', 'p99/p50', 'CPU µs/r', 'errors', 'others', 'steal'], w));
+  out.push(
+    pad(
+      [
+        'target',
+        'c=1 req/s',
+        'p50',
+        'p99',
+        '+p50',
+        'c=32 req/s',
+        'p50',
+        'p99',
+        'p99/p50',
+        'CPU µs/r',
+        'errors',
+        'others',
+        'steal',
+      ],
+      w,
+    ),
+  );
   for (const r of results) {
     if (!r.chat[1]?.length) {
       out.push(`${r.name.padEnd(18)} ${r.error ?? 'not measured'}`);
@@ -887,7 +1023,8 @@ function report(results: TargetResult[], machine: string): string {
     }
     const c1 = r.chat[1]!;
     const c32 = r.chat[32] ?? [];
-    const rps = (reps: Rep[]) => `${f(median(reps.map((x) => x.rps)), 0)} ±${f(spread(reps.map((x) => x.rps)) * 100, 0)}%`;
+    const rps = (reps: Rep[]) =>
+      `${f(median(reps.map((x) => x.rps)), 0)} ±${f(spread(reps.map((x) => x.rps)) * 100, 0)}%`;
     const p50_32 = median(c32.map((x) => x.p50));
     const p99_32 = median(c32.map((x) => x.p99));
     out.push(
@@ -919,16 +1056,39 @@ function report(results: TargetResult[], machine: string): string {
     if (byName.get('portkey')?.chat[32]?.length) parts.push(`${f(ratio(g, 'portkey'))}x Portkey (target >= 3)`);
     if (byName.get('litellm')?.chat[32]?.length) parts.push(`${f(ratio(g, 'litellm'))}x LiteLLM`);
     const reps = byName.get(g)!.chat[32]!;
-    parts.push(`spread ±${f(spread(reps.map((x) => x.rps)) * 100, 0)}% (target < 15), worst p99/p50 ${f(Math.max(...reps.map((x) => x.p99 / x.p50)), 1)} (target <= 4)`);
+    parts.push(
+      `spread ±${f(spread(reps.map((x) => x.rps)) * 100, 0)}% (target < 15), worst p99/p50 ${f(Math.max(...reps.map((x) => x.p99 / x.p50)), 1)} (target <= 4)`,
+    );
     parts.push(`added p50 at c=1 ${f(med(g, 1, 'p50') - direct.p50c1)} ms (target <= 0.3)`);
     out.push(parts.join('; '));
   }
   if (!values['no-streams']) {
     out.push('');
-    out.push('streamed chat (16 chunks, 2 ms apart upstream): time to first token and gaps between chunks, ms, median of the repetitions');
+    out.push(
+      'streamed chat (16 chunks, 2 ms apart upstream): time to first token and gaps between chunks, ms, median of the repetitions',
+    );
     const ws = [18, 10, 9, 9, 9, 9, 11, 9, 9, 9, 9, 7];
-    out.push(pad(['target', 'c=1 ttft', '+ttft', 'ttft p99', 'gap p50', 'gap p99', 'c=32 str/s', 'ttft', '+ttft', 'ttft p99', 'gap p99', 'errors'], ws));
-    const sm = (name: string, c: number, k: keyof StreamRep) => median((byName.get(name)?.stream[c] ?? []).map((x) => x[k]));
+    out.push(
+      pad(
+        [
+          'target',
+          'c=1 ttft',
+          '+ttft',
+          'ttft p99',
+          'gap p50',
+          'gap p99',
+          'c=32 str/s',
+          'ttft',
+          '+ttft',
+          'ttft p99',
+          'gap p99',
+          'errors',
+        ],
+        ws,
+      ),
+    );
+    const sm = (name: string, c: number, k: keyof StreamRep) =>
+      median((byName.get(name)?.stream[c] ?? []).map((x) => x[k]));
     for (const r of results) {
       if (!r.stream[1]?.length) continue;
       const errs = [...(r.stream[1] ?? []), ...(r.stream[32] ?? [])].reduce((a, x) => a + x.errors, 0);
@@ -966,7 +1126,9 @@ async function main() {
   WORK_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-bench-'));
   fs.chmodSync(WORK_DIR, 0o755); // the embedded target's PostgreSQL server (as root: another user) reaches its DATA_DIR in here
   const wanted = values.targets ? values.targets.split(',') : TARGETS.filter((t) => !t.optional).map((t) => t.name);
-  for (const n of wanted) if (!TARGETS.some((t) => t.name === n)) throw new Error(`unknown target ${n}; targets: ${TARGETS.map((t) => t.name).join(', ')}`);
+  for (const n of wanted)
+    if (!TARGETS.some((t) => t.name === n))
+      throw new Error(`unknown target ${n}; targets: ${TARGETS.map((t) => t.name).join(', ')}`);
   const cpus = os.cpus();
   const machine = `${cpus[0]?.model ?? 'cpu'}, ${cpus.length} cores, ${Math.round(os.totalmem() / 2 ** 30)} GiB, ${os.type()} ${os.release()}, node ${process.version}, load average at start ${os
     .loadavg()
@@ -974,7 +1136,10 @@ async function main() {
     .join(' ')}`;
   console.log(`machine: ${machine}\nwork folder: ${WORK_DIR}`);
 
-  const sim = await startChild(process.execPath, ['bench/simulator-main.ts'], { env: { SIM_API_KEY: UPSTREAM_KEY }, readyLine: /^http/ });
+  const sim = await startChild(process.execPath, ['bench/simulator-main.ts'], {
+    env: { SIM_API_KEY: UPSTREAM_KEY },
+    readyLine: /^http/,
+  });
   SIM_URL = sim.line.trim();
   SIM_PID = sim.child.pid!;
   const results: TargetResult[] = [];
@@ -992,7 +1157,10 @@ async function main() {
   for (const r of results) if (r.diagnosis) console.log(`\n${r.name} diagnosis:\n${r.diagnosis}`);
   fs.mkdirSync(path.join(ROOT, 'bench', 'results'), { recursive: true });
   const file = path.join(ROOT, 'bench', 'results', `${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-  fs.writeFileSync(file, JSON.stringify({ machine, reps: REPS, seconds: SECONDS, logLevel: LOG_LEVEL, results }, null, 2));
+  fs.writeFileSync(
+    file,
+    JSON.stringify({ machine, reps: REPS, seconds: SECONDS, logLevel: LOG_LEVEL, results }, null, 2),
+  );
   console.log(`\nresults: ${path.relative(ROOT, file)}; logs: ${WORK_DIR}`);
   if (!EXACT_ALL) process.exitCode = 1;
 }

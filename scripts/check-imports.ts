@@ -20,7 +20,10 @@ export const LAYERS: readonly { name: string; parts: readonly string[] }[] = [
   { name: 'billing', parts: ['src/billing/'] },
   { name: 'catalogue and tenancy', parts: ['src/catalogue/', 'src/tenancy/'] },
   { name: 'inference and video', parts: ['src/inference/', 'src/video/'] },
-  { name: 'services', parts: ['src/billing/service.ts', 'src/catalogue/service.ts', 'src/inference/service.ts', 'src/video/service.ts'] },
+  {
+    name: 'services',
+    parts: ['src/billing/service.ts', 'src/catalogue/service.ts', 'src/inference/service.ts', 'src/video/service.ts'],
+  },
   { name: 'transport', parts: ['src/rpc/'] },
   { name: 'edges', parts: ['src/facade/', 'src/bot/', 'src/cli/'] },
   { name: 'the gateway', parts: ['src/server.ts'] },
@@ -75,7 +78,8 @@ export function tokens(code: string): Token[] {
     const last = out.at(-1);
     if (!last) return true;
     if (last.kind === 'string') return false;
-    if (last.kind === 'word') return /^(?:return|typeof|instanceof|in|of|new|delete|void|throw|case|do|else|yield|await)$/.test(last.text);
+    if (last.kind === 'word')
+      return /^(?:return|typeof|instanceof|in|of|new|delete|void|throw|case|do|else|yield|await)$/.test(last.text);
     return last.text !== ')' && last.text !== ']' && last.text !== '}';
   };
   while (i < code.length) {
@@ -173,7 +177,8 @@ export function importsOf(code: string): { specifier: string; typeOnly: boolean 
       // The clause ends at the first string: the specifier (`import 'x'`, `import a from 'x'`).
       let j = k + 1;
       while (j < t.length && t[j]!.kind !== 'string' && !punct(j, ';')) j++;
-      if (t[j]?.kind === 'string' && (j === k + 1 || word(j - 1, 'from'))) out.push({ specifier: t[j]!.text, typeOnly });
+      if (t[j]?.kind === 'string' && (j === k + 1 || word(j - 1, 'from')))
+        out.push({ specifier: t[j]!.text, typeOnly });
     } else if (word(k, 'export')) {
       let j = k + 1;
       const typeOnly = word(j, 'type');
@@ -194,12 +199,27 @@ export function importsOf(code: string): { specifier: string; typeOnly: boolean 
 /** The file a relative specifier names (`.js` written for a `.ts` file, as NodeNext allows), or undefined. */
 export function resolveSpecifier(root: string, from: string, specifier: string): string | undefined {
   const base = path.posix.join(path.posix.dirname(from), specifier);
-  const candidates = [base, base.replace(/\.js$/, '.ts'), base.replace(/\.mjs$/, '.mts'), `${base}.ts`, `${base}/index.ts`];
-  return candidates.find((c) => SOURCE.test(c) && !c.endsWith('.d.ts') && fs.existsSync(path.join(root, c)) && fs.statSync(path.join(root, c)).isFile());
+  const candidates = [
+    base,
+    base.replace(/\.js$/, '.ts'),
+    base.replace(/\.mjs$/, '.mts'),
+    `${base}.ts`,
+    `${base}/index.ts`,
+  ];
+  return candidates.find(
+    (c) =>
+      SOURCE.test(c) &&
+      !c.endsWith('.d.ts') &&
+      fs.existsSync(path.join(root, c)) &&
+      fs.statSync(path.join(root, c)).isFile(),
+  );
 }
 
 /** The import graph of `dir`: its files (repository-relative, `/`-separated) and the edges between them. */
-export function importGraph(root: string, dir = 'src'): { files: string[]; edges: ImportEdge[]; unresolved: ImportProblems['unresolved'] } {
+export function importGraph(
+  root: string,
+  dir = 'src',
+): { files: string[]; edges: ImportEdge[]; unresolved: ImportProblems['unresolved'] } {
   const files = sourceFiles(root, dir);
   const edges: ImportEdge[] = [];
   const unresolved: ImportProblems['unresolved'] = [];
@@ -281,7 +301,8 @@ export function cyclesOf(files: readonly string[], edges: readonly ImportEdge[])
           if (!members.has(w)) continue;
           if (w === first) {
             const circle = [first];
-            for (let v: string | undefined = queue[q]; v !== undefined && v !== first; v = cameFrom.get(v)) circle.splice(1, 0, v);
+            for (let v: string | undefined = queue[q]; v !== undefined && v !== first; v = cameFrom.get(v))
+              circle.splice(1, 0, v);
             return [...circle, first];
           }
           if (!cameFrom.has(w)) {
@@ -299,7 +320,9 @@ export function cyclesOf(files: readonly string[], edges: readonly ImportEdge[])
 export function placeOf(file: string, layers: typeof LAYERS): { part: string; layer: number } | undefined {
   let best: { part: string; layer: number } | undefined;
   layers.forEach((layer, rank) => {
-    for (const part of layer.parts) if ((file === part || (part.endsWith('/') && file.startsWith(part))) && part.length > (best?.part.length ?? -1)) best = { part, layer: rank };
+    for (const part of layer.parts)
+      if ((file === part || (part.endsWith('/') && file.startsWith(part))) && part.length > (best?.part.length ?? -1))
+        best = { part, layer: rank };
   });
   return best;
 }
@@ -314,7 +337,13 @@ export function checkImports(root: string, opts: { dir?: string; layers?: typeof
     const from = placeOf(edge.from, layers);
     const to = placeOf(edge.to, layers);
     if (!from || !to || from.part === to.part || to.layer < from.layer) continue;
-    upward.push({ edge, fromPart: from.part, toPart: to.part, fromLayer: layers[from.layer]!.name, toLayer: layers[to.layer]!.name });
+    upward.push({
+      edge,
+      fromPart: from.part,
+      toPart: to.part,
+      fromLayer: layers[from.layer]!.name,
+      toLayer: layers[to.layer]!.name,
+    });
   }
   return { cycles: cyclesOf(files, edges), upward, unplaced, unresolved };
 }
@@ -326,7 +355,9 @@ export function describeProblems(p: ImportProblems): string[] {
     ...p.upward.map(
       (u) =>
         `import from a higher layer: ${u.edge.from} -> ${u.edge.to}${u.edge.typeOnly ? ' (type only)' : ''}: ` +
-        (u.fromLayer === u.toLayer ? `${u.fromPart} and ${u.toPart} are both on the layer "${u.fromLayer}" and must not import each other` : `"${u.toLayer}" is above "${u.fromLayer}"`),
+        (u.fromLayer === u.toLayer
+          ? `${u.fromPart} and ${u.toPart} are both on the layer "${u.fromLayer}" and must not import each other`
+          : `"${u.toLayer}" is above "${u.fromLayer}"`),
     ),
     ...p.unplaced.map((f) => `not in the layer table (scripts/check-imports.ts LAYERS): ${f}`),
     ...p.unresolved.map((u) => `unresolved import: ${u.from} imports '${u.specifier}', which is no file`),
@@ -339,7 +370,9 @@ if (invoked) {
   const problems = describeProblems(checkImports(root));
   for (const line of problems) console.error(line);
   if (problems.length > 0) {
-    console.error(`check-imports: ${problems.length} problem${problems.length === 1 ? '' : 's'} in the import graph of src/ (layers: scripts/check-imports.ts, docs/design.md#layout)`);
+    console.error(
+      `check-imports: ${problems.length} problem${problems.length === 1 ? '' : 's'} in the import graph of src/ (layers: scripts/check-imports.ts, docs/design.md#layout)`,
+    );
     process.exit(1);
   }
   console.log('check-imports: no import circles, no import from a higher layer');

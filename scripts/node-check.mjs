@@ -30,7 +30,9 @@ export function nodeVersionProblem(version, minimum = MINIMUM_NODE) {
   return `metered-ai-gateway needs Node >= ${minimum}, this is ${shown}; install Node 22 LTS or newer from https://nodejs.org`;
 }
 
-const invoked = process.argv[1] && path.resolve(process.argv[1]) === path.resolve(import.meta.filename ?? new URL(import.meta.url).pathname);
+const invoked =
+  process.argv[1] &&
+  path.resolve(process.argv[1]) === path.resolve(import.meta.filename ?? new URL(import.meta.url).pathname);
 if (invoked) {
   const problem = nodeVersionProblem(process.version);
   if (problem) {

@@ -20,9 +20,17 @@ const log = createLogger(config.logLevel, undefined, config.logFormat);
 try {
   const gateway = await startGateway(config, log);
   try {
-    writeGatewayAddress(config.dataDir, { rpcUrl: gateway.rpcUrl, httpUrl: gateway.httpUrl, pid: process.pid, startedAt: new Date().toISOString() });
+    writeGatewayAddress(config.dataDir, {
+      rpcUrl: gateway.rpcUrl,
+      httpUrl: gateway.httpUrl,
+      pid: process.pid,
+      startedAt: new Date().toISOString(),
+    });
   } catch (err) {
-    log.warn({ err }, `could not write ${config.dataDir}/gateway.json; the operator CLI needs GATEWAY_RPC_URL or GRPC_PORT to find this gateway`);
+    log.warn(
+      { err },
+      `could not write ${config.dataDir}/gateway.json; the operator CLI needs GATEWAY_RPC_URL or GRPC_PORT to find this gateway`,
+    );
   }
   // The startup lines reach the log now (it is otherwise written in batches, up to 100 ms late).
   log.flush();

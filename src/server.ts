@@ -85,7 +85,10 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
 async function startOn(config: Config, log: Logger, databaseUrl: string, embeddedDir?: string): Promise<Gateway> {
   const db = await openDb({ databaseUrl });
   await migrate(db);
-  log.info({ database: embeddedDir ? `embedded PostgreSQL in ${embeddedDir}` : 'postgresql (DATABASE_URL)' }, 'database ready');
+  log.info(
+    { database: embeddedDir ? `embedded PostgreSQL in ${embeddedDir}` : 'postgresql (DATABASE_URL)' },
+    'database ready',
+  );
   const ledger = new Ledger(db, await Ledger.loadSecret(db, config.keyHashSecret));
 
   // Every provider, configured or not, is listed once in the start-up summary below.
@@ -96,19 +99,52 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
   const leasing = config.billingMode === 'lease';
   // The key cache listens for key changes on a connection of its own; with leases only (a hold
   // per request checks the key in its own statement anyway).
-  const keyCache = leasing && config.keyCacheMaxAgeMs > 0 ? new KeyCache({ databaseUrl, maxAgeMs: config.keyCacheMaxAgeMs, log, lookups: metrics.keyCacheLookupsOf }) : undefined;
+  const keyCache =
+    leasing && config.keyCacheMaxAgeMs > 0
+      ? new KeyCache({ databaseUrl, maxAgeMs: config.keyCacheMaxAgeMs, log, lookups: metrics.keyCacheLookupsOf })
+      : undefined;
   await keyCache?.start();
   const limiter = new RateLimiter(db, config.rateLimits, keyCache, log);
   const leases = leasing
-    ? new LeaseBook(db, ledger, { sliceNano: usdToNano(config.lease.sliceUsd), flushMs: config.lease.flushMs, idleMs: config.lease.idleMs, ttlSeconds: config.holds.ttlSeconds }, log)
+    ? new LeaseBook(
+        db,
+        ledger,
+        {
+          sliceNano: usdToNano(config.lease.sliceUsd),
+          flushMs: config.lease.flushMs,
+          idleMs: config.lease.idleMs,
+          ttlSeconds: config.holds.ttlSeconds,
+        },
+        log,
+      )
     : undefined;
   await leases?.listen(databaseUrl);
   const keys = new KeyCheck(ledger, keyCache);
   // The inference routes' parts: metering (holds and settles), upstream calls, stream runs.
-  const metering = new Metering({ holds: config.holds, ledger, limiter, keys, metrics, log, ...(leases ? { leases } : {}) });
-  const streams = new StreamRuns({ settle: (plan, usage, status, httpStatus) => metering.settle(plan, usage, status, httpStatus), log, abandonedDrainMs: config.upstream.abandonedDrainMs });
+  const metering = new Metering({
+    holds: config.holds,
+    ledger,
+    limiter,
+    keys,
+    metrics,
+    log,
+    ...(leases ? { leases } : {}),
+  });
+  const streams = new StreamRuns({
+    settle: (plan, usage, status, httpStatus) => metering.settle(plan, usage, status, httpStatus),
+    log,
+    abandonedDrainMs: config.upstream.abandonedDrainMs,
+  });
   const calls = new UpstreamCalls({ upstream, config: config.upstream, metrics, log });
-  const routeDeps: RouteDeps = { metering, calls, streams, upstream, catalogue, sharedProviderObjects: config.sharedProviderObjects, log };
+  const routeDeps: RouteDeps = {
+    metering,
+    calls,
+    streams,
+    upstream,
+    catalogue,
+    sharedProviderObjects: config.sharedProviderObjects,
+    log,
+  };
   const owners = new ResponseOwners(db);
   // Video jobs run on Temporal, found or started in the background (see src/video/runtime.ts).
   const video = new VideoRuntime({ config, log, db, ledger, metrics });
@@ -178,7 +214,12 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
   log.info({ exposure }, `exposed: ${describeExposure(exposure)}`);
   video.start();
   // The Telegram bot, when TELEGRAM_BOT_TOKEN is set, on the same services (see src/bot/).
-  const bot = await startBotIfConfigured({ settings: config.bot, transport: directTransport(services), publicBaseUrl: httpUrl, log });
+  const bot = await startBotIfConfigured({
+    settings: config.bot,
+    transport: directTransport(services),
+    publicBaseUrl: httpUrl,
+    log,
+  });
   const summary = startupSummary(config, {
     httpPort,
     rpcPort,
@@ -189,9 +230,15 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     bot: bot && { mode: bot.mode, username: bot.bot.botInfo.username },
   });
   if (config.sharedProviderObjects.size > 0) {
-    log.warn({ shared: [...config.sharedProviderObjects] }, "SHARED_PROVIDER_OBJECTS: every API key may use these kinds of objects in the operator's provider accounts");
+    log.warn(
+      { shared: [...config.sharedProviderObjects] },
+      "SHARED_PROVIDER_OBJECTS: every API key may use these kinds of objects in the operator's provider accounts",
+    );
   }
-  log.info({ http: httpUrl, rpc: rpcUrl, summary }, `gateway ready: OpenAI-compatible base URL ${httpUrl}/v1; Connect/gRPC services on ${rpcUrl}`);
+  log.info(
+    { http: httpUrl, rpc: rpcUrl, summary },
+    `gateway ready: OpenAI-compatible base URL ${httpUrl}/v1; Connect/gRPC services on ${rpcUrl}`,
+  );
 
   let closing: Promise<void> | undefined;
   return {
@@ -216,7 +263,8 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
         // Streams read on for a caller who left get most of this wait to see their usage.
         streams.cutAbandoned(8_000);
         const unsettled = await metering.drain(10_000);
-        if (unsettled > 0) log.error({ unsettled }, 'shutting down with unsettled holds; the sweeper will release them');
+        if (unsettled > 0)
+          log.error({ unsettled }, 'shutting down with unsettled holds; the sweeper will release them');
         await leases?.close(); // pending charges written, leases returned
         await limiter.close(); // settled tokens written, unused rate grants handed back
         await upstream.close();

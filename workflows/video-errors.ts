@@ -6,7 +6,8 @@
 import { ActivityFailure, ApplicationFailure } from '@temporalio/workflow';
 import { FAILURE, type VideoJobError } from './video-types.ts';
 
-export const UPSTREAM_UNAVAILABLE_MESSAGE = 'The upstream video service could not be used (it kept failing or did not answer); nothing was charged.';
+export const UPSTREAM_UNAVAILABLE_MESSAGE =
+  'The upstream video service could not be used (it kept failing or did not answer); nothing was charged.';
 
 export function describeFailure(err: unknown): VideoJobError {
   const app = err instanceof ActivityFailure ? err.cause : err;
@@ -19,7 +20,10 @@ export function describeFailure(err: unknown): VideoJobError {
       case FAILURE.upstreamJobFailed:
         return { code: 'upstream_failed', message: app.message };
       case FAILURE.invalidVideo:
-        return { code: 'invalid_video', message: 'The upstream delivered a video that is not a readable MP4; nothing was charged.' };
+        return {
+          code: 'invalid_video',
+          message: 'The upstream delivered a video that is not a readable MP4; nothing was charged.',
+        };
       case FAILURE.timeout:
         return { code: 'timeout', message: app.message };
     }

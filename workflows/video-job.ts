@@ -50,12 +50,21 @@ const upstreamRetry = {
 const upstream = proxyActivities<VideoActivities>({ startToCloseTimeout: '30 seconds', retry: upstreamRetry });
 // A download reports progress by heartbeat, so a worker that died mid-transfer is noticed in
 // 30 s instead of at the end of the whole timeout.
-const transfer = proxyActivities<VideoActivities>({ startToCloseTimeout: '30 minutes', heartbeatTimeout: '30 seconds', retry: upstreamRetry });
+const transfer = proxyActivities<VideoActivities>({
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '30 seconds',
+  retry: upstreamRetry,
+});
 // Money and bookkeeping: retried until they succeed (a database outage is temporary); a hold
 // must end settled or released.
 const books = proxyActivities<VideoActivities>({
   startToCloseTimeout: '1 minute',
-  retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '1 minute', nonRetryableErrorTypes: [FAILURE.invalidVideo] },
+  retry: {
+    initialInterval: '1 second',
+    backoffCoefficient: 2,
+    maximumInterval: '1 minute',
+    nonRetryableErrorTypes: [FAILURE.invalidVideo],
+  },
 });
 
 export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
@@ -104,7 +113,10 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
     let delay = input.pollInitialMs;
     for (;;) {
       if (Date.now() + delay > deadline) {
-        throw ApplicationFailure.nonRetryable(`The video was not ready within ${Math.round(input.jobTimeoutMs / 1000)} s.`, FAILURE.timeout);
+        throw ApplicationFailure.nonRetryable(
+          `The video was not ready within ${Math.round(input.jobTimeoutMs / 1000)} s.`,
+          FAILURE.timeout,
+        );
       }
       await sleep(delay);
       const s = await upstream.pollUpstreamJob({
@@ -118,7 +130,10 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
       state.progress = s.progress;
       if (s.status === 'failed') {
         const e = s.error ?? { code: 'upstream_failed', message: 'The upstream video job failed.' };
-        throw ApplicationFailure.nonRetryable(e.message, e.code === 'content_policy_violation' ? FAILURE.contentPolicy : FAILURE.upstreamJobFailed);
+        throw ApplicationFailure.nonRetryable(
+          e.message,
+          e.code === 'content_policy_violation' ? FAILURE.contentPolicy : FAILURE.upstreamJobFailed,
+        );
       }
       setStatus(s.status === 'queued' ? 'queued' : 'in_progress');
       if (s.status === 'completed') return;
@@ -138,7 +153,12 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
   /** The outcome on the job's row; a job its owner deleted meanwhile loses what was stored of it. */
   const record = async () => {
     const recorded = await books.recordOutcome(outcome());
-    if (recorded?.deleted) await books.discardVideo({ contentKey: state.contentKey, provider: input.provider, upstreamId: state.upstreamId });
+    if (recorded?.deleted)
+      await books.discardVideo({
+        contentKey: state.contentKey,
+        provider: input.provider,
+        upstreamId: state.upstreamId,
+      });
     if (input.searchAttributes) upsertSearchAttributes([{ key: VIDEO_STATUS_ATTRIBUTE, value: state.status }]);
   };
 
@@ -173,7 +193,11 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
     // The video exists and the provider bills it: from here on a cancel changes nothing.
     return await CancellationScope.nonCancellable(async () => {
       state.phase = 'downloading';
-      const stored = await transfer.downloadVideo({ jobId: input.jobId, provider: input.provider, upstreamId: created.upstreamId });
+      const stored = await transfer.downloadVideo({
+        jobId: input.jobId,
+        provider: input.provider,
+        upstreamId: created.upstreamId,
+      });
       state.contentKey = stored.contentKey;
       state.contentBytes = stored.bytes;
 
@@ -200,12 +224,19 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
     });
   } catch (err) {
     const cancelled = isCancellation(err);
-    const error = cancelled ? { code: 'cancelled', message: 'The job was cancelled; nothing was charged.' } : describeFailure(err);
+    const error = cancelled
+      ? { code: 'cancelled', message: 'The job was cancelled; nothing was charged.' }
+      : describeFailure(err);
     await CancellationScope.nonCancellable(async () => {
       state.phase = 'releasing';
       // Given up on, the upstream job should not go on either (it would be billed to nobody).
       if (error.code === 'timeout' && state.upstreamId) await dropUpstreamJob(state.upstreamId);
-      await books.releaseHold({ requestId: input.requestId, model: input.model, reason: error.code, createdAtMs: input.createdAtMs });
+      await books.releaseHold({
+        requestId: input.requestId,
+        model: input.model,
+        reason: error.code,
+        createdAtMs: input.createdAtMs,
+      });
       state.error = error;
       state.phase = 'done';
       state.status = cancelled ? 'cancelled' : 'failed';
@@ -216,6 +247,11 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
     // Cancelled shows as Canceled in the Temporal UI, anything else as Failed with its reason
     // (and, for the operator, the failure that caused it).
     if (cancelled) throw err;
-    throw ApplicationFailure.create({ message: error.message, type: error.code, nonRetryable: true, cause: err instanceof Error ? err : undefined });
+    throw ApplicationFailure.create({
+      message: error.message,
+      type: error.code,
+      nonRetryable: true,
+      cause: err instanceof Error ? err : undefined,
+    });
   }
 }

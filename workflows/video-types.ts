@@ -11,7 +11,11 @@ export const VIDEO_CREATION_UPDATE = 'creation';
 export const VIDEO_MODEL_ATTRIBUTE = { name: 'VideoModel', type: 'KEYWORD' } as const;
 export const VIDEO_KEY_PREFIX_ATTRIBUTE = { name: 'VideoKeyPrefix', type: 'KEYWORD' } as const;
 export const VIDEO_STATUS_ATTRIBUTE = { name: 'VideoStatus', type: 'KEYWORD' } as const;
-export const VIDEO_SEARCH_ATTRIBUTES = [VIDEO_MODEL_ATTRIBUTE, VIDEO_KEY_PREFIX_ATTRIBUTE, VIDEO_STATUS_ATTRIBUTE] as const;
+export const VIDEO_SEARCH_ATTRIBUTES = [
+  VIDEO_MODEL_ATTRIBUTE,
+  VIDEO_KEY_PREFIX_ATTRIBUTE,
+  VIDEO_STATUS_ATTRIBUTE,
+] as const;
 
 /** As the HTTP routes show it (cancelled appears there as failed with error code "cancelled"). */
 export type VideoStatus = 'queued' | 'in_progress' | 'completed' | 'failed' | 'cancelled';
@@ -113,15 +117,39 @@ export interface JobOutcome {
  */
 export interface VideoActivities {
   /** POST {base}/videos with the job id as Idempotency-Key: a retried create finds the same upstream job. */
-  createUpstreamJob(a: { jobId: string; provider: string; upstreamModel: string; prompt: string; seconds: number; size: string }): Promise<{ upstreamId: string }>;
+  createUpstreamJob(a: {
+    jobId: string;
+    provider: string;
+    upstreamModel: string;
+    prompt: string;
+    seconds: number;
+    size: string;
+  }): Promise<{ upstreamId: string }>;
   /** GET {base}/videos/{id}; also renews the hold and records the progress on the job row. */
-  pollUpstreamJob(a: { jobId: string; requestId: string; provider: string; upstreamId: string; holdTtlSeconds: number }): Promise<UpstreamJobStatus>;
+  pollUpstreamJob(a: {
+    jobId: string;
+    requestId: string;
+    provider: string;
+    upstreamId: string;
+    holdTtlSeconds: number;
+  }): Promise<UpstreamJobStatus>;
   /** GET {base}/videos/{id}/content into the video store (atomically; a retry rewrites it). */
-  downloadVideo(a: { jobId: string; provider: string; upstreamId: string }): Promise<{ contentKey: string; bytes: number }>;
+  downloadVideo(a: {
+    jobId: string;
+    provider: string;
+    upstreamId: string;
+  }): Promise<{ contentKey: string; bytes: number }>;
   /** Duration from the MP4's own boxes (video track mdhd, else mvhd), in milliseconds rounded up. */
   measureVideo(a: { contentKey: string }): Promise<{ producedMs: number; units: string; timescale: string }>;
   /** Charges min(produced, asked) seconds × price, never above the hold; once per request id. */
-  settleCharge(a: { requestId: string; model: string; producedMs: number; seconds: number; pricePerSecondUsd: string; createdAtMs: number }): Promise<{ costNano: string; firstSettle: boolean }>;
+  settleCharge(a: {
+    requestId: string;
+    model: string;
+    producedMs: number;
+    seconds: number;
+    pricePerSecondUsd: string;
+    createdAtMs: number;
+  }): Promise<{ costNano: string; firstSettle: boolean }>;
   /** Settles at zero: the whole hold goes back. A no-op when already settled. */
   releaseHold(a: { requestId: string; model: string; reason: string; createdAtMs: number }): Promise<void>;
   /** Writes the job's final state to its row (what the HTTP routes read); says whether its owner deleted it meanwhile. */

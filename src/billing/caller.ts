@@ -13,7 +13,9 @@ export interface Caller {
   prefix: string;
 }
 
-export const CALLER = createContextKey<Caller | undefined>(undefined, { description: 'the authenticated caller of a keyed call' });
+export const CALLER = createContextKey<Caller | undefined>(undefined, {
+  description: 'the authenticated caller of a keyed call',
+});
 
 /** The call's caller; 401 for a call that reached a keyed service without one (never from the edges). */
 export function callerOf(ctx: HandlerContext): Caller {

@@ -65,7 +65,13 @@ export class KeyCache {
   private readonly log: Logger;
   private readonly lookups: ((result: string) => { inc(): void }) | undefined;
 
-  constructor(opts: { databaseUrl: string; maxAgeMs: number; log: Logger; lookups?: (result: string) => { inc(): void }; now?: () => number }) {
+  constructor(opts: {
+    databaseUrl: string;
+    maxAgeMs: number;
+    log: Logger;
+    lookups?: (result: string) => { inc(): void };
+    now?: () => number;
+  }) {
     this.now = opts.now ?? (() => performance.now());
     this.databaseUrl = opts.databaseUrl;
     this.maxAgeMs = opts.maxAgeMs;
@@ -75,7 +81,11 @@ export class KeyCache {
 
   /** Connects the listener; the cache is used once it listens (and again after each reconnect). */
   async start(): Promise<void> {
-    const client = new pg.Client({ connectionString: this.databaseUrl, keepAlive: true, application_name: KEY_LISTENER_APP });
+    const client = new pg.Client({
+      connectionString: this.databaseUrl,
+      keepAlive: true,
+      application_name: KEY_LISTENER_APP,
+    });
     this.client = client;
     const lost = (err?: Error) => {
       if (this.client !== client) return;
@@ -84,7 +94,10 @@ export class KeyCache {
       this.off();
       client.end().catch(() => {});
       if (this.closed) return;
-      this.log.warn({ err: err?.message }, 'key change listener lost; keys are checked in the database until it is back');
+      this.log.warn(
+        { err: err?.message },
+        'key change listener lost; keys are checked in the database until it is back',
+      );
       this.retry = setTimeout(() => this.start().catch(() => {}), 1000);
       this.retry.unref();
     };
@@ -92,7 +105,8 @@ export class KeyCache {
     client.on('end', () => lost());
     client.on('notification', (msg) => {
       if (msg.payload?.startsWith('ping:')) {
-        if (msg.payload.startsWith(`${this.nonce}@`)) this.heardSentAt = Math.max(this.heardSentAt, Number(msg.payload.slice(this.nonce.length + 1)));
+        if (msg.payload.startsWith(`${this.nonce}@`))
+          this.heardSentAt = Math.max(this.heardSentAt, Number(msg.payload.slice(this.nonce.length + 1)));
         return;
       }
       if (!msg.payload) return this.reset();
@@ -170,7 +184,13 @@ export class KeyCache {
   }
 
   fill(keyHashHex: string, key: CachedKey, mark: number): void {
-    if (!this.fresh() || this.resetAt > mark || (this.changed.get(keyHashHex) ?? 0) > mark || (this.changedIds.get(key.keyId) ?? 0) > mark) return;
+    if (
+      !this.fresh() ||
+      this.resetAt > mark ||
+      (this.changed.get(keyHashHex) ?? 0) > mark ||
+      (this.changedIds.get(key.keyId) ?? 0) > mark
+    )
+      return;
     if (this.entries.size >= MAX_ENTRIES) this.entries.clear();
     this.entries.set(keyHashHex, { ...key, at: this.now() });
   }

@@ -69,7 +69,10 @@ export function hashKey(key: string, secret: string): Buffer {
  * The caller's key from either header every route accepts. Returns undefined when neither
  * carries one; the caller answers 401 for that and for a malformed key alike.
  */
-export function keyFromHeaders(authorization: string | undefined | null, xApiKey: string | undefined | null): string | undefined {
+export function keyFromHeaders(
+  authorization: string | undefined | null,
+  xApiKey: string | undefined | null,
+): string | undefined {
   if (authorization) {
     const m = /^Bearer\s+(\S+)\s*$/i.exec(authorization);
     return m ? m[1] : '';

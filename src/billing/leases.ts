@@ -127,7 +127,10 @@ export class LeaseBook {
     r.lease.reserved -= r.amountNano;
     r.lease.inFlight--;
     r.lease.pending.push({ ...charge, costNano: charged, uncoveredNano: costNano - charged });
-    if (r.lease.pending.length >= 256) this.flush(r.lease).catch((err) => this.log.warn({ err, lease: r.lease.id }, 'lease flush failed; retried next tick'));
+    if (r.lease.pending.length >= 256)
+      this.flush(r.lease).catch((err) =>
+        this.log.warn({ err, lease: r.lease.id }, 'lease flush failed; retried next tick'),
+      );
     // A lease given back keeps its requests in flight; the last one to settle returns the rest.
     if (r.lease.closed && r.lease.inFlight === 0) void this.retire(r.lease);
     return charged;
@@ -152,7 +155,9 @@ export class LeaseBook {
   }
 
   private async releaseFree(lease: Lease): Promise<void> {
-    await this.flush(lease).catch((err) => this.log.warn({ err, lease: lease.id }, 'lease flush failed; retried next tick'));
+    await this.flush(lease).catch((err) =>
+      this.log.warn({ err, lease: lease.id }, 'lease flush failed; retried next tick'),
+    );
     await this.serial(lease, async () => {
       const free = lease.free;
       lease.free = 0n;
@@ -178,7 +183,11 @@ export class LeaseBook {
    * here whose leases are paused is given back then.
    */
   async listen(databaseUrl: string): Promise<void> {
-    const client = new pg.Client({ connectionString: databaseUrl, keepAlive: true, application_name: 'gateway-lease-listener' });
+    const client = new pg.Client({
+      connectionString: databaseUrl,
+      keepAlive: true,
+      application_name: 'gateway-lease-listener',
+    });
     this.listener = client;
     const lost = (err?: Error) => {
       if (this.listener !== client) return;
@@ -199,7 +208,9 @@ export class LeaseBook {
       await client.query(`LISTEN ${LEASE_RECLAIM_CHANNEL}`);
       const accounts = [...new Set([...this.leases.keys(), ...[...this.retiring].map((l) => l.accountId)])];
       if (accounts.length > 0) {
-        const paused = await client.query('SELECT id FROM accounts WHERE id = ANY($1) AND lease_pause_until > now()', [accounts]);
+        const paused = await client.query('SELECT id FROM accounts WHERE id = ANY($1) AND lease_pause_until > now()', [
+          accounts,
+        ]);
         for (const row of paused.rows as { id: string }[]) void this.giveBack(row.id).catch(() => {});
       }
     } catch (err) {
@@ -251,9 +262,26 @@ export class LeaseBook {
       // that hold is simply never used, and expires and is swept like a crashed instance's.
       const id = newId('lease');
       const want = need > this.config.sliceNano ? need : this.config.sliceNano;
-      const hold = await this.ledger.placeHold({ apiKeyHash: keyHash, requestId: id, minNano: need, maxNano: want, ttlSeconds: this.config.ttlSeconds, lease: true });
+      const hold = await this.ledger.placeHold({
+        apiKeyHash: keyHash,
+        requestId: id,
+        minNano: need,
+        maxNano: want,
+        ttlSeconds: this.config.ttlSeconds,
+        lease: true,
+      });
       if (hold.kind !== 'held') return undefined;
-      const lease: Lease = { id, accountId, free: hold.amountNano, inFlight: 0, reserved: 0n, pending: [], lastUsed: performance.now(), queue: Promise.resolve(), closed: false };
+      const lease: Lease = {
+        id,
+        accountId,
+        free: hold.amountNano,
+        inFlight: 0,
+        reserved: 0n,
+        pending: [],
+        lastUsed: performance.now(),
+        queue: Promise.resolve(),
+        closed: false,
+      };
       this.leases.set(accountId, lease);
       return lease;
     }).finally(() => this.opening.delete(accountId));
@@ -277,7 +305,9 @@ export class LeaseBook {
       // lease counts, and that surplus is released with the lease when it is returned.
       const grow = await retryIfConnectionLost(() =>
         this.db.transaction(async (trx) => {
-          const live = rowsOf(await trx.raw(`SELECT 1 FROM holds WHERE request_id = ? AND status = 'active' FOR UPDATE`, [lease.id]));
+          const live = rowsOf(
+            await trx.raw(`SELECT 1 FROM holds WHERE request_id = ? AND status = 'active' FOR UPDATE`, [lease.id]),
+          );
           if (live.length === 0) return null;
           const got = rowsOf(
             await trx.raw(
@@ -289,7 +319,10 @@ export class LeaseBook {
             ),
           )[0]?.grow as string | undefined;
           if (got === undefined) return null;
-          await trx.raw(`UPDATE holds SET amount_nano = amount_nano + CAST(? AS bigint), expires_at = now() + make_interval(secs => ?) WHERE request_id = ?`, [got, this.config.ttlSeconds, lease.id]);
+          await trx.raw(
+            `UPDATE holds SET amount_nano = amount_nano + CAST(? AS bigint), expires_at = now() + make_interval(secs => ?) WHERE request_id = ?`,
+            [got, this.config.ttlSeconds, lease.id],
+          );
           return got;
         }),
       );
@@ -360,7 +393,10 @@ export class LeaseBook {
         );
         if (rows[0]?.applied !== 1) {
           lease.closed = true;
-          this.log.error({ lease: lease.id, requests: batch.length }, 'lease no longer active (expired?); its unwritten charges are lost');
+          this.log.error(
+            { lease: lease.id, requests: batch.length },
+            'lease no longer active (expired?); its unwritten charges are lost',
+          );
         }
       } catch (err) {
         lease.pending.unshift(...batch); // try again with the next batch
@@ -397,24 +433,34 @@ export class LeaseBook {
 
   private tick(): void {
     const now = performance.now();
-    const renew = ++this.ticks % Math.max(1, Math.floor((this.config.ttlSeconds * 1000) / 3 / this.config.flushMs)) === 0;
+    const renew =
+      ++this.ticks % Math.max(1, Math.floor((this.config.ttlSeconds * 1000) / 3 / this.config.flushMs)) === 0;
     // Leases given back still write their requests' charges and stay alive until the last one settles.
     for (const lease of this.retiring) {
       if (lease.returning) continue;
-      if (lease.pending.length > 0) this.flush(lease).catch((err) => this.log.warn({ err, lease: lease.id }, 'lease flush failed; retried next tick'));
+      if (lease.pending.length > 0)
+        this.flush(lease).catch((err) =>
+          this.log.warn({ err, lease: lease.id }, 'lease flush failed; retried next tick'),
+        );
       if (renew) void this.renew(lease);
     }
     for (const lease of this.leases.values()) {
-      if (lease.pending.length > 0) this.flush(lease).catch((err) => this.log.warn({ err, lease: lease.id }, 'lease flush failed; retried next tick'));
+      if (lease.pending.length > 0)
+        this.flush(lease).catch((err) =>
+          this.log.warn({ err, lease: lease.id }, 'lease flush failed; retried next tick'),
+        );
       if (lease.inFlight === 0 && now - lease.lastUsed > this.config.idleMs) void this.retire(lease);
       else if (renew) void this.renew(lease);
     }
   }
 
   private renew(lease: Lease): Promise<unknown> {
-    return this.serial(lease, () => this.db.raw(`UPDATE holds SET expires_at = now() + make_interval(secs => ?) WHERE request_id = ? AND status = 'active'`, [this.config.ttlSeconds, lease.id])).catch(
-      (err) => this.log.warn({ err, lease: lease.id }, 'lease renewal failed'),
-    );
+    return this.serial(lease, () =>
+      this.db.raw(
+        `UPDATE holds SET expires_at = now() + make_interval(secs => ?) WHERE request_id = ? AND status = 'active'`,
+        [this.config.ttlSeconds, lease.id],
+      ),
+    ).catch((err) => this.log.warn({ err, lease: lease.id }, 'lease renewal failed'));
   }
 
   private serial<T>(lease: Lease, work: () => Promise<T>): Promise<T> {

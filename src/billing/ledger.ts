@@ -127,7 +127,9 @@ export class Ledger {
   static async loadSecret(db: Db, configured: string | undefined): Promise<string> {
     if (configured) return configured;
     const fresh = randomBytes(32).toString('base64url');
-    await db.raw(`INSERT INTO settings (name, value) VALUES ('key_hash_secret', ?) ON CONFLICT (name) DO NOTHING`, [fresh]);
+    await db.raw(`INSERT INTO settings (name, value) VALUES ('key_hash_secret', ?) ON CONFLICT (name) DO NOTHING`, [
+      fresh,
+    ]);
     const rows = rowsOf(await db.raw(`SELECT value FROM settings WHERE name = 'key_hash_secret'`));
     return rows[0]!.value as string;
   }
@@ -145,19 +147,39 @@ export class Ledger {
     return h;
   }
 
-  async createAccountWithKey(opts: { creditsNano: bigint; label: string; externalId?: string; cause: string; owner?: string }): Promise<{ apiKey: string; key: KeyRow; balanceNano: bigint }> {
+  async createAccountWithKey(opts: {
+    creditsNano: bigint;
+    label: string;
+    externalId?: string;
+    cause: string;
+    owner?: string;
+  }): Promise<{ apiKey: string; key: KeyRow; balanceNano: bigint }> {
     if (opts.creditsNano < 0n) throw new LedgerError('invalid_amount', 'credits must not be negative');
     const accountId = newId('acct');
     const keyId = newId('key');
     const apiKey = generateKey();
     await this.db.transaction(async (trx) => {
-      await trx.raw(`INSERT INTO accounts (id, label, owner) VALUES (?, ?, ?)`, [accountId, opts.label, opts.owner || null]);
-      await trx.raw(`INSERT INTO api_keys (id, account_id, key_hash, prefix) VALUES (?, ?, ?, ?)`, [keyId, accountId, this.hash(apiKey), visiblePrefix(apiKey)]);
+      await trx.raw(`INSERT INTO accounts (id, label, owner) VALUES (?, ?, ?)`, [
+        accountId,
+        opts.label,
+        opts.owner || null,
+      ]);
+      await trx.raw(`INSERT INTO api_keys (id, account_id, key_hash, prefix) VALUES (?, ?, ?, ?)`, [
+        keyId,
+        accountId,
+        this.hash(apiKey),
+        visiblePrefix(apiKey),
+      ]);
     });
     let balanceNano = 0n;
     if (opts.creditsNano > 0n) {
       try {
-        const r = await this.topUp({ accountId, amountNano: opts.creditsNano, externalId: opts.externalId ?? `create:${accountId}`, cause: opts.cause });
+        const r = await this.topUp({
+          accountId,
+          amountNano: opts.creditsNano,
+          externalId: opts.externalId ?? `create:${accountId}`,
+          cause: opts.cause,
+        });
         balanceNano = r.balanceNano;
       } catch (err) {
         // An opening credit whose external id was already used (necessarily by another account:
@@ -171,7 +193,12 @@ export class Ledger {
   /** Live (not revoked) key by secret or id. */
   async findKey(ref: KeyRef, includeRevoked = false): Promise<KeyRow | undefined> {
     const [col, val] = 'apiKey' in ref ? ['key_hash', this.hash(ref.apiKey)] : ['id', ref.keyId];
-    const rows = rowsOf(await this.db.raw(`SELECT id, account_id, prefix FROM api_keys WHERE ${col} = ? ${includeRevoked ? '' : 'AND revoked_at IS NULL'}`, [val]));
+    const rows = rowsOf(
+      await this.db.raw(
+        `SELECT id, account_id, prefix FROM api_keys WHERE ${col} = ? ${includeRevoked ? '' : 'AND revoked_at IS NULL'}`,
+        [val],
+      ),
+    );
     const r = rows[0];
     return r ? { keyId: r.id as string, accountId: r.account_id as string, prefix: r.prefix as string } : undefined;
   }
@@ -182,11 +209,18 @@ export class Ledger {
    * account or another amount is an error (`idempotency_conflict`), as a payment API treats a
    * reused idempotency key with different parameters: "already applied" would hide a mistake.
    */
-  async topUp(opts: { accountId: string; amountNano: bigint; externalId: string; cause: string }): Promise<{ applied: boolean; balanceNano: bigint }> {
+  async topUp(opts: {
+    accountId: string;
+    amountNano: bigint;
+    externalId: string;
+    cause: string;
+  }): Promise<{ applied: boolean; balanceNano: bigint }> {
     if (opts.amountNano <= 0n) throw new LedgerError('invalid_amount', 'a top-up must be positive');
     if (!opts.externalId) throw new LedgerError('invalid_amount', 'a top-up needs an external id');
     return this.db.transaction(async (trx) => {
-      const acct = rowsOf(await trx.raw(`SELECT balance_nano::text AS b FROM accounts WHERE id = ? FOR UPDATE`, [opts.accountId]))[0];
+      const acct = rowsOf(
+        await trx.raw(`SELECT balance_nano::text AS b FROM accounts WHERE id = ? FOR UPDATE`, [opts.accountId]),
+      )[0];
       if (!acct) throw new LedgerError('unknown_key', 'no such account');
       const after = big(acct.b) + opts.amountNano;
       const inserted = rowsOf(
@@ -198,7 +232,12 @@ export class Ledger {
         ),
       );
       if (inserted.length === 0) {
-        const first = rowsOf(await trx.raw(`SELECT account_id, amount_nano::text AS amount FROM ledger WHERE kind = 'topup' AND external_id = ?`, [opts.externalId]))[0];
+        const first = rowsOf(
+          await trx.raw(
+            `SELECT account_id, amount_nano::text AS amount FROM ledger WHERE kind = 'topup' AND external_id = ?`,
+            [opts.externalId],
+          ),
+        )[0];
         if (first && (first.account_id !== opts.accountId || big(first.amount) !== opts.amountNano)) {
           throw new LedgerError(
             'idempotency_conflict',
@@ -207,13 +246,18 @@ export class Ledger {
         }
         return { applied: false, balanceNano: big(acct.b) };
       }
-      await trx.raw(`UPDATE accounts SET balance_nano = balance_nano + CAST(? AS bigint) WHERE id = ?`, [opts.amountNano.toString(), opts.accountId]);
+      await trx.raw(`UPDATE accounts SET balance_nano = balance_nano + CAST(? AS bigint) WHERE id = ?`, [
+        opts.amountNano.toString(),
+        opts.accountId,
+      ]);
       return { applied: true, balanceNano: after };
     });
   }
 
   async balance(accountId: string): Promise<Balance> {
-    const r = rowsOf(await this.db.raw(`SELECT balance_nano::text AS b, held_nano::text AS h FROM accounts WHERE id = ?`, [accountId]))[0];
+    const r = rowsOf(
+      await this.db.raw(`SELECT balance_nano::text AS b, held_nano::text AS h FROM accounts WHERE id = ?`, [accountId]),
+    )[0];
     if (!r) throw new LedgerError('unknown_key', 'no such account');
     const b = big(r.b);
     const h = big(r.h);
@@ -251,7 +295,9 @@ export class Ledger {
     const apiKey = generateKey();
     const newKeyId = newId('key');
     return this.db.transaction(async (trx) => {
-      const old = rowsOf(await trx.raw(`SELECT account_id FROM api_keys WHERE id = ? AND revoked_at IS NULL FOR UPDATE`, [keyId]))[0];
+      const old = rowsOf(
+        await trx.raw(`SELECT account_id FROM api_keys WHERE id = ? AND revoked_at IS NULL FOR UPDATE`, [keyId]),
+      )[0];
       if (!old) throw new LedgerError('unknown_key', 'no such live key');
       const accountId = old.account_id as string;
       await trx.raw(
@@ -265,7 +311,11 @@ export class Ledger {
   }
 
   async revoke(keyId: string): Promise<boolean> {
-    const rows = rowsOf(await this.db.raw(`UPDATE api_keys SET revoked_at = now() WHERE id = ? AND revoked_at IS NULL RETURNING id`, [keyId]));
+    const rows = rowsOf(
+      await this.db.raw(`UPDATE api_keys SET revoked_at = now() WHERE id = ? AND revoked_at IS NULL RETURNING id`, [
+        keyId,
+      ]),
+    );
     return rows.length > 0;
   }
 
@@ -275,7 +325,14 @@ export class Ledger {
    * when available >= min; otherwise nothing. The row lock on the account serialises
    * concurrent holds, and the CHECK held <= balance backs it up.
    */
-  async placeHold(opts: { apiKeyHash: Buffer; requestId: string; minNano: bigint; maxNano: bigint; ttlSeconds: number; lease?: boolean }): Promise<HoldResult> {
+  async placeHold(opts: {
+    apiKeyHash: Buffer;
+    requestId: string;
+    minNano: bigint;
+    maxNano: bigint;
+    ttlSeconds: number;
+    lease?: boolean;
+  }): Promise<HoldResult> {
     const min = opts.minNano.toString();
     const max = opts.maxNano.toString();
     // A credit lease is not opened while a refund is taking money back (see reclaimLeases).
@@ -305,7 +362,8 @@ export class Ledger {
         ),
       );
     } catch (err) {
-      if ((err as { code?: string }).code === '23505') throw new LedgerError('duplicate_request', `request id ${opts.requestId} was already used`);
+      if ((err as { code?: string }).code === '23505')
+        throw new LedgerError('duplicate_request', `request id ${opts.requestId} was already used`);
       throw err;
     }
     const r = rows[0];
@@ -316,7 +374,10 @@ export class Ledger {
 
   /** Pushes a long stream's hold expiry forward so the sweeper leaves it alone. */
   async renewHold(requestId: string, ttlSeconds: number): Promise<void> {
-    await this.db.raw(`UPDATE holds SET expires_at = now() + make_interval(secs => ?) WHERE request_id = ? AND status = 'active'`, [ttlSeconds, requestId]);
+    await this.db.raw(
+      `UPDATE holds SET expires_at = now() + make_interval(secs => ?) WHERE request_id = ? AND status = 'active'`,
+      [ttlSeconds, requestId],
+    );
   }
 
   /**
@@ -372,7 +433,9 @@ export class Ledger {
       ),
     );
     if (rows[0]) return { chargedNano: big(rows[0].charged), firstSettle: true };
-    const prior = rowsOf(await this.db.raw(`SELECT cost_nano::text AS c FROM usage_records WHERE request_id = ?`, [s.requestId]))[0];
+    const prior = rowsOf(
+      await this.db.raw(`SELECT cost_nano::text AS c FROM usage_records WHERE request_id = ?`, [s.requestId]),
+    )[0];
     return { chargedNano: prior ? big(prior.c) : 0n, firstSettle: false };
   }
 
@@ -466,7 +529,10 @@ export class Ledger {
    * account; 'busy' when an instance did not answer in time (its listener down, or it crashed:
    * a crashed instance's lease is released by the sweeper once it expires).
    */
-  async reclaimLeases(accountId: string, opts: { waitMs: number; pauseMs: number }): Promise<'none' | 'reclaimed' | 'busy'> {
+  async reclaimLeases(
+    accountId: string,
+    opts: { waitMs: number; pauseMs: number },
+  ): Promise<'none' | 'reclaimed' | 'busy'> {
     const pending = async (since?: string): Promise<number> =>
       Number(
         rowsOf(
@@ -508,29 +574,47 @@ export class Ledger {
    * fails (`leases_busy`), to be tried again. Credit already spent stays spent. Undefined when no
    * such top-up exists.
    */
-  async refundTopUp(opts: { externalId: string; cause: string; reclaimWaitMs?: number }): Promise<RefundResult | undefined> {
+  async refundTopUp(opts: {
+    externalId: string;
+    cause: string;
+    reclaimWaitMs?: number;
+  }): Promise<RefundResult | undefined> {
     const topup = rowsOf(
-      await this.db.raw(`SELECT t.account_id, (r.topup_id IS NOT NULL) AS refunded FROM ledger t LEFT JOIN refunds r ON r.topup_id = t.id WHERE t.kind = 'topup' AND t.external_id = ?`, [
-        opts.externalId,
-      ]),
+      await this.db.raw(
+        `SELECT t.account_id, (r.topup_id IS NOT NULL) AS refunded FROM ledger t LEFT JOIN refunds r ON r.topup_id = t.id WHERE t.kind = 'topup' AND t.external_id = ?`,
+        [opts.externalId],
+      ),
     )[0];
     if (!topup) return undefined;
     if (!topup.refunded) {
       const waitMs = opts.reclaimWaitMs ?? 5_000;
       const reclaim = await this.reclaimLeases(topup.account_id as string, { waitMs, pauseMs: waitMs + 5_000 });
       if (reclaim === 'busy') {
-        throw new LedgerError('leases_busy', `A gateway instance holds credit of this account in a lease and did not give it back within ${waitMs} ms; nothing was refunded. Try again.`);
+        throw new LedgerError(
+          'leases_busy',
+          `A gateway instance holds credit of this account in a lease and did not give it back within ${waitMs} ms; nothing was refunded. Try again.`,
+        );
       }
     }
     // A transaction that locks the account before reading it: what it reads (the available
     // balance) stays true until it commits. (A locking step inside one statement can read an
     // older row version than the one it then updates; see placeHold.)
     return this.db.transaction(async (trx) => {
-      const t = rowsOf(await trx.raw(`SELECT id::text AS id, account_id, amount_nano::text AS topup FROM ledger WHERE kind = 'topup' AND external_id = ?`, [opts.externalId]))[0];
+      const t = rowsOf(
+        await trx.raw(
+          `SELECT id::text AS id, account_id, amount_nano::text AS topup FROM ledger WHERE kind = 'topup' AND external_id = ?`,
+          [opts.externalId],
+        ),
+      )[0];
       if (!t) return undefined;
       const accountId = t.account_id as string;
       const topupNano = big(t.topup);
-      const account = rowsOf(await trx.raw(`SELECT balance_nano::text AS balance, held_nano::text AS held FROM accounts WHERE id = ? FOR UPDATE`, [accountId]))[0]!;
+      const account = rowsOf(
+        await trx.raw(
+          `SELECT balance_nano::text AS balance, held_nano::text AS held FROM accounts WHERE id = ? FOR UPDATE`,
+          [accountId],
+        ),
+      )[0]!;
       const available = big(account.balance) - big(account.held);
       const refundedNano = available <= 0n ? 0n : topupNano < available ? topupNano : available;
       const inserted = rowsOf(
@@ -541,21 +625,33 @@ export class Ledger {
         ),
       );
       if (inserted.length === 0) {
-        const prior = rowsOf(await trx.raw(`SELECT refunded_nano::text AS refunded FROM refunds WHERE topup_id = CAST(? AS bigint)`, [t.id as string]))[0];
-        return { applied: false, accountId, topupNano, refundedNano: prior ? big(prior.refunded) : 0n, balanceNano: big(account.balance) };
+        const prior = rowsOf(
+          await trx.raw(`SELECT refunded_nano::text AS refunded FROM refunds WHERE topup_id = CAST(? AS bigint)`, [
+            t.id as string,
+          ]),
+        )[0];
+        return {
+          applied: false,
+          accountId,
+          topupNano,
+          refundedNano: prior ? big(prior.refunded) : 0n,
+          balanceNano: big(account.balance),
+        };
       }
       let balanceNano = big(account.balance);
       if (refundedNano > 0n) {
         balanceNano = big(
-          rowsOf(await trx.raw(`UPDATE accounts SET balance_nano = balance_nano - CAST(? AS bigint) WHERE id = ? RETURNING balance_nano::text AS b`, [refundedNano.toString(), accountId]))[0]!.b,
+          rowsOf(
+            await trx.raw(
+              `UPDATE accounts SET balance_nano = balance_nano - CAST(? AS bigint) WHERE id = ? RETURNING balance_nano::text AS b`,
+              [refundedNano.toString(), accountId],
+            ),
+          )[0]!.b,
         );
-        await trx.raw(`INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, external_id, cause) VALUES (?, CAST(? AS bigint), 'refund', CAST(? AS bigint), ?, ?)`, [
-          accountId,
-          (-refundedNano).toString(),
-          balanceNano.toString(),
-          opts.externalId,
-          opts.cause,
-        ]);
+        await trx.raw(
+          `INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, external_id, cause) VALUES (?, CAST(? AS bigint), 'refund', CAST(? AS bigint), ?, ?)`,
+          [accountId, (-refundedNano).toString(), balanceNano.toString(), opts.externalId, opts.cause],
+        );
       }
       return { applied: true, accountId, topupNano, refundedNano, balanceNano };
     });

@@ -40,7 +40,11 @@ export interface MediaTokens {
 }
 
 /** gpt-image-* (`image_input_per_mtok`) and gpt-4o-*-transcribe (`audio_input_per_mtok`). */
-export function mediaTokensNano(prices: Prices, mediaPrice: 'image_input_per_mtok' | 'audio_input_per_mtok', t: MediaTokens): bigint {
+export function mediaTokensNano(
+  prices: Prices,
+  mediaPrice: 'image_input_per_mtok' | 'audio_input_per_mtok',
+  t: MediaTokens,
+): bigint {
   const parts: PricedQuantity[] = [
     { quantity: t.textInput, priceUsd: price(prices, 'input_per_mtok'), perUnits: PER_MILLION },
     { quantity: t.mediaInput, priceUsd: price(prices, mediaPrice), perUnits: PER_MILLION },
@@ -53,7 +57,10 @@ export function mediaTokensNano(prices: Prices, mediaPrice: 'image_input_per_mto
  * OpenAI's image/transcription usage: input_tokens includes the text and image/audio tokens
  * of its details, named input_tokens_details on images and input_token_details on audio.
  */
-export function mediaTokensFromUsage(u: Record<string, unknown>, mediaField: 'image_tokens' | 'audio_tokens'): MediaTokens | undefined {
+export function mediaTokensFromUsage(
+  u: Record<string, unknown>,
+  mediaField: 'image_tokens' | 'audio_tokens',
+): MediaTokens | undefined {
   const n = (v: unknown) => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? BigInt(v) : undefined);
   const input = n(u.input_tokens);
   const output = n(u.output_tokens);

@@ -107,7 +107,10 @@ export function usageFromAnthropic(u: Json): TokenUsage {
 export function usageFromOpenAIResponses(u: Json, response: Json = {}): TokenUsage {
   const input = count(u.input_tokens);
   const cached = count(obj(u.input_tokens_details).cached_tokens);
-  const searches = BigInt((Array.isArray(response.output) ? (response.output as Json[]) : []).filter((o) => o?.type === 'web_search_call').length);
+  const searches = BigInt(
+    (Array.isArray(response.output) ? (response.output as Json[]) : []).filter((o) => o?.type === 'web_search_call')
+      .length,
+  );
   return {
     inputTokens: input,
     outputTokens: count(u.output_tokens),
@@ -169,7 +172,11 @@ export function tokenCostParts(prices: TokenPrices, usage: TokenUsage): PricedQu
   const write = prices.cache_write_per_mtok ?? prices.input_per_mtok;
   return [
     { quantity: uncached, priceUsd: prices.input_per_mtok, perUnits: PER_MILLION },
-    { quantity: usage.cachedTokens, priceUsd: prices.cached_input_per_mtok ?? prices.input_per_mtok, perUnits: PER_MILLION },
+    {
+      quantity: usage.cachedTokens,
+      priceUsd: prices.cached_input_per_mtok ?? prices.input_per_mtok,
+      perUnits: PER_MILLION,
+    },
     { quantity: usage.cacheWriteTokens - write1h, priceUsd: write, perUnits: PER_MILLION },
     { quantity: write1h, priceUsd: prices.cache_write_1h_per_mtok ?? write, perUnits: PER_MILLION },
     { quantity: usage.outputTokens, priceUsd: prices.output_per_mtok, perUnits: PER_MILLION },
@@ -177,7 +184,10 @@ export function tokenCostParts(prices: TokenPrices, usage: TokenUsage): PricedQu
 }
 
 /** Per-call fees of the server tool calls a usage reports (USD per call, by price key). */
-export function toolFeeParts(prices: Record<string, string>, calls: Record<string, bigint> | undefined): PricedQuantity[] {
+export function toolFeeParts(
+  prices: Record<string, string>,
+  calls: Record<string, bigint> | undefined,
+): PricedQuantity[] {
   const parts: PricedQuantity[] = [];
   for (const [key, n] of Object.entries(calls ?? {})) {
     const fee = prices[key];
@@ -204,7 +214,11 @@ export function usageCostNano(model: PricedModel, usage: TokenUsage): bigint {
  * `budgetNano`. Exact: cost = ceil(in*pIn + out*pOut) <= budget  <=>  in*pIn + out*pOut <= budget.
  */
 export function affordableOutputTokens(prices: TokenPrices, inputTokens: bigint, budgetNano: bigint): bigint {
-  return affordableBeyond([{ quantity: inputTokens, priceUsd: prices.input_per_mtok, perUnits: PER_MILLION }], prices.output_per_mtok, budgetNano);
+  return affordableBeyond(
+    [{ quantity: inputTokens, priceUsd: prices.input_per_mtok, perUnits: PER_MILLION }],
+    prices.output_per_mtok,
+    budgetNano,
+  );
 }
 
 /**
@@ -257,12 +271,20 @@ function worstPrices(w: WorstCase, input: bigint): TokenPrices {
 }
 
 /** The input side and fees of a hold: what it costs before any output token. */
-function worstFixedParts(w: WorstCase, inputBound: bigint, uncappedOutputTokens: bigint): { parts: PricedQuantity[]; prices: TokenPrices } {
+function worstFixedParts(
+  w: WorstCase,
+  inputBound: bigint,
+  uncappedOutputTokens: bigint,
+): { parts: PricedQuantity[]; prices: TokenPrices } {
   const input = worstInput(w, inputBound);
   const prices = worstPrices(w, input);
   return {
     prices,
-    parts: [{ quantity: input, priceUsd: prices.input_per_mtok, perUnits: PER_MILLION }, { quantity: uncappedOutputTokens, priceUsd: prices.output_per_mtok, perUnits: PER_MILLION }, ...w.fees],
+    parts: [
+      { quantity: input, priceUsd: prices.input_per_mtok, perUnits: PER_MILLION },
+      { quantity: uncappedOutputTokens, priceUsd: prices.output_per_mtok, perUnits: PER_MILLION },
+      ...w.fees,
+    ],
   };
 }
 
@@ -274,7 +296,10 @@ function worstOutput(w: WorstCase, capPerChoice: bigint, choices: bigint): bigin
 /** The hold for a request: its worst case at `inputBound` input tokens and an output cap of `capPerChoice` per choice. */
 export function worstCostNano(w: WorstCase, inputBound: bigint, capPerChoice: bigint, choices: bigint): bigint {
   const { parts, prices } = worstFixedParts(w, inputBound, w.uncappedOutput * choices);
-  return costNano([...parts, { quantity: worstOutput(w, capPerChoice, choices), priceUsd: prices.output_per_mtok, perUnits: PER_MILLION }]);
+  return costNano([
+    ...parts,
+    { quantity: worstOutput(w, capPerChoice, choices), priceUsd: prices.output_per_mtok, perUnits: PER_MILLION },
+  ]);
 }
 
 /** The largest output cap per choice whose worst case fits in `budgetNano` (0 when not even the input does). */
@@ -288,5 +313,8 @@ export function affordableCap(w: WorstCase, inputBound: bigint, choices: bigint,
 export function dearestInputPrice(prices: TokenPrices, writes: 'none' | '5m' | '1h'): string {
   if (writes === 'none') return prices.input_per_mtok;
   const write = prices.cache_write_per_mtok ?? prices.input_per_mtok;
-  return dearer(prices.input_per_mtok, writes === '1h' ? dearer(write, prices.cache_write_1h_per_mtok ?? write) : write);
+  return dearer(
+    prices.input_per_mtok,
+    writes === '1h' ? dearer(write, prices.cache_write_1h_per_mtok ?? write) : write,
+  );
 }

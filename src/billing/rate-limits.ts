@@ -127,7 +127,8 @@ export class RateLimiter {
     if (tokens <= 0n) return;
     const hex = keyHash.toString('hex');
     const cached = this.cache?.peek(hex);
-    const key = this.known.get(hex) ?? (cached && { windowId: cached.windowId ?? cached.keyId, tokenLimited: cached.tpm !== 0 });
+    const key =
+      this.known.get(hex) ?? (cached && { windowId: cached.windowId ?? cached.keyId, tokenLimited: cached.tpm !== 0 });
     if (!key?.tokenLimited) return;
     const g = this.grants.get(hex);
     if (g) g.localTokens += Number(tokens);
@@ -135,7 +136,13 @@ export class RateLimiter {
   }
 
   async setLimits(keyId: string, rpm: number | null, tpm: number | null): Promise<boolean> {
-    const rows = rowsOf(await this.db.raw(`UPDATE api_keys SET rpm_limit = ?, tpm_limit = ? WHERE id = ? RETURNING id`, [rpm, tpm, keyId]));
+    const rows = rowsOf(
+      await this.db.raw(`UPDATE api_keys SET rpm_limit = ?, tpm_limit = ? WHERE id = ? RETURNING id`, [
+        rpm,
+        tpm,
+        keyId,
+      ]),
+    );
     this.keyChanged(keyId);
     return rows.length > 0;
   }
@@ -171,7 +178,8 @@ export class RateLimiter {
       accountId: g.accountId,
       windowId: g.windowId,
       limitRequests: g.rpm,
-      remainingRequests: g.rpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, g.rpm - g.windowRequests) + (g.granted - g.used),
+      remainingRequests:
+        g.rpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, g.rpm - g.windowRequests) + (g.granted - g.used),
       limitTokens: g.tpm,
       remainingTokens: g.tpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, g.tpm - g.windowTokens - g.localTokens),
       resetSeconds: Math.max(1, Math.ceil((g.endsAt - now) / 1000)),
@@ -187,7 +195,11 @@ export class RateLimiter {
     if (!r) return undefined; // unknown or revoked key: the caller answers 401
     const d = this.decide(hex, r);
     if (this.cache) {
-      this.cache.fill(hex, { keyId: d.keyId, accountId: d.accountId, windowId: d.windowId, rpm: d.limitRequests, tpm: d.limitTokens }, mark);
+      this.cache.fill(
+        hex,
+        { keyId: d.keyId, accountId: d.accountId, windowId: d.windowId, rpm: d.limitRequests, tpm: d.limitTokens },
+        mark,
+      );
       if (d.allowed && (d.limitRequests > 0 || d.limitTokens > 0)) {
         const fresh: Grant = {
           keyId: d.keyId,
@@ -205,7 +217,13 @@ export class RateLimiter {
           lastUsed: performance.now(),
         };
         const prev = this.grants.get(hex);
-        if (prev && prev.windowStart === fresh.windowStart && prev.windowId === fresh.windowId && prev.rpm === fresh.rpm && prev.tpm === fresh.tpm) {
+        if (
+          prev &&
+          prev.windowStart === fresh.windowStart &&
+          prev.windowId === fresh.windowId &&
+          prev.rpm === fresh.rpm &&
+          prev.tpm === fresh.tpm
+        ) {
           // Another grant from the same window (claims that overlapped): both are ours to use.
           prev.granted += fresh.granted;
           prev.used += 1;
@@ -223,7 +241,13 @@ export class RateLimiter {
       // grant (a claim that overlapped this one, or one made while the key was not cached):
       // counted in the window, it is this request's to use. So K concurrent requests over a
       // limit of K still succeed K times. The key is live: this statement just read it.
-      const local = this.fromGrant(hex, { keyId: d.keyId, accountId: d.accountId, windowId: d.windowId, rpm: d.limitRequests, tpm: d.limitTokens });
+      const local = this.fromGrant(hex, {
+        keyId: d.keyId,
+        accountId: d.accountId,
+        windowId: d.windowId,
+        rpm: d.limitRequests,
+        tpm: d.limitTokens,
+      });
       if (local) return local;
     }
     return d;
@@ -257,7 +281,20 @@ export class RateLimiter {
               (SELECT r.tokens::text FROM rate_windows r WHERE r.key_id = k.wid AND r.window_start = date_trunc('minute', now())) AS seen_tokens,
               floor(extract(epoch FROM date_trunc('minute', now()) + interval '1 minute' - now()) * 1000)::int AS reset_ms
        FROM k LEFT JOIN w ON true`,
-      [this.defaults.rpm, this.defaults.tpm, keyHash, most, most, GRANT_SHARE, most, most, GRANT_SHARE, most, most, GRANT_SHARE],
+      [
+        this.defaults.rpm,
+        this.defaults.tpm,
+        keyHash,
+        most,
+        most,
+        GRANT_SHARE,
+        most,
+        most,
+        GRANT_SHARE,
+        most,
+        most,
+        GRANT_SHARE,
+      ],
     );
   }
 
@@ -309,12 +346,10 @@ export class RateLimiter {
     if (unused <= 0 || g.rpm === 0) return;
     g.granted = g.used;
     await this.db
-      .raw(`UPDATE rate_windows SET requests = requests - CAST(? AS int) WHERE key_id = ? AND window_start = CAST(? AS timestamptz) AND requests >= CAST(? AS int)`, [
-        unused,
-        g.windowId,
-        g.windowStart,
-        unused,
-      ])
+      .raw(
+        `UPDATE rate_windows SET requests = requests - CAST(? AS int) WHERE key_id = ? AND window_start = CAST(? AS timestamptz) AND requests >= CAST(? AS int)`,
+        [unused, g.windowId, g.windowStart, unused],
+      )
       .catch((err) => this.log?.warn({ err }, 'handing back a rate grant failed; it lapses with its minute'));
   }
 

@@ -10,13 +10,25 @@ import type { RateLimiter } from './rate-limits.ts';
 import type { LeaseBook } from './leases.ts';
 import type { KeyCheck } from './key-check.ts';
 
-const keyNotFound = () => gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'key_not_found', message: 'No live key matches.' });
+const keyNotFound = () =>
+  gatewayError({
+    httpStatus: 404,
+    type: 'invalid_request_error',
+    code: 'key_not_found',
+    message: 'No live key matches.',
+  });
 
 /** `leases`: this instance's credit leases, when BILLING_MODE=lease (balances then include what it has charged in memory). */
-export function billingService(ledger: Ledger, limiter: RateLimiter, keys: KeyCheck, leases?: LeaseBook): ServiceImpl<typeof BillingService> {
+export function billingService(
+  ledger: Ledger,
+  limiter: RateLimiter,
+  keys: KeyCheck,
+  leases?: LeaseBook,
+): ServiceImpl<typeof BillingService> {
   async function resolve(ref: KeyRef | undefined, includeRevoked = false): Promise<KeyRow> {
     const r = ref?.ref;
-    if (!r?.case || !r.value) throw badRequest('key (api_key or key_id) is required', 'missing_required_parameter', 'key');
+    if (!r?.case || !r.value)
+      throw badRequest('key (api_key or key_id) is required', 'missing_required_parameter', 'key');
     if (r.case === 'apiKey' && !isWellFormedKey(r.value)) throw keyNotFound();
     const row = await ledger.findKey(r.case === 'apiKey' ? { apiKey: r.value } : { keyId: r.value }, includeRevoked);
     if (!row) throw keyNotFound();
@@ -39,20 +51,42 @@ export function billingService(ledger: Ledger, limiter: RateLimiter, keys: KeyCh
         cause: req.cause || 'billing-rpc:create-key',
         ...(req.owner ? { owner: req.owner } : {}),
       });
-      return { apiKey: r.apiKey, keyId: r.key.keyId, accountId: r.key.accountId, prefix: r.key.prefix, balanceNano: r.balanceNano };
+      return {
+        apiKey: r.apiKey,
+        keyId: r.key.keyId,
+        accountId: r.key.accountId,
+        prefix: r.key.prefix,
+        balanceNano: r.balanceNano,
+      };
     },
 
     async topUp(req) {
       positive(req.amountNano, 'amount_nano');
-      if (!req.externalId) throw badRequest('external_id is required so a retried top-up applies once', 'missing_required_parameter', 'external_id');
+      if (!req.externalId)
+        throw badRequest(
+          'external_id is required so a retried top-up applies once',
+          'missing_required_parameter',
+          'external_id',
+        );
       const key = await resolve(req.key, true);
       try {
-        const r = await ledger.topUp({ accountId: key.accountId, amountNano: req.amountNano, externalId: req.externalId, cause: req.cause || 'billing-rpc' });
+        const r = await ledger.topUp({
+          accountId: key.accountId,
+          amountNano: req.amountNano,
+          externalId: req.externalId,
+          cause: req.cause || 'billing-rpc',
+        });
         return { applied: r.applied, balanceNano: r.balanceNano };
       } catch (err) {
         // ALREADY_EXISTS: the id is taken by a top-up with other parameters; nothing was credited.
         if (err instanceof LedgerError && err.code === 'idempotency_conflict')
-          throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'idempotency_conflict', param: 'external_id', message: err.message });
+          throw gatewayError({
+            httpStatus: 409,
+            type: 'invalid_request_error',
+            code: 'idempotency_conflict',
+            param: 'external_id',
+            message: err.message,
+          });
         throw err;
       }
     },
@@ -63,7 +97,12 @@ export function billingService(ledger: Ledger, limiter: RateLimiter, keys: KeyCh
       // the holds of requests in flight, never a lease's reservation (see docs/billing.md).
       const read = () => ledger.customerBalance(key.accountId);
       const b = leases ? await leases.customerView(key.accountId, read) : await read();
-      return { accountId: b.accountId, balanceNano: b.balanceNano, heldNano: b.heldNano, availableNano: b.availableNano };
+      return {
+        accountId: b.accountId,
+        balanceNano: b.balanceNano,
+        heldNano: b.heldNano,
+        availableNano: b.availableNano,
+      };
     },
 
     async rotateKey(req) {
@@ -91,7 +130,8 @@ export function billingService(ledger: Ledger, limiter: RateLimiter, keys: KeyCh
       const key = await resolve(req.key);
       const rpm = req.requestsPerMinute ?? null;
       const tpm = req.tokensPerMinute ?? null;
-      if ((rpm !== null && rpm < 0) || (tpm !== null && tpm < 0n)) throw badRequest('limits must not be negative', 'invalid_value');
+      if ((rpm !== null && rpm < 0) || (tpm !== null && tpm < 0n))
+        throw badRequest('limits must not be negative', 'invalid_value');
       return { updated: await limiter.setLimits(key.keyId, rpm, tpm === null ? null : Number(tpm)) };
     },
 
@@ -114,7 +154,8 @@ export function billingService(ledger: Ledger, limiter: RateLimiter, keys: KeyCh
     async listLedger(req) {
       const key = await resolve(req.key, true);
       const size = req.pageSize <= 0 ? 20 : Math.min(req.pageSize, 200);
-      if (req.cursor && !/^[1-9]\d{0,17}$/.test(req.cursor)) throw badRequest('cursor is not one this service gave out', 'invalid_value', 'cursor');
+      if (req.cursor && !/^[1-9]\d{0,17}$/.test(req.cursor))
+        throw badRequest('cursor is not one this service gave out', 'invalid_value', 'cursor');
       // One row more than asked tells whether an older page exists.
       const rows = await ledger.listLedger(key.accountId, size + 1, req.cursor ? BigInt(req.cursor) : undefined);
       const page = rows.slice(0, size);
@@ -134,17 +175,37 @@ export function billingService(ledger: Ledger, limiter: RateLimiter, keys: KeyCh
     },
 
     async refundTopUp(req) {
-      if (!req.externalId) throw badRequest('external_id of the top-up is required', 'missing_required_parameter', 'external_id');
+      if (!req.externalId)
+        throw badRequest('external_id of the top-up is required', 'missing_required_parameter', 'external_id');
       let r;
       try {
         r = await ledger.refundTopUp({ externalId: req.externalId, cause: req.cause || 'billing-rpc:refund' });
       } catch (err) {
         // Nothing was recorded: the refund can be asked again once the lease is given back or expires.
-        if (err instanceof LedgerError && err.code === 'leases_busy') throw gatewayError({ httpStatus: 503, type: 'server_error', code: 'leases_busy', retryAfterSeconds: 1, message: err.message });
+        if (err instanceof LedgerError && err.code === 'leases_busy')
+          throw gatewayError({
+            httpStatus: 503,
+            type: 'server_error',
+            code: 'leases_busy',
+            retryAfterSeconds: 1,
+            message: err.message,
+          });
         throw err;
       }
-      if (!r) throw gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'topup_not_found', message: 'No top-up was applied with this external id.' });
-      return { applied: r.applied, accountId: r.accountId, topupNano: r.topupNano, refundedNano: r.refundedNano, balanceNano: r.balanceNano };
+      if (!r)
+        throw gatewayError({
+          httpStatus: 404,
+          type: 'invalid_request_error',
+          code: 'topup_not_found',
+          message: 'No top-up was applied with this external id.',
+        });
+      return {
+        applied: r.applied,
+        accountId: r.accountId,
+        topupNano: r.topupNano,
+        refundedNano: r.refundedNano,
+        balanceNano: r.balanceNano,
+      };
     },
 
     async listUsage(req) {

@@ -27,7 +27,8 @@ export const CAUSES = {
 } as const;
 
 /** External id of the top-up a Stars payment buys; its refund is found by the same id. */
-export const paymentExternalId = (telegramPaymentChargeId: string): string => `telegram-stars:${telegramPaymentChargeId}`;
+export const paymentExternalId = (telegramPaymentChargeId: string): string =>
+  `telegram-stars:${telegramPaymentChargeId}`;
 
 /** Owner string of a Telegram user's accounts. */
 export const ownerOf = (userId: number): string => `telegram:${userId}`;
@@ -53,7 +54,21 @@ function parsePayload(payload: string): { keyId: string; nanoPerStar: bigint } |
 }
 
 /** Message contents people send (service messages, such as a pinned message, get no answer). */
-const USER_CONTENT = ['sticker', 'photo', 'document', 'voice', 'video', 'video_note', 'audio', 'animation', 'location', 'contact', 'poll', 'dice', 'venue'] as const;
+const USER_CONTENT = [
+  'sticker',
+  'photo',
+  'document',
+  'voice',
+  'video',
+  'video_note',
+  'audio',
+  'animation',
+  'location',
+  'contact',
+  'poll',
+  'dice',
+  'venue',
+] as const;
 
 const isNotFound = (err: unknown) => err instanceof ConnectError && err.code === Code.NotFound;
 const TRANSIENT = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.Internal, Code.Unknown, Code.Aborted]);
@@ -70,7 +85,10 @@ async function withRetries<T>(fn: () => Promise<T>, attempts = 5): Promise<T> {
   }
 }
 
-export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, { client: { apiRoot: deps.config.apiRoot } })): Bot {
+export function createBot(
+  deps: BotDeps,
+  bot: Bot = new Bot(deps.config.token, { client: { apiRoot: deps.config.apiRoot } }),
+): Bot {
   const { config, billing } = deps;
   const log = deps.log.child({ component: 'telegram-bot' });
   const pageSize = deps.historyPageSize ?? 10;
@@ -87,13 +105,16 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
     return ctx.chat?.type === 'private' && ctx.from !== undefined && ctx.chat.id === ctx.from.id;
   }
 
-  const paymentMessage = (ctx: Context) => ctx.message?.successful_payment !== undefined || ctx.message?.refunded_payment !== undefined;
+  const paymentMessage = (ctx: Context) =>
+    ctx.message?.successful_payment !== undefined || ctx.message?.refunded_payment !== undefined;
 
   /** A short refusal where the update allows one, and nothing else: no billing call. */
   async function refuseOutsidePrivateChat(ctx: Context): Promise<void> {
     const text = 'Please talk to me in a private chat: keys and balances are not for groups.';
-    if (ctx.callbackQuery) return void (await ctx.answerCallbackQuery({ text, show_alert: true }).catch(() => undefined));
-    if (ctx.inlineQuery) return void (await ctx.answerInlineQuery([], { cache_time: 0, is_personal: true }).catch(() => undefined));
+    if (ctx.callbackQuery)
+      return void (await ctx.answerCallbackQuery({ text, show_alert: true }).catch(() => undefined));
+    if (ctx.inlineQuery)
+      return void (await ctx.answerInlineQuery([], { cache_time: 0, is_personal: true }).catch(() => undefined));
     // In a group, answer commands only: replying to every message there would be noise.
     if (ctx.message?.text?.startsWith('/') && ctx.chat) await ctx.reply(text).catch(() => undefined);
   }
@@ -119,7 +140,10 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
       await next();
     } catch (err) {
       log.error({ err, update: ctx.update.update_id }, 'telegram update failed');
-      if (inPrivateChat(ctx)) await ctx.reply('Sorry, something went wrong on our side. Please try again in a moment.').catch(() => undefined);
+      if (inPrivateChat(ctx))
+        await ctx
+          .reply('Sorry, something went wrong on our side. Please try again in a moment.')
+          .catch(() => undefined);
     }
   });
 
@@ -169,7 +193,12 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
         '',
         `Balance: ${formatUsd(r.balanceNano)}${r.balanceNano > 0n ? ' (welcome credit)' : ''}. /topup adds credit.`,
         `Use it as the API key with base URL <code>${escapeHtml(config.publicBaseUrl)}/v1</code> (OpenAI) or <code>${escapeHtml(config.publicBaseUrl)}</code> (Anthropic).`,
-        ...(had.length > 0 ? ['', 'This key has its own account and balance; your other keys keep working. To replace a key instead, use /rotate.'] : []),
+        ...(had.length > 0
+          ? [
+              '',
+              'This key has its own account and balance; your other keys keep working. To replace a key instead, use /rotate.',
+            ]
+          : []),
       ].join('\n'),
       html,
     );
@@ -182,20 +211,29 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
     const parts: string[] = [];
     for (const k of keys) {
       const b = await billing.getBalance({ key: ref(k.keyId, owner) });
-      parts.push(`Key ${keyName(k.prefix)}\nBalance: ${formatUsd(b.balanceNano)}\nHeld by running requests: ${formatUsd(b.heldNano)}\nAvailable: ${formatUsd(b.availableNano)}`);
+      parts.push(
+        `Key ${keyName(k.prefix)}\nBalance: ${formatUsd(b.balanceNano)}\nHeld by running requests: ${formatUsd(b.heldNano)}\nAvailable: ${formatUsd(b.availableNano)}`,
+      );
     }
     await ctx.reply(parts.join('\n\n'), html);
   });
 
   // /topup [stars]: with one key straight to the amount (or the invoice); with several, pick the key first.
   async function amountMenu(ctx: Context, key: KeyInfo): Promise<void> {
-    const presets = [...new Set([config.minStars, 100, 250, 500, 1000, 2500, 5000].filter((s) => s >= config.minStars && s <= config.maxStars))];
+    const presets = [
+      ...new Set(
+        [config.minStars, 100, 250, 500, 1000, 2500, 5000].filter((s) => s >= config.minStars && s <= config.maxStars),
+      ),
+    ];
     const kb = new InlineKeyboard();
     presets.forEach((s, i) => {
       kb.text(`${s} ⭐ → ${formatUsd(BigInt(s) * config.nanoPerStar)}`, `ta:${key.keyId}:${s}`);
       if (i % 2 === 1) kb.row();
     });
-    await ctx.reply(`Top up key ${keyName(key.prefix)}\nRate: ${rate}.\nAmounts from ${bounds}. Pick one, or send /topup &lt;stars&gt;.`, { ...html, reply_markup: kb });
+    await ctx.reply(
+      `Top up key ${keyName(key.prefix)}\nRate: ${rate}.\nAmounts from ${bounds}. Pick one, or send /topup &lt;stars&gt;.`,
+      { ...html, reply_markup: kb },
+    );
   }
 
   async function sendInvoice(ctx: Context, key: KeyInfo, stars: number): Promise<void> {
@@ -220,13 +258,15 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
     let stars: number | undefined;
     if (arg) {
       stars = /^\d+$/.test(arg) ? Number(arg) : NaN;
-      if (!validStars(stars)) return void (await ctx.reply(`Top-ups are whole numbers of Stars from ${bounds} (${rate}).`));
+      if (!validStars(stars))
+        return void (await ctx.reply(`Top-ups are whole numbers of Stars from ${bounds} (${rate}).`));
     }
     const keys = await liveKeys(owner);
     if (keys.length === 0) return void (await ctx.reply(noKey));
     if (keys.length === 1) return stars === undefined ? amountMenu(ctx, keys[0]!) : sendInvoice(ctx, keys[0]!, stars);
     const kb = new InlineKeyboard();
-    for (const k of keys) kb.text(`${k.prefix}…`, stars === undefined ? `tk:${k.keyId}` : `ta:${k.keyId}:${stars}`).row();
+    for (const k of keys)
+      kb.text(`${k.prefix}…`, stars === undefined ? `tk:${k.keyId}` : `ta:${k.keyId}:${stars}`).row();
     await ctx.reply('Which key should the credit go to?', { reply_markup: kb });
   });
 
@@ -247,7 +287,8 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
     const stars = Number(ctx.match[2]);
     const key = await ownedKey(ctx, ctx.match[1]!);
     if (!key) return void (await ctx.answerCallbackQuery({ text: notYours, show_alert: true }));
-    if (!validStars(stars)) return void (await ctx.answerCallbackQuery({ text: `Top-ups are from ${bounds}.`, show_alert: true }));
+    if (!validStars(stars))
+      return void (await ctx.answerCallbackQuery({ text: `Top-ups are from ${bounds}.`, show_alert: true }));
     await ctx.answerCallbackQuery();
     await sendInvoice(ctx, key, stars);
   });
@@ -258,11 +299,13 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
     let problem: string | undefined;
     const p = parsePayload(q.invoice_payload);
     if (q.currency !== 'XTR' || !p) problem = 'This invoice is not one of ours. Send /topup for a fresh one.';
-    else if (p.nanoPerStar !== config.nanoPerStar) problem = `The exchange rate has changed (now ${rate}). Send /topup for a fresh invoice.`;
+    else if (p.nanoPerStar !== config.nanoPerStar)
+      problem = `The exchange rate has changed (now ${rate}). Send /topup for a fresh invoice.`;
     else if (!validStars(q.total_amount)) problem = `Top-ups are from ${bounds}.`;
     else {
       try {
-        if (!(await ownedKey(ctx, p.keyId))) problem = 'This invoice is for a key you do not hold (any more). Send /topup for a fresh one.';
+        if (!(await ownedKey(ctx, p.keyId)))
+          problem = 'This invoice is for a key you do not hold (any more). Send /topup for a fresh one.';
       } catch (err) {
         log.error({ err }, 'pre-checkout: billing unavailable');
         problem = 'Payments are briefly unavailable. Please try again in a minute.';
@@ -280,12 +323,25 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
     const p = parsePayload(pay.invoice_payload);
     if (pay.currency !== 'XTR' || !p) {
       log.error({ charge, owner, currency: pay.currency }, 'successful payment with an unknown invoice; not credited');
-      return void (await tellPayer(ctx, `We could not match this payment to a key. Please send /paysupport with payment id ${charge}.`));
+      return void (await tellPayer(
+        ctx,
+        `We could not match this payment to a key. Please send /paysupport with payment id ${charge}.`,
+      ));
     }
     const amountNano = BigInt(pay.total_amount) * p.nanoPerStar;
     try {
-      const r = await withRetries(() => billing.topUp({ key: ref(p.keyId, owner), amountNano, externalId: paymentExternalId(charge), cause: CAUSES.payment }));
-      log.info({ charge, owner, stars: pay.total_amount, amountNano: amountNano.toString(), applied: r.applied }, 'stars payment');
+      const r = await withRetries(() =>
+        billing.topUp({
+          key: ref(p.keyId, owner),
+          amountNano,
+          externalId: paymentExternalId(charge),
+          cause: CAUSES.payment,
+        }),
+      );
+      log.info(
+        { charge, owner, stars: pay.total_amount, amountNano: amountNano.toString(), applied: r.applied },
+        'stars payment',
+      );
       await tellPayer(
         ctx,
         r.applied
@@ -295,7 +351,10 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
     } catch (err) {
       // Paid but not credited: loud in the log with the charge id, so an operator can reconcile.
       log.error({ err, charge, owner, stars: pay.total_amount }, 'stars payment NOT credited');
-      await tellPayer(ctx, `Your payment arrived but crediting it failed. Please send /paysupport with payment id ${charge}.`);
+      await tellPayer(
+        ctx,
+        `Your payment arrived but crediting it failed. Please send /paysupport with payment id ${charge}.`,
+      );
     }
   });
 
@@ -303,25 +362,36 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
   bot.on('message:refunded_payment', async (ctx) => {
     const rp = ctx.message.refunded_payment;
     try {
-      const r = await withRetries(() => billing.refundTopUp({ externalId: paymentExternalId(rp.telegram_payment_charge_id), cause: CAUSES.refund }));
-      log.info({ charge: rp.telegram_payment_charge_id, applied: r.applied, refundedNano: r.refundedNano.toString() }, 'stars refund');
+      const r = await withRetries(() =>
+        billing.refundTopUp({ externalId: paymentExternalId(rp.telegram_payment_charge_id), cause: CAUSES.refund }),
+      );
+      log.info(
+        { charge: rp.telegram_payment_charge_id, applied: r.applied, refundedNano: r.refundedNano.toString() },
+        'stars refund',
+      );
       if (r.applied) await tellPayer(ctx, refundText(rp.total_amount, r.topupNano, r.refundedNano, r.balanceNano));
     } catch (err) {
-      if (isNotFound(err)) return void log.warn({ charge: rp.telegram_payment_charge_id }, 'refund of a payment that was never credited');
+      if (isNotFound(err))
+        return void log.warn({ charge: rp.telegram_payment_charge_id }, 'refund of a payment that was never credited');
       // Nothing was taken back (nor recorded): an operator's /refund of the same payment repeats it.
-      log.error({ err, charge: rp.telegram_payment_charge_id, user: ctx.from?.id }, 'stars refunded but the credit NOT taken back; /refund repeats it');
+      log.error(
+        { err, charge: rp.telegram_payment_charge_id, user: ctx.from?.id },
+        'stars refunded but the credit NOT taken back; /refund repeats it',
+      );
       throw err;
     }
   });
 
   function refundText(stars: number, topupNano: bigint, refundedNano: bigint, balanceNano: bigint): string {
-    const spent = refundedNano < topupNano ? ` of the ${formatUsd(topupNano)} it bought (the rest had already been used)` : '';
+    const spent =
+      refundedNano < topupNano ? ` of the ${formatUsd(topupNano)} it bought (the rest had already been used)` : '';
     return `Your payment of ${stars} Stars was refunded: ${formatUsd(refundedNano)} of credit taken back${spent}. Balance: ${formatUsd(balanceNano)}.`;
   }
 
   // /refund <user id> <payment id>: operators only. Stars first; the credit follows (also via refunded_payment).
   bot.command('refund', async (ctx) => {
-    if (!ctx.from || !config.adminIds.has(ctx.from.id)) return void (await ctx.reply(`Refunds are made by the gateway's operators. ${config.supportText}`));
+    if (!ctx.from || !config.adminIds.has(ctx.from.id))
+      return void (await ctx.reply(`Refunds are made by the gateway's operators. ${config.supportText}`));
     const m = /^(\d+)\s+(\S+)$/.exec(ctx.match.trim());
     if (!m) return void (await ctx.reply('usage: /refund <user id> <telegram payment charge id>'));
     const [userId, charge] = [Number(m[1]), m[2]!];
@@ -329,20 +399,31 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
       await ctx.api.refundStarPayment(userId, charge);
     } catch (err) {
       const already = err instanceof GrammyError && /ALREADY_REFUNDED/i.test(err.description);
-      if (!already) return void (await ctx.reply(`Telegram refused the refund: ${err instanceof GrammyError ? err.description : String(err)}`));
+      if (!already)
+        return void (await ctx.reply(
+          `Telegram refused the refund: ${err instanceof GrammyError ? err.description : String(err)}`,
+        ));
     }
     try {
-      const r = await withRetries(() => billing.refundTopUp({ externalId: paymentExternalId(charge), cause: CAUSES.refund }));
-      log.info({ charge, by: ctx.from.id, applied: r.applied, refundedNano: r.refundedNano.toString() }, 'stars refund by operator');
+      const r = await withRetries(() =>
+        billing.refundTopUp({ externalId: paymentExternalId(charge), cause: CAUSES.refund }),
+      );
+      log.info(
+        { charge, by: ctx.from.id, applied: r.applied, refundedNano: r.refundedNano.toString() },
+        'stars refund by operator',
+      );
       await ctx.reply(
         `Stars refunded for ${charge}. ${r.applied ? 'Took back' : 'Had already taken back'} ${formatUsd(r.refundedNano)} of the ${formatUsd(r.topupNano)} credited; account ${r.accountId} balance ${formatUsd(r.balanceNano)}.`,
       );
     } catch (err) {
-      if (isNotFound(err)) return void (await ctx.reply(`Stars refunded for ${charge}; no credit had been applied for this payment.`));
+      if (isNotFound(err))
+        return void (await ctx.reply(`Stars refunded for ${charge}; no credit had been applied for this payment.`));
       if (!(err instanceof ConnectError && TRANSIENT.has(err.code))) throw err;
       // Nothing was taken back nor recorded (e.g. a lease held by an instance that did not answer): asking again repeats it.
       log.error({ err, charge, by: ctx.from.id }, 'stars refunded but the credit NOT taken back yet');
-      await ctx.reply(`Stars refunded for ${charge}, but the credit could not be taken back yet: ${err.rawMessage} Send /refund ${userId} ${charge} again in a minute.`);
+      await ctx.reply(
+        `Stars refunded for ${charge}, but the credit could not be taken back yet: ${err.rawMessage} Send /refund ${userId} ${charge} again in a minute.`,
+      );
     }
   });
 
@@ -350,10 +431,13 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
     const keys = await liveKeys(requireOwner(ctx));
     if (keys.length === 0) return void (await ctx.reply(noKey));
     for (const k of keys) {
-      await ctx.reply(`Rotate key ${keyName(k.prefix)}?\nA new key replaces it on the same balance, and the old key stops working at once.`, {
-        ...html,
-        reply_markup: new InlineKeyboard().text('Rotate now', `rot:${k.keyId}`).text('Cancel', 'rotx'),
-      });
+      await ctx.reply(
+        `Rotate key ${keyName(k.prefix)}?\nA new key replaces it on the same balance, and the old key stops working at once.`,
+        {
+          ...html,
+          reply_markup: new InlineKeyboard().text('Rotate now', `rot:${k.keyId}`).text('Cancel', 'rotx'),
+        },
+      );
     }
   });
 
@@ -370,7 +454,14 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
     log.info({ owner, keyId: r.keyId, revoked: r.revokedKeyId }, 'key rotated');
     await ctx.answerCallbackQuery({ text: 'Rotated' });
     await ctx.editMessageText('Key rotated: the old key no longer works.');
-    await ctx.reply(['Your new API key, on the same balance. It is shown <b>only this once</b>: copy it now.', '', `<code>${escapeHtml(r.apiKey)}</code>`].join('\n'), html);
+    await ctx.reply(
+      [
+        'Your new API key, on the same balance. It is shown <b>only this once</b>: copy it now.',
+        '',
+        `<code>${escapeHtml(r.apiKey)}</code>`,
+      ].join('\n'),
+      html,
+    );
   });
 
   bot.callbackQuery('rotx', async (ctx) => {
@@ -386,7 +477,8 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
     for (const k of keys) {
       const u = await billing.listUsage({ key: ref(k.keyId, owner), limit: 10 });
       const lines = u.records.map(
-        (r) => `${formatTime(r.createdAt)} · ${escapeHtml(r.model)} · ${escapeHtml(r.route)} · ${formatUsd(r.costNano)}${r.status === 'ok' ? '' : ` (${escapeHtml(r.status)})`}`,
+        (r) =>
+          `${formatTime(r.createdAt)} · ${escapeHtml(r.model)} · ${escapeHtml(r.route)} · ${formatUsd(r.costNano)}${r.status === 'ok' ? '' : ` (${escapeHtml(r.status)})`}`,
       );
       parts.push(`Last requests on key ${keyName(k.prefix)}:\n${lines.join('\n') || 'none yet'}`);
     }
@@ -395,9 +487,16 @@ export function createBot(deps: BotDeps, bot: Bot = new Bot(deps.config.token, {
 
   const KIND: Record<string, string> = { topup: 'top-up', charge: 'request', refund: 'refund' };
 
-  async function historyPage(owner: string, keyId: string, cursor: string): Promise<{ text: string; kb: InlineKeyboard }> {
+  async function historyPage(
+    owner: string,
+    keyId: string,
+    cursor: string,
+  ): Promise<{ text: string; kb: InlineKeyboard }> {
     const page = await billing.listLedger({ key: ref(keyId, owner), pageSize, cursor });
-    const lines = page.entries.map((e) => `${formatTime(e.createdAt)} · ${formatSignedUsd(e.amountNano)} ${KIND[e.kind] ?? e.kind} (${escapeHtml(e.cause)}) → ${formatUsd(e.balanceAfterNano)}`);
+    const lines = page.entries.map(
+      (e) =>
+        `${formatTime(e.createdAt)} · ${formatSignedUsd(e.amountNano)} ${KIND[e.kind] ?? e.kind} (${escapeHtml(e.cause)}) → ${formatUsd(e.balanceAfterNano)}`,
+    );
     const kb = new InlineKeyboard();
     if (cursor) kb.text('« Newest', `hist:${keyId}:`);
     if (page.nextCursor) kb.text('Older ›', `hist:${keyId}:${page.nextCursor}`);

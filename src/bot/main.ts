@@ -15,7 +15,11 @@ try {
 // Human lines at a terminal, JSON otherwise, as the gateway's (LOG_FORMAT).
 const log = createLogger(config.logLevel, undefined, config.logFormat);
 try {
-  const running = await startBot({ config: config.bot, transport: networkTransport(config.gateway.rpcUrl, config.adminToken), log });
+  const running = await startBot({
+    config: config.bot,
+    transport: networkTransport(config.gateway.rpcUrl, config.adminToken),
+    log,
+  });
   let stopping = false;
   const stop = (signal: string) => {
     if (stopping) return;

@@ -45,9 +45,19 @@ export function networkTransport(rpcUrl: string, adminToken: string | undefined)
   });
 }
 
-export async function startBot(opts: { config: BotConfig; transport: Transport; log: Logger; historyPageSize?: number }): Promise<RunningBot> {
+export async function startBot(opts: {
+  config: BotConfig;
+  transport: Transport;
+  log: Logger;
+  historyPageSize?: number;
+}): Promise<RunningBot> {
   const { config, log } = opts;
-  const bot = createBot({ config, billing: createClient(BillingService, opts.transport), log, ...(opts.historyPageSize ? { historyPageSize: opts.historyPageSize } : {}) });
+  const bot = createBot({
+    config,
+    billing: createClient(BillingService, opts.transport),
+    log,
+    ...(opts.historyPageSize ? { historyPageSize: opts.historyPageSize } : {}),
+  });
   await bot.init(); // getMe: a wrong token fails here, loudly
   await bot.api.setMyCommands(COMMANDS).catch((err) => log.warn({ err }, 'telegram: setMyCommands failed'));
 
@@ -74,7 +84,9 @@ export async function startBot(opts: { config: BotConfig; transport: Transport; 
         res.end();
       });
     });
-    await new Promise<void>((resolve, reject) => server.once('error', reject).listen(wh.port, wh.host, () => resolve()));
+    await new Promise<void>((resolve, reject) =>
+      server.once('error', reject).listen(wh.port, wh.host, () => resolve()),
+    );
     await bot.api.setWebhook(wh.url, { secret_token: wh.secret, allowed_updates: [...ALLOWED_UPDATES] });
     log.info({ bot: bot.botInfo.username, url: wh.url, port: wh.port }, 'telegram bot running by webhook');
     return {
@@ -88,13 +100,16 @@ export async function startBot(opts: { config: BotConfig; transport: Transport; 
     };
   }
 
-  const polling = bot.start({ allowed_updates: [...ALLOWED_UPDATES] }).catch((err: unknown) => log.error({ err }, 'telegram long polling stopped'));
+  const polling = bot
+    .start({ allowed_updates: [...ALLOWED_UPDATES] })
+    .catch((err: unknown) => log.error({ err }, 'telegram long polling stopped'));
   log.info({ bot: bot.botInfo.username }, 'telegram bot running by long polling');
   return {
     bot,
     mode: 'polling',
     stop: async () => {
-      if (bot.isRunning()) await bot.stop().catch((err: unknown) => log.warn({ err }, 'telegram: confirming the last update failed'));
+      if (bot.isRunning())
+        await bot.stop().catch((err: unknown) => log.warn({ err }, 'telegram: confirming the last update failed'));
       await polling;
     },
   };
@@ -106,10 +121,19 @@ export async function startBot(opts: { config: BotConfig; transport: Transport; 
  * unless PUBLIC_BASE_URL says otherwise. A bot that cannot start (Telegram refuses the token, or
  * cannot be reached) is logged and the gateway serves on without it.
  */
-export async function startBotIfConfigured(opts: { settings: BotSettings | undefined; transport: Transport; publicBaseUrl: string; log: Logger }): Promise<RunningBot | undefined> {
+export async function startBotIfConfigured(opts: {
+  settings: BotSettings | undefined;
+  transport: Transport;
+  publicBaseUrl: string;
+  log: Logger;
+}): Promise<RunningBot | undefined> {
   if (!opts.settings) return undefined;
   try {
-    return await startBot({ config: botConfigOf(opts.settings, opts.publicBaseUrl), transport: opts.transport, log: opts.log });
+    return await startBot({
+      config: botConfigOf(opts.settings, opts.publicBaseUrl),
+      transport: opts.transport,
+      log: opts.log,
+    });
   } catch (err) {
     opts.log.error({ err }, 'telegram bot not started');
     return undefined;

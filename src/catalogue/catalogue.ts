@@ -22,19 +22,28 @@ export class Catalogue {
   private readonly byId = new Map<string, ResolvedModel>();
   private readonly byAlias = new Map<string, ResolvedModel>();
 
-  constructor(config: Config, entries: readonly CatalogueEntry[] = MODELS, aliases: Readonly<Record<string, string>> = modelAliases(config.modelAliases)) {
+  constructor(
+    config: Config,
+    entries: readonly CatalogueEntry[] = MODELS,
+    aliases: Readonly<Record<string, string>> = modelAliases(config.modelAliases),
+  ) {
     for (const e of entries) {
       for (const p of Object.values(e.prices)) parseDecimal(p); // a bad price fails the start, not a request
       const problem = priceProblem(e) ?? visionProblem(e);
       if (problem) throw new Error(`catalogue entry ${e.id}: ${problem}`);
       if (this.byId.has(e.id)) throw new Error(`catalogue lists ${e.id} twice`);
       const pc = config.providers[e.provider];
-      const reason = !e.enabled ? 'disabled in the catalogue' : pc.apiKey ? '' : `${e.provider.toUpperCase()}_API_KEY is not set`;
+      const reason = !e.enabled
+        ? 'disabled in the catalogue'
+        : pc.apiKey
+          ? ''
+          : `${e.provider.toUpperCase()}_API_KEY is not set`;
       this.byId.set(e.id, { ...e, available: reason === '', unavailableReason: reason, providerConfig: pc });
     }
     // A bad alias fails the start: one that hides a model, or points at nothing (or at another alias).
     for (const [alias, target] of Object.entries(aliases)) {
-      if (this.byId.has(alias)) throw new Error(`MODEL_ALIASES: '${alias}' is a catalogue model; an alias cannot replace it`);
+      if (this.byId.has(alias))
+        throw new Error(`MODEL_ALIASES: '${alias}' is a catalogue model; an alias cannot replace it`);
       const model = this.byId.get(target);
       if (!model) throw new Error(`MODEL_ALIASES: '${alias}' points at '${target}', which is not in the catalogue`);
       this.byAlias.set(alias, model);
@@ -61,11 +70,14 @@ function priceProblem(e: CatalogueEntry): string | undefined {
   const prefixes = [...PRICED_TIERS.map((t) => `${t}_`), 'long_'];
   for (const p of prefixes) {
     const has = Object.keys(e.prices).some((k) => k.startsWith(p));
-    if (has && (e.prices[`${p}input_per_mtok`] === undefined || e.prices[`${p}output_per_mtok`] === undefined)) return `${p}input_per_mtok and ${p}output_per_mtok are both needed`;
+    if (has && (e.prices[`${p}input_per_mtok`] === undefined || e.prices[`${p}output_per_mtok`] === undefined))
+      return `${p}input_per_mtok and ${p}output_per_mtok are both needed`;
   }
   const tiered = PRICED_TIERS.some((t) => e.prices[`${t}_input_per_mtok`] !== undefined);
-  if (tiered && e.prices.long_input_per_mtok !== undefined) return 'a model has tier prices or long-context prices, not both';
-  if ((e.prices.long_input_per_mtok !== undefined) !== (e.longContextAboveTokens !== undefined)) return 'long_ prices and longContextAboveTokens go together';
+  if (tiered && e.prices.long_input_per_mtok !== undefined)
+    return 'a model has tier prices or long-context prices, not both';
+  if ((e.prices.long_input_per_mtok !== undefined) !== (e.longContextAboveTokens !== undefined))
+    return 'long_ prices and longContextAboveTokens go together';
   return undefined;
 }
 
@@ -80,7 +92,9 @@ function visionProblem(e: CatalogueEntry): string | undefined {
       return whole(v.baseTokens, v.tileTokens) ? undefined : 'vision tile tokens must be positive integers';
     case 'patches':
       parseDecimal(v.multiplier);
-      return whole(v.high.patches, v.high.maxEdge, ...(v.original ? [v.original.patches, v.original.maxEdge] : [])) ? undefined : 'vision patch budgets must be positive integers';
+      return whole(v.high.patches, v.high.maxEdge, ...(v.original ? [v.original.patches, v.original.maxEdge] : []))
+        ? undefined
+        : 'vision patch budgets must be positive integers';
     case 'claude':
       return whole(v.maxEdge, v.maxPatches) ? undefined : 'vision maxEdge and maxPatches must be positive integers';
     default:
@@ -93,5 +107,7 @@ function visionProblem(e: CatalogueEntry): string | undefined {
  * setting that is missing (error bodies carry no configuration).
  */
 export function unavailableToCallers(model: ResolvedModel): string {
-  return model.enabled ? `The model '${model.id}' is not available on this gateway right now: its provider is not configured.` : `The model '${model.id}' is disabled on this gateway.`;
+  return model.enabled
+    ? `The model '${model.id}' is not available on this gateway right now: its provider is not configured.`
+    : `The model '${model.id}' is disabled on this gateway.`;
 }

@@ -61,7 +61,14 @@ export interface CatalogueEntry {
   vision?: VisionBilling;
 }
 
-const chat = (id: string, provider: ProviderName, contextWindow: number, maxOutputTokens: number, prices: Record<string, string>, extra: Partial<CatalogueEntry> = {}): CatalogueEntry => ({
+const chat = (
+  id: string,
+  provider: ProviderName,
+  contextWindow: number,
+  maxOutputTokens: number,
+  prices: Record<string, string>,
+  extra: Partial<CatalogueEntry> = {},
+): CatalogueEntry => ({
   id,
   kind: 'chat',
   provider,
@@ -83,9 +90,23 @@ const GPT_4O_MINI_TILES: VisionBilling = { kind: 'tiles', baseTokens: 2_833, til
 // and gpt-5.3-codex (gpt-5.5 keeps at most 10,000 patches within 6,000 px at `original`). The
 // small gpt-5.4 models keep 1,536 patches at 1.62 and 2.46 tokens each (OpenAI's table; callers
 // measure less on some, the hold keeps the table's).
-const GPT_5_6_PATCHES: VisionBilling = { kind: 'patches', multiplier: '1.2', high: { patches: 2_500, maxEdge: 2_048 }, original: { patches: 30_000, maxEdge: 65_535 } };
-const GPT_5_5_PATCHES: VisionBilling = { kind: 'patches', multiplier: '1.2', high: { patches: 2_500, maxEdge: 2_048 }, original: { patches: 10_000, maxEdge: 6_000 } };
-const smallPatches = (multiplier: string): VisionBilling => ({ kind: 'patches', multiplier, high: { patches: 1_536, maxEdge: 2_048 } });
+const GPT_5_6_PATCHES: VisionBilling = {
+  kind: 'patches',
+  multiplier: '1.2',
+  high: { patches: 2_500, maxEdge: 2_048 },
+  original: { patches: 30_000, maxEdge: 65_535 },
+};
+const GPT_5_5_PATCHES: VisionBilling = {
+  kind: 'patches',
+  multiplier: '1.2',
+  high: { patches: 2_500, maxEdge: 2_048 },
+  original: { patches: 10_000, maxEdge: 6_000 },
+};
+const smallPatches = (multiplier: string): VisionBilling => ({
+  kind: 'patches',
+  multiplier,
+  high: { patches: 1_536, maxEdge: 2_048 },
+});
 // Claude: 1,568 px and 1,568 patches up to the 4.6 models; from Opus 4.7 on, 2,576 px and 4,784
 // (claude-opus-4-8 and claude-fable-5, which has no published figures of its own: the family's
 // newest rule, the dearer one).
@@ -376,8 +397,22 @@ export const MODELS: readonly CatalogueEntry[] = [
     },
     { longContextAboveTokens: 127_999, reasoningBeyondCap: true, vision: XAI_IMAGES },
   ),
-  chat('deepseek-chat', 'deepseek', 128_000, 8_192, { input_per_mtok: '0.28', cached_input_per_mtok: '0.028', output_per_mtok: '0.42' }, { vision: NO_IMAGES }),
-  chat('deepseek-reasoner', 'deepseek', 128_000, 64_000, { input_per_mtok: '0.28', cached_input_per_mtok: '0.028', output_per_mtok: '0.42' }, { vision: NO_IMAGES }),
+  chat(
+    'deepseek-chat',
+    'deepseek',
+    128_000,
+    8_192,
+    { input_per_mtok: '0.28', cached_input_per_mtok: '0.028', output_per_mtok: '0.42' },
+    { vision: NO_IMAGES },
+  ),
+  chat(
+    'deepseek-reasoner',
+    'deepseek',
+    128_000,
+    64_000,
+    { input_per_mtok: '0.28', cached_input_per_mtok: '0.028', output_per_mtok: '0.42' },
+    { vision: NO_IMAGES },
+  ),
 
   // Embeddings, per 1M input tokens (spec).
   {
@@ -469,10 +504,28 @@ export const MODELS: readonly CatalogueEntry[] = [
       image_high_1536x1024: '0.065',
     },
   },
-  { id: 'FLUX.2-pro', kind: 'image', provider: 'bfl', upstreamId: 'flux-2-pro', enabled: true, contextWindow: 0, maxOutputTokens: 0, prices: { per_megapixel: '0.03' } },
+  {
+    id: 'FLUX.2-pro',
+    kind: 'image',
+    provider: 'bfl',
+    upstreamId: 'flux-2-pro',
+    enabled: true,
+    contextWindow: 0,
+    maxOutputTokens: 0,
+    prices: { per_megapixel: '0.03' },
+  },
 
   // Audio.
-  { id: 'whisper', kind: 'transcription', provider: 'openai', upstreamId: 'whisper-1', enabled: true, contextWindow: 0, maxOutputTokens: 0, prices: { per_audio_minute: '0.017' } },
+  {
+    id: 'whisper',
+    kind: 'transcription',
+    provider: 'openai',
+    upstreamId: 'whisper-1',
+    enabled: true,
+    contextWindow: 0,
+    maxOutputTokens: 0,
+    prices: { per_audio_minute: '0.017' },
+  },
   {
     id: 'gpt-4o-transcribe',
     kind: 'transcription',
@@ -503,8 +556,26 @@ export const MODELS: readonly CatalogueEntry[] = [
     maxOutputTokens: 2_000,
     prices: { input_per_mtok: '1.25', audio_input_per_mtok: '3.00', output_per_mtok: '5.00' },
   },
-  { id: 'gpt-4o-mini-tts', kind: 'speech', provider: 'openai', upstreamId: 'gpt-4o-mini-tts', enabled: true, contextWindow: 2_000, maxOutputTokens: 0, prices: { per_mchar: '12.00' } },
+  {
+    id: 'gpt-4o-mini-tts',
+    kind: 'speech',
+    provider: 'openai',
+    upstreamId: 'gpt-4o-mini-tts',
+    enabled: true,
+    contextWindow: 2_000,
+    maxOutputTokens: 0,
+    prices: { per_mchar: '12.00' },
+  },
 
   // Video: per second of video actually produced (spec).
-  { id: 'sora-2', kind: 'video', provider: 'openai', upstreamId: 'sora-2', enabled: true, contextWindow: 0, maxOutputTokens: 0, prices: { per_second: '0.10' } },
+  {
+    id: 'sora-2',
+    kind: 'video',
+    provider: 'openai',
+    upstreamId: 'sora-2',
+    enabled: true,
+    contextWindow: 0,
+    maxOutputTokens: 0,
+    prices: { per_second: '0.10' },
+  },
 ];

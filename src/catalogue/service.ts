@@ -34,7 +34,12 @@ function toMessage(m: ResolvedModel): MessageInitShape<typeof ModelSchema> {
 export function catalogueService(catalogue: Catalogue): ServiceImpl<typeof CatalogueService> {
   return {
     listModels(req) {
-      const models = catalogue.list().filter((m) => (req.kind === ModelKind.UNSPECIFIED || KINDS[m.kind] === req.kind) && (!req.availableOnly || m.available));
+      const models = catalogue
+        .list()
+        .filter(
+          (m) =>
+            (req.kind === ModelKind.UNSPECIFIED || KINDS[m.kind] === req.kind) && (!req.availableOnly || m.available),
+        );
       const shown = new Set(models.map((m) => m.id));
       const aliases = catalogue
         .aliases()
@@ -44,7 +49,14 @@ export function catalogueService(catalogue: Catalogue): ServiceImpl<typeof Catal
     },
     getModel(req) {
       const m = catalogue.get(req.id);
-      if (!m) throw gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'model_not_found', param: 'id', message: `No model '${req.id}' in the catalogue.` });
+      if (!m)
+        throw gatewayError({
+          httpStatus: 404,
+          type: 'invalid_request_error',
+          code: 'model_not_found',
+          param: 'id',
+          message: `No model '${req.id}' in the catalogue.`,
+        });
       return { model: toMessage(m), alias: m.id === req.id ? '' : req.id };
     },
   };

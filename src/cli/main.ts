@@ -54,7 +54,8 @@ try {
   });
 } catch (err) {
   const e = err as NodeJS.ErrnoException;
-  if (e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') usageError(`unknown option ${/'([^']+)'/.exec(e.message)?.[1] ?? ''}`.trim());
+  if (e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION')
+    usageError(`unknown option ${/'([^']+)'/.exec(e.message)?.[1] ?? ''}`.trim());
   if (e.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') usageError(e.message.replace(/\.$/, ''));
   usageError(e.message);
 }
@@ -83,7 +84,8 @@ const keyRef = (s: string | undefined, cmd: string) => {
   return { ref: s.startsWith('prx-') ? { case: 'apiKey' as const, value: s } : { case: 'keyId' as const, value: s } };
 };
 const usd = (nano: bigint) => `$${nanoToUsd(nano)}`;
-const out = (human: string, json: unknown) => console.log(values.json ? JSON.stringify(json, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)) : human);
+const out = (human: string, json: unknown) =>
+  console.log(values.json ? JSON.stringify(json, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)) : human);
 
 function dollars(text: string | undefined, flag: string): bigint {
   if (text === undefined) usageError(`--${flag} <usd> is required`);
@@ -111,12 +113,25 @@ async function run(): Promise<void> {
   if (!cmd) fail(USAGE);
   switch (cmd) {
     case 'create': {
-      const r = await client.createKey({ creditsNano: dollars(values.credits ?? '0', 'credits'), label: values.label ?? '', cause: 'operator-cli' });
+      const r = await client.createKey({
+        creditsNano: dollars(values.credits ?? '0', 'credits'),
+        label: values.label ?? '',
+        cause: 'operator-cli',
+      });
       // The key alone on stdout, so `KEY=$(npm run -s cli -- keys create --credits 5)` works.
-      if (values.json) out('', { api_key: r.apiKey, key_id: r.keyId, account_id: r.accountId, prefix: r.prefix, balance_nano: r.balanceNano });
+      if (values.json)
+        out('', {
+          api_key: r.apiKey,
+          key_id: r.keyId,
+          account_id: r.accountId,
+          prefix: r.prefix,
+          balance_nano: r.balanceNano,
+        });
       else {
         console.log(r.apiKey);
-        console.error(`key id ${r.keyId}, account ${r.accountId}, balance ${usd(r.balanceNano)}. The key is shown once; store it now.`);
+        console.error(
+          `key id ${r.keyId}, account ${r.accountId}, balance ${usd(r.balanceNano)}. The key is shown once; store it now.`,
+        );
       }
       return;
     }
@@ -135,7 +150,11 @@ async function run(): Promise<void> {
       const amountNano = dollars(values.amount, 'amount');
       const externalId = values['external-id'] ?? `cli:${randomUUID()}`;
       const r = await client.topUp({ key, amountNano, externalId, cause: 'operator-cli' });
-      out(`${r.applied ? 'applied' : 'already applied'} (${externalId}); balance ${usd(r.balanceNano)}`, { applied: r.applied, external_id: externalId, balance_nano: r.balanceNano });
+      out(`${r.applied ? 'applied' : 'already applied'} (${externalId}); balance ${usd(r.balanceNano)}`, {
+        applied: r.applied,
+        external_id: externalId,
+        balance_nano: r.balanceNano,
+      });
       return;
     }
     case 'rotate': {
@@ -159,7 +178,15 @@ async function run(): Promise<void> {
       const r = await client.listUsage({ key, limit });
       out(
         usageTable(r.records.map((u) => ({ ...u, createdAt: u.createdAt ? timestampDate(u.createdAt) : undefined }))),
-        r.records.map((u) => ({ request_id: u.requestId, model: u.model, route: u.route, status: u.status, cost_nano: u.costNano, input_tokens: u.inputTokens, output_tokens: u.outputTokens })),
+        r.records.map((u) => ({
+          request_id: u.requestId,
+          model: u.model,
+          route: u.route,
+          status: u.status,
+          cost_nano: u.costNano,
+          input_tokens: u.inputTokens,
+          output_tokens: u.outputTokens,
+        })),
       );
       return;
     }
@@ -167,8 +194,14 @@ async function run(): Promise<void> {
       const key = keyRef(arg, cmd);
       const rpm = count(values.rpm, 'rpm');
       const tpm = count(values.tpm, 'tpm');
-      const r = await client.setRateLimits({ key, ...(rpm !== undefined ? { requestsPerMinute: rpm } : {}), ...(tpm !== undefined ? { tokensPerMinute: BigInt(tpm) } : {}) });
-      out(r.updated ? `limits set: rpm ${rpm ?? 'default'}, tpm ${tpm ?? 'default'}` : 'no such key', { updated: r.updated });
+      const r = await client.setRateLimits({
+        key,
+        ...(rpm !== undefined ? { requestsPerMinute: rpm } : {}),
+        ...(tpm !== undefined ? { tokensPerMinute: BigInt(tpm) } : {}),
+      });
+      out(r.updated ? `limits set: rpm ${rpm ?? 'default'}, tpm ${tpm ?? 'default'}` : 'no such key', {
+        updated: r.updated,
+      });
       return;
     }
     default:

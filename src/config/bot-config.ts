@@ -62,33 +62,46 @@ export function loadBotSettings(env: NodeJS.ProcessEnv): BotSettings | undefined
   if (nanoPerStar <= 0n) throw new Error('TELEGRAM_STAR_USD must be above zero');
   const minStars = wholeNumber(env, 'TELEGRAM_TOPUP_MIN_STARS', 50);
   const maxStars = wholeNumber(env, 'TELEGRAM_TOPUP_MAX_STARS', 10_000);
-  if (minStars < 1 || maxStars < minStars) throw new Error('need 1 <= TELEGRAM_TOPUP_MIN_STARS <= TELEGRAM_TOPUP_MAX_STARS');
+  if (minStars < 1 || maxStars < minStars)
+    throw new Error('need 1 <= TELEGRAM_TOPUP_MIN_STARS <= TELEGRAM_TOPUP_MAX_STARS');
   const webhookUrl = nonEmpty(env.TELEGRAM_WEBHOOK_URL);
   const webhookSecret = nonEmpty(env.TELEGRAM_WEBHOOK_SECRET);
   // Without the secret anyone who finds the URL could post a made-up successful_payment.
-  if (webhookUrl && !webhookSecret) throw new Error('TELEGRAM_WEBHOOK_URL needs TELEGRAM_WEBHOOK_SECRET (Telegram sends it with every update)');
-  if (webhookSecret && !/^[A-Za-z0-9_-]{1,256}$/.test(webhookSecret)) throw new Error('TELEGRAM_WEBHOOK_SECRET may use only A-Z, a-z, 0-9, _ and - (1 to 256 characters)');
+  if (webhookUrl && !webhookSecret)
+    throw new Error('TELEGRAM_WEBHOOK_URL needs TELEGRAM_WEBHOOK_SECRET (Telegram sends it with every update)');
+  if (webhookSecret && !/^[A-Za-z0-9_-]{1,256}$/.test(webhookSecret))
+    throw new Error('TELEGRAM_WEBHOOK_SECRET may use only A-Z, a-z, 0-9, _ and - (1 to 256 characters)');
   const adminIds = new Set(
     (nonEmpty(env.TELEGRAM_ADMIN_IDS) ?? '')
       .split(',')
       .map((s) => s.trim())
       .filter(Boolean)
       .map((s) => {
-        if (!/^\d+$/.test(s)) throw new Error(`TELEGRAM_ADMIN_IDS must list numeric Telegram user ids, got ${JSON.stringify(s)}`);
+        if (!/^\d+$/.test(s))
+          throw new Error(`TELEGRAM_ADMIN_IDS must list numeric Telegram user ids, got ${JSON.stringify(s)}`);
         return Number(s);
       }),
   );
   return {
     token,
     apiRoot: (nonEmpty(env.TELEGRAM_API_ROOT) ?? 'https://api.telegram.org').replace(/\/+$/, ''),
-    webhook: webhookUrl ? { url: webhookUrl, secret: webhookSecret!, host: nonEmpty(env.TELEGRAM_WEBHOOK_HOST) ?? '0.0.0.0', port: wholeNumber(env, 'TELEGRAM_WEBHOOK_PORT', 8443) } : undefined,
+    webhook: webhookUrl
+      ? {
+          url: webhookUrl,
+          secret: webhookSecret!,
+          host: nonEmpty(env.TELEGRAM_WEBHOOK_HOST) ?? '0.0.0.0',
+          port: wholeNumber(env, 'TELEGRAM_WEBHOOK_PORT', 8443),
+        }
+      : undefined,
     nanoPerStar,
     minStars,
     maxStars,
     welcomeCreditNano: usd(env, 'TELEGRAM_WELCOME_CREDIT_USD', '0'),
     publicBaseUrl: nonEmpty(env.PUBLIC_BASE_URL)?.replace(/\/+$/, ''),
     adminIds,
-    supportText: nonEmpty(env.TELEGRAM_SUPPORT_TEXT) ?? 'For questions about a payment or a refund, contact the operator of this gateway.',
+    supportText:
+      nonEmpty(env.TELEGRAM_SUPPORT_TEXT) ??
+      'For questions about a payment or a refund, contact the operator of this gateway.',
   };
 }
 
@@ -109,5 +122,11 @@ export function loadBotProcessConfig(env: NodeJS.ProcessEnv = process.env, cwd =
   const level = logLevel(env.LOG_LEVEL);
   const bot = loadBotConfig(env);
   if (!bot) throw new Error('TELEGRAM_BOT_TOKEN is not set');
-  return { bot, gateway: findGateway(env, cwd), adminToken: nonEmpty(env.ADMIN_TOKEN), logLevel: level, logFormat: format };
+  return {
+    bot,
+    gateway: findGateway(env, cwd),
+    adminToken: nonEmpty(env.ADMIN_TOKEN),
+    logLevel: level,
+    logFormat: format,
+  };
 }

@@ -136,13 +136,15 @@ function int(env: NodeJS.ProcessEnv, name: string, fallback: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 0) throw new Error(`${name} must be a non-negative integer, got ${JSON.stringify(raw)}`);
+  if (!Number.isInteger(n) || n < 0)
+    throw new Error(`${name} must be a non-negative integer, got ${JSON.stringify(raw)}`);
   return n;
 }
 
 function billingMode(v: string | undefined): 'hold' | 'lease' {
   const mode = nonEmpty(v) ?? 'lease';
-  if (mode !== 'hold' && mode !== 'lease') throw new Error(`BILLING_MODE must be hold or lease, got ${JSON.stringify(v)}`);
+  if (mode !== 'hold' && mode !== 'lease')
+    throw new Error(`BILLING_MODE must be hold or lease, got ${JSON.stringify(v)}`);
   return mode;
 }
 
@@ -168,7 +170,9 @@ export function parseSharedKinds(raw: string | undefined): ReadonlySet<SharedKin
     const kind = part.trim().toLowerCase();
     if (kind === '') continue;
     if (!(SHARED_KINDS as readonly string[]).includes(kind)) {
-      throw new Error(`SHARED_PROVIDER_OBJECTS: unknown kind ${JSON.stringify(part.trim())}; the kinds are ${SHARED_KINDS.join(', ')}`);
+      throw new Error(
+        `SHARED_PROVIDER_OBJECTS: unknown kind ${JSON.stringify(part.trim())}; the kinds are ${SHARED_KINDS.join(', ')}`,
+      );
     }
     out.add(kind as SharedKind);
   }
@@ -216,7 +220,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     providers[name] = { name, baseUrl, apiKey: nonEmpty(env[`${upper}_API_KEY`]) };
     const fallbackUrl = nonEmpty(env[`${upper}_FALLBACK_BASE_URL`]);
     const fallbackKey = nonEmpty(env[`${upper}_FALLBACK_API_KEY`]);
-    if (fallbackUrl && fallbackKey) providers[name].fallback = { baseUrl: fallbackUrl.replace(/\/+$/, ''), apiKey: fallbackKey };
+    if (fallbackUrl && fallbackKey)
+      providers[name].fallback = { baseUrl: fallbackUrl.replace(/\/+$/, ''), apiKey: fallbackKey };
   }
   return {
     host: nonEmpty(env.HOST) ?? '0.0.0.0',
@@ -252,7 +257,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       ttlSeconds: int(env, 'HOLD_TTL_SECONDS', 900),
       sweepIntervalMs: int(env, 'HOLD_SWEEP_INTERVAL_MS', 30_000),
     },
-    rateLimits: { rpm: int(env, 'RATE_LIMIT_RPM', 600), tpm: int(env, 'RATE_LIMIT_TPM', 2_000_000), grantIdleMs: int(env, 'RATE_LIMIT_GRANT_IDLE_MS', 1_000) },
+    rateLimits: {
+      rpm: int(env, 'RATE_LIMIT_RPM', 600),
+      tpm: int(env, 'RATE_LIMIT_TPM', 2_000_000),
+      grantIdleMs: int(env, 'RATE_LIMIT_GRANT_IDLE_MS', 1_000),
+    },
     keyCacheMaxAgeMs: int(env, 'KEY_CACHE_MAX_AGE_MS', 60_000),
     video: {
       temporalAddress: nonEmpty(env.TEMPORAL_ADDRESS),
@@ -273,7 +282,11 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     logFormat: logFormat(env.LOG_FORMAT),
     shutdownGraceMs: int(env, 'SHUTDOWN_GRACE_MS', 30_000),
     billingMode: billingMode(env.BILLING_MODE),
-    lease: { sliceUsd: usd(env, 'LEASE_SLICE_USD', '1'), flushMs: int(env, 'LEASE_FLUSH_MS', 100), idleMs: int(env, 'LEASE_IDLE_MS', 10_000) },
+    lease: {
+      sliceUsd: usd(env, 'LEASE_SLICE_USD', '1'),
+      flushMs: int(env, 'LEASE_FLUSH_MS', 100),
+      idleMs: int(env, 'LEASE_IDLE_MS', 10_000),
+    },
     modelAliases: parseModelAliases(env.MODEL_ALIASES),
     sharedProviderObjects: parseSharedKinds(env.SHARED_PROVIDER_OBJECTS),
     bot: loadBotSettings(env),

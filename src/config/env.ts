@@ -13,13 +13,15 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 /** LOG_LEVEL, shared by the gateway, `npm run bot` and `npm run worker`; default info. */
 export function logLevel(v: string | undefined): string {
   const level = nonEmpty(v) ?? 'info';
-  if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new Error(`LOG_LEVEL must be fatal, error, warn, info, debug, trace or silent, got ${JSON.stringify(level)}`);
+  if (!(LOG_LEVELS as readonly string[]).includes(level))
+    throw new Error(`LOG_LEVEL must be fatal, error, warn, info, debug, trace or silent, got ${JSON.stringify(level)}`);
   return level;
 }
 
 /** LOG_FORMAT, shared by the gateway, `npm run bot` and `npm run worker`. */
 export function logFormat(v: string | undefined): 'auto' | 'json' | 'pretty' {
   const format = (nonEmpty(v) ?? 'auto').toLowerCase();
-  if (format !== 'auto' && format !== 'json' && format !== 'pretty') throw new Error(`LOG_FORMAT must be json, pretty or auto, got ${JSON.stringify(v)}`);
+  if (format !== 'auto' && format !== 'json' && format !== 'pretty')
+    throw new Error(`LOG_FORMAT must be json, pretty or auto, got ${JSON.stringify(v)}`);
   return format;
 }

@@ -46,8 +46,19 @@ const reachOf = (host: string): Reach => (isLoopback(host) ? 'this machine' : 't
 /** The facts; `ports` are the bound ones when known (PORT=0 picks a free port). */
 export function exposureOf(config: Config, ports: { http?: number; rpc?: number } = {}): Exposure {
   return {
-    http: { host: config.host, port: ports.http ?? config.port, reach: reachOf(config.host), metrics: config.metricsToken ? 'token' : 'loopback callers only' },
-    rpc: { host: config.grpcHost, port: ports.rpc ?? config.grpcPort, reach: reachOf(config.grpcHost), admin: config.adminToken ? 'token' : 'loopback callers only', inference: 'gateway key' },
+    http: {
+      host: config.host,
+      port: ports.http ?? config.port,
+      reach: reachOf(config.host),
+      metrics: config.metricsToken ? 'token' : 'loopback callers only',
+    },
+    rpc: {
+      host: config.grpcHost,
+      port: ports.rpc ?? config.grpcPort,
+      reach: reachOf(config.grpcHost),
+      admin: config.adminToken ? 'token' : 'loopback callers only',
+      inference: 'gateway key',
+    },
   };
 }
 

@@ -92,7 +92,8 @@ export function readGatewayAddress(file: string): { address: GatewayAddress } | 
   } catch {
     return { problem: 'it is not valid JSON' };
   }
-  if (typeof address.rpcUrl !== 'string' || !/^https?:\/\/[^/]+/.test(address.rpcUrl) || !Number.isInteger(address.pid)) return { problem: 'it has no RPC address' };
+  if (typeof address.rpcUrl !== 'string' || !/^https?:\/\/[^/]+/.test(address.rpcUrl) || !Number.isInteger(address.pid))
+    return { problem: 'it has no RPC address' };
   if (!alive(address.pid!)) return { problem: `its gateway (pid ${address.pid}) is no longer running` };
   return { address: address as GatewayAddress };
 }
@@ -104,6 +105,15 @@ export function findGateway(env: NodeJS.ProcessEnv = process.env, cwd = process.
   if (port) return { rpcUrl: localRpcUrl(env), source: `GRPC_PORT=${port}`, ignored: [] };
   const file = addressFilePath(dataDirOf(env, cwd));
   const found = readGatewayAddress(file);
-  if (found && 'address' in found) return { rpcUrl: found.address.rpcUrl, source: `${file}, written by gateway pid ${found.address.pid}`, ignored: [] };
-  return { rpcUrl: localRpcUrl({ ...env, GRPC_PORT: String(DEFAULT_RPC_PORT) }), source: 'the default port', ignored: found ? [`${file}: ${found.problem}`] : [] };
+  if (found && 'address' in found)
+    return {
+      rpcUrl: found.address.rpcUrl,
+      source: `${file}, written by gateway pid ${found.address.pid}`,
+      ignored: [],
+    };
+  return {
+    rpcUrl: localRpcUrl({ ...env, GRPC_PORT: String(DEFAULT_RPC_PORT) }),
+    source: 'the default port',
+    ignored: found ? [`${file}: ${found.problem}`] : [],
+  };
 }

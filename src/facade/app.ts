@@ -3,10 +3,21 @@
 // the same wire format (JSON, SSE, binary audio, MP4). It owns the HTTP side only: no money, no
 // upstreams, no database; translating between providers' formats is the services'
 // (src/inference/translate/).
-import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, {
+  LogController,
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  type FastifyRequest,
+} from 'fastify';
 import type { Bindings, ChildLoggerOptions, LogFn, Logger } from 'pino';
 import { ConnectError, createClient, type ContextValues, type Transport } from '@connectrpc/connect';
-import { InferenceService, type InferenceEvent, type InferenceResponse, type SseEvent } from '../gen/gateway/v1/inference_pb.js';
+import {
+  InferenceService,
+  type InferenceEvent,
+  type InferenceResponse,
+  type SseEvent,
+} from '../gen/gateway/v1/inference_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { toGatewayError } from '../rpc/errors.ts';
 import { newRequestId } from '../billing/ids.ts';
@@ -18,7 +29,16 @@ import { registerVideoRoutes } from './video-routes.ts';
 import { writeChunk } from './write.ts';
 import { asksForStream } from './stream-flag.ts';
 import { serverStream } from '../rpc/server-stream.ts';
-import { callHeaders, callValues, drainThenCut, registerAccess, shapeOf, stampKeyedAnswer, unknownRoute, type AccessDeps } from './access.ts';
+import {
+  callHeaders,
+  callValues,
+  drainThenCut,
+  registerAccess,
+  shapeOf,
+  stampKeyedAnswer,
+  unknownRoute,
+  type AccessDeps,
+} from './access.ts';
 import { bearerMatches } from '../config/bearer.ts';
 import { isLoopbackPeer } from '../config/exposure.ts';
 import type { Config } from '../config/config.ts';
@@ -73,15 +93,28 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   // request id; every error answer says whether sending it again can help.
   app.addHook('onSend', (req, reply, payload, done) => {
     stampKeyedAnswer(req, reply);
-    if (reply.statusCode >= 400 && !reply.hasHeader('x-should-retry')) reply.header('x-should-retry', String(shouldRetry(reply.statusCode)));
+    if (reply.statusCode >= 400 && !reply.hasHeader('x-should-retry'))
+      reply.header('x-should-retry', String(shouldRetry(reply.statusCode)));
     done(null, payload);
   });
 
   app.addHook('onResponse', (req, reply, done) => {
     const route = req.routeOptions.url; // a getter that builds an object: read once
-    if (route?.startsWith('/v1/')) deps.metrics.requestsOf(route, servedModelOf(req, deps) ?? (modelOf(req) ? 'other' : ''), String(reply.statusCode)).inc();
+    if (route?.startsWith('/v1/'))
+      deps.metrics
+        .requestsOf(route, servedModelOf(req, deps) ?? (modelOf(req) ? 'other' : ''), String(reply.statusCode))
+        .inc();
     // The same line req.log would write: the request id first, as a child logger's binding.
-    deps.log.info({ requestId: req.id, method: req.method, url: route ?? req.url.split('?')[0], status: reply.statusCode, ms: Math.round(reply.elapsedTime) }, 'request');
+    deps.log.info(
+      {
+        requestId: req.id,
+        method: req.method,
+        url: route ?? req.url.split('?')[0],
+        status: reply.statusCode,
+        ms: Math.round(reply.elapsedTime),
+      },
+      'request',
+    );
     done();
   });
 
@@ -93,9 +126,20 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
       // Read and discard the rest of the body (for a few seconds at most) so the client gets this
       // answer instead of a reset connection while it is still uploading.
       drainThenCut(req);
-      return reply.code(413).send(errorBody(shape, 413, `The request body is larger than the limit of ${deps.bodyLimitBytes} bytes.`, 'invalid_request_error', 'request_too_large'));
+      return reply
+        .code(413)
+        .send(
+          errorBody(
+            shape,
+            413,
+            `The request body is larger than the limit of ${deps.bodyLimitBytes} bytes.`,
+            'invalid_request_error',
+            'request_too_large',
+          ),
+        );
     }
-    if (status >= 400 && status < 500) return reply.code(status).send(errorBody(shape, status, err.message, 'invalid_request_error', err.code ?? null));
+    if (status >= 400 && status < 500)
+      return reply.code(status).send(errorBody(shape, status, err.message, 'invalid_request_error', err.code ?? null));
     req.log.error({ err }, 'unhandled facade error');
     return reply.code(500).send(errorBody(shape, 500, 'Internal gateway error.', 'server_error'));
   });
@@ -104,10 +148,16 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   app.get('/healthz', async () => ({ status: 'ok' }));
   app.get('/metrics', async (req, reply) => {
     // With METRICS_TOKEN: that bearer token, from anywhere. Without: callers on this machine only.
-    if (deps.metricsToken ? !bearerMatches(req.headers.authorization, deps.metricsToken) : !isLoopbackPeer(req.socket.remoteAddress)) {
+    if (
+      deps.metricsToken
+        ? !bearerMatches(req.headers.authorization, deps.metricsToken)
+        : !isLoopbackPeer(req.socket.remoteAddress)
+    ) {
       return deps.metricsToken
         ? reply.code(401).send({ error: 'metrics token required' })
-        : reply.code(403).send({ error: 'metrics are served to this machine only; set METRICS_TOKEN to read them from elsewhere' });
+        : reply
+            .code(403)
+            .send({ error: 'metrics are served to this machine only; set METRICS_TOKEN to read them from elsewhere' });
     }
     return reply.type(deps.metrics.registry.contentType).send(await deps.metrics.registry.metrics());
   });
@@ -126,28 +176,50 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
 
   app.post('/v1/chat/completions', (req, reply) =>
     asksForStream(req.body as Buffer)
-      ? answerStream(req, reply, 'openai', (body, opts) => serverStream(deps.transport, InferenceService.method.streamChatCompletion, { body, requestId: req.id }, opts))
+      ? answerStream(req, reply, 'openai', (body, opts) =>
+          serverStream(deps.transport, InferenceService.method.streamChatCompletion, { body, requestId: req.id }, opts),
+        )
       : answerUnary(req, reply, 'openai', (body, opts) => inference.chatCompletion({ body, requestId: req.id }, opts)),
   );
   app.post('/v1/messages', (req, reply) =>
     asksForStream(req.body as Buffer)
-      ? answerStream(req, reply, 'anthropic', (body, opts) => serverStream(deps.transport, InferenceService.method.streamMessage, { body, requestId: req.id }, opts))
-      : answerUnary(req, reply, 'anthropic', (body, opts) => inference.createMessage({ body, requestId: req.id }, opts)),
+      ? answerStream(req, reply, 'anthropic', (body, opts) =>
+          serverStream(deps.transport, InferenceService.method.streamMessage, { body, requestId: req.id }, opts),
+        )
+      : answerUnary(req, reply, 'anthropic', (body, opts) =>
+          inference.createMessage({ body, requestId: req.id }, opts),
+        ),
   );
-  app.post('/v1/messages/count_tokens', (req, reply) => answerUnary(req, reply, 'anthropic', (body, opts) => inference.countMessageTokens({ body, requestId: req.id }, opts)));
+  app.post('/v1/messages/count_tokens', (req, reply) =>
+    answerUnary(req, reply, 'anthropic', (body, opts) =>
+      inference.countMessageTokens({ body, requestId: req.id }, opts),
+    ),
+  );
 
   app.post('/v1/responses', (req, reply) =>
     asksForStream(req.body as Buffer)
-      ? answerStream(req, reply, 'openai-events', (body, opts) => serverStream(deps.transport, InferenceService.method.streamResponse, { body, requestId: req.id }, opts))
+      ? answerStream(req, reply, 'openai-events', (body, opts) =>
+          serverStream(deps.transport, InferenceService.method.streamResponse, { body, requestId: req.id }, opts),
+        )
       : answerUnary(req, reply, 'openai', (body, opts) => inference.createResponse({ body, requestId: req.id }, opts)),
   );
 
   type CallOptions = { headers: Headers; contextValues: ContextValues; signal?: AbortSignal };
 
-  registerMediaRoutes(app, { inference, uploads: deps.uploads, answerUnary, callOptions: (req, signal) => ({ headers: callHeaders(req), contextValues: callValues(req), signal }) });
+  registerMediaRoutes(app, {
+    inference,
+    uploads: deps.uploads,
+    answerUnary,
+    callOptions: (req, signal) => ({ headers: callHeaders(req), contextValues: callValues(req), signal }),
+  });
   registerVideoRoutes(app, { transport: deps.transport });
 
-  async function answerUnary(req: FastifyRequest, reply: FastifyReply, shape: WireShape, call: (body: Buffer, opts: CallOptions) => Promise<InferenceResponse>) {
+  async function answerUnary(
+    req: FastifyRequest,
+    reply: FastifyReply,
+    shape: WireShape,
+    call: (body: Buffer, opts: CallOptions) => Promise<InferenceResponse>,
+  ) {
     const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
     try {
       const r = await call(body, { headers: callHeaders(req), contextValues: callValues(req) });
@@ -156,7 +228,9 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
       const served = servedModelOf(req, deps);
       if (served) reply.header('x-gateway-model', served);
       if (r.charge) reply.header('x-gateway-cost-nano-usd', String(r.charge.costNano));
-      return reply.type(r.contentType || 'application/json').send(Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength));
+      return reply
+        .type(r.contentType || 'application/json')
+        .send(Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength));
     } catch (err) {
       copyRateLimitHeaders(err, reply);
       return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), shape);
@@ -165,7 +239,12 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
 
   // Waits for the first event before committing to a 200, so an upstream that fails before its
   // first chunk still gets a real error status.
-  async function answerStream(req: FastifyRequest, reply: FastifyReply, format: WireShape | 'openai-events', call: (body: Buffer, opts: CallOptions) => AsyncIterator<InferenceEvent>) {
+  async function answerStream(
+    req: FastifyRequest,
+    reply: FastifyReply,
+    format: WireShape | 'openai-events',
+    call: (body: Buffer, opts: CallOptions) => AsyncIterator<InferenceEvent>,
+  ) {
     const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
     const abort = new AbortController();
     const res = reply.raw;
@@ -197,7 +276,8 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
       'x-accel-buffering': 'no',
     });
     // The event's bytes as they are (no decode to a string and encode back per chunk).
-    const frame = (e: SseEvent) => Buffer.concat([e.event ? Buffer.from(`event: ${e.event}\ndata: `) : DATA_FIELD, e.data, EVENT_END]);
+    const frame = (e: SseEvent) =>
+      Buffer.concat([e.event ? Buffer.from(`event: ${e.event}\ndata: `) : DATA_FIELD, e.data, EVENT_END]);
     let ended = false;
     try {
       for (let r = first; !r.done; r = await events.next()) {
@@ -213,7 +293,9 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
       if (!abort.signal.aborted) {
         const ge = toGatewayError(err);
         const data = errorBody(shape, 500, ge.message, ge.type, ge.code || null);
-        await writeChunk(res, format === 'openai' ? `data: ${data}\n\n` : `event: error\ndata: ${data}\n\n`).catch(() => {});
+        await writeChunk(res, format === 'openai' ? `data: ${data}\n\n` : `event: error\ndata: ${data}\n\n`).catch(
+          () => {},
+        );
       }
     } finally {
       res.end();
@@ -299,7 +381,10 @@ declare module 'fastify' {
  * The catalogue model that serves the model a request names: the alias target, or the model
  * itself. Undefined for names the catalogue does not know (their metric label is 'other').
  */
-function servedModelOf(req: FastifyRequest, deps: Pick<FacadeDeps, 'knownModels' | 'modelAliases'>): string | undefined {
+function servedModelOf(
+  req: FastifyRequest,
+  deps: Pick<FacadeDeps, 'knownModels' | 'modelAliases'>,
+): string | undefined {
   const name = modelOf(req);
   if (name === '') return undefined;
   return deps.modelAliases.get(name) ?? (deps.knownModels.has(name) ? name : undefined);

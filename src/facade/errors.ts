@@ -9,7 +9,12 @@ export interface OpenAIErrorBody {
   error: { message: string; type: string; param: string | null; code: string | null };
 }
 
-export function openAIError(message: string, type: string, code: string | null = null, param: string | null = null): OpenAIErrorBody {
+export function openAIError(
+  message: string,
+  type: string,
+  code: string | null = null,
+  param: string | null = null,
+): OpenAIErrorBody {
   return { error: { message, type, param, code } };
 }
 
@@ -45,8 +50,17 @@ export function anthropicError(status: number, message: string) {
   return { type: 'error', error: { type: anthropicErrorType(status), message } };
 }
 
-export function errorBody(shape: WireShape, status: number, message: string, type: string, code: string | null = null, param: string | null = null): string {
-  return JSON.stringify(shape === 'anthropic' ? anthropicError(status, message) : openAIError(message, type, code, param));
+export function errorBody(
+  shape: WireShape,
+  status: number,
+  message: string,
+  type: string,
+  code: string | null = null,
+  param: string | null = null,
+): string {
+  return JSON.stringify(
+    shape === 'anthropic' ? anthropicError(status, message) : openAIError(message, type, code, param),
+  );
 }
 
 /** The upstream's own error body when it is already in the route's shape, else one built from the fields. */
@@ -54,7 +68,11 @@ export function errorBodyOf(ge: GatewayError, shape: WireShape, status: number):
   if (ge.upstreamBody.length > 0) {
     try {
       const parsed = JSON.parse(Buffer.from(ge.upstreamBody).toString('utf8')) as { type?: unknown; error?: unknown };
-      const fits = parsed && typeof parsed.error === 'object' && parsed.error !== null && (shape === 'openai' || parsed.type === 'error');
+      const fits =
+        parsed &&
+        typeof parsed.error === 'object' &&
+        parsed.error !== null &&
+        (shape === 'openai' || parsed.type === 'error');
       if (fits) return JSON.stringify(parsed);
     } catch {
       // not JSON: fall through to our own body

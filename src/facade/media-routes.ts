@@ -17,7 +17,12 @@ type CallOptions = { headers: Headers; contextValues: ContextValues; signal?: Ab
 export interface MediaRouteDeps {
   inference: Client<typeof InferenceService>;
   uploads: Config['media'];
-  answerUnary: (req: FastifyRequest, reply: FastifyReply, shape: 'openai', call: (body: Buffer, opts: CallOptions) => Promise<InferenceResponse>) => Promise<FastifyReply>;
+  answerUnary: (
+    req: FastifyRequest,
+    reply: FastifyReply,
+    shape: 'openai',
+    call: (body: Buffer, opts: CallOptions) => Promise<InferenceResponse>,
+  ) => Promise<FastifyReply>;
   /** The call options of a request: its headers and its authenticated caller (access.ts). */
   callOptions: (req: FastifyRequest, signal?: AbortSignal) => CallOptions;
 }
@@ -25,28 +30,64 @@ export interface MediaRouteDeps {
 export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps): void {
   const { inference, answerUnary } = deps;
 
-  app.post('/v1/embeddings', (req, reply) => answerUnary(req, reply, 'openai', (body, opts) => inference.createEmbedding({ body, requestId: req.id }, opts)));
-  app.post('/v1/images/generations', (req, reply) => answerUnary(req, reply, 'openai', (body, opts) => inference.generateImage({ body, requestId: req.id }, opts)));
+  app.post('/v1/embeddings', (req, reply) =>
+    answerUnary(req, reply, 'openai', (body, opts) => inference.createEmbedding({ body, requestId: req.id }, opts)),
+  );
+  app.post('/v1/images/generations', (req, reply) =>
+    answerUnary(req, reply, 'openai', (body, opts) => inference.generateImage({ body, requestId: req.id }, opts)),
+  );
   app.post('/v1/audio/speech', (req, reply) => answerSpeech(req, reply));
 
   // Multipart only in this scope: every other route keeps its raw body bytes.
   app.register(async (scope) => {
     await scope.register(multipart, {
-      limits: { fileSize: deps.uploads.uploadLimitBytes, files: deps.uploads.maxFiles, fieldSize: deps.uploads.fieldLimitBytes, fields: 64, parts: 128 },
+      limits: {
+        fileSize: deps.uploads.uploadLimitBytes,
+        files: deps.uploads.maxFiles,
+        fieldSize: deps.uploads.fieldLimitBytes,
+        fields: 64,
+        parts: 128,
+      },
       throwFileSizeLimit: true,
     });
-    scope.post('/v1/images/edits', (req, reply) => answerMultipart(req, reply, (parts, opts) => inference.editImage({ parts, requestId: req.id }, opts)));
-    scope.post('/v1/audio/transcriptions', (req, reply) => answerMultipart(req, reply, (parts, opts) => inference.transcribe({ parts, requestId: req.id }, opts)));
+    scope.post('/v1/images/edits', (req, reply) =>
+      answerMultipart(req, reply, (parts, opts) => inference.editImage({ parts, requestId: req.id }, opts)),
+    );
+    scope.post('/v1/audio/transcriptions', (req, reply) =>
+      answerMultipart(req, reply, (parts, opts) => inference.transcribe({ parts, requestId: req.id }, opts)),
+    );
   });
 
   // The caller's key was confirmed before this runs (access.ts): only key holders are read, and
   // never more than UPLOAD_TOTAL_LIMIT_BYTES of one request.
-  async function answerMultipart(req: FastifyRequest, reply: FastifyReply, call: (parts: FormPart[], opts: CallOptions) => Promise<InferenceResponse>) {
+  async function answerMultipart(
+    req: FastifyRequest,
+    reply: FastifyReply,
+    call: (parts: FormPart[], opts: CallOptions) => Promise<InferenceResponse>,
+  ) {
     const { uploadLimitBytes, uploadTotalLimitBytes, maxFiles, fieldLimitBytes } = deps.uploads;
     const tooLarge = () =>
-      refuseUnread(req, reply, 413, openAIError(`The upload is larger than the limit of ${uploadTotalLimitBytes} bytes per request.`, 'invalid_request_error', 'request_too_large'));
+      refuseUnread(
+        req,
+        reply,
+        413,
+        openAIError(
+          `The upload is larger than the limit of ${uploadTotalLimitBytes} bytes per request.`,
+          'invalid_request_error',
+          'request_too_large',
+        ),
+      );
     if (!req.isMultipart()) {
-      return refuseUnread(req, reply, 400, openAIError(`${req.routeOptions.url} takes multipart/form-data (as the OpenAI SDKs send it).`, 'invalid_request_error', 'invalid_content_type'));
+      return refuseUnread(
+        req,
+        reply,
+        400,
+        openAIError(
+          `${req.routeOptions.url} takes multipart/form-data (as the OpenAI SDKs send it).`,
+          'invalid_request_error',
+          'invalid_content_type',
+        ),
+      );
     }
     if (Number(req.headers['content-length']) > uploadTotalLimitBytes) return tooLarge();
     const parts: FormPart[] = [];
@@ -62,16 +103,37 @@ export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps):
             chunks.push(chunk);
           }
           if (part.file.truncated) {
-            return refuseUnread(req, reply, 413, openAIError(`An uploaded file is larger than the limit of ${uploadLimitBytes} bytes.`, 'invalid_request_error', 'request_too_large'));
+            return refuseUnread(
+              req,
+              reply,
+              413,
+              openAIError(
+                `An uploaded file is larger than the limit of ${uploadLimitBytes} bytes.`,
+                'invalid_request_error',
+                'request_too_large',
+              ),
+            );
           }
-          parts.push(create(FormPartSchema, { name: part.fieldname, filename: part.filename || 'upload', contentType: part.mimetype, data: Buffer.concat(chunks) }));
+          parts.push(
+            create(FormPartSchema, {
+              name: part.fieldname,
+              filename: part.filename || 'upload',
+              contentType: part.mimetype,
+              data: Buffer.concat(chunks),
+            }),
+          );
         } else {
           if (part.valueTruncated) {
             return refuseUnread(
               req,
               reply,
               413,
-              openAIError(`The field '${part.fieldname}' is larger than the limit of ${fieldLimitBytes} bytes.`, 'invalid_request_error', 'field_too_large', part.fieldname),
+              openAIError(
+                `The field '${part.fieldname}' is larger than the limit of ${fieldLimitBytes} bytes.`,
+                'invalid_request_error',
+                'field_too_large',
+                part.fieldname,
+              ),
             );
           }
           const data = Buffer.from(String(part.value ?? ''), 'utf8');
@@ -89,7 +151,12 @@ export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps):
             ? `An uploaded file is larger than the limit of ${uploadLimitBytes} bytes.`
             : `Too many parts in the upload (at most ${maxFiles} files).`
           : 'The multipart/form-data body is malformed or incomplete.';
-      return refuseUnread(req, reply, status, openAIError(message, 'invalid_request_error', status === 413 ? 'request_too_large' : 'invalid_multipart'));
+      return refuseUnread(
+        req,
+        reply,
+        status,
+        openAIError(message, 'invalid_request_error', status === 413 ? 'request_too_large' : 'invalid_multipart'),
+      );
     }
     return answerUnary(req, reply, 'openai', (_body, opts) => call(parts, opts));
   }
@@ -101,7 +168,9 @@ export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps):
     res.on('close', () => {
       if (!res.writableFinished) abort.abort();
     });
-    const events = inference.createSpeech({ body, requestId: req.id }, deps.callOptions(req, abort.signal))[Symbol.asyncIterator]();
+    const events = inference
+      .createSpeech({ body, requestId: req.id }, deps.callOptions(req, abort.signal))
+      [Symbol.asyncIterator]();
     let first;
     try {
       first = await events.next();
@@ -110,7 +179,12 @@ export function registerMediaRoutes(app: FastifyInstance, deps: MediaRouteDeps):
       return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
     }
     const start = first.value?.event.case === 'start' ? first.value.event.value : undefined;
-    if (!start) return sendGatewayError(reply, withRequestId(toGatewayError(new Error('speech stream without a start')), req.id), 'openai');
+    if (!start)
+      return sendGatewayError(
+        reply,
+        withRequestId(toGatewayError(new Error('speech stream without a start')), req.id),
+        'openai',
+      );
     reply.hijack();
     res.writeHead(200, {
       'content-type': start.contentType,

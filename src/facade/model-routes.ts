@@ -19,19 +19,34 @@ interface Entry {
 const wantsAnthropic = (req: FastifyRequest) => typeof req.headers['anthropic-version'] === 'string';
 
 function openAIEntry(e: Entry) {
-  return { id: e.id, object: 'model', created: CREATED, owned_by: e.model.provider, ...(e.aliasFor ? { alias_for: e.aliasFor } : {}) };
+  return {
+    id: e.id,
+    object: 'model',
+    created: CREATED,
+    owned_by: e.model.provider,
+    ...(e.aliasFor ? { alias_for: e.aliasFor } : {}),
+  };
 }
 
 function anthropicEntry(e: Entry) {
   const display = e.aliasFor ? `${e.id} (served by ${e.aliasFor})` : e.id;
-  return { type: 'model', id: e.id, display_name: display, created_at: CREATED_AT, ...(e.aliasFor ? { alias_for: e.aliasFor } : {}) };
+  return {
+    type: 'model',
+    id: e.id,
+    display_name: display,
+    created_at: CREATED_AT,
+    ...(e.aliasFor ? { alias_for: e.aliasFor } : {}),
+  };
 }
 
 export function registerModelRoutes(app: FastifyInstance, catalogue: Client<typeof CatalogueService>): void {
   app.get('/v1/models', async (req) => {
     const { models, aliases } = await catalogue.listModels({ availableOnly: true });
     const byId = new Map(models.map((m) => [m.id, m]));
-    const entries: Entry[] = [...models.map((model) => ({ id: model.id, model })), ...aliases.map((a) => ({ id: a.alias, model: byId.get(a.modelId)!, aliasFor: a.modelId }))];
+    const entries: Entry[] = [
+      ...models.map((model) => ({ id: model.id, model })),
+      ...aliases.map((a) => ({ id: a.alias, model: byId.get(a.modelId)!, aliasFor: a.modelId })),
+    ];
     if (!wantsAnthropic(req)) return { object: 'list', data: entries.map(openAIEntry) };
     const data = entries.filter((e) => e.model.provider === 'anthropic').map(anthropicEntry);
     return { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
@@ -46,7 +61,13 @@ export function registerModelRoutes(app: FastifyInstance, catalogue: Client<type
       return anthropic ? anthropicEntry(entry) : openAIEntry(entry);
     } catch {
       const message = `The model '${req.params.id}' does not exist`;
-      return reply.code(404).send(anthropic ? anthropicError(404, message) : openAIError(message, 'invalid_request_error', 'model_not_found', 'model'));
+      return reply
+        .code(404)
+        .send(
+          anthropic
+            ? anthropicError(404, message)
+            : openAIError(message, 'invalid_request_error', 'model_not_found', 'model'),
+        );
     }
   });
 }

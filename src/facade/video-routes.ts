@@ -58,7 +58,16 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
       const preferMs = preferWaitMs(req.headers.prefer);
       try {
         const body = await jsonBody(req);
-        const v = await videos.createVideo({ body, requestId: req.id, waitMs: preferMs ?? 0xffff_ffff, openaiDefaults: false, idempotencyKey: idempotencyKey(req) }, callOptions(req, reply));
+        const v = await videos.createVideo(
+          {
+            body,
+            requestId: req.id,
+            waitMs: preferMs ?? 0xffff_ffff,
+            openaiDefaults: false,
+            idempotencyKey: idempotencyKey(req),
+          },
+          callOptions(req, reply),
+        );
         billingHeaders(reply, v);
         if (v.status === 'completed') return await sendContent(req, reply, v.id);
         if (v.status === 'failed' || v.status === 'cancelled') {
@@ -67,10 +76,21 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
           return reply
             .code(status)
             .type('application/json')
-            .send(openAIError(v.error?.message ?? 'The video job failed.', status < 500 ? 'invalid_request_error' : 'server_error', code));
+            .send(
+              openAIError(
+                v.error?.message ?? 'The video job failed.',
+                status < 500 ? 'invalid_request_error' : 'server_error',
+                code,
+              ),
+            );
         }
         // Still running when the wait ended: where to look, and when.
-        return reply.code(202).header('location', `/v1/videos/${v.id}`).header('retry-after', '5').type('application/json').send(openAIVideo(v));
+        return reply
+          .code(202)
+          .header('location', `/v1/videos/${v.id}`)
+          .header('retry-after', '5')
+          .type('application/json')
+          .send(openAIVideo(v));
       } catch (err) {
         return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
       }
@@ -79,7 +99,10 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
     scope.post('/v1/videos', async (req, reply) => {
       try {
         const body = await jsonBody(req);
-        const v = await videos.createVideo({ body, requestId: req.id, waitMs: 0, openaiDefaults: true, idempotencyKey: idempotencyKey(req) }, callOptions(req, reply));
+        const v = await videos.createVideo(
+          { body, requestId: req.id, waitMs: 0, openaiDefaults: true, idempotencyKey: idempotencyKey(req) },
+          callOptions(req, reply),
+        );
         billingHeaders(reply, v);
         return reply.type('application/json').send(openAIVideo(v));
       } catch (err) {
@@ -91,11 +114,29 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
       try {
         const limit = req.query.limit === undefined ? 0 : Number(req.query.limit);
         if (!Number.isInteger(limit) || limit < 0)
-          return reply.code(400).send(openAIError("Invalid value for 'limit': an integer between 1 and 100.", 'invalid_request_error', 'invalid_value', 'limit'));
-        const r = await videos.listVideos({ limit, after: req.query.after ?? '', order: req.query.order ?? '' }, callOptions(req, reply));
+          return reply
+            .code(400)
+            .send(
+              openAIError(
+                "Invalid value for 'limit': an integer between 1 and 100.",
+                'invalid_request_error',
+                'invalid_value',
+                'limit',
+              ),
+            );
+        const r = await videos.listVideos(
+          { limit, after: req.query.after ?? '', order: req.query.order ?? '' },
+          callOptions(req, reply),
+        );
         const data = r.videos.map(openAIVideo);
         reply.header('x-gateway-cost-nano-usd', '0');
-        return { object: 'list', data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: r.hasMore };
+        return {
+          object: 'list',
+          data,
+          first_id: data[0]?.id ?? null,
+          last_id: data.at(-1)?.id ?? null,
+          has_more: r.hasMore,
+        };
       } catch (err) {
         return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
       }
@@ -111,18 +152,34 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
       }
     });
 
-    scope.get<{ Params: { id: string }; Querystring: { variant?: string } }>('/v1/videos/:id/content', async (req, reply) => {
-      const variant = req.query.variant;
-      if (variant !== undefined && variant !== 'video') {
-        return reply.code(400).send(openAIError(`Invalid value for 'variant': only 'video' is available on this gateway.`, 'invalid_request_error', 'invalid_value', 'variant'));
-      }
-      return sendContent(req, reply, req.params.id);
-    });
+    scope.get<{ Params: { id: string }; Querystring: { variant?: string } }>(
+      '/v1/videos/:id/content',
+      async (req, reply) => {
+        const variant = req.query.variant;
+        if (variant !== undefined && variant !== 'video') {
+          return reply
+            .code(400)
+            .send(
+              openAIError(
+                `Invalid value for 'variant': only 'video' is available on this gateway.`,
+                'invalid_request_error',
+                'invalid_value',
+                'variant',
+              ),
+            );
+        }
+        return sendContent(req, reply, req.params.id);
+      },
+    );
 
     scope.delete<{ Params: { id: string } }>('/v1/videos/:id', async (req, reply) => {
       try {
         const r = await videos.deleteVideo({ id: req.params.id }, callOptions(req, reply));
-        return reply.header('x-request-id', req.id).header('x-gateway-cost-nano-usd', '0').type('application/json').send({ id: r.id, object: 'video.deleted', deleted: r.deleted });
+        return reply
+          .header('x-request-id', req.id)
+          .header('x-gateway-cost-nano-usd', '0')
+          .type('application/json')
+          .send({ id: r.id, object: 'video.deleted', deleted: r.deleted });
       } catch (err) {
         return sendGatewayError(reply, withRequestId(toGatewayError(err), req.id), 'openai');
       }
@@ -145,7 +202,9 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
     reply.raw.on('close', () => {
       if (!reply.raw.writableFinished) abort.abort();
     });
-    const chunks = videos.getVideoContent({ id }, { contextValues: callValues(req), signal: abort.signal })[Symbol.asyncIterator]();
+    const chunks = videos
+      .getVideoContent({ id }, { contextValues: callValues(req), signal: abort.signal })
+      [Symbol.asyncIterator]();
     let first: IteratorResult<VideoContentChunk>;
     try {
       first = await chunks.next();
@@ -162,7 +221,8 @@ export function registerVideoRoutes(app: FastifyInstance, deps: { transport: Tra
     if (start) reply.header('content-length', String(start.size));
     async function* bytes() {
       for (let r = await chunks.next(); !r.done; r = await chunks.next()) {
-        if (r.value.part.case === 'data') yield Buffer.from(r.value.part.value.buffer, r.value.part.value.byteOffset, r.value.part.value.byteLength);
+        if (r.value.part.case === 'data')
+          yield Buffer.from(r.value.part.value.buffer, r.value.part.value.byteOffset, r.value.part.value.byteLength);
       }
     }
     return reply.send(Readable.from(bytes()));
@@ -179,7 +239,11 @@ function callOptions(req: FastifyRequest, reply: FastifyReply): CallOptions {
 }
 
 function billingHeaders(reply: FastifyReply, v: Video): void {
-  reply.header('x-request-id', v.requestId).header('request-id', v.requestId).header('x-video-id', v.id).header('x-gateway-cost-nano-usd', String(v.costNano));
+  reply
+    .header('x-request-id', v.requestId)
+    .header('request-id', v.requestId)
+    .header('x-video-id', v.id)
+    .header('x-gateway-cost-nano-usd', String(v.costNano));
 }
 
 /**

@@ -6,7 +6,13 @@ import { Blob } from 'node:buffer';
 import { FormData } from 'undici';
 import type { Caller } from '../billing/caller.ts';
 import { badRequest, gatewayError } from '../rpc/errors.ts';
-import { audioSecondsNano, charactersNano, mediaTokensFromUsage, mediaTokensNano, type MediaTokens } from '../billing/media-pricing.ts';
+import {
+  audioSecondsNano,
+  charactersNano,
+  mediaTokensFromUsage,
+  mediaTokensNano,
+  type MediaTokens,
+} from '../billing/media-pricing.ts';
 import type { FormPart } from '../gen/gateway/v1/inference_pb.js';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { isAbort } from './upstream.ts';
@@ -34,10 +40,20 @@ const PROMPT_OVERHEAD_TOKENS = 64n;
 /** The formats whose reply carries the provider's usage (seconds or tokens) to bill by. */
 const USAGE_FORMATS = ['json', 'verbose_json', 'diarized_json'];
 
-const SPEECH_FORMATS: Record<string, string> = { mp3: 'audio/mpeg', opus: 'audio/ogg', aac: 'audio/aac', flac: 'audio/flac', wav: 'audio/wav', pcm: 'audio/pcm' };
+const SPEECH_FORMATS: Record<string, string> = {
+  mp3: 'audio/mpeg',
+  opus: 'audio/ogg',
+  aac: 'audio/aac',
+  flac: 'audio/flac',
+  wav: 'audio/wav',
+  pcm: 'audio/pcm',
+};
 const MAX_SPEECH_CHARS = 4096;
 
-export type SpeechOut = { kind: 'start'; requestId: string; contentType: string; costNano: bigint } | { kind: 'audio'; data: Uint8Array } | { kind: 'charge'; charge: ChargeInfo };
+export type SpeechOut =
+  | { kind: 'start'; requestId: string; contentType: string; costNano: bigint }
+  | { kind: 'audio'; data: Uint8Array }
+  | { kind: 'charge'; charge: ChargeInfo };
 
 /** POST /v1/audio/transcriptions and /v1/audio/speech. */
 export class AudioRoute {
@@ -47,18 +63,28 @@ export class AudioRoute {
     this.deps = deps;
   }
 
-  async transcribe(caller: Caller, parts: readonly FormPart[], requestId: string): Promise<{ body: Uint8Array; contentType: string; charge: ChargeInfo }> {
+  async transcribe(
+    caller: Caller,
+    parts: readonly FormPart[],
+    requestId: string,
+  ): Promise<{ body: Uint8Array; contentType: string; charge: ChargeInfo }> {
     const startedAt = performance.now();
     const { metering, calls } = this.deps;
     const form = new Form(parts);
     const repeated = form.repeatedField();
     if (repeated) throw repeated;
     for (const name of TEXT_FIELDS) {
-      if (form.files(name).length > 0) throw badRequest(`'${name}' must be a text field, not a file.`, 'invalid_value', name);
+      if (form.files(name).length > 0)
+        throw badRequest(`'${name}' must be a text field, not a file.`, 'invalid_value', name);
     }
     const model = modelOfKind(this.deps.catalogue, form.field('model'), 'transcription', TRANSCRIPTIONS_ROUTE);
     const unexpected = form.parts.find((p) => p.filename !== '' && p.name !== 'file');
-    if (unexpected) throw badRequest(`Unexpected file field '${unexpected.name}': send the audio as 'file'.`, 'invalid_value', unexpected.name);
+    if (unexpected)
+      throw badRequest(
+        `Unexpected file field '${unexpected.name}': send the audio as 'file'.`,
+        'invalid_value',
+        unexpected.name,
+      );
     const files = form.files('file');
     if (files.length === 0)
       throw badRequest(
@@ -68,10 +94,15 @@ export class AudioRoute {
       );
     if (files.length > 1) throw badRequest("Send one audio 'file' per request.", 'invalid_value', 'file');
     const file = files[0]!;
-    if (file.data.length === 0) throw badRequest(`The audio file '${file.filename}' is empty.`, 'invalid_value', 'file');
+    if (file.data.length === 0)
+      throw badRequest(`The audio file '${file.filename}' is empty.`, 'invalid_value', 'file');
     const length = audioLength(file.data);
     if (!length) {
-      throw badRequest(`The file '${file.filename}' is not audio this gateway can read. Supported formats: flac, m4a, mp3, mp4, mpeg, mpga, oga, ogg, wav, webm.`, 'invalid_file_format', 'file');
+      throw badRequest(
+        `The file '${file.filename}' is not audio this gateway can read. Supported formats: flac, m4a, mp3, mp4, mpeg, mpga, oga, ogg, wav, webm.`,
+        'invalid_file_format',
+        'file',
+      );
     }
     if (length.kind === 'contradicted') {
       throw badRequest(
@@ -82,8 +113,18 @@ export class AudioRoute {
     }
     const format = form.field('response_format') ?? 'json';
     const formats = RESPONSE_FORMATS[model.id] ?? TOKEN_MODEL_FORMATS;
-    if (!formats.includes(format)) throw badRequest(`response_format '${format}' is not supported by ${model.id}. Supported: ${formats.join(', ')}.`, 'unsupported_value', 'response_format');
-    if (form.field('stream') === 'true') throw badRequest('Streamed transcription is not supported by this gateway; omit "stream".', 'unsupported_parameter', 'stream');
+    if (!formats.includes(format))
+      throw badRequest(
+        `response_format '${format}' is not supported by ${model.id}. Supported: ${formats.join(', ')}.`,
+        'unsupported_value',
+        'response_format',
+      );
+    if (form.field('stream') === 'true')
+      throw badRequest(
+        'Streamed transcription is not supported by this gateway; omit "stream".',
+        'unsupported_parameter',
+        'stream',
+      );
     // Audio whose length the gateway cannot count is billed by what the provider reports, which
     // only the JSON formats carry: a text reply would leave nothing but the size bound to charge.
     if (length.kind === 'unmeasured' && !USAGE_FORMATS.includes(format)) {
@@ -114,11 +155,17 @@ export class AudioRoute {
 
     const upstreamForm = new FormData();
     for (const p of parts) {
-      if (p.filename !== '') upstreamForm.append(p.name, new Blob([p.data], { type: p.contentType || 'application/octet-stream' }), p.filename);
+      if (p.filename !== '')
+        upstreamForm.append(
+          p.name,
+          new Blob([p.data], { type: p.contentType || 'application/octet-stream' }),
+          p.filename,
+        );
       else upstreamForm.append(p.name, p.name === 'model' ? model.upstreamId : Buffer.from(p.data).toString('utf8'));
     }
     // The diarizing model needs a chunking strategy for audio over 30 s; 'auto' unless the caller chose.
-    if (model.id === 'gpt-4o-transcribe-diarize' && !form.has('chunking_strategy')) upstreamForm.append('chunking_strategy', 'auto');
+    if (model.id === 'gpt-4o-transcribe-diarize' && !form.has('chunking_strategy'))
+      upstreamForm.append('chunking_strategy', 'auto');
     const provider = openAICompatible(model.providerConfig);
     return metering.run(plan, async () => {
       const res = await calls.post(plan, provider.url('/audio/transcriptions'), provider.authHeaders, upstreamForm);
@@ -146,11 +193,24 @@ export class AudioRoute {
       if (perSecond) {
         // What the provider billed, when it says so and it is more; never less than the count. The
         // metering charges at most the hold and records any excess as uncovered.
-        const billed = counted === undefined ? (reportedSeconds ?? bound) : reportedSeconds !== undefined && reportedSeconds > counted ? reportedSeconds : counted;
-        const usage = { ...zeroUsage(), units: billed, unit: 'audio_seconds', estimated: counted === undefined && reportedSeconds === undefined };
+        const billed =
+          counted === undefined
+            ? (reportedSeconds ?? bound)
+            : reportedSeconds !== undefined && reportedSeconds > counted
+              ? reportedSeconds
+              : counted;
+        const usage = {
+          ...zeroUsage(),
+          units: billed,
+          unit: 'audio_seconds',
+          estimated: counted === undefined && reportedSeconds === undefined,
+        };
         charge = await metering.settle(plan, usage, 'ok', 200, audioSecondsNano(model.prices, billed));
       } else {
-        const reported = json?.usage && typeof json.usage === 'object' && (json.usage as Json).type !== 'duration' ? mediaTokensFromUsage(json.usage as Json, 'audio_tokens') : undefined;
+        const reported =
+          json?.usage && typeof json.usage === 'object' && (json.usage as Json).type !== 'duration'
+            ? mediaTokensFromUsage(json.usage as Json, 'audio_tokens')
+            : undefined;
         // Text formats carry no usage: audio tokens at the models' rate, output counted.
         const heard = counted ?? reportedSeconds ?? bound;
         const tokens: MediaTokens = reported ?? {
@@ -158,10 +218,27 @@ export class AudioRoute {
           mediaInput: heard * AUDIO_TOKENS_PER_SECOND,
           output: BigInt(countTextTokens(typeof json?.text === 'string' ? json.text : text)),
         };
-        const usage = { ...zeroUsage(), inputTokens: tokens.textInput + tokens.mediaInput, outputTokens: tokens.output, estimated: !reported, units: heard, unit: 'audio_seconds' };
-        charge = await metering.settle(plan, usage, 'ok', 200, mediaTokensNano(model.prices, 'audio_input_per_mtok', tokens));
+        const usage = {
+          ...zeroUsage(),
+          inputTokens: tokens.textInput + tokens.mediaInput,
+          outputTokens: tokens.output,
+          estimated: !reported,
+          units: heard,
+          unit: 'audio_seconds',
+        };
+        charge = await metering.settle(
+          plan,
+          usage,
+          'ok',
+          200,
+          mediaTokensNano(model.prices, 'audio_input_per_mtok', tokens),
+        );
       }
-      return { body: new TextEncoder().encode(text), contentType: contentType === 'application/json' ? '' : contentType, charge };
+      return {
+        body: new TextEncoder().encode(text),
+        contentType: contentType === 'application/json' ? '' : contentType,
+        charge,
+      };
     });
   }
 
@@ -175,23 +252,40 @@ export class AudioRoute {
     const { metering, calls, log } = this.deps;
     const body = parseBody(raw);
     const model = modelOfKind(this.deps.catalogue, body.model, 'speech', SPEECH_ROUTE);
-    if (typeof body.input !== 'string' || body.input.length === 0) throw badRequest("Missing required parameter: 'input'.", 'missing_required_parameter', 'input');
+    if (typeof body.input !== 'string' || body.input.length === 0)
+      throw badRequest("Missing required parameter: 'input'.", 'missing_required_parameter', 'input');
     const characters = BigInt([...body.input].length);
-    if (characters > BigInt(MAX_SPEECH_CHARS)) throw badRequest(`'input' is longer than ${MAX_SPEECH_CHARS} characters.`, 'invalid_value', 'input');
+    if (characters > BigInt(MAX_SPEECH_CHARS))
+      throw badRequest(`'input' is longer than ${MAX_SPEECH_CHARS} characters.`, 'invalid_value', 'input');
     const voice = body.voice as unknown;
-    if (!(typeof voice === 'string' && voice !== '') && !(voice && typeof voice === 'object' && typeof (voice as Json).id === 'string')) {
+    if (
+      !(typeof voice === 'string' && voice !== '') &&
+      !(voice && typeof voice === 'object' && typeof (voice as Json).id === 'string')
+    ) {
       throw badRequest("Missing required parameter: 'voice'.", 'missing_required_parameter', 'voice');
     }
     const format = body.response_format == null ? 'mp3' : String(body.response_format);
-    if (!(format in SPEECH_FORMATS)) throw badRequest(`'response_format' must be one of ${Object.keys(SPEECH_FORMATS).join(', ')}.`, 'invalid_value', 'response_format');
-    if (body.speed != null && !(typeof body.speed === 'number' && body.speed >= 0.25 && body.speed <= 4)) throw badRequest("'speed' must be a number from 0.25 to 4.", 'invalid_value', 'speed');
-    if (body.stream_format != null && body.stream_format !== 'audio') throw badRequest("Only stream_format 'audio' is supported by this gateway.", 'unsupported_value', 'stream_format');
+    if (!(format in SPEECH_FORMATS))
+      throw badRequest(
+        `'response_format' must be one of ${Object.keys(SPEECH_FORMATS).join(', ')}.`,
+        'invalid_value',
+        'response_format',
+      );
+    if (body.speed != null && !(typeof body.speed === 'number' && body.speed >= 0.25 && body.speed <= 4))
+      throw badRequest("'speed' must be a number from 0.25 to 4.", 'invalid_value', 'speed');
+    if (body.stream_format != null && body.stream_format !== 'audio')
+      throw badRequest(
+        "Only stream_format 'audio' is supported by this gateway.",
+        'unsupported_value',
+        'stream_format',
+      );
 
     const plan = mediaPlan(requestId, SPEECH_ROUTE, caller, model, body, startedAt);
     const cost = charactersNano(model.prices, characters);
     await metering.holdExact(plan, cost);
     const provider = openAICompatible(model.providerConfig);
-    const upstreamBody = body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
+    const upstreamBody =
+      body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
     const upstreamAbort = new AbortController();
     const usage = { ...zeroUsage(), units: characters, unit: 'characters' };
     let answered = false;
@@ -200,13 +294,22 @@ export class AudioRoute {
     // the only place that settles. Before the answer, the upstream call is stopped and nothing is.
     const onAbort = () => {
       upstreamAbort.abort();
-      if (answered) metering.settle(plan, usage, 'client_closed', 499, cost).catch((err) => log.error({ err, requestId }, 'settle failed; the hold will expire'));
+      if (answered)
+        metering
+          .settle(plan, usage, 'client_closed', 499, cost)
+          .catch((err) => log.error({ err, requestId }, 'settle failed; the hold will expire'));
     };
     signal.addEventListener('abort', onAbort, { once: true });
     try {
       let res;
       try {
-        res = await calls.post(plan, provider.url('/audio/speech'), { ...provider.headers, accept: '*/*' }, upstreamBody, upstreamAbort.signal);
+        res = await calls.post(
+          plan,
+          provider.url('/audio/speech'),
+          { ...provider.headers, accept: '*/*' },
+          upstreamBody,
+          upstreamAbort.signal,
+        );
         if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
       } catch (err) {
         await metering.release(plan, err);
@@ -222,7 +325,13 @@ export class AudioRoute {
       } catch (err) {
         if (isAbort(err) || signal.aborted) return; // settled in full below
         await metering.settle(plan, zeroUsage(), 'upstream_cut', 502);
-        throw gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_cut', message: 'The upstream provider broke off the audio.', requestId });
+        throw gatewayError({
+          httpStatus: 502,
+          type: 'server_error',
+          code: 'upstream_cut',
+          message: 'The upstream provider broke off the audio.',
+          requestId,
+        });
       }
       yield { kind: 'charge', charge: await metering.settle(plan, usage, 'ok', 200, cost) };
     } finally {
@@ -230,7 +339,9 @@ export class AudioRoute {
       upstreamAbort.abort();
       // However this ended, the request settles here unless it already did (settle is once per
       // request, in both billing modes). Still open means the caller left (see onAbort).
-      await metering.settle(plan, answered ? usage : zeroUsage(), 'client_closed', 499, answered ? cost : 0n).catch((err) => log.error({ err, requestId }, 'settle failed; the hold will expire'));
+      await metering
+        .settle(plan, answered ? usage : zeroUsage(), 'client_closed', 499, answered ? cost : 0n)
+        .catch((err) => log.error({ err, requestId }, 'settle failed; the hold will expire'));
     }
   }
 }

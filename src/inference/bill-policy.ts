@@ -5,10 +5,22 @@
 // the provider honours, or refused with a 400 that names it. Nothing that changes the bill passes
 // through unpriced. docs/billing.md lists every field and what happens to it.
 import type { ResolvedModel } from '../catalogue/catalogue.ts';
-import { dearestInputPrice, PRICED_TIERS, variantPrices, WEB_SEARCH_FEE, type TokenPrices, type WorstCase } from '../billing/pricing.ts';
+import {
+  dearestInputPrice,
+  PRICED_TIERS,
+  variantPrices,
+  WEB_SEARCH_FEE,
+  type TokenPrices,
+  type WorstCase,
+} from '../billing/pricing.ts';
 import type { PricedQuantity } from '../billing/money.ts';
 import { utf8Length } from './tokens.ts';
-import { NOTHING_SHARED, operatorObjectRefusal, type SharedKind, type WireFormat } from '../tenancy/operator-objects.ts';
+import {
+  NOTHING_SHARED,
+  operatorObjectRefusal,
+  type SharedKind,
+  type WireFormat,
+} from '../tenancy/operator-objects.ts';
 import { walk } from '../tenancy/json-walk.ts';
 
 type Json = Record<string, unknown>;
@@ -30,7 +42,10 @@ export interface BillPolicy {
 /** Server tool calls allowed when the caller sets no cap (max_tool_calls, max_uses): the hold grows with it. */
 export const DEFAULT_SERVER_TOOL_CALLS = 3;
 
-const refuse = (param: string, message: string, code = 'unsupported_parameter'): BillPolicy => ({ refusal: { param, message, code }, worst: undefined as unknown as WorstCase });
+const refuse = (param: string, message: string, code = 'unsupported_parameter'): BillPolicy => ({
+  refusal: { param, message, code },
+  worst: undefined as unknown as WorstCase,
+});
 /** Ids of objects in the operator's provider account come first: refused unless shared (src/tenancy/operator-objects.ts). */
 function notShared(format: WireFormat, body: Json, shared: ReadonlySet<SharedKind>): BillPolicy | undefined {
   const r = operatorObjectRefusal(format, body, shared);
@@ -49,7 +64,9 @@ export function baseWorst(model: ResolvedModel, prices: TokenPrices = listPrices
     outputPerPass: false,
     uncappedOutput: model.reasoningBeyondCap ? BigInt(model.maxOutputTokens) : 0n,
     fees: [],
-    ...(long && model.longContextAboveTokens !== undefined ? { long: { aboveTokens: BigInt(model.longContextAboveTokens), prices: long } } : {}),
+    ...(long && model.longContextAboveTokens !== undefined
+      ? { long: { aboveTokens: BigInt(model.longContextAboveTokens), prices: long } }
+      : {}),
   };
 }
 
@@ -65,9 +82,12 @@ export function listPrices(model: ResolvedModel): TokenPrices {
 function tierPrices(model: ResolvedModel, value: unknown): TokenPrices | BillPolicy {
   if (value === undefined || value === null || value === 'auto' || value === 'default') return listPrices(model);
   const asked = String(value);
-  if (model.provider !== 'openai') return refuse('service_tier', `service_tier '${asked}' is not available for ${model.id} on this gateway; omit it.`);
+  if (model.provider !== 'openai')
+    return refuse('service_tier', `service_tier '${asked}' is not available for ${model.id} on this gateway; omit it.`);
   const tier = asked === 'fast' ? 'priority' : asked;
-  const prices = (PRICED_TIERS as readonly string[]).includes(tier) ? variantPrices(model.prices, `${tier}_`) : undefined;
+  const prices = (PRICED_TIERS as readonly string[]).includes(tier)
+    ? variantPrices(model.prices, `${tier}_`)
+    : undefined;
   if (prices) return prices;
   const priced = PRICED_TIERS.filter((t) => variantPrices(model.prices, `${t}_`));
   return refuse(
@@ -81,10 +101,21 @@ export function chatPolicy(body: Json, model: ResolvedModel, shared = NOTHING_SH
   const owned = notShared('chat', body, shared);
   if (owned) return owned;
   if (body.web_search_options != null)
-    return refuse('web_search_options', 'Web search in chat completions is billed per search, which this gateway does not price; use /v1/responses with the web_search tool on a passthrough model.');
-  if (body.search_parameters != null) return refuse('search_parameters', "xAI's Live Search is billed per source, which this gateway does not price; omit search_parameters.");
+    return refuse(
+      'web_search_options',
+      'Web search in chat completions is billed per search, which this gateway does not price; use /v1/responses with the web_search tool on a passthrough model.',
+    );
+  if (body.search_parameters != null)
+    return refuse(
+      'search_parameters',
+      "xAI's Live Search is billed per source, which this gateway does not price; omit search_parameters.",
+    );
   const audioOut = Array.isArray(body.modalities) && (body.modalities as unknown[]).includes('audio');
-  if (audioOut || body.audio != null) return refuse(audioOut ? 'modalities' : 'audio', 'Audio output is billed at audio token prices, which this gateway does not price; ask for text only.');
+  if (audioOut || body.audio != null)
+    return refuse(
+      audioOut ? 'modalities' : 'audio',
+      'Audio output is billed at audio token prices, which this gateway does not price; ask for text only.',
+    );
   const prices = tierPrices(model, body.service_tier);
   if ('refusal' in prices) return prices;
   const worst = baseWorst(model, prices as TokenPrices);
@@ -94,7 +125,11 @@ export function chatPolicy(body: Json, model: ResolvedModel, shared = NOTHING_SH
     if (o.type === 'image_url' && isUrl((o.image_url as Json | undefined)?.url)) worst.unseen ??= 'an image by URL';
     if (o.type === 'file') worst.unseen ??= 'a file';
   });
-  if (audio) return refuse('messages', 'Audio input (input_audio parts) is billed at audio token prices, which this gateway does not price.');
+  if (audio)
+    return refuse(
+      'messages',
+      'Audio input (input_audio parts) is billed at audio token prices, which this gateway does not price.',
+    );
   // Predicted output: rejected prediction tokens are billed as completion tokens.
   if (body.prediction != null) worst.uncappedOutput += BigInt(utf8Length(JSON.stringify(body.prediction)));
   return { worst };
@@ -108,13 +143,22 @@ const SERVER_FETCH = /^web_fetch_\d{8}$/;
 export function messagesPolicy(body: Json, model: ResolvedModel, shared = NOTHING_SHARED): BillPolicy {
   const owned = notShared('messages', body, shared);
   if (owned) return owned;
-  if (body.speed != null && body.speed !== 'standard') return refuse('speed', "Fast mode is billed at premium prices this gateway does not price; omit speed or send 'standard'.");
+  if (body.speed != null && body.speed !== 'standard')
+    return refuse(
+      'speed',
+      "Fast mode is billed at premium prices this gateway does not price; omit speed or send 'standard'.",
+    );
   if (body.inference_geo != null && body.inference_geo !== 'global')
-    return refuse('inference_geo', "Inference pinned to a region is billed above list prices, which this gateway does not price; omit inference_geo or send 'global'.");
+    return refuse(
+      'inference_geo',
+      "Inference pinned to a region is billed above list prices, which this gateway does not price; omit inference_geo or send 'global'.",
+    );
   if (body.service_tier != null && body.service_tier !== 'auto' && body.service_tier !== 'standard_only')
     return refuse('service_tier', "service_tier must be 'auto' or 'standard_only'.", 'invalid_value');
-  if (body.container != null) return refuse('container', 'Code execution containers are billed by the hour, which this gateway does not price.');
-  if (arr(body.mcp_servers).length > 0) return refuse('mcp_servers', "MCP connector calls run on Anthropic's side in a loop the gateway cannot bound.");
+  if (body.container != null)
+    return refuse('container', 'Code execution containers are billed by the hour, which this gateway does not price.');
+  if (arr(body.mcp_servers).length > 0)
+    return refuse('mcp_servers', "MCP connector calls run on Anthropic's side in a loop the gateway cannot bound.");
 
   const worst = baseWorst(model);
   let tools: Json[] | undefined;
@@ -125,11 +169,16 @@ export function messagesPolicy(body: Json, model: ResolvedModel, shared = NOTHIN
     if (type === 'custom' || CLIENT_TOOL.test(type)) continue;
     const search = SERVER_SEARCH.test(type);
     if (!search && !SERVER_FETCH.test(type)) {
-      return refuse('tools', `The tool type '${type}' runs on Anthropic's side and is billed in a way this gateway cannot bill yet; it serves client tools, web search and web fetch.`);
+      return refuse(
+        'tools',
+        `The tool type '${type}' runs on Anthropic's side and is billed in a way this gateway cannot bill yet; it serves client tools, web search and web fetch.`,
+      );
     }
-    if (search && model.prices[WEB_SEARCH_FEE] === undefined) return refuse('tools', `Web search has no price for ${model.id} on this gateway.`);
+    if (search && model.prices[WEB_SEARCH_FEE] === undefined)
+      return refuse('tools', `Web search has no price for ${model.id} on this gateway.`);
     const uses = t.max_uses;
-    if (uses != null && !(Number.isSafeInteger(uses) && (uses as number) >= 0)) return refuse('tools', 'max_uses must be a non-negative integer.', 'invalid_value');
+    if (uses != null && !(Number.isSafeInteger(uses) && (uses as number) >= 0))
+      return refuse('tools', 'max_uses must be a non-negative integer.', 'invalid_value');
     const bound = uses == null ? DEFAULT_SERVER_TOOL_CALLS : (uses as number);
     if (uses == null) (tools ??= [...arr(body.tools)])[i] = { ...t, max_uses: bound };
     calls += BigInt(bound);
@@ -142,8 +191,14 @@ export function messagesPolicy(body: Json, model: ResolvedModel, shared = NOTHIN
     worst.outputPerPass = true;
     worst.unseen = 'server tools (web search, web fetch)';
   }
-  if (searches > 0n) worst.fees.push({ quantity: searches, priceUsd: model.prices[WEB_SEARCH_FEE]!, perUnits: 1n } satisfies PricedQuantity);
-  let writes: 'none' | '5m' | '1h' = body.cache_control != null ? ((body.cache_control as Json).ttl === '1h' ? '1h' : '5m') : 'none';
+  if (searches > 0n)
+    worst.fees.push({
+      quantity: searches,
+      priceUsd: model.prices[WEB_SEARCH_FEE]!,
+      perUnits: 1n,
+    } satisfies PricedQuantity);
+  let writes: 'none' | '5m' | '1h' =
+    body.cache_control != null ? ((body.cache_control as Json).ttl === '1h' ? '1h' : '5m') : 'none';
   walk([body.system, body.messages, body.tools], (o) => {
     const source = o.source as Json | undefined;
     if (source?.type === 'url') worst.unseen ??= `a ${String(o.type)} by URL`;
@@ -158,13 +213,29 @@ export function messagesPolicy(body: Json, model: ResolvedModel, shared = NOTHIN
   // Cache writes cost more than plain input: the hold prices every input token at the dearest rate the request asks for.
   if (writes !== 'none') {
     worst.prices = { ...worst.prices, input_per_mtok: dearestInputPrice(worst.prices, writes) };
-    if (worst.long) worst.long = { ...worst.long, prices: { ...worst.long.prices, input_per_mtok: dearestInputPrice(worst.long.prices, writes) } };
+    if (worst.long)
+      worst.long = {
+        ...worst.long,
+        prices: { ...worst.long.prices, input_per_mtok: dearestInputPrice(worst.long.prices, writes) },
+      };
   }
   return { worst, ...(tools ? { set: { tools } } : {}) };
 }
 
-const RESPONSES_CLIENT_TOOLS = new Set(['function', 'custom', 'computer', 'computer_use_preview', 'local_shell', 'apply_patch']);
-const RESPONSES_WEB_SEARCH = new Set(['web_search', 'web_search_2025_08_26', 'web_search_preview', 'web_search_preview_2025_03_11']);
+const RESPONSES_CLIENT_TOOLS = new Set([
+  'function',
+  'custom',
+  'computer',
+  'computer_use_preview',
+  'local_shell',
+  'apply_patch',
+]);
+const RESPONSES_WEB_SEARCH = new Set([
+  'web_search',
+  'web_search_2025_08_26',
+  'web_search_preview',
+  'web_search_preview_2025_03_11',
+]);
 
 /** POST /v1/responses on a passthrough model (the provider's own Responses API). */
 export function responsesPolicy(body: Json, model: ResolvedModel, shared = NOTHING_SHARED): BillPolicy {
@@ -176,7 +247,11 @@ export function responsesPolicy(body: Json, model: ResolvedModel, shared = NOTHI
       "Background responses go on running on the provider's side after this request ends, where the gateway cannot see their usage to bill it; send the request without background (stream it for long tasks).",
     );
   }
-  if (arr(body.context_management).length > 0) return refuse('context_management', 'Server-side compaction runs extra model calls the gateway cannot bound; omit context_management.');
+  if (arr(body.context_management).length > 0)
+    return refuse(
+      'context_management',
+      'Server-side compaction runs extra model calls the gateway cannot bound; omit context_management.',
+    );
   const prices = tierPrices(model, body.service_tier);
   if ('refusal' in prices) return prices;
   const worst = baseWorst(model, prices as TokenPrices);
@@ -195,7 +270,8 @@ export function responsesPolicy(body: Json, model: ResolvedModel, shared = NOTHI
     }
     if (type === 'tool_search' && t.execution === 'client') return undefined;
     if (RESPONSES_WEB_SEARCH.has(type)) {
-      if (model.prices[WEB_SEARCH_FEE] === undefined) return refuse('tools', `Web search has no price for ${model.id} on this gateway.`);
+      if (model.prices[WEB_SEARCH_FEE] === undefined)
+        return refuse('tools', `Web search has no price for ${model.id} on this gateway.`);
       searchTool = true;
       return undefined;
     }
@@ -212,7 +288,8 @@ export function responsesPolicy(body: Json, model: ResolvedModel, shared = NOTHI
   let set: Json | undefined;
   if (searchTool) {
     const cap = body.max_tool_calls;
-    if (cap != null && !(Number.isSafeInteger(cap) && (cap as number) >= 0)) return refuse('max_tool_calls', 'max_tool_calls must be a non-negative integer.', 'invalid_value');
+    if (cap != null && !(Number.isSafeInteger(cap) && (cap as number) >= 0))
+      return refuse('max_tool_calls', 'max_tool_calls must be a non-negative integer.', 'invalid_value');
     const calls = cap == null ? DEFAULT_SERVER_TOOL_CALLS : (cap as number);
     if (cap == null) set = { max_tool_calls: calls };
     if (calls > 0) {
@@ -233,7 +310,8 @@ function unseenResponsesInput(body: Json): string | undefined {
   walk(body.input, (o) => {
     if (o.type === 'item_reference') found ??= 'an input item by id';
     if (o.type === 'input_file') found ??= 'an input file';
-    if (o.type === 'input_image' && (o.file_id != null || isUrl(o.image_url))) found ??= 'an input image by URL or file id';
+    if (o.type === 'input_image' && (o.file_id != null || isUrl(o.image_url)))
+      found ??= 'an input image by URL or file id';
   });
   return found;
 }

@@ -9,8 +9,22 @@ import { badRequest, gatewayError, unknownModel } from '../rpc/errors.ts';
 import { countInputTokens, countTextTokens, inputTokensUpperBound, type InputModel } from './tokens.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { anthropic } from './providers/anthropic.ts';
-import { chatRequestToMessages, messagesResponseToChat, MessagesToChatStream, TranslationError } from './translate/chat-messages.ts';
-import { chargeField, type ChargeInfo, type Json, type OutEvent, type Plan, type StepResult, type StreamEvent, type StreamProcessor } from './types.ts';
+import {
+  chatRequestToMessages,
+  messagesResponseToChat,
+  MessagesToChatStream,
+  TranslationError,
+} from './translate/chat-messages.ts';
+import {
+  chargeField,
+  type ChargeInfo,
+  type Json,
+  type OutEvent,
+  type Plan,
+  type StepResult,
+  type StreamEvent,
+  type StreamProcessor,
+} from './types.ts';
 import { chatPolicy, messagesPolicy } from './bill-policy.ts';
 import { errorMessage, providerErrorFields, readJson, readUpstreamError } from './replies.ts';
 import { parseBody } from './request-body.ts';
@@ -37,7 +51,11 @@ export class ChatRoute {
     this.deps = deps;
   }
 
-  async complete(caller: Caller, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+  async complete(
+    caller: Caller,
+    raw: Uint8Array,
+    requestId: string,
+  ): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
     const { plan, upstreamBody, viaMessages } = await this.prepare(caller, raw, requestId, false);
     const { metering, calls } = this.deps;
     return metering.run(plan, async () => {
@@ -52,12 +70,18 @@ export class ChatRoute {
           : { ...countUsage(plan.body, outputTextOfReply(json), plan.model), estimated: true };
       const charge = await metering.settle(plan, usage, 'ok', 200);
       // The caller sees the model as they named it; everything else as the upstream sent it.
-      return { body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })), charge };
+      return {
+        body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })),
+        charge,
+      };
     });
   }
 
   /** Claude on the chat route: the request translated to Anthropic messages and the reply back. */
-  private async completeViaMessages(plan: Plan, upstreamBody: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+  private async completeViaMessages(
+    plan: Plan,
+    upstreamBody: string,
+  ): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
     const call = anthropic(plan.model.providerConfig);
     const res = await this.deps.calls.post(plan, call.messagesUrl, call.headers, upstreamBody);
     if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
@@ -77,9 +101,19 @@ export class ChatRoute {
     const target = viaMessages ? anthropic(plan.model.providerConfig) : undefined;
     const provider = openAICompatible(plan.model.providerConfig);
     yield* this.deps.streams.start(plan, {
-      send: (s, gone) => (target ? calls.post(plan, target.messagesUrl, target.headers, upstreamBody, s, gone) : calls.post(plan, provider.chatUrl, provider.headers, upstreamBody, s, gone)),
+      send: (s, gone) =>
+        target
+          ? calls.post(plan, target.messagesUrl, target.headers, upstreamBody, s, gone)
+          : calls.post(plan, provider.chatUrl, provider.headers, upstreamBody, s, gone),
       processor: viaMessages
-        ? new ClaudeChatProcessor(new MessagesToChatStream({ model: plan.model.id, created: Math.floor(Date.now() / 1000), includeUsage: clientWantsUsage }), clientWantsUsage)
+        ? new ClaudeChatProcessor(
+            new MessagesToChatStream({
+              model: plan.model.id,
+              created: Math.floor(Date.now() / 1000),
+              includeUsage: clientWantsUsage,
+            }),
+            clientWantsUsage,
+          )
         : new ChatChunkProcessor(plan.model.id, clientWantsUsage),
       countUsage: (d) => countUsage(plan.body, d, plan.model),
       brokenStreamEvent: brokenChatStream,
@@ -87,16 +121,30 @@ export class ChatRoute {
     });
   }
 
-  private async prepare(caller: Caller, raw: Uint8Array, requestId: string, streamRoute: boolean): Promise<PreparedChat> {
+  private async prepare(
+    caller: Caller,
+    raw: Uint8Array,
+    requestId: string,
+    streamRoute: boolean,
+  ): Promise<PreparedChat> {
     const startedAt = performance.now();
     const body = parseBody(raw);
-    if (typeof body.model !== 'string' || body.model === '') throw badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model');
-    if (!Array.isArray(body.messages) || body.messages.length === 0) throw badRequest("Missing required parameter: 'messages'.", 'missing_required_parameter', 'messages');
-    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') throw badRequest("'stream' must be a boolean.", 'invalid_type', 'stream');
-    if (Boolean(body.stream) !== streamRoute) throw badRequest(streamRoute ? 'StreamChatCompletion needs "stream": true.' : 'Use StreamChatCompletion for "stream": true.', 'invalid_value', 'stream');
+    if (typeof body.model !== 'string' || body.model === '')
+      throw badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model');
+    if (!Array.isArray(body.messages) || body.messages.length === 0)
+      throw badRequest("Missing required parameter: 'messages'.", 'missing_required_parameter', 'messages');
+    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean')
+      throw badRequest("'stream' must be a boolean.", 'invalid_type', 'stream');
+    if (Boolean(body.stream) !== streamRoute)
+      throw badRequest(
+        streamRoute ? 'StreamChatCompletion needs "stream": true.' : 'Use StreamChatCompletion for "stream": true.',
+        'invalid_value',
+        'stream',
+      );
     for (const f of ['max_tokens', 'max_completion_tokens', 'n'] as const) {
       const v = body[f];
-      if (v !== undefined && v !== null && !(Number.isSafeInteger(v) && (v as number) >= 1)) throw badRequest(`'${f}' must be a positive integer.`, 'invalid_value', f);
+      if (v !== undefined && v !== null && !(Number.isSafeInteger(v) && (v as number) >= 1))
+        throw badRequest(`'${f}' must be a positive integer.`, 'invalid_value', f);
     }
     const model = this.chatModel(body.model);
     const shared = this.deps.sharedProviderObjects;
@@ -122,9 +170,13 @@ export class ChatRoute {
     if (model.provider === 'anthropic') {
       let messages: Json;
       try {
-        messages = chatRequestToMessages(body, { upstreamModel: model.upstreamId, defaultMaxTokens: model.maxOutputTokens });
+        messages = chatRequestToMessages(body, {
+          upstreamModel: model.upstreamId,
+          defaultMaxTokens: model.maxOutputTokens,
+        });
       } catch (err) {
-        if (err instanceof TranslationError) throw badRequest(err.message, 'unsupported_parameter', err.param ?? undefined);
+        if (err instanceof TranslationError)
+          throw badRequest(err.message, 'unsupported_parameter', err.param ?? undefined);
         throw err;
       }
       // Claude's own rules on what it reads (images by URL, PDFs) and its cap as translated (thinking may raise it).
@@ -133,7 +185,12 @@ export class ChatRoute {
       plan.worst = claude.worst;
       plan.maxOutput = BigInt(messages.max_tokens as number);
       const upstream = new BodyRewrite(messages);
-      await preparePriced(this.deps.metering, { plan, policy: { worst: claude.worst }, upstream, capFields: ['max_tokens'] });
+      await preparePriced(this.deps.metering, {
+        plan,
+        policy: { worst: claude.worst },
+        upstream,
+        capFields: ['max_tokens'],
+      });
       return { plan, upstreamBody: upstream.bytes(), clientWantsUsage, viaMessages: true };
     }
 
@@ -141,7 +198,9 @@ export class ChatRoute {
     // goes to it as max_tokens; elsewhere the larger of the two is the worst case.
     const deepseek = model.provider === 'deepseek';
     const caps = (['max_completion_tokens', 'max_tokens'] as const).filter((f) => body[f] != null);
-    const honoured = deepseek ? (body.max_tokens ?? body.max_completion_tokens) : caps.map((f) => body[f] as number).reduce((a, b) => Math.max(a, b), 0) || undefined;
+    const honoured = deepseek
+      ? (body.max_tokens ?? body.max_completion_tokens)
+      : caps.map((f) => body[f] as number).reduce((a, b) => Math.max(a, b), 0) || undefined;
     if (honoured != null) plan.maxOutput = BigInt(honoured as number);
 
     const upstream = new BodyRewrite(body, raw);
@@ -149,13 +208,22 @@ export class ChatRoute {
       upstream.set('max_tokens', honoured);
       upstream.delete('max_completion_tokens');
     }
-    const capFields = deepseek ? ['max_tokens'] : caps.length ? caps : [openAICompatible(model.providerConfig).maxTokensField];
+    const capFields = deepseek
+      ? ['max_tokens']
+      : caps.length
+        ? caps
+        : [openAICompatible(model.providerConfig).maxTokensField];
     await preparePriced(this.deps.metering, { plan, policy, upstream, capFields });
     if (streamRoute && !clientWantsUsage) {
       // Usage asked for in front of the caller's bytes when nothing else changes: no re-encoding
       // of a large body per stream.
       if (!upstream.changed && body.stream_options === undefined)
-        return { plan, upstreamBody: withLeadingMember(raw, '"stream_options":{"include_usage":true}'), clientWantsUsage, viaMessages: false };
+        return {
+          plan,
+          upstreamBody: withLeadingMember(raw, '"stream_options":{"include_usage":true}'),
+          clientWantsUsage,
+          viaMessages: false,
+        };
       upstream.set('stream_options', { ...streamOptions, include_usage: true });
     }
     return { plan, upstreamBody: upstream.bytes(), clientWantsUsage, viaMessages: false };
@@ -165,8 +233,20 @@ export class ChatRoute {
   private chatModel(id: string): ResolvedModel {
     const model = this.deps.catalogue.get(id);
     if (!model || !model.enabled) throw unknownModel(id);
-    if (model.kind !== 'chat') throw badRequest(`The model '${model.id}' is a ${model.kind} model; it cannot be used on ${CHAT_ROUTE}.`, 'model_not_supported', 'model');
-    if (!model.available) throw gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) });
+    if (model.kind !== 'chat')
+      throw badRequest(
+        `The model '${model.id}' is a ${model.kind} model; it cannot be used on ${CHAT_ROUTE}.`,
+        'model_not_supported',
+        'model',
+      );
+    if (!model.available)
+      throw gatewayError({
+        httpStatus: 400,
+        type: 'invalid_request_error',
+        code: 'model_not_available',
+        param: 'model',
+        message: unavailableToCallers(model),
+      });
     return model;
   }
 }
@@ -186,11 +266,18 @@ export function withLeadingMember(raw: Uint8Array, member: string): Uint8Array {
 }
 
 export function countUsage(body: Json, outputText: string, model: InputModel): TokenUsage {
-  return { inputTokens: BigInt(countInputTokens(body, model)), outputTokens: BigInt(countTextTokens(outputText)), cachedTokens: 0n, cacheWriteTokens: 0n };
+  return {
+    inputTokens: BigInt(countInputTokens(body, model)),
+    outputTokens: BigInt(countTextTokens(outputText)),
+    cachedTokens: 0n,
+    cacheWriteTokens: 0n,
+  };
 }
 
 export function brokenChatStream(message: string) {
-  return { json: JSON.stringify({ error: { message, type: 'server_error', param: null, code: 'upstream_stream_broken' } }) };
+  return {
+    json: JSON.stringify({ error: { message, type: 'server_error', param: null, code: 'upstream_stream_broken' } }),
+  };
 }
 
 /**
@@ -226,13 +313,26 @@ export class ChatChunkProcessor implements StreamProcessor {
     if (chunk.error !== undefined) {
       const f = providerErrorFields(JSON.stringify(chunk));
       const message = f.message || 'The upstream provider reported an error.';
-      return { error: { json: JSON.stringify({ error: { message, type: f.type ?? 'server_error', param: f.param ?? null, code: f.code ?? null } }), message } };
+      return {
+        error: {
+          json: JSON.stringify({
+            error: { message, type: f.type ?? 'server_error', param: f.param ?? null, code: f.code ?? null },
+          }),
+          message,
+        },
+      };
     }
     const choices = Array.isArray(chunk.choices) ? (chunk.choices as Json[]) : [];
     if (typeof chunk.service_tier === 'string') this.serviceTier = chunk.service_tier;
     for (const c of choices) this.delivered += deltaText(c.delta as Json | undefined);
     if (chunk.model !== undefined) chunk.model = this.model;
-    this.meta ??= { id: chunk.id, object: chunk.object, created: chunk.created, model: this.model, system_fingerprint: chunk.system_fingerprint ?? null };
+    this.meta ??= {
+      id: chunk.id,
+      object: chunk.object,
+      created: chunk.created,
+      model: this.model,
+      system_fingerprint: chunk.system_fingerprint ?? null,
+    };
 
     const hasUsage = chunk.usage !== null && typeof chunk.usage === 'object';
     const usage = hasUsage ? usageFromOpenAI(chunk.usage as Json, this.serviceTier) : undefined;
@@ -288,20 +388,32 @@ class ClaudeChatProcessor implements StreamProcessor {
     const type = String(data.type ?? ev.event);
     if (type === 'error') {
       const message = errorMessage(data.error) || 'The upstream provider reported an error.';
-      return { error: { json: JSON.stringify({ error: { message, type: 'server_error', param: null, code: 'upstream_error' } }), message } };
+      return {
+        error: {
+          json: JSON.stringify({ error: { message, type: 'server_error', param: null, code: 'upstream_error' } }),
+          message,
+        },
+      };
     }
     const chunks = this.t.push(ev.event !== 'message' ? ev.event : type, data);
     const out: OutEvent[] = [];
     for (const chunk of chunks) {
       const choices = Array.isArray(chunk.choices) ? (chunk.choices as Json[]) : [];
       for (const c of choices) this.delivered += deltaText(c.delta as Json | undefined);
-      const carriesCharge = this.clientWantsUsage ? choices.length === 0 && chunk.usage != null : choices.some((c) => c.finish_reason != null);
+      const carriesCharge = this.clientWantsUsage
+        ? choices.length === 0 && chunk.usage != null
+        : choices.some((c) => c.finish_reason != null);
       out.push({ data: chunk, ...(carriesCharge ? { needsCharge: true } : {}) });
     }
     const final = type === 'message_delta' || type === 'message_stop';
     const u = this.t.usage();
     const usage = Object.keys(u).length > 0 ? usageFromAnthropic(u) : undefined;
-    return { out, usage, finalUsage: final && usage !== undefined && type === 'message_delta' && data.usage !== undefined, done: this.t.done };
+    return {
+      out,
+      usage,
+      finalUsage: final && usage !== undefined && type === 'message_delta' && data.usage !== undefined,
+      done: this.t.done,
+    };
   }
 }
 

@@ -44,13 +44,28 @@ export class EmbeddingsRoute {
     }
     if (body.dimensions !== undefined && body.dimensions !== null) {
       const max = DIMENSIONS[model.id];
-      if (max === undefined) throw badRequest(`The model '${model.id}' has a fixed output size; 'dimensions' is not supported.`, 'unsupported_parameter', 'dimensions');
+      if (max === undefined)
+        throw badRequest(
+          `The model '${model.id}' has a fixed output size; 'dimensions' is not supported.`,
+          'unsupported_parameter',
+          'dimensions',
+        );
       if (!Number.isInteger(body.dimensions) || (body.dimensions as number) < 1 || (body.dimensions as number) > max)
-        throw badRequest(`'dimensions' must be an integer from 1 to ${max} for ${model.id}.`, 'invalid_value', 'dimensions');
+        throw badRequest(
+          `'dimensions' must be an integer from 1 to ${max} for ${model.id}.`,
+          'invalid_value',
+          'dimensions',
+        );
     }
     if (isCohere) {
-      if (inputs.some((i) => 'tokens' in i)) throw badRequest(`The model '${model.id}' takes text input only, not token arrays.`, 'invalid_value', 'input');
-      if (inputs.length > COHERE_MAX_TEXTS) throw badRequest(`The model '${model.id}' takes at most ${COHERE_MAX_TEXTS} inputs per request.`, 'invalid_value', 'input');
+      if (inputs.some((i) => 'tokens' in i))
+        throw badRequest(`The model '${model.id}' takes text input only, not token arrays.`, 'invalid_value', 'input');
+      if (inputs.length > COHERE_MAX_TEXTS)
+        throw badRequest(
+          `The model '${model.id}' takes at most ${COHERE_MAX_TEXTS} inputs per request.`,
+          'invalid_value',
+          'input',
+        );
     }
 
     // Refuse what the model cannot take, before anything is held. Bytes bound tokens from
@@ -61,16 +76,22 @@ export class EmbeddingsRoute {
       const bound = 'tokens' in input ? input.tokens.length : Buffer.byteLength(input.text) + 2;
       const tokens = bound <= model.contextWindow || 'tokens' in input ? bound : cl100kTokens(input.text);
       if (tokens > model.contextWindow) {
-        throw badRequest(`This model's maximum context length is ${model.contextWindow} tokens, however input ${i} has ${tokens} tokens. Shorten the input.`, 'context_length_exceeded', 'input');
+        throw badRequest(
+          `This model's maximum context length is ${model.contextWindow} tokens, however input ${i} has ${tokens} tokens. Shorten the input.`,
+          'context_length_exceeded',
+          'input',
+        );
       }
       holdTokens += BigInt(bound);
     }
 
     const plan = mediaPlan(requestId, EMBEDDINGS_ROUTE, caller, model, body, startedAt);
     const prices = model.prices as unknown as TokenPrices;
-    const priceOf = (tokens: bigint) => tokenCostNano(prices, { inputTokens: tokens, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n });
+    const priceOf = (tokens: bigint) =>
+      tokenCostNano(prices, { inputTokens: tokens, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n });
     await metering.holdExact(plan, priceOf(holdTokens));
-    const counted = () => inputs.reduce((n, i) => n + BigInt('tokens' in i ? i.tokens.length : cl100kTokens(i.text)), 0n);
+    const counted = () =>
+      inputs.reduce((n, i) => n + BigInt('tokens' in i ? i.tokens.length : cl100kTokens(i.text)), 0n);
     const settleTokens = (tokens: bigint | undefined) => {
       const usage = { ...zeroUsage(), inputTokens: tokens ?? counted(), estimated: tokens === undefined };
       return metering.settle(plan, usage, 'ok', 200);
@@ -79,7 +100,12 @@ export class EmbeddingsRoute {
       if (isCohere) {
         const call = cohere(model.providerConfig);
         const texts = inputs.map((i) => (i as { text: string }).text);
-        const res = await calls.post(plan, call.embedUrl, call.headers, JSON.stringify(embedRequest(model.upstreamId, texts, body.input_type)));
+        const res = await calls.post(
+          plan,
+          call.embedUrl,
+          call.headers,
+          JSON.stringify(embedRequest(model.upstreamId, texts, body.input_type)),
+        );
         if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
         const { json } = await readJson(res, plan.requestId);
         const out = embedReply(json, model.id, body.encoding_format === 'base64');
@@ -91,12 +117,15 @@ export class EmbeddingsRoute {
       }
 
       const provider = openAICompatible(model.providerConfig);
-      const upstreamBody = body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
+      const upstreamBody =
+        body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
       const res = await calls.post(plan, provider.url('/embeddings'), provider.headers, upstreamBody);
       if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
       const { text, json } = await readJson(res, plan.requestId);
       const prompt = (json.usage as Json | undefined)?.prompt_tokens;
-      const charge = await settleTokens(typeof prompt === 'number' && Number.isSafeInteger(prompt) && prompt >= 0 ? BigInt(prompt) : undefined);
+      const charge = await settleTokens(
+        typeof prompt === 'number' && Number.isSafeInteger(prompt) && prompt >= 0 ? BigInt(prompt) : undefined,
+      );
       const reply = json.model === model.id ? text : JSON.stringify({ ...json, model: model.id });
       return { body: encoder.encode(reply), charge };
     });
@@ -106,8 +135,10 @@ export class EmbeddingsRoute {
 /** OpenAI's accepted input shapes: a string, strings, a token array, token arrays. */
 function readInputs(input: unknown): EmbeddingInput[] | Error {
   const bad = (why: string) => badRequest(`'input' ${why}`, 'invalid_value', 'input');
-  if (input === undefined || input === null) return badRequest("Missing required parameter: 'input'.", 'missing_required_parameter', 'input');
-  const isTokens = (v: unknown): v is number[] => Array.isArray(v) && v.length > 0 && v.every((t) => Number.isSafeInteger(t) && (t as number) >= 0);
+  if (input === undefined || input === null)
+    return badRequest("Missing required parameter: 'input'.", 'missing_required_parameter', 'input');
+  const isTokens = (v: unknown): v is number[] =>
+    Array.isArray(v) && v.length > 0 && v.every((t) => Number.isSafeInteger(t) && (t as number) >= 0);
   let list: EmbeddingInput[];
   if (typeof input === 'string') list = [{ text: input }];
   else if (isTokens(input)) list = [{ tokens: input }];

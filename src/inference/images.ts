@@ -7,7 +7,13 @@ import { FormData } from 'undici';
 import type { Caller } from '../billing/caller.ts';
 import type { Config } from '../config/config.ts';
 import { badRequest, gatewayError } from '../rpc/errors.ts';
-import { megapixelNano, mediaTokensFromUsage, mediaTokensNano, perImageNano, type Prices } from '../billing/media-pricing.ts';
+import {
+  megapixelNano,
+  mediaTokensFromUsage,
+  mediaTokensNano,
+  perImageNano,
+  type Prices,
+} from '../billing/media-pricing.ts';
 import type { FormPart } from '../gen/gateway/v1/inference_pb.js';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { bfl, BFL_FAILED, BFL_MODERATED } from './providers/bfl.ts';
@@ -45,7 +51,11 @@ export class ImagesRoute {
     this.polling = polling;
   }
 
-  async generate(caller: Caller, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+  async generate(
+    caller: Caller,
+    raw: Uint8Array,
+    requestId: string,
+  ): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
     const startedAt = performance.now();
     const { metering, calls } = this.deps;
     const body = parseBody(raw);
@@ -66,41 +76,72 @@ export class ImagesRoute {
     if (opts instanceof Error) throw opts;
     await metering.holdExact(plan, gptImageHold(model.prices, prompt, opts, BigInt(n ?? 1), 0n));
     const provider = openAICompatible(model.providerConfig);
-    const upstreamBody = body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
-    return metering.run(plan, async () => this.settleGptImage(plan, await calls.post(plan, provider.url('/images/generations'), provider.headers, upstreamBody), opts));
+    const upstreamBody =
+      body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
+    return metering.run(plan, async () =>
+      this.settleGptImage(
+        plan,
+        await calls.post(plan, provider.url('/images/generations'), provider.headers, upstreamBody),
+        opts,
+      ),
+    );
   }
 
-  async edit(caller: Caller, parts: readonly FormPart[], requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+  async edit(
+    caller: Caller,
+    parts: readonly FormPart[],
+    requestId: string,
+  ): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
     const startedAt = performance.now();
     const { metering, calls } = this.deps;
     const form = new Form(parts);
     const repeated = form.repeatedField();
     if (repeated) throw repeated;
     for (const name of ['model', 'prompt', 'n', 'size', 'quality', 'output_format', 'background']) {
-      if (form.files(name).length > 0) throw badRequest(`'${name}' must be a text field, not a file.`, 'invalid_value', name);
+      if (form.files(name).length > 0)
+        throw badRequest(`'${name}' must be a text field, not a file.`, 'invalid_value', name);
     }
     const model = modelOfKind(this.deps.catalogue, form.field('model'), 'image', EDITS_ROUTE);
     if (!model.id.startsWith('gpt-image-')) {
-      throw badRequest(`Image edits take gpt-image-* models only; '${model.id}' can generate images (${GENERATIONS_ROUTE}) but not edit them.`, 'model_not_supported', 'model');
+      throw badRequest(
+        `Image edits take gpt-image-* models only; '${model.id}' can generate images (${GENERATIONS_ROUTE}) but not edit them.`,
+        'model_not_supported',
+        'model',
+      );
     }
     const unexpected = form.parts.find((p) => p.filename !== '' && !['image', 'image[]', 'mask'].includes(p.name));
-    if (unexpected) throw badRequest(`Unexpected file field '${unexpected.name}': image edits take 'image' (or several 'image[]') and an optional 'mask'.`, 'invalid_value', unexpected.name);
-    if ((form.has('image') || form.has('image[]')) && form.files('image', 'image[]').length === 0) throw badRequest("'image' must be a file, not a text field.", 'invalid_value', 'image');
+    if (unexpected)
+      throw badRequest(
+        `Unexpected file field '${unexpected.name}': image edits take 'image' (or several 'image[]') and an optional 'mask'.`,
+        'invalid_value',
+        unexpected.name,
+      );
+    if ((form.has('image') || form.has('image[]')) && form.files('image', 'image[]').length === 0)
+      throw badRequest("'image' must be a file, not a text field.", 'invalid_value', 'image');
     const images = form.files('image', 'image[]');
-    if (images.length === 0) throw badRequest("Missing required parameter: 'image' (one or more image files).", 'missing_required_parameter', 'image');
-    if (images.length > MAX_EDIT_IMAGES) throw badRequest(`At most ${MAX_EDIT_IMAGES} images can be edited at once.`, 'invalid_value', 'image');
+    if (images.length === 0)
+      throw badRequest(
+        "Missing required parameter: 'image' (one or more image files).",
+        'missing_required_parameter',
+        'image',
+      );
+    if (images.length > MAX_EDIT_IMAGES)
+      throw badRequest(`At most ${MAX_EDIT_IMAGES} images can be edited at once.`, 'invalid_value', 'image');
     const masks = form.files('mask');
     if (masks.length > 1) throw badRequest("Only one 'mask' file is allowed.", 'invalid_value', 'mask');
     for (const f of [...images, ...masks]) {
       const param = f.name === 'mask' ? 'mask' : 'image';
       if (f.data.length === 0) throw badRequest(`The file '${f.filename}' is empty.`, 'invalid_value', param);
-      if (!imageSize(f.data)) throw badRequest(`The file '${f.filename}' is not a PNG, JPEG or WebP image.`, 'invalid_image_format', param);
+      if (!imageSize(f.data))
+        throw badRequest(`The file '${f.filename}' is not a PNG, JPEG or WebP image.`, 'invalid_image_format', param);
     }
-    if (masks[0] && imageSize(masks[0].data)!.format !== 'png') throw badRequest("'mask' must be a PNG image (with an alpha channel).", 'invalid_image_format', 'mask');
+    if (masks[0] && imageSize(masks[0].data)!.format !== 'png')
+      throw badRequest("'mask' must be a PNG image (with an alpha channel).", 'invalid_image_format', 'mask');
     const prompt = checkPrompt(form.field('prompt'));
     if (prompt instanceof Error) throw prompt;
     const fields: Fields = {};
-    for (const name of ['n', 'size', 'quality', 'output_format', 'background', 'response_format', 'stream']) fields[name] = form.field(name);
+    for (const name of ['n', 'size', 'quality', 'output_format', 'background', 'response_format', 'stream'])
+      fields[name] = form.field(name);
     const n = intField(fields.n, 'n', 1, 10);
     if (n instanceof Error) throw n;
     const opts = gptImageOptions(fields, model.id);
@@ -111,11 +152,22 @@ export class ImagesRoute {
     // The same parts in the same order; only the model is the gateway's to change.
     const upstreamForm = new FormData();
     for (const p of parts) {
-      if (p.filename !== '') upstreamForm.append(p.name, new Blob([p.data], { type: p.contentType || 'application/octet-stream' }), p.filename);
+      if (p.filename !== '')
+        upstreamForm.append(
+          p.name,
+          new Blob([p.data], { type: p.contentType || 'application/octet-stream' }),
+          p.filename,
+        );
       else upstreamForm.append(p.name, p.name === 'model' ? model.upstreamId : Buffer.from(p.data).toString('utf8'));
     }
     const provider = openAICompatible(model.providerConfig);
-    return metering.run(plan, async () => this.settleGptImage(plan, await calls.post(plan, provider.url('/images/edits'), provider.authHeaders, upstreamForm), opts));
+    return metering.run(plan, async () =>
+      this.settleGptImage(
+        plan,
+        await calls.post(plan, provider.url('/images/edits'), provider.authHeaders, upstreamForm),
+        opts,
+      ),
+    );
   }
 
   /** Usage when reported; otherwise each returned image at its tier, sized from the image itself. */
@@ -126,13 +178,32 @@ export class ImagesRoute {
     const data = Array.isArray(json.data) ? (json.data as Json[]) : [];
     if (data.length === 0) throw badUpstreamReply(plan.requestId, 'an images reply without images');
     const images = BigInt(data.length);
-    const tokens = json.usage && typeof json.usage === 'object' ? mediaTokensFromUsage(json.usage as Json, 'image_tokens') : undefined;
+    const tokens =
+      json.usage && typeof json.usage === 'object'
+        ? mediaTokensFromUsage(json.usage as Json, 'image_tokens')
+        : undefined;
     let charge: ChargeInfo;
     if (tokens) {
-      const usage = { ...zeroUsage(), inputTokens: tokens.textInput + tokens.mediaInput, outputTokens: tokens.output, units: images, unit: 'images' };
-      charge = await metering.settle(plan, usage, 'ok', 200, mediaTokensNano(plan.model.prices, 'image_input_per_mtok', tokens));
+      const usage = {
+        ...zeroUsage(),
+        inputTokens: tokens.textInput + tokens.mediaInput,
+        outputTokens: tokens.output,
+        units: images,
+        unit: 'images',
+      };
+      charge = await metering.settle(
+        plan,
+        usage,
+        'ok',
+        200,
+        mediaTokensNano(plan.model.prices, 'image_input_per_mtok', tokens),
+      );
     } else {
-      const quality = QUALITIES.includes(String(json.quality)) ? String(json.quality) : opts.quality === 'auto' ? 'high' : opts.quality;
+      const quality = QUALITIES.includes(String(json.quality))
+        ? String(json.quality)
+        : opts.quality === 'auto'
+          ? 'high'
+          : opts.quality;
       let cost = 0n;
       for (const d of data) {
         const made = typeof d.b64_json === 'string' ? imageSize(Buffer.from(d.b64_json, 'base64')) : undefined;
@@ -146,12 +217,22 @@ export class ImagesRoute {
                 : opts.size;
         cost += perImageNano(plan.model.prices, quality, size, 1n);
       }
-      charge = await metering.settle(plan, { ...zeroUsage(), units: images, unit: 'images', estimated: true }, 'ok', 200, cost);
+      charge = await metering.settle(
+        plan,
+        { ...zeroUsage(), units: images, unit: 'images', estimated: true },
+        'ok',
+        200,
+        cost,
+      );
     }
     return { body: encoder.encode(text), charge };
   }
 
-  private async generateFlux(plan: Plan, prompt: string, o: FluxOptions): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+  private async generateFlux(
+    plan: Plan,
+    prompt: string,
+    o: FluxOptions,
+  ): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
     // Held for the size rounded up to 32 pixels a side: the provider may round the size it makes.
     const up32 = (v: number) => BigInt(Math.ceil(v / 32) * 32);
     await this.deps.metering.holdExact(plan, megapixelNano(plan.model.prices, up32(o.width) * up32(o.height)));
@@ -169,18 +250,30 @@ export class ImagesRoute {
     if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
     const { json: created } = await readJson(res, plan.requestId);
     const pollingUrl = typeof created.polling_url === 'string' ? created.polling_url : undefined;
-    if (!pollingUrl || !/^https?:\/\//.test(pollingUrl)) throw badUpstreamReply(plan.requestId, 'a job without a polling URL');
+    if (!pollingUrl || !/^https?:\/\//.test(pollingUrl))
+      throw badUpstreamReply(plan.requestId, 'a job without a polling URL');
 
     // The job's failures, each settled at zero with its own outcome (Metering.run).
     const fail = (status: string, httpStatus: number, err: Error): never => {
       throw withOutcome(err, status, httpStatus);
     };
-    const keyFor = (url: string): Record<string, string> => (api.mayCarryKey(url) ? { 'x-key': api.headers['x-key'] } : {});
+    const keyFor = (url: string): Record<string, string> =>
+      api.mayCarryKey(url) ? { 'x-key': api.headers['x-key'] } : {};
     const deadline = performance.now() + this.polling.pollTimeoutMs;
     let sample: string | undefined;
     while (!sample) {
       if (performance.now() > deadline) {
-        return fail('upstream_timeout', 504, gatewayError({ httpStatus: 504, type: 'server_error', code: 'upstream_timeout', message: 'The image was not ready in time.', requestId: plan.requestId }));
+        return fail(
+          'upstream_timeout',
+          504,
+          gatewayError({
+            httpStatus: 504,
+            type: 'server_error',
+            code: 'upstream_timeout',
+            message: 'The image was not ready in time.',
+            requestId: plan.requestId,
+          }),
+        );
       }
       await sleep(this.polling.pollIntervalMs);
       // A dropped poll is retried until the deadline.
@@ -207,7 +300,8 @@ export class ImagesRoute {
       const status = String(poll.status ?? '');
       if (status === 'Ready') {
         const url = (poll.result as Json | undefined)?.sample;
-        if (typeof url !== 'string' || !/^https?:\/\//.test(url)) return fail('upstream_bad_reply', 502, badUpstreamReply(plan.requestId, 'a finished job without an image'));
+        if (typeof url !== 'string' || !/^https?:\/\//.test(url))
+          return fail('upstream_bad_reply', 502, badUpstreamReply(plan.requestId, 'a finished job without an image'));
         sample = url;
       } else if (BFL_MODERATED.has(status)) {
         return fail(
@@ -226,7 +320,13 @@ export class ImagesRoute {
         return fail(
           'upstream_error',
           502,
-          gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_error', message: `The image provider failed the job (${status}).`, requestId: plan.requestId }),
+          gatewayError({
+            httpStatus: 502,
+            type: 'server_error',
+            code: 'upstream_error',
+            message: `The image provider failed the job (${status}).`,
+            requestId: plan.requestId,
+          }),
         );
       }
     }
@@ -240,12 +340,22 @@ export class ImagesRoute {
       }
       bytes = Buffer.from(await r.body.arrayBuffer());
     } catch {
-      return fail('upstream_unreachable', 502, badUpstreamReply(plan.requestId, 'an image that could not be downloaded'));
+      return fail(
+        'upstream_unreachable',
+        502,
+        badUpstreamReply(plan.requestId, 'an image that could not be downloaded'),
+      );
     }
     const made = imageSize(bytes);
     if (!made) return fail('upstream_bad_reply', 502, badUpstreamReply(plan.requestId, 'a file that is not an image'));
     const pixels = BigInt(made.width) * BigInt(made.height);
-    const charge = await this.deps.metering.settle(plan, { ...zeroUsage(), units: pixels, unit: 'pixels' }, 'ok', 200, megapixelNano(plan.model.prices, pixels));
+    const charge = await this.deps.metering.settle(
+      plan,
+      { ...zeroUsage(), units: pixels, unit: 'pixels' },
+      'ok',
+      200,
+      megapixelNano(plan.model.prices, pixels),
+    );
     const reply = {
       created: Math.floor(Date.now() / 1000),
       data: [{ b64_json: bytes.toString('base64') }],
@@ -257,8 +367,10 @@ export class ImagesRoute {
 }
 
 function checkPrompt(v: unknown): string | Error {
-  if (typeof v !== 'string' || v.trim() === '') return badRequest("Missing required parameter: 'prompt'.", 'missing_required_parameter', 'prompt');
-  if (v.length > MAX_PROMPT_CHARS) return badRequest(`'prompt' is longer than ${MAX_PROMPT_CHARS} characters.`, 'invalid_value', 'prompt');
+  if (typeof v !== 'string' || v.trim() === '')
+    return badRequest("Missing required parameter: 'prompt'.", 'missing_required_parameter', 'prompt');
+  if (v.length > MAX_PROMPT_CHARS)
+    return badRequest(`'prompt' is longer than ${MAX_PROMPT_CHARS} characters.`, 'invalid_value', 'prompt');
   return v;
 }
 
@@ -271,17 +383,35 @@ interface GptImageOptions {
 function gptImageOptions(f: Fields, modelId: string): GptImageOptions | Error {
   const size = f.size == null ? 'auto' : String(f.size);
   if (size !== 'auto' && !GPT_IMAGE_SIZES.includes(size)) {
-    return badRequest(`The size '${size}' is not supported by ${modelId}. Supported: ${GPT_IMAGE_SIZES.join(', ')}, auto.`, 'invalid_value', 'size');
+    return badRequest(
+      `The size '${size}' is not supported by ${modelId}. Supported: ${GPT_IMAGE_SIZES.join(', ')}, auto.`,
+      'invalid_value',
+      'size',
+    );
   }
   const quality = f.quality == null ? 'auto' : String(f.quality);
-  if (quality !== 'auto' && !QUALITIES.includes(quality)) return badRequest(`'quality' must be one of low, medium, high, auto for ${modelId}.`, 'invalid_value', 'quality');
+  if (quality !== 'auto' && !QUALITIES.includes(quality))
+    return badRequest(`'quality' must be one of low, medium, high, auto for ${modelId}.`, 'invalid_value', 'quality');
   const format = f.output_format == null ? 'png' : String(f.output_format);
-  if (!['png', 'jpeg', 'webp'].includes(format)) return badRequest("'output_format' must be png, jpeg or webp.", 'invalid_value', 'output_format');
+  if (!['png', 'jpeg', 'webp'].includes(format))
+    return badRequest("'output_format' must be png, jpeg or webp.", 'invalid_value', 'output_format');
   const background = f.background == null ? 'auto' : String(f.background);
-  if (!['transparent', 'opaque', 'auto'].includes(background)) return badRequest("'background' must be transparent, opaque or auto.", 'invalid_value', 'background');
-  if (background === 'transparent' && format === 'jpeg') return badRequest('A transparent background needs output_format png or webp.', 'invalid_value', 'background');
-  if (f.response_format != null && f.response_format !== 'b64_json') return badRequest(`${modelId} returns images as base64 (b64_json) only.`, 'unsupported_parameter', 'response_format');
-  if (f.stream === true || f.stream === 'true') return badRequest('Streamed image generation is not supported by this gateway; omit "stream".', 'unsupported_parameter', 'stream');
+  if (!['transparent', 'opaque', 'auto'].includes(background))
+    return badRequest("'background' must be transparent, opaque or auto.", 'invalid_value', 'background');
+  if (background === 'transparent' && format === 'jpeg')
+    return badRequest('A transparent background needs output_format png or webp.', 'invalid_value', 'background');
+  if (f.response_format != null && f.response_format !== 'b64_json')
+    return badRequest(
+      `${modelId} returns images as base64 (b64_json) only.`,
+      'unsupported_parameter',
+      'response_format',
+    );
+  if (f.stream === true || f.stream === 'true')
+    return badRequest(
+      'Streamed image generation is not supported by this gateway; omit "stream".',
+      'unsupported_parameter',
+      'stream',
+    );
   return { size, quality };
 }
 
@@ -303,7 +433,8 @@ function gptImageHold(prices: Prices, prompt: string, o: GptImageOptions, n: big
 
 function worstSize(prices: Prices, quality: string): string {
   let worst = GPT_IMAGE_SIZES[0]!;
-  for (const s of GPT_IMAGE_SIZES) if (perImageNano(prices, quality, s, 1n) > perImageNano(prices, quality, worst, 1n)) worst = s;
+  for (const s of GPT_IMAGE_SIZES)
+    if (perImageNano(prices, quality, s, 1n) > perImageNano(prices, quality, worst, 1n)) worst = s;
   return worst;
 }
 
@@ -316,19 +447,45 @@ interface FluxOptions {
 
 /** FLUX takes any size in 16-pixel steps from 256 to 2048 a side, one image per request. */
 function fluxOptions(body: Json, modelId: string, n: number): FluxOptions | Error {
-  if (n !== 1) return badRequest(`${modelId} makes one image per request; send 'n': 1 (or several requests).`, 'invalid_value', 'n');
+  if (n !== 1)
+    return badRequest(
+      `${modelId} makes one image per request; send 'n': 1 (or several requests).`,
+      'invalid_value',
+      'n',
+    );
   const size = body.size == null || body.size === 'auto' ? '1024x1024' : String(body.size);
   const m = /^(\d{3,4})x(\d{3,4})$/.exec(size);
   const ok = (v: number) => v >= 256 && v <= 2048 && v % 16 === 0;
   if (!m || !ok(Number(m[1])) || !ok(Number(m[2]))) {
-    return badRequest(`The size '${size}' is not supported by ${modelId}: width and height must be multiples of 16 from 256 to 2048, as <width>x<height>.`, 'invalid_value', 'size');
+    return badRequest(
+      `The size '${size}' is not supported by ${modelId}: width and height must be multiples of 16 from 256 to 2048, as <width>x<height>.`,
+      'invalid_value',
+      'size',
+    );
   }
-  if (body.quality != null && body.quality !== 'auto') return badRequest(`${modelId} has no quality setting; omit 'quality' or send 'auto'.`, 'unsupported_parameter', 'quality');
+  if (body.quality != null && body.quality !== 'auto')
+    return badRequest(
+      `${modelId} has no quality setting; omit 'quality' or send 'auto'.`,
+      'unsupported_parameter',
+      'quality',
+    );
   if (body.background != null && body.background !== 'auto' && body.background !== 'opaque')
     return badRequest(`${modelId} cannot make transparent backgrounds.`, 'unsupported_parameter', 'background');
   const format = body.output_format == null ? 'png' : String(body.output_format);
-  if (format !== 'png' && format !== 'jpeg') return badRequest(`${modelId} makes png or jpeg images.`, 'invalid_value', 'output_format');
-  if (body.response_format != null && body.response_format !== 'b64_json') return badRequest(`${modelId} returns images as base64 (b64_json) only.`, 'unsupported_parameter', 'response_format');
-  if (body.seed != null && !Number.isSafeInteger(body.seed)) return badRequest("'seed' must be an integer.", 'invalid_value', 'seed');
-  return { width: Number(m[1]), height: Number(m[2]), outputFormat: format, ...(body.seed != null ? { seed: body.seed as number } : {}) };
+  if (format !== 'png' && format !== 'jpeg')
+    return badRequest(`${modelId} makes png or jpeg images.`, 'invalid_value', 'output_format');
+  if (body.response_format != null && body.response_format !== 'b64_json')
+    return badRequest(
+      `${modelId} returns images as base64 (b64_json) only.`,
+      'unsupported_parameter',
+      'response_format',
+    );
+  if (body.seed != null && !Number.isSafeInteger(body.seed))
+    return badRequest("'seed' must be an integer.", 'invalid_value', 'seed');
+  return {
+    width: Number(m[1]),
+    height: Number(m[2]),
+    outputFormat: format,
+    ...(body.seed != null ? { seed: body.seed as number } : {}),
+  };
 }

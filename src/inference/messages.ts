@@ -35,7 +35,12 @@ export class MessagesRoute {
     this.deps = deps;
   }
 
-  async create(caller: Caller, raw: Uint8Array, requestId: string, h: AnthropicHeaders): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
+  async create(
+    caller: Caller,
+    raw: Uint8Array,
+    requestId: string,
+    h: AnthropicHeaders,
+  ): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
     const { plan, upstreamBody } = await this.prepare(caller, raw, requestId, false);
     const { metering, calls } = this.deps;
     return metering.run(plan, async () => {
@@ -48,27 +53,46 @@ export class MessagesRoute {
           ? { ...usageFromAnthropic(json.usage as Json), estimated: false }
           : { ...countUsage(plan.body, outputTextOfMessage(json), plan.model), estimated: true };
       const charge = await metering.settle(plan, usage, 'ok', 200);
-      return { body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })), charge };
+      return {
+        body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })),
+        charge,
+      };
     });
   }
 
-  async *stream(caller: Caller, raw: Uint8Array, requestId: string, h: AnthropicHeaders, signal: AbortSignal): AsyncGenerator<StreamEvent> {
+  async *stream(
+    caller: Caller,
+    raw: Uint8Array,
+    requestId: string,
+    h: AnthropicHeaders,
+    signal: AbortSignal,
+  ): AsyncGenerator<StreamEvent> {
     const { plan, upstreamBody } = await this.prepare(caller, raw, requestId, true);
     const call = anthropic(plan.model.providerConfig, h);
     yield* this.deps.streams.start(plan, {
       send: (s, gone) => this.deps.calls.post(plan, call.messagesUrl, call.headers, upstreamBody, s, gone),
       processor: new AnthropicEventProcessor(plan.model.id),
       countUsage: (d) => countUsage(plan.body, d, plan.model),
-      brokenStreamEvent: (message) => ({ event: 'error', json: JSON.stringify({ type: 'error', error: { type: 'api_error', message } }) }),
+      brokenStreamEvent: (message) => ({
+        event: 'error',
+        json: JSON.stringify({ type: 'error', error: { type: 'api_error', message } }),
+      }),
       signal,
     });
   }
 
   /** Free, but counted against the key's request rate: forwarded to the upstream's own counter. */
-  async countTokens(caller: Caller, raw: Uint8Array, requestId: string, h: AnthropicHeaders): Promise<{ body: Uint8Array }> {
+  async countTokens(
+    caller: Caller,
+    raw: Uint8Array,
+    requestId: string,
+    h: AnthropicHeaders,
+  ): Promise<{ body: Uint8Array }> {
     const body = parseBody(raw);
-    if (typeof body.model !== 'string' || body.model === '') throw badRequest('model: Field required', 'missing_required_parameter', 'model');
-    if (!Array.isArray(body.messages)) throw badRequest('messages: Field required', 'missing_required_parameter', 'messages');
+    if (typeof body.model !== 'string' || body.model === '')
+      throw badRequest('model: Field required', 'missing_required_parameter', 'model');
+    if (!Array.isArray(body.messages))
+      throw badRequest('messages: Field required', 'missing_required_parameter', 'messages');
     const model = this.claudeModel(body.model);
     // Counting reads the file too: an id of the operator's is not the caller's to measure.
     const owned = operatorObjectRefusal('messages', body, this.deps.sharedProviderObjects);
@@ -83,18 +107,33 @@ export class MessagesRoute {
       throw upstreamFailure(err, requestId);
     }
     const text = await res.body.text();
-    if (res.statusCode < 200 || res.statusCode >= 300) throw upstreamErrorOf(res.statusCode, res.headers['retry-after'], text, requestId);
+    if (res.statusCode < 200 || res.statusCode >= 300)
+      throw upstreamErrorOf(res.statusCode, res.headers['retry-after'], text, requestId);
     return { body: encoder.encode(text) };
   }
 
-  private async prepare(caller: Caller, raw: Uint8Array, requestId: string, streamRoute: boolean): Promise<{ plan: Plan; upstreamBody: string | Uint8Array }> {
+  private async prepare(
+    caller: Caller,
+    raw: Uint8Array,
+    requestId: string,
+    streamRoute: boolean,
+  ): Promise<{ plan: Plan; upstreamBody: string | Uint8Array }> {
     const startedAt = performance.now();
     const body = parseBody(raw);
-    if (typeof body.model !== 'string' || body.model === '') throw badRequest('model: Field required', 'missing_required_parameter', 'model');
-    if (!Array.isArray(body.messages) || body.messages.length === 0) throw badRequest('messages: Field required (at least one message)', 'missing_required_parameter', 'messages');
-    if (!(Number.isSafeInteger(body.max_tokens) && (body.max_tokens as number) >= 1)) throw badRequest('max_tokens: Field required (a positive integer)', 'invalid_value', 'max_tokens');
-    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') throw badRequest('stream: Input should be a valid boolean', 'invalid_type', 'stream');
-    if (Boolean(body.stream) !== streamRoute) throw badRequest(streamRoute ? 'StreamMessage needs "stream": true.' : 'Use StreamMessage for "stream": true.', 'invalid_value', 'stream');
+    if (typeof body.model !== 'string' || body.model === '')
+      throw badRequest('model: Field required', 'missing_required_parameter', 'model');
+    if (!Array.isArray(body.messages) || body.messages.length === 0)
+      throw badRequest('messages: Field required (at least one message)', 'missing_required_parameter', 'messages');
+    if (!(Number.isSafeInteger(body.max_tokens) && (body.max_tokens as number) >= 1))
+      throw badRequest('max_tokens: Field required (a positive integer)', 'invalid_value', 'max_tokens');
+    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean')
+      throw badRequest('stream: Input should be a valid boolean', 'invalid_type', 'stream');
+    if (Boolean(body.stream) !== streamRoute)
+      throw badRequest(
+        streamRoute ? 'StreamMessage needs "stream": true.' : 'Use StreamMessage for "stream": true.',
+        'invalid_value',
+        'stream',
+      );
     const model = this.claudeModel(body.model);
     const policy = messagesPolicy(body, model, this.deps.sharedProviderObjects);
     refuseIfRefused(policy);
@@ -121,20 +160,46 @@ export class MessagesRoute {
     const model = this.deps.catalogue.get(id);
     if (!model || !model.enabled) throw unknownModel(id, 'model: ');
     if (model.kind !== 'chat' || model.provider !== 'anthropic') {
-      throw badRequest(`model: '${model.id}' is not a Claude model. /v1/messages serves Claude models only; use POST /v1/chat/completions for ${model.id}.`, 'model_not_supported', 'model');
+      throw badRequest(
+        `model: '${model.id}' is not a Claude model. /v1/messages serves Claude models only; use POST /v1/chat/completions for ${model.id}.`,
+        'model_not_supported',
+        'model',
+      );
     }
-    if (!model.available) throw gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: `model: ${unavailableToCallers(model)}` });
+    if (!model.available)
+      throw gatewayError({
+        httpStatus: 400,
+        type: 'invalid_request_error',
+        code: 'model_not_available',
+        param: 'model',
+        message: `model: ${unavailableToCallers(model)}`,
+      });
     return model;
   }
 }
 
 function countUsage(body: Json, outputText: string, model: InputModel): TokenUsage {
-  return { inputTokens: BigInt(countAnthropicInput(body, model)), outputTokens: BigInt(countTextTokens(outputText)), cachedTokens: 0n, cacheWriteTokens: 0n };
+  return {
+    inputTokens: BigInt(countAnthropicInput(body, model)),
+    outputTokens: BigInt(countTextTokens(outputText)),
+    cachedTokens: 0n,
+    cacheWriteTokens: 0n,
+  };
 }
 
 function outputTextOfMessage(msg: Json): string {
   const blocks = Array.isArray(msg.content) ? (msg.content as Json[]) : [];
-  return blocks.map((b) => (typeof b.text === 'string' ? b.text : typeof b.thinking === 'string' ? b.thinking : b.input !== undefined ? JSON.stringify(b.input) : '')).join('');
+  return blocks
+    .map((b) =>
+      typeof b.text === 'string'
+        ? b.text
+        : typeof b.thinking === 'string'
+          ? b.thinking
+          : b.input !== undefined
+            ? JSON.stringify(b.input)
+            : '',
+    )
+    .join('');
 }
 
 /**
@@ -173,8 +238,11 @@ export class AnthropicEventProcessor implements StreamProcessor {
       case 'error': {
         // Anthropic's error event shape, whatever the upstream wrote.
         const message = errorMessage(data.error) || errorMessage(data) || 'The upstream provider reported an error.';
-        const type = typeof (data.error as Json | undefined)?.type === 'string' ? (data.error as Json).type : 'api_error';
-        return { error: { event: 'error', json: JSON.stringify({ type: 'error', error: { type, message } }), message } };
+        const type =
+          typeof (data.error as Json | undefined)?.type === 'string' ? (data.error as Json).type : 'api_error';
+        return {
+          error: { event: 'error', json: JSON.stringify({ type: 'error', error: { type, message } }), message },
+        };
       }
       case 'message_start': {
         const msg = (data.message ?? {}) as Json;
@@ -184,7 +252,8 @@ export class AnthropicEventProcessor implements StreamProcessor {
       }
       case 'content_block_delta': {
         const d = (data.delta ?? {}) as Json;
-        for (const k of ['text', 'partial_json', 'thinking'] as const) if (typeof d[k] === 'string') this.delivered += d[k] as string;
+        for (const k of ['text', 'partial_json', 'thinking'] as const)
+          if (typeof d[k] === 'string') this.delivered += d[k] as string;
         return { out: [{ event, data }] };
       }
       case 'content_block_start': {
@@ -196,8 +265,13 @@ export class AnthropicEventProcessor implements StreamProcessor {
         // message_delta usage is cumulative; fields it carries replace those from message_start
         // (counts, and the cache_creation and server_tool_use breakdowns).
         const u = (data.usage ?? {}) as Json;
-        for (const [k, v] of Object.entries(u)) if (typeof v === 'number' || (v !== null && typeof v === 'object')) this.usageSoFar[k] = v;
-        return { usage: this.reported(), finalUsage: data.usage !== undefined, out: [{ event, data, needsCharge: true }] };
+        for (const [k, v] of Object.entries(u))
+          if (typeof v === 'number' || (v !== null && typeof v === 'object')) this.usageSoFar[k] = v;
+        return {
+          usage: this.reported(),
+          finalUsage: data.usage !== undefined,
+          out: [{ event, data, needsCharge: true }],
+        };
       }
       case 'message_stop':
         return { out: [{ event, data }], done: true };

@@ -66,9 +66,17 @@ export class Metering {
     const ttlSeconds = this.deps.holds.ttlSeconds;
     let hold;
     try {
-      const place = (minNano: bigint) => this.deps.ledger.placeHold({ apiKeyHash: keyHash, requestId: plan.requestId, minNano, maxNano: maxCost, ttlSeconds });
+      const place = (minNano: bigint) =>
+        this.deps.ledger.placeHold({
+          apiKeyHash: keyHash,
+          requestId: plan.requestId,
+          minNano,
+          maxNano: maxCost,
+          ttlSeconds,
+        });
       hold = await place(cost(input, 1n));
-      if (hold.kind === 'insufficient' && (await this.leasesGaveBack(hold.accountId))) hold = await place(cost(input, 1n));
+      if (hold.kind === 'insufficient' && (await this.leasesGaveBack(hold.accountId)))
+        hold = await place(cost(input, 1n));
       if (hold.kind === 'insufficient') {
         // With input the gateway cannot see, the window dominates: the tokenizer would change nothing.
         if (!w.unseen) input = plan.countInput();
@@ -112,7 +120,14 @@ export class Metering {
   async placeExactHold(caller: Caller, requestId: string, amountNano: bigint, ttlSeconds: number): Promise<void> {
     let hold;
     try {
-      const place = () => this.deps.ledger.placeHold({ apiKeyHash: caller.keyHash, requestId, minNano: amountNano, maxNano: amountNano, ttlSeconds });
+      const place = () =>
+        this.deps.ledger.placeHold({
+          apiKeyHash: caller.keyHash,
+          requestId,
+          minNano: amountNano,
+          maxNano: amountNano,
+          ttlSeconds,
+        });
       hold = await place();
       if (hold.kind === 'insufficient' && (await this.leasesGaveBack(hold.accountId))) hold = await place();
     } catch (err) {
@@ -155,7 +170,13 @@ export class Metering {
    * billed for `usage` (its tier, long-context prices, tool fees); never above the hold. Exactly
    * once: a later call gets the first charge.
    */
-  settle(plan: Plan, usage: ChargeInfo['usage'], status: string, httpStatus: number, costNano?: bigint): Promise<ChargeInfo> {
+  settle(
+    plan: Plan,
+    usage: ChargeInfo['usage'],
+    status: string,
+    httpStatus: number,
+    costNano?: bigint,
+  ): Promise<ChargeInfo> {
     const meter = (plan.meter ??= {});
     return (meter.settling ??= this.settleOnce(plan, meter, usage, status, httpStatus, costNano));
   }
@@ -170,7 +191,14 @@ export class Metering {
     return this.inFlight;
   }
 
-  private async settleOnce(plan: Plan, meter: MeterState, usage: ChargeInfo['usage'], status: string, httpStatus: number, costNano?: bigint): Promise<ChargeInfo> {
+  private async settleOnce(
+    plan: Plan,
+    meter: MeterState,
+    usage: ChargeInfo['usage'],
+    status: string,
+    httpStatus: number,
+    costNano?: bigint,
+  ): Promise<ChargeInfo> {
     const { ledger, leases, limiter, metrics } = this.deps;
     if (meter.renewal) {
       clearInterval(meter.renewal);
@@ -206,7 +234,8 @@ export class Metering {
       return { requestId: plan.requestId, costNano: charged, usage };
     }
     const r = await ledger.settle({ ...row, costNano: cost });
-    if (r.firstSettle && r.chargedNano > 0n) metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(r.chargedNano));
+    if (r.firstSettle && r.chargedNano > 0n)
+      metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(r.chargedNano));
     if (r.firstSettle) limiter.addTokens(plan.caller.keyHash, tokens);
     return { requestId: plan.requestId, costNano: r.chargedNano, usage };
   }
@@ -241,7 +270,9 @@ export class Metering {
     const meter = (plan.meter ??= {});
     meter.renewal = setInterval(() => {
       if (--renewalsLeft < 0) return clearInterval(meter.renewal);
-      ledger.renewHold(plan.requestId, ttlSeconds).catch((err) => log.warn({ err, requestId: plan.requestId }, 'hold renewal failed'));
+      ledger
+        .renewHold(plan.requestId, ttlSeconds)
+        .catch((err) => log.warn({ err, requestId: plan.requestId }, 'hold renewal failed'));
     }, renewEveryMs);
     meter.renewal.unref();
     this.opened();
@@ -266,7 +297,13 @@ function requestedModel(plan: Plan): string {
 
 /** A reused request id is the caller's conflict (409); any other failure passes through. */
 function duplicateRequest(err: unknown): unknown {
-  if (err instanceof LedgerError && err.code === 'duplicate_request') return gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'duplicate_request_id', message: err.message });
+  if (err instanceof LedgerError && err.code === 'duplicate_request')
+    return gatewayError({
+      httpStatus: 409,
+      type: 'invalid_request_error',
+      code: 'duplicate_request_id',
+      message: err.message,
+    });
   return err;
 }
 

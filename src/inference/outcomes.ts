@@ -26,5 +26,7 @@ export function markedOutcome(err: unknown): Unbilled | undefined {
 export function outcomeOf(err: unknown): Unbilled {
   const marked = markedOutcome(err);
   if (marked) return marked;
-  return isAbort(err) ? { outcome: 'client_closed', httpStatus: 499 } : { outcome: 'gateway_error', httpStatus: toGatewayError(err).httpStatus };
+  return isAbort(err)
+    ? { outcome: 'client_closed', httpStatus: 499 }
+    : { outcome: 'gateway_error', httpStatus: toGatewayError(err).httpStatus };
 }

@@ -10,7 +10,13 @@ import { gatewayError } from '../rpc/errors.ts';
 
 /** A policy refusal as the route's 400. */
 export function refusal(r: Refusal) {
-  return gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: r.code, param: r.param, message: r.message });
+  return gatewayError({
+    httpStatus: 400,
+    type: 'invalid_request_error',
+    code: r.code,
+    param: r.param,
+    message: r.message,
+  });
 }
 
 /** Throws the policy's refusal, if it has one. */
@@ -68,7 +74,8 @@ export async function preparePriced(metering: Metering, r: PricedRequest): Promi
   const held = await metering.hold(r.plan);
   const upstreamId = r.plan.model.upstreamId;
   if (r.upstream.get('model') !== upstreamId) r.upstream.set('model', upstreamId);
-  if (held.loweredOutputCap !== undefined) for (const f of r.capFields) r.upstream.set(f, Number(held.loweredOutputCap));
+  if (held.loweredOutputCap !== undefined)
+    for (const f of r.capFields) r.upstream.set(f, Number(held.loweredOutputCap));
   if (r.policy.set) for (const [k, v] of Object.entries(r.policy.set)) r.upstream.set(k, v);
   return held;
 }

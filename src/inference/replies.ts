@@ -16,7 +16,10 @@ const MAX_ERROR_BODY = 64 * 1024;
  * `text` encoded: the reply's own bytes when they are valid UTF-8 without a BOM (no encode of a
  * reply passed on unchanged), else `text` encoded again.
  */
-export async function readJson(res: UpstreamResponse, requestId: string): Promise<{ text: string; json: Json; bytes: Uint8Array }> {
+export async function readJson(
+  res: UpstreamResponse,
+  requestId: string,
+): Promise<{ text: string; json: Json; bytes: Uint8Array }> {
   try {
     const buf = await res.body.bytes();
     // As undici's text(): a BOM skipped, invalid sequences replaced.
@@ -29,7 +32,13 @@ export async function readJson(res: UpstreamResponse, requestId: string): Promis
   } catch (err) {
     const failure = (err as { code?: string }).code?.startsWith('UND_ERR')
       ? upstreamFailure(err, requestId)
-      : gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_bad_reply', message: 'The upstream provider sent a reply that is not JSON.', requestId });
+      : gatewayError({
+          httpStatus: 502,
+          type: 'server_error',
+          code: 'upstream_bad_reply',
+          message: 'The upstream provider sent a reply that is not JSON.',
+          requestId,
+        });
     throw withOutcome(failure, 'upstream_bad_reply', 502);
   }
 }
@@ -46,7 +55,11 @@ export async function readUpstreamError(res: UpstreamResponse, requestId: string
   } catch {
     /* body lost: the status is enough */
   }
-  return withOutcome(upstreamErrorOf(res.statusCode, res.headers['retry-after'], text, requestId), 'upstream_error', res.statusCode);
+  return withOutcome(
+    upstreamErrorOf(res.statusCode, res.headers['retry-after'], text, requestId),
+    'upstream_error',
+    res.statusCode,
+  );
 }
 
 /** The provider's error fields from whatever shape it answered in. */
@@ -63,7 +76,12 @@ export function providerErrorFields(text: string): { message?: string; type?: st
   const str = (v: unknown) => (typeof v === 'string' && v !== '' ? v : typeof v === 'number' ? String(v) : undefined);
   let message = str(e.message) ?? (typeof j.error === 'string' ? j.error : undefined) ?? str(j.message);
   if (!message && j.detail !== undefined) {
-    message = typeof j.detail === 'string' ? j.detail : Array.isArray(j.detail) ? (j.detail as Json[]).map((d) => str(d?.msg) ?? JSON.stringify(d)).join('; ') : undefined;
+    message =
+      typeof j.detail === 'string'
+        ? j.detail
+        : Array.isArray(j.detail)
+          ? (j.detail as Json[]).map((d) => str(d?.msg) ?? JSON.stringify(d)).join('; ')
+          : undefined;
   }
   return { message, type: str(e.type), param: str(e.param), code: str(e.code) };
 }
@@ -75,13 +93,18 @@ export function upstreamErrorOf(s: number, retryAfterHeader: unknown, text: stri
   const status = credentials ? 502 : s;
   const f = credentials ? {} : providerErrorFields(text);
   const retryAfter = Number(retryAfterHeader);
-  const ownType = s === 429 ? 'rate_limit_error' : s >= 500 || status === 502 ? 'server_error' : 'invalid_request_error';
+  const ownType =
+    s === 429 ? 'rate_limit_error' : s >= 500 || status === 502 ? 'server_error' : 'invalid_request_error';
   return gatewayError({
     httpStatus: status,
     type: f.type && f.type !== 'error' ? f.type : ownType,
     code: f.code ?? (s === 429 ? 'upstream_rate_limited' : 'upstream_error'),
     ...(f.param ? { param: f.param } : {}),
-    message: f.message ?? (credentials ? "The upstream provider refused the gateway's credentials." : `The upstream provider answered ${s}.`),
+    message:
+      f.message ??
+      (credentials
+        ? "The upstream provider refused the gateway's credentials."
+        : `The upstream provider answered ${s}.`),
     retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter > 0 ? Math.ceil(retryAfter) : s === 429 ? 1 : 0,
     requestId,
   });

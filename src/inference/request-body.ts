@@ -15,7 +15,8 @@ export function parseBody(raw: Uint8Array): Json {
   } catch {
     throw badRequest('The request body is not valid JSON.', 'invalid_json');
   }
-  if (body === null || typeof body !== 'object' || Array.isArray(body)) throw badRequest('The request body must be a JSON object.', 'invalid_json');
+  if (body === null || typeof body !== 'object' || Array.isArray(body))
+    throw badRequest('The request body must be a JSON object.', 'invalid_json');
   const unsafe = unsafeJson(body);
   if (unsafe) throw badRequest(unsafe, 'invalid_json');
   // A name sent twice is read one way here and maybe the other way by the provider: refused.
@@ -41,7 +42,10 @@ export function unsafeJson(root: object): string | undefined {
     }
     for (const key of Object.keys(v)) {
       const child = (v as Json)[key];
-      if (key === '__proto__' || (key === 'constructor' && child !== null && typeof child === 'object' && 'prototype' in child)) {
+      if (
+        key === '__proto__' ||
+        (key === 'constructor' && child !== null && typeof child === 'object' && 'prototype' in child)
+      ) {
         return `The request body contains the key '${key}', which is not allowed.`;
       }
       if (child !== null && typeof child === 'object') stack.push([child, depth + 1]);

@@ -11,7 +11,13 @@ import type { Caller } from '../billing/caller.ts';
 import { usageFromOpenAI, usageFromOpenAIResponses, type TokenUsage } from '../billing/pricing.ts';
 import { randomBase62 } from '../billing/keys.ts';
 import { badRequest, gatewayError, unknownModel } from '../rpc/errors.ts';
-import { countInputTokens, countResponsesInput, countTextTokens, inputTokensUpperBound, responsesInputUpperBound } from './tokens.ts';
+import {
+  countInputTokens,
+  countResponsesInput,
+  countTextTokens,
+  inputTokensUpperBound,
+  responsesInputUpperBound,
+} from './tokens.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { outputTextOfReply, deltaText } from './chat.ts';
 import type { ChargeInfo, Json, OutEvent, Plan, StepResult, StreamEvent, StreamProcessor } from './types.ts';
@@ -22,7 +28,13 @@ import { BodyRewrite, preparePriced, refuseIfRefused } from './priced-request.ts
 import type { RouteDeps } from './deps.ts';
 import type { SseEvent } from './sse.ts';
 import { storedIds, storedRefs, unknownStoredRef, type ResponseOwners } from '../tenancy/response-owners.ts';
-import { builtinToolTypes, chatResponseToResponses, ChatToResponsesStream, responsesRequestToChat, TranslationError } from './translate/responses-chat.ts';
+import {
+  builtinToolTypes,
+  chatResponseToResponses,
+  ChatToResponsesStream,
+  responsesRequestToChat,
+  TranslationError,
+} from './translate/responses-chat.ts';
 
 export const RESPONSES_ROUTE = '/v1/responses';
 const encoder = new TextEncoder();
@@ -52,7 +64,12 @@ export class ResponsesRoute {
     if (response.store === false) return;
     await this.owners
       .record(plan.caller.accountId, storedIds(response))
-      .catch((err) => this.deps.log.error({ err, requestId: plan.requestId }, 'recording a stored response failed; its owner cannot continue it through the gateway'));
+      .catch((err) =>
+        this.deps.log.error(
+          { err, requestId: plan.requestId },
+          'recording a stored response failed; its owner cannot continue it through the gateway',
+        ),
+      );
   }
 
   async create(caller: Caller, raw: Uint8Array, requestId: string): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
@@ -93,15 +110,27 @@ export class ResponsesRoute {
 
   async *stream(caller: Caller, raw: Uint8Array, requestId: string, signal: AbortSignal): AsyncGenerator<StreamEvent> {
     const p = await this.prepare(caller, raw, requestId, true);
-    const native = p.passthrough ? new ResponsesEventProcessor(p.plan.model.id, p.stores ? (r) => this.recordStored(p.plan, r) : undefined) : undefined;
+    const native = p.passthrough
+      ? new ResponsesEventProcessor(p.plan.model.id, p.stores ? (r) => this.recordStored(p.plan, r) : undefined)
+      : undefined;
     const processor: StreamProcessor =
       native ??
-      new ChatToResponsesProcessor(new ChatToResponsesStream({ model: p.plan.model.id, request: p.plan.body, responseId: `resp_${randomBase62(24)}`, createdAt: Math.floor(Date.now() / 1000) }));
+      new ChatToResponsesProcessor(
+        new ChatToResponsesStream({
+          model: p.plan.model.id,
+          request: p.plan.body,
+          responseId: `resp_${randomBase62(24)}`,
+          createdAt: Math.floor(Date.now() / 1000),
+        }),
+      );
     const events = this.deps.streams.start(p.plan, {
       send: (s, gone) => this.deps.calls.post(p.plan, p.upstreamUrl, p.headers, p.upstreamBody, s, gone),
       processor,
       countUsage: (d) => countedUsage(p.plan, d),
-      brokenStreamEvent: (message) => ({ event: 'error', json: JSON.stringify({ type: 'error', code: 'upstream_stream_broken', message, param: null }) }),
+      brokenStreamEvent: (message) => ({
+        event: 'error',
+        json: JSON.stringify({ type: 'error', code: 'upstream_stream_broken', message, param: null }),
+      }),
       signal,
     });
     if (!native?.records) return yield* events;
@@ -117,10 +146,18 @@ export class ResponsesRoute {
   private async prepare(caller: Caller, raw: Uint8Array, requestId: string, streamRoute: boolean): Promise<Prepared> {
     const startedAt = performance.now();
     const body = parseBody(raw);
-    if (typeof body.model !== 'string' || body.model === '') throw badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model');
-    if (typeof body.input !== 'string' && !Array.isArray(body.input)) throw badRequest("Missing required parameter: 'input'.", 'missing_required_parameter', 'input');
-    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean') throw badRequest("'stream' must be a boolean.", 'invalid_type', 'stream');
-    if (Boolean(body.stream) !== streamRoute) throw badRequest(streamRoute ? 'StreamResponse needs "stream": true.' : 'Use StreamResponse for "stream": true.', 'invalid_value', 'stream');
+    if (typeof body.model !== 'string' || body.model === '')
+      throw badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model');
+    if (typeof body.input !== 'string' && !Array.isArray(body.input))
+      throw badRequest("Missing required parameter: 'input'.", 'missing_required_parameter', 'input');
+    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean')
+      throw badRequest("'stream' must be a boolean.", 'invalid_type', 'stream');
+    if (Boolean(body.stream) !== streamRoute)
+      throw badRequest(
+        streamRoute ? 'StreamResponse needs "stream": true.' : 'Use StreamResponse for "stream": true.',
+        'invalid_value',
+        'stream',
+      );
     const cap = body.max_output_tokens;
     if (cap !== undefined && cap !== null && !(Number.isSafeInteger(cap) && (cap as number) >= 1))
       throw badRequest("'max_output_tokens' must be a positive integer.", 'invalid_value', 'max_output_tokens');
@@ -170,7 +207,11 @@ export class ResponsesRoute {
       );
     }
     if (body.background === true) {
-      throw badRequest(`background responses are not served for ${model.id}: it is answered through chat completions, in this request.`, 'unsupported_parameter', 'background');
+      throw badRequest(
+        `background responses are not served for ${model.id}: it is answered through chat completions, in this request.`,
+        'unsupported_parameter',
+        'background',
+      );
     }
     const builtins = builtinToolTypes(body);
     if (builtins.length > 0) {
@@ -191,7 +232,14 @@ export class ResponsesRoute {
     try {
       chat = responsesRequestToChat(body, { upstreamModel: model.upstreamId });
     } catch (err) {
-      if (err instanceof TranslationError) throw gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: err.code, param: err.param ?? undefined, message: err.message });
+      if (err instanceof TranslationError)
+        throw gatewayError({
+          httpStatus: 400,
+          type: 'invalid_request_error',
+          code: err.code,
+          param: err.param ?? undefined,
+          message: err.message,
+        });
       throw err;
     }
     const policy = chatPolicy(chat, model, this.deps.sharedProviderObjects);
@@ -213,23 +261,54 @@ export class ResponsesRoute {
     const capField = provider.maxTokensField;
     const held = await preparePriced(this.deps.metering, { plan, policy, upstream, capFields: [capField] });
     // A lowered cap goes in the one field the provider reads.
-    if (held.loweredOutputCap !== undefined) for (const f of ['max_completion_tokens', 'max_tokens']) if (f !== capField) upstream.delete(f);
-    if (streamRoute) upstream.set('stream_options', { ...((chat.stream_options as Json | undefined) ?? {}), include_usage: true });
-    return { plan, upstreamUrl: provider.chatUrl, headers: provider.headers, upstreamBody: upstream.bytes(), passthrough: false, stores: false };
+    if (held.loweredOutputCap !== undefined)
+      for (const f of ['max_completion_tokens', 'max_tokens']) if (f !== capField) upstream.delete(f);
+    if (streamRoute)
+      upstream.set('stream_options', { ...((chat.stream_options as Json | undefined) ?? {}), include_usage: true });
+    return {
+      plan,
+      upstreamUrl: provider.chatUrl,
+      headers: provider.headers,
+      upstreamBody: upstream.bytes(),
+      passthrough: false,
+      stores: false,
+    };
   }
 
   private responsesModel(id: string): ResolvedModel {
     const model = this.deps.catalogue.get(id);
     if (!model || !model.enabled) throw unknownModel(id);
-    if (model.kind !== 'chat') throw badRequest(`The model '${model.id}' is a ${model.kind} model; it cannot be used on ${RESPONSES_ROUTE}.`, 'model_not_supported', 'model');
-    if (model.provider === 'anthropic') throw badRequest(`Claude models are served on /v1/messages (and /v1/chat/completions), not on ${RESPONSES_ROUTE}.`, 'model_not_supported', 'model');
-    if (!model.available) throw gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) });
+    if (model.kind !== 'chat')
+      throw badRequest(
+        `The model '${model.id}' is a ${model.kind} model; it cannot be used on ${RESPONSES_ROUTE}.`,
+        'model_not_supported',
+        'model',
+      );
+    if (model.provider === 'anthropic')
+      throw badRequest(
+        `Claude models are served on /v1/messages (and /v1/chat/completions), not on ${RESPONSES_ROUTE}.`,
+        'model_not_supported',
+        'model',
+      );
+    if (!model.available)
+      throw gatewayError({
+        httpStatus: 400,
+        type: 'invalid_request_error',
+        code: 'model_not_available',
+        param: 'model',
+        message: unavailableToCallers(model),
+      });
     return model;
   }
 }
 
 function countedUsage(plan: Plan, outputText: string): TokenUsage {
-  return { inputTokens: plan.countInput(), outputTokens: BigInt(countTextTokens(outputText)), cachedTokens: 0n, cacheWriteTokens: 0n };
+  return {
+    inputTokens: plan.countInput(),
+    outputTokens: BigInt(countTextTokens(outputText)),
+    cachedTokens: 0n,
+    cacheWriteTokens: 0n,
+  };
 }
 
 function chatUsage(u: TokenUsage) {
@@ -246,7 +325,8 @@ function outputTextOfResponse(r: Json): string {
   for (const item of (Array.isArray(r.output) ? r.output : []) as Json[]) {
     if (typeof item.arguments === 'string') s += item.arguments;
     if (typeof item.input === 'string') s += item.input;
-    for (const part of (Array.isArray(item.content) ? item.content : []) as Json[]) if (typeof part.text === 'string') s += part.text;
+    for (const part of (Array.isArray(item.content) ? item.content : []) as Json[])
+      if (typeof part.text === 'string') s += part.text;
   }
   return s;
 }
@@ -299,7 +379,14 @@ class ResponsesEventProcessor implements StreamProcessor {
     }
     const type = String(data.type ?? ev.event);
     const event = ev.event !== 'message' ? ev.event : type;
-    if (type === 'error') return { error: { event: 'error', json: ev.data, message: errorMessage(data) || 'The upstream provider reported an error.' } };
+    if (type === 'error')
+      return {
+        error: {
+          event: 'error',
+          json: ev.data,
+          message: errorMessage(data) || 'The upstream provider reported an error.',
+        },
+      };
     if (type === 'response.failed') {
       const r = (data.response ?? {}) as Json;
       return { error: { event, json: ev.data, message: errorMessage(r.error) || 'The response failed upstream.' } };
@@ -308,7 +395,14 @@ class ResponsesEventProcessor implements StreamProcessor {
     const response = data.response as Json | undefined;
     if (response && response.model !== undefined) response.model = this.model;
     if (this.record && response && (type === 'response.created' || TERMINAL.has(type)))
-      this.pending.set(event, this.record(type === 'response.created' ? { id: response.id, store: response.store } : { output: response.output, store: response.store }));
+      this.pending.set(
+        event,
+        this.record(
+          type === 'response.created'
+            ? { id: response.id, store: response.store }
+            : { output: response.output, store: response.store },
+        ),
+      );
     if (TERMINAL.has(type)) {
       const u = response?.usage;
       const usage = u && typeof u === 'object' ? usageFromOpenAIResponses(u as Json, response) : undefined;
@@ -335,7 +429,11 @@ class ChatToResponsesProcessor implements StreamProcessor {
   }
 
   private wrap(events: Json[], needsCharge = false): OutEvent[] {
-    return events.map((e) => ({ event: String(e.type), data: e, ...(needsCharge && TERMINAL.has(String(e.type)) ? { needsCharge: true } : {}) }));
+    return events.map((e) => ({
+      event: String(e.type),
+      data: e,
+      ...(needsCharge && TERMINAL.has(String(e.type)) ? { needsCharge: true } : {}),
+    }));
   }
 
   step(ev: SseEvent): StepResult {
@@ -351,7 +449,12 @@ class ChatToResponsesProcessor implements StreamProcessor {
       return {
         error: {
           event: 'error',
-          json: JSON.stringify({ type: 'error', code: e.code ?? null, message: errorMessage(e), param: e.param ?? null }),
+          json: JSON.stringify({
+            type: 'error',
+            code: e.code ?? null,
+            message: errorMessage(e),
+            param: e.param ?? null,
+          }),
           message: errorMessage(e) || 'The upstream provider reported an error.',
         },
       };
@@ -361,7 +464,8 @@ class ChatToResponsesProcessor implements StreamProcessor {
       this.started = true;
       out.push(...this.t.start());
     }
-    for (const c of (Array.isArray(chunk.choices) ? chunk.choices : []) as Json[]) this.delivered += deltaText(c.delta as Json | undefined);
+    for (const c of (Array.isArray(chunk.choices) ? chunk.choices : []) as Json[])
+      this.delivered += deltaText(c.delta as Json | undefined);
     let usage: TokenUsage | undefined;
     if (typeof chunk.service_tier === 'string') this.serviceTier = chunk.service_tier;
     if (chunk.usage && typeof chunk.usage === 'object') {
@@ -369,7 +473,11 @@ class ChatToResponsesProcessor implements StreamProcessor {
       usage = usageFromOpenAI(this.usage, this.serviceTier);
     }
     out.push(...this.t.push(chunk));
-    return { out: this.wrap(out), usage, finalUsage: usage !== undefined && (chunk.choices as unknown[] | undefined)?.length === 0 };
+    return {
+      out: this.wrap(out),
+      usage,
+      finalUsage: usage !== undefined && (chunk.choices as unknown[] | undefined)?.length === 0,
+    };
   }
 
   finish(charge: ChargeInfo): OutEvent[] {

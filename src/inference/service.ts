@@ -31,7 +31,10 @@ function chargeMessage(c: ChargeInfo) {
   };
 }
 
-const anthropicHeaders = (ctx: HandlerContext) => ({ version: ctx.requestHeader.get('anthropic-version'), beta: ctx.requestHeader.get('anthropic-beta') });
+const anthropicHeaders = (ctx: HandlerContext) => ({
+  version: ctx.requestHeader.get('anthropic-version'),
+  beta: ctx.requestHeader.get('anthropic-beta'),
+});
 
 async function* events(source: AsyncGenerator<StreamEvent>) {
   for await (const ev of source) {
@@ -61,7 +64,14 @@ export interface InferenceRoutes {
   audio: AudioRoute;
 }
 
-export function inferenceService({ chat, messages, responses, embeddings, images, audio }: InferenceRoutes): ServiceImpl<typeof InferenceService> {
+export function inferenceService({
+  chat,
+  messages,
+  responses,
+  embeddings,
+  images,
+  audio,
+}: InferenceRoutes): ServiceImpl<typeof InferenceService> {
   return {
     // The edge has answered 401 already for a key that is not live: a call that gets here is authenticated.
     async authenticate(_req, ctx) {
@@ -80,10 +90,17 @@ export function inferenceService({ chat, messages, responses, embeddings, images
       return { body: r.body, charge: chargeMessage(r.charge) };
     },
     streamMessage(req, ctx) {
-      return events(messages.stream(callerOf(ctx), req.body, req.requestId || newRequestId(), anthropicHeaders(ctx), ctx.signal));
+      return events(
+        messages.stream(callerOf(ctx), req.body, req.requestId || newRequestId(), anthropicHeaders(ctx), ctx.signal),
+      );
     },
     async countMessageTokens(req, ctx) {
-      const r = await messages.countTokens(callerOf(ctx), req.body, req.requestId || newRequestId(), anthropicHeaders(ctx));
+      const r = await messages.countTokens(
+        callerOf(ctx),
+        req.body,
+        req.requestId || newRequestId(),
+        anthropicHeaders(ctx),
+      );
       return { body: r.body };
     },
     async createResponse(req, ctx) {
@@ -111,7 +128,13 @@ export function inferenceService({ chat, messages, responses, embeddings, images
     },
     async *createSpeech(req, ctx) {
       for await (const ev of audio.speech(callerOf(ctx), req.body, req.requestId || newRequestId(), ctx.signal)) {
-        if (ev.kind === 'start') yield { event: { case: 'start' as const, value: { requestId: ev.requestId, contentType: ev.contentType, costNano: ev.costNano } } };
+        if (ev.kind === 'start')
+          yield {
+            event: {
+              case: 'start' as const,
+              value: { requestId: ev.requestId, contentType: ev.contentType, costNano: ev.costNano },
+            },
+          };
         else if (ev.kind === 'audio') yield { event: { case: 'audio' as const, value: ev.data } };
         else yield { event: { case: 'charge' as const, value: chargeMessage(ev.charge) } };
       }

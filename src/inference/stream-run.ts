@@ -12,7 +12,15 @@ import { gatewayError } from '../rpc/errors.ts';
 import { markedOutcome } from './outcomes.ts';
 import { readUpstreamError } from './replies.ts';
 import { SseParser } from './sse.ts';
-import { chargeField, zeroUsage, type ChargeInfo, type OutEvent, type Plan, type StreamEvent, type StreamProcessor } from './types.ts';
+import {
+  chargeField,
+  zeroUsage,
+  type ChargeInfo,
+  type OutEvent,
+  type Plan,
+  type StreamEvent,
+  type StreamProcessor,
+} from './types.ts';
 import { isAbort, upstreamFailure, type UpstreamResponse } from './upstream.ts';
 
 /** What a stream run needs of the rest of the gateway: the one settle of its request, and a log. */
@@ -171,7 +179,11 @@ export class StreamRun {
     let outcome = 'ok';
     let httpStatus = 200;
     const waiting: OutEvent[] = [];
-    const out = (e: OutEvent): StreamEvent => ({ kind: 'data', ...(e.event ? { event: e.event } : {}), json: JSON.stringify(e.data) });
+    const out = (e: OutEvent): StreamEvent => ({
+      kind: 'data',
+      ...(e.event ? { event: e.event } : {}),
+      json: JSON.stringify(e.data),
+    });
     const stamp = (events: OutEvent[], c: ChargeInfo) => {
       const last = [...events].reverse().find((e) => e.needsCharge);
       if (last) last.data.x_gateway = chargeField(c);
@@ -224,14 +236,24 @@ export class StreamRun {
               if (this.abandoned) return;
               if (!started) {
                 httpStatus = 502;
-                return fail(gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_stream_error', message: r.error.message, requestId: plan.requestId }));
+                return fail(
+                  gatewayError({
+                    httpStatus: 502,
+                    type: 'server_error',
+                    code: 'upstream_stream_error',
+                    message: r.error.message,
+                    requestId: plan.requestId,
+                  }),
+                );
               }
               this.emit({ kind: 'error', ...(r.error.event ? { event: r.error.event } : {}), json: r.error.json });
               return;
             }
             if (p.deliveredText().length > 0) sawContent = true;
             if (r.finalUsage && usage && !charge) {
-              charge = this.abandoned ? await settle(plan, { ...usage, estimated: false }, 'client_closed', 499) : await settle(plan, { ...usage, estimated: false }, 'ok', 200);
+              charge = this.abandoned
+                ? await settle(plan, { ...usage, estimated: false }, 'client_closed', 499)
+                : await settle(plan, { ...usage, estimated: false }, 'ok', 200);
             }
             if (this.abandoned) {
               if (charge) return; // the usage is in: nothing more to read
@@ -289,7 +311,9 @@ export class StreamRun {
       if (!charge) {
         const u = deliveredUsage(usage, p.deliveredText(), opts.countUsage);
         const left = outcome === 'ok' || outcome === 'client_closed';
-        await settle(plan, u, left ? 'client_closed' : outcome, left ? 499 : httpStatus).catch((err) => log.error({ err, requestId: plan.requestId }, 'settle failed; the hold will expire'));
+        await settle(plan, u, left ? 'client_closed' : outcome, left ? 499 : httpStatus).catch((err) =>
+          log.error({ err, requestId: plan.requestId }, 'settle failed; the hold will expire'),
+        );
       }
       this.push(failure ? { kind: 'throw', err: failure.err } : { kind: 'end' });
     }
@@ -301,9 +325,17 @@ export class StreamRun {
  * otherwise the reported figures, with output no lower than our count of what was delivered
  * (a provider may report input at the start and output only at the end).
  */
-function deliveredUsage(usage: TokenUsage | undefined, delivered: string, count: (d: string) => TokenUsage): ChargeInfo['usage'] {
+function deliveredUsage(
+  usage: TokenUsage | undefined,
+  delivered: string,
+  count: (d: string) => TokenUsage,
+): ChargeInfo['usage'] {
   if (delivered.length === 0) return zeroUsage();
   const counted = count(delivered);
   if (!usage) return { ...counted, estimated: true };
-  return { ...usage, outputTokens: usage.outputTokens > counted.outputTokens ? usage.outputTokens : counted.outputTokens, estimated: true };
+  return {
+    ...usage,
+    outputTokens: usage.outputTokens > counted.outputTokens ? usage.outputTokens : counted.outputTokens,
+    estimated: true,
+  };
 }

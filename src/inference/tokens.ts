@@ -44,7 +44,12 @@ class Images {
       this.fillsWindow = true;
       return 0;
     }
-    const base64 = typeof source.base64 === 'string' ? source.base64 : typeof source.url === 'string' ? dataUrlBase64(source.url) : undefined;
+    const base64 =
+      typeof source.base64 === 'string'
+        ? source.base64
+        : typeof source.url === 'string'
+          ? dataUrlBase64(source.url)
+          : undefined;
     return imageTokens(rule, base64 === undefined ? undefined : base64ImageSize(base64), detail);
   }
 
@@ -74,7 +79,10 @@ function responsesImage(part: Json, images: Images, asPart: () => number): numbe
 }
 
 const MAY_HOLD_IMAGES = /"(?:input_image|computer_screenshot)"/;
-const isResponsesImage = (v: unknown): v is Json => v !== null && typeof v === 'object' && ((v as Json).type === 'input_image' || (v as Json).type === 'computer_screenshot');
+const isResponsesImage = (v: unknown): v is Json =>
+  v !== null &&
+  typeof v === 'object' &&
+  ((v as Json).type === 'input_image' || (v as Json).type === 'computer_screenshot');
 
 /**
  * A Responses item other than a message (a tool call's output can hold images): by its JSON
@@ -145,7 +153,8 @@ export function countInputTokens(body: Json, model?: InputModel): number {
     else if (Array.isArray(content)) {
       for (const part of content as Json[]) {
         if (part?.type === 'text' && typeof part.text === 'string') total += countTextTokens(part.text);
-        else if (part?.type === 'image_url') total += chatImage(part, images, () => countTextTokens(JSON.stringify(part)));
+        else if (part?.type === 'image_url')
+          total += chatImage(part, images, () => countTextTokens(JSON.stringify(part)));
         else total += countTextTokens(JSON.stringify(part));
       }
     }
@@ -179,7 +188,8 @@ function blocksUpperBound(content: unknown, images: Images): number {
     const source = b?.source as Json | undefined;
     if (b?.type === 'text' && typeof b.text === 'string') n += utf8Length(b.text) + 4;
     else if (b?.type === 'image') n += claudeImage(b, images, () => utf8Length(JSON.stringify(b)));
-    else if (b?.type === 'document' && source?.type === 'base64' && typeof source.data === 'string') n += Math.ceil((source.data.length * 3) / 4);
+    else if (b?.type === 'document' && source?.type === 'base64' && typeof source.data === 'string')
+      n += Math.ceil((source.data.length * 3) / 4);
     else if (b?.type === 'tool_result') n += 8 + blocksUpperBound(b.content, images);
     else n += utf8Length(JSON.stringify(b));
   }
@@ -257,7 +267,8 @@ export function countResponsesInput(body: Json, model?: InputModel): number {
       else if (Array.isArray(content)) {
         for (const p of content as Json[]) {
           if (typeof p?.text === 'string') total += countTextTokens(p.text);
-          else if (p?.type === 'input_image') total += responsesImage(p, images, () => countTextTokens(JSON.stringify(p)));
+          else if (p?.type === 'input_image')
+            total += responsesImage(p, images, () => countTextTokens(JSON.stringify(p)));
           else total += countTextTokens(JSON.stringify(p));
         }
       } else total += itemWithImages(item, images, countTextTokens);

@@ -15,7 +15,13 @@ export interface ChargeInfo {
   usage: TokenUsage & { estimated: boolean; units?: bigint; unit?: string };
 }
 
-export const zeroUsage = (): ChargeInfo['usage'] => ({ inputTokens: 0n, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n, estimated: false });
+export const zeroUsage = (): ChargeInfo['usage'] => ({
+  inputTokens: 0n,
+  outputTokens: 0n,
+  cachedTokens: 0n,
+  cacheWriteTokens: 0n,
+  estimated: false,
+});
 
 /** The charge as a stream's last chunk carries it (`x_gateway`). */
 export function chargeField(c: ChargeInfo) {

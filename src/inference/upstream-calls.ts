@@ -37,12 +37,20 @@ export class UpstreamCalls {
    * a caller who left). What still fails is thrown: a transport failure as 502/504, the last
    * 429/5xx of an exhausted deployment as itself; any other HTTP answer is returned as it is.
    */
-  async post(plan: Plan, url: string, headers: Record<string, string>, body: UpstreamBody, signal?: AbortSignal, callerGone?: AbortSignal): Promise<UpstreamResponse> {
+  async post(
+    plan: Plan,
+    url: string,
+    headers: Record<string, string>,
+    body: UpstreamBody,
+    signal?: AbortSignal,
+    callerGone?: AbortSignal,
+  ): Promise<UpstreamResponse> {
     if (plan.upstreamStartedAt === undefined) {
       plan.upstreamStartedAt = performance.now();
       this.metrics.addedLatencyOf(plan.route).observe((plan.upstreamStartedAt - plan.startedAt) / 1000);
     }
-    const canFall = plan.model.providerConfig.fallback !== undefined && url.startsWith(plan.model.providerConfig.baseUrl);
+    const canFall =
+      plan.model.providerConfig.fallback !== undefined && url.startsWith(plan.model.providerConfig.baseUrl);
     const first = await this.attempts(plan, url, headers, body, signal, canFall, callerGone);
     if (first.res || !canFall) return answerOf(first);
     if (callerGone?.aborted) throw callerGone.reason;
@@ -53,8 +61,21 @@ export class UpstreamCalls {
     const swap = (v: string) => (primary.apiKey ? v.split(primary.apiKey).join(fallback.apiKey) : v);
     const fbHeaders = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, swap(v)]));
     this.metrics.upstreamRetries.inc({ provider: plan.model.provider, reason: 'fallback' });
-    this.log.warn({ requestId: plan.requestId, provider: plan.model.provider }, 'first deployment failed; trying the fallback deployment');
-    return answerOf(await this.attempts(plan, fallback.baseUrl + url.slice(primary.baseUrl.length), fbHeaders, body, signal, false, callerGone));
+    this.log.warn(
+      { requestId: plan.requestId, provider: plan.model.provider },
+      'first deployment failed; trying the fallback deployment',
+    );
+    return answerOf(
+      await this.attempts(
+        plan,
+        fallback.baseUrl + url.slice(primary.baseUrl.length),
+        fbHeaders,
+        body,
+        signal,
+        false,
+        callerGone,
+      ),
+    );
   }
 
   /**
@@ -74,7 +95,8 @@ export class UpstreamCalls {
     const provider = plan.model.provider;
     // Only a retry waits on both signals: linked lazily (AbortSignal.any costs on every stream).
     let linked: AbortSignal | undefined;
-    const waits = () => (linked ??= signal && callerGone ? AbortSignal.any([signal, callerGone]) : (signal ?? callerGone));
+    const waits = () =>
+      (linked ??= signal && callerGone ? AbortSignal.any([signal, callerGone]) : (signal ?? callerGone));
     for (let attempt = 0; ; attempt++) {
       if (attempt > 0 && callerGone?.aborted) throw callerGone.reason;
       const started = performance.now();
@@ -98,9 +120,14 @@ export class UpstreamCalls {
       if (retryable && (attempt < retries || keepFailure)) {
         const retryAfter = Number(res.headers['retry-after']) * 1000;
         await res.body.dump().catch(() => {});
-        if (attempt >= retries) return { failure: upstreamStatusFailure(res.statusCode, plan.requestId), outcome: 'upstream_error' };
+        if (attempt >= retries)
+          return { failure: upstreamStatusFailure(res.statusCode, plan.requestId), outcome: 'upstream_error' };
         this.metrics.upstreamRetries.inc({ provider, reason: String(res.statusCode) });
-        await sleep(Math.min(retryMaxWaitMs, Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : backoff), undefined, { signal: waits() });
+        await sleep(
+          Math.min(retryMaxWaitMs, Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : backoff),
+          undefined,
+          { signal: waits() },
+        );
         continue;
       }
       return { res };

@@ -32,12 +32,20 @@ export class Upstream {
    * chunks over as they come. Aborting `signal` stops the call (with the signal's reason) at
    * any point, as request() does.
    */
-  post(url: string, headers: Record<string, string>, body: UpstreamBody, signal?: AbortSignal): Promise<UpstreamResponse> {
+  post(
+    url: string,
+    headers: Record<string, string>,
+    body: UpstreamBody,
+    signal?: AbortSignal,
+  ): Promise<UpstreamResponse> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     const { origin, path } = originAndPath(url);
     const call = new ReplyBody(signal);
     const answered = call.answered();
-    this.agent.dispatch({ origin, path, method: 'POST', headers, body: body as Dispatcher.DispatchOptions['body'] }, call);
+    this.agent.dispatch(
+      { origin, path, method: 'POST', headers, body: body as Dispatcher.DispatchOptions['body'] },
+      call,
+    );
     return answered;
   }
 
@@ -114,7 +122,11 @@ export class ReplyBody implements Dispatcher.DispatchHandler, AsyncIterator<Buff
     if (this.reason !== undefined) controller.abort(this.reason as Error);
   }
 
-  onResponseStart(_c: Dispatcher.DispatchController, statusCode: number, headers: Dispatcher.ResponseData['headers']): void {
+  onResponseStart(
+    _c: Dispatcher.DispatchController,
+    statusCode: number,
+    headers: Dispatcher.ResponseData['headers'],
+  ): void {
     if (statusCode < 200) return; // 1xx: the answer is still to come
     const head = this.head!;
     this.head = undefined;
@@ -245,8 +257,24 @@ export function isAbort(err: unknown): boolean {
 
 /** Maps a transport failure talking to the upstream to the status the caller gets. */
 export function upstreamFailure(err: unknown, requestId: string) {
-  if (err instanceof errors.HeadersTimeoutError || err instanceof errors.BodyTimeoutError || err instanceof errors.ConnectTimeoutError) {
-    return gatewayError({ httpStatus: 504, type: 'server_error', code: 'upstream_timeout', message: 'The upstream provider did not answer in time.', requestId });
+  if (
+    err instanceof errors.HeadersTimeoutError ||
+    err instanceof errors.BodyTimeoutError ||
+    err instanceof errors.ConnectTimeoutError
+  ) {
+    return gatewayError({
+      httpStatus: 504,
+      type: 'server_error',
+      code: 'upstream_timeout',
+      message: 'The upstream provider did not answer in time.',
+      requestId,
+    });
   }
-  return gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_unreachable', message: 'The upstream provider connection failed.', requestId });
+  return gatewayError({
+    httpStatus: 502,
+    type: 'server_error',
+    code: 'upstream_unreachable',
+    message: 'The upstream provider connection failed.',
+    requestId,
+  });
 }

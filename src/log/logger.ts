@@ -24,7 +24,11 @@ export function resolveLogFormat(setting: 'auto' | LogFormat, stdoutIsTty: boole
   return setting === 'auto' ? (stdoutIsTty ? 'pretty' : 'json') : setting;
 }
 
-export function createLogger(level: string, destination?: pino.DestinationStream, format: 'auto' | LogFormat = 'json'): Logger {
+export function createLogger(
+  level: string,
+  destination?: pino.DestinationStream,
+  format: 'auto' | LogFormat = 'json',
+): Logger {
   const out = destination ?? process.stdout;
   const pretty = resolveLogFormat(format, destination ? false : process.stdout.isTTY === true) === 'pretty';
   return pino(
@@ -32,7 +36,16 @@ export function createLogger(level: string, destination?: pino.DestinationStream
       level,
       base: { service: 'gateway' },
       redact: {
-        paths: ['req.headers.authorization', 'req.headers["x-api-key"]', 'headers.authorization', 'headers["x-api-key"]', 'body', 'req.body', 'apiKey', 'api_key'],
+        paths: [
+          'req.headers.authorization',
+          'req.headers["x-api-key"]',
+          'headers.authorization',
+          'headers["x-api-key"]',
+          'body',
+          'req.body',
+          'apiKey',
+          'api_key',
+        ],
         censor: '[redacted]',
       },
       hooks: {
@@ -46,6 +59,7 @@ export function createLogger(level: string, destination?: pino.DestinationStream
           color: !destination && process.stdout.isTTY === true && !process.env.NO_COLOR,
           stacks: level === 'debug' || level === 'trace',
         })
-      : (destination ?? pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100, maxLength: 16 * 1024 * 1024 })),
+      : (destination ??
+          pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100, maxLength: 16 * 1024 * 1024 })),
   );
 }

@@ -9,7 +9,12 @@ import { Counter, Registry, collectDefaultMetrics, type Metric } from 'prom-clie
 
 export class Metrics {
   readonly registry = new Registry();
-  readonly requests = new FastCounter(this.registry, 'gateway_requests_total', 'HTTP requests by route, model and status', ['route', 'model', 'status']);
+  readonly requests = new FastCounter(
+    this.registry,
+    'gateway_requests_total',
+    'HTTP requests by route, model and status',
+    ['route', 'model', 'status'],
+  );
   readonly upstreamLatency = new FastHistogram(
     this.registry,
     'gateway_upstream_latency_seconds',
@@ -24,8 +29,15 @@ export class Metrics {
     ['route'],
     [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1],
   );
-  readonly chargedNano = new FastCounter(this.registry, 'gateway_charged_nano_usd_total', 'Credits charged, nano-USD', ['route', 'model']);
-  readonly holdsOpen = new FastGauge(this.registry, 'gateway_holds_open', 'Holds placed by this process and not yet settled');
+  readonly chargedNano = new FastCounter(this.registry, 'gateway_charged_nano_usd_total', 'Credits charged, nano-USD', [
+    'route',
+    'model',
+  ]);
+  readonly holdsOpen = new FastGauge(
+    this.registry,
+    'gateway_holds_open',
+    'Holds placed by this process and not yet settled',
+  );
   readonly keyCacheLookups = new FastCounter(
     this.registry,
     'gateway_key_cache_lookups_total',
@@ -78,7 +90,8 @@ abstract class FastMetric<S> {
     const key = values.length === 1 ? values[0]! : values.join('\u0000');
     let s = this.series.get(key);
     if (!s) {
-      if (values.length !== this.labelNames.length) throw new Error(`${this.name} takes ${this.labelNames.length} labels`);
+      if (values.length !== this.labelNames.length)
+        throw new Error(`${this.name} takes ${this.labelNames.length} labels`);
       s = this.create(Object.fromEntries(this.labelNames.map((n, i) => [n, values[i]!])));
       this.series.set(key, s);
     }
@@ -86,7 +99,13 @@ abstract class FastMetric<S> {
   }
 
   async get() {
-    return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values: [...this.series.values()].flatMap((s) => this.values(s)) };
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      aggregator: this.aggregator,
+      values: [...this.series.values()].flatMap((s) => this.values(s)),
+    };
   }
 
   reset(): void {
@@ -175,7 +194,13 @@ export class FastHistogram extends FastMetric<HistogramSeries> {
   readonly type = 'histogram';
   private readonly bounds: readonly number[];
 
-  constructor(registry: Registry, name: string, help: string, labelNames: readonly string[], bounds: readonly number[]) {
+  constructor(
+    registry: Registry,
+    name: string,
+    help: string,
+    labelNames: readonly string[],
+    bounds: readonly number[],
+  ) {
     super(registry, name, help, labelNames);
     this.bounds = [...bounds].sort((a, b) => a - b);
   }

@@ -29,7 +29,8 @@ const two = (n: number) => String(n).padStart(2, '0');
  * Control characters shown escaped: text from callers (a path, a model name in an error) must
  * not move the cursor, recolour or clear the operator's terminal, nor fake a log line.
  */
-const clean = (v: unknown): string => String(v).replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+const clean = (v: unknown): string =>
+  String(v).replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
 
 export function prettyLine(json: string, opts: PrettyOptions): string {
   let rec: Record<string, unknown>;
@@ -48,7 +49,12 @@ export function prettyLine(json: string, opts: PrettyOptions): string {
     return `${time} ${paint('32;1', title!)}\n${rest.map((l) => `         ${clean(l)}`).join('\n')}\n`;
   }
   if (rec.msg === 'request' && typeof rec.status === 'number') {
-    const status = rec.status >= 500 ? paint('31', String(rec.status)) : rec.status >= 400 ? paint('33', String(rec.status)) : paint('32', String(rec.status));
+    const status =
+      rec.status >= 500
+        ? paint('31', String(rec.status))
+        : rec.status >= 400
+          ? paint('33', String(rec.status))
+          : paint('32', String(rec.status));
     return `${time} ${status} ${clean(rec.method)} ${clean(rec.url)} ${clean(rec.ms)} ms\n`;
   }
 
@@ -71,7 +77,10 @@ export function prettyLine(json: string, opts: PrettyOptions): string {
 }
 
 /** A pino destination that writes human lines to `out`. */
-export function prettyDestination(out: { write(chunk: string): unknown }, opts: PrettyOptions): { write(chunk: string): void } {
+export function prettyDestination(
+  out: { write(chunk: string): unknown },
+  opts: PrettyOptions,
+): { write(chunk: string): void } {
   return {
     write(chunk: string) {
       out.write(prettyLine(chunk.endsWith('\n') ? chunk.slice(0, -1) : chunk, opts));

@@ -24,9 +24,18 @@ export interface StartupSummary {
   /** embedded: the PostgreSQL server the gateway started, with its cluster in `dir`. */
   database: { kind: 'embedded'; dir: string } | { kind: 'postgresql'; server: string };
   billing: { mode: 'lease' | 'hold'; sliceUsd: string };
-  providers: { name: ProviderName; models: number; key: boolean; keyVariable: string; baseUrl?: string; fallback: boolean }[];
+  providers: {
+    name: ProviderName;
+    models: number;
+    key: boolean;
+    keyVariable: string;
+    baseUrl?: string;
+    fallback: boolean;
+  }[];
   /** At start Temporal is always still being found or started (in the background). */
-  temporal: { kind: 'cluster'; address: string; namespace: string; status: 'starting'; worker: boolean } | { kind: 'dev server'; address: string; uiUrl: string; status: 'starting'; worker: boolean };
+  temporal:
+    | { kind: 'cluster'; address: string; namespace: string; status: 'starting'; worker: boolean }
+    | { kind: 'dev server'; address: string; uiUrl: string; status: 'starting'; worker: boolean };
   bot: { state: 'off' } | { state: 'failed' } | { state: 'on'; mode: 'polling' | 'webhook'; username: string };
   /** Where the operator CLI finds this gateway (written by `npm start`). */
   addressFile: string;
@@ -94,21 +103,48 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
       fallback: p.fallback !== undefined,
     };
   });
-  let database: StartupSummary['database'] = { kind: 'embedded', dir: parts.embeddedDir ?? path.join(config.dataDir, 'postgres') };
+  let database: StartupSummary['database'] = {
+    kind: 'embedded',
+    dir: parts.embeddedDir ?? path.join(config.dataDir, 'postgres'),
+  };
   if (config.databaseUrl) {
     const u = withoutSecrets(config.databaseUrl);
     database = { kind: 'postgresql', server: u ?? 'DATABASE_URL (not shown: it does not parse as a URL)' };
   }
   const v = config.video;
   return {
-    http: { url: connectableUrl(config.host, parts.httpPort), host: config.host, port: parts.httpPort, scope: scopeOf(config.host), metricsToken: config.metricsToken !== undefined },
-    rpc: { url: connectableUrl(config.grpcHost, parts.rpcPort), host: config.grpcHost, port: parts.rpcPort, scope: scopeOf(config.grpcHost), adminToken: config.adminToken !== undefined },
+    http: {
+      url: connectableUrl(config.host, parts.httpPort),
+      host: config.host,
+      port: parts.httpPort,
+      scope: scopeOf(config.host),
+      metricsToken: config.metricsToken !== undefined,
+    },
+    rpc: {
+      url: connectableUrl(config.grpcHost, parts.rpcPort),
+      host: config.grpcHost,
+      port: parts.rpcPort,
+      scope: scopeOf(config.grpcHost),
+      adminToken: config.adminToken !== undefined,
+    },
     database,
     billing: { mode: parts.leasing ? 'lease' : 'hold', sliceUsd: config.lease.sliceUsd },
     providers,
     temporal: v.temporalAddress
-      ? { kind: 'cluster', address: v.temporalAddress, namespace: v.temporalNamespace, status: 'starting', worker: v.runWorker }
-      : { kind: 'dev server', address: `127.0.0.1:${v.devServerPort}`, uiUrl: `http://127.0.0.1:${v.devServerUiPort}`, status: 'starting', worker: v.runWorker },
+      ? {
+          kind: 'cluster',
+          address: v.temporalAddress,
+          namespace: v.temporalNamespace,
+          status: 'starting',
+          worker: v.runWorker,
+        }
+      : {
+          kind: 'dev server',
+          address: `127.0.0.1:${v.devServerPort}`,
+          uiUrl: `http://127.0.0.1:${v.devServerUiPort}`,
+          status: 'starting',
+          worker: v.runWorker,
+        },
     bot: parts.bot ? { state: 'on', ...parts.bot } : parts.botConfigured ? { state: 'failed' } : { state: 'off' },
     addressFile: addressFilePath(config.dataDir),
   };
@@ -124,18 +160,36 @@ function reach(l: Listener): string {
 export function summaryLines(s: StartupSummary): string[] {
   const rows: [string, string][] = [];
   // Without a token, /metrics and the Billing/Catalogue RPCs answer loopback callers only (src/config/exposure.ts).
-  rows.push(['HTTP', `${s.http.url}/v1  ${reach(s.http)}; /metrics ${s.http.metricsToken ? 'needs METRICS_TOKEN' : 'for this machine only (set METRICS_TOKEN to serve it further)'}`]);
-  const rpcGuard = s.rpc.adminToken ? 'Billing/Catalogue need ADMIN_TOKEN' : 'Billing/Catalogue for this machine only (no ADMIN_TOKEN)';
+  rows.push([
+    'HTTP',
+    `${s.http.url}/v1  ${reach(s.http)}; /metrics ${s.http.metricsToken ? 'needs METRICS_TOKEN' : 'for this machine only (set METRICS_TOKEN to serve it further)'}`,
+  ]);
+  const rpcGuard = s.rpc.adminToken
+    ? 'Billing/Catalogue need ADMIN_TOKEN'
+    : 'Billing/Catalogue for this machine only (no ADMIN_TOKEN)';
   rows.push(['RPC', `${s.rpc.url}  ${reach(s.rpc)}; ${rpcGuard}`]);
-  rows.push(['database', s.database.kind === 'embedded' ? `embedded PostgreSQL server, data in ${s.database.dir} (set DATABASE_URL for your own)` : `PostgreSQL at ${s.database.server}`]);
-  rows.push(['billing', s.billing.mode === 'lease' ? `credit leases of $${s.billing.sliceUsd} per key and instance` : 'a hold and a settlement per request']);
+  rows.push([
+    'database',
+    s.database.kind === 'embedded'
+      ? `embedded PostgreSQL server, data in ${s.database.dir} (set DATABASE_URL for your own)`
+      : `PostgreSQL at ${s.database.server}`,
+  ]);
+  rows.push([
+    'billing',
+    s.billing.mode === 'lease'
+      ? `credit leases of $${s.billing.sliceUsd} per key and instance`
+      : 'a hold and a settlement per request',
+  ]);
   const nameWidth = Math.max(...s.providers.map((p) => p.name.length));
   const countWidth = Math.max(...s.providers.map((p) => String(p.models).length));
   s.providers.forEach((p, i) => {
     const facts = [p.key ? 'key set' : `no key (set ${p.keyVariable})`];
     if (p.baseUrl) facts.push(`at ${p.baseUrl}`);
     if (p.fallback) facts.push('with a fallback');
-    rows.push([i === 0 ? 'providers' : '', `${p.name.padEnd(nameWidth)} ${String(p.models).padStart(countWidth)} ${(p.models === 1 ? 'model' : 'models').padEnd(6)}  ${facts.join(', ')}`]);
+    rows.push([
+      i === 0 ? 'providers' : '',
+      `${p.name.padEnd(nameWidth)} ${String(p.models).padStart(countWidth)} ${(p.models === 1 ? 'model' : 'models').padEnd(6)}  ${facts.join(', ')}`,
+    ]);
   });
   const t = s.temporal;
   const worker = t.worker ? '' : '; no video worker here (VIDEO_WORKER=0)';
@@ -154,7 +208,10 @@ export function summaryLines(s: StartupSummary): string[] {
         : 'off (set TELEGRAM_BOT_TOKEN for the Telegram bot)',
   ]);
   const relative = path.relative(process.cwd(), s.addressFile);
-  rows.push(['CLI', `npm run cli -- keys --help  (finds this gateway through ${relative.startsWith('..') ? s.addressFile : relative})`]);
+  rows.push([
+    'CLI',
+    `npm run cli -- keys --help  (finds this gateway through ${relative.startsWith('..') ? s.addressFile : relative})`,
+  ]);
   const width = Math.max(...rows.map(([label]) => label.length));
   return ['gateway ready', ...rows.map(([label, text]) => `${label.padEnd(width)}  ${text}`)];
 }

@@ -4,8 +4,24 @@
 // router transport runs the whole protocol in memory, a large share of each request's CPU:
 // docs/benchmark.md). Services cannot tell the difference; the network port still serves them
 // over Connect, gRPC and gRPC-Web from the same implementations.
-import { create, isMessage, type DescMessage, type DescMethod, type DescService, type MessageInitShape } from '@bufbuild/protobuf';
-import { ConnectError, createContextValues, createHandlerContext, type ContextValues, type HandlerContext, type StreamResponse, type Transport, type UnaryResponse } from '@connectrpc/connect';
+import {
+  create,
+  isMessage,
+  type DescMessage,
+  type DescMethod,
+  type DescService,
+  type MessageInitShape,
+} from '@bufbuild/protobuf';
+import {
+  ConnectError,
+  createContextValues,
+  createHandlerContext,
+  type ContextValues,
+  type HandlerContext,
+  type StreamResponse,
+  type Transport,
+  type UnaryResponse,
+} from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
@@ -32,10 +48,17 @@ export function directTransport(s: Services, log?: Logger): Transport {
 
   const implOf = (method: DescMethod): Impl => {
     const fn = impls.get(method);
-    if (!fn) throw new ConnectError(`${method.parent.typeName}/${method.name} is not implemented`, 12 /* Unimplemented */);
+    if (!fn)
+      throw new ConnectError(`${method.parent.typeName}/${method.name} is not implemented`, 12 /* Unimplemented */);
     return fn;
   };
-  const contextFor = (method: DescMethod, signal: AbortSignal | undefined, timeoutMs: number | undefined, header: ConstructorParameters<typeof Headers>[0], values: ContextValues | undefined) =>
+  const contextFor = (
+    method: DescMethod,
+    signal: AbortSignal | undefined,
+    timeoutMs: number | undefined,
+    header: ConstructorParameters<typeof Headers>[0],
+    values: ContextValues | undefined,
+  ) =>
     createHandlerContext({
       service: method.parent,
       method,
@@ -55,8 +78,12 @@ export function directTransport(s: Services, log?: Logger): Transport {
     timeoutMs: number | undefined,
     header: ConstructorParameters<typeof Headers>[0],
     values: ContextValues | undefined,
-  ): HandlerContext => (timeoutMs !== undefined ? contextFor(method, signal, timeoutMs, header, values) : new UnaryContext(method, signal ?? NEVER_ABORTED, header, values ?? createContextValues()));
-  const message = <T extends DescMessage>(desc: T, m: unknown) => (isMessage(m, desc) ? m : create(desc, m as MessageInitShape<T>));
+  ): HandlerContext =>
+    timeoutMs !== undefined
+      ? contextFor(method, signal, timeoutMs, header, values)
+      : new UnaryContext(method, signal ?? NEVER_ABORTED, header, values ?? createContextValues());
+  const message = <T extends DescMessage>(desc: T, m: unknown) =>
+    isMessage(m, desc) ? m : create(desc, m as MessageInitShape<T>);
   // What a network handler does with a failure: a ConnectError passes as is; anything else is
   // an internal error, whose cause is logged here where it is still known.
   const failure = (method: DescMethod, input: unknown, err: unknown): ConnectError => {
@@ -72,16 +99,21 @@ export function directTransport(s: Services, log?: Logger): Transport {
       const req = message(method.input, input);
       try {
         const out = await implOf(method)(req, ctx);
-        return { stream: false, service: method.parent, method, header: ctx.responseHeader, trailer: ctx.responseTrailer, message: message(method.output, out) } as UnaryResponse<
-          typeof method.input,
-          typeof method.output
-        >;
+        return {
+          stream: false,
+          service: method.parent,
+          method,
+          header: ctx.responseHeader,
+          trailer: ctx.responseTrailer,
+          message: message(method.output, out),
+        } as UnaryResponse<typeof method.input, typeof method.output>;
       } catch (err) {
         throw failure(method, req, err);
       }
     },
     async stream(method, signal, timeoutMs, header, input, contextValues) {
-      if (method.methodKind !== 'server_streaming') throw new ConnectError('only server-streaming methods run in process', 12);
+      if (method.methodKind !== 'server_streaming')
+        throw new ConnectError('only server-streaming methods run in process', 12);
       let first: unknown;
       if (input instanceof OneMessage) first = input.message;
       else {
@@ -90,7 +122,10 @@ export function directTransport(s: Services, log?: Logger): Transport {
           break;
         }
       }
-      const ctx = timeoutMs !== undefined ? contextFor(method, signal, timeoutMs, header, contextValues) : new StreamContext(method, signal, header, contextValues ?? createContextValues());
+      const ctx =
+        timeoutMs !== undefined
+          ? contextFor(method, signal, timeoutMs, header, contextValues)
+          : new StreamContext(method, signal, header, contextValues ?? createContextValues());
       const req = message(method.input, first ?? {});
       let outputs: AsyncIterable<unknown>;
       try {
@@ -126,10 +161,14 @@ export function directTransport(s: Services, log?: Logger): Transport {
           }
         }
       }
-      return { stream: true, service: method.parent, method, header: ctx.responseHeader, trailer: ctx.responseTrailer, message: forward() } as StreamResponse<
-        typeof method.input,
-        typeof method.output
-      >;
+      return {
+        stream: true,
+        service: method.parent,
+        method,
+        header: ctx.responseHeader,
+        trailer: ctx.responseTrailer,
+        message: forward(),
+      } as StreamResponse<typeof method.input, typeof method.output>;
     },
   };
 }
@@ -173,7 +212,12 @@ abstract class InProcessContext implements HandlerContext {
 class UnaryContext extends InProcessContext {
   readonly signal: AbortSignal;
 
-  constructor(method: DescMethod, signal: AbortSignal, header: ConstructorParameters<typeof Headers>[0], values: ContextValues) {
+  constructor(
+    method: DescMethod,
+    signal: AbortSignal,
+    header: ConstructorParameters<typeof Headers>[0],
+    values: ContextValues,
+  ) {
     super(method, header, values);
     this.signal = signal;
   }
@@ -189,7 +233,12 @@ class StreamContext extends InProcessContext {
   private readonly callerSignal: AbortSignal | undefined;
   private readonly onCallerAbort: (() => void) | undefined;
 
-  constructor(method: DescMethod, callerSignal: AbortSignal | undefined, header: ConstructorParameters<typeof Headers>[0], values: ContextValues) {
+  constructor(
+    method: DescMethod,
+    callerSignal: AbortSignal | undefined,
+    header: ConstructorParameters<typeof Headers>[0],
+    values: ContextValues,
+  ) {
     super(method, header, values);
     if (callerSignal?.aborted) this.controller.abort(callerSignal.reason);
     else if (callerSignal) {

@@ -61,7 +61,9 @@ export function gatewayError(init: GatewayErrorInit): ConnectError {
     retryAfterSeconds: init.retryAfterSeconds ?? 0,
     requestId: init.requestId ?? '',
   });
-  return new ConnectError(init.message, init.rpcCode ?? connectCode(init.httpStatus), undefined, [{ desc: GatewayErrorSchema, value: detail }]);
+  return new ConnectError(init.message, init.rpcCode ?? connectCode(init.httpStatus), undefined, [
+    { desc: GatewayErrorSchema, value: detail },
+  ]);
 }
 
 /**
@@ -117,7 +119,13 @@ export function unexpectedFailure(err: unknown, requestId = ''): ConnectError {
   }
   const aborted = ConnectError.from(err);
   if (aborted.code === Code.Canceled) return aborted;
-  return gatewayError({ httpStatus: 500, type: 'server_error', code: 'internal_error', message: 'internal gateway error', requestId });
+  return gatewayError({
+    httpStatus: 500,
+    type: 'server_error',
+    code: 'internal_error',
+    message: 'internal gateway error',
+    requestId,
+  });
 }
 
 /** The GatewayError behind any thrown value; unknown failures become a 500. */
@@ -129,13 +137,26 @@ export function toGatewayError(err: unknown): GatewayError {
   return create(GatewayErrorSchema, { httpStatus: status, type: 'server_error', message: 'internal gateway error' });
 }
 
-export const UNAUTHORIZED_MESSAGE = 'Invalid API key. Pass a gateway key (prx-…) as "Authorization: Bearer <key>" or "x-api-key: <key>".';
+export const UNAUTHORIZED_MESSAGE =
+  'Invalid API key. Pass a gateway key (prx-…) as "Authorization: Bearer <key>" or "x-api-key: <key>".';
 
 /** One answer for missing, malformed, unknown and revoked keys, so none can be told apart. */
-export const unauthorized = (requestId?: string): ConnectError => gatewayError({ httpStatus: 401, type: 'invalid_request_error', code: 'invalid_api_key', message: UNAUTHORIZED_MESSAGE, requestId });
+export const unauthorized = (requestId?: string): ConnectError =>
+  gatewayError({
+    httpStatus: 401,
+    type: 'invalid_request_error',
+    code: 'invalid_api_key',
+    message: UNAUTHORIZED_MESSAGE,
+    requestId,
+  });
 
-export const badRequest = (message: string, code: string, param?: string): ConnectError => gatewayError({ httpStatus: 400, type: 'invalid_request_error', code, message, ...(param ? { param } : {}) });
+export const badRequest = (message: string, code: string, param?: string): ConnectError =>
+  gatewayError({ httpStatus: 400, type: 'invalid_request_error', code, message, ...(param ? { param } : {}) });
 
 /** 400 model_not_found for a name the catalogue does not serve; Anthropic's messages prefix the field name. */
 export const unknownModel = (id: string, prefix = ''): ConnectError =>
-  badRequest(`${prefix}${prefix ? 'the' : 'The'} model '${id}' does not exist on this gateway. GET /v1/models lists the models.`, 'model_not_found', 'model');
+  badRequest(
+    `${prefix}${prefix ? 'the' : 'The'} model '${id}' does not exist on this gateway. GET /v1/models lists the models.`,
+    'model_not_found',
+    'model',
+  );

@@ -12,7 +12,14 @@ export function serverStream<I extends DescMessage, O extends DescMessage>(
   input: MessageInitShape<I>,
   options: { headers?: Headers | Record<string, string>; signal?: AbortSignal; contextValues?: ContextValues },
 ): AsyncIterator<MessageShape<O>> {
-  const response = transport.stream(method, options.signal, undefined, options.headers, new OneMessage(input), options.contextValues);
+  const response = transport.stream(
+    method,
+    options.signal,
+    undefined,
+    options.headers,
+    new OneMessage(input),
+    options.contextValues,
+  );
   response.catch(() => {}); // surfaced by the first next()
   const it: AsyncIterator<MessageShape<O>> = {
     async next() {

@@ -9,7 +9,13 @@ import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { VideoService } from '../gen/gateway/v1/video_pb.js';
 import type { Logger } from 'pino';
-import { endStreamFlag, endStreamToJson, errorToJsonBytes, codeToHttpStatus, codeToString } from '@connectrpc/connect/protocol-connect';
+import {
+  endStreamFlag,
+  endStreamToJson,
+  errorToJsonBytes,
+  codeToHttpStatus,
+  codeToString,
+} from '@connectrpc/connect/protocol-connect';
 import { setTrailerStatus } from '@connectrpc/connect/protocol-grpc';
 import { keyFromHeaders } from '../billing/keys.ts';
 import { CALLER, type Caller } from '../billing/caller.ts';
@@ -33,7 +39,9 @@ export function routes(s: Services) {
 interface CallRequestId {
   value: string;
 }
-const CALL_REQUEST_ID = createContextKey<CallRequestId | undefined>(undefined, { description: 'request id of a network call' });
+const CALL_REQUEST_ID = createContextKey<CallRequestId | undefined>(undefined, {
+  description: 'request id of a network call',
+});
 
 /**
  * Every error a call on the network port ends with carries a GatewayError detail with the
@@ -54,7 +62,11 @@ export function gatewayErrorDetails(log?: Logger): Interceptor {
       else m.requestId = idOf();
     };
     const failure = (err: unknown): ConnectError => {
-      if (!(err instanceof ConnectError)) log?.error({ err, rpc: `${req.service.typeName}/${req.method.name}`, requestId: idOf() }, 'RPC failed inside the gateway');
+      if (!(err instanceof ConnectError))
+        log?.error(
+          { err, rpc: `${req.service.typeName}/${req.method.name}`, requestId: idOf() },
+          'RPC failed inside the gateway',
+        );
       return withGatewayDetail(unexpectedFailure(err, idOf()), idOf());
     };
     let forwarded = req;
@@ -110,7 +122,16 @@ function callRequestIds(log?: Logger) {
         const requestId = (call.value ||= newRequestId());
         reason.details = withGatewayDetail(reason, requestId).details;
         // A caller that went away is told nothing; anything else was refused.
-        if (reason.code !== Code.Canceled) log?.info({ requestId, rpc: `${ctx.service.typeName}/${ctx.method.name}`, status: codeToString(reason.code), message: reason.rawMessage }, 'RPC refused');
+        if (reason.code !== Code.Canceled)
+          log?.info(
+            {
+              requestId,
+              rpc: `${ctx.service.typeName}/${ctx.method.name}`,
+              status: codeToString(reason.code),
+              message: reason.rawMessage,
+            },
+            'RPC refused',
+          );
       },
       { once: true },
     );
@@ -153,14 +174,25 @@ async function refusal(req: http2.Http2ServerRequest, access: RpcAccess): Promis
     return undefined;
   }
   if (access.adminToken) {
-    return bearerMatches(header(req, 'authorization'), access.adminToken) ? undefined : adminTokenRequired(401, 'admin token required: send "authorization: Bearer <ADMIN_TOKEN>"');
+    return bearerMatches(header(req, 'authorization'), access.adminToken)
+      ? undefined
+      : adminTokenRequired(401, 'admin token required: send "authorization: Bearer <ADMIN_TOKEN>"');
   }
   // No token: the port listens on loopback (the gateway refuses to start otherwise); a caller
   // that still arrives from elsewhere (a forwarded port) is not answered.
-  return isLoopbackPeer(req.socket.remoteAddress) ? undefined : adminTokenRequired(403, 'admin token required: this gateway has none set, so it answers this machine only');
+  return isLoopbackPeer(req.socket.remoteAddress)
+    ? undefined
+    : adminTokenRequired(403, 'admin token required: this gateway has none set, so it answers this machine only');
 }
 
-const adminTokenRequired = (httpStatus: 401 | 403, message: string) => gatewayError({ httpStatus, type: 'invalid_request_error', code: 'admin_token_required', message, requestId: newRequestId() });
+const adminTokenRequired = (httpStatus: 401 | 403, message: string) =>
+  gatewayError({
+    httpStatus,
+    type: 'invalid_request_error',
+    code: 'admin_token_required',
+    message,
+    requestId: newRequestId(),
+  });
 
 /** No such method: the facade's unknown_route, with the status gRPC gives an unknown method. */
 const unknownMethod = (req: http2.Http2ServerRequest) =>
@@ -187,9 +219,17 @@ const header = (req: http2.Http2ServerRequest, name: string): string | undefined
  * gRPC and Connect clients cancel the call once they have the error. Connect's own encoders
  * write the status and the error's details (the GatewayError) in each protocol.
  */
-function refuse(req: http2.Http2ServerRequest, res: http2.Http2ServerResponse, err: ConnectError, log: Logger | undefined): void {
+function refuse(
+  req: http2.Http2ServerRequest,
+  res: http2.Http2ServerResponse,
+  err: ConnectError,
+  log: Logger | undefined,
+): void {
   const detail = err.findDetails(GatewayErrorSchema)[0];
-  log?.info({ requestId: detail?.requestId, rpc: methodPath(req), status: codeToString(err.code), code: detail?.code }, 'RPC refused');
+  log?.info(
+    { requestId: detail?.requestId, rpc: methodPath(req), status: codeToString(err.code), code: detail?.code },
+    'RPC refused',
+  );
   const type = (header(req, 'content-type') ?? '').split(';')[0]!.trim().toLowerCase();
   if (type.startsWith('application/grpc')) {
     // gRPC and gRPC-Web: a trailers-only answer, the status (grpc-status, grpc-message and
@@ -228,7 +268,13 @@ export function startRpcServer(s: Services, opts: RpcServerOptions): Promise<htt
     requestGate: callRequestIds(opts.log),
     contextValues: callerValues,
     // A path no service serves (this server speaks HTTP/2 only, hence the casts).
-    fallback: (req, res) => refuse(req as http2.Http2ServerRequest, res as http2.Http2ServerResponse, unknownMethod(req as http2.Http2ServerRequest), opts.log),
+    fallback: (req, res) =>
+      refuse(
+        req as http2.Http2ServerRequest,
+        res as http2.Http2ServerResponse,
+        unknownMethod(req as http2.Http2ServerRequest),
+        opts.log,
+      ),
     readMaxBytes: opts.readMaxBytes,
   });
   const server = http2.createServer(

@@ -34,7 +34,11 @@ const nonEmptyList = (v: unknown): boolean => Array.isArray(v) && v.length > 0;
 
 /** What a kind is and what to send instead, for the refusal. */
 const WHAT: Record<SharedKind, { noun: string; instead: string }> = {
-  conversation: { noun: 'a conversation', instead: "send the conversation's items in input, or continue a response created with this key's account through previous_response_id" },
+  conversation: {
+    noun: 'a conversation',
+    instead:
+      "send the conversation's items in input, or continue a response created with this key's account through previous_response_id",
+  },
   prompt: { noun: 'a stored prompt', instead: 'send the instructions and input in the request' },
   file: { noun: 'a file', instead: 'send the content inline (base64 data) or by URL' },
   vector_store: { noun: 'a vector store', instead: 'send the content the model should read in the request' },
@@ -46,7 +50,11 @@ const WHAT: Record<SharedKind, { noun: string; instead: string }> = {
  * The first reference to an object of the operator's provider account that the operator has not
  * shared, as the 400 to answer with; undefined when there is none.
  */
-export function operatorObjectRefusal(format: WireFormat, body: Json, shared: ReadonlySet<SharedKind>): ObjectRefusal | undefined {
+export function operatorObjectRefusal(
+  format: WireFormat,
+  body: Json,
+  shared: ReadonlySet<SharedKind>,
+): ObjectRefusal | undefined {
   for (const f of find(format, body)) {
     if (shared.has(f.kind)) continue;
     const w = WHAT[f.kind];
@@ -61,12 +69,19 @@ export function operatorObjectRefusal(format: WireFormat, body: Json, shared: Re
 
 function find(format: WireFormat, body: Json): Found[] {
   const found: Found[] = [];
-  const add = (kind: SharedKind, param: string, id: unknown, where?: string) => found.push({ kind, param, id: typeof id === 'string' ? id : (JSON.stringify(id) ?? ''), ...(where ? { where } : {}) });
+  const add = (kind: SharedKind, param: string, id: unknown, where?: string) =>
+    found.push({
+      kind,
+      param,
+      id: typeof id === 'string' ? id : (JSON.stringify(id) ?? ''),
+      ...(where ? { where } : {}),
+    });
   if (format === 'responses') {
     const conv = body.conversation;
     if (conv != null) add('conversation', 'conversation', typeof conv === 'object' ? (conv as Json).id : conv);
     const prompt = body.prompt;
-    if (prompt != null && (typeof prompt !== 'object' || (prompt as Json).id != null)) add('prompt', 'prompt', typeof prompt === 'object' ? (prompt as Json).id : prompt);
+    if (prompt != null && (typeof prompt !== 'object' || (prompt as Json).id != null))
+      add('prompt', 'prompt', typeof prompt === 'object' ? (prompt as Json).id : prompt);
     // Files in the input, and in a stored prompt's variables.
     for (const param of ['input', 'prompt'] as const) {
       walk(body[param], (o) => {
@@ -80,7 +95,8 @@ function find(format: WireFormat, body: Json): Found[] {
   } else if (format === 'chat') {
     walk(body.messages, (o) => {
       const file = o.file as Json | undefined;
-      if (o.type === 'file' && file && typeof file === 'object' && file.file_id != null) add('file', 'messages', file.file_id);
+      if (o.type === 'file' && file && typeof file === 'object' && file.file_id != null)
+        add('file', 'messages', file.file_id);
     });
   } else {
     for (const param of ['system', 'messages'] as const) {

@@ -104,7 +104,10 @@ export function storedRefs(body: Json): StoredRefs | undefined {
   if (prev != null) refs.previousResponseId = typeof prev === 'string' ? prev : JSON.stringify(prev);
   for (const item of (Array.isArray(body.input) ? body.input : []) as Json[]) {
     if (!item || typeof item !== 'object') continue;
-    const byId = item.type === 'item_reference' || (item.type === 'reasoning' && item.encrypted_content == null) || (item.type === 'image_generation_call' && item.result == null);
+    const byId =
+      item.type === 'item_reference' ||
+      (item.type === 'reasoning' && item.encrypted_content == null) ||
+      (item.type === 'image_generation_call' && item.result == null);
     if (byId) refs.itemIds.push(typeof item.id === 'string' ? item.id : JSON.stringify(item.id ?? null));
   }
   return refs.previousResponseId !== undefined || refs.itemIds.length > 0 ? refs : undefined;
@@ -126,7 +129,8 @@ export function storedIds(response: Json): string[] {
 export async function unknownStoredRef(owners: ResponseOwners, keyHash: Buffer, refs: StoredRefs, body: Json) {
   const ids = [...(refs.previousResponseId !== undefined ? [refs.previousResponseId] : []), ...refs.itemIds];
   const owned = await owners.ownedBy(keyHash, ids);
-  if (refs.previousResponseId !== undefined && !owned.has(refs.previousResponseId)) return previousResponseNotFound(refs.previousResponseId);
+  if (refs.previousResponseId !== undefined && !owned.has(refs.previousResponseId))
+    return previousResponseNotFound(refs.previousResponseId);
   const item = refs.itemIds.find((id) => !owned.has(id));
   return item === undefined ? undefined : itemNotFound(item, body.store === false);
 }

@@ -17,8 +17,20 @@ import type { VideoUpstream } from './upstream.ts';
 export const VIDEO_ROUTE = '/v1/videos';
 
 /** Settles a video request at zero: its whole hold goes back, and its usage row says why. */
-export function releaseVideoHold(ledger: Ledger, r: Pick<SettleInput, 'requestId' | 'model' | 'status' | 'httpStatus' | 'latencyMs' | 'units' | 'unit'>): Promise<SettleResult> {
-  return ledger.settle({ ...r, costNano: 0n, route: VIDEO_ROUTE, inputTokens: 0n, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n, usageEstimated: false });
+export function releaseVideoHold(
+  ledger: Ledger,
+  r: Pick<SettleInput, 'requestId' | 'model' | 'status' | 'httpStatus' | 'latencyMs' | 'units' | 'unit'>,
+): Promise<SettleResult> {
+  return ledger.settle({
+    ...r,
+    costNano: 0n,
+    route: VIDEO_ROUTE,
+    inputTokens: 0n,
+    outputTokens: 0n,
+    cachedTokens: 0n,
+    cacheWriteTokens: 0n,
+    usageEstimated: false,
+  });
 }
 
 export interface ActivityDeps {
@@ -62,7 +74,13 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
 
   return {
     async createUpstreamJob(a) {
-      const r = await deps.upstream.create(provider(a.provider), { jobId: a.jobId, model: a.upstreamModel, prompt: a.prompt, seconds: a.seconds, size: a.size });
+      const r = await deps.upstream.create(provider(a.provider), {
+        jobId: a.jobId,
+        model: a.upstreamModel,
+        prompt: a.prompt,
+        seconds: a.seconds,
+        size: a.size,
+      });
       return { upstreamId: r.upstreamId };
     },
 
@@ -70,7 +88,13 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
       const s = await deps.upstream.status(provider(a.provider), a.upstreamId);
       // Every poll keeps the hold alive, so the sweeper releases only holds of jobs nothing works on.
       await deps.ledger.renewHold(a.requestId, a.holdTtlSeconds);
-      if (s.status !== 'failed') await deps.jobs.markProgress(a.jobId, s.status === 'queued' ? 'queued' : 'in_progress', s.status === 'completed' ? 99 : s.progress, a.upstreamId);
+      if (s.status !== 'failed')
+        await deps.jobs.markProgress(
+          a.jobId,
+          s.status === 'queued' ? 'queued' : 'in_progress',
+          s.status === 'completed' ? 99 : s.progress,
+          a.upstreamId,
+        );
       return s;
     },
 
@@ -101,7 +125,10 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
           if (signal.aborted) throw signal.reason;
           if (err instanceof ApplicationFailure) throw err;
           deps.log.warn({ videoId: a.jobId, err: (err as Error).message }, 'video download broke');
-          throw ApplicationFailure.retryable(`The video download broke: ${(err as Error).message}`, FAILURE.unavailable);
+          throw ApplicationFailure.retryable(
+            `The video download broke: ${(err as Error).message}`,
+            FAILURE.unavailable,
+          );
         });
       if (bytes === 0) throw ApplicationFailure.retryable('The upstream sent an empty video.', FAILURE.unavailable);
       return { contentKey: key, bytes };
@@ -114,7 +141,11 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
         const d = await measureMp4(obj);
         return { producedMs: Number(durationMs(d)), units: d.units.toString(), timescale: d.timescale.toString() };
       } catch (err) {
-        if (err instanceof Mp4Error) throw ApplicationFailure.nonRetryable(`The upstream's video is not a readable MP4: ${err.message}`, FAILURE.invalidVideo);
+        if (err instanceof Mp4Error)
+          throw ApplicationFailure.nonRetryable(
+            `The upstream's video is not a readable MP4: ${err.message}`,
+            FAILURE.invalidVideo,
+          );
         throw err;
       }
     },
@@ -137,7 +168,11 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
         httpStatus: 200,
         latencyMs: Math.max(0, Math.min(2_147_483_647, Date.now() - a.createdAtMs)),
       });
-      if (!r.firstSettle) deps.log.info({ requestId: a.requestId, chargedNano: String(r.chargedNano) }, 'video charge was already settled; not charged again');
+      if (!r.firstSettle)
+        deps.log.info(
+          { requestId: a.requestId, chargedNano: String(r.chargedNano) },
+          'video charge was already settled; not charged again',
+        );
       else if (r.chargedNano > 0n) deps.metrics?.chargedNanoOf(VIDEO_ROUTE, a.model).inc(Number(r.chargedNano));
       return { costNano: r.chargedNano.toString(), firstSettle: r.firstSettle };
     },
@@ -156,7 +191,17 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
 
     async recordOutcome(o) {
       const { deleted } = await deps.jobs.recordOutcome(o);
-      deps.log.info({ videoId: o.jobId, status: o.status, producedMs: o.producedMs, costNano: o.costNano, error: o.error?.code, deleted }, 'video job finished');
+      deps.log.info(
+        {
+          videoId: o.jobId,
+          status: o.status,
+          producedMs: o.producedMs,
+          costNano: o.costNano,
+          error: o.error?.code,
+          deleted,
+        },
+        'video job finished',
+      );
       return { deleted };
     },
 
@@ -166,19 +211,32 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
       const pc = provider(a.provider);
       const now = await deps.upstream.status(pc, a.upstreamId).catch(() => null); // a job gone or unreadable: DELETE says which
       if (now?.status === 'completed') {
-        deps.log.info({ upstreamId: a.upstreamId }, 'a cancelled video job had already finished upstream; it is charged for what it produced');
+        deps.log.info(
+          { upstreamId: a.upstreamId },
+          'a cancelled video job had already finished upstream; it is charged for what it produced',
+        );
         return { dropped: false };
       }
       const r = await deps.upstream.remove(pc, a.upstreamId);
-      if (r === 'refused') deps.log.warn({ upstreamId: a.upstreamId }, 'the upstream would not drop the video job; it runs on and is charged for what it produces');
+      if (r === 'refused')
+        deps.log.warn(
+          { upstreamId: a.upstreamId },
+          'the upstream would not drop the video job; it runs on and is charged for what it produces',
+        );
       return { dropped: r !== 'refused' };
     },
 
     async discardVideo(a) {
       if (a.contentKey) await deps.store.delete(a.contentKey);
       if (a.upstreamId) {
-        const r = await deps.upstream.remove(provider(a.provider), a.upstreamId).catch((err: unknown) => (err as Error).message);
-        if (r !== 'removed' && r !== 'gone') deps.log.warn({ upstreamId: a.upstreamId, result: r }, "could not delete the upstream's copy of a deleted video");
+        const r = await deps.upstream
+          .remove(provider(a.provider), a.upstreamId)
+          .catch((err: unknown) => (err as Error).message);
+        if (r !== 'removed' && r !== 'gone')
+          deps.log.warn(
+            { upstreamId: a.upstreamId, result: r },
+            "could not delete the upstream's copy of a deleted video",
+          );
       }
     },
   };

@@ -95,7 +95,19 @@ export class VideoJobs {
       await this.db.raw(
         `INSERT INTO video_jobs (id, request_id, account_id, key_id, model, prompt, seconds, size, hold_nano, idempotency_key, request_hash)
          VALUES (?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS bigint), ?, ?) ON CONFLICT DO NOTHING RETURNING ${COLUMNS}`,
-        [j.id, j.requestId, j.accountId, j.keyId, j.model, j.prompt, j.seconds, j.size, j.holdNano.toString(), j.idempotencyKey, j.requestHash],
+        [
+          j.id,
+          j.requestId,
+          j.accountId,
+          j.keyId,
+          j.model,
+          j.prompt,
+          j.seconds,
+          j.size,
+          j.holdNano.toString(),
+          j.idempotencyKey,
+          j.requestHash,
+        ],
       ),
     );
     return rows[0] ? toRow(rows[0]) : undefined;
@@ -108,13 +120,20 @@ export class VideoJobs {
 
   /** A job of this account that has not been deleted; undefined for another account's job, so ids reveal nothing. */
   async get(id: string, accountId: string): Promise<VideoJobRow | undefined> {
-    const r = rowsOf(await this.db.raw(`SELECT ${COLUMNS} FROM video_jobs WHERE id = ? AND account_id = ? AND deleted_at IS NULL`, [id, accountId]))[0];
+    const r = rowsOf(
+      await this.db.raw(`SELECT ${COLUMNS} FROM video_jobs WHERE id = ? AND account_id = ? AND deleted_at IS NULL`, [
+        id,
+        accountId,
+      ]),
+    )[0];
     return r ? toRow(r) : undefined;
   }
 
   /** Deleted or not: for matching a repeated request to its job. */
   async getEvenDeleted(id: string, accountId: string): Promise<VideoJobRow | undefined> {
-    const r = rowsOf(await this.db.raw(`SELECT ${COLUMNS} FROM video_jobs WHERE id = ? AND account_id = ?`, [id, accountId]))[0];
+    const r = rowsOf(
+      await this.db.raw(`SELECT ${COLUMNS} FROM video_jobs WHERE id = ? AND account_id = ?`, [id, accountId]),
+    )[0];
     return r ? toRow(r) : undefined;
   }
 
@@ -123,14 +142,27 @@ export class VideoJobs {
    * the key up, so the key can name a new request.
    */
   async findByIdempotencyKey(accountId: string, key: string, ttlSeconds: number): Promise<VideoJobRow | undefined> {
-    await this.db.raw(`UPDATE video_jobs SET idempotency_key = NULL WHERE account_id = ? AND idempotency_key = ? AND created_at < now() - make_interval(secs => ?)`, [accountId, key, ttlSeconds]);
-    const r = rowsOf(await this.db.raw(`SELECT ${COLUMNS} FROM video_jobs WHERE account_id = ? AND idempotency_key = ?`, [accountId, key]))[0];
+    await this.db.raw(
+      `UPDATE video_jobs SET idempotency_key = NULL WHERE account_id = ? AND idempotency_key = ? AND created_at < now() - make_interval(secs => ?)`,
+      [accountId, key, ttlSeconds],
+    );
+    const r = rowsOf(
+      await this.db.raw(`SELECT ${COLUMNS} FROM video_jobs WHERE account_id = ? AND idempotency_key = ?`, [
+        accountId,
+        key,
+      ]),
+    )[0];
     return r ? toRow(r) : undefined;
   }
 
   /** Hides the job from its owner; the row as it was when deleted, undefined when there was none to delete. */
   async markDeleted(id: string, accountId: string): Promise<VideoJobRow | undefined> {
-    const r = rowsOf(await this.db.raw(`UPDATE video_jobs SET deleted_at = now() WHERE id = ? AND account_id = ? AND deleted_at IS NULL RETURNING ${COLUMNS}`, [id, accountId]))[0];
+    const r = rowsOf(
+      await this.db.raw(
+        `UPDATE video_jobs SET deleted_at = now() WHERE id = ? AND account_id = ? AND deleted_at IS NULL RETURNING ${COLUMNS}`,
+        [id, accountId],
+      ),
+    )[0];
     return r ? toRow(r) : undefined;
   }
 
@@ -145,13 +177,26 @@ export class VideoJobs {
       params.push(opts.after, accountId);
     }
     params.push(opts.limit);
-    const rows = rowsOf(await this.db.raw(`SELECT ${COLUMNS} FROM video_jobs WHERE account_id = ? AND deleted_at IS NULL ${cursor} ORDER BY created_at ${dir}, id ${dir} LIMIT ?`, params as never));
+    const rows = rowsOf(
+      await this.db.raw(
+        `SELECT ${COLUMNS} FROM video_jobs WHERE account_id = ? AND deleted_at IS NULL ${cursor} ORDER BY created_at ${dir}, id ${dir} LIMIT ?`,
+        params as never,
+      ),
+    );
     return rows.map(toRow);
   }
 
   /** Progress of a running job; never overwrites an outcome. */
-  async markProgress(id: string, status: 'queued' | 'in_progress', progress: number, upstreamId: string): Promise<void> {
-    await this.db.raw(`UPDATE video_jobs SET status = ?, progress = ?, upstream_id = ? WHERE id = ? AND status IN ('queued', 'in_progress')`, [status, progress, upstreamId, id]);
+  async markProgress(
+    id: string,
+    status: 'queued' | 'in_progress',
+    progress: number,
+    upstreamId: string,
+  ): Promise<void> {
+    await this.db.raw(
+      `UPDATE video_jobs SET status = ?, progress = ?, upstream_id = ? WHERE id = ? AND status IN ('queued', 'in_progress')`,
+      [status, progress, upstreamId, id],
+    );
   }
 
   /**
@@ -164,7 +209,18 @@ export class VideoJobs {
         `UPDATE video_jobs SET status = ?, progress = ?, upstream_id = COALESCE(?, upstream_id), produced_ms = ?, cost_nano = CAST(? AS bigint),
            content_key = ?, content_bytes = ?, error_code = ?, error_message = ?, completed_at = COALESCE(completed_at, now())
          WHERE id = ? RETURNING deleted_at IS NOT NULL AS deleted`,
-        [o.status, o.progress, o.upstreamId, o.producedMs, o.costNano, o.contentKey, o.contentBytes, o.error?.code ?? null, o.error?.message ?? null, o.jobId],
+        [
+          o.status,
+          o.progress,
+          o.upstreamId,
+          o.producedMs,
+          o.costNano,
+          o.contentKey,
+          o.contentBytes,
+          o.error?.code ?? null,
+          o.error?.message ?? null,
+          o.jobId,
+        ],
       ),
     )[0];
     return { deleted: r?.deleted === true };

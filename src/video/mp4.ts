@@ -88,7 +88,8 @@ export async function measureMp4(src: ByteSource): Promise<Mp4Duration> {
     let size = u32(head, 0);
     const type = fourcc(head, 4);
     let header = 8;
-    if (first && type !== 'ftyp' && type !== 'styp') throw new Mp4Error(`not an MP4 file (first box is ${JSON.stringify(type)})`);
+    if (first && type !== 'ftyp' && type !== 'styp')
+      throw new Mp4Error(`not an MP4 file (first box is ${JSON.stringify(type)})`);
     first = false;
     if (size === 1) {
       if (head.length < 16) throw new Mp4Error('truncated box header');
@@ -119,12 +120,20 @@ function durationFromMoov(buf: Uint8Array, moov: Box): Mp4Duration {
       if (mehd) fragments = buf[mehd.start] === 1 ? u64(buf, mehd.start + 4) : BigInt(u32(buf, mehd.start + 4));
     } else if (box.type === 'trak') {
       const t = videoTrackTiming(buf, box);
-      if (t && t.duration > 0n && t.timescale > 0n && (!video || t.duration * video.timescale > video.duration * t.timescale)) video = t;
+      if (
+        t &&
+        t.duration > 0n &&
+        t.timescale > 0n &&
+        (!video || t.duration * video.timescale > video.duration * t.timescale)
+      )
+        video = t;
     }
   }
   if (video) return { units: video.duration, timescale: video.timescale, from: 'mdhd' };
-  if (movie && movie.timescale > 0n && movie.duration > 0n) return { units: movie.duration, timescale: movie.timescale, from: 'mvhd' };
-  if (movie && movie.timescale > 0n && fragments && fragments > 0n) return { units: fragments, timescale: movie.timescale, from: 'mehd' };
+  if (movie && movie.timescale > 0n && movie.duration > 0n)
+    return { units: movie.duration, timescale: movie.timescale, from: 'mvhd' };
+  if (movie && movie.timescale > 0n && fragments && fragments > 0n)
+    return { units: fragments, timescale: movie.timescale, from: 'mehd' };
   throw new Mp4Error('the MP4 states no duration');
 }
 

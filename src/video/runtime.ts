@@ -40,7 +40,12 @@ const PUBLIC_REASON = {
 } as const;
 
 const unavailable = (why: keyof typeof PUBLIC_REASON) =>
-  gatewayError({ httpStatus: 503, type: 'server_error', code: 'video_jobs_unavailable', message: `Video generation is unavailable on this gateway: ${PUBLIC_REASON[why]}` });
+  gatewayError({
+    httpStatus: 503,
+    type: 'server_error',
+    code: 'video_jobs_unavailable',
+    message: `Video generation is unavailable on this gateway: ${PUBLIC_REASON[why]}`,
+  });
 
 export class VideoRuntime {
   readonly jobs: VideoJobs;
@@ -120,8 +125,15 @@ export class VideoRuntime {
       } catch (err) {
         await this.connection?.close().catch(() => {});
         this.connection = undefined;
-        this.state = { kind: 'unavailable', reason: `Temporal at ${target.address} is not reachable (${(err as Error).message}).`, permanent: false };
-        if (!warned) this.log.warn(`video jobs wait for Temporal at ${target.address}, not reachable yet; the /v1/videos routes answer 503 until it is`);
+        this.state = {
+          kind: 'unavailable',
+          reason: `Temporal at ${target.address} is not reachable (${(err as Error).message}).`,
+          permanent: false,
+        };
+        if (!warned)
+          this.log.warn(
+            `video jobs wait for Temporal at ${target.address}, not reachable yet; the /v1/videos routes answer 503 until it is`,
+          );
         warned = true;
         await sleep(RECONNECT_MS, undefined, { ref: false });
       }
@@ -143,9 +155,19 @@ export class VideoRuntime {
           namespace,
           taskQueue: cfg.taskQueue,
           log: this.log,
-          activities: videoActivities({ config: this.config, ledger: this.ledger, jobs: this.jobs, store: this.store, upstream: this.upstream, log: this.log, metrics: this.metrics }),
+          activities: videoActivities({
+            config: this.config,
+            ledger: this.ledger,
+            jobs: this.jobs,
+            store: this.store,
+            upstream: this.upstream,
+            log: this.log,
+            metrics: this.metrics,
+          }),
         });
-        this.worker.done.catch((err) => this.log.error({ err }, 'the video worker stopped with an error; jobs wait for another worker'));
+        this.worker.done.catch((err) =>
+          this.log.error({ err }, 'the video worker stopped with an error; jobs wait for another worker'),
+        );
       } catch (err) {
         this.log.error({ err }, 'the video worker could not start; jobs wait for another worker (npm run worker)');
       }
@@ -160,7 +182,11 @@ export class VideoRuntime {
       (r) => {
         if (r === 'refused') this.log.warn({ upstreamId }, 'the upstream would not delete its copy of a deleted video');
       },
-      (err: unknown) => this.log.warn({ upstreamId, err: (err as Error).message }, "could not delete the upstream's copy of a deleted video"),
+      (err: unknown) =>
+        this.log.warn(
+          { upstreamId, err: (err as Error).message },
+          "could not delete the upstream's copy of a deleted video",
+        ),
     );
   }
 

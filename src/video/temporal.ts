@@ -71,7 +71,10 @@ export interface DevServer {
  * Starts `temporal server start-dev` with its web UI and a database file in `stateDir`, so jobs
  * outlive the process; resolves once its frontend answers.
  */
-export async function startDevServer(cli: string, opts: { port: number; uiPort: number; namespace: string; stateDir: string; timeoutMs?: number; headless?: boolean }): Promise<DevServer> {
+export async function startDevServer(
+  cli: string,
+  opts: { port: number; uiPort: number; namespace: string; stateDir: string; timeoutMs?: number; headless?: boolean },
+): Promise<DevServer> {
   fs.mkdirSync(opts.stateDir, { recursive: true });
   const logFile = path.join(opts.stateDir, 'dev-server.log');
   const out = fs.openSync(logFile, 'a');
@@ -127,7 +130,11 @@ export async function startDevServer(cli: string, opts: { port: number; uiPort: 
   };
   const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
   for (;;) {
-    const done = await Promise.race([exited.then((code) => ({ code })), failed, new Promise<undefined>((r) => setTimeout(() => r(undefined), 250))]);
+    const done = await Promise.race([
+      exited.then((code) => ({ code })),
+      failed,
+      new Promise<undefined>((r) => setTimeout(() => r(undefined), 250)),
+    ]);
     if (done) throw new Error(`temporal server start-dev exited with ${done.code}; see ${logFile}`);
     const conn = await tryConnect(address, 1_000);
     if (conn) {
@@ -152,12 +159,18 @@ export async function ensureSearchAttributes(conn: Connection, namespace: string
     const missing = VIDEO_SEARCH_ATTRIBUTES.filter((a) => !known.has(a.name));
     if (missing.length > 0) {
       // 2 = INDEXED_VALUE_TYPE_KEYWORD in temporal.api.enums.v1.IndexedValueType.
-      await conn.operatorService.addSearchAttributes({ namespace, searchAttributes: Object.fromEntries(missing.map((a) => [a.name, 2])) });
+      await conn.operatorService.addSearchAttributes({
+        namespace,
+        searchAttributes: Object.fromEntries(missing.map((a) => [a.name, 2])),
+      });
       log.info({ added: missing.map((a) => a.name) }, 'registered the video search attributes');
     }
     return true;
   } catch (err) {
-    log.warn({ err: (err as Error).message }, `could not register the search attributes ${VIDEO_SEARCH_ATTRIBUTES.map((a) => a.name).join(', ')}: video jobs run without them`);
+    log.warn(
+      { err: (err as Error).message },
+      `could not register the search attributes ${VIDEO_SEARCH_ATTRIBUTES.map((a) => a.name).join(', ')}: video jobs run without them`,
+    );
     return false;
   }
 }
@@ -189,6 +202,11 @@ export async function resolveTemporal(cfg: VideoConfig, stateDir: string, log: L
     throw new Error(`no Temporal: TEMPORAL_ADDRESS is unset and ${(err as Error).message}; ${CLI_INSTALL_HINT}`);
   }
   log.info({ cli }, 'starting a local Temporal dev server for video jobs');
-  const devServer = await startDevServer(cli, { port: cfg.devServerPort, uiPort: cfg.devServerUiPort, namespace: cfg.temporalNamespace, stateDir });
+  const devServer = await startDevServer(cli, {
+    port: cfg.devServerPort,
+    uiPort: cfg.devServerUiPort,
+    namespace: cfg.temporalNamespace,
+    stateDir,
+  });
   return { address: devServer.address, devServer, uiUrl: devServer.uiUrl };
 }

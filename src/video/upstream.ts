@@ -17,10 +17,18 @@ export class VideoUpstream {
   private readonly agent: Agent;
 
   constructor(opts: { connectTimeoutMs: number }) {
-    this.agent = new Agent({ connect: { timeout: opts.connectTimeoutMs }, headersTimeout: 20_000, bodyTimeout: 60_000, keepAliveTimeout: 30_000 });
+    this.agent = new Agent({
+      connect: { timeout: opts.connectTimeoutMs },
+      headersTimeout: 20_000,
+      bodyTimeout: 60_000,
+      keepAliveTimeout: 30_000,
+    });
   }
 
-  async create(pc: ProviderConfig, a: { jobId: string; model: string; prompt: string; seconds: number; size: string }): Promise<{ upstreamId: string; status: UpstreamJobStatus }> {
+  async create(
+    pc: ProviderConfig,
+    a: { jobId: string; model: string; prompt: string; seconds: number; size: string },
+  ): Promise<{ upstreamId: string; status: UpstreamJobStatus }> {
     // OpenAI's video API takes a multipart form (its SDK always sends one).
     const form = new FormData();
     form.set('model', a.model);
@@ -29,7 +37,8 @@ export class VideoUpstream {
     form.set('size', a.size);
     const res = await this.call(pc, 'POST', '/videos', { 'idempotency-key': `gateway-${a.jobId}` }, form);
     const json = await readJson(res, 'create');
-    if (typeof json.id !== 'string' || json.id === '') throw ApplicationFailure.retryable('The upstream answered the create without a job id.', FAILURE.unavailable);
+    if (typeof json.id !== 'string' || json.id === '')
+      throw ApplicationFailure.retryable('The upstream answered the create without a job id.', FAILURE.unavailable);
     return { upstreamId: json.id, status: statusOf(json) };
   }
 
@@ -40,7 +49,14 @@ export class VideoUpstream {
 
   /** The MP4 as a stream; the caller consumes it (or aborts `signal`, which ends the transfer). */
   async content(pc: ProviderConfig, upstreamId: string, signal?: AbortSignal): Promise<Dispatcher.ResponseData> {
-    return this.call(pc, 'GET', `/videos/${encodeURIComponent(upstreamId)}/content`, { accept: 'application/binary' }, undefined, signal);
+    return this.call(
+      pc,
+      'GET',
+      `/videos/${encodeURIComponent(upstreamId)}/content`,
+      { accept: 'application/binary' },
+      undefined,
+      signal,
+    );
   }
 
   /**
@@ -54,7 +70,8 @@ export class VideoUpstream {
       await res.body.dump();
       return 'removed';
     } catch (err) {
-      if (err instanceof ApplicationFailure && err.nonRetryable) return (err.details?.[0] as { status?: number } | undefined)?.status === 404 ? 'gone' : 'refused';
+      if (err instanceof ApplicationFailure && err.nonRetryable)
+        return (err.details?.[0] as { status?: number } | undefined)?.status === 404 ? 'gone' : 'refused';
       throw err;
     }
   }
@@ -84,7 +101,10 @@ export class VideoUpstream {
     } catch (err) {
       if (signal?.aborted) throw signal.reason;
       // Connection refused or reset, or a timeout: all worth another attempt.
-      throw ApplicationFailure.retryable(`The upstream video API could not be reached: ${(err as Error).message}`, FAILURE.unavailable);
+      throw ApplicationFailure.retryable(
+        `The upstream video API could not be reached: ${(err as Error).message}`,
+        FAILURE.unavailable,
+      );
     }
     if (res.statusCode >= 200 && res.statusCode < 300) return res;
     let text = '';
@@ -119,10 +139,20 @@ function failureFor(status: number, retryAfter: string | string[] | undefined, t
   if (status >= 500 || status === 408) return ApplicationFailure.retryable(message, FAILURE.unavailable);
   // The gateway's own credentials: its operator's problem, not the caller's request (a 502 to them).
   if (status === 401 || status === 403) {
-    return ApplicationFailure.create({ message: `The upstream refused the gateway's credentials (${status}).`, type: FAILURE.unavailable, nonRetryable: true, details: [{ status }] });
+    return ApplicationFailure.create({
+      message: `The upstream refused the gateway's credentials (${status}).`,
+      type: FAILURE.unavailable,
+      nonRetryable: true,
+      details: [{ status }],
+    });
   }
   if (CONTENT_POLICY.test(code) || (status === 400 && CONTENT_POLICY.test(message)))
-    return ApplicationFailure.create({ message, type: FAILURE.contentPolicy, nonRetryable: true, details: [{ status }] });
+    return ApplicationFailure.create({
+      message,
+      type: FAILURE.contentPolicy,
+      nonRetryable: true,
+      details: [{ status }],
+    });
   return ApplicationFailure.create({ message, type: FAILURE.rejected, nonRetryable: true, details: [{ status }] });
 }
 
@@ -138,7 +168,10 @@ async function readJson(res: Dispatcher.ResponseData, what: string): Promise<Jso
 
 /** OpenAI's Video object -> the status the workflow acts on. */
 export function statusOf(json: Json): UpstreamJobStatus {
-  const progress = typeof json.progress === 'number' && Number.isFinite(json.progress) ? Math.max(0, Math.min(100, Math.round(json.progress))) : 0;
+  const progress =
+    typeof json.progress === 'number' && Number.isFinite(json.progress)
+      ? Math.max(0, Math.min(100, Math.round(json.progress)))
+      : 0;
   switch (json.status) {
     case 'completed':
       return { status: 'completed', progress: 100, error: null };
@@ -146,7 +179,11 @@ export function statusOf(json: Json): UpstreamJobStatus {
       const e = (json.error ?? {}) as Json;
       const code = typeof e.code === 'string' ? e.code : '';
       const message = typeof e.message === 'string' && e.message ? e.message : 'The upstream video job failed.';
-      return { status: 'failed', progress, error: { code: CONTENT_POLICY.test(code) ? 'content_policy_violation' : 'upstream_failed', message } };
+      return {
+        status: 'failed',
+        progress,
+        error: { code: CONTENT_POLICY.test(code) ? 'content_policy_violation' : 'upstream_failed', message },
+      };
     }
     case 'in_progress':
       return { status: 'in_progress', progress, error: null };

@@ -25,7 +25,9 @@ try {
 const log = createLogger(config.logLevel, undefined, config.logFormat).child({ component: 'video-worker' });
 
 if (!config.databaseUrl) {
-  log.fatal('npm run worker needs DATABASE_URL: the worker settles holds in the database the gateway uses, and the embedded one (no DATABASE_URL) is private to the gateway that started it');
+  log.fatal(
+    'npm run worker needs DATABASE_URL: the worker settles holds in the database the gateway uses, and the embedded one (no DATABASE_URL) is private to the gateway that started it',
+  );
   process.exit(1);
 }
 

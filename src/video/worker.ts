@@ -6,7 +6,14 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { createRequire } from 'node:module';
-import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type LogEntry } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  NativeConnection,
+  Runtime,
+  Worker,
+  type LogEntry,
+} from '@temporalio/worker';
 import type { Logger } from 'pino';
 import type { VideoActivities } from '../../workflows/video-types.ts';
 
@@ -36,7 +43,9 @@ export function installTemporalRuntime(log: Logger): void {
 export async function workflowBundle(log: Logger): Promise<{ code: string }> {
   const hash = crypto.createHash('sha256');
   const require = createRequire(import.meta.url);
-  hash.update(JSON.parse(fs.readFileSync(require.resolve('@temporalio/workflow/package.json'), 'utf8')).version as string);
+  hash.update(
+    JSON.parse(fs.readFileSync(require.resolve('@temporalio/workflow/package.json'), 'utf8')).version as string,
+  );
   for (const name of fs
     .readdirSync(WORKFLOWS_DIR)
     .filter((f) => f.endsWith('.ts'))
@@ -73,9 +82,18 @@ export interface RunningWorker {
   shutdown(): Promise<void>;
 }
 
-export async function startVideoWorker(opts: { address: string; namespace: string; taskQueue: string; activities: VideoActivities; log: Logger }): Promise<RunningWorker> {
+export async function startVideoWorker(opts: {
+  address: string;
+  namespace: string;
+  taskQueue: string;
+  activities: VideoActivities;
+  log: Logger;
+}): Promise<RunningWorker> {
   installTemporalRuntime(opts.log);
-  const [connection, bundle] = await Promise.all([NativeConnection.connect({ address: opts.address }), workflowBundle(opts.log)]);
+  const [connection, bundle] = await Promise.all([
+    NativeConnection.connect({ address: opts.address }),
+    workflowBundle(opts.log),
+  ]);
   let worker: Worker;
   try {
     worker = await Worker.create({
@@ -92,7 +110,10 @@ export async function startVideoWorker(opts: { address: string; namespace: strin
     throw err;
   }
   const done = worker.run().finally(() => connection.close());
-  opts.log.info({ taskQueue: opts.taskQueue, namespace: opts.namespace }, `video worker polling task queue ${opts.taskQueue}`);
+  opts.log.info(
+    { taskQueue: opts.taskQueue, namespace: opts.namespace },
+    `video worker polling task queue ${opts.taskQueue}`,
+  );
   return {
     done,
     async shutdown() {

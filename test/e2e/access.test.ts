@@ -39,7 +39,11 @@ function networkAddress(): string {
   throw new Error('this machine has no non-loopback IPv4 address to test from');
 }
 
-const noVideo = async () => ({ VIDEO_WORKER: '0', TEMPORAL_CLI: '/nonexistent/temporal', TEMPORAL_DEV_PORT: String(await freePort()) });
+const noVideo = async () => ({
+  VIDEO_WORKER: '0',
+  TEMPORAL_CLI: '/nonexistent/temporal',
+  TEMPORAL_DEV_PORT: String(await freePort()),
+});
 const logFile = (name: string) => path.join(inject('workDir'), `${name}-${uniqueMarker()}.log`);
 const baseEnv = () => ({
   DATABASE_URL: inject('databaseUrl'),
@@ -61,20 +65,34 @@ function memoryOf(pid: number): { rss: number; peak: number } {
  * Sends a request's headers and the first bytes of a body that never comes: resolves with the
  * answer only if the gateway answers without the body (otherwise the test times out).
  */
-function answerWithoutBody(url: string, headers: Record<string, string>, declaredLength: number, first: Buffer | string): Promise<{ status: number; headers: http.IncomingHttpHeaders; text: string }> {
+function answerWithoutBody(
+  url: string,
+  headers: Record<string, string>,
+  declaredLength: number,
+  first: Buffer | string,
+): Promise<{ status: number; headers: http.IncomingHttpHeaders; text: string }> {
   return new Promise((resolve, reject) => {
     const u = new URL(url);
-    const req = http.request({ host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { ...headers, 'content-length': String(declaredLength) } }, (res) => {
-      let text = '';
-      res.setEncoding('utf8');
-      res.on('data', (d) => {
-        text += d;
-      });
-      res.on('end', () => {
-        req.destroy();
-        resolve({ status: res.statusCode!, headers: res.headers, text });
-      });
-    });
+    const req = http.request(
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'POST',
+        headers: { ...headers, 'content-length': String(declaredLength) },
+      },
+      (res) => {
+        let text = '';
+        res.setEncoding('utf8');
+        res.on('data', (d) => {
+          text += d;
+        });
+        res.on('end', () => {
+          req.destroy();
+          resolve({ status: res.statusCode!, headers: res.headers, text });
+        });
+      },
+    );
     req.on('error', reject);
     req.write(first);
   });
@@ -85,11 +103,23 @@ function answerWithoutBody(url: string, headers: Record<string, string>, declare
  * `sent` are sent: resolves with the grpc-status only if the gateway answers before the message
  * is complete.
  */
-function grpcStatusWithoutMessage(rpcUrl: string, method: string, headers: Record<string, string>, declared: number, sent: number): Promise<{ status: number; message: string }> {
+function grpcStatusWithoutMessage(
+  rpcUrl: string,
+  method: string,
+  headers: Record<string, string>,
+  declared: number,
+  sent: number,
+): Promise<{ status: number; message: string }> {
   return new Promise((resolve, reject) => {
     const session = http2.connect(rpcUrl);
     session.on('error', reject);
-    const stream = session.request({ ':method': 'POST', ':path': method, 'content-type': 'application/grpc+proto', te: 'trailers', ...headers });
+    const stream = session.request({
+      ':method': 'POST',
+      ':path': method,
+      'content-type': 'application/grpc+proto',
+      te: 'trailers',
+      ...headers,
+    });
     const done = (h: http2.IncomingHttpHeaders) => {
       if (h['grpc-status'] === undefined) return;
       resolve({ status: Number(h['grpc-status']), message: decodeURIComponent(String(h['grpc-message'] ?? '')) });
@@ -108,10 +138,15 @@ function grpcStatusWithoutMessage(rpcUrl: string, method: string, headers: Recor
 /** A multipart body of `files` files of `fileBytes` each, generated as it is sent. */
 async function* multipartBody(boundary: string, files: number, fileBytes: number): AsyncGenerator<Buffer> {
   const chunk = Buffer.alloc(MB, 0x7a);
-  yield Buffer.from(`--${boundary}\r\ncontent-disposition: form-data; name="model"\r\n\r\ngpt-image-1-mini\r\n--${boundary}\r\ncontent-disposition: form-data; name="prompt"\r\n\r\nmake it blue\r\n`);
+  yield Buffer.from(
+    `--${boundary}\r\ncontent-disposition: form-data; name="model"\r\n\r\ngpt-image-1-mini\r\n--${boundary}\r\ncontent-disposition: form-data; name="prompt"\r\n\r\nmake it blue\r\n`,
+  );
   for (let f = 0; f < files; f++) {
-    yield Buffer.from(`--${boundary}\r\ncontent-disposition: form-data; name="image[]"; filename="f${f}.png"\r\ncontent-type: image/png\r\n\r\n`);
-    for (let left = fileBytes; left > 0; left -= chunk.length) yield left >= chunk.length ? chunk : chunk.subarray(0, left);
+    yield Buffer.from(
+      `--${boundary}\r\ncontent-disposition: form-data; name="image[]"; filename="f${f}.png"\r\ncontent-type: image/png\r\n\r\n`,
+    );
+    for (let left = fileBytes; left > 0; left -= chunk.length)
+      yield left >= chunk.length ? chunk : chunk.subarray(0, left);
     yield Buffer.from('\r\n');
   }
   yield Buffer.from(`--${boundary}--\r\n`);
@@ -133,7 +168,12 @@ function upload(
         `--${boundary}\r\ncontent-disposition: form-data; name="model"\r\n\r\ngpt-image-1-mini\r\n--${boundary}\r\ncontent-disposition: form-data; name="prompt"\r\n\r\nmake it blue\r\n`,
       );
       for (let f = 0; f < files; f++)
-        n += Buffer.byteLength(`--${boundary}\r\ncontent-disposition: form-data; name="image[]"; filename="f${f}.png"\r\ncontent-type: image/png\r\n\r\n`) + fileBytes + 2;
+        n +=
+          Buffer.byteLength(
+            `--${boundary}\r\ncontent-disposition: form-data; name="image[]"; filename="f${f}.png"\r\ncontent-type: image/png\r\n\r\n`,
+          ) +
+          fileBytes +
+          2;
       return n + Buffer.byteLength(`--${boundary}--\r\n`);
     };
     const total = lengthOf();
@@ -144,7 +184,11 @@ function upload(
         port: u.port,
         path: u.pathname,
         method: 'POST',
-        headers: { ...headers, 'content-type': `multipart/form-data; boundary=${boundary}`, ...(opts.contentLength ? { 'content-length': String(total) } : {}) },
+        headers: {
+          ...headers,
+          'content-type': `multipart/form-data; boundary=${boundary}`,
+          ...(opts.contentLength ? { 'content-length': String(total) } : {}),
+        },
       },
       (res) => {
         answered = true;
@@ -173,7 +217,9 @@ function upload(
 }
 
 const simRequestsSince = async (since: number, pathPrefix: string) =>
-  ((await (await fetch(`${simulatorUrl()}/__sim/requests?since=${since}`)).json()) as { path: string }[]).filter((r) => r.path.startsWith(pathPrefix));
+  ((await (await fetch(`${simulatorUrl()}/__sim/requests?since=${since}`)).json()) as { path: string }[]).filter((r) =>
+    r.path.startsWith(pathPrefix),
+  );
 
 const withToken = (token: string): Interceptor[] => [
   (next) => (req) => {
@@ -194,7 +240,16 @@ describe('the RPC port is safe by default', () => {
   let gw: GatewayProcess;
   beforeAll(async () => {
     // `npm start` as a newcomer runs it: no GRPC_HOST, no ADMIN_TOKEN; only a metrics token set.
-    gw = await startGatewayProcess({ logFile: logFile('default-exposure'), env: { ...baseEnv(), ...(await noVideo()), GRPC_HOST: '', HOST: '0.0.0.0', METRICS_TOKEN: 'metrics-secret-token' } });
+    gw = await startGatewayProcess({
+      logFile: logFile('default-exposure'),
+      env: {
+        ...baseEnv(),
+        ...(await noVideo()),
+        GRPC_HOST: '',
+        HOST: '0.0.0.0',
+        METRICS_TOKEN: 'metrics-secret-token',
+      },
+    });
   });
   afterAll(async () => {
     await gw?.stop();
@@ -224,8 +279,19 @@ describe('the RPC port is safe by default', () => {
       .find((l) => l.includes('"exposure"'));
     expect(line).toBeDefined();
     const { exposure, msg } = JSON.parse(line!) as { exposure: Record<string, Record<string, unknown>>; msg: string };
-    expect(exposure.rpc).toMatchObject({ host: '127.0.0.1', port: Number(new URL(gw.rpcUrl).port), reach: 'this machine', admin: 'loopback callers only', inference: 'gateway key' });
-    expect(exposure.http).toMatchObject({ host: '0.0.0.0', port: Number(new URL(gw.httpUrl).port), reach: 'the network', metrics: 'token' });
+    expect(exposure.rpc).toMatchObject({
+      host: '127.0.0.1',
+      port: Number(new URL(gw.rpcUrl).port),
+      reach: 'this machine',
+      admin: 'loopback callers only',
+      inference: 'gateway key',
+    });
+    expect(exposure.http).toMatchObject({
+      host: '0.0.0.0',
+      port: Number(new URL(gw.httpUrl).port),
+      reach: 'the network',
+      metrics: 'token',
+    });
     expect(msg).toContain('RPC on 127.0.0.1');
   });
 
@@ -238,7 +304,11 @@ describe('the RPC port is safe by default', () => {
     ] as const) {
       const r = await fetch(`${gw.httpUrl}${route}`, {
         method: 'POST',
-        headers: { authorization: `Bearer ${k.apiKey}`, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+        headers: {
+          authorization: `Bearer ${k.apiKey}`,
+          'content-type': 'application/json',
+          'anthropic-version': '2023-06-01',
+        },
         body: JSON.stringify(body),
       });
       const text = await r.text();
@@ -258,11 +328,21 @@ describe('the RPC port is safe by default', () => {
     expect(await ok.text()).toContain('gateway_requests_total');
   });
 
-  it('refuses to start with a network RPC address and no ADMIN_TOKEN, saying what to set', { timeout: 120_000 }, async () => {
-    const setups = [{ GRPC_HOST: '0.0.0.0' }, { GRPC_HOST: '::' }, { GRPC_HOST: networkAddress() }, { GRPC_HOST: '0.0.0.0', ADMIN_TOKEN: 'short' }];
+  it('refuses to start with a network RPC address and no ADMIN_TOKEN, saying what to set', {
+    timeout: 120_000,
+  }, async () => {
+    const setups = [
+      { GRPC_HOST: '0.0.0.0' },
+      { GRPC_HOST: '::' },
+      { GRPC_HOST: networkAddress() },
+      { GRPC_HOST: '0.0.0.0', ADMIN_TOKEN: 'short' },
+    ];
     await Promise.all(
       setups.map(async (env) => {
-        const err = await startGatewayProcess({ logFile: logFile('refused'), env: { ...baseEnv(), ...(await noVideo()), ...env } }).then(
+        const err = await startGatewayProcess({
+          logFile: logFile('refused'),
+          env: { ...baseEnv(), ...(await noVideo()), ...env },
+        }).then(
           () => undefined,
           (e: Error) => e,
         );
@@ -273,7 +353,9 @@ describe('the RPC port is safe by default', () => {
     );
   });
 
-  it('npm run worker starts with GRPC_HOST public and no ADMIN_TOKEN: it serves no RPC', { timeout: 120_000 }, async () => {
+  it('npm run worker starts with GRPC_HOST public and no ADMIN_TOKEN: it serves no RPC', {
+    timeout: 120_000,
+  }, async () => {
     const file = logFile('worker');
     const out = fs.openSync(file, 'a');
     const child = spawn(process.execPath, ['src/video/worker-main.ts'], {
@@ -310,12 +392,17 @@ describe('the RPC port is safe by default', () => {
 describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
   let gw: GatewayProcess;
   let fromNetwork: string; // the RPC port's URL as a caller elsewhere on the network sees it
-  const billingAt = (baseUrl: string, transport: (o: { baseUrl: string; interceptors?: Interceptor[] }) => Transport, token?: string) =>
-    createClient(BillingService, transport({ baseUrl, ...(token ? { interceptors: withToken(token) } : {}) }));
+  const billingAt = (
+    baseUrl: string,
+    transport: (o: { baseUrl: string; interceptors?: Interceptor[] }) => Transport,
+    token?: string,
+  ) => createClient(BillingService, transport({ baseUrl, ...(token ? { interceptors: withToken(token) } : {}) }));
   const transports = {
     grpc: (o: { baseUrl: string; interceptors?: Interceptor[] }) => createGrpcTransport(o),
-    'grpc-web': (o: { baseUrl: string; interceptors?: Interceptor[] }) => createGrpcWebTransport({ ...o, httpVersion: '2' }),
-    connect: (o: { baseUrl: string; interceptors?: Interceptor[] }) => createConnectTransport({ ...o, httpVersion: '2' }),
+    'grpc-web': (o: { baseUrl: string; interceptors?: Interceptor[] }) =>
+      createGrpcWebTransport({ ...o, httpVersion: '2' }),
+    connect: (o: { baseUrl: string; interceptors?: Interceptor[] }) =>
+      createConnectTransport({ ...o, httpVersion: '2' }),
   };
 
   beforeAll(async () => {
@@ -341,13 +428,35 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
     for (const [name, transport] of Object.entries(transports)) {
       for (const baseUrl of [gw.rpcUrl, fromNetwork]) {
         const where = `${name} ${baseUrl}`;
-        expect(await codeOf(billingAt(baseUrl, transport).createKey({ creditsNano: 1_000_000_000_000_000n })), where).toBe(Code.Unauthenticated);
-        expect(await codeOf(billingAt(baseUrl, transport, `${ADMIN_TOKEN}x`).listKeys({ owner: 'telegram:1' })), where).toBe(Code.Unauthenticated);
-        expect(await codeOf(billingAt(baseUrl, transport, ADMIN_TOKEN.slice(0, -1)).listKeys({ owner: 'telegram:1' })), where).toBe(Code.Unauthenticated);
-        expect(await codeOf(createClient(CatalogueService, transport({ baseUrl })).listModels({})), where).toBe(Code.Unauthenticated);
-        const created = await billingAt(baseUrl, transport, ADMIN_TOKEN).createKey({ creditsNano: 5n, label: 'access' });
+        expect(
+          await codeOf(billingAt(baseUrl, transport).createKey({ creditsNano: 1_000_000_000_000_000n })),
+          where,
+        ).toBe(Code.Unauthenticated);
+        expect(
+          await codeOf(billingAt(baseUrl, transport, `${ADMIN_TOKEN}x`).listKeys({ owner: 'telegram:1' })),
+          where,
+        ).toBe(Code.Unauthenticated);
+        expect(
+          await codeOf(billingAt(baseUrl, transport, ADMIN_TOKEN.slice(0, -1)).listKeys({ owner: 'telegram:1' })),
+          where,
+        ).toBe(Code.Unauthenticated);
+        expect(await codeOf(createClient(CatalogueService, transport({ baseUrl })).listModels({})), where).toBe(
+          Code.Unauthenticated,
+        );
+        const created = await billingAt(baseUrl, transport, ADMIN_TOKEN).createKey({
+          creditsNano: 5n,
+          label: 'access',
+        });
         expect(created.balanceNano, where).toBe(5n);
-        expect((await createClient(CatalogueService, transport({ baseUrl, interceptors: withToken(ADMIN_TOKEN) })).listModels({})).models.length, where).toBeGreaterThan(0);
+        expect(
+          (
+            await createClient(
+              CatalogueService,
+              transport({ baseUrl, interceptors: withToken(ADMIN_TOKEN) }),
+            ).listModels({})
+          ).models.length,
+          where,
+        ).toBeGreaterThan(0);
       }
     }
   });
@@ -368,12 +477,16 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
             ],
           }),
         );
-      const body = new TextEncoder().encode(JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi [sim tokens=2]' }] }));
+      const body = new TextEncoder().encode(
+        JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi [sim tokens=2]' }] }),
+      );
       const r = await asCaller(key.apiKey).chatCompletion({ body });
       expect(r.charge?.costNano, name).toBeGreaterThan(0n);
       expect(await codeOf(asCaller(generateKey()).chatCompletion({ body })), name).toBe(Code.Unauthenticated);
       const stream = asCaller(generateKey()).streamChatCompletion({
-        body: new TextEncoder().encode(JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'hi' }] })),
+        body: new TextEncoder().encode(
+          JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'hi' }] }),
+        ),
       });
       expect(
         await codeOf(
@@ -391,16 +504,42 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
   it('a 600 MB message is refused from its first bytes: without the token, with a forged key, and with the token (read limit)', async () => {
     const declared = 600 * MB;
     const billingCall = '/gateway.v1.BillingService/CreateKey';
-    expect(await grpcStatusWithoutMessage(gw.rpcUrl, billingCall, {}, declared, 64 * 1024)).toMatchObject({ status: Code.Unauthenticated });
-    expect(await grpcStatusWithoutMessage(gw.rpcUrl, '/gateway.v1.InferenceService/EditImage', { authorization: `Bearer ${generateKey()}` }, declared, 64 * 1024)).toMatchObject({
+    expect(await grpcStatusWithoutMessage(gw.rpcUrl, billingCall, {}, declared, 64 * 1024)).toMatchObject({
+      status: Code.Unauthenticated,
+    });
+    expect(
+      await grpcStatusWithoutMessage(
+        gw.rpcUrl,
+        '/gateway.v1.InferenceService/EditImage',
+        { authorization: `Bearer ${generateKey()}` },
+        declared,
+        64 * 1024,
+      ),
+    ).toMatchObject({
       status: Code.Unauthenticated,
     });
     // With the token (or a live key) the message is read, but never past the limit: one
     // request's largest body or upload.
-    const tooBig = await grpcStatusWithoutMessage(gw.rpcUrl, billingCall, { authorization: `Bearer ${ADMIN_TOKEN}` }, declared, 64 * 1024);
+    const tooBig = await grpcStatusWithoutMessage(
+      gw.rpcUrl,
+      billingCall,
+      { authorization: `Bearer ${ADMIN_TOKEN}` },
+      declared,
+      64 * 1024,
+    );
     expect(tooBig.status).toBe(Code.ResourceExhausted);
     const key = await newKey('1');
-    expect((await grpcStatusWithoutMessage(gw.rpcUrl, '/gateway.v1.InferenceService/EditImage', { authorization: `Bearer ${key.apiKey}` }, declared, 64 * 1024)).status).toBe(Code.ResourceExhausted);
+    expect(
+      (
+        await grpcStatusWithoutMessage(
+          gw.rpcUrl,
+          '/gateway.v1.InferenceService/EditImage',
+          { authorization: `Bearer ${key.apiKey}` },
+          declared,
+          64 * 1024,
+        )
+      ).status,
+    ).toBe(Code.ResourceExhausted);
   });
 
   it("forged-key uploads are refused unread: 256 MB sent, the gateway's peak memory barely moves, nothing goes upstream", async () => {
@@ -408,7 +547,9 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
     const before = memoryOf(gw.child.pid!);
     const url = `${gw.httpUrl}/v1/images/edits`;
     // Two uploads of 8 files x 16 MB at once, each under the per-file limit, with keys that pass the public checksum.
-    const results = await Promise.all([0, 1].map(() => upload(url, { authorization: `Bearer ${generateKey()}` }, 8, 16 * MB, { contentLength: true })));
+    const results = await Promise.all(
+      [0, 1].map(() => upload(url, { authorization: `Bearer ${generateKey()}` }, 8, 16 * MB, { contentLength: true })),
+    );
     for (const r of results) {
       expect(r.status).toBe(401);
       expect(JSON.parse(r.text)).toMatchObject({ error: { code: 'invalid_api_key' } });
@@ -426,9 +567,13 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
     const since = Date.now();
     for (const contentLength of [true, false]) {
       // Two 15 MB files: each under the 16 MB file limit, together over the 24 MB request limit.
-      const r = await upload(`${gw.httpUrl}/v1/images/edits`, { authorization: `Bearer ${key.apiKey}` }, 2, 15 * MB, { contentLength });
+      const r = await upload(`${gw.httpUrl}/v1/images/edits`, { authorization: `Bearer ${key.apiKey}` }, 2, 15 * MB, {
+        contentLength,
+      });
       expect(r.status, `content-length: ${contentLength}`).toBe(413);
-      expect(JSON.parse(r.text)).toMatchObject({ error: { code: 'request_too_large', message: expect.stringContaining(String(24 * MB)) } });
+      expect(JSON.parse(r.text)).toMatchObject({
+        error: { code: 'request_too_large', message: expect.stringContaining(String(24 * MB)) },
+      });
       expect(r.headers['x-gateway-cost-nano-usd']).toBe('0');
       expect(r.headers['x-request-id']).toMatch(/^req_/);
     }
@@ -438,7 +583,11 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
     form.append('model', 'gpt-image-1-mini');
     form.append('prompt', 'blue');
     form.append('image', new Blob([png(64, 64)], { type: 'image/png' }), 'a.png');
-    const ok = await fetch(`${gw.httpUrl}/v1/images/edits`, { method: 'POST', headers: { authorization: `Bearer ${key.apiKey}` }, body: form });
+    const ok = await fetch(`${gw.httpUrl}/v1/images/edits`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${key.apiKey}` },
+      body: form,
+    });
     expect(ok.status).toBe(200);
   });
 
@@ -451,11 +600,16 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
 
   it('the operator CLI works with ADMIN_TOKEN, and fails clearly without it', { timeout: 120_000 }, async () => {
     const cli = (env: Record<string, string>, ...args: string[]) =>
-      promisify(execFile)(process.execPath, ['src/cli/main.ts', ...args], { cwd: ROOT, env: { ...process.env, GATEWAY_RPC_URL: fromNetwork, ADMIN_TOKEN: '', ...env } });
+      promisify(execFile)(process.execPath, ['src/cli/main.ts', ...args], {
+        cwd: ROOT,
+        env: { ...process.env, GATEWAY_RPC_URL: fromNetwork, ADMIN_TOKEN: '', ...env },
+      });
     const { stdout } = await cli({ ADMIN_TOKEN }, 'keys', 'create', '--credits', '0.25');
     const created = stdout.trim();
     expect(created).toMatch(/^prx-/);
-    expect((await cli({ ADMIN_TOKEN }, 'keys', 'balance', created, '--json')).stdout).toContain('"balance_nano":"250000000"');
+    expect((await cli({ ADMIN_TOKEN }, 'keys', 'balance', created, '--json')).stdout).toContain(
+      '"balance_nano":"250000000"',
+    );
     const refused = await cli({}, 'keys', 'balance', created).then(
       () => undefined,
       (e: { code: number; stderr: string }) => e,
@@ -464,12 +618,22 @@ describe('an RPC port opened to the network with ADMIN_TOKEN', () => {
     expect(refused!.stderr).toMatch(/requires ADMIN_TOKEN/);
   });
 
-  it('npm run bot (the bot alone) works over the network with ADMIN_TOKEN, and is refused without it', { timeout: 60_000 }, async () => {
+  it('npm run bot (the bot alone) works over the network with ADMIN_TOKEN, and is refused without it', {
+    timeout: 60_000,
+  }, async () => {
     const user = tgUser(700_000 + Math.floor(Math.random() * 1_000_000), 'Olga');
     for (const token of [ADMIN_TOKEN, undefined]) {
       const fake = await FakeTelegram.start();
-      const config = loadBotConfig({ TELEGRAM_BOT_TOKEN: '123:ACCESS', TELEGRAM_API_ROOT: fake.url, PUBLIC_BASE_URL: gw.httpUrl })!;
-      const bot = await startBot({ config, transport: networkTransport(fromNetwork, token), log: createLogger('silent') });
+      const config = loadBotConfig({
+        TELEGRAM_BOT_TOKEN: '123:ACCESS',
+        TELEGRAM_API_ROOT: fake.url,
+        PUBLIC_BASE_URL: gw.httpUrl,
+      })!;
+      const bot = await startBot({
+        config,
+        transport: networkTransport(fromNetwork, token),
+        log: createLogger('silent'),
+      });
       try {
         const text = textsOf(await fake.deliver(fake.text(user, '/newkey')));
         if (token) expect(text).toMatch(/<code>prx-[0-9A-Za-z]+<\/code>/);
@@ -506,21 +670,39 @@ describe('HTTP routes answer a stranger before reading the body', () => {
     ['/v1/videos', 'openai', '{"model":"sora-2","seconds":"4","size":"1280x720","prompt":"'],
     ['/v1/videos/generations', 'openai', '{"model":"sora-2","seconds":4,"size":"1280x720","prompt":"'],
   ];
-  it.each(routes)('%s: 401 in its own shape, with cost 0 and a request id, while the body is still on its way', async (route, shape, start) => {
-    for (const headers of [{ authorization: `Bearer ${generateKey()}` }, { 'x-api-key': generateKey() }, {}] as Record<string, string>[]) {
-      const r = await answerWithoutBody(`${gatewayUrl()}${route}`, { 'content-type': 'application/json', ...headers }, 200 * 1024, start + 'x'.repeat(4096));
-      expect(r.status).toBe(401);
-      expect(r.headers['x-gateway-cost-nano-usd']).toBe('0');
-      expect(r.headers['x-request-id']).toMatch(/^req_/);
-      const body = JSON.parse(r.text);
-      if (shape === 'anthropic') expect(body).toMatchObject({ type: 'error', error: { type: 'authentication_error' } });
-      else expect(body).toMatchObject({ error: { code: 'invalid_api_key', type: 'invalid_request_error' } });
-    }
-  });
+  it.each(routes)(
+    '%s: 401 in its own shape, with cost 0 and a request id, while the body is still on its way',
+    async (route, shape, start) => {
+      for (const headers of [
+        { authorization: `Bearer ${generateKey()}` },
+        { 'x-api-key': generateKey() },
+        {},
+      ] as Record<string, string>[]) {
+        const r = await answerWithoutBody(
+          `${gatewayUrl()}${route}`,
+          { 'content-type': 'application/json', ...headers },
+          200 * 1024,
+          start + 'x'.repeat(4096),
+        );
+        expect(r.status).toBe(401);
+        expect(r.headers['x-gateway-cost-nano-usd']).toBe('0');
+        expect(r.headers['x-request-id']).toMatch(/^req_/);
+        const body = JSON.parse(r.text);
+        if (shape === 'anthropic')
+          expect(body).toMatchObject({ type: 'error', error: { type: 'authentication_error' } });
+        else expect(body).toMatchObject({ error: { code: 'invalid_api_key', type: 'invalid_request_error' } });
+      }
+    },
+  );
 
   it('unknown routes and public routes that take no body answer 404 before reading one', async () => {
     for (const route of ['/v1/nothing-here', '/anything', '/v1/models', '/healthz', '/metrics']) {
-      const r = await answerWithoutBody(`${gatewayUrl()}${route}`, { 'content-type': 'application/json' }, 200 * 1024, '{"pad":"' + 'x'.repeat(4096));
+      const r = await answerWithoutBody(
+        `${gatewayUrl()}${route}`,
+        { 'content-type': 'application/json' },
+        200 * 1024,
+        '{"pad":"' + 'x'.repeat(4096),
+      );
       expect(r.status, route).toBe(404);
       expect(JSON.parse(r.text)).toMatchObject({ error: { code: 'unknown_route' } });
     }
@@ -552,7 +734,11 @@ describe('refusals say what they cost (nothing) and which request they were', ()
             port: u.port,
             path: u.pathname,
             method: 'POST',
-            headers: { 'content-type': 'application/json', authorization: `Bearer ${key.apiKey}`, 'content-length': String(400 * 1024) },
+            headers: {
+              'content-type': 'application/json',
+              authorization: `Bearer ${key.apiKey}`,
+              'content-length': String(400 * 1024),
+            },
           },
           (res) => {
             res.resume();
@@ -572,7 +758,11 @@ describe('refusals say what they cost (nothing) and which request they were', ()
   it('multipart refusals: not multipart (400), a malformed form (400), a file over the limit (413)', async () => {
     const key = await newKey('1');
     const auth = { authorization: `Bearer ${key.apiKey}` };
-    const notMultipart = await fetch(`${gatewayUrl()}/v1/audio/transcriptions`, { method: 'POST', headers: { ...auth, 'content-type': 'application/json' }, body: '{}' });
+    const notMultipart = await fetch(`${gatewayUrl()}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: { ...auth, 'content-type': 'application/json' },
+      body: '{}',
+    });
     const malformed = await fetch(`${gatewayUrl()}/v1/images/edits`, {
       method: 'POST',
       headers: { ...auth, 'content-type': 'multipart/form-data; boundary=q' },
@@ -581,7 +771,11 @@ describe('refusals say what they cost (nothing) and which request they were', ()
     const form = new FormData();
     form.append('model', 'whisper');
     form.append('file', new Blob([Buffer.alloc(2 * MB)]), 'big.wav');
-    const tooBig = await fetch(`${gatewayUrl()}/v1/audio/transcriptions`, { method: 'POST', headers: auth, body: form });
+    const tooBig = await fetch(`${gatewayUrl()}/v1/audio/transcriptions`, {
+      method: 'POST',
+      headers: auth,
+      body: form,
+    });
     for (const [r, status] of [
       [notMultipart, 400],
       [malformed, 400],
@@ -602,7 +796,9 @@ describe('refusals say what they cost (nothing) and which request they were', ()
     });
     expect(count.status).toBe(200);
     expect(count.headers.get('x-gateway-cost-nano-usd')).toBe('0');
-    const missing = await fetch(`${gatewayUrl()}/v1/videos/video_nope/content?variant=thumbnail`, { headers: { authorization: `Bearer ${key.apiKey}` } });
+    const missing = await fetch(`${gatewayUrl()}/v1/videos/video_nope/content?variant=thumbnail`, {
+      headers: { authorization: `Bearer ${key.apiKey}` },
+    });
     expect(missing.status).toBe(400);
     expect(missing.headers.get('x-gateway-cost-nano-usd')).toBe('0');
     expect(missing.headers.get('x-request-id')).toMatch(/^req_/);

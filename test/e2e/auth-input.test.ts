@@ -4,13 +4,26 @@ import { describe, expect, it } from 'vitest';
 import http from 'node:http';
 import OpenAI from 'openai';
 import { generateKey } from '../../src/billing/keys.ts';
-import { accountActivity, billing, gatewayUrl, newKey, openai, postRaw, rowsForRequest, checkInvariants } from '../support/context.ts';
+import {
+  accountActivity,
+  billing,
+  gatewayUrl,
+  newKey,
+  openai,
+  postRaw,
+  rowsForRequest,
+  checkInvariants,
+} from '../support/context.ts';
 
 const chatUrl = () => `${gatewayUrl()}/v1/chat/completions`;
 const goodBody = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
 
 async function post(headers: Record<string, string>, body: string | Buffer = goodBody) {
-  const r = await fetch(chatUrl(), { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  const r = await fetch(chatUrl(), {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body,
+  });
   return { status: r.status, text: await r.text(), requestId: r.headers.get('x-request-id') ?? '' };
 }
 
@@ -47,10 +60,15 @@ describe('401 for every kind of bad key, with one identical body', () => {
       await expectNothingWritten(r.requestId);
     }
     expect(bodies.size).toBe(1);
-    expect(JSON.parse([...bodies][0]!)).toMatchObject({ error: { type: 'invalid_request_error', code: 'invalid_api_key', param: null } });
+    expect(JSON.parse([...bodies][0]!)).toMatchObject({
+      error: { type: 'invalid_request_error', code: 'invalid_api_key', param: null },
+    });
 
     // The rotated key's replacement works on the same balance.
-    const ok = await openai(rotation.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }] });
+    const ok = await openai(rotation.apiKey).chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     expect(ok.choices).toHaveLength(1);
     const bal = await billing().getBalance({ key: { ref: { case: 'apiKey', value: rotation.apiKey } } });
     expect(bal.accountId).toBe(rotated.accountId);
@@ -79,21 +97,61 @@ describe('401 for every kind of bad key, with one identical body', () => {
 
 describe('400 and 413 for bad input, nothing held or charged', () => {
   it.each([
-    ['unknown model', JSON.stringify({ model: 'gpt-9-imaginary', messages: [{ role: 'user', content: 'hi' }] }), 'model_not_found'],
+    [
+      'unknown model',
+      JSON.stringify({ model: 'gpt-9-imaginary', messages: [{ role: 'user', content: 'hi' }] }),
+      'model_not_found',
+    ],
     ['broken JSON', '{"model": "gpt-4o-mini", "messages": [', 'invalid_json'],
     ['not an object', '[1,2,3]', 'invalid_json'],
     ['missing messages', JSON.stringify({ model: 'gpt-4o-mini' }), 'missing_required_parameter'],
     ['empty messages', JSON.stringify({ model: 'gpt-4o-mini', messages: [] }), 'missing_required_parameter'],
     ['missing model', JSON.stringify({ messages: [{ role: 'user', content: 'hi' }] }), 'missing_required_parameter'],
-    ['bad max_tokens', JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], max_tokens: -5 }), 'invalid_value'],
-    ['embedding model on the chat route', JSON.stringify({ model: 'text-embedding-3-small', messages: [{ role: 'user', content: 'hi' }] }), 'model_not_supported'],
-    ['image model on the chat route', JSON.stringify({ model: 'FLUX.2-pro', messages: [{ role: 'user', content: 'hi' }] }), 'model_not_supported'],
-    ['n > 1 for a Claude model', JSON.stringify({ model: 'claude-haiku-4-5', n: 2, messages: [{ role: 'user', content: 'hi' }] }), 'unsupported_parameter'],
-    ['stream not a boolean', JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: 'yes' }), 'invalid_type'],
-    ['prototype poisoning (__proto__)', '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"__proto__":{"admin":true}}', 'invalid_json'],
-    ['prototype poisoning (constructor.prototype)', '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi","constructor":{"prototype":{"x":1}}}]}', 'invalid_json'],
-    ['JSON nested 65 levels deep', `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"metadata":${'['.repeat(64)}${']'.repeat(64)}}`, 'invalid_json'],
-    ['JSON nested 100,000 levels deep', `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"x":${'['.repeat(100_000)}${']'.repeat(100_000)}}`, 'invalid_json'],
+    [
+      'bad max_tokens',
+      JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], max_tokens: -5 }),
+      'invalid_value',
+    ],
+    [
+      'embedding model on the chat route',
+      JSON.stringify({ model: 'text-embedding-3-small', messages: [{ role: 'user', content: 'hi' }] }),
+      'model_not_supported',
+    ],
+    [
+      'image model on the chat route',
+      JSON.stringify({ model: 'FLUX.2-pro', messages: [{ role: 'user', content: 'hi' }] }),
+      'model_not_supported',
+    ],
+    [
+      'n > 1 for a Claude model',
+      JSON.stringify({ model: 'claude-haiku-4-5', n: 2, messages: [{ role: 'user', content: 'hi' }] }),
+      'unsupported_parameter',
+    ],
+    [
+      'stream not a boolean',
+      JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi' }], stream: 'yes' }),
+      'invalid_type',
+    ],
+    [
+      'prototype poisoning (__proto__)',
+      '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"__proto__":{"admin":true}}',
+      'invalid_json',
+    ],
+    [
+      'prototype poisoning (constructor.prototype)',
+      '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi","constructor":{"prototype":{"x":1}}}]}',
+      'invalid_json',
+    ],
+    [
+      'JSON nested 65 levels deep',
+      `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"metadata":${'['.repeat(64)}${']'.repeat(64)}}`,
+      'invalid_json',
+    ],
+    [
+      'JSON nested 100,000 levels deep',
+      `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"x":${'['.repeat(100_000)}${']'.repeat(100_000)}}`,
+      'invalid_json',
+    ],
   ])('%s', async (_label, body, code) => {
     const key = await newKey('1');
     const r = await post({ authorization: `Bearer ${key.apiKey}` }, body);
@@ -115,7 +173,10 @@ describe('400 and 413 for bad input, nothing held or charged', () => {
 
   it('413 for a body over the limit, in the OpenAI shape', async () => {
     const key = await newKey('1');
-    const huge = JSON.stringify({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'x'.repeat(400 * 1024) }] });
+    const huge = JSON.stringify({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'x'.repeat(400 * 1024) }],
+    });
     const r = await postRaw(`${gatewayUrl()}/v1/chat/completions`, { authorization: `Bearer ${key.apiKey}` }, huge);
     expect(r.status).toBe(413);
     expect(JSON.parse(r.text)).toMatchObject({ error: { type: 'invalid_request_error', code: 'request_too_large' } });
@@ -126,10 +187,19 @@ describe('400 and 413 for bad input, nothing held or charged', () => {
     const { port } = new URL(gatewayUrl());
     const raw = (headers: Record<string, string>) =>
       new Promise<number>((resolve, reject) => {
-        const req = http.request({ host: '127.0.0.1', port, method: 'POST', path: '/v1/chat/completions', headers: { 'content-type': 'application/json', ...headers } }, (res) => {
-          res.resume();
-          resolve(res.statusCode!);
-        });
+        const req = http.request(
+          {
+            host: '127.0.0.1',
+            port,
+            method: 'POST',
+            path: '/v1/chat/completions',
+            headers: { 'content-type': 'application/json', ...headers },
+          },
+          (res) => {
+            res.resume();
+            resolve(res.statusCode!);
+          },
+        );
         req.on('error', reject);
         req.end(goodBody);
       });
@@ -141,7 +211,11 @@ describe('400 and 413 for bad input, nothing held or charged', () => {
 
   it('a caller-supplied request id is never echoed: the gateway answers with its own', async () => {
     const key = await newKey('1');
-    const r = await post({ authorization: `Bearer ${key.apiKey}`, 'x-request-id': 'evil"><script>alert(1)</script>', 'request-id': 'also-evil' });
+    const r = await post({
+      authorization: `Bearer ${key.apiKey}`,
+      'x-request-id': 'evil"><script>alert(1)</script>',
+      'request-id': 'also-evil',
+    });
     expect(r.status).toBe(200);
     expect(r.requestId).toMatch(/^req_[0-9A-Za-z]+$/);
   });

@@ -45,14 +45,21 @@ async function spend(g: GatewayProcess, apiKey: string, n: number): Promise<bigi
   let total = 0n;
   for (let i = 0; i < n; i++) {
     const { response } = await client(g, apiKey)
-      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `spend ${i} [sim tokens=${3 + i}]` }] })
+      .chat.completions.create({
+        model: 'gpt-4o-mini',
+        messages: [{ role: 'user', content: `spend ${i} [sim tokens=${3 + i}]` }],
+      })
       .withResponse();
     total += BigInt(response.headers.get('x-gateway-cost-nano-usd')!);
   }
   return total;
 }
 
-const written = async (accountId: string) => Number((await db().query(`SELECT count(*) AS n FROM usage_records WHERE account_id = $1 AND status = 'ok'`, [accountId])).rows[0].n);
+const written = async (accountId: string) =>
+  Number(
+    (await db().query(`SELECT count(*) AS n FROM usage_records WHERE account_id = $1 AND status = 'ok'`, [accountId]))
+      .rows[0].n,
+  );
 
 describe('GetBalance with credit leases', () => {
   it('before the batch is written: the instance that charged shows opening - charges exactly and nothing held; another shows the written figure, never the lease', async () => {
@@ -64,15 +71,27 @@ describe('GetBalance with credit leases', () => {
     expect(await written(key.accountId)).toBe(0); // all still in the instance's memory
     expect((await balanceOf(key.accountId)).held).toBeGreaterThan(0n); // the lease, in the database
 
-    expect(await billingOf(g).getBalance(ref)).toMatchObject({ balanceNano: OPENING - charged, heldNano: 0n, availableNano: OPENING - charged });
+    expect(await billingOf(g).getBalance(ref)).toMatchObject({
+      balanceNano: OPENING - charged,
+      heldNano: 0n,
+      availableNano: OPENING - charged,
+    });
     // Another instance knows only what is written: the balance lags (by at most the flush
     // interval in normal operation), and the lease is not shown as held.
-    expect(await billing().getBalance(ref)).toMatchObject({ balanceNano: OPENING, heldNano: 0n, availableNano: OPENING });
+    expect(await billing().getBalance(ref)).toMatchObject({
+      balanceNano: OPENING,
+      heldNano: 0n,
+      availableNano: OPENING,
+    });
 
     // SIGTERM writes the batch: now every instance shows the exact figures.
     expect(await g.stop('SIGTERM')).toBe(0);
     expect(await written(key.accountId)).toBe(6);
-    expect(await billing().getBalance(ref)).toMatchObject({ balanceNano: OPENING - charged, heldNano: 0n, availableNano: OPENING - charged });
+    expect(await billing().getBalance(ref)).toMatchObject({
+      balanceNano: OPENING - charged,
+      heldNano: 0n,
+      availableNano: OPENING - charged,
+    });
     await checkInvariants(key.accountId);
   });
 
@@ -84,18 +103,31 @@ describe('GetBalance with credit leases', () => {
     let charged = 0n;
     for (let round = 0; round < 3; round++) {
       charged += await spend(g, key.apiKey, 4);
-      expect(await billingOf(g).getBalance(ref)).toMatchObject({ balanceNano: OPENING - charged, heldNano: 0n, availableNano: OPENING - charged });
+      expect(await billingOf(g).getBalance(ref)).toMatchObject({
+        balanceNano: OPENING - charged,
+        heldNano: 0n,
+        availableNano: OPENING - charged,
+      });
     }
     await expect.poll(() => written(key.accountId), { timeout: 10_000 }).toBe(12);
-    expect(await billingOf(g).getBalance(ref)).toMatchObject({ balanceNano: OPENING - charged, heldNano: 0n, availableNano: OPENING - charged });
+    expect(await billingOf(g).getBalance(ref)).toMatchObject({
+      balanceNano: OPENING - charged,
+      heldNano: 0n,
+      availableNano: OPENING - charged,
+    });
     expect(await billing().getBalance(ref)).toMatchObject({ balanceNano: OPENING - charged, heldNano: 0n });
 
     // A streamed request the upstream never answers: in flight, its reservation is held.
     const abort = new AbortController();
     const inFlight = client(g, key.apiKey)
-      .chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'wait [sim fault=hang]' }] }, { signal: abort.signal })
+      .chat.completions.create(
+        { model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'wait [sim fault=hang]' }] },
+        { signal: abort.signal },
+      )
       .catch(() => 'aborted');
-    await expect.poll(async () => (await billingOf(g).getBalance(ref)).heldNano, { timeout: 10_000 }).toBeGreaterThan(0n);
+    await expect
+      .poll(async () => (await billingOf(g).getBalance(ref)).heldNano, { timeout: 10_000 })
+      .toBeGreaterThan(0n);
     const during = await billingOf(g).getBalance(ref);
     expect(during.balanceNano).toBe(OPENING - charged);
     expect(during.availableNano).toBe(during.balanceNano - during.heldNano);
@@ -104,7 +136,10 @@ describe('GetBalance with credit leases', () => {
     // Left before anything was delivered, and the upstream never reported usage while the
     // gateway read on: charged nothing, held nothing.
     await expect.poll(async () => (await billingOf(g).getBalance(ref)).heldNano, { timeout: 10_000 }).toBe(0n);
-    expect(await billingOf(g).getBalance(ref)).toMatchObject({ balanceNano: OPENING - charged, availableNano: OPENING - charged });
+    expect(await billingOf(g).getBalance(ref)).toMatchObject({
+      balanceNano: OPENING - charged,
+      availableNano: OPENING - charged,
+    });
   });
 });
 
@@ -114,6 +149,10 @@ describe('GetBalance with a hold per request', () => {
     const ref = { key: { ref: { case: 'keyId' as const, value: key.keyId } } };
     const shared = { httpUrl: inject('gatewayUrl') } as GatewayProcess;
     const charged = await spend(shared, key.apiKey, 3);
-    expect(await billing().getBalance(ref)).toMatchObject({ balanceNano: OPENING - charged, heldNano: 0n, availableNano: OPENING - charged });
+    expect(await billing().getBalance(ref)).toMatchObject({
+      balanceNano: OPENING - charged,
+      heldNano: 0n,
+      availableNano: OPENING - charged,
+    });
   });
 });

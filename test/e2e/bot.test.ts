@@ -13,7 +13,15 @@ import { formatUsd } from '../../src/bot/format.ts';
 import { ownerOf, paymentExternalId } from '../../src/bot/bot.ts';
 import { networkTransport, startBot, type RunningBot } from '../../src/bot/start.ts';
 import { createLogger } from '../../src/log/logger.ts';
-import { BOT_USER, FakeTelegram, callsOf, textsOf, tgUser, type ApiCall, type TgUser } from '../support/fake-telegram.ts';
+import {
+  BOT_USER,
+  FakeTelegram,
+  callsOf,
+  textsOf,
+  tgUser,
+  type ApiCall,
+  type TgUser,
+} from '../support/fake-telegram.ts';
 import { startGatewayProcess } from '../support/gateway-process.ts';
 import { freePort } from '../support/ports.ts';
 import { balanceOf, billing, checkInvariants, db, gatewayUrl, openai } from '../support/context.ts';
@@ -48,7 +56,12 @@ beforeAll(async () => {
     TELEGRAM_ADMIN_IDS: String(admin.id),
     PUBLIC_BASE_URL: gatewayUrl(),
   })!;
-  running = await startBot({ config, transport: networkTransport(inject('rpcUrl'), undefined), log: createLogger('silent'), historyPageSize: 2 });
+  running = await startBot({
+    config,
+    transport: networkTransport(inject('rpcUrl'), undefined),
+    log: createLogger('silent'),
+    historyPageSize: 2,
+  });
 });
 
 afterAll(async () => {
@@ -63,11 +76,17 @@ const keyIn = (calls: ApiCall[]): string => {
   if (!m) throw new Error(`no key in: ${textsOf(calls)}`);
   return m[1]!;
 };
-const chat = (apiKey: string, text = 'hello [sim tokens=5]') => openai(apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: text }] });
+const chat = (apiKey: string, text = 'hello [sim tokens=5]') =>
+  openai(apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: text }] });
 const liveKeysOf = async (user: TgUser) => (await billing().listKeys({ owner: ownerOf(user.id) })).keys;
-const buttons = (call: ApiCall): { text: string; callback_data: string }[] => (call.params.reply_markup?.inline_keyboard ?? []).flat();
+const buttons = (call: ApiCall): { text: string; callback_data: string }[] =>
+  (call.params.reply_markup?.inline_keyboard ?? []).flat();
 const ledgerRows = async (externalId: string) =>
-  (await db().query('SELECT kind, amount_nano::text AS amount, cause FROM ledger WHERE external_id = $1 ORDER BY id', [externalId])).rows as { kind: string; amount: string; cause: string }[];
+  (
+    await db().query('SELECT kind, amount_nano::text AS amount, cause FROM ledger WHERE external_id = $1 ORDER BY id', [
+      externalId,
+    ])
+  ).rows as { kind: string; amount: string; cause: string }[];
 
 /** /newkey for a user: their key, account and key id. */
 async function newKeyFor(user: TgUser): Promise<{ apiKey: string; accountId: string; keyId: string }> {
@@ -86,9 +105,13 @@ async function invoiceFor(user: TgUser, stars: number): Promise<ApiCall> {
 
 async function payInvoice(user: TgUser, invoice: ApiCall, chargeId: string): Promise<ApiCall[]> {
   const total = invoice.params.prices[0].amount as number;
-  const pre = await fake.deliver(fake.preCheckout(user, { total_amount: total, invoice_payload: invoice.params.payload }));
+  const pre = await fake.deliver(
+    fake.preCheckout(user, { total_amount: total, invoice_payload: invoice.params.payload }),
+  );
   expect(callsOf(pre, 'answerPreCheckoutQuery')[0]!.params).toMatchObject({ ok: true });
-  return fake.deliver(fake.successfulPayment(user, { total_amount: total, invoice_payload: invoice.params.payload, chargeId }));
+  return fake.deliver(
+    fake.successfulPayment(user, { total_amount: total, invoice_payload: invoice.params.payload, chargeId }),
+  );
 }
 
 describe('telegram bot', () => {
@@ -119,7 +142,9 @@ describe('telegram bot', () => {
     expect(apiKey.startsWith(key!.prefix)).toBe(true);
     expect(key!.owner).toBe(ownerOf(alice.id));
     expect((await balanceOf(key!.accountId)).balance).toBe(WELCOME);
-    expect((await db().query('SELECT cause FROM ledger WHERE account_id = $1', [key!.accountId])).rows).toEqual([{ cause: 'telegram-bot:newkey' }]);
+    expect((await db().query('SELECT cause FROM ledger WHERE account_id = $1', [key!.accountId])).rows).toEqual([
+      { cause: 'telegram-bot:newkey' },
+    ]);
 
     // The key works with the official SDK against the gateway.
     const r1 = await chat(apiKey);
@@ -136,7 +161,12 @@ describe('telegram bot', () => {
     const pressed = await fake.deliver(fake.press(alice, menuMsg.result, b100!.callback_data));
     expect(callsOf(pressed, 'answerCallbackQuery')).toHaveLength(1);
     const invoice = callsOf(pressed, 'sendInvoice')[0]!;
-    expect(invoice.params).toMatchObject({ chat_id: alice.id, currency: 'XTR', provider_token: '', prices: [{ amount: 100 }] });
+    expect(invoice.params).toMatchObject({
+      chat_id: alice.id,
+      currency: 'XTR',
+      provider_token: '',
+      prices: [{ amount: 100 }],
+    });
     expect(invoice.params.description).toContain('$1.30');
 
     // Pre-checkout accepted, then the payment credits 100 x $0.013.
@@ -144,7 +174,9 @@ describe('telegram bot', () => {
     expect(textsOf(paid)).toContain('$1.30 credited');
     const afterTopUp = (await balanceOf(key!.accountId)).balance;
     expect(afterTopUp).toBe(afterCall + 100n * NANO_PER_STAR);
-    expect(await ledgerRows(paymentExternalId(`chg-alice-${base}`))).toEqual([{ kind: 'topup', amount: '1300000000', cause: 'telegram-bot:payment' }]);
+    expect(await ledgerRows(paymentExternalId(`chg-alice-${base}`))).toEqual([
+      { kind: 'topup', amount: '1300000000', cause: 'telegram-bot:payment' },
+    ]);
 
     // /balance shows the credit, exactly.
     const bal = textsOf(await say(alice, '/balance'));
@@ -155,7 +187,9 @@ describe('telegram bot', () => {
     // /usage: time, model, route, cost of the request made above.
     const usage = textsOf(await say(alice, '/usage'));
     const cost = WELCOME - afterCall;
-    expect(usage).toMatch(new RegExp(`\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d UTC · gpt-4o-mini · /v1/chat/completions · \\${formatUsd(cost)}`));
+    expect(usage).toMatch(
+      new RegExp(`\\d{4}-\\d\\d-\\d\\d \\d\\d:\\d\\d UTC · gpt-4o-mini · /v1/chat/completions · \\${formatUsd(cost)}`),
+    );
 
     // /rotate asks first; the confirm button rotates: the old key is refused at once, the new one works on the same balance.
     const ask = callsOf(await say(alice, '/rotate'), 'sendMessage')[0]!;
@@ -181,10 +215,16 @@ describe('telegram bot', () => {
     const k = await newKeyFor(carol);
     const invoice = await invoiceFor(carol, 50);
     const charge = `chg-carol-${base}`;
-    const payment = fake.successfulPayment(carol, { total_amount: 50, invoice_payload: invoice.params.payload, chargeId: charge });
+    const payment = fake.successfulPayment(carol, {
+      total_amount: 50,
+      invoice_payload: invoice.params.payload,
+      chargeId: charge,
+    });
     const first = await fake.deliver(payment);
     const second = await fake.deliver(payment); // Telegram delivering the same service message again
-    const third = await fake.deliver(fake.successfulPayment(carol, { total_amount: 50, invoice_payload: invoice.params.payload, chargeId: charge }));
+    const third = await fake.deliver(
+      fake.successfulPayment(carol, { total_amount: 50, invoice_payload: invoice.params.payload, chargeId: charge }),
+    );
     expect(textsOf(first)).toContain('$0.65 credited');
     expect(textsOf(second)).toContain('already credited');
     expect(textsOf(third)).toContain('already credited');
@@ -197,7 +237,8 @@ describe('telegram bot', () => {
     const k = await newKeyFor(dave);
     const invoice = await invoiceFor(dave, MIN_STARS);
     const payload = invoice.params.payload as string;
-    const answers = async (user: TgUser, q: Parameters<FakeTelegram['preCheckout']>[1]) => callsOf(await fake.deliver(fake.preCheckout(user, q)), 'answerPreCheckoutQuery')[0]!.params;
+    const answers = async (user: TgUser, q: Parameters<FakeTelegram['preCheckout']>[1]) =>
+      callsOf(await fake.deliver(fake.preCheckout(user, q)), 'answerPreCheckoutQuery')[0]!.params;
 
     expect(await answers(dave, { total_amount: MIN_STARS, invoice_payload: payload })).toMatchObject({ ok: true });
     const low = await answers(dave, { total_amount: MIN_STARS - 1, invoice_payload: payload });
@@ -207,7 +248,9 @@ describe('telegram bot', () => {
     const stale = await answers(dave, { total_amount: 100, invoice_payload: `t1:${k.keyId}:12000000` });
     expect(stale).toMatchObject({ ok: false });
     expect(stale.error_message).toContain('rate has changed');
-    expect(await answers(dave, { total_amount: 100, invoice_payload: payload, currency: 'USD' })).toMatchObject({ ok: false });
+    expect(await answers(dave, { total_amount: 100, invoice_payload: payload, currency: 'USD' })).toMatchObject({
+      ok: false,
+    });
     expect(await answers(bob, { total_amount: 100, invoice_payload: payload })).toMatchObject({ ok: false }); // Dave's invoice, Bob paying
 
     // Out-of-bounds amounts never get an invoice either.
@@ -233,7 +276,9 @@ describe('telegram bot', () => {
     // The operator refunds: Stars back through Telegram, the credit taken back, Telegram's
     // refunded_payment service message (queued by the fake) changes nothing more.
     const done = await say(admin, `/refund ${user.id} ${charge}`);
-    expect(callsOf(done, 'refundStarPayment').map((c) => c.params)).toEqual([{ user_id: user.id, telegram_payment_charge_id: charge }]);
+    expect(callsOf(done, 'refundStarPayment').map((c) => c.params)).toEqual([
+      { user_id: user.id, telegram_payment_charge_id: charge },
+    ]);
     expect(textsOf(done)).toContain(`Took back $2.60 of the $2.60 credited`);
     expect((await balanceOf(k.accountId)).balance).toBe(WELCOME);
 
@@ -255,7 +300,12 @@ describe('telegram bot', () => {
     const owner = `test:${base}`;
     const created = await billing().createKey({ owner, label: 'refund clamp', creditsNano: 0n, cause: 'test' });
     const externalId = `clamp-${base}`;
-    await billing().topUp({ key: { ref: { case: 'keyId', value: created.keyId } }, amountNano: 100_000n, externalId, cause: 'test' });
+    await billing().topUp({
+      key: { ref: { case: 'keyId', value: created.keyId } },
+      amountNano: 100_000n,
+      externalId,
+      cause: 'test',
+    });
     await chat(created.apiKey); // spends part of that top-up
     const left = (await balanceOf(created.accountId)).balance;
     expect(left).toBeGreaterThan(0n);
@@ -266,7 +316,12 @@ describe('telegram bot', () => {
     const again = await billing().refundTopUp({ externalId, cause: 'test-refund' });
     expect(again).toMatchObject({ applied: false, refundedNano: left, balanceNano: 0n });
     // Later credit is not touched by a repeated refund.
-    await billing().topUp({ key: { ref: { case: 'keyId', value: created.keyId } }, amountNano: 5_000n, externalId: `${externalId}-later`, cause: 'test' });
+    await billing().topUp({
+      key: { ref: { case: 'keyId', value: created.keyId } },
+      amountNano: 5_000n,
+      externalId: `${externalId}-later`,
+      cause: 'test',
+    });
     expect((await billing().refundTopUp({ externalId, cause: 'test-refund' })).applied).toBe(false);
     expect((await balanceOf(created.accountId)).balance).toBe(5_000n);
     await checkInvariants(created.accountId);
@@ -325,17 +380,35 @@ describe('telegram bot', () => {
     const owner = tgUser(base + 10, 'Ivan');
     const k = await newKeyFor(owner);
     const now = Math.floor(Date.now() / 1000);
-    const inGroup = { message_id: 900_001, date: now, chat: { id: -100_900_001, type: 'supergroup', title: 'team' }, from: BOT_USER, text: 'Rotate key?' };
+    const inGroup = {
+      message_id: 900_001,
+      date: now,
+      chat: { id: -100_900_001, type: 'supergroup', title: 'team' },
+      from: BOT_USER,
+      text: 'Rotate key?',
+    };
     const inOthersChat = { ...inGroup, chat: { id: bob.id, type: 'private', first_name: 'Bob' } };
     const presses = [
-      ...[`rot:${k.keyId}`, `hist:${k.keyId}:`, `ta:${k.keyId}:100`, `tk:${k.keyId}`, 'rotx'].map((data) => fake.press(owner, inGroup, data)),
+      ...[`rot:${k.keyId}`, `hist:${k.keyId}:`, `ta:${k.keyId}:100`, `tk:${k.keyId}`, 'rotx'].map((data) =>
+        fake.press(owner, inGroup, data),
+      ),
       fake.press(owner, inOthersChat, `rot:${k.keyId}`),
       // A button of an inline message carries no chat at all.
-      { callback_query: { id: `cq-inline-${base}`, from: owner, inline_message_id: 'inline-1', chat_instance: 'ci-inline', data: `rot:${k.keyId}` } },
+      {
+        callback_query: {
+          id: `cq-inline-${base}`,
+          from: owner,
+          inline_message_id: 'inline-1',
+          chat_instance: 'ci-inline',
+          data: `rot:${k.keyId}`,
+        },
+      },
     ];
     for (const press of presses) {
       const calls = await fake.deliver(press);
-      expect(callsOf(calls, 'answerCallbackQuery').map((c) => c.params)).toEqual([expect.objectContaining({ show_alert: true, text: expect.stringContaining('private chat') })]);
+      expect(callsOf(calls, 'answerCallbackQuery').map((c) => c.params)).toEqual([
+        expect.objectContaining({ show_alert: true, text: expect.stringContaining('private chat') }),
+      ]);
       expect(calls.filter((c) => c.method !== 'answerCallbackQuery')).toEqual([]);
     }
     expect((await liveKeysOf(owner)).map((x) => x.keyId)).toEqual([k.keyId]);
@@ -349,7 +422,9 @@ describe('telegram bot', () => {
       expect(calls[0]!.params.text).toContain('private chat');
     }
     expect(await fake.deliver(fake.text(owner, 'hello everyone', 'group'))).toEqual([]);
-    const inline = await fake.deliver({ inline_query: { id: `iq-${base}`, from: owner, query: 'balance', offset: '' } });
+    const inline = await fake.deliver({
+      inline_query: { id: `iq-${base}`, from: owner, query: 'balance', offset: '' },
+    });
     expect(inline.map((c) => [c.method, c.params.results])).toEqual([['answerInlineQuery', []]]);
     expect(await liveKeysOf(owner)).toHaveLength(1);
   });
@@ -361,7 +436,20 @@ describe('telegram bot', () => {
       [fake.text(user, '/frobnicate now'), "I don't know that command"],
       [fake.text(user, long), 'commands only'],
       [fake.text(user, 'hello?'), 'commands only'],
-      [fake.message(user, { sticker: { file_id: 'stk', file_unique_id: 'stk-u', type: 'regular', width: 512, height: 512, is_animated: false, is_video: false } }), 'commands only'],
+      [
+        fake.message(user, {
+          sticker: {
+            file_id: 'stk',
+            file_unique_id: 'stk-u',
+            type: 'regular',
+            width: 512,
+            height: 512,
+            is_animated: false,
+            is_video: false,
+          },
+        }),
+        'commands only',
+      ],
     ];
     for (const [update, expected] of cases) {
       const calls = await fake.deliver(update);
@@ -378,7 +466,9 @@ describe('telegram bot', () => {
     const k = await newKeyFor(user);
     const invoice = await invoiceFor(user, 20);
     expect(invoice.params.start_parameter).toBeTruthy(); // forwarded copies link to the bot instead of a Pay button
-    const pre = await fake.deliver(fake.preCheckout(user, { total_amount: 20, invoice_payload: invoice.params.payload }));
+    const pre = await fake.deliver(
+      fake.preCheckout(user, { total_amount: 20, invoice_payload: invoice.params.payload }),
+    );
     expect(callsOf(pre, 'answerPreCheckoutQuery')[0]!.params).toMatchObject({ ok: true });
     const before = (await balanceOf(k.accountId)).balance;
     const charge = `chg-group-${base}`;
@@ -386,7 +476,13 @@ describe('telegram bot', () => {
       fake.message(
         user,
         {
-          successful_payment: { currency: 'XTR', total_amount: 20, invoice_payload: invoice.params.payload, telegram_payment_charge_id: charge, provider_payment_charge_id: '' },
+          successful_payment: {
+            currency: 'XTR',
+            total_amount: 20,
+            invoice_payload: invoice.params.payload,
+            telegram_payment_charge_id: charge,
+            provider_payment_charge_id: '',
+          },
         },
         'group',
       ),
@@ -412,7 +508,10 @@ describe('telegram bot', () => {
       seen.push(...page.entries.map((e) => ({ id: e.id, cause: e.cause, kind: e.kind })));
       cursor = page.nextCursor;
     } while (cursor);
-    const table = await db().query('SELECT id::text AS id, cause, kind FROM ledger WHERE account_id = $1 ORDER BY id DESC', [k.accountId]);
+    const table = await db().query(
+      'SELECT id::text AS id, cause, kind FROM ledger WHERE account_id = $1 ORDER BY id DESC',
+      [k.accountId],
+    );
     expect(seen).toEqual(table.rows);
     expect(seen.map((e) => e.cause)).toEqual(['request', 'telegram-bot:payment', 'request', 'telegram-bot:newkey']);
 
@@ -422,7 +521,10 @@ describe('telegram bot', () => {
     expect(first.params.text).not.toContain('telegram-bot:newkey');
     const older = buttons(first).find((b) => b.text === 'Older ›')!;
     expect(older.callback_data).toBe(`hist:${k.keyId}:${seen[1]!.id}`);
-    const next = callsOf(await fake.deliver(fake.press(user, first.result, older.callback_data)), 'editMessageText')[0]!;
+    const next = callsOf(
+      await fake.deliver(fake.press(user, first.result, older.callback_data)),
+      'editMessageText',
+    )[0]!;
     expect(next.params.text).toContain('+$0.10 top-up (telegram-bot:newkey)');
     expect(buttons(next).map((b) => b.text)).toEqual(['« Newest']);
 
@@ -433,10 +535,14 @@ describe('telegram bot', () => {
   });
 
   it('the operator CLI records its cause on the ledger', async () => {
-    const { stdout } = await promisify(execFile)(process.execPath, ['src/cli/main.ts', 'keys', 'create', '--credits', '0.5'], {
-      cwd: path.resolve(import.meta.dirname, '..', '..'),
-      env: { ...process.env, GATEWAY_RPC_URL: inject('rpcUrl') },
-    });
+    const { stdout } = await promisify(execFile)(
+      process.execPath,
+      ['src/cli/main.ts', 'keys', 'create', '--credits', '0.5'],
+      {
+        cwd: path.resolve(import.meta.dirname, '..', '..'),
+        env: { ...process.env, GATEWAY_RPC_URL: inject('rpcUrl') },
+      },
+    );
     const apiKey = stdout.trim();
     const r = await billing().getBalance({ key: { ref: { case: 'apiKey', value: apiKey } } });
     const rows = await db().query('SELECT cause FROM ledger WHERE account_id = $1', [r.accountId]);
@@ -444,7 +550,9 @@ describe('telegram bot', () => {
   });
 
   it('runs by webhook when configured: secret required and checked, updates answered', async () => {
-    expect(() => loadBotConfig({ TELEGRAM_BOT_TOKEN: 'x', TELEGRAM_WEBHOOK_URL: 'https://bot.example.com/hook' })).toThrow(/TELEGRAM_WEBHOOK_SECRET/);
+    expect(() =>
+      loadBotConfig({ TELEGRAM_BOT_TOKEN: 'x', TELEGRAM_WEBHOOK_URL: 'https://bot.example.com/hook' }),
+    ).toThrow(/TELEGRAM_WEBHOOK_SECRET/);
     const hookFake = await FakeTelegram.start();
     const port = 20_000 + Math.floor(Math.random() * 20_000);
     const hookConfig = loadBotConfig({
@@ -456,10 +564,17 @@ describe('telegram bot', () => {
       TELEGRAM_WEBHOOK_PORT: String(port),
       PUBLIC_BASE_URL: 'https://gateway.example.com',
     })!;
-    const hooked = await startBot({ config: hookConfig, transport: networkTransport(inject('rpcUrl'), undefined), log: createLogger('silent') });
+    const hooked = await startBot({
+      config: hookConfig,
+      transport: networkTransport(inject('rpcUrl'), undefined),
+      log: createLogger('silent'),
+    });
     try {
       expect(hooked.mode).toBe('webhook');
-      expect(callsOf(hookFake.calls, 'setWebhook')[0]!.params).toMatchObject({ url: 'https://bot.example.com/telegram/hook', secret_token: 'hook-secret' });
+      expect(callsOf(hookFake.calls, 'setWebhook')[0]!.params).toMatchObject({
+        url: 'https://bot.example.com/telegram/hook',
+        secret_token: 'hook-secret',
+      });
       expect(callsOf(hookFake.calls, 'getUpdates')).toHaveLength(0);
       const post = (secret: string) =>
         fetch(`http://127.0.0.1:${port}/telegram/hook`, {

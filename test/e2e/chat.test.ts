@@ -6,14 +6,27 @@ import { MODELS } from '../../src/catalogue/models.ts';
 import { tokenCostNano, usageFromOpenAI, affordableOutputTokens, type TokenPrices } from '../../src/billing/pricing.ts';
 import { inputTokensUpperBound } from '../../src/inference/tokens.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
-import { balanceOf, checkInvariants, newKey, openai, uniqueMarker, upstreamRequests, usageRow, accountActivity } from '../support/context.ts';
+import {
+  balanceOf,
+  checkInvariants,
+  newKey,
+  openai,
+  uniqueMarker,
+  upstreamRequests,
+  usageRow,
+  accountActivity,
+} from '../support/context.ts';
 
 const prices = (id: string) => MODELS.find((m) => m.id === id)!.prices as unknown as TokenPrices;
 const FIVE_USD = 5_000_000_000n;
 
 const weatherTool = {
   type: 'function' as const,
-  function: { name: 'get_weather', description: 'Weather for a city', parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] } },
+  function: {
+    name: 'get_weather',
+    description: 'Weather for a city',
+    parameters: { type: 'object', properties: { city: { type: 'string' } }, required: ['city'] },
+  },
 };
 
 describe('chat completions', () => {
@@ -48,13 +61,23 @@ describe('chat completions', () => {
     expect(sent[0]!.headers.authorization).toBe(`Bearer ${UPSTREAM_KEY}`);
     expect(JSON.stringify(sent[0]!.headers)).not.toContain(key.apiKey);
 
-    const cost = tokenCostNano(prices('gpt-4o-mini'), usageFromOpenAI(data.usage as unknown as Record<string, unknown>));
+    const cost = tokenCostNano(
+      prices('gpt-4o-mini'),
+      usageFromOpenAI(data.usage as unknown as Record<string, unknown>),
+    );
     expect(cost).toBeGreaterThan(0n);
     expect(response.headers.get('x-gateway-cost-nano-usd')).toBe(cost.toString());
     const requestId = response.headers.get('x-request-id')!;
     expect(requestId).toMatch(/^req_/);
     const row = await usageRow(requestId);
-    expect(row).toMatchObject({ cost_nano: cost.toString(), status: 'ok', model: 'gpt-4o-mini', route: '/v1/chat/completions', output_tokens: '12', cached_tokens: '3' });
+    expect(row).toMatchObject({
+      cost_nano: cost.toString(),
+      status: 'ok',
+      model: 'gpt-4o-mini',
+      route: '/v1/chat/completions',
+      output_tokens: '12',
+      cached_tokens: '3',
+    });
     expect((await balanceOf(key.accountId)).balance).toBe(FIVE_USD - cost);
     await checkInvariants(key.accountId);
   });
@@ -63,10 +86,17 @@ describe('chat completions', () => {
     const key = await newKey('5');
     const client = openai(key.apiKey);
     const content = `stream me ${uniqueMarker()} [sim tokens=9]`;
-    const plain = await client.chat.completions.create({ model: 'gpt-5.4-mini', messages: [{ role: 'user', content }] }).withResponse();
+    const plain = await client.chat.completions
+      .create({ model: 'gpt-5.4-mini', messages: [{ role: 'user', content }] })
+      .withResponse();
 
     const { data: stream, response } = await client.chat.completions
-      .create({ model: 'gpt-5.4-mini', messages: [{ role: 'user', content }], stream: true, stream_options: { include_usage: true } })
+      .create({
+        model: 'gpt-5.4-mini',
+        messages: [{ role: 'user', content }],
+        stream: true,
+        stream_options: { include_usage: true },
+      })
       .withResponse();
     const chunks = [];
     for await (const c of stream) chunks.push(c);
@@ -74,7 +104,9 @@ describe('chat completions', () => {
     expect(text).toBe(plain.data.choices[0]!.message.content);
     expect(chunks.every((c) => c.model === 'gpt-5.4-mini')).toBe(true);
 
-    const last = chunks.at(-1)! as (typeof chunks)[number] & { x_gateway?: { cost_nano_usd: string; request_id: string } };
+    const last = chunks.at(-1)! as (typeof chunks)[number] & {
+      x_gateway?: { cost_nano_usd: string; request_id: string };
+    };
     expect(last.choices).toEqual([]);
     expect(last.usage!.completion_tokens).toBe(9);
     const plainCost = plain.response.headers.get('x-gateway-cost-nano-usd');
@@ -88,12 +120,18 @@ describe('chat completions', () => {
   it('streamed without include_usage: upstream is asked for usage, caller gets no extra chunk, charge rides on the last chunk', async () => {
     const key = await newKey('5');
     const m = uniqueMarker();
-    const stream = await openai(key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `${m} [sim tokens=5]` }], stream: true });
+    const stream = await openai(key.apiKey).chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: `${m} [sim tokens=5]` }],
+      stream: true,
+    });
     const chunks = [];
     for await (const c of stream) chunks.push(c);
     expect(chunks.every((c) => c.choices.length === 1)).toBe(true);
     expect(chunks.every((c) => c.usage === undefined)).toBe(true);
-    const last = chunks.at(-1)! as (typeof chunks)[number] & { x_gateway?: { cost_nano_usd: string; request_id: string } };
+    const last = chunks.at(-1)! as (typeof chunks)[number] & {
+      x_gateway?: { cost_nano_usd: string; request_id: string };
+    };
     expect(last.choices[0]!.finish_reason).toBe('stop');
     const row = await usageRow(last.x_gateway!.request_id);
     expect(row!.cost_nano).toBe(last.x_gateway!.cost_nano_usd);
@@ -106,16 +144,29 @@ describe('chat completions', () => {
   it('tool calls round trip, unstreamed and streamed', async () => {
     const key = await newKey('5');
     const client = openai(key.apiKey);
-    const messages: OpenAI.ChatCompletionMessageParam[] = [{ role: 'user', content: `weather in Paris? ${uniqueMarker()}` }];
+    const messages: OpenAI.ChatCompletionMessageParam[] = [
+      { role: 'user', content: `weather in Paris? ${uniqueMarker()}` },
+    ];
     const toolChoice = { type: 'function' as const, function: { name: 'get_weather' } };
 
-    const first = await client.chat.completions.create({ model: 'gpt-4o-mini', messages, tools: [weatherTool], tool_choice: toolChoice });
+    const first = await client.chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages,
+      tools: [weatherTool],
+      tool_choice: toolChoice,
+    });
     const call = first.choices[0]!.message.tool_calls![0]! as OpenAI.ChatCompletionMessageFunctionToolCall;
     expect(first.choices[0]!.finish_reason).toBe('tool_calls');
     expect(call.function.name).toBe('get_weather');
     expect(() => JSON.parse(call.function.arguments)).not.toThrow();
 
-    const stream = await client.chat.completions.create({ model: 'gpt-4o-mini', messages, tools: [weatherTool], tool_choice: toolChoice, stream: true });
+    const stream = await client.chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages,
+      tools: [weatherTool],
+      tool_choice: toolChoice,
+      stream: true,
+    });
     let args = '';
     let name = '';
     for await (const c of stream) {
@@ -130,7 +181,11 @@ describe('chat completions', () => {
     const second = await client.chat.completions.create({
       model: 'gpt-4o-mini',
       tools: [weatherTool],
-      messages: [...messages, first.choices[0]!.message, { role: 'tool', tool_call_id: call.id, content: '{"temp_c":21}' }],
+      messages: [
+        ...messages,
+        first.choices[0]!.message,
+        { role: 'tool', tool_call_id: call.id, content: '{"temp_c":21}' },
+      ],
     });
     expect(second.choices[0]!.finish_reason).toBe('stop');
     expect(second.choices[0]!.message.content).toBeTruthy();
@@ -141,7 +196,11 @@ describe('chat completions', () => {
     // grok-4 is served by the simulator standing in for xAI; the ids match, so check both ends.
     const key = await newKey('5');
     const m = uniqueMarker();
-    const r = await openai(key.apiKey).chat.completions.create({ model: 'grok-4', messages: [{ role: 'user', content: m }], max_tokens: 50 });
+    const r = await openai(key.apiKey).chat.completions.create({
+      model: 'grok-4',
+      messages: [{ role: 'user', content: m }],
+      max_tokens: 50,
+    });
     expect(r.model).toBe('grok-4');
     const sent = await upstreamRequests(m);
     expect(sent[0]!.body!.model).toBe('grok-4');
@@ -152,7 +211,10 @@ describe('chat completions', () => {
     const budget = 10_000_000n; // $0.01: far below gpt-5.6-sol's 128k-token worst case
     const key = await newKey(budget);
     const m = uniqueMarker();
-    const body = { model: 'gpt-5.6-sol', messages: [{ role: 'user' as const, content: `long answer please ${m} [sim tokens=40]` }] };
+    const body = {
+      model: 'gpt-5.6-sol',
+      messages: [{ role: 'user' as const, content: `long answer please ${m} [sim tokens=40]` }],
+    };
     const r = await openai(key.apiKey).chat.completions.create(body);
     expect(r.choices[0]!.finish_reason).toBe('stop');
 
@@ -187,7 +249,9 @@ describe('chat completions', () => {
     expect(ids).toContain('claude-opus-4-8');
     // Every provider has credentials in this run, so every enabled catalogue model is listed
     // (models of a provider without credentials are left out: see the catalogue unit test).
-    expect(ids).toEqual(expect.arrayContaining(['Cohere-embed-v3-multilingual', 'FLUX.2-pro', 'whisper', 'gpt-4o-mini-tts']));
+    expect(ids).toEqual(
+      expect.arrayContaining(['Cohere-embed-v3-multilingual', 'FLUX.2-pro', 'whisper', 'gpt-4o-mini-tts']),
+    );
     expect(list.data[0]).toMatchObject({ object: 'model' });
   });
 });

@@ -6,8 +6,27 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import fs from 'node:fs';
 import path from 'node:path';
 import { MODELS } from '../../src/catalogue/models.ts';
-import { billing, checkInvariants, db, gatewayUrl, newKey, simulatorUrl, uniqueMarker, type TestKey } from '../support/context.ts';
-import { CLAUDE_QUIET, claudeExecutable, codexConfig, codexEntry, runAgent, scratchDirs, startRecorder, startRefusingProxy, type AgentRun } from '../support/coding-agents.ts';
+import {
+  billing,
+  checkInvariants,
+  db,
+  gatewayUrl,
+  newKey,
+  simulatorUrl,
+  uniqueMarker,
+  type TestKey,
+} from '../support/context.ts';
+import {
+  CLAUDE_QUIET,
+  claudeExecutable,
+  codexConfig,
+  codexEntry,
+  runAgent,
+  scratchDirs,
+  startRecorder,
+  startRefusingProxy,
+  type AgentRun,
+} from '../support/coding-agents.ts';
 
 type Json = Record<string, unknown>;
 
@@ -93,10 +112,16 @@ function billedNano(servedModel: string, record: SimRecord): bigint {
       n(u.output_tokens) * nanoPerMtok(p.output_per_mtok);
   } else if (record.path === '/v1/chat/completions') {
     const cached = n((u.prompt_tokens_details as Record<string, number> | undefined)?.cached_tokens);
-    sum = (n(u.prompt_tokens) - cached) * nanoPerMtok(p.input_per_mtok) + cached * nanoPerMtok(p.cached_input_per_mtok) + n(u.completion_tokens) * nanoPerMtok(p.output_per_mtok);
+    sum =
+      (n(u.prompt_tokens) - cached) * nanoPerMtok(p.input_per_mtok) +
+      cached * nanoPerMtok(p.cached_input_per_mtok) +
+      n(u.completion_tokens) * nanoPerMtok(p.output_per_mtok);
   } else {
     const cached = n((u.input_tokens_details as Record<string, number> | undefined)?.cached_tokens);
-    sum = (n(u.input_tokens) - cached) * nanoPerMtok(p.input_per_mtok) + cached * nanoPerMtok(p.cached_input_per_mtok) + n(u.output_tokens) * nanoPerMtok(p.output_per_mtok);
+    sum =
+      (n(u.input_tokens) - cached) * nanoPerMtok(p.input_per_mtok) +
+      cached * nanoPerMtok(p.cached_input_per_mtok) +
+      n(u.output_tokens) * nanoPerMtok(p.output_per_mtok);
   }
   return (sum + 999_999n) / 1_000_000n;
 }
@@ -109,7 +134,12 @@ async function expectExactCharge(key: TestKey, marker: string, served: string, r
   const billed = (await upstreamCalls(marker)).filter((r) => r.usage !== undefined);
   expect(billed.length).toBeGreaterThan(0);
   const expected = billed.reduce((s, r) => s + billedNano(served, r), 0n);
-  const rows = (await db().query(`SELECT model, requested_model, status, cost_nano::text AS cost FROM usage_records WHERE key_id = $1 ORDER BY created_at`, [key.keyId])).rows as {
+  const rows = (
+    await db().query(
+      `SELECT model, requested_model, status, cost_nano::text AS cost FROM usage_records WHERE key_id = $1 ORDER BY created_at`,
+      [key.keyId],
+    )
+  ).rows as {
     model: string;
     requested_model: string;
     status: string;
@@ -118,7 +148,12 @@ async function expectExactCharge(key: TestKey, marker: string, served: string, r
   expect(rows).toHaveLength(billed.length);
   for (const r of rows) expect(r).toMatchObject({ model: served, requested_model: requested, status: 'ok' });
   expect(rows.reduce((s, r) => s + BigInt(r.cost), 0n)).toBe(expected);
-  const charged = (await db().query(`SELECT COALESCE(-sum(amount_nano), 0)::text AS c FROM ledger WHERE account_id = $1 AND kind = 'charge'`, [key.accountId])).rows[0].c;
+  const charged = (
+    await db().query(
+      `SELECT COALESCE(-sum(amount_nano), 0)::text AS c FROM ledger WHERE account_id = $1 AND kind = 'charge'`,
+      [key.accountId],
+    )
+  ).rows[0].c;
   expect(BigInt(charged)).toBe(expected);
   await checkInvariants(key.accountId);
   return expected;
@@ -157,7 +192,12 @@ describe('Claude Code 2.1 (the real binary)', () => {
       const key = await newKey('5');
       const marker = uniqueMarker('cc-bash');
       const input = base64url({ command: 'echo $((6*7))', description: 'Multiply six by seven' });
-      const run = await claude(key.apiKey, ['-p', `Multiply for ${marker} [sim tool=Bash input=${input} tokens=3]`, '--allowedTools', 'Bash(echo:*)']);
+      const run = await claude(key.apiKey, [
+        '-p',
+        `Multiply for ${marker} [sim tool=Bash input=${input} tokens=3]`,
+        '--allowedTools',
+        'Bash(echo:*)',
+      ]);
       expect(run.code, run.stderr + run.stdout).toBe(0);
       // The turn after the tool result has no directive of its own: the simulator's default 8 words.
       expect(run.stdout.trim()).toBe('w1 w2 w3 w4 w5 w6 w7 w8');
@@ -188,8 +228,14 @@ describe('Claude Code 2.1 (the real binary)', () => {
       const seen = seenWith(marker);
       expect(seen.length).toBeGreaterThanOrEqual(1);
       expect(seen.length).toBeLessThanOrEqual(2);
-      for (const s of seen) expect(s).toMatchObject({ status: 401, responseHeaders: expect.objectContaining({ 'x-should-retry': 'false' }) });
-      expect((await db().query('SELECT count(*)::int AS n FROM usage_records WHERE key_id = $1', [key.keyId])).rows[0].n).toBe(0);
+      for (const s of seen)
+        expect(s).toMatchObject({
+          status: 401,
+          responseHeaders: expect.objectContaining({ 'x-should-retry': 'false' }),
+        });
+      expect(
+        (await db().query('SELECT count(*)::int AS n FROM usage_records WHERE key_id = $1', [key.keyId])).rows[0].n,
+      ).toBe(0);
     },
     TEST_TIMEOUT_MS,
   );
@@ -208,11 +254,21 @@ describe('Codex CLI 0.169 (the real binary)', () => {
       const calls = await upstreamCalls(marker);
       expect(calls.map((c) => c.path)).toEqual(['/v1/responses']);
       const body = calls[0]!.body;
-      expect(body).toMatchObject({ model: 'gpt-5.3-codex', stream: true, store: false, include: ['reasoning.encrypted_content'] });
+      expect(body).toMatchObject({
+        model: 'gpt-5.3-codex',
+        stream: true,
+        store: false,
+        include: ['reasoning.encrypted_content'],
+      });
       expect((body.tools as Json[]).some((t) => t.type === 'namespace')).toBe(true);
       expect((body.tools as Json[]).some((t) => String(t.type).startsWith('web_search'))).toBe(false);
       for (const s of seenWith(marker))
-        expect(s).toMatchObject({ method: 'POST', path: '/v1/responses', status: 200, responseHeaders: expect.objectContaining({ 'x-gateway-model': 'gpt-5.3-codex' }) });
+        expect(s).toMatchObject({
+          method: 'POST',
+          path: '/v1/responses',
+          status: 200,
+          responseHeaders: expect.objectContaining({ 'x-gateway-model': 'gpt-5.3-codex' }),
+        });
       await expectExactCharge(key, marker, 'gpt-5.3-codex', 'gpt-5.3-codex');
       expect(proxy.attempts).toEqual([]);
     },
@@ -226,7 +282,11 @@ describe('Codex CLI 0.169 (the real binary)', () => {
       const marker = uniqueMarker('codex-chat');
       // The simulated model calls wait_agent of Codex's multi_agent_v1 namespace under its flattened
       // chat name; Codex must receive it as name + namespace to run it, and send it back so.
-      const run = await codex(key.apiKey, 'gpt-4o-mini', `Wait for the helpers of ${marker} [sim tool=multi_agent_v1__wait_agent tokens=3]`);
+      const run = await codex(
+        key.apiKey,
+        'gpt-4o-mini',
+        `Wait for the helpers of ${marker} [sim tool=multi_agent_v1__wait_agent tokens=3]`,
+      );
       expect(run.code, run.stderr + run.stdout).toBe(0);
       expect(run.stdout.trim().split('\n').at(-1)).toBe('w1 w2 w3');
 
@@ -245,8 +305,12 @@ describe('Codex CLI 0.169 (the real binary)', () => {
       const toolNames = (calls[0]!.body.tools as { function: { name: string } }[]).map((t) => t.function.name);
       expect(toolNames).toContain('multi_agent_v1__wait_agent');
       expect(toolNames).toContain('exec_command');
-      const assistant = (calls[1]!.body.messages as Json[]).find((m) => m.role === 'assistant' && Array.isArray(m.tool_calls))!;
-      expect((assistant.tool_calls as { function: { name: string } }[])[0]!.function.name).toBe('multi_agent_v1__wait_agent');
+      const assistant = (calls[1]!.body.messages as Json[]).find(
+        (m) => m.role === 'assistant' && Array.isArray(m.tool_calls),
+      )!;
+      expect((assistant.tool_calls as { function: { name: string } }[])[0]!.function.name).toBe(
+        'multi_agent_v1__wait_agent',
+      );
       await expectExactCharge(key, marker, 'gpt-4o-mini', 'gpt-4o-mini');
       expect(proxy.attempts).toEqual([]);
     },
@@ -266,7 +330,11 @@ describe('Codex CLI 0.169 (the real binary)', () => {
       const seen = seenWith(marker);
       expect(seen.length).toBeGreaterThanOrEqual(1);
       expect(seen.length).toBeLessThanOrEqual(6);
-      for (const s of seen) expect(s).toMatchObject({ status: 401, responseHeaders: expect.objectContaining({ 'x-should-retry': 'false' }) });
+      for (const s of seen)
+        expect(s).toMatchObject({
+          status: 401,
+          responseHeaders: expect.objectContaining({ 'x-should-retry': 'false' }),
+        });
     },
     TEST_TIMEOUT_MS,
   );

@@ -39,43 +39,61 @@ afterAll(async () => {
 });
 
 describe('database connections ended under load', () => {
-  it.each(['hold', 'lease'])('billing %s: every request answers 200 or a retryable 503, never 500, and the books balance', async (billing) => {
-    const gw = gateways[billing === 'hold' ? 0 : 1]!;
-    const key = await newKey('5');
-    const client = new OpenAI({ apiKey: key.apiKey, baseURL: `${gw.httpUrl}/v1`, maxRetries: 0 });
-    const statuses = new Map<string, number>();
-    let stop = false;
-    const worker = async () => {
-      while (!stop) {
-        const outcome = await client.chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'under fire [sim tokens=3]' }] }).then(
-          () => '200',
-          (e: InstanceType<typeof OpenAI.APIError>) => `${e.status ?? 'no status'} ${e.status === 200 ? '' : e.message}`,
+  it.each(['hold', 'lease'])(
+    'billing %s: every request answers 200 or a retryable 503, never 500, and the books balance',
+    async (billing) => {
+      const gw = gateways[billing === 'hold' ? 0 : 1]!;
+      const key = await newKey('5');
+      const client = new OpenAI({ apiKey: key.apiKey, baseURL: `${gw.httpUrl}/v1`, maxRetries: 0 });
+      const statuses = new Map<string, number>();
+      let stop = false;
+      const worker = async () => {
+        while (!stop) {
+          const outcome = await client.chat.completions
+            .create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'under fire [sim tokens=3]' }] })
+            .then(
+              () => '200',
+              (e: InstanceType<typeof OpenAI.APIError>) =>
+                `${e.status ?? 'no status'} ${e.status === 200 ? '' : e.message}`,
+            );
+          statuses.set(outcome, (statuses.get(outcome) ?? 0) + 1);
+        }
+      };
+      const workers = Array.from({ length: 8 }, worker);
+      let terminated = 0;
+      // A dozen times, every connection the gateway has is ended at once, as a restart or
+      // failover of the server would.
+      for (let round = 0; round < 12; round++) {
+        await new Promise((r) => setTimeout(r, 250));
+        const r = await db().query(
+          'SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1',
+          [APP],
         );
-        statuses.set(outcome, (statuses.get(outcome) ?? 0) + 1);
+        terminated += r.rows[0].n as number;
       }
-    };
-    const workers = Array.from({ length: 8 }, worker);
-    let terminated = 0;
-    // A dozen times, every connection the gateway has is ended at once, as a restart or
-    // failover of the server would.
-    for (let round = 0; round < 12; round++) {
-      await new Promise((r) => setTimeout(r, 250));
-      const r = await db().query('SELECT count(*) FILTER (WHERE pg_terminate_backend(pid))::int AS n FROM pg_stat_activity WHERE application_name = $1', [APP]);
-      terminated += r.rows[0].n as number;
-    }
-    stop = true;
-    await Promise.all(workers);
-    const seen = Object.fromEntries(statuses);
-    expect(terminated).toBeGreaterThan(12);
-    expect(seen['200']).toBeGreaterThan(100);
-    for (const outcome of statuses.keys()) expect(outcome, JSON.stringify(seen)).toMatch(/^(200|503 )/);
-    await expect
-      .poll(async () => (await db().query(`SELECT count(*)::int AS n FROM holds WHERE account_id = $1 AND status = 'active' AND request_id NOT LIKE 'lease\\_%'`, [key.accountId])).rows[0].n, {
-        timeout: 10_000,
-      })
-      .toBe(0);
-    await checkInvariants(key.accountId);
-  });
+      stop = true;
+      await Promise.all(workers);
+      const seen = Object.fromEntries(statuses);
+      expect(terminated).toBeGreaterThan(12);
+      expect(seen['200']).toBeGreaterThan(100);
+      for (const outcome of statuses.keys()) expect(outcome, JSON.stringify(seen)).toMatch(/^(200|503 )/);
+      await expect
+        .poll(
+          async () =>
+            (
+              await db().query(
+                `SELECT count(*)::int AS n FROM holds WHERE account_id = $1 AND status = 'active' AND request_id NOT LIKE 'lease\\_%'`,
+                [key.accountId],
+              )
+            ).rows[0].n,
+          {
+            timeout: 10_000,
+          },
+        )
+        .toBe(0);
+      await checkInvariants(key.accountId);
+    },
+  );
 });
 
 describe('the pool after a lost connection', () => {
@@ -83,7 +101,9 @@ describe('the pool after a lost connection', () => {
     const knex = await openDb({ databaseUrl: inject('databaseUrl'), poolMax: 4 });
     try {
       const pids = async () =>
-        (await Promise.all(Array.from({ length: 4 }, () => knex.raw('SELECT pg_backend_pid() AS pid, pg_sleep(0.05)')))).map((r) => (r as { rows: { pid: number }[] }).rows[0]!.pid);
+        (
+          await Promise.all(Array.from({ length: 4 }, () => knex.raw('SELECT pg_backend_pid() AS pid, pg_sleep(0.05)')))
+        ).map((r) => (r as { rows: { pid: number }[] }).rows[0]!.pid);
       const before = new Set(await pids());
       expect(before.size).toBe(4);
       // One statement loses its connection (its session is ended under it, on every attempt).

@@ -13,13 +13,21 @@ const DOC = path.resolve(import.meta.dirname, '..', '..', 'docs', 'video.md');
 /** The doc's ```sh blocks, with the test gateway's address for localhost:8080. */
 function shellBlocks(): string[] {
   const text = fs.readFileSync(DOC, 'utf8');
-  return [...text.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) => m[1]!.replaceAll('http://localhost:8080', gatewayUrl()));
+  return [...text.matchAll(/```sh\n([\s\S]*?)```/g)].map((m) =>
+    m[1]!.replaceAll('http://localhost:8080', gatewayUrl()),
+  );
 }
 
 // stdin is not a socket: Debian's bash sources /etc/bash.bashrc for a socket stdin when SHLVL is
 // unset (as under `docker run … npm test`), which fails under -u.
 function bash(script: string, cwd: string, env: Record<string, string>) {
-  const r = spawnSync('bash', ['-euo', 'pipefail', '-c', script], { cwd, env: { ...process.env, ...env }, encoding: 'utf8', timeout: 120_000, stdio: ['ignore', 'pipe', 'pipe'] });
+  const r = spawnSync('bash', ['-euo', 'pipefail', '-c', script], {
+    cwd,
+    env: { ...process.env, ...env },
+    encoding: 'utf8',
+    timeout: 120_000,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   return { code: r.status, out: r.stdout, err: r.stderr };
 }
 
@@ -29,7 +37,9 @@ async function mp4Ms(file: string): Promise<bigint> {
 }
 
 describe('docs/video.md', () => {
-  it('its commands make a video, fetch it, cancel and delete the job, as the text says', { timeout: 180_000 }, async () => {
+  it('its commands make a video, fetch it, cancel and delete the job, as the text says', {
+    timeout: 180_000,
+  }, async () => {
     const blocks = shellBlocks();
     expect(blocks).toHaveLength(3);
     const k = await newKey('5');
@@ -47,7 +57,13 @@ describe('docs/video.md', () => {
     const k = await newKey('5');
     const dir = fs.mkdtempSync(path.join(inject('workDir'), 'docs-video-'));
     const headers = { authorization: `Bearer ${k.apiKey}`, 'content-type': 'application/json' };
-    const job = (await (await fetch(`${gatewayUrl()}/v1/videos`, { method: 'POST', headers, body: JSON.stringify({ prompt: 'A slow boat [sim ms=30000]' }) })).json()) as { id: string };
+    const job = (await (
+      await fetch(`${gatewayUrl()}/v1/videos`, {
+        method: 'POST',
+        headers,
+        body: JSON.stringify({ prompt: 'A slow boat [sim ms=30000]' }),
+      })
+    ).json()) as { id: string };
     const download = shellBlocks()[0]!
       .split('\n')
       .find((line) => line.includes('/content'))!;

@@ -18,7 +18,15 @@ import { usdToNano } from '../../src/billing/money.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import { db, gatewayUrl, newKey } from '../support/context.ts';
-import { CLAUDE_QUIET, claudeExecutable, codexConfig, codexEntry, runAgent, scratchDirs, startRefusingProxy } from '../support/coding-agents.ts';
+import {
+  CLAUDE_QUIET,
+  claudeExecutable,
+  codexConfig,
+  codexEntry,
+  runAgent,
+  scratchDirs,
+  startRefusingProxy,
+} from '../support/coding-agents.ts';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
@@ -44,7 +52,13 @@ function markedBlock(file: string, marker: string): string {
 // stdin is not a socket: Debian's bash sources /etc/bash.bashrc for a socket stdin when SHLVL is
 // unset (as under `docker run … npm test`), which fails under -u.
 function bash(script: string, opts: { cwd: string; env: NodeJS.ProcessEnv }) {
-  const r = spawnSync('bash', ['-euo', 'pipefail', '-c', script], { cwd: opts.cwd, env: opts.env, encoding: 'utf8', timeout: 120_000, stdio: ['ignore', 'pipe', 'pipe'] });
+  const r = spawnSync('bash', ['-euo', 'pipefail', '-c', script], {
+    cwd: opts.cwd,
+    env: opts.env,
+    encoding: 'utf8',
+    timeout: 120_000,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   return { code: r.status, out: r.stdout, err: r.stderr };
 }
 
@@ -67,7 +81,12 @@ describe('README quick start', () => {
     delete process.env.DATABASE_URL;
     // `OPENAI_API_KEY=sk-… npm start`, with the simulator standing in for OpenAI; nothing else set.
     gw = await startGatewayProcess({
-      env: { DATA_DIR: dataDir, OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`, BILLING_MODE: '' },
+      env: {
+        DATA_DIR: dataDir,
+        OPENAI_API_KEY: UPSTREAM_KEY,
+        OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
+        BILLING_MODE: '',
+      },
       logFile: path.join(dir, 'gateway.log'),
       command: ['npm', 'start'],
     });
@@ -76,7 +95,9 @@ describe('README quick start', () => {
     await gw?.stop();
   });
 
-  it('creates a key, gets a completion, and shows a balance that went down by what the call cost', { timeout: 120_000 }, async () => {
+  it('creates a key, gets a completion, and shows a balance that went down by what the call cost', {
+    timeout: 120_000,
+  }, async () => {
     const block = markedBlock('README.md', 'against `npm start`');
     expect(block).toContain('http://localhost:8080');
     // The same folder as `npm start` (DATA_DIR stands for its ./data), so the CLI finds the
@@ -88,8 +109,15 @@ describe('README quick start', () => {
     const key = /^KEY=(.*)$/m.exec(r.out)![1]!;
     expect(key).toMatch(/^prx-[0-9A-Za-z]{38}$/);
     // curl's output sits between the first balance (three lines) and the second.
-    const curlOut = r.out.slice(r.out.indexOf('\n', r.out.indexOf('\navailable') + 1) + 1, r.out.lastIndexOf('\nbalance'));
-    const completion = JSON.parse(curlOut) as { object: string; model: string; choices: { message: { content: string } }[] };
+    const curlOut = r.out.slice(
+      r.out.indexOf('\n', r.out.indexOf('\navailable') + 1) + 1,
+      r.out.lastIndexOf('\nbalance'),
+    );
+    const completion = JSON.parse(curlOut) as {
+      object: string;
+      model: string;
+      choices: { message: { content: string } }[];
+    };
     expect(completion).toMatchObject({ object: 'chat.completion', model: 'gpt-5.4-mini' });
     expect(completion.choices[0]!.message.content).toBe(EIGHT_WORDS);
 
@@ -100,9 +128,20 @@ describe('README quick start', () => {
     expect(r.out).toMatch(/^held\s+\$0$/m);
 
     // The drop is exactly the call's charge, as its usage row records it (written in the next batch).
-    const cli = async (...args: string[]) => (await run('npm', ['run', '-s', 'cli', '--', ...args], { cwd: ROOT, env: terminalEnv({ DATA_DIR: dataDir }) })).stdout;
-    await expect.poll(async () => (JSON.parse(await cli('keys', 'usage', key, '--json')) as unknown[]).length, { timeout: 20_000 }).toBe(1);
-    const [row] = JSON.parse(await cli('keys', 'usage', key, '--json')) as { model: string; route: string; status: string; cost_nano: string }[];
+    const cli = async (...args: string[]) =>
+      (await run('npm', ['run', '-s', 'cli', '--', ...args], { cwd: ROOT, env: terminalEnv({ DATA_DIR: dataDir }) }))
+        .stdout;
+    await expect
+      .poll(async () => (JSON.parse(await cli('keys', 'usage', key, '--json')) as unknown[]).length, {
+        timeout: 20_000,
+      })
+      .toBe(1);
+    const [row] = JSON.parse(await cli('keys', 'usage', key, '--json')) as {
+      model: string;
+      route: string;
+      status: string;
+      cost_nano: string;
+    }[];
     expect(row).toMatchObject({ model: 'gpt-5.4-mini', route: '/v1/chat/completions', status: 'ok' });
     expect(BigInt(row!.cost_nano)).toBeGreaterThan(0n);
     expect(balances[0]! - balances[1]!).toBe(BigInt(row!.cost_nano));
@@ -118,7 +157,9 @@ describe('README: point your tools at it', () => {
     await proxy?.close();
   });
 
-  it('the Claude Code and Codex lines answer through the gateway with the real binaries, Codex set up as docs/clients.md says', { timeout: 240_000 }, async () => {
+  it('the Claude Code and Codex lines answer through the gateway with the real binaries, Codex set up as docs/clients.md says', {
+    timeout: 240_000,
+  }, async () => {
     const block = markedBlock('README.md', 'with the real Claude Code and Codex CLI');
     const toml = fences(read('docs/clients.md')).find((f) => f.lang === 'toml')!.body;
     // docs/clients.md shows exactly the config test/e2e/coding-agents.test.ts runs Codex with.
@@ -131,17 +172,31 @@ describe('README: point your tools at it', () => {
       const bin = path.join(dirs.home, 'bin');
       fs.mkdirSync(bin);
       fs.symlinkSync(claudeExecutable(), path.join(bin, 'claude'));
-      fs.writeFileSync(path.join(bin, 'codex'), `#!/bin/sh\nexec "${process.execPath}" "${codexEntry()}" "$@"\n`, { mode: 0o755 });
+      fs.writeFileSync(path.join(bin, 'codex'), `#!/bin/sh\nexec "${process.execPath}" "${codexEntry()}" "$@"\n`, {
+        mode: 0o755,
+      });
       fs.mkdirSync(path.join(dirs.home, '.codex'));
-      fs.writeFileSync(path.join(dirs.home, '.codex', 'config.toml'), toml.replaceAll('http://localhost:8080', gatewayUrl()));
+      fs.writeFileSync(
+        path.join(dirs.home, '.codex', 'config.toml'),
+        toml.replaceAll('http://localhost:8080', gatewayUrl()),
+      );
       expect(spawnSync('git', ['init', '-q'], { cwd: dirs.cwd }).status).toBe(0);
 
-      const r = await runAgent('bash', ['-euo', 'pipefail', '-c', block.replaceAll('http://localhost:8080', gatewayUrl())], {
-        cwd: dirs.cwd,
-        proxyUrl: proxy.url,
-        timeoutMs: 200_000,
-        env: { HOME: dirs.home, PATH: `${bin}:${path.dirname(process.execPath)}:/usr/local/bin:/usr/bin:/bin`, KEY: key.apiKey, ...CLAUDE_QUIET },
-      });
+      const r = await runAgent(
+        'bash',
+        ['-euo', 'pipefail', '-c', block.replaceAll('http://localhost:8080', gatewayUrl())],
+        {
+          cwd: dirs.cwd,
+          proxyUrl: proxy.url,
+          timeoutMs: 200_000,
+          env: {
+            HOME: dirs.home,
+            PATH: `${bin}:${path.dirname(process.execPath)}:/usr/local/bin:/usr/bin:/bin`,
+            KEY: key.apiKey,
+            ...CLAUDE_QUIET,
+          },
+        },
+      );
       expect(r.code, r.stderr + r.stdout).toBe(0);
       const lines = r.stdout.trim().split('\n');
       expect(lines[0]).toBe(EIGHT_WORDS);
@@ -150,7 +205,9 @@ describe('README: point your tools at it', () => {
       dirs.cleanup();
     }
     // Both reached the gateway with the key and were billed: Claude Code's default name through its alias.
-    const rows = (await db().query('SELECT model, requested_model, status FROM usage_records WHERE key_id = $1', [key.keyId])).rows as { model: string; requested_model: string; status: string }[];
+    const rows = (
+      await db().query('SELECT model, requested_model, status FROM usage_records WHERE key_id = $1', [key.keyId])
+    ).rows as { model: string; requested_model: string; status: string }[];
     expect(rows).toContainEqual({ model: 'claude-opus-4-8', requested_model: 'claude-opus-5-5', status: 'ok' });
     expect(rows).toContainEqual({ model: 'gpt-5.3-codex', requested_model: 'gpt-5.3-codex', status: 'ok' });
     expect(proxy.attempts).toEqual([]);
@@ -171,20 +228,37 @@ describe('README: point your tools at it', () => {
     }
   });
 
-  it('the SDK snippets of the README and docs/clients.md answer, run as they are with node', { timeout: 60_000 }, async () => {
+  it('the SDK snippets of the README and docs/clients.md answer, run as they are with node', {
+    timeout: 60_000,
+  }, async () => {
     const key = await newKey('5');
-    const snippets = new Set([...fences(read('README.md')), ...fences(read('docs/clients.md'))].filter((f) => f.lang === 'ts').map((f) => f.body));
+    const snippets = new Set(
+      [...fences(read('README.md')), ...fences(read('docs/clients.md'))]
+        .filter((f) => f.lang === 'ts')
+        .map((f) => f.body),
+    );
     expect(snippets.size).toBe(2);
     const answers: unknown[] = [];
     for (const snippet of snippets) {
       const result = [...snippet.matchAll(/const (\w+) = await/g)].at(-1)![1]!;
       const code = `${snippet.replaceAll('http://localhost:8080', gatewayUrl())}\nconsole.log(JSON.stringify(${result}));\n`;
-      const { stdout } = await run(process.execPath, ['--input-type=module', '-e', code], { cwd: ROOT, env: { ...process.env, KEY: key.apiKey } });
+      const { stdout } = await run(process.execPath, ['--input-type=module', '-e', code], {
+        cwd: ROOT,
+        env: { ...process.env, KEY: key.apiKey },
+      });
       answers.push(JSON.parse(stdout));
     }
     expect(answers).toEqual([
-      expect.objectContaining({ object: 'chat.completion', model: 'gpt-5.4-mini', choices: [expect.objectContaining({ message: expect.objectContaining({ content: EIGHT_WORDS }) })] }),
-      expect.objectContaining({ type: 'message', model: 'claude-sonnet-4-6', content: [expect.objectContaining({ type: 'text', text: EIGHT_WORDS })] }),
+      expect.objectContaining({
+        object: 'chat.completion',
+        model: 'gpt-5.4-mini',
+        choices: [expect.objectContaining({ message: expect.objectContaining({ content: EIGHT_WORDS }) })],
+      }),
+      expect.objectContaining({
+        type: 'message',
+        model: 'claude-sonnet-4-6',
+        content: [expect.objectContaining({ type: 'text', text: EIGHT_WORDS })],
+      }),
     ]);
   });
 });
@@ -194,9 +268,16 @@ describe('docs/rpc.md', () => {
     const blocks = fences(read('docs/rpc.md')).filter((f) => f.lang === 'sh');
     expect(blocks).toHaveLength(1);
     const key = await newKey('5');
-    const r = bash(blocks[0]!.body.replaceAll('http://localhost:8081', inject('rpcUrl')), { cwd: ROOT, env: { ...process.env, KEY: key.apiKey } });
+    const r = bash(blocks[0]!.body.replaceAll('http://localhost:8081', inject('rpcUrl')), {
+      cwd: ROOT,
+      env: { ...process.env, KEY: key.apiKey },
+    });
     expect(r.code, r.err).toBe(0);
-    expect(JSON.parse(r.out)).toEqual({ accountId: key.accountId, balanceNano: '5000000000', availableNano: '5000000000' });
+    expect(JSON.parse(r.out)).toEqual({
+      accountId: key.accountId,
+      balanceNano: '5000000000',
+      availableNano: '5000000000',
+    });
   });
 
   it('its CLI table lists exactly the commands of npm run cli -- --help', async () => {
@@ -245,8 +326,10 @@ describe('links', () => {
         count++;
         const [target, anchor] = m[1]!.split('#') as [string, string | undefined];
         const file = target ? path.resolve(ROOT, path.dirname(page), target) : path.join(ROOT, page);
-        if (/^[a-z]+:/i.test(target) || !file.startsWith(ROOT + path.sep) || !fs.existsSync(file)) broken.push(`${page}: ${m[1]} (not a file of this repository)`);
-        else if (anchor && !anchors(fs.readFileSync(file, 'utf8')).has(anchor)) broken.push(`${page}: ${m[1]} (no such heading)`);
+        if (/^[a-z]+:/i.test(target) || !file.startsWith(ROOT + path.sep) || !fs.existsSync(file))
+          broken.push(`${page}: ${m[1]} (not a file of this repository)`);
+        else if (anchor && !anchors(fs.readFileSync(file, 'utf8')).has(anchor))
+          broken.push(`${page}: ${m[1]} (no such heading)`);
       }
     }
     expect(count).toBeGreaterThan(50);
@@ -260,10 +343,14 @@ describe('links', () => {
     const outside = ['shared' + '/', 'DESIGN' + '.md'];
     const files = ['README.md', 'docs', 'src', 'test', 'scripts', 'bench', 'workflows', 'proto', '.ci'].flatMap((p) =>
       fs.statSync(path.join(ROOT, p)).isDirectory()
-        ? (fs.readdirSync(path.join(ROOT, p), { recursive: true }) as string[]).map((f) => path.join(p, f)).filter((f) => fs.statSync(path.join(ROOT, f)).isFile())
+        ? (fs.readdirSync(path.join(ROOT, p), { recursive: true }) as string[])
+            .map((f) => path.join(p, f))
+            .filter((f) => fs.statSync(path.join(ROOT, f)).isFile())
         : [p],
     );
-    const hits = files.filter((f) => /\.(md|ts|mts|mjs|js|sh|proto)$|^\.ci\//.test(f)).filter((f) => outside.some((o) => read(f).includes(o)));
+    const hits = files
+      .filter((f) => /\.(md|ts|mts|mjs|js|sh|proto)$|^\.ci\//.test(f))
+      .filter((f) => outside.some((o) => read(f).includes(o)));
     expect(hits).toEqual([]);
   });
 });

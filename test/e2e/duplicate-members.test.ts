@@ -4,7 +4,17 @@
 // hold. The bodies are written by hand: the SDKs cannot send a name twice.
 import { describe, expect, it } from 'vitest';
 import OpenAI, { toFile } from 'openai';
-import { accountActivity, balanceOf, checkInvariants, gatewayUrl, newKey, openai, rowsForRequest, uniqueMarker, upstreamRequests } from '../support/context.ts';
+import {
+  accountActivity,
+  balanceOf,
+  checkInvariants,
+  gatewayUrl,
+  newKey,
+  openai,
+  rowsForRequest,
+  uniqueMarker,
+  upstreamRequests,
+} from '../support/context.ts';
 import { png, wav } from '../support/media-files.ts';
 
 interface Refused {
@@ -15,17 +25,40 @@ interface Refused {
 }
 
 async function postJson(path: string, headers: Record<string, string>, body: string): Promise<Refused> {
-  const r = await fetch(`${gatewayUrl()}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
-  return { status: r.status, json: (await r.json()) as Record<string, unknown>, requestId: r.headers.get('x-request-id') ?? '', cost: r.headers.get('x-gateway-cost-nano-usd') };
+  const r = await fetch(`${gatewayUrl()}${path}`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body,
+  });
+  return {
+    status: r.status,
+    json: (await r.json()) as Record<string, unknown>,
+    requestId: r.headers.get('x-request-id') ?? '',
+    cost: r.headers.get('x-gateway-cost-nano-usd'),
+  };
 }
 
 async function postForm(path: string, apiKey: string, form: FormData): Promise<Refused> {
-  const r = await fetch(`${gatewayUrl()}${path}`, { method: 'POST', headers: { authorization: `Bearer ${apiKey}` }, body: form });
-  return { status: r.status, json: (await r.json()) as Record<string, unknown>, requestId: r.headers.get('x-request-id') ?? '', cost: r.headers.get('x-gateway-cost-nano-usd') };
+  const r = await fetch(`${gatewayUrl()}${path}`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${apiKey}` },
+    body: form,
+  });
+  return {
+    status: r.status,
+    json: (await r.json()) as Record<string, unknown>,
+    requestId: r.headers.get('x-request-id') ?? '',
+    cost: r.headers.get('x-gateway-cost-nano-usd'),
+  };
 }
 
 /** Nothing held, charged or recorded, the balance as it was, and nothing sent upstream. */
-async function expectNothingSpent(key: { accountId: string }, before: { balance: bigint; held: bigint }, r: Refused, marker: string) {
+async function expectNothingSpent(
+  key: { accountId: string },
+  before: { balance: bigint; held: bigint },
+  r: Refused,
+  marker: string,
+) {
   expect(r.cost).toBe('0');
   expect(r.requestId).toMatch(/^req_/);
   expect(await rowsForRequest(r.requestId)).toEqual({ holds: 0, ledger: 0, usage: 0 });
@@ -43,7 +76,14 @@ describe('JSON bodies that name a member twice are refused, in the route’s own
     const body = `{"model":"gpt-5.5","messages":[{"role":"user","content":"${m}"}],"max_completion_tokens":16,"model":"gpt-5.4-nano"}`;
     const r = await postJson('/v1/chat/completions', { authorization: `Bearer ${key.apiKey}` }, body);
     expect(r.status).toBe(400);
-    expect(r.json).toEqual({ error: { type: 'invalid_request_error', code: 'duplicate_member', param: 'model', message: expect.stringContaining("'model' more than once") } });
+    expect(r.json).toEqual({
+      error: {
+        type: 'invalid_request_error',
+        code: 'duplicate_member',
+        param: 'model',
+        message: expect.stringContaining("'model' more than once"),
+      },
+    });
     await expectNothingSpent(key, before, r, m);
   });
 
@@ -65,7 +105,10 @@ describe('JSON bodies that name a member twice are refused, in the route’s own
     const body = `{"model":"claude-haiku-4-5","max_tokens":64000,"messages":[{"role":"user","content":"${m}"}],"max_tokens":16}`;
     const r = await postJson('/v1/messages', { 'x-api-key': key.apiKey, 'anthropic-version': '2023-06-01' }, body);
     expect(r.status).toBe(400);
-    expect(r.json).toEqual({ type: 'error', error: { type: 'invalid_request_error', message: expect.stringContaining("'max_tokens' more than once") } });
+    expect(r.json).toEqual({
+      type: 'error',
+      error: { type: 'invalid_request_error', message: expect.stringContaining("'max_tokens' more than once") },
+    });
     await expectNothingSpent(key, before, r, m);
   });
 
@@ -76,7 +119,9 @@ describe('JSON bodies that name a member twice are refused, in the route’s own
     const body = `{"model":"gpt-5.5","input":"${m}","tools":[{"type":"function","name":"f","parameters":{"type":"object","properties":{}},"type":"web_search"}]}`;
     const r = await postJson('/v1/responses', { authorization: `Bearer ${key.apiKey}` }, body);
     expect(r.status).toBe(400);
-    expect(r.json).toMatchObject({ error: { type: 'invalid_request_error', code: 'duplicate_member', param: 'tools[0].type' } });
+    expect(r.json).toMatchObject({
+      error: { type: 'invalid_request_error', code: 'duplicate_member', param: 'tools[0].type' },
+    });
     await expectNothingSpent(key, before, r, m);
   });
 
@@ -87,13 +132,16 @@ describe('JSON bodies that name a member twice are refused, in the route’s own
     const body = `{"model":"text-embedding-3-large","input":"${m}","model":"text-embedding-3-small"}`;
     const r = await postJson('/v1/embeddings', { authorization: `Bearer ${key.apiKey}` }, body);
     expect(r.status).toBe(400);
-    expect(r.json).toMatchObject({ error: { type: 'invalid_request_error', code: 'duplicate_member', param: 'model' } });
+    expect(r.json).toMatchObject({
+      error: { type: 'invalid_request_error', code: 'duplicate_member', param: 'model' },
+    });
     await expectNothingSpent(key, before, r, m);
   });
 
   it('the same names in different objects are no repeat: a chat with several messages still answers', async () => {
     const key = await newKey('5');
-    const body = '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"a \\"model\\": x"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}';
+    const body =
+      '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"a \\"model\\": x"},{"role":"assistant","content":"b"},{"role":"user","content":"c"}]}';
     const r = await postJson('/v1/chat/completions', { authorization: `Bearer ${key.apiKey}` }, body);
     expect(r.status).toBe(200);
     expect(r.json.object).toBe('chat.completion');
@@ -112,7 +160,9 @@ describe('multipart bodies that send a text field twice are refused', () => {
     form.append('model', 'gpt-image-1-mini');
     const r = await postForm('/v1/images/edits', key.apiKey, form);
     expect(r.status).toBe(400);
-    expect(r.json).toMatchObject({ error: { type: 'invalid_request_error', code: 'duplicate_member', param: 'model' } });
+    expect(r.json).toMatchObject({
+      error: { type: 'invalid_request_error', code: 'duplicate_member', param: 'model' },
+    });
     await expectNothingSpent(key, before, r, m);
   });
 
@@ -165,7 +215,10 @@ describe('multipart bodies that send a text field twice are refused', () => {
   it('the SDK raises BadRequestError for a refused body', async () => {
     const key = await newKey('5');
     const err = await openai(key.apiKey)
-      .post('/chat/completions', { body: '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"n":1,"n":2}' as never, headers: { 'content-type': 'application/json' } })
+      .post('/chat/completions', {
+        body: '{"model":"gpt-4o-mini","messages":[{"role":"user","content":"hi"}],"n":1,"n":2}' as never,
+        headers: { 'content-type': 'application/json' },
+      })
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect(err).toMatchObject({ status: 400, code: 'duplicate_member', param: 'n' });

@@ -35,9 +35,18 @@ function reachableTempDir(): string {
 
 /** `npm start` exactly as a newcomer runs it: no DATABASE_URL, no BILLING_MODE, one provider. */
 async function npmStart(dataDir: string, logName: string): Promise<GatewayProcess> {
-  const env: Record<string, string> = { DATA_DIR: dataDir, OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`, BILLING_MODE: '' };
+  const env: Record<string, string> = {
+    DATA_DIR: dataDir,
+    OPENAI_API_KEY: UPSTREAM_KEY,
+    OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
+    BILLING_MODE: '',
+  };
   delete process.env.DATABASE_URL;
-  const gw = await startGatewayProcess({ env, logFile: path.join(inject('workDir'), logName), command: ['npm', 'start'] });
+  const gw = await startGatewayProcess({
+    env,
+    logFile: path.join(inject('workDir'), logName),
+    command: ['npm', 'start'],
+  });
   cleanups.push(() => gw.stop('SIGKILL').then(() => {}));
   return gw;
 }
@@ -48,18 +57,29 @@ async function npmStart(dataDir: string, logName: string): Promise<GatewayProces
  */
 async function stopCleanly(gw: GatewayProcess, cluster: string): Promise<void> {
   await gw.stop('SIGTERM');
-  await expect.poll(() => fs.readFileSync(gw.logFile, 'utf8').includes('"msg":"gateway stopped"'), { timeout: 60_000 }).toBe(true);
+  await expect
+    .poll(() => fs.readFileSync(gw.logFile, 'utf8').includes('"msg":"gateway stopped"'), { timeout: 60_000 })
+    .toBe(true);
   expect(fs.existsSync(path.join(cluster, 'postmaster.pid'))).toBe(false);
 }
 
 const cli = async (gw: GatewayProcess, ...args: string[]) => {
-  const { stdout } = await run('npm', ['run', '-s', 'cli', '--', ...args], { cwd: ROOT, env: { ...process.env, GATEWAY_RPC_URL: gw.rpcUrl } });
+  const { stdout } = await run('npm', ['run', '-s', 'cli', '--', ...args], {
+    cwd: ROOT,
+    env: { ...process.env, GATEWAY_RPC_URL: gw.rpcUrl },
+  });
   return stdout.trim();
 };
 
 /** The embedded database, through its unix socket (the server's user, and root, may connect). */
-async function query<T = Record<string, unknown>>(clusterDir: string, sql: string, params: unknown[] = []): Promise<T[]> {
-  const c = new pg.Client({ connectionString: `postgres://postgres@localhost/gateway?host=${encodeURIComponent(clusterDir)}` });
+async function query<T = Record<string, unknown>>(
+  clusterDir: string,
+  sql: string,
+  params: unknown[] = [],
+): Promise<T[]> {
+  const c = new pg.Client({
+    connectionString: `postgres://postgres@localhost/gateway?host=${encodeURIComponent(clusterDir)}`,
+  });
   await c.connect();
   try {
     return (await c.query(sql, params)).rows as T[];
@@ -79,16 +99,30 @@ describe('embedded defaults: npm start runs its own PostgreSQL server', () => {
     expect(fs.existsSync(path.join(cluster, 'PG_VERSION'))).toBe(true);
     expect(fs.readFileSync(gw.logFile, 'utf8')).toContain(`embedded PostgreSQL ready: cluster ${cluster}`);
     // The key cache's listener is connected to the embedded server.
-    expect(await query(cluster, 'SELECT 1 FROM pg_stat_activity WHERE application_name = $1', [KEY_LISTENER_APP])).toHaveLength(1);
+    expect(
+      await query(cluster, 'SELECT 1 FROM pg_stat_activity WHERE application_name = $1', [KEY_LISTENER_APP]),
+    ).toHaveLength(1);
     // It holds money: nothing is acknowledged before it is on disk.
-    expect(await query(cluster, "SELECT current_setting('fsync') AS f, current_setting('synchronous_commit') AS s, current_setting('listen_addresses') AS l")).toEqual([{ f: 'on', s: 'on', l: '' }]);
+    expect(
+      await query(
+        cluster,
+        "SELECT current_setting('fsync') AS f, current_setting('synchronous_commit') AS s, current_setting('listen_addresses') AS l",
+      ),
+    ).toEqual([{ f: 'on', s: 'on', l: '' }]);
 
     key = await cli(gw, 'keys', 'create', '--credits', '5');
     expect(key).toMatch(/^prx-[0-9A-Za-z]{38}$/);
     const client = new OpenAI({ apiKey: key, baseURL: `${gw.httpUrl}/v1`, maxRetries: 0 });
-    const r = await client.chat.completions.create({ model: 'gpt-5.4-nano', messages: [{ role: 'user', content: 'embedded [sim tokens=6]' }] });
+    const r = await client.chat.completions.create({
+      model: 'gpt-5.4-nano',
+      messages: [{ role: 'user', content: 'embedded [sim tokens=6]' }],
+    });
     expect(r.choices[0]!.message.content).toBe('w1 w2 w3 w4 w5 w6');
-    const streamed = await client.chat.completions.create({ model: 'gpt-5.4-nano', messages: [{ role: 'user', content: 'embedded [sim tokens=6]' }], stream: true });
+    const streamed = await client.chat.completions.create({
+      model: 'gpt-5.4-nano',
+      messages: [{ role: 'user', content: 'embedded [sim tokens=6]' }],
+      stream: true,
+    });
     let text = '';
     for await (const c of streamed) text += c.choices[0]?.delta?.content ?? '';
     expect(text).toBe('w1 w2 w3 w4 w5 w6');
@@ -99,11 +133,17 @@ describe('embedded defaults: npm start runs its own PostgreSQL server', () => {
     accountId = (await query<{ account_id: string }>(cluster, 'SELECT account_id FROM holds'))[0]!.account_id;
 
     // Both charges land (in a batch), then the balance is the opening credit less exactly them.
-    await expect.poll(async () => (await query(cluster, `SELECT 1 FROM ledger WHERE kind = 'charge'`)).length, { timeout: 20_000 }).toBe(2);
+    await expect
+      .poll(async () => (await query(cluster, `SELECT 1 FROM ledger WHERE kind = 'charge'`)).length, {
+        timeout: 20_000,
+      })
+      .toBe(2);
     const balance = JSON.parse(await cli(gw, 'keys', 'balance', key, '--json'));
     expect(BigInt(balance.balance_nano)).toBeLessThan(OPENING_NANO);
     expect(BigInt(balance.balance_nano)).toBeGreaterThan(4_990_000_000n);
-    expect(await cli(gw, 'keys', 'balance', key)).toMatch(/^balance\s+\$4\.99\d*\nheld\s+\$\d[\d.]*\navailable\s+\$\d[\d.]*$/);
+    expect(await cli(gw, 'keys', 'balance', key)).toMatch(
+      /^balance\s+\$4\.99\d*\nheld\s+\$\d[\d.]*\navailable\s+\$\d[\d.]*$/,
+    );
     const usage = JSON.parse(await cli(gw, 'keys', 'usage', key, '--json')) as unknown[];
     expect(usage.length).toBeGreaterThanOrEqual(2);
 
@@ -139,12 +179,28 @@ describe('embedded defaults: npm start runs its own PostgreSQL server', () => {
 
   it("a stored response is its creator's account's on the embedded database too", async () => {
     const gw = await npmStart(dataDir, 'embedded-tenancy.log');
-    const client = async () => new OpenAI({ apiKey: await cli(gw, 'keys', 'create', '--credits', '5'), baseURL: `${gw.httpUrl}/v1`, maxRetries: 0 });
+    const client = async () =>
+      new OpenAI({
+        apiKey: await cli(gw, 'keys', 'create', '--credits', '5'),
+        baseURL: `${gw.httpUrl}/v1`,
+        maxRetries: 0,
+      });
     const [a, b] = [await client(), await client()];
-    const first = await a.responses.create({ model: 'gpt-5.5', max_output_tokens: 16, input: 'embedded stored [sim tokens=3]' });
-    const next = await a.responses.create({ model: 'gpt-5.5', max_output_tokens: 16, previous_response_id: first.id, input: 'more [sim prompt=4 tokens=2]' });
+    const first = await a.responses.create({
+      model: 'gpt-5.5',
+      max_output_tokens: 16,
+      input: 'embedded stored [sim tokens=3]',
+    });
+    const next = await a.responses.create({
+      model: 'gpt-5.5',
+      max_output_tokens: 16,
+      previous_response_id: first.id,
+      input: 'more [sim prompt=4 tokens=2]',
+    });
     expect(next.usage!.input_tokens).toBe(4 + first.usage!.total_tokens);
-    const err = (await b.responses.create({ model: 'gpt-5.5', previous_response_id: first.id, input: 'theirs?' }).catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
+    const err = (await b.responses
+      .create({ model: 'gpt-5.5', previous_response_id: first.id, input: 'theirs?' })
+      .catch((e: unknown) => e)) as InstanceType<typeof OpenAI.APIError>;
     expect([err.status, err.code, err.param]).toEqual([400, 'previous_response_not_found', 'previous_response_id']);
     await stopCleanly(gw, cluster);
   });

@@ -6,7 +6,15 @@ import OpenAI from 'openai';
 import { MODELS } from '../../src/catalogue/models.ts';
 import { tokenCostNano, type TokenPrices } from '../../src/billing/pricing.ts';
 import { countInputTokens, countTextTokens } from '../../src/inference/tokens.ts';
-import { balanceOf, checkInvariants, gatewayUrl, newKey, openai, uniqueMarker, waitForUsage } from '../support/context.ts';
+import {
+  balanceOf,
+  checkInvariants,
+  gatewayUrl,
+  newKey,
+  openai,
+  uniqueMarker,
+  waitForUsage,
+} from '../support/context.ts';
 
 const MODEL = 'gpt-4o-mini';
 const prices = MODELS.find((m) => m.id === MODEL)!.prices as unknown as TokenPrices;
@@ -91,40 +99,46 @@ describe('stream-only failures', () => {
   it.each([
     ['reset after 3 chunks', 'fault=reset after=3 tokens=20', 'upstream_cut'],
     ['an error event after 4 chunks', 'fault=error_after after=4 tokens=20', 'upstream_stream_error'],
-  ])('%s: the caller gets the content then an error, and pays for what was delivered', async (_label, directive, status) => {
-    const key = await newKey('5');
-    const content = `${uniqueMarker()} [sim ${directive}]`;
-    const stream = await openai(key.apiKey)
-      .chat.completions.create({ model: MODEL, messages: [{ role: 'user', content }], stream: true })
-      .withResponse();
-    let delivered = '';
-    const err = await (async () => {
-      for await (const c of stream.data) delivered += c.choices[0]?.delta?.content ?? '';
-    })().catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(OpenAI.APIError);
-    const expectedWords = directive.includes('after=3') ? 3 : 4;
-    expect(delivered.trim().split(' ')).toHaveLength(expectedWords);
+  ])(
+    '%s: the caller gets the content then an error, and pays for what was delivered',
+    async (_label, directive, status) => {
+      const key = await newKey('5');
+      const content = `${uniqueMarker()} [sim ${directive}]`;
+      const stream = await openai(key.apiKey)
+        .chat.completions.create({ model: MODEL, messages: [{ role: 'user', content }], stream: true })
+        .withResponse();
+      let delivered = '';
+      const err = await (async () => {
+        for await (const c of stream.data) delivered += c.choices[0]?.delta?.content ?? '';
+      })().catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(OpenAI.APIError);
+      const expectedWords = directive.includes('after=3') ? 3 : 4;
+      expect(delivered.trim().split(' ')).toHaveLength(expectedWords);
 
-    const row = await waitForUsage(stream.response.headers.get('x-request-id')!);
-    expect(row.status).toBe(status);
-    expect(row.usage_estimated).toBe('true');
-    const expected = tokenCostNano(prices, {
-      inputTokens: BigInt(countInputTokens({ messages: [{ role: 'user', content }] })),
-      outputTokens: BigInt(countTextTokens(delivered)),
-      cachedTokens: 0n,
-      cacheWriteTokens: 0n,
-    });
-    expect(row.cost_nano).toBe(expected.toString());
-    expect((await balanceOf(key.accountId)).balance).toBe(FIVE_USD - expected);
-    await checkInvariants(key.accountId);
-  });
+      const row = await waitForUsage(stream.response.headers.get('x-request-id')!);
+      expect(row.status).toBe(status);
+      expect(row.usage_estimated).toBe('true');
+      const expected = tokenCostNano(prices, {
+        inputTokens: BigInt(countInputTokens({ messages: [{ role: 'user', content }] })),
+        outputTokens: BigInt(countTextTokens(delivered)),
+        cachedTokens: 0n,
+        cacheWriteTokens: 0n,
+      });
+      expect(row.cost_nano).toBe(expected.toString());
+      expect((await balanceOf(key.accountId)).balance).toBe(FIVE_USD - expected);
+      await checkInvariants(key.accountId);
+    },
+  );
 
   it('a client that disconnects mid-stream pays what the provider bills: the gateway reads on, sending nothing, to the usage', async () => {
     const key = await newKey('5');
     const content = `${uniqueMarker()} [sim tokens=60 delay=20]`;
     const abort = new AbortController();
     const { data, response } = await openai(key.apiKey)
-      .chat.completions.create({ model: MODEL, messages: [{ role: 'user', content }], stream: true }, { signal: abort.signal })
+      .chat.completions.create(
+        { model: MODEL, messages: [{ role: 'user', content }], stream: true },
+        { signal: abort.signal },
+      )
       .withResponse();
     let received = 0;
     await (async () => {
@@ -137,7 +151,12 @@ describe('stream-only failures', () => {
     const row = await waitForUsage(response.headers.get('x-request-id')!);
     // The provider generated (and bills) all 60 tokens; that is what is charged, from its usage.
     expect(row).toMatchObject({ status: 'client_closed', output_tokens: '60', usage_estimated: 'false' });
-    const expected = tokenCostNano(prices, { inputTokens: BigInt(row.input_tokens!), outputTokens: 60n, cachedTokens: 0n, cacheWriteTokens: 0n });
+    const expected = tokenCostNano(prices, {
+      inputTokens: BigInt(row.input_tokens!),
+      outputTokens: 60n,
+      cachedTokens: 0n,
+      cacheWriteTokens: 0n,
+    });
     expect(row.cost_nano).toBe(expected.toString());
     expect(await balanceOf(key.accountId)).toEqual({ balance: FIVE_USD - expected, held: 0n });
     await checkInvariants(key.accountId);
@@ -149,18 +168,22 @@ describe('stream-only failures', () => {
     const key = await newKey('5');
     const content = `${uniqueMarker()} [sim tokens=100000]`;
     const requestId = await new Promise<string>((resolve, reject) => {
-      const req = http.request(`${gatewayUrl()}/v1/chat/completions`, { method: 'POST', headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'application/json' } }, (res) => {
-        expect(res.statusCode).toBe(200);
-        res.once('data', () => {
-          res.pause();
-          // Long enough for the ~20 MB stream to fill the socket buffers (about 10 MB on loopback);
-          // whether or not the gateway was still writing, the request must settle.
-          setTimeout(() => {
-            req.destroy();
-            resolve(String(res.headers['x-request-id']));
-          }, 3000);
-        });
-      });
+      const req = http.request(
+        `${gatewayUrl()}/v1/chat/completions`,
+        { method: 'POST', headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'application/json' } },
+        (res) => {
+          expect(res.statusCode).toBe(200);
+          res.once('data', () => {
+            res.pause();
+            // Long enough for the ~20 MB stream to fill the socket buffers (about 10 MB on loopback);
+            // whether or not the gateway was still writing, the request must settle.
+            setTimeout(() => {
+              req.destroy();
+              resolve(String(res.headers['x-request-id']));
+            }, 3000);
+          });
+        },
+      );
       req.on('error', () => {});
       req.once('error', reject);
       req.end(JSON.stringify({ model: MODEL, messages: [{ role: 'user', content }], stream: true }));
@@ -181,7 +204,14 @@ describe.each([false, true])('missing usage (stream: %s)', (stream) => {
     let text = '';
     let requestId: string;
     if (stream) {
-      const { data, response } = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content }], stream: true, stream_options: { include_usage: true } }).withResponse();
+      const { data, response } = await client.chat.completions
+        .create({
+          model: MODEL,
+          messages: [{ role: 'user', content }],
+          stream: true,
+          stream_options: { include_usage: true },
+        })
+        .withResponse();
       let last: Xg & { usage?: { completion_tokens: number } | null } = {};
       for await (const c of data) {
         text += c.choices[0]?.delta?.content ?? '';
@@ -192,7 +222,9 @@ describe.each([false, true])('missing usage (stream: %s)', (stream) => {
       expect(last.x_gateway!.request_id).toBe(requestId);
       expect(last.usage!.completion_tokens).toBe(countTextTokens(text));
     } else {
-      const { data, response } = await client.chat.completions.create({ model: MODEL, messages: [{ role: 'user', content }] }).withResponse();
+      const { data, response } = await client.chat.completions
+        .create({ model: MODEL, messages: [{ role: 'user', content }] })
+        .withResponse();
       expect(data.usage).toBeUndefined();
       text = data.choices[0]!.message.content!;
       requestId = response.headers.get('x-request-id')!;

@@ -27,7 +27,13 @@ beforeAll(async () => {
   other = await startGatewayProcess({
     logFile: path.join(inject('workDir'), 'gateway-key-cache.log'),
     // With credit leases a request touches no database at all, so only the cache stands between a revoked key and a 200.
-    env: { DATABASE_URL: url.toString(), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${sim}/v1`, BILLING_MODE: 'lease', LEASE_FLUSH_MS: '50' },
+    env: {
+      DATABASE_URL: url.toString(),
+      OPENAI_API_KEY: UPSTREAM_KEY,
+      OPENAI_BASE_URL: `${sim}/v1`,
+      BILLING_MODE: 'lease',
+      LEASE_FLUSH_MS: '50',
+    },
   });
 });
 afterAll(async () => {
@@ -35,18 +41,27 @@ afterAll(async () => {
 });
 
 const onOther = (apiKey: string) => new OpenAI({ apiKey, baseURL: `${other.httpUrl}/v1`, maxRetries: 0 });
-const ask = (apiKey: string) => onOther(apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'cached? [sim tokens=2]' }] });
+const ask = (apiKey: string) =>
+  onOther(apiKey).chat.completions.create({
+    model: 'gpt-4o-mini',
+    messages: [{ role: 'user', content: 'cached? [sim tokens=2]' }],
+  });
 
 async function lookups(): Promise<Record<'hit' | 'miss' | 'off', number>> {
   const text = await (await fetch(`${other.httpUrl}/metrics`)).text();
-  const count = (result: string) => Number(new RegExp(`^gateway_key_cache_lookups_total\\{result="${result}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
+  const count = (result: string) =>
+    Number(new RegExp(`^gateway_key_cache_lookups_total\\{result="${result}"\\} (\\d+)`, 'm').exec(text)?.[1] ?? 0);
   return { hit: count('hit'), miss: count('miss'), off: count('off') };
 }
 
 /** A key without limits, known to the other instance's cache (a request was answered from memory). */
 async function cachedKey(): Promise<TestKey> {
   const key = await newKey('1');
-  await billing().setRateLimits({ key: { ref: { case: 'keyId', value: key.keyId } }, requestsPerMinute: 0, tokensPerMinute: 0n });
+  await billing().setRateLimits({
+    key: { ref: { case: 'keyId', value: key.keyId } },
+    requestsPerMinute: 0,
+    tokensPerMinute: 0n,
+  });
   // The change notice of the limits just set may land while the first request's lookup runs,
   // and then that lookup does not fill the cache: ask until a request is answered from memory.
   await expect
@@ -124,7 +139,12 @@ describe('key cache', () => {
 
   it('serves entries only while the newest heartbeat it heard back was sent within 3 s: late notices cannot stretch the revocation bound', async () => {
     let skew = 0; // how far this test moves the cache's clock ahead of the real one
-    const cache = new KeyCache({ databaseUrl: inject('databaseUrl'), maxAgeMs: 60_000, log: createLogger('silent'), now: () => performance.now() + skew });
+    const cache = new KeyCache({
+      databaseUrl: inject('databaseUrl'),
+      maxAgeMs: 60_000,
+      log: createLogger('silent'),
+      now: () => performance.now() + skew,
+    });
     await cache.start();
     try {
       const entry = { keyId: 'key_lag', accountId: 'acct_lag', rpm: 0, tpm: 0 };
@@ -154,7 +174,11 @@ describe('key cache', () => {
 
   it('new limits set through one instance apply on another as soon as the notice arrives', async () => {
     const key = await cachedKey();
-    await billing().setRateLimits({ key: { ref: { case: 'keyId', value: key.keyId } }, requestsPerMinute: 1, tokensPerMinute: 0n });
+    await billing().setRateLimits({
+      key: { ref: { case: 'keyId', value: key.keyId } },
+      requestsPerMinute: 1,
+      tokensPerMinute: 0n,
+    });
     // Once the limit of one request a minute applies, a second request is refused with 429.
     await expect
       .poll(
@@ -181,7 +205,10 @@ describe('key cache', () => {
 
   it('with the listener connection killed the cache is off (a revoke still applies at once), and it comes back', async () => {
     const key = await cachedKey();
-    const killed = await db().query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [APP]);
+    const killed = await db().query(
+      `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`,
+      [APP],
+    );
     expect(killed.rowCount).toBeGreaterThanOrEqual(1);
     // Until the listener is back, every key check goes to the database.
     await expect
@@ -202,7 +229,11 @@ describe('key cache', () => {
         async () => {
           const b = await lookups();
           const k = await newKey('1');
-          await billing().setRateLimits({ key: { ref: { case: 'keyId', value: k.keyId } }, requestsPerMinute: 0, tokensPerMinute: 0n });
+          await billing().setRateLimits({
+            key: { ref: { case: 'keyId', value: k.keyId } },
+            requestsPerMinute: 0,
+            tokensPerMinute: 0n,
+          });
           await ask(k.apiKey);
           await ask(k.apiKey);
           return (await lookups()).hit - b.hit;

@@ -23,7 +23,12 @@ describe('KeyCheck', () => {
     // Live, but not yet confirmed by this check: the facade must ask.
     expect(keys.known(key.apiKey)).toBeUndefined();
     const caller = await keys.authenticate(key.apiKey);
-    expect(caller).toEqual({ keyHash: ledger.hash(key.apiKey), keyId: key.keyId, accountId: key.accountId, prefix: visiblePrefix(key.apiKey) });
+    expect(caller).toEqual({
+      keyHash: ledger.hash(key.apiKey),
+      keyId: key.keyId,
+      accountId: key.accountId,
+      prefix: visiblePrefix(key.apiKey),
+    });
     expect(keys.known(key.apiKey)).toEqual(caller);
 
     const stranger = generateKey();

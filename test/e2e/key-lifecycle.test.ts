@@ -18,19 +18,31 @@ async function awayFromMinuteEdge() {
   if (s > 45) await new Promise((r) => setTimeout(r, (61 - s) * 1000));
 }
 
-const ask = (apiKey: string) => openai(apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi [sim tokens=2]' }] });
+const ask = (apiKey: string) =>
+  openai(apiKey).chat.completions.create({
+    model: 'gpt-4o-mini',
+    messages: [{ role: 'user', content: 'hi [sim tokens=2]' }],
+  });
 
 describe('rotation keeps the rate limits', () => {
-  it('a key limited to K requests a minute, used J times, then rotated: the new key has the same limits and only K - J left this minute', { timeout: 90_000 }, async () => {
+  it('a key limited to K requests a minute, used J times, then rotated: the new key has the same limits and only K - J left this minute', {
+    timeout: 90_000,
+  }, async () => {
     await awayFromMinuteEdge();
     const K = 5;
     const J = 3;
     const key = await newKey('1');
-    await billing().setRateLimits({ key: { ref: { case: 'keyId', value: key.keyId } }, requestsPerMinute: K, tokensPerMinute: 123_456n });
+    await billing().setRateLimits({
+      key: { ref: { case: 'keyId', value: key.keyId } },
+      requestsPerMinute: K,
+      tokensPerMinute: 123_456n,
+    });
     for (let i = 0; i < J; i++) await ask(key.apiKey);
 
     const rotated = await billing().rotateKey({ key: { ref: { case: 'apiKey', value: key.apiKey } } });
-    const limits = await db().query('SELECT rpm_limit, tpm_limit::text AS tpm FROM api_keys WHERE id = $1', [rotated.keyId]);
+    const limits = await db().query('SELECT rpm_limit, tpm_limit::text AS tpm FROM api_keys WHERE id = $1', [
+      rotated.keyId,
+    ]);
     expect(limits.rows[0]).toEqual({ rpm_limit: K, tpm: '123456' });
 
     for (let i = 0; i < K - J; i++) await ask(rotated.apiKey);
@@ -44,7 +56,9 @@ describe('rotation keeps the rate limits', () => {
     // Rotated again, the chain still counts in the first key's window.
     const again = await billing().rotateKey({ key: { ref: { case: 'keyId', value: rotated.keyId } } });
     expect(await ask(again.apiKey).catch((e: unknown) => e)).toBeInstanceOf(OpenAI.RateLimitError);
-    const windows = await db().query('SELECT key_id FROM rate_windows WHERE key_id = ANY($1)', [[key.keyId, rotated.keyId, again.keyId]]);
+    const windows = await db().query('SELECT key_id FROM rate_windows WHERE key_id = ANY($1)', [
+      [key.keyId, rotated.keyId, again.keyId],
+    ]);
     expect(windows.rows.map((r) => r.key_id)).toEqual([key.keyId]);
   });
 
@@ -62,9 +76,17 @@ describe('a top-up id is used for one top-up only', () => {
     const a = await newKey('1');
     const b = await newKey('1');
     const externalId = uniqueMarker('topup');
-    const first = await billing().topUp({ key: { ref: { case: 'keyId', value: a.keyId } }, amountNano: 500n, externalId });
+    const first = await billing().topUp({
+      key: { ref: { case: 'keyId', value: a.keyId } },
+      amountNano: 500n,
+      externalId,
+    });
     expect(first).toMatchObject({ applied: true, balanceNano: 1_000_000_500n });
-    const repeat = await billing().topUp({ key: { ref: { case: 'keyId', value: a.keyId } }, amountNano: 500n, externalId });
+    const repeat = await billing().topUp({
+      key: { ref: { case: 'keyId', value: a.keyId } },
+      amountNano: 500n,
+      externalId,
+    });
     expect(repeat).toMatchObject({ applied: false, balanceNano: 1_000_000_500n });
 
     for (const [ref, amountNano] of [
@@ -86,12 +108,22 @@ describe('a top-up id is used for one top-up only', () => {
     await checkInvariants(b.accountId);
   });
 
-  it('the operator CLI exits 0 for a repeat and non-zero for a conflict, saying why', { timeout: 120_000 }, async () => {
-    const cli = (...args: string[]) => promisify(execFile)(process.execPath, ['src/cli/main.ts', ...args], { cwd: ROOT, env: { ...process.env, GATEWAY_RPC_URL: inject('rpcUrl') } });
+  it('the operator CLI exits 0 for a repeat and non-zero for a conflict, saying why', {
+    timeout: 120_000,
+  }, async () => {
+    const cli = (...args: string[]) =>
+      promisify(execFile)(process.execPath, ['src/cli/main.ts', ...args], {
+        cwd: ROOT,
+        env: { ...process.env, GATEWAY_RPC_URL: inject('rpcUrl') },
+      });
     const key = await newKey('1');
     const externalId = uniqueMarker('cli-topup');
-    expect((await cli('keys', 'topup', key.keyId, '--amount', '0.5', '--external-id', externalId)).stdout).toContain('applied');
-    expect((await cli('keys', 'topup', key.keyId, '--amount', '0.5', '--external-id', externalId)).stdout).toContain('already applied');
+    expect((await cli('keys', 'topup', key.keyId, '--amount', '0.5', '--external-id', externalId)).stdout).toContain(
+      'applied',
+    );
+    expect((await cli('keys', 'topup', key.keyId, '--amount', '0.5', '--external-id', externalId)).stdout).toContain(
+      'already applied',
+    );
     const conflict = await cli('keys', 'topup', key.keyId, '--amount', '5', '--external-id', externalId).then(
       () => undefined,
       (e: { code: number; stderr: string }) => e,

@@ -40,12 +40,21 @@ async function leaseGateway(env: Record<string, string> = {}): Promise<GatewayPr
 
 const client = (g: GatewayProcess, apiKey: string) => new OpenAI({ apiKey, baseURL: `${g.httpUrl}/v1`, maxRetries: 0 });
 const usageOf = async (accountId: string) =>
-  (await db().query(`SELECT request_id, status, cost_nano::text AS cost FROM usage_records WHERE account_id = $1 AND status <> 'lease_returned'`, [accountId])).rows as {
+  (
+    await db().query(
+      `SELECT request_id, status, cost_nano::text AS cost FROM usage_records WHERE account_id = $1 AND status <> 'lease_returned'`,
+      [accountId],
+    )
+  ).rows as {
     request_id: string;
     status: string;
     cost: string;
   }[];
-const activeHolds = async (accountId: string) => Number((await db().query(`SELECT count(*) AS n FROM holds WHERE account_id = $1 AND status = 'active'`, [accountId])).rows[0].n);
+const activeHolds = async (accountId: string) =>
+  Number(
+    (await db().query(`SELECT count(*) AS n FROM holds WHERE account_id = $1 AND status = 'active'`, [accountId]))
+      .rows[0].n,
+  );
 
 async function until(what: string, f: () => Promise<boolean>, timeoutMs = 10_000) {
   const deadline = Date.now() + timeoutMs;
@@ -64,16 +73,25 @@ describe('credit leases', () => {
         const content = `lease ${i} [sim tokens=${1 + (i % 7)}]`;
         if (i % 3 === 0) {
           const { data, response } = await client(g, key.apiKey)
-            .chat.completions.create({ model: 'gpt-4o-mini', stream: true, stream_options: { include_usage: true }, messages: [{ role: 'user', content }] })
+            .chat.completions.create({
+              model: 'gpt-4o-mini',
+              stream: true,
+              stream_options: { include_usage: true },
+              messages: [{ role: 'user', content }],
+            })
             .withResponse();
           let cost = '';
-          for await (const c of data) cost = (c as unknown as { x_gateway?: { cost_nano_usd: string } }).x_gateway?.cost_nano_usd ?? cost;
+          for await (const c of data)
+            cost = (c as unknown as { x_gateway?: { cost_nano_usd: string } }).x_gateway?.cost_nano_usd ?? cost;
           return { requestId: response.headers.get('x-request-id')!, cost };
         }
         const { response } = await client(g, key.apiKey)
           .chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content }] })
           .withResponse();
-        return { requestId: response.headers.get('x-request-id')!, cost: response.headers.get('x-gateway-cost-nano-usd')! };
+        return {
+          requestId: response.headers.get('x-request-id')!,
+          cost: response.headers.get('x-gateway-cost-nano-usd')!,
+        };
       }),
     );
     await until('every charge written', async () => (await usageOf(key.accountId)).length === 30);
@@ -95,14 +113,24 @@ describe('credit leases', () => {
     const key = await newKey('5');
     const ask = async (i: number) => {
       const { response } = await client(g, key.apiKey)
-        .chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 50, messages: [{ role: 'user', content: `low ${i} [sim tokens=${10 + (i % 40)}]` }] })
+        .chat.completions.create({
+          model: 'gpt-4o-mini',
+          max_tokens: 50,
+          messages: [{ role: 'user', content: `low ${i} [sim tokens=${10 + (i % 40)}]` }],
+        })
         .withResponse();
-      return { requestId: response.headers.get('x-request-id')!, cost: response.headers.get('x-gateway-cost-nano-usd')! };
+      return {
+        requestId: response.headers.get('x-request-id')!,
+        cost: response.headers.get('x-gateway-cost-nano-usd')!,
+      };
     };
     const costs: { requestId: string; cost: string }[] = [];
     for (let i = 0; i < 24; i++) costs.push(await ask(i));
     costs.push(...(await Promise.all(Array.from({ length: 16 }, (_, i) => ask(24 + i)))));
-    const ownHolds = await db().query(`SELECT request_id FROM holds WHERE account_id = $1 AND NOT starts_with(request_id, 'lease_')`, [key.accountId]);
+    const ownHolds = await db().query(
+      `SELECT request_id FROM holds WHERE account_id = $1 AND NOT starts_with(request_id, 'lease_')`,
+      [key.accountId],
+    );
     expect(ownHolds.rows).toEqual([]);
     await until('every charge written', async () => (await usageOf(key.accountId)).length === 40);
     const rows = new Map((await usageOf(key.accountId)).map((r) => [r.request_id, r.cost]));
@@ -118,11 +146,17 @@ describe('credit leases', () => {
     const key = await newKey('0.002');
     const results = await Promise.allSettled(
       Array.from({ length: 60 }, (_, i) =>
-        client(i % 2 ? a : b, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', max_tokens: 400, messages: [{ role: 'user', content: `small ${i} [sim tokens=400]` }] }),
+        client(i % 2 ? a : b, key.apiKey).chat.completions.create({
+          model: 'gpt-4o-mini',
+          max_tokens: 400,
+          messages: [{ role: 'user', content: `small ${i} [sim tokens=400]` }],
+        }),
       ),
     );
     const ok = results.filter((r) => r.status === 'fulfilled').length;
-    const refused = results.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason.status);
+    const refused = results
+      .filter((r) => r.status === 'rejected')
+      .map((r) => (r as PromiseRejectedResult).reason.status);
     expect(ok).toBeGreaterThan(0);
     expect(refused.length).toBeGreaterThan(0);
     expect(new Set(refused)).toEqual(new Set([402]));
@@ -141,13 +175,19 @@ describe('credit leases', () => {
     const sweeper = await leaseGateway({ HOLD_TTL_SECONDS: '2', HOLD_SWEEP_INTERVAL_MS: '300' });
     void sweeper;
     const key = await newKey('5');
-    for (let i = 0; i < 5; i++) await client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `crash ${i}` }] });
+    for (let i = 0; i < 5; i++)
+      await client(g, key.apiKey).chat.completions.create({
+        model: 'gpt-4o-mini',
+        messages: [{ role: 'user', content: `crash ${i}` }],
+      });
     expect(await activeHolds(key.accountId)).toBe(1); // the lease
     await g.stop('SIGKILL');
     await until('the lease swept', async () => (await activeHolds(key.accountId)) === 0, 8_000);
     // The five answered requests were never written: not charged (the operator bears it). The
     // only row is the sweeper's record of the expired lease.
-    expect((await usageOf(key.accountId)).map((r) => [r.request_id.startsWith('lease_'), r.status, r.cost])).toEqual([[true, 'hold_expired', '0']]);
+    expect((await usageOf(key.accountId)).map((r) => [r.request_id.startsWith('lease_'), r.status, r.cost])).toEqual([
+      [true, 'hold_expired', '0'],
+    ]);
     expect(await balanceOf(key.accountId)).toEqual({ balance: 5_000_000_000n, held: 0n });
     await checkInvariants(key.accountId);
   });
@@ -174,7 +214,10 @@ describe('credit leases', () => {
     const key = await newKey('5');
     const input = `read this aloud ${uniqueMarker()} [sim delay=150]`;
     const abort = new AbortController();
-    const response = await client(g, key.apiKey).audio.speech.create({ model: 'gpt-4o-mini-tts', voice: 'alloy', input }, { signal: abort.signal });
+    const response = await client(g, key.apiKey).audio.speech.create(
+      { model: 'gpt-4o-mini-tts', voice: 'alloy', input },
+      { signal: abort.signal },
+    );
     const reader = response.body!.getReader();
     expect((await reader.read()).done).toBe(false); // the audio has started
     abort.abort();
@@ -182,7 +225,9 @@ describe('credit leases', () => {
     // The provider makes the whole audio once it started: charged in full, per character.
     const cost = charactersNano(MODELS.find((m) => m.id === 'gpt-4o-mini-tts')!.prices, BigInt([...input].length));
     await until('the speech settled', async () => (await usageOf(key.accountId)).length === 1);
-    expect(await usageOf(key.accountId)).toEqual([{ request_id: response.headers.get('x-request-id'), status: 'client_closed', cost: cost.toString() }]);
+    expect(await usageOf(key.accountId)).toEqual([
+      { request_id: response.headers.get('x-request-id'), status: 'client_closed', cost: cost.toString() },
+    ]);
     await until('the idle lease returned', async () => (await activeHolds(key.accountId)) === 0);
     expect(await balanceOf(key.accountId)).toEqual({ balance: 5_000_000_000n - cost, held: 0n });
     await checkInvariants(key.accountId);
@@ -196,7 +241,13 @@ describe('credit leases', () => {
     const abort = new AbortController();
     const { data, response } = await client(g, key.apiKey)
       .chat.completions.create(
-        { model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: `leave ${uniqueMarker()} [sim tokens=4 reasoning=2000 usage_delay=300]` }] },
+        {
+          model: 'gpt-4o-mini',
+          stream: true,
+          messages: [
+            { role: 'user', content: `leave ${uniqueMarker()} [sim tokens=4 reasoning=2000 usage_delay=300]` },
+          ],
+        },
         { signal: abort.signal },
       )
       .withResponse();

@@ -34,10 +34,21 @@ describe('ledger rules', () => {
   it('the same top-up external id applied 20 times concurrently credits once', async () => {
     const key = await newKey('1');
     const externalId = newId('pay');
-    const results = await Promise.all(Array.from({ length: 20 }, () => billing().topUp({ key: { ref: { case: 'keyId', value: key.keyId } }, amountNano: 2_000_000_000n, externalId, cause: 'test' })));
+    const results = await Promise.all(
+      Array.from({ length: 20 }, () =>
+        billing().topUp({
+          key: { ref: { case: 'keyId', value: key.keyId } },
+          amountNano: 2_000_000_000n,
+          externalId,
+          cause: 'test',
+        }),
+      ),
+    );
     expect(results.filter((r) => r.applied)).toHaveLength(1);
     expect((await balanceOf(key.accountId)).balance).toBe(3_000_000_000n);
-    const rows = await db().query("SELECT count(*)::int AS n FROM ledger WHERE external_id = $1 AND kind = 'topup'", [externalId]);
+    const rows = await db().query("SELECT count(*)::int AS n FROM ledger WHERE external_id = $1 AND kind = 'topup'", [
+      externalId,
+    ]);
     expect(rows.rows[0].n).toBe(1);
     await checkInvariants(key.accountId);
   });
@@ -45,7 +56,13 @@ describe('ledger rules', () => {
   it('a request settles exactly once, charging min(cost, hold), even when settled concurrently', async () => {
     const key = await newKey('1');
     const requestId = newId('req');
-    const hold = await ledger.placeHold({ apiKeyHash: ledger.hash(key.apiKey), requestId, minNano: 10n, maxNano: 1000n, ttlSeconds: 60 });
+    const hold = await ledger.placeHold({
+      apiKeyHash: ledger.hash(key.apiKey),
+      requestId,
+      minNano: 10n,
+      maxNano: 1000n,
+      ttlSeconds: 60,
+    });
     expect(hold).toMatchObject({ kind: 'held', amountNano: 1000n });
     expect((await balanceOf(key.accountId)).held).toBe(1000n);
 
@@ -56,9 +73,18 @@ describe('ledger rules', () => {
 
     // A cost above the hold is capped at the hold; the excess is recorded, not charged.
     const r2 = newId('req');
-    await ledger.placeHold({ apiKeyHash: ledger.hash(key.apiKey), requestId: r2, minNano: 1n, maxNano: 500n, ttlSeconds: 60 });
+    await ledger.placeHold({
+      apiKeyHash: ledger.hash(key.apiKey),
+      requestId: r2,
+      minNano: 1n,
+      maxNano: 500n,
+      ttlSeconds: 60,
+    });
     expect((await ledger.settle(settleInput(r2, 900n))).chargedNano).toBe(500n);
-    const u = await db().query('SELECT cost_nano::text, uncovered_nano::text FROM usage_records WHERE request_id = $1', [r2]);
+    const u = await db().query(
+      'SELECT cost_nano::text, uncovered_nano::text FROM usage_records WHERE request_id = $1',
+      [r2],
+    );
     expect(u.rows[0]).toEqual({ cost_nano: '500', uncovered_nano: '400' });
     await checkInvariants(key.accountId);
   });
@@ -66,14 +92,28 @@ describe('ledger rules', () => {
   it('a request id can hold only once', async () => {
     const key = await newKey('1');
     const requestId = newId('req');
-    await ledger.placeHold({ apiKeyHash: ledger.hash(key.apiKey), requestId, minNano: 1n, maxNano: 5n, ttlSeconds: 60 });
-    await expect(ledger.placeHold({ apiKeyHash: ledger.hash(key.apiKey), requestId, minNano: 1n, maxNano: 5n, ttlSeconds: 60 })).rejects.toThrow(/already used/);
+    await ledger.placeHold({
+      apiKeyHash: ledger.hash(key.apiKey),
+      requestId,
+      minNano: 1n,
+      maxNano: 5n,
+      ttlSeconds: 60,
+    });
+    await expect(
+      ledger.placeHold({ apiKeyHash: ledger.hash(key.apiKey), requestId, minNano: 1n, maxNano: 5n, ttlSeconds: 60 }),
+    ).rejects.toThrow(/already used/);
   });
 
   it('holds left by a crashed process expire and are released by the sweeper; a late settle charges nothing', async () => {
     const key = await newKey('1');
     const requestId = newId('req');
-    await ledger.placeHold({ apiKeyHash: ledger.hash(key.apiKey), requestId, minNano: 1n, maxNano: 12345n, ttlSeconds: 0 });
+    await ledger.placeHold({
+      apiKeyHash: ledger.hash(key.apiKey),
+      requestId,
+      minNano: 1n,
+      maxNano: 12345n,
+      ttlSeconds: 0,
+    });
     expect((await balanceOf(key.accountId)).held).toBe(12345n);
     await new Promise((r) => setTimeout(r, 20));
     // Two sweepers at once (two instances) release it once.
@@ -88,10 +128,18 @@ describe('ledger rules', () => {
 
   it('the database itself refuses a negative balance, holds above the balance and ledger edits', async () => {
     const key = await newKey('1');
-    await expect(db().query('UPDATE accounts SET balance_nano = -1 WHERE id = $1', [key.accountId])).rejects.toThrow(/check constraint/);
-    await expect(db().query('UPDATE accounts SET held_nano = balance_nano + 1 WHERE id = $1', [key.accountId])).rejects.toThrow(/check constraint/);
-    await expect(db().query('UPDATE ledger SET amount_nano = 1 WHERE account_id = $1', [key.accountId])).rejects.toThrow(/append-only/);
-    await expect(db().query('DELETE FROM ledger WHERE account_id = $1', [key.accountId])).rejects.toThrow(/append-only/);
+    await expect(db().query('UPDATE accounts SET balance_nano = -1 WHERE id = $1', [key.accountId])).rejects.toThrow(
+      /check constraint/,
+    );
+    await expect(
+      db().query('UPDATE accounts SET held_nano = balance_nano + 1 WHERE id = $1', [key.accountId]),
+    ).rejects.toThrow(/check constraint/);
+    await expect(
+      db().query('UPDATE ledger SET amount_nano = 1 WHERE account_id = $1', [key.accountId]),
+    ).rejects.toThrow(/append-only/);
+    await expect(db().query('DELETE FROM ledger WHERE account_id = $1', [key.accountId])).rejects.toThrow(
+      /append-only/,
+    );
   });
 });
 
@@ -101,8 +149,17 @@ describe('concurrent requests against a small balance', () => {
     const prices = MODELS.find((m) => m.id === model)!.prices as unknown as TokenPrices;
     // Same bytes in every request, so every worst case is the same; the slow upstream keeps
     // every hold open until all 50 have asked.
-    const body = { model, max_tokens: 100, messages: [{ role: 'user' as const, content: 'concurrency [sim tokens=100 delay=1500]' }] };
-    const worstCase = tokenCostNano(prices, { inputTokens: BigInt(inputTokensUpperBound(body)), outputTokens: 100n, cachedTokens: 0n, cacheWriteTokens: 0n });
+    const body = {
+      model,
+      max_tokens: 100,
+      messages: [{ role: 'user' as const, content: 'concurrency [sim tokens=100 delay=1500]' }],
+    };
+    const worstCase = tokenCostNano(prices, {
+      inputTokens: BigInt(inputTokensUpperBound(body)),
+      outputTokens: 100n,
+      cachedTokens: 0n,
+      cacheWriteTokens: 0n,
+    });
     const key = await newKey(10n * worstCase);
     const client = openai(key.apiKey, { timeout: 20_000 });
 

@@ -9,7 +9,16 @@ import OpenAI from 'openai';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import { countTextTokens } from '../../src/inference/tokens.ts';
-import { accountActivity, balanceOf, checkInvariants, db, gatewayUrl, newKey, uniqueMarker, upstreamRequests } from '../support/context.ts';
+import {
+  accountActivity,
+  balanceOf,
+  checkInvariants,
+  db,
+  gatewayUrl,
+  newKey,
+  uniqueMarker,
+  upstreamRequests,
+} from '../support/context.ts';
 
 const started: GatewayProcess[] = [];
 afterEach(async () => {
@@ -20,13 +29,20 @@ async function gateway(name: string, env: Record<string, string> = {}): Promise<
   const sim = inject('simulatorUrl');
   const g = await startGatewayProcess({
     logFile: path.join(inject('workDir'), `${name}-${uniqueMarker()}.log`),
-    env: { DATABASE_URL: inject('databaseUrl'), OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${sim}/v1`, LOG_LEVEL: 'info', ...env },
+    env: {
+      DATABASE_URL: inject('databaseUrl'),
+      OPENAI_API_KEY: UPSTREAM_KEY,
+      OPENAI_BASE_URL: `${sim}/v1`,
+      LOG_LEVEL: 'info',
+      ...env,
+    },
   });
   started.push(g);
   return g;
 }
 
-const client = (g: GatewayProcess | string, apiKey: string) => new OpenAI({ apiKey, baseURL: `${typeof g === 'string' ? g : g.httpUrl}/v1`, maxRetries: 0 });
+const client = (g: GatewayProcess | string, apiKey: string) =>
+  new OpenAI({ apiKey, baseURL: `${typeof g === 'string' ? g : g.httpUrl}/v1`, maxRetries: 0 });
 
 async function until<T>(what: string, f: () => Promise<T | undefined>, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs;
@@ -38,15 +54,21 @@ async function until<T>(what: string, f: () => Promise<T | undefined>, timeoutMs
   }
 }
 
-const holdsOf = async (accountId: string) => (await db().query('SELECT status FROM holds WHERE account_id = $1', [accountId])).rows.map((r) => r.status as string);
+const holdsOf = async (accountId: string) =>
+  (await db().query('SELECT status FROM holds WHERE account_id = $1', [accountId])).rows.map((r) => r.status as string);
 const usageOf = async (accountId: string) =>
-  (await db().query('SELECT status, cost_nano::text AS cost FROM usage_records WHERE account_id = $1', [accountId])).rows as { status: string; cost: string }[];
+  (await db().query('SELECT status, cost_nano::text AS cost FROM usage_records WHERE account_id = $1', [accountId]))
+    .rows as { status: string; cost: string }[];
 
 describe('graceful shutdown', () => {
   it('SIGTERM mid-stream: no new requests, the stream finishes and is charged, exit 0', async () => {
     const g = await gateway('graceful', { SHUTDOWN_GRACE_MS: '15000' });
     const key = await newKey('5');
-    const stream = await client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'long [sim tokens=10 delay=150]' }] });
+    const stream = await client(g, key.apiKey).chat.completions.create({
+      model: 'gpt-4o-mini',
+      stream: true,
+      messages: [{ role: 'user', content: 'long [sim tokens=10 delay=150]' }],
+    });
     const it = stream[Symbol.asyncIterator]();
     let text = ((await it.next()).value as OpenAI.ChatCompletionChunk).choices[0]?.delta?.content ?? '';
     const exited = g.stop('SIGTERM');
@@ -56,7 +78,8 @@ describe('graceful shutdown', () => {
       () => 'refused',
     );
     expect([503, 'refused']).toContain(refused);
-    for (let r = await it.next(); !r.done; r = await it.next()) text += (r.value as OpenAI.ChatCompletionChunk).choices[0]?.delta?.content ?? '';
+    for (let r = await it.next(); !r.done; r = await it.next())
+      text += (r.value as OpenAI.ChatCompletionChunk).choices[0]?.delta?.content ?? '';
     expect(text).toBe('w1 w2 w3 w4 w5 w6 w7 w8 w9 w10');
     expect(await exited).toBe(0);
     const usage = await usageOf(key.accountId);
@@ -70,7 +93,11 @@ describe('graceful shutdown', () => {
   it('a stream longer than the grace period is cut, charged for what it delivered, and nothing stays held', async () => {
     const g = await gateway('grace-exceeded', { SHUTDOWN_GRACE_MS: '400' });
     const key = await newKey('5');
-    const stream = await client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'very long [sim tokens=40 delay=150]' }] });
+    const stream = await client(g, key.apiKey).chat.completions.create({
+      model: 'gpt-4o-mini',
+      stream: true,
+      messages: [{ role: 'user', content: 'very long [sim tokens=40 delay=150]' }],
+    });
     const it = stream[Symbol.asyncIterator]();
     await it.next();
     const exited = g.stop('SIGTERM');
@@ -98,14 +125,21 @@ describe('a process killed with a hold open', () => {
     await gateway('survivor', { HOLD_TTL_SECONDS: String(ttlSeconds), HOLD_SWEEP_INTERVAL_MS: String(sweepMs) });
     const key = await newKey('5');
     const pending = client(doomed, key.apiKey)
-      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'never answered [sim delay=20000]' }] })
+      .chat.completions.create({
+        model: 'gpt-4o-mini',
+        messages: [{ role: 'user', content: 'never answered [sim delay=20000]' }],
+      })
       .catch((e) => e);
     await until('the hold', async () => ((await holdsOf(key.accountId))[0] === 'active' ? true : undefined), 10_000);
     expect((await balanceOf(key.accountId)).held).toBeGreaterThan(0n);
     await doomed.stop('SIGKILL');
     const killedAt = Date.now();
     expect(await pending).toBeInstanceOf(OpenAI.APIConnectionError);
-    await until('the sweep', async () => ((await holdsOf(key.accountId))[0] === 'expired' ? true : undefined), (ttlSeconds * 1000 + sweepMs) * 3);
+    await until(
+      'the sweep',
+      async () => ((await holdsOf(key.accountId))[0] === 'expired' ? true : undefined),
+      (ttlSeconds * 1000 + sweepMs) * 3,
+    );
     // Renewed at most ttl/3 before the kill, so it expired within ttl of the kill; one sweep later it is released.
     expect(Date.now() - killedAt).toBeLessThan(ttlSeconds * 1000 + sweepMs + 1500);
     expect(await balanceOf(key.accountId)).toEqual({ balance: 5_000_000_000n, held: 0n });
@@ -122,7 +156,11 @@ describe('callers that leave early', () => {
       method: 'POST',
       signal: abort.signal,
       headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: 'slow start [sim delay=1500 tokens=2]' }] }),
+      body: JSON.stringify({
+        model: 'gpt-4o-mini',
+        stream: true,
+        messages: [{ role: 'user', content: 'slow start [sim delay=1500 tokens=2]' }],
+      }),
     });
     await until('the hold', async () => ((await holdsOf(key.accountId))[0] === 'active' ? true : undefined), 5_000);
     abort.abort();
@@ -132,7 +170,12 @@ describe('callers that leave early', () => {
     const row = await until(
       'the settle',
       async () =>
-        (await db().query('SELECT status, output_tokens::text AS out, usage_estimated, cost_nano::text AS cost FROM usage_records WHERE account_id = $1', [key.accountId])).rows[0] ?? undefined,
+        (
+          await db().query(
+            'SELECT status, output_tokens::text AS out, usage_estimated, cost_nano::text AS cost FROM usage_records WHERE account_id = $1',
+            [key.accountId],
+          )
+        ).rows[0] ?? undefined,
       10_000,
     );
     expect(row).toMatchObject({ status: 'client_closed', out: '2', usage_estimated: false });
@@ -151,7 +194,11 @@ describe('callers that leave early', () => {
       method: 'POST',
       signal: abort.signal,
       headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: `${m} [sim fault=429 id=${m} fail=5]` }] }),
+      body: JSON.stringify({
+        model: 'gpt-4o-mini',
+        stream: true,
+        messages: [{ role: 'user', content: `${m} [sim fault=429 id=${m} fail=5]` }],
+      }),
     });
     await until('the first attempt', async () => ((await upstreamRequests(m)).length >= 1 ? true : undefined), 5_000);
     abort.abort();
@@ -168,7 +215,10 @@ describe('streams read on after their caller left', () => {
   const leave = async (g: GatewayProcess, apiKey: string, content: string) => {
     const abort = new AbortController();
     const { data, response } = await client(g, apiKey)
-      .chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content }] }, { signal: abort.signal })
+      .chat.completions.create(
+        { model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content }] },
+        { signal: abort.signal },
+      )
       .withResponse();
     let text = '';
     try {
@@ -182,9 +232,12 @@ describe('streams read on after their caller left', () => {
     return response.headers.get('x-request-id')!;
   };
   const rowOf = async (requestId: string) =>
-    (await db().query('SELECT status, usage_estimated, output_tokens::text AS out FROM usage_records WHERE request_id = $1', [requestId])).rows[0] as
-      | { status: string; usage_estimated: boolean; out: string }
-      | undefined;
+    (
+      await db().query(
+        'SELECT status, usage_estimated, output_tokens::text AS out FROM usage_records WHERE request_id = $1',
+        [requestId],
+      )
+    ).rows[0] as { status: string; usage_estimated: boolean; out: string } | undefined;
 
   it('are read for ABANDONED_STREAM_DRAIN_MS at most: usage later than that is not waited for, the delivered text is charged', async () => {
     const g = await gateway('drain-bound', { ABANDONED_STREAM_DRAIN_MS: '300' });
@@ -202,7 +255,11 @@ describe('streams read on after their caller left', () => {
     const requestId = await leave(g, key.apiKey, `late usage ${uniqueMarker()} [sim tokens=3 usage_delay=60000]`);
     expect(await rowOf(requestId)).toBeUndefined(); // still reading for the usage
     expect(await g.stop('SIGTERM')).toBe(0);
-    expect(await rowOf(requestId)).toEqual({ status: 'client_closed', usage_estimated: true, out: String(countTextTokens('w1 w2 w3')) });
+    expect(await rowOf(requestId)).toEqual({
+      status: 'client_closed',
+      usage_estimated: true,
+      out: String(countTextTokens('w1 w2 w3')),
+    });
     expect(fs.readFileSync(g.logFile, 'utf8')).not.toContain('unsettled');
     expect(await balanceOf(key.accountId)).toMatchObject({ held: 0n });
     await checkInvariants(key.accountId);
@@ -212,26 +269,45 @@ describe('streams read on after their caller left', () => {
 describe('fallback deployment', () => {
   it('when the first deployment keeps failing before the first byte, the same request goes to the fallback, with its own key, charged once', async () => {
     const sim = inject('simulatorUrl');
-    const g = await gateway('fallback', { OPENAI_FALLBACK_BASE_URL: `${sim}/fallback/v1`, OPENAI_FALLBACK_API_KEY: `${UPSTREAM_KEY}-fallback` });
+    const g = await gateway('fallback', {
+      OPENAI_FALLBACK_BASE_URL: `${sim}/fallback/v1`,
+      OPENAI_FALLBACK_API_KEY: `${UPSTREAM_KEY}-fallback`,
+    });
     const key = await newKey('5');
     const m = uniqueMarker();
     for (const stream of [false, true]) {
       const content = `${m}-${stream} [sim fault=503]`;
       let text = '';
       if (stream) {
-        for await (const c of await client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content }] }))
+        for await (const c of await client(g, key.apiKey).chat.completions.create({
+          model: 'gpt-4o-mini',
+          stream: true,
+          messages: [{ role: 'user', content }],
+        }))
           text += c.choices[0]?.delta?.content ?? '';
       } else {
-        text = (await client(g, key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }] })).choices[0]!.message.content!;
+        text = (
+          await client(g, key.apiKey).chat.completions.create({
+            model: 'gpt-4o-mini',
+            messages: [{ role: 'user', content }],
+          })
+        ).choices[0]!.message.content!;
       }
       expect(text).toBe('w1 w2 w3 w4 w5 w6 w7 w8');
       const sent = await upstreamRequests(`${m}-${stream}`);
-      expect(sent.map((r) => r.path)).toEqual(['/v1/chat/completions', '/v1/chat/completions', '/v1/chat/completions', '/fallback/v1/chat/completions']);
+      expect(sent.map((r) => r.path)).toEqual([
+        '/v1/chat/completions',
+        '/v1/chat/completions',
+        '/v1/chat/completions',
+        '/fallback/v1/chat/completions',
+      ]);
       expect(sent[3]!.headers.authorization).toBe(`Bearer ${UPSTREAM_KEY}-fallback`);
     }
     const usage = await usageOf(key.accountId);
     expect(usage.map((u) => u.status)).toEqual(['ok', 'ok']);
-    expect((await balanceOf(key.accountId)).balance).toBe(5_000_000_000n - usage.reduce((s, u) => s + BigInt(u.cost), 0n));
+    expect((await balanceOf(key.accountId)).balance).toBe(
+      5_000_000_000n - usage.reduce((s, u) => s + BigInt(u.cost), 0n),
+    );
     await checkInvariants(key.accountId);
   });
 });

@@ -5,12 +5,24 @@ import Anthropic from '@anthropic-ai/sdk';
 import { MODELS } from '../../src/catalogue/models.ts';
 import { tokenCostNano, usageFromAnthropic, type TokenPrices } from '../../src/billing/pricing.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
-import { accountActivity, balanceOf, checkInvariants, gatewayUrl, newKey, postRaw, uniqueMarker, upstreamRequests, usageRow, waitForUsage } from '../support/context.ts';
+import {
+  accountActivity,
+  balanceOf,
+  checkInvariants,
+  gatewayUrl,
+  newKey,
+  postRaw,
+  uniqueMarker,
+  upstreamRequests,
+  usageRow,
+  waitForUsage,
+} from '../support/context.ts';
 
 const MODEL = 'claude-sonnet-4-6';
 const prices = MODELS.find((m) => m.id === MODEL)!.prices as unknown as TokenPrices;
 const FIVE_USD = 5_000_000_000n;
-const claude = (apiKey: string, opts: Partial<ConstructorParameters<typeof Anthropic>[0]> = {}) => new Anthropic({ apiKey, baseURL: gatewayUrl(), maxRetries: 0, ...opts });
+const claude = (apiKey: string, opts: Partial<ConstructorParameters<typeof Anthropic>[0]> = {}) =>
+  new Anthropic({ apiKey, baseURL: gatewayUrl(), maxRetries: 0, ...opts });
 const costOf = (usage: unknown) => tokenCostNano(prices, usageFromAnthropic(usage as Record<string, unknown>));
 
 describe('/v1/messages', () => {
@@ -21,13 +33,26 @@ describe('/v1/messages', () => {
       model: MODEL,
       max_tokens: 300,
       system: [{ type: 'text' as const, text: 'You are terse.', cache_control: { type: 'ephemeral' as const } }],
-      messages: [{ role: 'user' as const, content: [{ type: 'text' as const, text: `hello ${m} [sim tokens=11 cached=700 cache_write=300]` }] }],
-      tools: [{ name: 'lookup', description: 'Look up', input_schema: { type: 'object' as const, properties: { q: { type: 'string' } } } }],
+      messages: [
+        {
+          role: 'user' as const,
+          content: [{ type: 'text' as const, text: `hello ${m} [sim tokens=11 cached=700 cache_write=300]` }],
+        },
+      ],
+      tools: [
+        {
+          name: 'lookup',
+          description: 'Look up',
+          input_schema: { type: 'object' as const, properties: { q: { type: 'string' } } },
+        },
+      ],
       metadata: { user_id: 'u-1' },
       temperature: 0.2,
     };
     const { data, response } = await claude(key.apiKey)
-      .messages.create(params, { headers: { 'anthropic-version': '2023-06-01', 'anthropic-beta': 'prompt-caching-2024-07-31' } })
+      .messages.create(params, {
+        headers: { 'anthropic-version': '2023-06-01', 'anthropic-beta': 'prompt-caching-2024-07-31' },
+      })
       .withResponse();
     expect(data.model).toBe(MODEL);
     expect(data.content[0]).toMatchObject({ type: 'text', text: 'w1 w2 w3 w4 w5 w6 w7 w8 w9 w10 w11' });
@@ -45,7 +70,12 @@ describe('/v1/messages', () => {
     const cost = costOf(data.usage);
     expect(response.headers.get('x-gateway-cost-nano-usd')).toBe(cost.toString());
     const row = await usageRow(response.headers.get('request-id')!);
-    expect(row).toMatchObject({ cost_nano: cost.toString(), route: '/v1/messages', cached_tokens: '700', status: 'ok' });
+    expect(row).toMatchObject({
+      cost_nano: cost.toString(),
+      route: '/v1/messages',
+      cached_tokens: '700',
+      status: 'ok',
+    });
     expect((await balanceOf(key.accountId)).balance).toBe(FIVE_USD - cost);
     await checkInvariants(key.accountId);
   });
@@ -53,7 +83,11 @@ describe('/v1/messages', () => {
   it('messages.stream: finalMessage equals the unstreamed reply, and costs the same', async () => {
     const key = await newKey('5');
     const client = claude(key.apiKey);
-    const body = { model: MODEL, max_tokens: 200, messages: [{ role: 'user' as const, content: `stream ${uniqueMarker()} [sim tokens=7 cached=40]` }] };
+    const body = {
+      model: MODEL,
+      max_tokens: 200,
+      messages: [{ role: 'user' as const, content: `stream ${uniqueMarker()} [sim tokens=7 cached=40]` }],
+    };
     const plain = await client.messages.create(body).withResponse();
     const stream = client.messages.stream(body);
     const final = await stream.finalMessage();
@@ -74,9 +108,17 @@ describe('/v1/messages', () => {
   it('a tool_use round trip, streamed', async () => {
     const key = await newKey('5');
     const client = claude(key.apiKey);
-    const tools = [{ name: 'get_weather', input_schema: { type: 'object' as const, properties: { city: { type: 'string' } } } }];
+    const tools = [
+      { name: 'get_weather', input_schema: { type: 'object' as const, properties: { city: { type: 'string' } } } },
+    ];
     const first = await client.messages
-      .stream({ model: MODEL, max_tokens: 100, tools, tool_choice: { type: 'tool', name: 'get_weather' }, messages: [{ role: 'user', content: `weather? ${uniqueMarker()}` }] })
+      .stream({
+        model: MODEL,
+        max_tokens: 100,
+        tools,
+        tool_choice: { type: 'tool', name: 'get_weather' },
+        messages: [{ role: 'user', content: `weather? ${uniqueMarker()}` }],
+      })
       .finalMessage();
     expect(first.stop_reason).toBe('tool_use');
     const use = first.content.find((b) => b.type === 'tool_use')!;
@@ -98,14 +140,21 @@ describe('/v1/messages', () => {
   it('accepts Authorization: Bearer (Claude Code with ANTHROPIC_AUTH_TOKEN) as well as x-api-key', async () => {
     const key = await newKey('1');
     const client = new Anthropic({ authToken: key.apiKey, apiKey: null, baseURL: gatewayUrl(), maxRetries: 0 });
-    const r = await client.messages.create({ model: 'claude-haiku-4-5', max_tokens: 20, messages: [{ role: 'user', content: 'hi' }] });
+    const r = await client.messages.create({
+      model: 'claude-haiku-4-5',
+      max_tokens: 20,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
     expect(r.type).toBe('message');
   });
 
   it('count_tokens: forwarded to the upstream counter, free, still authenticated', async () => {
     const key = await newKey('1');
     const client = claude(key.apiKey);
-    const r = await client.messages.countTokens({ model: MODEL, messages: [{ role: 'user', content: 'how many tokens is this? [sim prompt=42]' }] });
+    const r = await client.messages.countTokens({
+      model: MODEL,
+      messages: [{ role: 'user', content: 'how many tokens is this? [sim prompt=42]' }],
+    });
     expect(r.input_tokens).toBe(42);
     expect(await balanceOf(key.accountId)).toEqual({ balance: 1_000_000_000n, held: 0n });
     expect(await accountActivity(key.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
@@ -119,14 +168,19 @@ describe('/v1/messages', () => {
 describe('/v1/messages errors, in the Anthropic shape, with the SDK typed errors', () => {
   const ask = async (apiKey: string, content: string, model = MODEL, stream = false) => {
     const body = { model, max_tokens: 50, messages: [{ role: 'user' as const, content }] };
-    return (stream ? claude(apiKey).messages.stream(body).finalMessage() : claude(apiKey).messages.create(body)).catch((e: unknown) => e);
+    return (stream ? claude(apiKey).messages.stream(body).finalMessage() : claude(apiKey).messages.create(body)).catch(
+      (e: unknown) => e,
+    );
   };
 
   it('400 for an unknown model and for a non-Claude model, naming the chat route', async () => {
     const key = await newKey('1');
     const unknown = await ask(key.apiKey, 'hi', 'claude-nope');
     expect(unknown).toBeInstanceOf(Anthropic.BadRequestError);
-    expect((unknown as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({ type: 'error', error: { type: 'invalid_request_error' } });
+    expect((unknown as InstanceType<typeof Anthropic.APIError>).error).toMatchObject({
+      type: 'error',
+      error: { type: 'invalid_request_error' },
+    });
     const gpt = await ask(key.apiKey, 'hi', 'gpt-5.5');
     expect(gpt).toBeInstanceOf(Anthropic.BadRequestError);
     expect((gpt as Error).message).toContain('/v1/chat/completions');
@@ -136,7 +190,11 @@ describe('/v1/messages errors, in the Anthropic shape, with the SDK typed errors
   it('broken JSON, a missing max_tokens and an oversized body answer in the Anthropic shape', async () => {
     const key = await newKey('1');
     const post = async (body: string) => {
-      const r = await fetch(`${gatewayUrl()}/v1/messages`, { method: 'POST', headers: { 'x-api-key': key.apiKey, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' }, body });
+      const r = await fetch(`${gatewayUrl()}/v1/messages`, {
+        method: 'POST',
+        headers: { 'x-api-key': key.apiKey, 'content-type': 'application/json', 'anthropic-version': '2023-06-01' },
+        body,
+      });
       return { status: r.status, body: (await r.json()) as { type: string; error: { type: string; message: string } } };
     };
     const broken = await post('{"model":');
@@ -185,7 +243,11 @@ describe('/v1/messages errors, in the Anthropic shape, with the SDK typed errors
     expect(onlyError).toBeInstanceOf(Anthropic.APIError);
     expect(await balanceOf(key.accountId)).toEqual({ balance: FIVE_USD, held: 0n });
 
-    const stream = claude(key.apiKey).messages.stream({ model: MODEL, max_tokens: 100, messages: [{ role: 'user', content: `${uniqueMarker()} [sim fault=error_after after=3 tokens=30]` }] });
+    const stream = claude(key.apiKey).messages.stream({
+      model: MODEL,
+      max_tokens: 100,
+      messages: [{ role: 'user', content: `${uniqueMarker()} [sim fault=error_after after=3 tokens=30]` }],
+    });
     let text = '';
     stream.on('text', (t) => {
       text += t;

@@ -5,37 +5,49 @@ import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
 import OpenAI from 'openai';
-import { balanceOf, checkInvariants, gatewayUrl, newKey, openai, uniqueMarker, upstreamRequests, usageRow } from '../support/context.ts';
+import {
+  balanceOf,
+  checkInvariants,
+  gatewayUrl,
+  newKey,
+  openai,
+  uniqueMarker,
+  upstreamRequests,
+  usageRow,
+} from '../support/context.ts';
 
 const FIVE_USD = 5_000_000_000n;
 
 describe('upstream retries (before the first byte only)', () => {
-  it.each([false, true])('429, 503 then success: the caller sees one success, charged once (stream: %s)', async (stream) => {
-    const key = await newKey('5');
-    const m = uniqueMarker();
-    const content = `${m} [sim fault=429 fail=1 id=${m}]`;
-    let requestId: string;
-    if (stream) {
-      const { data, response } = await openai(key.apiKey)
-        .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }], stream: true })
-        .withResponse();
-      let text = '';
-      for await (const c of data) text += c.choices[0]?.delta?.content ?? '';
-      expect(text).toBe('w1 w2 w3 w4 w5 w6 w7 w8');
-      requestId = response.headers.get('x-request-id')!;
-    } else {
-      const { data, response } = await openai(key.apiKey)
-        .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }] })
-        .withResponse();
-      expect(data.choices[0]!.message.content).toBe('w1 w2 w3 w4 w5 w6 w7 w8');
-      requestId = response.headers.get('x-request-id')!;
-    }
-    expect(await upstreamRequests(m)).toHaveLength(2);
-    const row = await usageRow(requestId);
-    expect(row!.status).toBe('ok');
-    expect((await balanceOf(key.accountId)).balance).toBe(FIVE_USD - BigInt(row!.cost_nano!));
-    await checkInvariants(key.accountId);
-  });
+  it.each([false, true])(
+    '429, 503 then success: the caller sees one success, charged once (stream: %s)',
+    async (stream) => {
+      const key = await newKey('5');
+      const m = uniqueMarker();
+      const content = `${m} [sim fault=429 fail=1 id=${m}]`;
+      let requestId: string;
+      if (stream) {
+        const { data, response } = await openai(key.apiKey)
+          .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }], stream: true })
+          .withResponse();
+        let text = '';
+        for await (const c of data) text += c.choices[0]?.delta?.content ?? '';
+        expect(text).toBe('w1 w2 w3 w4 w5 w6 w7 w8');
+        requestId = response.headers.get('x-request-id')!;
+      } else {
+        const { data, response } = await openai(key.apiKey)
+          .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }] })
+          .withResponse();
+        expect(data.choices[0]!.message.content).toBe('w1 w2 w3 w4 w5 w6 w7 w8');
+        requestId = response.headers.get('x-request-id')!;
+      }
+      expect(await upstreamRequests(m)).toHaveLength(2);
+      const row = await usageRow(requestId);
+      expect(row!.status).toBe('ok');
+      expect((await balanceOf(key.accountId)).balance).toBe(FIVE_USD - BigInt(row!.cost_nano!));
+      await checkInvariants(key.accountId);
+    },
+  );
 
   it('gives up after the configured retries and answers the last status, free', async () => {
     const key = await newKey('5');
@@ -51,7 +63,11 @@ describe('upstream retries (before the first byte only)', () => {
   it('a mid-stream failure is never retried', async () => {
     const key = await newKey('5');
     const m = uniqueMarker();
-    const stream = await openai(key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: `${m} [sim fault=reset after=2]` }], stream: true });
+    const stream = await openai(key.apiKey).chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: `${m} [sim fault=reset after=2]` }],
+      stream: true,
+    });
     await (async () => {
       for await (const _ of stream);
     })().catch(() => {});
@@ -62,9 +78,14 @@ describe('upstream retries (before the first byte only)', () => {
 describe('observability', () => {
   it('serves Prometheus metrics: requests, upstream and added latency, credits charged, holds open', async () => {
     const key = await newKey('1');
-    await openai(key.apiKey).chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'metrics' }] });
+    await openai(key.apiKey).chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'metrics' }],
+    });
     const text = await (await fetch(`${gatewayUrl()}/metrics`)).text();
-    expect(text).toMatch(/gateway_requests_total\{route="\/v1\/chat\/completions",model="gpt-4o-mini",status="200"\} \d+/);
+    expect(text).toMatch(
+      /gateway_requests_total\{route="\/v1\/chat\/completions",model="gpt-4o-mini",status="200"\} \d+/,
+    );
     expect(text).toMatch(/gateway_charged_nano_usd_total\{route="\/v1\/chat\/completions",model="gpt-4o-mini"\} \d+/);
     expect(text).toContain('gateway_upstream_latency_seconds_bucket');
     expect(text).toContain('gateway_added_latency_seconds_bucket');
@@ -75,12 +96,18 @@ describe('observability', () => {
     // gpt-4o is used by no other test, so its counter moves only here.
     const count = async () => {
       const text = await (await fetch(`${gatewayUrl()}/metrics`)).text();
-      const m = /gateway_requests_total\{route="\/v1\/chat\/completions",model="gpt-4o",status="200"\} (\d+)/.exec(text);
+      const m = /gateway_requests_total\{route="\/v1\/chat\/completions",model="gpt-4o",status="200"\} (\d+)/.exec(
+        text,
+      );
       return m ? Number(m[1]) : 0;
     };
     const before = await count();
     const key = await newKey('1');
-    const stream = await openai(key.apiKey).chat.completions.create({ model: 'gpt-4o', messages: [{ role: 'user', content: 'count me' }], stream: true });
+    const stream = await openai(key.apiKey).chat.completions.create({
+      model: 'gpt-4o',
+      messages: [{ role: 'user', content: 'count me' }],
+      stream: true,
+    });
     for await (const _ of stream);
     await new Promise((r) => setTimeout(r, 50));
     expect(await count()).toBe(before + 1);
@@ -101,7 +128,11 @@ describe('observability', () => {
       headers: { authorization: `Bearer ${key.apiKey}`, 'content-type': 'application/json' },
       body: `{"model":"gpt-4o-mini","messages":[{"role":"user","content":"${key.apiKey}"}]}`,
     });
-    const second = await fetch(`${gatewayUrl()}/v1/chat/completions`, { method: 'POST', headers: { 'x-api-key': `${key.apiKey}x` }, body: '{' });
+    const second = await fetch(`${gatewayUrl()}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'x-api-key': `${key.apiKey}x` },
+      body: '{',
+    });
     const dir = inject('workDir');
     const read = () =>
       fs

@@ -10,7 +10,20 @@ import Anthropic from '@anthropic-ai/sdk';
 import { costNano } from '../../src/billing/money.ts';
 import { MODELS } from '../../src/catalogue/models.ts';
 import { countTextTokens } from '../../src/inference/tokens.ts';
-import { accountActivity, balanceOf, checkInvariants, db, gatewayUrl, newKey, openai, simulatorUrl, uniqueMarker, upstreamRequests, usageRow, waitForUsage } from '../support/context.ts';
+import {
+  accountActivity,
+  balanceOf,
+  checkInvariants,
+  db,
+  gatewayUrl,
+  newKey,
+  openai,
+  simulatorUrl,
+  uniqueMarker,
+  upstreamRequests,
+  usageRow,
+  waitForUsage,
+} from '../support/context.ts';
 import { gatewayForFile } from '../support/extra-gateway.ts';
 import { png } from '../support/media-files.ts';
 
@@ -22,7 +35,10 @@ const price = (model: string, key: string): string => {
 };
 /** Exact cost of [tokens, USD per 1M tokens] pairs and [calls, USD per call] pairs, rounded up once. */
 const usd = (perMillion: [number | bigint, string][], perCall: [number | bigint, string][] = []) =>
-  costNano([...perMillion.map(([q, p]) => ({ quantity: BigInt(q), priceUsd: p, perUnits: 1_000_000n })), ...perCall.map(([q, p]) => ({ quantity: BigInt(q), priceUsd: p, perUnits: 1n }))]);
+  costNano([
+    ...perMillion.map(([q, p]) => ({ quantity: BigInt(q), priceUsd: p, perUnits: 1_000_000n })),
+    ...perCall.map(([q, p]) => ({ quantity: BigInt(q), priceUsd: p, perUnits: 1n })),
+  ]);
 const claude = (apiKey: string, baseURL = gatewayUrl()) => new Anthropic({ apiKey, baseURL, maxRetries: 0 });
 /**
  * Conversations, prompts and files by id live in the operator's provider account, which the
@@ -33,7 +49,11 @@ const sharing = gatewayForFile('sharing-objects', { SHARED_PROVIDER_OBJECTS: 'co
 
 /** Tells the stand-in how many tokens a stored response, conversation, prompt, file or URL holds. */
 async function seed(ref: string, tokens: number): Promise<string> {
-  const r = await fetch(`${simulatorUrl()}/__sim/refs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ref, tokens }) });
+  const r = await fetch(`${simulatorUrl()}/__sim/refs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ ref, tokens }),
+  });
   expect(r.status).toBe(204);
   return ref;
 }
@@ -69,7 +89,12 @@ describe('state the provider keeps is billed as it reports it (issue 12, item 4)
     const key = await newKey('5');
     const stored = await storedResponseOf(key.accountId, 300_000);
     const { data, response } = await openai(key.apiKey)
-      .responses.create({ model: 'gpt-5.5', previous_response_id: stored, input: `and then? ${uniqueMarker()} [sim tokens=10]`, max_output_tokens: 16 })
+      .responses.create({
+        model: 'gpt-5.5',
+        previous_response_id: stored,
+        input: `and then? ${uniqueMarker()} [sim tokens=10]`,
+        max_output_tokens: 16,
+      })
       .withResponse();
     expect(data.usage!.input_tokens).toBeGreaterThan(300_000);
     const cost = responsesCost('gpt-5.5', data.usage!);
@@ -81,7 +106,10 @@ describe('state the provider keeps is billed as it reports it (issue 12, item 4)
 
   it.each([
     ['conversation', (ref: string) => ({ conversation: ref, input: 'more [sim tokens=5]' })],
-    ['a stored prompt', (ref: string) => ({ prompt: { id: ref, variables: { city: 'Oslo' } }, input: 'go [sim tokens=5]' })],
+    [
+      'a stored prompt',
+      (ref: string) => ({ prompt: { id: ref, variables: { city: 'Oslo' } }, input: 'go [sim tokens=5]' }),
+    ],
     [
       'input_file by file_id',
       (ref: string) => ({
@@ -141,11 +169,17 @@ describe('state the provider keeps is billed as it reports it (issue 12, item 4)
   ])('/v1/responses with %s: the referenced tokens are charged', async (label, body) => {
     const key = await newKey('5');
     const ref = await seed(
-      label.includes('URL') ? `https://files.example/${uniqueMarker()}.pdf` : `${label.startsWith('conv') ? 'conv' : label.includes('prompt') ? 'pmpt' : 'file'}_${uniqueMarker()}`,
+      label.includes('URL')
+        ? `https://files.example/${uniqueMarker()}.pdf`
+        : `${label.startsWith('conv') ? 'conv' : label.includes('prompt') ? 'pmpt' : 'file'}_${uniqueMarker()}`,
       120_000,
     );
     const { data, response } = await openai(key.apiKey, { baseURL: `${(await sharing()).httpUrl}/v1` })
-      .responses.create({ model: 'gpt-5.5', max_output_tokens: 16, ...body(ref) } as OpenAI.Responses.ResponseCreateParamsNonStreaming)
+      .responses.create({
+        model: 'gpt-5.5',
+        max_output_tokens: 16,
+        ...body(ref),
+      } as OpenAI.Responses.ResponseCreateParamsNonStreaming)
       .withResponse();
     expect(data.usage!.input_tokens).toBeGreaterThan(120_000);
     await expectCharged(key.accountId, response.headers.get('x-request-id')!, responsesCost('gpt-5.5', data.usage!));
@@ -154,16 +188,30 @@ describe('state the provider keeps is billed as it reports it (issue 12, item 4)
   it.each([
     ['a URL document', (ref: string) => ({ type: 'document' as const, source: { type: 'url' as const, url: ref } })],
     ['a URL image', (ref: string) => ({ type: 'image' as const, source: { type: 'url' as const, url: ref } })],
-    ['a file document', (ref: string) => ({ type: 'document' as const, source: { type: 'file' as const, file_id: ref } })],
+    [
+      'a file document',
+      (ref: string) => ({ type: 'document' as const, source: { type: 'file' as const, file_id: ref } }),
+    ],
   ])('/v1/messages with %s: 150k tokens read by the provider are charged ($0.45)', async (label, block) => {
     // Sonnet reads up to 1M tokens, past 200k at $6 per 1M: the worst case is over $6.
     const key = await newKey('10');
-    const ref = await seed(label.includes('URL') ? `https://docs.example/${uniqueMarker()}` : `file_${uniqueMarker()}`, 150_000);
+    const ref = await seed(
+      label.includes('URL') ? `https://docs.example/${uniqueMarker()}` : `file_${uniqueMarker()}`,
+      150_000,
+    );
     const { data, response } = await claude(key.apiKey, (await sharing()).httpUrl)
       .messages.create({
         model: 'claude-sonnet-4-6',
         max_tokens: 16,
-        messages: [{ role: 'user', content: [block(ref) as Anthropic.ContentBlockParam, { type: 'text', text: `what is this? ${uniqueMarker()} [sim tokens=5]` }] }],
+        messages: [
+          {
+            role: 'user',
+            content: [
+              block(ref) as Anthropic.ContentBlockParam,
+              { type: 'text', text: `what is this? ${uniqueMarker()} [sim tokens=5]` },
+            ],
+          },
+        ],
       })
       .withResponse();
     expect(data.usage.input_tokens).toBeGreaterThan(150_000);
@@ -217,14 +265,24 @@ describe('state the provider keeps is billed as it reports it (issue 12, item 4)
         [10_000, '10.00'],
       ]),
     ).toBe(600_000_000n);
-    await expectCharged(key.accountId, response.headers.get('x-request-id')!, responsesCost('gpt-5.5', data.usage!), 600_000_000n);
+    await expectCharged(
+      key.accountId,
+      response.headers.get('x-request-id')!,
+      responsesCost('gpt-5.5', data.usage!),
+      600_000_000n,
+    );
   });
 
   it('a small balance and a previous_response_id: 402 that says why, nothing held or charged', async () => {
     const key = await newKey('0.02');
     const stored = await storedResponseOf(key.accountId, 300_000);
     const err = await openai(key.apiKey)
-      .responses.create({ model: 'gpt-5.5', previous_response_id: stored, input: 'hi [sim tokens=3]', max_output_tokens: 16 })
+      .responses.create({
+        model: 'gpt-5.5',
+        previous_response_id: stored,
+        input: 'hi [sim tokens=3]',
+        max_output_tokens: 16,
+      })
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.APIError);
     expect((err as InstanceType<typeof OpenAI.APIError>).status).toBe(402);
@@ -239,18 +297,33 @@ describe('server tools: per-call fees counted from what the provider reports, ca
     const key = await newKey('5');
     const m = uniqueMarker();
     const { data, response } = await openai(key.apiKey)
-      .responses.create({ model: 'gpt-5.5', tools: [{ type: 'web_search' }], input: `news ${m} [sim searches=5 tokens=10]`, max_output_tokens: 64 })
+      .responses.create({
+        model: 'gpt-5.5',
+        tools: [{ type: 'web_search' }],
+        input: `news ${m} [sim searches=5 tokens=10]`,
+        max_output_tokens: 64,
+      })
       .withResponse();
     const calls = data.output.filter((o) => o.type === 'web_search_call').length;
     expect(calls).toBe(3);
     const [sent] = await upstreamRequests(m);
     expect(sent!.body!.max_tool_calls).toBe(3);
-    await expectCharged(key.accountId, response.headers.get('x-request-id')!, responsesCost('gpt-5.5', data.usage!, calls));
+    await expectCharged(
+      key.accountId,
+      response.headers.get('x-request-id')!,
+      responsesCost('gpt-5.5', data.usage!, calls),
+    );
   });
 
   it('Responses web_search streamed: the same calls, the same charge', async () => {
     const key = await newKey('5');
-    const body = { model: 'gpt-5.5', tools: [{ type: 'web_search' as const }], input: `news ${uniqueMarker()} [sim searches=2 tokens=10]`, max_output_tokens: 64, max_tool_calls: 2 };
+    const body = {
+      model: 'gpt-5.5',
+      tools: [{ type: 'web_search' as const }],
+      input: `news ${uniqueMarker()} [sim searches=2 tokens=10]`,
+      max_output_tokens: 64,
+      max_tool_calls: 2,
+    };
     const plain = await openai(key.apiKey).responses.create(body).withResponse();
     const cost = responsesCost('gpt-5.5', plain.data.usage!, 2);
     expect(plain.response.headers.get('x-gateway-cost-nano-usd')).toBe(cost.toString());
@@ -320,27 +393,43 @@ describe('server tools: per-call fees counted from what the provider reports, ca
 });
 
 describe('background responses (item 5)', () => {
-  it.each([false, true])('background: true is refused with 400 naming background (stream: %s), nothing held', async (stream) => {
-    const key = await newKey('5');
-    const m = uniqueMarker();
-    const err = await (stream
-      ? openai(key.apiKey).responses.create({ model: 'gpt-5.5', background: true, input: `long task ${m}`, stream: true })
-      : openai(key.apiKey).responses.create({ model: 'gpt-5.5', background: true, input: `long task ${m}` })
-    ).catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(OpenAI.BadRequestError);
-    expect((err as InstanceType<typeof OpenAI.APIError>).param).toBe('background');
-    expect(await upstreamRequests(m)).toEqual([]);
-    expect(await accountActivity(key.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
-  });
+  it.each([false, true])(
+    'background: true is refused with 400 naming background (stream: %s), nothing held',
+    async (stream) => {
+      const key = await newKey('5');
+      const m = uniqueMarker();
+      const err = await (stream
+        ? openai(key.apiKey).responses.create({
+            model: 'gpt-5.5',
+            background: true,
+            input: `long task ${m}`,
+            stream: true,
+          })
+        : openai(key.apiKey).responses.create({ model: 'gpt-5.5', background: true, input: `long task ${m}` })
+      ).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(OpenAI.BadRequestError);
+      expect((err as InstanceType<typeof OpenAI.APIError>).param).toBe('background');
+      expect(await upstreamRequests(m)).toEqual([]);
+      expect(await accountActivity(key.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
+    },
+  );
 });
 
 const usageOf = async (accountId: string) => {
   const { db } = await import('../support/context.ts');
-  return (await db().query('SELECT cost_nano::text AS c FROM usage_records WHERE account_id = $1 ORDER BY created_at', [accountId])).rows.map((r) => r.c as string);
+  return (
+    await db().query('SELECT cost_nano::text AS c FROM usage_records WHERE account_id = $1 ORDER BY created_at', [
+      accountId,
+    ])
+  ).rows.map((r) => r.c as string);
 };
 
 /** Reads a stream until `enough` says the visible answer is in, then hangs up. */
-async function readThenLeave<T>(stream: AsyncIterable<T>, abort: AbortController, enough: (seen: T[]) => boolean): Promise<T[]> {
+async function readThenLeave<T>(
+  stream: AsyncIterable<T>,
+  abort: AbortController,
+  enough: (seen: T[]) => boolean,
+): Promise<T[]> {
   const seen: T[] = [];
   try {
     for await (const ev of stream) {
@@ -364,7 +453,10 @@ describe('a caller that leaves a stream pays what the provider bills (item 6)', 
 
   it('chat: $0.20 unstreamed; streamed and left right after the visible answer, still $0.20', async () => {
     const key = await newKey('5');
-    const body = { model: 'gpt-5.6-sol', messages: [{ role: 'user' as const, content: `think ${uniqueMarker()} ${directive}` }] };
+    const body = {
+      model: 'gpt-5.6-sol',
+      messages: [{ role: 'user' as const, content: `think ${uniqueMarker()} ${directive}` }],
+    };
     const plain = await openai(key.apiKey).chat.completions.create(body).withResponse();
     expect(plain.data.usage!.completion_tokens_details!.reasoning_tokens).toBe(10_000);
     const cost = BigInt(plain.response.headers.get('x-gateway-cost-nano-usd')!);
@@ -381,17 +473,30 @@ describe('a caller that leaves a stream pays what the provider bills (item 6)', 
       .chat.completions.create({ ...body, stream: true }, { signal: abort.signal })
       .withResponse();
     let text = '';
-    await readThenLeave(data, abort, (seen) => (text = seen.map((c) => c.choices[0]?.delta?.content ?? '').join('')) === words(5));
+    await readThenLeave(
+      data,
+      abort,
+      (seen) => (text = seen.map((c) => c.choices[0]?.delta?.content ?? '').join('')) === words(5),
+    );
     expect(text).toBe(words(5));
     const row = await waitForUsage(response.headers.get('x-request-id')!);
-    expect(row).toMatchObject({ status: 'client_closed', usage_estimated: 'false', output_tokens: '10005', cost_nano: cost.toString() });
+    expect(row).toMatchObject({
+      status: 'client_closed',
+      usage_estimated: 'false',
+      output_tokens: '10005',
+      cost_nano: cost.toString(),
+    });
     expect(await balanceOf(key.accountId)).toEqual({ balance: FIVE_USD - 2n * cost, held: 0n });
     await checkInvariants(key.accountId);
   });
 
   it('Claude through chat: left after the visible answer, charged the thinking tokens the usage reports', async () => {
     const key = await newKey('5');
-    const body = { model: 'claude-haiku-4-5', max_tokens: 20_000, messages: [{ role: 'user' as const, content: `think ${uniqueMarker()} ${directive}` }] };
+    const body = {
+      model: 'claude-haiku-4-5',
+      max_tokens: 20_000,
+      messages: [{ role: 'user' as const, content: `think ${uniqueMarker()} ${directive}` }],
+    };
     const plain = await openai(key.apiKey).chat.completions.create(body).withResponse();
     const cost = BigInt(plain.response.headers.get('x-gateway-cost-nano-usd')!);
     expect(plain.data.usage!.completion_tokens).toBe(10_005);
@@ -399,14 +504,27 @@ describe('a caller that leaves a stream pays what the provider bills (item 6)', 
     const { data, response } = await openai(key.apiKey)
       .chat.completions.create({ ...body, stream: true }, { signal: abort.signal })
       .withResponse();
-    await readThenLeave(data, abort, (seen) => seen.map((c) => c.choices[0]?.delta?.content ?? '').join('') === words(5));
+    await readThenLeave(
+      data,
+      abort,
+      (seen) => seen.map((c) => c.choices[0]?.delta?.content ?? '').join('') === words(5),
+    );
     const row = await waitForUsage(response.headers.get('x-request-id')!);
-    expect(row).toMatchObject({ status: 'client_closed', usage_estimated: 'false', output_tokens: '10005', cost_nano: cost.toString() });
+    expect(row).toMatchObject({
+      status: 'client_closed',
+      usage_estimated: 'false',
+      output_tokens: '10005',
+      cost_nano: cost.toString(),
+    });
   });
 
   it('/v1/messages: left after content_block_stop, charged what message_delta reports', async () => {
     const key = await newKey('5');
-    const body = { model: 'claude-haiku-4-5', max_tokens: 20_000, messages: [{ role: 'user' as const, content: `think ${uniqueMarker()} ${directive}` }] };
+    const body = {
+      model: 'claude-haiku-4-5',
+      max_tokens: 20_000,
+      messages: [{ role: 'user' as const, content: `think ${uniqueMarker()} ${directive}` }],
+    };
     const plain = await claude(key.apiKey).messages.create(body).withResponse();
     const cost = BigInt(plain.response.headers.get('x-gateway-cost-nano-usd')!);
     expect(plain.data.usage.output_tokens).toBe(10_005);
@@ -416,7 +534,12 @@ describe('a caller that leaves a stream pays what the provider bills (item 6)', 
       .withResponse();
     await readThenLeave(data, abort, (seen) => seen.some((e) => e.type === 'content_block_stop'));
     const row = await waitForUsage(response.headers.get('request-id')!);
-    expect(row).toMatchObject({ status: 'client_closed', usage_estimated: 'false', output_tokens: '10005', cost_nano: cost.toString() });
+    expect(row).toMatchObject({
+      status: 'client_closed',
+      usage_estimated: 'false',
+      output_tokens: '10005',
+      cost_nano: cost.toString(),
+    });
   });
 
   it('/v1/responses: left after output_text.done, charged what response.completed reports', async () => {
@@ -431,7 +554,12 @@ describe('a caller that leaves a stream pays what the provider bills (item 6)', 
       .withResponse();
     await readThenLeave(data, abort, (seen) => seen.some((e) => e.type === 'response.output_text.done'));
     const row = await waitForUsage(response.headers.get('x-request-id')!);
-    expect(row).toMatchObject({ status: 'client_closed', usage_estimated: 'false', output_tokens: '10005', cost_nano: cost.toString() });
+    expect(row).toMatchObject({
+      status: 'client_closed',
+      usage_estimated: 'false',
+      output_tokens: '10005',
+      cost_nano: cost.toString(),
+    });
   });
 
   it('when the provider never reports usage after the caller left, the delivered text is charged, marked estimated', async () => {
@@ -439,37 +567,64 @@ describe('a caller that leaves a stream pays what the provider bills (item 6)', 
     const abort = new AbortController();
     const content = `stall ${uniqueMarker()} [sim tokens=6 fault=stall]`;
     const { data, response } = await openai(key.apiKey)
-      .chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content }] }, { signal: abort.signal })
+      .chat.completions.create(
+        { model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content }] },
+        { signal: abort.signal },
+      )
       .withResponse();
-    await readThenLeave(data, abort, (seen) => seen.map((c) => c.choices[0]?.delta?.content ?? '').join('') === words(6));
+    await readThenLeave(
+      data,
+      abort,
+      (seen) => seen.map((c) => c.choices[0]?.delta?.content ?? '').join('') === words(6),
+    );
     const row = await waitForUsage(response.headers.get('x-request-id')!);
-    expect(row).toMatchObject({ status: 'client_closed', usage_estimated: 'true', output_tokens: String(countTextTokens(words(6))) });
+    expect(row).toMatchObject({
+      status: 'client_closed',
+      usage_estimated: 'true',
+      output_tokens: String(countTextTokens(words(6))),
+    });
     expect((await balanceOf(key.accountId)).held).toBe(0n);
     await checkInvariants(key.accountId);
   });
 });
 
 describe('price modifiers are priced, refused or stripped (item 8)', () => {
-  it.each(['priority', 'flex'] as const)('chat service_tier %s: billed at that tier, streamed and not alike', async (tier) => {
-    const key = await newKey('5');
-    const body = { model: 'gpt-5.5', service_tier: tier, messages: [{ role: 'user' as const, content: `tiered ${uniqueMarker()} [sim tokens=40]` }] };
-    const { data, response } = await openai(key.apiKey).chat.completions.create(body).withResponse();
-    expect(data.service_tier).toBe(tier);
-    const cost = usd([
-      [data.usage!.prompt_tokens, price('gpt-5.5', `${tier}_input_per_mtok`)],
-      [data.usage!.completion_tokens, price('gpt-5.5', `${tier}_output_per_mtok`)],
-    ]);
-    expect(response.headers.get('x-gateway-cost-nano-usd')).toBe(cost.toString());
-    let last: { x_gateway?: { cost_nano_usd: string } } = {};
-    for await (const c of await openai(key.apiKey).chat.completions.create({ ...body, stream: true, stream_options: { include_usage: true } })) last = c as typeof last;
-    expect(last.x_gateway!.cost_nano_usd).toBe(cost.toString());
-    expect(await usageOf(key.accountId)).toEqual([cost.toString(), cost.toString()]);
-  });
+  it.each(['priority', 'flex'] as const)(
+    'chat service_tier %s: billed at that tier, streamed and not alike',
+    async (tier) => {
+      const key = await newKey('5');
+      const body = {
+        model: 'gpt-5.5',
+        service_tier: tier,
+        messages: [{ role: 'user' as const, content: `tiered ${uniqueMarker()} [sim tokens=40]` }],
+      };
+      const { data, response } = await openai(key.apiKey).chat.completions.create(body).withResponse();
+      expect(data.service_tier).toBe(tier);
+      const cost = usd([
+        [data.usage!.prompt_tokens, price('gpt-5.5', `${tier}_input_per_mtok`)],
+        [data.usage!.completion_tokens, price('gpt-5.5', `${tier}_output_per_mtok`)],
+      ]);
+      expect(response.headers.get('x-gateway-cost-nano-usd')).toBe(cost.toString());
+      let last: { x_gateway?: { cost_nano_usd: string } } = {};
+      for await (const c of await openai(key.apiKey).chat.completions.create({
+        ...body,
+        stream: true,
+        stream_options: { include_usage: true },
+      }))
+        last = c as typeof last;
+      expect(last.x_gateway!.cost_nano_usd).toBe(cost.toString());
+      expect(await usageOf(key.accountId)).toEqual([cost.toString(), cost.toString()]);
+    },
+  );
 
   it('Responses service_tier priority (asked as "fast"): billed at the priority tier the provider reports', async () => {
     const key = await newKey('5');
     const { data, response } = await openai(key.apiKey)
-      .responses.create({ model: 'gpt-5.5', service_tier: 'fast' as 'priority', input: `fast ${uniqueMarker()} [sim tokens=20]` })
+      .responses.create({
+        model: 'gpt-5.5',
+        service_tier: 'fast' as 'priority',
+        input: `fast ${uniqueMarker()} [sim tokens=20]`,
+      })
       .withResponse();
     expect(data.service_tier).toBe('priority');
     const cost = usd([
@@ -481,16 +636,27 @@ describe('price modifiers are priced, refused or stripped (item 8)', () => {
 
   it.each([
     ['service_tier scale on gpt-5.5', 'service_tier', { model: 'gpt-5.5', service_tier: 'scale' }],
-    ['service_tier priority on a model without tier prices', 'service_tier', { model: 'grok-4', service_tier: 'priority' }],
+    [
+      'service_tier priority on a model without tier prices',
+      'service_tier',
+      { model: 'grok-4', service_tier: 'priority' },
+    ],
     ['service_tier on DeepSeek', 'service_tier', { model: 'deepseek-chat', service_tier: 'flex' }],
     ['web_search_options', 'web_search_options', { model: 'gpt-4o', web_search_options: {} }],
     ['xAI live search', 'search_parameters', { model: 'grok-4', search_parameters: { mode: 'on' } }],
-    ['audio output', 'modalities', { model: 'gpt-4o', modalities: ['text', 'audio'], audio: { voice: 'alloy', format: 'wav' } }],
+    [
+      'audio output',
+      'modalities',
+      { model: 'gpt-4o', modalities: ['text', 'audio'], audio: { voice: 'alloy', format: 'wav' } },
+    ],
   ])('chat: %s is refused with 400 naming %s, nothing held', async (_label, param, extra) => {
     const key = await newKey('5');
     const m = uniqueMarker();
     const err = await openai(key.apiKey)
-      .chat.completions.create({ messages: [{ role: 'user', content: m }], ...extra } as OpenAI.ChatCompletionCreateParamsNonStreaming)
+      .chat.completions.create({
+        messages: [{ role: 'user', content: m }],
+        ...extra,
+      } as OpenAI.ChatCompletionCreateParamsNonStreaming)
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.BadRequestError);
     expect((err as InstanceType<typeof OpenAI.APIError>).param).toBe(param);
@@ -504,7 +670,12 @@ describe('price modifiers are priced, refused or stripped (item 8)', () => {
   ])('/v1/messages: %s (priced above list) is refused with 400 naming %s', async (_label, param, extra) => {
     const key = await newKey('5');
     const err = await claude(key.apiKey)
-      .messages.create({ model: 'claude-opus-4-8', max_tokens: 16, messages: [{ role: 'user', content: 'hi' }], ...extra } as Anthropic.MessageCreateParamsNonStreaming)
+      .messages.create({
+        model: 'claude-opus-4-8',
+        max_tokens: 16,
+        messages: [{ role: 'user', content: 'hi' }],
+        ...extra,
+      } as Anthropic.MessageCreateParamsNonStreaming)
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.BadRequestError);
     expect((err as Error).message).toContain(param);
@@ -518,8 +689,19 @@ describe('price modifiers are priced, refused or stripped (item 8)', () => {
       model: m,
       max_tokens: 16,
       // A system prompt long enough to hold the 2,300 tokens written to the cache.
-      system: [{ type: 'text' as const, text: 'Long standing instructions. '.repeat(400), cache_control: { type: 'ephemeral' as const, ttl: '1h' as const } }],
-      messages: [{ role: 'user' as const, content: `cached ${uniqueMarker()} [sim tokens=4 cache_write=300 cache_write_1h=2000]` }],
+      system: [
+        {
+          type: 'text' as const,
+          text: 'Long standing instructions. '.repeat(400),
+          cache_control: { type: 'ephemeral' as const, ttl: '1h' as const },
+        },
+      ],
+      messages: [
+        {
+          role: 'user' as const,
+          content: `cached ${uniqueMarker()} [sim tokens=4 cache_write=300 cache_write_1h=2000]`,
+        },
+      ],
     };
     const { data, response } = await claude(key.apiKey).messages.create(body).withResponse();
     expect(data.usage.cache_creation).toEqual({ ephemeral_5m_input_tokens: 300, ephemeral_1h_input_tokens: 2000 });
@@ -563,7 +745,11 @@ describe('price modifiers are priced, refused or stripped (item 8)', () => {
     const key = await newKey('5');
     const m = uniqueMarker();
     const { data, response } = await openai(key.apiKey)
-      .chat.completions.create({ model: 'deepseek-chat', max_completion_tokens: 20, messages: [{ role: 'user', content: `go ${m} [sim tokens=400]` }] })
+      .chat.completions.create({
+        model: 'deepseek-chat',
+        max_completion_tokens: 20,
+        messages: [{ role: 'user', content: `go ${m} [sim tokens=400]` }],
+      })
       .withResponse();
     const [sent] = await upstreamRequests(m);
     expect(sent!.body!.max_tokens).toBe(20);
@@ -579,9 +765,16 @@ describe('price modifiers are priced, refused or stripped (item 8)', () => {
   it('DeepSeek cache hits (prompt_cache_hit_tokens) are charged at the cache-hit price', async () => {
     const key = await newKey('5');
     const { data, response } = await openai(key.apiKey)
-      .chat.completions.create({ model: 'deepseek-chat', messages: [{ role: 'user', content: `${'context '.repeat(200)} ${uniqueMarker()} [sim tokens=5 cached=300]` }] })
+      .chat.completions.create({
+        model: 'deepseek-chat',
+        messages: [{ role: 'user', content: `${'context '.repeat(200)} ${uniqueMarker()} [sim tokens=5 cached=300]` }],
+      })
       .withResponse();
-    const u = data.usage as unknown as { prompt_tokens: number; prompt_cache_hit_tokens: number; completion_tokens: number };
+    const u = data.usage as unknown as {
+      prompt_tokens: number;
+      prompt_cache_hit_tokens: number;
+      completion_tokens: number;
+    };
     expect(u.prompt_cache_hit_tokens).toBe(300);
     const cost = usd([
       [u.prompt_tokens - 300, price('deepseek-chat', 'input_per_mtok')],
@@ -594,7 +787,10 @@ describe('price modifiers are priced, refused or stripped (item 8)', () => {
   it('xAI reasoning tokens, reported outside completion_tokens, are charged as output', async () => {
     const key = await newKey('5');
     const { data, response } = await openai(key.apiKey)
-      .chat.completions.create({ model: 'grok-4', messages: [{ role: 'user', content: `think ${uniqueMarker()} [sim tokens=5 reasoning=3000]` }] })
+      .chat.completions.create({
+        model: 'grok-4',
+        messages: [{ role: 'user', content: `think ${uniqueMarker()} [sim tokens=5 reasoning=3000]` }],
+      })
       .withResponse();
     expect(data.usage!.completion_tokens).toBe(5);
     expect(data.usage!.completion_tokens_details!.reasoning_tokens).toBe(3000);
@@ -621,7 +817,10 @@ describe("upstream error bodies in the route's own shape", () => {
   it("an odd-shaped 422 on chat reaches the OpenAI SDK as {error:{message,type,param,code}} with the provider's words", async () => {
     const key = await newKey('5');
     const err = await openai(key.apiKey)
-      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'x [sim fault=odd_error]' }] })
+      .chat.completions.create({
+        model: 'gpt-4o-mini',
+        messages: [{ role: 'user', content: 'x [sim fault=odd_error]' }],
+      })
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(OpenAI.UnprocessableEntityError);
     const e = err as InstanceType<typeof OpenAI.APIError>;
@@ -643,11 +842,18 @@ describe("upstream error bodies in the route's own shape", () => {
   it('an OpenAI-shaped error on /v1/messages reaches the Anthropic SDK in the Anthropic shape', async () => {
     const key = await newKey('5');
     const err = await claude(key.apiKey)
-      .messages.create({ model: 'claude-haiku-4-5', max_tokens: 16, messages: [{ role: 'user', content: 'x [sim fault=odd_error]' }] })
+      .messages.create({
+        model: 'claude-haiku-4-5',
+        max_tokens: 16,
+        messages: [{ role: 'user', content: 'x [sim fault=odd_error]' }],
+      })
       .catch((e: unknown) => e);
     expect(err).toBeInstanceOf(Anthropic.BadRequestError);
     const e = err as InstanceType<typeof Anthropic.APIError>;
-    expect(e.error).toEqual({ type: 'error', error: { type: 'invalid_request_error', message: 'messages.0.content: document source not allowed' } });
+    expect(e.error).toEqual({
+      type: 'error',
+      error: { type: 'invalid_request_error', message: 'messages.0.content: document source not allowed' },
+    });
   });
 
   it('a plain-text 503 on chat becomes the OpenAI shape', async () => {
@@ -677,7 +883,10 @@ describe('images are charged what the provider bills for them (issue 24)', () =>
         messages: [
           {
             role: 'user',
-            content: [{ type: 'text', text: `which differ? ${uniqueMarker()} [sim tokens=5]` }, ...Array.from({ length: 10 }, () => ({ type: 'image_url' as const, image_url: { url } }))],
+            content: [
+              { type: 'text', text: `which differ? ${uniqueMarker()} [sim tokens=5]` },
+              ...Array.from({ length: 10 }, () => ({ type: 'image_url' as const, image_url: { url } })),
+            ],
           },
         ],
       })
@@ -702,7 +911,10 @@ describe('images are charged what the provider bills for them (issue 24)', () =>
           {
             role: 'user',
             content: [
-              { type: 'image', source: { type: 'base64', media_type: 'image/png', data: png(2000, 2000).toString('base64') } },
+              {
+                type: 'image',
+                source: { type: 'base64', media_type: 'image/png', data: png(2000, 2000).toString('base64') },
+              },
               { type: 'text', text: `what is it? ${uniqueMarker()} [sim tokens=5]` },
             ],
           },
@@ -727,7 +939,11 @@ describe('images are charged what the provider bills for them (issue 24)', () =>
           {
             role: 'user',
             content: [
-              { type: 'input_image', image_url: `data:image/png;base64,${png(2400, 1600).toString('base64')}`, detail: 'auto' },
+              {
+                type: 'input_image',
+                image_url: `data:image/png;base64,${png(2400, 1600).toString('base64')}`,
+                detail: 'auto',
+              },
               { type: 'input_text', text: `describe ${uniqueMarker()} [sim tokens=5]` },
             ],
           },

@@ -74,16 +74,33 @@ afterAll(async () => {
 });
 
 const billingOf = (g: GatewayProcess) => createClient(BillingService, createGrpcTransport({ baseUrl: g.rpcUrl }));
-const clientOf = (g: GatewayProcess, apiKey: string) => new OpenAI({ apiKey, baseURL: `${g.httpUrl}/v1`, maxRetries: 0 });
-const chatOn = (g: GatewayProcess, apiKey: string, content = 'spend a little [sim tokens=5]', extra: { max_tokens?: number } = {}) =>
+const clientOf = (g: GatewayProcess, apiKey: string) =>
+  new OpenAI({ apiKey, baseURL: `${g.httpUrl}/v1`, maxRetries: 0 });
+const chatOn = (
+  g: GatewayProcess,
+  apiKey: string,
+  content = 'spend a little [sim tokens=5]',
+  extra: { max_tokens?: number } = {},
+) =>
   clientOf(g, apiKey)
     .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content }], ...extra })
     .withResponse();
 const say = (user: TgUser, text: string) => fake.deliver(fake.text(user, text));
 const leasesOn = async (accountId: string) =>
-  Number((await db().query(`SELECT count(*) AS n FROM holds WHERE account_id = $1 AND status = 'active' AND starts_with(request_id, 'lease_')`, [accountId])).rows[0].n);
+  Number(
+    (
+      await db().query(
+        `SELECT count(*) AS n FROM holds WHERE account_id = $1 AND status = 'active' AND starts_with(request_id, 'lease_')`,
+        [accountId],
+      )
+    ).rows[0].n,
+  );
 const refundRows = async (externalId: string) =>
-  (await db().query(`SELECT amount_nano::text AS amount FROM ledger WHERE kind = 'refund' AND external_id = $1`, [externalId])).rows as { amount: string }[];
+  (
+    await db().query(`SELECT amount_nano::text AS amount FROM ledger WHERE kind = 'refund' AND external_id = $1`, [
+      externalId,
+    ])
+  ).rows as { amount: string }[];
 
 async function until(what: string, f: () => Promise<boolean>, timeoutMs = 10_000) {
   const deadline = Date.now() + timeoutMs;
@@ -94,7 +111,10 @@ async function until(what: string, f: () => Promise<boolean>, timeoutMs = 10_000
 }
 
 /** A bot user with a key, paid `stars` Stars (no welcome credit): their key, account and the payment's charge id. */
-async function paidUser(n: number, stars: number): Promise<{ user: TgUser; apiKey: string; accountId: string; charge: string }> {
+async function paidUser(
+  n: number,
+  stars: number,
+): Promise<{ user: TgUser; apiKey: string; accountId: string; charge: string }> {
   const user = tgUser(base + n, `Payer${n}`);
   const created = await say(user, '/newkey');
   const apiKey = /<code>(prx-[0-9A-Za-z_-]+)<\/code>/.exec(textsOf(created))![1]!;
@@ -102,7 +122,9 @@ async function paidUser(n: number, stars: number): Promise<{ user: TgUser; apiKe
   const invoice = callsOf(await say(user, `/topup ${stars}`), 'sendInvoice')[0] as ApiCall;
   const charge = `chg-${n}-${base}`;
   await fake.deliver(fake.preCheckout(user, { total_amount: stars, invoice_payload: invoice.params.payload }));
-  await fake.deliver(fake.successfulPayment(user, { total_amount: stars, invoice_payload: invoice.params.payload, chargeId: charge }));
+  await fake.deliver(
+    fake.successfulPayment(user, { total_amount: stars, invoice_payload: invoice.params.payload, chargeId: charge }),
+  );
   expect((await balanceOf(key!.accountId)).balance).toBe(usdToNano(STAR_USD) * BigInt(stars));
   return { user, apiKey, accountId: key!.accountId, charge };
 }
@@ -114,7 +136,12 @@ async function spendThroughA(apiKey: string, accountId: string): Promise<bigint>
   expect(cost).toBeGreaterThan(0n);
   expect(await leasesOn(accountId)).toBe(1);
   // A writes the charge within its flush interval; the balance then shows it.
-  await until('the charge written', async () => (await db().query(`SELECT 1 FROM usage_records WHERE account_id = $1 AND status = 'ok'`, [accountId])).rows.length === 1);
+  await until(
+    'the charge written',
+    async () =>
+      (await db().query(`SELECT 1 FROM usage_records WHERE account_id = $1 AND status = 'ok'`, [accountId])).rows
+        .length === 1,
+  );
   const { balance, held } = await balanceOf(accountId);
   // The lease holds (nearly) everything: before the fix a refund read this as spent.
   expect(held).toBe(balance);
@@ -147,7 +174,9 @@ describe('a refund while another instance holds a credit lease on the account', 
     fake.refunded(user, { chargeId: charge });
     await fake.settled();
     expect(await refundRows(paymentExternalId(charge))).toEqual([{ amount: (-left).toString() }]);
-    expect(textsOf(fake.calls.slice(mark))).toContain(`${formatUsd(left)} of credit taken back of the ${formatUsd(paid)} it bought`);
+    expect(textsOf(fake.calls.slice(mark))).toContain(
+      `${formatUsd(left)} of credit taken back of the ${formatUsd(paid)} it bought`,
+    );
     expect((await balanceOf(accountId)).balance).toBe(0n);
     fake.refunded(user, { chargeId: charge });
     await fake.settled();
@@ -159,12 +188,22 @@ describe('a refund while another instance holds a credit lease on the account', 
     const created = await billingOf(b).createKey({ creditsNano: 0n, label: 'refund under lease', cause: 'test' });
     const externalId = `refund-lease-${uniqueMarker()}`;
     const topup = usdToNano('1');
-    await billingOf(b).topUp({ key: { ref: { case: 'keyId', value: created.keyId } }, amountNano: topup, externalId, cause: 'test' });
+    await billingOf(b).topUp({
+      key: { ref: { case: 'keyId', value: created.keyId } },
+      amountNano: topup,
+      externalId,
+      cause: 'test',
+    });
     const left = await spendThroughA(created.apiKey, created.accountId);
 
     // A request in flight on A's lease while the refund is made: its reservation stays held.
     const slow = chatOn(a, created.apiKey, 'slow [sim tokens=7 delay=1500]', { max_tokens: 2000 });
-    await until('the slow request reserved on the lease', async () => (await db().query(`SELECT 1 FROM holds WHERE account_id = $1 AND status = 'active'`, [created.accountId])).rows.length > 0);
+    await until(
+      'the slow request reserved on the lease',
+      async () =>
+        (await db().query(`SELECT 1 FROM holds WHERE account_id = $1 AND status = 'active'`, [created.accountId])).rows
+          .length > 0,
+    );
     await new Promise((r) => setTimeout(r, 200));
     const r = await billingOf(b).refundTopUp({ externalId, cause: 'test-refund' });
     const atRefund = await balanceOf(created.accountId);
@@ -184,7 +223,11 @@ describe('a refund while another instance holds a credit lease on the account', 
   });
 
   it('a request through B is served from credit that A had leased, not refused with 402', async () => {
-    const created = await billingOf(b).createKey({ creditsNano: usdToNano('0.05'), label: 'two instances, small balance', cause: 'test' });
+    const created = await billingOf(b).createKey({
+      creditsNano: usdToNano('0.05'),
+      label: 'two instances, small balance',
+      cause: 'test',
+    });
     const left = await spendThroughA(created.apiKey, created.accountId);
     const { data, response } = await chatOn(b, created.apiKey, 'through B [sim tokens=4]');
     expect(data.choices[0]!.message.content).toBe('w1 w2 w3 w4');
@@ -201,10 +244,18 @@ describe('a refund while another instance holds a credit lease on the account', 
     const c = await leaseGateway('refund-c');
     const created = await billingOf(b).createKey({ creditsNano: 0n, label: 'lease of a dead instance', cause: 'test' });
     const externalId = `refund-dead-${uniqueMarker()}`;
-    await billingOf(b).topUp({ key: { ref: { case: 'keyId', value: created.keyId } }, amountNano: usdToNano('1'), externalId, cause: 'test' });
+    await billingOf(b).topUp({
+      key: { ref: { case: 'keyId', value: created.keyId } },
+      amountNano: usdToNano('1'),
+      externalId,
+      cause: 'test',
+    });
     const { response } = await chatOn(c, created.apiKey);
     const cost = BigInt(response.headers.get('x-gateway-cost-nano-usd')!);
-    await until('the charge written', async () => (await balanceOf(created.accountId)).balance === usdToNano('1') - cost);
+    await until(
+      'the charge written',
+      async () => (await balanceOf(created.accountId)).balance === usdToNano('1') - cost,
+    );
     expect(await leasesOn(created.accountId)).toBe(1);
     await c.stop('SIGKILL'); // its lease stays held until it expires
 
@@ -215,10 +266,19 @@ describe('a refund while another instance holds a credit lease on the account', 
     expect((failed as ConnectError).code).toBe(Code.Unavailable);
     expect((failed as ConnectError).rawMessage).toContain('did not give it back');
     expect(await refundRows(externalId)).toEqual([]);
-    expect((await db().query('SELECT 1 FROM refunds r JOIN ledger t ON t.id = r.topup_id WHERE t.external_id = $1', [externalId])).rows).toEqual([]);
+    expect(
+      (
+        await db().query('SELECT 1 FROM refunds r JOIN ledger t ON t.id = r.topup_id WHERE t.external_id = $1', [
+          externalId,
+        ])
+      ).rows,
+    ).toEqual([]);
 
     // The dead instance's lease expires and a sweeper releases it: the same refund now applies, in full.
-    await db().query(`UPDATE holds SET expires_at = now() - interval '1 second' WHERE account_id = $1 AND status = 'active'`, [created.accountId]);
+    await db().query(
+      `UPDATE holds SET expires_at = now() - interval '1 second' WHERE account_id = $1 AND status = 'active'`,
+      [created.accountId],
+    );
     await until('the lease released', async () => (await leasesOn(created.accountId)) === 0);
     const r = await billingOf(b).refundTopUp({ externalId, cause: 'test-refund' });
     expect(r).toMatchObject({ applied: true, refundedNano: usdToNano('1') - cost, balanceNano: 0n });

@@ -5,7 +5,17 @@ import { describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { MODELS } from '../../src/catalogue/models.ts';
 import { tokenCostNano, usageFromOpenAIResponses, type TokenPrices } from '../../src/billing/pricing.ts';
-import { accountActivity, balanceOf, checkInvariants, newKey, openai, uniqueMarker, upstreamRequests, usageRow, waitForUsage } from '../support/context.ts';
+import {
+  accountActivity,
+  balanceOf,
+  checkInvariants,
+  newKey,
+  openai,
+  uniqueMarker,
+  upstreamRequests,
+  usageRow,
+  waitForUsage,
+} from '../support/context.ts';
 
 const FIVE_USD = 5_000_000_000n;
 const prices = (id: string) => MODELS.find((m) => m.id === id)!.prices as unknown as TokenPrices;
@@ -35,10 +45,17 @@ describe.each([
     expect(sent[0]!.path).toBe(upstreamPath);
 
     const cost = plain.response.headers.get('x-gateway-cost-nano-usd')!;
-    expect(tokenCostNano(prices(model), usageFromOpenAIResponses(plain.data.usage as unknown as Record<string, unknown>)).toString()).toBe(cost);
+    expect(
+      tokenCostNano(
+        prices(model),
+        usageFromOpenAIResponses(plain.data.usage as unknown as Record<string, unknown>),
+      ).toString(),
+    ).toBe(cost);
     expect((await usageRow(plain.response.headers.get('x-request-id')!))!.cost_nano).toBe(cost);
 
-    const { data: stream, response } = await client.responses.create({ model, instructions: 'be brief', input, stream: true }).withResponse();
+    const { data: stream, response } = await client.responses
+      .create({ model, instructions: 'be brief', input, stream: true })
+      .withResponse();
     const types: string[] = [];
     let text = '';
     let completed: (OpenAI.Responses.ResponseCompletedEvent & Xg) | undefined;
@@ -61,8 +78,13 @@ describe.each([
   it.each([false, true])('a function tool round trip (stream: %s)', async (stream) => {
     const key = await newKey('5');
     const client = openai(key.apiKey);
-    const input: OpenAI.Responses.ResponseInputItem[] = [{ role: 'user', content: `weather in Oslo? ${uniqueMarker()}` }];
-    const ask = async (items: OpenAI.Responses.ResponseInputItem[], choice: OpenAI.Responses.ResponseCreateParams['tool_choice']) => {
+    const input: OpenAI.Responses.ResponseInputItem[] = [
+      { role: 'user', content: `weather in Oslo? ${uniqueMarker()}` },
+    ];
+    const ask = async (
+      items: OpenAI.Responses.ResponseInputItem[],
+      choice: OpenAI.Responses.ResponseCreateParams['tool_choice'],
+    ) => {
       if (!stream) return client.responses.create({ model, input: items, tools: [weather], tool_choice: choice });
       const s = client.responses.stream({ model, input: items, tools: [weather], tool_choice: choice });
       return s.finalResponse();
@@ -72,7 +94,10 @@ describe.each([
     expect(call).toMatchObject({ type: 'function_call', name: 'get_weather' });
     expect(() => JSON.parse(call.arguments)).not.toThrow();
 
-    const second = await ask([...input, call, { type: 'function_call_output', call_id: call.call_id, output: '{"temp_c":3}' }], 'auto');
+    const second = await ask(
+      [...input, call, { type: 'function_call_output', call_id: call.call_id, output: '{"temp_c":3}' }],
+      'auto',
+    );
     expect(second.output_text.length).toBeGreaterThan(0);
     expect(second.output.some((o) => o.type === 'function_call')).toBe(false);
     await checkInvariants(key.accountId);
@@ -107,7 +132,12 @@ describe('/v1/responses rules', () => {
   it('a built-in tool on a passthrough model goes to the upstream untouched, its calls capped when the caller set no cap', async () => {
     const key = await newKey('5');
     const m = uniqueMarker();
-    const r = await openai(key.apiKey).responses.create({ model: 'gpt-5.6-sol', input: `search ${m}`, tools: [{ type: 'web_search' }], max_output_tokens: 1000 });
+    const r = await openai(key.apiKey).responses.create({
+      model: 'gpt-5.6-sol',
+      input: `search ${m}`,
+      tools: [{ type: 'web_search' }],
+      max_output_tokens: 1000,
+    });
     expect(r.status).toBe('completed');
     const [sent] = await upstreamRequests(m);
     expect((sent!.body as { tools: unknown }).tools).toEqual([{ type: 'web_search' }]);
@@ -117,7 +147,12 @@ describe('/v1/responses rules', () => {
   it('custom tools: rewritten for a chat-only model and mapped back to custom_tool_call; untouched for a passthrough model', async () => {
     const key = await newKey('1');
     const custom = { type: 'custom' as const, name: 'run_sql', description: 'Runs SQL' };
-    const r = await openai(key.apiKey).responses.create({ model: 'gpt-4o-mini', input: 'count users', tools: [custom], tool_choice: { type: 'custom', name: 'run_sql' } });
+    const r = await openai(key.apiKey).responses.create({
+      model: 'gpt-4o-mini',
+      input: 'count users',
+      tools: [custom],
+      tool_choice: { type: 'custom', name: 'run_sql' },
+    });
     expect(r.output[0]).toMatchObject({ type: 'custom_tool_call', name: 'run_sql' });
     const m = uniqueMarker();
     await openai(key.apiKey).responses.create({ model: 'gpt-5.5', input: `count ${m}`, tools: [custom] });

@@ -27,7 +27,9 @@ const def = protoLoader.loadSync(['gateway/v1/billing.proto', 'gateway/v1/infere
   defaults: true,
   oneofs: true,
 });
-const pkg = grpc.loadPackageDefinition(def) as unknown as { gateway: { v1: Record<string, grpc.ServiceClientConstructor> } };
+const pkg = grpc.loadPackageDefinition(def) as unknown as {
+  gateway: { v1: Record<string, grpc.ServiceClientConstructor> };
+};
 const rpcUrl = inject('rpcUrl');
 const clients: grpc.Client[] = [];
 const grpcClient = (service: string, url = rpcUrl) => {
@@ -40,7 +42,9 @@ afterAll(() => clients.forEach((c) => c.close()));
 type Any = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any
 function call(client: grpc.Client, method: string, req: Any, md = new grpc.Metadata()): Promise<Any> {
   return new Promise((resolve, reject) => {
-    (client as unknown as Record<string, Function>)[method]!.call(client, req, md, (err: Error | null, res: Any) => (err ? reject(err) : resolve(res)));
+    (client as unknown as Record<string, Function>)[method]!.call(client, req, md, (err: Error | null, res: Any) =>
+      err ? reject(err) : resolve(res),
+    );
   });
 }
 const bearer = (token: string) => {
@@ -81,7 +85,13 @@ async function grpcRefusal(p: Promise<unknown>): Promise<{ code: number; detail:
   )) as grpc.ServiceError;
   const bin = err.metadata.get('grpc-status-details-bin')[0];
   // grpc-js decodes grpc-message with decodeURI, which leaves the %3A and %2F that Connect's encoder writes.
-  return { code: err.code, detail: bin === undefined ? undefined : detailOf(bin as Buffer, { code: err.code, message: decodeURIComponent(err.details) }) };
+  return {
+    code: err.code,
+    detail:
+      bin === undefined
+        ? undefined
+        : detailOf(bin as Buffer, { code: err.code, message: decodeURIComponent(err.details) }),
+  };
 }
 
 /** The GatewayError a Connect client (any protocol) found on a refused call. */
@@ -106,9 +116,17 @@ const transports: Record<string, (baseUrl: string, interceptors: Interceptor[]) 
   Connect: (baseUrl, interceptors) => createConnectTransport({ baseUrl, httpVersion: '2', interceptors }),
 };
 
-const chatBody = (stream = false) => Buffer.from(JSON.stringify({ model: 'gpt-4o-mini', stream, messages: [{ role: 'user', content: 'hi [sim tokens=2]' }] }));
+const chatBody = (stream = false) =>
+  Buffer.from(
+    JSON.stringify({ model: 'gpt-4o-mini', stream, messages: [{ role: 'user', content: 'hi [sim tokens=2]' }] }),
+  );
 const REQUEST_ID = /^req_[0-9A-Za-z]{20}$/;
-const invalidKey = { httpStatus: 401, type: 'invalid_request_error', code: 'invalid_api_key', requestId: expect.stringMatching(REQUEST_ID) };
+const invalidKey = {
+  httpStatus: 401,
+  type: 'invalid_request_error',
+  code: 'invalid_api_key',
+  requestId: expect.stringMatching(REQUEST_ID),
+};
 
 describe('refusals on the RPC port carry the GatewayError detail', () => {
   it('a gRPC call with a missing, malformed or revoked key is UNAUTHENTICATED with invalid_api_key and a fresh request id', async () => {
@@ -152,11 +170,21 @@ describe('refusals on the RPC port carry the GatewayError detail', () => {
     const billing = grpcClient('BillingService');
     const inference = grpcClient('InferenceService');
     const created = await call(billing, 'CreateKey', { creditsNano: '1000000000' });
-    const badBody = Buffer.from(JSON.stringify({ model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }] }));
-    const named = await grpcRefusal(call(inference, 'ChatCompletion', { body: badBody, requestId: 'caller-chosen-id-1' }, bearer(created.apiKey)));
-    expect(named).toMatchObject({ code: grpc.status.INVALID_ARGUMENT, detail: { httpStatus: 400, code: 'model_not_found', requestId: 'caller-chosen-id-1' } });
+    const badBody = Buffer.from(
+      JSON.stringify({ model: 'no-such-model', messages: [{ role: 'user', content: 'hi' }] }),
+    );
+    const named = await grpcRefusal(
+      call(inference, 'ChatCompletion', { body: badBody, requestId: 'caller-chosen-id-1' }, bearer(created.apiKey)),
+    );
+    expect(named).toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      detail: { httpStatus: 400, code: 'model_not_found', requestId: 'caller-chosen-id-1' },
+    });
     const unnamed = await grpcRefusal(call(inference, 'ChatCompletion', { body: badBody }, bearer(created.apiKey)));
-    expect(unnamed).toMatchObject({ code: grpc.status.INVALID_ARGUMENT, detail: { httpStatus: 400, code: 'model_not_found', requestId: expect.stringMatching(REQUEST_ID) } });
+    expect(unnamed).toMatchObject({
+      code: grpc.status.INVALID_ARGUMENT,
+      detail: { httpStatus: 400, code: 'model_not_found', requestId: expect.stringMatching(REQUEST_ID) },
+    });
   });
 
   it('a call to a method the port does not serve is UNIMPLEMENTED with unknown_route', async () => {
@@ -164,9 +192,16 @@ describe('refusals on the RPC port carry the GatewayError detail', () => {
     clients.push(client);
     const bytes = (b: Buffer) => b;
     const r = await grpcRefusal(
-      new Promise((resolve, reject) => client.makeUnaryRequest('/gateway.v1.BillingService/NoSuchMethod', bytes, bytes, Buffer.alloc(0), (err, res) => (err ? reject(err) : resolve(res)))),
+      new Promise((resolve, reject) =>
+        client.makeUnaryRequest('/gateway.v1.BillingService/NoSuchMethod', bytes, bytes, Buffer.alloc(0), (err, res) =>
+          err ? reject(err) : resolve(res),
+        ),
+      ),
     );
-    expect(r).toMatchObject({ code: grpc.status.UNIMPLEMENTED, detail: { httpStatus: 404, code: 'unknown_route', requestId: expect.stringMatching(REQUEST_ID) } });
+    expect(r).toMatchObject({
+      code: grpc.status.UNIMPLEMENTED,
+      detail: { httpStatus: 404, code: 'unknown_route', requestId: expect.stringMatching(REQUEST_ID) },
+    });
   });
 
   it('a message over the read limit is RESOURCE_EXHAUSTED with request_too_large, before the rest of it is sent', async () => {
@@ -174,7 +209,12 @@ describe('refusals on the RPC port carry the GatewayError detail', () => {
     const status = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
       const session = http2.connect(rpcUrl);
       session.on('error', reject);
-      const stream = session.request({ ':method': 'POST', ':path': '/gateway.v1.BillingService/CreateKey', 'content-type': 'application/grpc+proto', te: 'trailers' });
+      const stream = session.request({
+        ':method': 'POST',
+        ':path': '/gateway.v1.BillingService/CreateKey',
+        'content-type': 'application/grpc+proto',
+        te: 'trailers',
+      });
       const done = (h: http2.IncomingHttpHeaders) => {
         if (h['grpc-status'] === undefined) return;
         resolve(h);
@@ -192,8 +232,16 @@ describe('refusals on the RPC port carry the GatewayError detail', () => {
     const code = Number(status['grpc-status']);
     expect(code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     expect(status['grpc-status-details-bin']).toBeDefined();
-    const detail = detailOf(Buffer.from(String(status['grpc-status-details-bin']), 'base64'), { code, message: decodeURIComponent(String(status['grpc-message'])) });
-    expect(detail).toMatchObject({ httpStatus: 413, type: 'invalid_request_error', code: 'request_too_large', requestId: expect.stringMatching(REQUEST_ID) });
+    const detail = detailOf(Buffer.from(String(status['grpc-status-details-bin']), 'base64'), {
+      code,
+      message: decodeURIComponent(String(status['grpc-message'])),
+    });
+    expect(detail).toMatchObject({
+      httpStatus: 413,
+      type: 'invalid_request_error',
+      code: 'request_too_large',
+      requestId: expect.stringMatching(REQUEST_ID),
+    });
   });
 });
 
@@ -203,14 +251,25 @@ const guarded = gatewayForFile('rpc-refusals', { ADMIN_TOKEN });
 describe('an RPC port with ADMIN_TOKEN', () => {
   it('a Billing call without the admin token, or with a wrong one, is UNAUTHENTICATED with admin_token_required, in gRPC, gRPC-Web and Connect', async () => {
     const gw = await guarded();
-    const adminRefused = { httpStatus: 401, code: 'admin_token_required', message: expect.stringContaining('ADMIN_TOKEN'), requestId: expect.stringMatching(REQUEST_ID) };
+    const adminRefused = {
+      httpStatus: 401,
+      code: 'admin_token_required',
+      message: expect.stringContaining('ADMIN_TOKEN'),
+      requestId: expect.stringMatching(REQUEST_ID),
+    };
     const billing = grpcClient('BillingService', gw.rpcUrl);
     for (const md of [new grpc.Metadata(), bearer(`${ADMIN_TOKEN}x`)]) {
-      expect(await grpcRefusal(call(billing, 'ListKeys', { owner: 'telegram:1' }, md))).toMatchObject({ code: grpc.status.UNAUTHENTICATED, detail: adminRefused });
+      expect(await grpcRefusal(call(billing, 'ListKeys', { owner: 'telegram:1' }, md))).toMatchObject({
+        code: grpc.status.UNAUTHENTICATED,
+        detail: adminRefused,
+      });
     }
     for (const [name, transport] of Object.entries(transports)) {
       const client = createClient(BillingService, transport(gw.rpcUrl, withBearer('wrong')));
-      expect(await connectRefusal(client.listKeys({ owner: 'telegram:1' })), name).toMatchObject({ code: Code.Unauthenticated, detail: adminRefused });
+      expect(await connectRefusal(client.listKeys({ owner: 'telegram:1' })), name).toMatchObject({
+        code: Code.Unauthenticated,
+        detail: adminRefused,
+      });
     }
     // With the token the same call is served.
     expect(await call(billing, 'ListKeys', { owner: 'telegram:1' }, bearer(ADMIN_TOKEN))).toMatchObject({ keys: [] });

@@ -10,13 +10,21 @@ import { SOAK_APP_NAME, SOAK_HOLD_TTL_MS, SOAK_SWEEP_MS, soakGateway } from '../
 
 let env: SoakEnv;
 beforeAll(async () => {
-  const opts = { databaseUrl: inject('databaseUrl'), simulatorUrl: inject('simulatorUrl'), upstreamKey: UPSTREAM_KEY, logDir: path.join(inject('workDir')) };
+  const opts = {
+    databaseUrl: inject('databaseUrl'),
+    simulatorUrl: inject('simulatorUrl'),
+    upstreamKey: UPSTREAM_KEY,
+    logDir: path.join(inject('workDir')),
+  };
   env = {
     databaseUrl: inject('databaseUrl'),
     gatewayAppName: SOAK_APP_NAME,
     holdTtlMs: SOAK_HOLD_TTL_MS,
     sweepMs: SOAK_SWEEP_MS,
-    gateways: [await soakGateway({ ...opts, name: 'soak-a' }), await soakGateway({ ...opts, name: 'soak-b', billing: 'lease' })],
+    gateways: [
+      await soakGateway({ ...opts, name: 'soak-a' }),
+      await soakGateway({ ...opts, name: 'soak-b', billing: 'lease' }),
+    ],
   };
 });
 afterAll(async () => {
@@ -35,10 +43,10 @@ describe('seeded randomized soak', () => {
     const client = await db().connect();
     try {
       await client.query('BEGIN');
-      await client.query(`INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, cause, external_id) VALUES ($1, 5, 'topup', 5, 'soak-check', $2)`, [
-        key.accountId,
-        `soak-check-${key.accountId}`,
-      ]);
+      await client.query(
+        `INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, cause, external_id) VALUES ($1, 5, 'topup', 5, 'soak-check', $2)`,
+        [key.accountId, `soak-check-${key.accountId}`],
+      );
       const found = await violations(client, { holdTtlMs: SOAK_HOLD_TTL_MS, sweepMs: SOAK_SWEEP_MS });
       expect(found).toContain(`account ${key.accountId}: ledger sum 1000000005 != balance 1000000000`);
     } finally {

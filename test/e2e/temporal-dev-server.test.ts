@@ -26,7 +26,9 @@ function pathWithoutTemporal(): string {
 }
 
 describe('Temporal for npm start', () => {
-  it('with no TEMPORAL_ADDRESS the gateway starts a dev server and its UI from the cached CLI, and the first video request works', { timeout: 240_000 }, async () => {
+  it('with no TEMPORAL_ADDRESS the gateway starts a dev server and its UI from the cached CLI, and the first video request works', {
+    timeout: 240_000,
+  }, async () => {
     const dir = fs.mkdtempSync(path.join(inject('workDir'), 'dev-server-'));
     const [devPort, uiPort] = [await freePort(), await freePort()];
     gw = await startGatewayProcess({
@@ -62,7 +64,10 @@ describe('Temporal for npm start', () => {
       await new Promise((res) => setTimeout(res, 500));
     }
     // Any 503 on the way said only that Temporal was still starting.
-    for (const m of starting) expect(m).toBe('Video generation is unavailable on this gateway: its Temporal service for video jobs is still starting; try again shortly.');
+    for (const m of starting)
+      expect(m).toBe(
+        'Video generation is unavailable on this gateway: its Temporal service for video jobs is still starting; try again shortly.',
+      );
     expect(r.status).toBe(200);
     expect(r.headers.get('content-type')).toBe('video/mp4');
     expect((await r.arrayBuffer()).byteLength).toBeGreaterThan(0);

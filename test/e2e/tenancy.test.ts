@@ -9,7 +9,21 @@ import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { costNano } from '../../src/billing/money.ts';
 import { MODELS } from '../../src/catalogue/models.ts';
-import { accountActivity, balanceOf, billing, checkInvariants, db, gatewayUrl, newKey, openai, simulatorUrl, uniqueMarker, upstreamRequests, waitForUsage, type TestKey } from '../support/context.ts';
+import {
+  accountActivity,
+  balanceOf,
+  billing,
+  checkInvariants,
+  db,
+  gatewayUrl,
+  newKey,
+  openai,
+  simulatorUrl,
+  uniqueMarker,
+  upstreamRequests,
+  waitForUsage,
+  type TestKey,
+} from '../support/context.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import { gatewayForFile } from '../support/extra-gateway.ts';
 import type { GatewayProcess } from '../support/gateway-process.ts';
@@ -19,13 +33,25 @@ const FIVE_USD = 5_000_000_000n;
 const price = (model: string, key: string) => MODELS.find((m) => m.id === model)!.prices[key]!;
 const responsesCost = (u: OpenAI.Responses.ResponseUsage) =>
   costNano([
-    { quantity: BigInt(u.input_tokens - u.input_tokens_details.cached_tokens), priceUsd: price(MODEL, 'input_per_mtok'), perUnits: 1_000_000n },
-    { quantity: BigInt(u.input_tokens_details.cached_tokens), priceUsd: price(MODEL, 'cached_input_per_mtok'), perUnits: 1_000_000n },
+    {
+      quantity: BigInt(u.input_tokens - u.input_tokens_details.cached_tokens),
+      priceUsd: price(MODEL, 'input_per_mtok'),
+      perUnits: 1_000_000n,
+    },
+    {
+      quantity: BigInt(u.input_tokens_details.cached_tokens),
+      priceUsd: price(MODEL, 'cached_input_per_mtok'),
+      perUnits: 1_000_000n,
+    },
     { quantity: BigInt(u.output_tokens), priceUsd: price(MODEL, 'output_per_mtok'), perUnits: 1_000_000n },
   ]);
 const claude = (apiKey: string, baseURL = gatewayUrl()) => new Anthropic({ apiKey, baseURL, maxRetries: 0 });
-const clientOf = (g: GatewayProcess, apiKey: string) => new OpenAI({ apiKey, baseURL: `${g.httpUrl}/v1`, maxRetries: 0 });
-const ownersOf = async (id: string) => (await db().query('SELECT account_id FROM response_owners WHERE object_id = $1', [id])).rows.map((r) => r.account_id as string);
+const clientOf = (g: GatewayProcess, apiKey: string) =>
+  new OpenAI({ apiKey, baseURL: `${g.httpUrl}/v1`, maxRetries: 0 });
+const ownersOf = async (id: string) =>
+  (await db().query('SELECT account_id FROM response_owners WHERE object_id = $1', [id])).rows.map(
+    (r) => r.account_id as string,
+  );
 const nothingDone = async (key: TestKey, marker: string) => {
   expect(await upstreamRequests(marker)).toEqual([]);
   expect(await accountActivity(key.accountId)).toEqual({ holds: 0, charges: 0, usage: 0 });
@@ -37,8 +63,15 @@ const apiError = (e: unknown) => {
 };
 /** The raw answer to a POST, to compare bodies byte for byte. */
 const post = async (base: string, apiKey: string, body: unknown) => {
-  const r = await fetch(`${base}/v1/responses`, { method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body: JSON.stringify(body) });
-  return { status: r.status, body: (await r.json()) as { error: { message: string; type: string; param: string | null; code: string | null } } };
+  const r = await fetch(`${base}/v1/responses`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  return {
+    status: r.status,
+    body: (await r.json()) as { error: { message: string; type: string; param: string | null; code: string | null } },
+  };
 };
 
 /**
@@ -55,7 +88,9 @@ async function whileRecordsWait(request: () => Promise<unknown>, check: () => vo
     running = request();
     const deadline = Date.now() + 20_000;
     for (;;) {
-      const r = await db().query(`SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO response_owners%jsonb_array_elements%'`);
+      const r = await db().query(
+        `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'INSERT INTO response_owners%jsonb_array_elements%'`,
+      );
       if (r.rows[0].n > 0) break;
       if (Date.now() > deadline) throw new Error('no INSERT ever waited for the lock');
       await new Promise((res) => setTimeout(res, 10));
@@ -69,13 +104,20 @@ async function whileRecordsWait(request: () => Promise<unknown>, check: () => vo
 }
 
 async function seed(ref: string, tokens: number): Promise<string> {
-  const r = await fetch(`${simulatorUrl()}/__sim/refs`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ ref, tokens }) });
+  const r = await fetch(`${simulatorUrl()}/__sim/refs`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ ref, tokens }),
+  });
   expect(r.status).toBe(204);
   return ref;
 }
 
 /** A gateway whose operator shares every kind of object, sweeping often (prune test). */
-const sharing = gatewayForFile('sharing', { SHARED_PROVIDER_OBJECTS: 'conversation, prompt, file, vector_store, container, skill', HOLD_SWEEP_INTERVAL_MS: '100' });
+const sharing = gatewayForFile('sharing', {
+  SHARED_PROVIDER_OBJECTS: 'conversation, prompt, file, vector_store, container, skill',
+  HOLD_SWEEP_INTERVAL_MS: '100',
+});
 /** Two instances with credit leases on. */
 const leaseEnv = { BILLING_MODE: 'lease', LEASE_SLICE_USD: '0.05', LEASE_FLUSH_MS: '50', LEASE_IDLE_MS: '500' };
 const lease1 = gatewayForFile('lease-1', leaseEnv);
@@ -84,10 +126,17 @@ const lease2 = gatewayForFile('lease-2', leaseEnv);
 describe('a stored response belongs to the account that created it', () => {
   it('tenant A creates a stored response and continues it, charged the stored context the provider reads', async () => {
     const a = await newKey('5');
-    const first = await openai(a.apiKey).responses.create({ model: MODEL, input: `first ${uniqueMarker()} [sim tokens=5]` });
+    const first = await openai(a.apiKey).responses.create({
+      model: MODEL,
+      input: `first ${uniqueMarker()} [sim tokens=5]`,
+    });
     expect(await ownersOf(first.id)).toEqual([a.accountId]);
     const { data, response } = await openai(a.apiKey)
-      .responses.create({ model: MODEL, previous_response_id: first.id, input: `second ${uniqueMarker()} [sim prompt=7 tokens=3]` })
+      .responses.create({
+        model: MODEL,
+        previous_response_id: first.id,
+        input: `second ${uniqueMarker()} [sim prompt=7 tokens=3]`,
+      })
       .withResponse();
     // The provider read the stored conversation (everything of the first response) and billed it.
     expect(data.usage!.input_tokens).toBe(7 + first.usage!.total_tokens);
@@ -100,7 +149,10 @@ describe('a stored response belongs to the account that created it', () => {
   it("tenant B naming A's response gets OpenAI's not-found 400: nothing held, charged or sent upstream", async () => {
     const a = await newKey('5');
     const b = await newKey('5');
-    const first = await openai(a.apiKey).responses.create({ model: MODEL, input: `secret of A ${uniqueMarker()} [sim tokens=5]` });
+    const first = await openai(a.apiKey).responses.create({
+      model: MODEL,
+      input: `secret of A ${uniqueMarker()} [sim tokens=5]`,
+    });
     const m = uniqueMarker('b');
     const err = apiError(
       await openai(b.apiKey)
@@ -108,7 +160,12 @@ describe('a stored response belongs to the account that created it', () => {
         .catch((e: unknown) => e),
     );
     expect(err.status).toBe(400);
-    expect(err.error).toEqual({ message: `Previous response with id '${first.id}' not found.`, type: 'invalid_request_error', param: 'previous_response_id', code: 'previous_response_not_found' });
+    expect(err.error).toEqual({
+      message: `Previous response with id '${first.id}' not found.`,
+      type: 'invalid_request_error',
+      param: 'previous_response_id',
+      code: 'previous_response_not_found',
+    });
     const streamed = apiError(
       await openai(b.apiKey)
         .responses.create({ model: MODEL, previous_response_id: first.id, input: `what did A say? ${m}`, stream: true })
@@ -121,12 +178,27 @@ describe('a stored response belongs to the account that created it', () => {
   it('the refusal is the one for an id that never existed, and the one OpenAI gives', async () => {
     const a = await newKey('5');
     const b = await newKey('5');
-    const first = await openai(a.apiKey).responses.create({ model: MODEL, input: `A ${uniqueMarker()} [sim tokens=2]` });
+    const first = await openai(a.apiKey).responses.create({
+      model: MODEL,
+      input: `A ${uniqueMarker()} [sim tokens=2]`,
+    });
     const made = `resp_${'0'.repeat(8)}${uniqueMarker().replace(/\W/g, '')}`;
-    const strip = (r: Awaited<ReturnType<typeof post>>, id: string) => ({ status: r.status, body: JSON.parse(JSON.stringify(r.body).replaceAll(id, '<id>')) });
-    const theirs = strip(await post(gatewayUrl(), b.apiKey, { model: MODEL, previous_response_id: first.id, input: 'x' }), first.id);
-    const never = strip(await post(gatewayUrl(), b.apiKey, { model: MODEL, previous_response_id: made, input: 'x' }), made);
-    const provider = strip(await post(simulatorUrl(), UPSTREAM_KEY, { model: MODEL, previous_response_id: made, input: 'x' }), made);
+    const strip = (r: Awaited<ReturnType<typeof post>>, id: string) => ({
+      status: r.status,
+      body: JSON.parse(JSON.stringify(r.body).replaceAll(id, '<id>')),
+    });
+    const theirs = strip(
+      await post(gatewayUrl(), b.apiKey, { model: MODEL, previous_response_id: first.id, input: 'x' }),
+      first.id,
+    );
+    const never = strip(
+      await post(gatewayUrl(), b.apiKey, { model: MODEL, previous_response_id: made, input: 'x' }),
+      made,
+    );
+    const provider = strip(
+      await post(simulatorUrl(), UPSTREAM_KEY, { model: MODEL, previous_response_id: made, input: 'x' }),
+      made,
+    );
     expect(theirs).toEqual(never);
     expect(theirs).toEqual(provider);
   });
@@ -134,7 +206,10 @@ describe('a stored response belongs to the account that created it', () => {
   it("A's items: A may name them by id (item_reference, reasoning without its encrypted content); B gets OpenAI's 404", async () => {
     const a = await newKey('5');
     const b = await newKey('5');
-    const first = await openai(a.apiKey).responses.create({ model: MODEL, input: `think ${uniqueMarker()} [sim reasoning=3 tokens=4]` });
+    const first = await openai(a.apiKey).responses.create({
+      model: MODEL,
+      input: `think ${uniqueMarker()} [sim reasoning=3 tokens=4]`,
+    });
     const reasoning = first.output.find((o) => o.type === 'reasoning')!;
     const message = first.output.find((o) => o.type === 'message')!;
     expect(await ownersOf(reasoning.id)).toEqual([a.accountId]);
@@ -152,7 +227,12 @@ describe('a stored response belongs to the account that created it', () => {
         .catch((e: unknown) => e),
     );
     expect(err.status).toBe(404);
-    expect(err.error).toEqual({ message: `Item with id '${reasoning.id}' not found.`, type: 'invalid_request_error', param: 'input', code: null });
+    expect(err.error).toEqual({
+      message: `Item with id '${reasoning.id}' not found.`,
+      type: 'invalid_request_error',
+      param: 'input',
+      code: null,
+    });
     // With its encrypted content inline the provider reads nothing from storage: not A's to guard.
     const inline = await openai(b.apiKey).responses.create({
       model: MODEL,
@@ -166,9 +246,16 @@ describe('a stored response belongs to the account that created it', () => {
 
   it("A's responses stay A's after A rotates its key; the old key is refused", async () => {
     const a = await newKey('5');
-    const first = await openai(a.apiKey).responses.create({ model: MODEL, input: `before ${uniqueMarker()} [sim tokens=2]` });
+    const first = await openai(a.apiKey).responses.create({
+      model: MODEL,
+      input: `before ${uniqueMarker()} [sim tokens=2]`,
+    });
     const rotated = await billing().rotateKey({ key: { ref: { case: 'keyId', value: a.keyId } } });
-    const next = await openai(rotated.apiKey).responses.create({ model: MODEL, previous_response_id: first.id, input: `after [sim prompt=4 tokens=2]` });
+    const next = await openai(rotated.apiKey).responses.create({
+      model: MODEL,
+      previous_response_id: first.id,
+      input: `after [sim prompt=4 tokens=2]`,
+    });
     expect(next.usage!.input_tokens).toBe(4 + first.usage!.total_tokens);
     const old = apiError(
       await openai(a.apiKey)
@@ -180,9 +267,19 @@ describe('a stored response belongs to the account that created it', () => {
 
   it('store: false records nothing, and continuing such a response is refused as OpenAI refuses it', async () => {
     const a = await newKey('5');
-    const plain = await openai(a.apiKey).responses.create({ model: MODEL, store: false, input: `unstored ${uniqueMarker()} [sim reasoning=2 tokens=2]`, include: ['reasoning.encrypted_content'] });
+    const plain = await openai(a.apiKey).responses.create({
+      model: MODEL,
+      store: false,
+      input: `unstored ${uniqueMarker()} [sim reasoning=2 tokens=2]`,
+      include: ['reasoning.encrypted_content'],
+    });
     let streamedId = '';
-    for await (const ev of await openai(a.apiKey).responses.create({ model: MODEL, store: false, stream: true, input: `unstored ${uniqueMarker()} [sim tokens=2]` })) {
+    for await (const ev of await openai(a.apiKey).responses.create({
+      model: MODEL,
+      store: false,
+      stream: true,
+      input: `unstored ${uniqueMarker()} [sim tokens=2]`,
+    })) {
       if (ev.type === 'response.created') streamedId = ev.response.id;
     }
     for (const id of [plain.id, ...plain.output.map((o) => o.id!), streamedId]) expect(await ownersOf(id)).toEqual([]);
@@ -227,7 +324,11 @@ describe('a stored response belongs to the account that created it', () => {
     expect(await ownersOf(reply!.id)).toEqual([a.accountId]);
     await whileRecordsWait(
       async () => {
-        for await (const ev of await openai(a.apiKey).responses.create({ model: MODEL, stream: true, input: `streamed ${uniqueMarker()} [sim tokens=2]` })) {
+        for await (const ev of await openai(a.apiKey).responses.create({
+          model: MODEL,
+          stream: true,
+          input: `streamed ${uniqueMarker()} [sim tokens=2]`,
+        })) {
           if (ev.type === 'response.created') created = ev.response.id;
         }
       },
@@ -248,7 +349,13 @@ describe('a stored response belongs to the account that created it', () => {
   it('many stored responses at once are each recorded before their reply (records are committed in groups)', async () => {
     const a = await newKey('5');
     const replies = await Promise.all(
-      Array.from({ length: 24 }, (_, i) => openai(a.apiKey).responses.create({ model: MODEL, max_output_tokens: 16, input: `burst ${i} ${uniqueMarker()} [sim tokens=2]` })),
+      Array.from({ length: 24 }, (_, i) =>
+        openai(a.apiKey).responses.create({
+          model: MODEL,
+          max_output_tokens: 16,
+          input: `burst ${i} ${uniqueMarker()} [sim tokens=2]`,
+        }),
+      ),
     );
     const owned = await db().query('SELECT object_id FROM response_owners WHERE account_id = $1', [a.accountId]);
     const ids = new Set(owned.rows.map((r) => r.object_id as string));
@@ -259,9 +366,18 @@ describe('a stored response belongs to the account that created it', () => {
     const a = await newKey('5');
     let followUp: OpenAI.Responses.Response | undefined;
     let completed: OpenAI.Responses.Response | undefined;
-    for await (const ev of await openai(a.apiKey).responses.create({ model: MODEL, stream: true, input: `stream ${uniqueMarker()} [sim tokens=6]` })) {
+    for await (const ev of await openai(a.apiKey).responses.create({
+      model: MODEL,
+      stream: true,
+      input: `stream ${uniqueMarker()} [sim tokens=6]`,
+    })) {
       // A follow-up sent the moment the id arrives, before the rest of the stream is read.
-      if (ev.type === 'response.created') followUp = await openai(a.apiKey).responses.create({ model: MODEL, previous_response_id: ev.response.id, input: 'at once [sim tokens=2]' });
+      if (ev.type === 'response.created')
+        followUp = await openai(a.apiKey).responses.create({
+          model: MODEL,
+          previous_response_id: ev.response.id,
+          input: 'at once [sim tokens=2]',
+        });
       if (ev.type === 'response.completed') completed = ev.response;
     }
     expect(followUp!.status).toBe('completed');
@@ -279,7 +395,10 @@ describe('a stored response belongs to the account that created it', () => {
 
   it('a chat-only model refuses previous_response_id with a 400 naming it; its own response ids continue nothing', async () => {
     const a = await newKey('5');
-    const chatOnly = await openai(a.apiKey).responses.create({ model: 'gpt-4o-mini', input: `hi ${uniqueMarker()} [sim tokens=2]` });
+    const chatOnly = await openai(a.apiKey).responses.create({
+      model: 'gpt-4o-mini',
+      input: `hi ${uniqueMarker()} [sim tokens=2]`,
+    });
     expect(chatOnly.id).toMatch(/^resp_/);
     expect(await ownersOf(chatOnly.id)).toEqual([]);
     const m = uniqueMarker();
@@ -304,7 +423,10 @@ describe('a stored response belongs to the account that created it', () => {
     const a = await newKey('5');
     const old = uniqueMarker('resp_old');
     const fresh = uniqueMarker('resp_fresh');
-    await db().query(`INSERT INTO response_owners (object_id, account_id, created_at) VALUES ($1, $3, now() - interval '32 days'), ($2, $3, now() - interval '29 days')`, [old, fresh, a.accountId]);
+    await db().query(
+      `INSERT INTO response_owners (object_id, account_id, created_at) VALUES ($1, $3, now() - interval '32 days'), ($2, $3, now() - interval '29 days')`,
+      [old, fresh, a.accountId],
+    );
     const deadline = Date.now() + 20_000;
     while ((await ownersOf(old)).length > 0) {
       if (Date.now() > deadline) throw new Error('the old row was never pruned');
@@ -319,12 +441,28 @@ describe('with credit leases, every instance sees who created a response at once
     const [g1, g2] = await Promise.all([lease1(), lease2()]);
     const a = await newKey('5');
     const b = await newKey('5');
-    const first = await clientOf(g1, a.apiKey).responses.create({ model: MODEL, input: `on one ${uniqueMarker()} [sim tokens=3]` });
-    const next = await clientOf(g2, a.apiKey).responses.create({ model: MODEL, previous_response_id: first.id, input: 'on two [sim prompt=5 tokens=2]' });
+    const first = await clientOf(g1, a.apiKey).responses.create({
+      model: MODEL,
+      input: `on one ${uniqueMarker()} [sim tokens=3]`,
+    });
+    const next = await clientOf(g2, a.apiKey).responses.create({
+      model: MODEL,
+      previous_response_id: first.id,
+      input: 'on two [sim prompt=5 tokens=2]',
+    });
     expect(next.usage!.input_tokens).toBe(5 + first.usage!.total_tokens);
     let fromStream: OpenAI.Responses.Response | undefined;
-    for await (const ev of await clientOf(g1, a.apiKey).responses.create({ model: MODEL, stream: true, input: `streamed on one ${uniqueMarker()} [sim tokens=3]` })) {
-      if (ev.type === 'response.created') fromStream = await clientOf(g2, a.apiKey).responses.create({ model: MODEL, previous_response_id: ev.response.id, input: 'on two [sim tokens=2]' });
+    for await (const ev of await clientOf(g1, a.apiKey).responses.create({
+      model: MODEL,
+      stream: true,
+      input: `streamed on one ${uniqueMarker()} [sim tokens=3]`,
+    })) {
+      if (ev.type === 'response.created')
+        fromStream = await clientOf(g2, a.apiKey).responses.create({
+          model: MODEL,
+          previous_response_id: ev.response.id,
+          input: 'on two [sim tokens=2]',
+        });
     }
     expect(fromStream!.status).toBe('completed');
     const m = uniqueMarker('b');
@@ -393,23 +531,83 @@ const CASES: Case[] = [
       ],
     }),
   ],
-  ['file', 'messages', 'messages', (ref) => ({ messages: [{ role: 'user', content: [fileBlock(ref), { type: 'text', text: 'read [sim tokens=3]' }] }] })],
-  ['file', 'messages', 'count_tokens', (ref) => ({ messages: [{ role: 'user', content: [fileBlock(ref), { type: 'text', text: 'count [sim tokens=3]' }] }] })],
-  ['vector_store', 'tools', 'responses', (ref) => ({ tools: [{ type: 'file_search', vector_store_ids: [ref] }], input: 'find [sim tokens=3]' })],
-  ['container', 'tools', 'responses', (ref) => ({ tools: [{ type: 'code_interpreter', container: ref }], input: 'run [sim tokens=3]' })],
-  ['container', 'container', 'messages', (ref) => ({ container: ref, messages: [{ role: 'user', content: 'run [sim tokens=3]' }] })],
-  ['skill', 'container', 'messages', (ref) => ({ container: { skills: [{ type: 'custom', skill_id: ref, version: 'latest' }] }, messages: [{ role: 'user', content: 'run [sim tokens=3]' }] })],
+  [
+    'file',
+    'messages',
+    'messages',
+    (ref) => ({
+      messages: [{ role: 'user', content: [fileBlock(ref), { type: 'text', text: 'read [sim tokens=3]' }] }],
+    }),
+  ],
+  [
+    'file',
+    'messages',
+    'count_tokens',
+    (ref) => ({
+      messages: [{ role: 'user', content: [fileBlock(ref), { type: 'text', text: 'count [sim tokens=3]' }] }],
+    }),
+  ],
+  [
+    'vector_store',
+    'tools',
+    'responses',
+    (ref) => ({ tools: [{ type: 'file_search', vector_store_ids: [ref] }], input: 'find [sim tokens=3]' }),
+  ],
+  [
+    'container',
+    'tools',
+    'responses',
+    (ref) => ({ tools: [{ type: 'code_interpreter', container: ref }], input: 'run [sim tokens=3]' }),
+  ],
+  [
+    'container',
+    'container',
+    'messages',
+    (ref) => ({ container: ref, messages: [{ role: 'user', content: 'run [sim tokens=3]' }] }),
+  ],
+  [
+    'skill',
+    'container',
+    'messages',
+    (ref) => ({
+      container: { skills: [{ type: 'custom', skill_id: ref, version: 'latest' }] },
+      messages: [{ role: 'user', content: 'run [sim tokens=3]' }],
+    }),
+  ],
 ];
 
 /** Sends a case's request through the official SDK; resolves to the reply or the SDK's error. `marker` lands in the text the simulator records. */
-async function send([, , route, body]: Case, ref: string, apiKey: string, base: string, marker: string): Promise<unknown> {
+async function send(
+  [, , route, body]: Case,
+  ref: string,
+  apiKey: string,
+  base: string,
+  marker: string,
+): Promise<unknown> {
   const b = JSON.parse(JSON.stringify(body(ref)).replace('[sim', `${marker} [sim`)) as Record<string, unknown>;
   const oa = new OpenAI({ apiKey, baseURL: `${base}/v1`, maxRetries: 0 });
   try {
-    if (route === 'responses') return await oa.responses.create({ model: MODEL, max_output_tokens: 16, ...b } as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming);
-    if (route === 'chat') return await oa.chat.completions.create({ model: 'gpt-4o-mini', ...b } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming);
-    if (route === 'messages') return await claude(apiKey, base).messages.create({ model: 'claude-haiku-4-5', max_tokens: 16, ...b } as unknown as Anthropic.MessageCreateParamsNonStreaming);
-    return await claude(apiKey, base).messages.countTokens({ model: 'claude-haiku-4-5', ...b } as unknown as Anthropic.MessageCountTokensParams);
+    if (route === 'responses')
+      return await oa.responses.create({
+        model: MODEL,
+        max_output_tokens: 16,
+        ...b,
+      } as unknown as OpenAI.Responses.ResponseCreateParamsNonStreaming);
+    if (route === 'chat')
+      return await oa.chat.completions.create({
+        model: 'gpt-4o-mini',
+        ...b,
+      } as unknown as OpenAI.ChatCompletionCreateParamsNonStreaming);
+    if (route === 'messages')
+      return await claude(apiKey, base).messages.create({
+        model: 'claude-haiku-4-5',
+        max_tokens: 16,
+        ...b,
+      } as unknown as Anthropic.MessageCreateParamsNonStreaming);
+    return await claude(apiKey, base).messages.countTokens({
+      model: 'claude-haiku-4-5',
+      ...b,
+    } as unknown as Anthropic.MessageCountTokensParams);
   } catch (e) {
     return e;
   }
@@ -434,23 +632,29 @@ describe("objects in the operator's provider account are not a tenant's", () => 
     await nothingDone(key, m);
   });
 
-  it.each(CASES.filter(([kind]) => ['conversation', 'prompt', 'file'].includes(kind)))('shared by the operator, %s in %s (%s) is served and the provider reads it', async (...c) => {
-    const g = await sharing();
-    const key = await newKey('5');
-    const ref = await seed(`${c[0]}_${uniqueMarker()}`, 2_000);
-    const reply = await send(c, ref, key.apiKey, g.httpUrl, uniqueMarker());
-    expect(reply).not.toBeInstanceOf(Error);
-    const r = reply as { usage?: { input_tokens?: number; prompt_tokens?: number }; input_tokens?: number };
-    expect(r.usage?.input_tokens ?? r.usage?.prompt_tokens ?? r.input_tokens).toBeGreaterThan(2_000);
-  });
+  it.each(CASES.filter(([kind]) => ['conversation', 'prompt', 'file'].includes(kind)))(
+    'shared by the operator, %s in %s (%s) is served and the provider reads it',
+    async (...c) => {
+      const g = await sharing();
+      const key = await newKey('5');
+      const ref = await seed(`${c[0]}_${uniqueMarker()}`, 2_000);
+      const reply = await send(c, ref, key.apiKey, g.httpUrl, uniqueMarker());
+      expect(reply).not.toBeInstanceOf(Error);
+      const r = reply as { usage?: { input_tokens?: number; prompt_tokens?: number }; input_tokens?: number };
+      expect(r.usage?.input_tokens ?? r.usage?.prompt_tokens ?? r.input_tokens).toBeGreaterThan(2_000);
+    },
+  );
 
-  it.each(CASES.filter(([kind]) => ['vector_store', 'container', 'skill'].includes(kind)))('shared by the operator, %s in %s (%s) is still refused: what uses it is not billed', async (...c) => {
-    const g = await sharing();
-    const key = await newKey('5');
-    const m = uniqueMarker();
-    const err = await send(c, `${c[0]}_${uniqueMarker()}`, key.apiKey, g.httpUrl, m);
-    expect((err as { status?: number }).status).toBe(400);
-    expect((err as Error).message).not.toContain('not shared');
-    await nothingDone(key, m);
-  });
+  it.each(CASES.filter(([kind]) => ['vector_store', 'container', 'skill'].includes(kind)))(
+    'shared by the operator, %s in %s (%s) is still refused: what uses it is not billed',
+    async (...c) => {
+      const g = await sharing();
+      const key = await newKey('5');
+      const m = uniqueMarker();
+      const err = await send(c, `${c[0]}_${uniqueMarker()}`, key.apiKey, g.httpUrl, m);
+      expect((err as { status?: number }).status).toBe(400);
+      expect((err as Error).message).not.toContain('not shared');
+      await nothingDone(key, m);
+    },
+  );
 });

@@ -25,13 +25,22 @@ const plain = (s: string) => s.replace(/\x1b\[[0-9;]*m/g, '').replace(/\r/g, '')
 function baseEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = { ...process.env };
   for (const name of Object.keys(env)) {
-    if (/^(GATEWAY_RPC_URL|GRPC_|HOST$|PORT$|DATA_DIR|DATABASE_URL|LOG_|BILLING_MODE|TEMPORAL_|VIDEO_|TELEGRAM_|ADMIN_TOKEN|METRICS_TOKEN|NO_COLOR)|_API_KEY$|_BASE_URL$/.test(name)) delete env[name];
+    if (
+      /^(GATEWAY_RPC_URL|GRPC_|HOST$|PORT$|DATA_DIR|DATABASE_URL|LOG_|BILLING_MODE|TEMPORAL_|VIDEO_|TELEGRAM_|ADMIN_TOKEN|METRICS_TOKEN|NO_COLOR)|_API_KEY$|_BASE_URL$/.test(
+        name,
+      )
+    )
+      delete env[name];
   }
   return { ...env, ...extra };
 }
 
 /** Both settings keep this gateway away from any Temporal dev server on the machine. */
-const noTemporal = async () => ({ TEMPORAL_CLI: NO_TEMPORAL_CLI, TEMPORAL_DEV_PORT: String(await freePort()), TEMPORAL_UI_PORT: String(await freePort()) });
+const noTemporal = async () => ({
+  TEMPORAL_CLI: NO_TEMPORAL_CLI,
+  TEMPORAL_DEV_PORT: String(await freePort()),
+  TEMPORAL_UI_PORT: String(await freePort()),
+});
 
 interface Terminal {
   child: ChildProcess;
@@ -41,7 +50,12 @@ interface Terminal {
 
 /** `command` run by `script` on a pseudo-terminal; what it prints is collected. */
 function onTerminal(command: string, env: NodeJS.ProcessEnv): Terminal {
-  const child = spawn('script', ['-qfc', command, '/dev/null'], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+  const child = spawn('script', ['-qfc', command, '/dev/null'], {
+    cwd: ROOT,
+    env,
+    stdio: ['pipe', 'pipe', 'pipe'],
+    detached: true,
+  });
   let out = '';
   child.stdout!.on('data', (d: Buffer) => {
     out += d.toString();
@@ -68,7 +82,11 @@ afterAll(async () => {
 });
 
 /** Waits for something a process will do; the bound only ends a test that would hang. */
-async function until<T>(what: string, probe: () => T | undefined | false | Promise<T | undefined | false>, output: () => string): Promise<T> {
+async function until<T>(
+  what: string,
+  probe: () => T | undefined | false | Promise<T | undefined | false>,
+  output: () => string,
+): Promise<T> {
   const deadline = Date.now() + 90_000;
   for (;;) {
     const v = await probe();
@@ -102,7 +120,10 @@ function jsonLines(text: string): Record<string, any>[] {
 }
 
 const run = promisify(execFile);
-async function cli(env: NodeJS.ProcessEnv, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+async function cli(
+  env: NodeJS.ProcessEnv,
+  ...args: string[]
+): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
     const { stdout, stderr } = await run(process.execPath, ['src/cli/main.ts', ...args], { cwd: ROOT, env });
     return { code: 0, stdout, stderr };
@@ -113,7 +134,9 @@ async function cli(env: NodeJS.ProcessEnv, ...args: string[]): Promise<{ code: n
 }
 
 describe('npm start at a terminal', () => {
-  it('prints a short summary, one line per request, and the CLI finds it through DATA_DIR', { timeout: 180_000 }, async () => {
+  it('prints a short summary, one line per request, and the CLI finds it through DATA_DIR', {
+    timeout: 180_000,
+  }, async () => {
     const dataDir = fs.mkdtempSync(path.join(inject('workDir'), 'terminal-'));
     fs.chmodSync(dataDir, 0o755); // the embedded PostgreSQL server's user (as root: postgres) reaches its cluster
     const [port, grpcPort] = [await freePort(), await freePort()];
@@ -140,16 +163,26 @@ describe('npm start at a terminal', () => {
     const summary = out.slice(out.indexOf('gateway ready'));
     const row = (label: string) => new RegExp(`^ +${label} +(.*)$`, 'm').exec(summary)?.[1];
     expect(row('HTTP')).toBe(`${httpUrl}/v1  this machine only (127.0.0.1); /metrics needs METRICS_TOKEN`);
-    expect(row('RPC')).toBe(`http://127.0.0.1:${grpcPort}  all interfaces (0.0.0.0): anyone who can reach this machine; Billing/Catalogue need ADMIN_TOKEN`);
-    expect(row('database')).toBe(`embedded PostgreSQL server, data in ${path.join(dataDir, 'postgres')} (set DATABASE_URL for your own)`);
+    expect(row('RPC')).toBe(
+      `http://127.0.0.1:${grpcPort}  all interfaces (0.0.0.0): anyone who can reach this machine; Billing/Catalogue need ADMIN_TOKEN`,
+    );
+    expect(row('database')).toBe(
+      `embedded PostgreSQL server, data in ${path.join(dataDir, 'postgres')} (set DATABASE_URL for your own)`,
+    );
     expect(row('billing')).toBe('credit leases of $1 per key and instance');
     expect(row('providers')).toMatch(/^openai +\d+ models +key set, at http:\/\/127\.0\.0\.1:\d+\/v1$/);
     for (const name of ['anthropic', 'xai', 'deepseek', 'cohere', 'bfl']) {
-      expect(summary).toMatch(new RegExp(`^ +${name} +\\d+ models? +no key \\(set ${name.toUpperCase()}_API_KEY\\)$`, 'm'));
+      expect(summary).toMatch(
+        new RegExp(`^ +${name} +\\d+ models? +no key \\(set ${name.toUpperCase()}_API_KEY\\)$`, 'm'),
+      );
     }
-    expect(row('Temporal')).toMatch(/^starting a local dev server on 127\.0\.0\.1:\d+ in the background; web UI http:\/\/127\.0\.0\.1:\d+ once it is up$/);
+    expect(row('Temporal')).toMatch(
+      /^starting a local dev server on 127\.0\.0\.1:\d+ in the background; web UI http:\/\/127\.0\.0\.1:\d+ once it is up$/,
+    );
     expect(row('bot')).toBe('off (set TELEGRAM_BOT_TOKEN for the Telegram bot)');
-    expect(row('CLI')).toBe(`npm run cli -- keys --help  (finds this gateway through ${path.join(dataDir, 'gateway.json')})`);
+    expect(row('CLI')).toBe(
+      `npm run cli -- keys --help  (finds this gateway through ${path.join(dataDir, 'gateway.json')})`,
+    );
     // Temporal's outcome follows on its own line, in general terms.
     await until('the video jobs line', () => /\[video\] video jobs are disabled/.test(term.output()), term.output);
 
@@ -160,21 +193,41 @@ describe('npm start at a terminal', () => {
     const key = created.stdout.trim();
     expect(key).toMatch(/^prx-/);
     const client = new OpenAI({ apiKey: key, baseURL: `${httpUrl}/v1`, maxRetries: 0 });
-    await client.chat.completions.create({ model: 'gpt-5.4-nano', messages: [{ role: 'user', content: 'terminal [sim tokens=6]' }] });
-    await client.chat.completions.create({ model: 'gpt-5.4-mini', messages: [{ role: 'user', content: 'terminal [sim tokens=3]' }] });
-    await until('the request line', () => /^\d\d:\d\d:\d\d 200 POST \/v1\/chat\/completions \d+ ms$/m.test(term.output()), term.output);
+    await client.chat.completions.create({
+      model: 'gpt-5.4-nano',
+      messages: [{ role: 'user', content: 'terminal [sim tokens=6]' }],
+    });
+    await client.chat.completions.create({
+      model: 'gpt-5.4-mini',
+      messages: [{ role: 'user', content: 'terminal [sim tokens=3]' }],
+    });
+    await until(
+      'the request line',
+      () => /^\d\d:\d\d:\d\d 200 POST \/v1\/chat\/completions \d+ ms$/m.test(term.output()),
+      term.output,
+    );
 
     const table = (await cli(cliEnv, 'keys', 'usage', key)).stdout.trimEnd().split('\n');
     expect(table[0]).toMatch(/^TIME \(UTC\) +MODEL +ROUTE +IN +OUT +COST USD +STATUS +REQUEST$/);
     expect(table).toHaveLength(3);
     for (const line of table.slice(1)) {
-      expect(line).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  gpt-5\.4-(nano|mini) +\/v1\/chat\/completions +\d+ +\d+ +0\.\d+ +ok 200 +req_\w+$/);
+      expect(line).toMatch(
+        /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  gpt-5\.4-(nano|mini) +\/v1\/chat\/completions +\d+ +\d+ +0\.\d+ +ok 200 +req_\w+$/,
+      );
       expect(line.indexOf('/v1/chat')).toBe(table[0]!.indexOf('ROUTE'));
       expect(line.indexOf('req_')).toBe(table[0]!.indexOf('REQUEST'));
     }
     const json = JSON.parse((await cli(cliEnv, 'keys', 'usage', key, '--json')).stdout);
     expect(json).toHaveLength(2);
-    expect(Object.keys(json[0]).sort()).toEqual(['cost_nano', 'input_tokens', 'model', 'output_tokens', 'request_id', 'route', 'status']);
+    expect(Object.keys(json[0]).sort()).toEqual([
+      'cost_nano',
+      'input_tokens',
+      'model',
+      'output_tokens',
+      'request_id',
+      'route',
+      'status',
+    ]);
 
     // Without the admin token: one line that says what to set.
     const refused = await cli(baseEnv({ DATA_DIR: dataDir }), 'keys', 'balance', key);
@@ -217,9 +270,22 @@ describe('npm start at a terminal', () => {
     );
     running.push(term);
     await until('the gateway answering', () => ready(`http://127.0.0.1:${port}`), term.output);
-    const summary = await until('the ready record', () => jsonLines(term.output()).find((r) => r.summary)?.summary, term.output);
-    expect(summary.rpc).toEqual({ url: `http://127.0.0.1:${grpcPort}`, host: '127.0.0.1', port: grpcPort, scope: 'loopback', adminToken: false });
-    expect(summary.database).toEqual({ kind: 'postgresql', server: `${databaseUrl.protocol}//${databaseUrl.host}${databaseUrl.pathname}` });
+    const summary = await until(
+      'the ready record',
+      () => jsonLines(term.output()).find((r) => r.summary)?.summary,
+      term.output,
+    );
+    expect(summary.rpc).toEqual({
+      url: `http://127.0.0.1:${grpcPort}`,
+      host: '127.0.0.1',
+      port: grpcPort,
+      scope: 'loopback',
+      adminToken: false,
+    });
+    expect(summary.database).toEqual({
+      kind: 'postgresql',
+      server: `${databaseUrl.protocol}//${databaseUrl.host}${databaseUrl.pathname}`,
+    });
     expect(summary.billing.mode).toBe('lease');
     expect(summary.providers.map((p: { name: string; key: boolean }) => [p.name, p.key])).toEqual([
       ['openai', false],
@@ -255,7 +321,10 @@ describe('npm start without a terminal', () => {
   it('LOG_FORMAT=pretty gives the human lines anyway, without colours', { timeout: 120_000 }, async () => {
     const dir = fs.mkdtempSync(path.join(inject('workDir'), 'terminal-pretty-'));
     const logFile = path.join(dir, 'gateway.log');
-    const gw = await startGatewayProcess({ logFile, env: { LOG_FORMAT: 'pretty', DATABASE_URL: inject('databaseUrl'), DATA_DIR: dir, ...(await noTemporal()) } });
+    const gw = await startGatewayProcess({
+      logFile,
+      env: { LOG_FORMAT: 'pretty', DATABASE_URL: inject('databaseUrl'), DATA_DIR: dir, ...(await noTemporal()) },
+    });
     try {
       const text = () => fs.readFileSync(logFile, 'utf8');
       await until('the summary', () => /^ +CLI /m.test(text()), text);

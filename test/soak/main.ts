@@ -12,7 +12,14 @@ import { runSeed, type SoakGateway } from './soak.ts';
 import { SOAK_APP_NAME, SOAK_HOLD_TTL_MS, SOAK_SWEEP_MS, soakGateway } from './gateways.ts';
 
 const { values } = parseArgs({
-  options: { seeds: { type: 'string' }, seed: { type: 'string' }, steps: { type: 'string' }, start: { type: 'string' }, verbose: { type: 'boolean' }, 'no-lease': { type: 'boolean' } },
+  options: {
+    seeds: { type: 'string' },
+    seed: { type: 'string' },
+    steps: { type: 'string' },
+    start: { type: 'string' },
+    verbose: { type: 'boolean' },
+    'no-lease': { type: 'boolean' },
+  },
 });
 const first = Number(values.seed ?? values.start ?? 1);
 const count = values.seed ? 1 : Number(values.seeds ?? 20);
@@ -57,7 +64,9 @@ try {
     const r = await runSeed(seed, env, steps);
     if (r.failures.length > 0) {
       failed++;
-      console.log(`seed ${seed}: FAILED\n  ${r.failures.join('\n  ')}\n  replay: npm run soak -- --seed ${seed} --steps ${steps} --verbose`);
+      console.log(
+        `seed ${seed}: FAILED\n  ${r.failures.join('\n  ')}\n  replay: npm run soak -- --seed ${seed} --steps ${steps} --verbose`,
+      );
     } else {
       console.log(`seed ${seed}: ok (${r.steps} steps, ${r.requests} requests)`);
     }
@@ -67,5 +76,7 @@ try {
   await sim.close();
   await pg.stop();
 }
-console.log(`\n${ran - failed} of ${ran} seeds kept every invariant (${Math.round((Date.now() - started) / 1000)} s); gateway logs in ${dir}`);
+console.log(
+  `\n${ran - failed} of ${ran} seeds kept every invariant (${Math.round((Date.now() - started) / 1000)} s); gateway logs in ${dir}`,
+);
 process.exit(failed > 0 ? 1 : stopping ? 130 : 0);

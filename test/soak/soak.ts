@@ -58,7 +58,18 @@ interface Key {
   revoked: string[];
 }
 
-const FAULTS = ['', '', '', '', ' fault=500', ' fault=429 fail=1 id=', ' fault=no_usage', ' fault=reset after=2', ' fault=error_stream', ' fault=400'];
+const FAULTS = [
+  '',
+  '',
+  '',
+  '',
+  ' fault=500',
+  ' fault=429 fail=1 id=',
+  ' fault=no_usage',
+  ' fault=reset after=2',
+  ' fault=error_stream',
+  ' fault=400',
+];
 
 export async function runSeed(seed: number, env: SoakEnv, steps: number): Promise<SoakResult> {
   const r = rng(seed);
@@ -84,7 +95,18 @@ export async function runSeed(seed: number, env: SoakEnv, steps: number): Promis
     for (let i = 0; i < 3; i++) await newKey(env.gateways[0]!);
     for (let step = 1; step <= steps; step++) {
       const g = r.pick(env.gateways);
-      const action = r.pick(['requests', 'requests', 'requests', 'requests', 'topup', 'topup', 'newkey', 'rotate', 'dropdb', 'restart'] as const);
+      const action = r.pick([
+        'requests',
+        'requests',
+        'requests',
+        'requests',
+        'topup',
+        'topup',
+        'newkey',
+        'rotate',
+        'dropdb',
+        'restart',
+      ] as const);
       log(`seed ${seed} step ${step}: ${action}`);
       try {
         if (action === 'newkey') await newKey(g);
@@ -94,9 +116,15 @@ export async function runSeed(seed: number, env: SoakEnv, steps: number): Promis
           const externalId = repeat ? r.pick(externalIds) : `soak-${seed}-${step}`;
           if (!repeat) externalIds.push(externalId);
           const res = await billing(g)
-            .topUp({ key: { ref: { case: 'apiKey', value: key.apiKey } }, amountNano: BigInt(r.int(1, 5_000_000)), externalId, cause: 'soak' })
+            .topUp({
+              key: { ref: { case: 'apiKey', value: key.apiKey } },
+              amountNano: BigInt(r.int(1, 5_000_000)),
+              externalId,
+              cause: 'soak',
+            })
             .catch((e) => e as Error);
-          if (!(res instanceof Error) && repeat && res.applied) fail(step, `a repeated top-up (${externalId}) applied again`);
+          if (!(res instanceof Error) && repeat && res.applied)
+            fail(step, `a repeated top-up (${externalId}) applied again`);
         } else if (action === 'rotate') {
           const key = r.pick(keys);
           const res = await billing(g).rotateKey({ key: { ref: { case: 'apiKey', value: key.apiKey } } });
@@ -114,10 +142,21 @@ export async function runSeed(seed: number, env: SoakEnv, steps: number): Promis
                 (e: { status?: number }) => e.status,
               );
           let status = await askOld();
-          for (const until = Date.now() + (h === g ? 0 : NOTICE_BOUND_MS); status !== 401 && Date.now() < until; status = await askOld()) await new Promise((res) => setTimeout(res, 20));
-          if (status !== 401) fail(step, `a rotated-away key got ${status ?? 'a success'} ${h === g ? 'from the instance that rotated it' : `${NOTICE_BOUND_MS} ms after the rotation`}, not 401`);
+          for (
+            const until = Date.now() + (h === g ? 0 : NOTICE_BOUND_MS);
+            status !== 401 && Date.now() < until;
+            status = await askOld()
+          )
+            await new Promise((res) => setTimeout(res, 20));
+          if (status !== 401)
+            fail(
+              step,
+              `a rotated-away key got ${status ?? 'a success'} ${h === g ? 'from the instance that rotated it' : `${NOTICE_BOUND_MS} ms after the rotation`}, not 401`,
+            );
         } else if (action === 'dropdb') {
-          await pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [env.gatewayAppName]);
+          await pool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [
+            env.gatewayAppName,
+          ]);
         } else if (action === 'restart') {
           // Kill a gateway while requests run on it; its holds are the sweeper's to release.
           const index = env.gateways.indexOf(g);
@@ -128,7 +167,9 @@ export async function runSeed(seed: number, env: SoakEnv, steps: number): Promis
           requests += inFlight.length;
         } else {
           const n = r.int(1, 12);
-          const outcomes = await Promise.all(Array.from({ length: n }, () => request(r.pick(env.gateways), r, keys, step)));
+          const outcomes = await Promise.all(
+            Array.from({ length: n }, () => request(r.pick(env.gateways), r, keys, step)),
+          );
           requests += n;
           for (const o of outcomes) if (o) fail(step, o);
         }
@@ -141,7 +182,8 @@ export async function runSeed(seed: number, env: SoakEnv, steps: number): Promis
     }
     // In the end every hold is settled or released: wait out expiry + one sweep.
     const deadline = Date.now() + env.holdTtlMs + env.sweepMs + 5_000;
-    while (Date.now() < deadline && (await activeHolds(pool, keys)) > 0) await new Promise((res) => setTimeout(res, 100));
+    while (Date.now() < deadline && (await activeHolds(pool, keys)) > 0)
+      await new Promise((res) => setTimeout(res, 100));
     const left = await activeHolds(pool, keys);
     if (left > 0) fail(steps, `${left} holds still active after expiry + one sweep`);
     for (const v of await violations(pool, env)) fail(steps, v);
@@ -155,7 +197,12 @@ export async function runSeed(seed: number, env: SoakEnv, steps: number): Promis
 const NOTICE_BOUND_MS = 3_000;
 
 /** One random request; returns a description of anything the caller saw that breaks a rule. */
-async function request(g: SoakGateway, r: ReturnType<typeof rng>, keys: Key[], step: number): Promise<string | undefined> {
+async function request(
+  g: SoakGateway,
+  r: ReturnType<typeof rng>,
+  keys: Key[],
+  step: number,
+): Promise<string | undefined> {
   const key = r.pick(keys);
   const fault = r.pick(FAULTS);
   const tag = `soak-${step}-${r.int(0, 1e9)}`;
@@ -164,14 +211,28 @@ async function request(g: SoakGateway, r: ReturnType<typeof rng>, keys: Key[], s
   const kind = r.pick(['chat', 'chat-stream', 'chat-stream-abort', 'embeddings', 'claude'] as const);
   try {
     if (kind === 'embeddings') {
-      await client.embeddings.create({ model: 'text-embedding-3-small', input: `${tag} ${directive.replace(' fault=reset after=2', '')}` });
+      await client.embeddings.create({
+        model: 'text-embedding-3-small',
+        input: `${tag} ${directive.replace(' fault=reset after=2', '')}`,
+      });
     } else if (kind === 'chat') {
-      await client.chat.completions.create({ model: 'gpt-4o-mini', max_tokens: r.int(1, 40), messages: [{ role: 'user', content: `${tag} ${directive}` }] });
+      await client.chat.completions.create({
+        model: 'gpt-4o-mini',
+        max_tokens: r.int(1, 40),
+        messages: [{ role: 'user', content: `${tag} ${directive}` }],
+      });
     } else if (kind === 'claude') {
-      await client.chat.completions.create({ model: 'claude-haiku-4-5', messages: [{ role: 'user', content: `${tag} ${directive}` }] });
+      await client.chat.completions.create({
+        model: 'claude-haiku-4-5',
+        messages: [{ role: 'user', content: `${tag} ${directive}` }],
+      });
     } else {
       const abortAfter = kind === 'chat-stream-abort' ? r.int(0, 3) : -1;
-      const stream = await client.chat.completions.create({ model: 'gpt-4o-mini', stream: true, messages: [{ role: 'user', content: `${tag} ${directive}` }] });
+      const stream = await client.chat.completions.create({
+        model: 'gpt-4o-mini',
+        stream: true,
+        messages: [{ role: 'user', content: `${tag} ${directive}` }],
+      });
       let n = 0;
       for await (const _ of stream)
         if (n++ === abortAfter) {
@@ -183,19 +244,26 @@ async function request(g: SoakGateway, r: ReturnType<typeof rng>, keys: Key[], s
     const status = (err as { status?: number }).status;
     // Refusals and upstream failures are expected outcomes; a 500 from the gateway itself is not,
     // unless its database connections were just dropped or it was killed (connection errors).
-    if (status === 500 && !fault.includes('500') && !(err as Error).message.includes('server had an error')) return `unexpected 500: ${(err as Error).message}`;
+    if (status === 500 && !fault.includes('500') && !(err as Error).message.includes('server had an error'))
+      return `unexpected 500: ${(err as Error).message}`;
   }
   return undefined;
 }
 
 async function activeHolds(pool: pg.Pool, keys: Key[]): Promise<number> {
   const ids = [...new Set(keys.map((k) => k.accountId))];
-  const res = await pool.query(`SELECT count(*)::int AS n FROM holds WHERE status = 'active' AND account_id = ANY($1)`, [ids]);
+  const res = await pool.query(
+    `SELECT count(*)::int AS n FROM holds WHERE status = 'active' AND account_id = ANY($1)`,
+    [ids],
+  );
   return res.rows[0].n as number;
 }
 
 /** The invariants of docs/design.md (Money), for every account, straight from the database. */
-export async function violations(pool: Pick<pg.Pool, 'query'>, env: Pick<SoakEnv, 'holdTtlMs' | 'sweepMs'>): Promise<string[]> {
+export async function violations(
+  pool: Pick<pg.Pool, 'query'>,
+  env: Pick<SoakEnv, 'holdTtlMs' | 'sweepMs'>,
+): Promise<string[]> {
   const out: string[] = [];
   const accounts = await pool.query(`
     SELECT a.id, a.balance_nano::text AS balance, a.held_nano::text AS held,

@@ -23,8 +23,12 @@ const CLAUDE_PACKAGE = path.join(ROOT, 'node_modules', '@anthropic-ai', 'claude-
 export function claudeExecutable(): string {
   const bin = path.join(CLAUDE_PACKAGE, 'bin', 'claude.exe');
   if (fs.statSync(bin).size < 4096) {
-    const r = spawnSync(process.execPath, [path.join(CLAUDE_PACKAGE, 'install.cjs')], { cwd: CLAUDE_PACKAGE, encoding: 'utf8' });
-    if (r.status !== 0 || fs.statSync(bin).size < 4096) throw new Error(`could not link Claude Code's native binary: ${r.stderr || r.stdout}`);
+    const r = spawnSync(process.execPath, [path.join(CLAUDE_PACKAGE, 'install.cjs')], {
+      cwd: CLAUDE_PACKAGE,
+      encoding: 'utf8',
+    });
+    if (r.status !== 0 || fs.statSync(bin).size < 4096)
+      throw new Error(`could not link Claude Code's native binary: ${r.stderr || r.stdout}`);
   }
   return bin;
 }
@@ -87,7 +91,11 @@ export function scratchDirs(): { home: string; cwd: string; cleanup: () => void 
  * Runs a client to its end with nothing but `env` (plus PATH, TERM and the refusing proxy) and
  * no input. `timeoutMs` is a guard against a hung client, not a measurement.
  */
-export function runAgent(command: string, args: string[], opts: { env: Record<string, string>; cwd: string; proxyUrl: string; timeoutMs: number }): Promise<AgentRun> {
+export function runAgent(
+  command: string,
+  args: string[],
+  opts: { env: Record<string, string>; cwd: string; proxyUrl: string; timeoutMs: number },
+): Promise<AgentRun> {
   const env: Record<string, string> = {
     PATH: `${path.dirname(process.execPath)}:/usr/local/bin:/usr/bin:/bin`,
     TERM: 'dumb',
@@ -140,7 +148,9 @@ export interface SeenRequest {
 }
 
 /** Passes requests through to `target` unchanged (streams too) and notes each one. */
-export async function startRecorder(target: string): Promise<{ url: string; seen: SeenRequest[]; close: () => Promise<void> }> {
+export async function startRecorder(
+  target: string,
+): Promise<{ url: string; seen: SeenRequest[]; close: () => Promise<void> }> {
   const seen: SeenRequest[] = [];
   const t = new URL(target);
   const server = http.createServer((req, res) => {
@@ -148,17 +158,33 @@ export async function startRecorder(target: string): Promise<{ url: string; seen
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       const body = Buffer.concat(chunks);
-      const up = http.request({ host: t.hostname, port: t.port, method: req.method, path: req.url, headers: { ...req.headers, host: t.host } }, (r) => {
-        let model: string | undefined;
-        try {
-          model = (JSON.parse(body.toString('utf8')) as { model?: string }).model;
-        } catch {
-          /* not JSON */
-        }
-        seen.push({ method: req.method ?? '', path: req.url ?? '', model, body: body.toString('utf8'), status: r.statusCode ?? 0, responseHeaders: r.headers });
-        res.writeHead(r.statusCode ?? 502, r.headers);
-        r.pipe(res);
-      });
+      const up = http.request(
+        {
+          host: t.hostname,
+          port: t.port,
+          method: req.method,
+          path: req.url,
+          headers: { ...req.headers, host: t.host },
+        },
+        (r) => {
+          let model: string | undefined;
+          try {
+            model = (JSON.parse(body.toString('utf8')) as { model?: string }).model;
+          } catch {
+            /* not JSON */
+          }
+          seen.push({
+            method: req.method ?? '',
+            path: req.url ?? '',
+            model,
+            body: body.toString('utf8'),
+            status: r.statusCode ?? 0,
+            responseHeaders: r.headers,
+          });
+          res.writeHead(r.statusCode ?? 502, r.headers);
+          r.pipe(res);
+        },
+      );
       up.on('error', () => res.destroy());
       res.on('close', () => {
         if (!res.writableFinished) up.destroy();

@@ -39,7 +39,9 @@ export function openai(apiKey: string, opts: Partial<ConstructorParameters<typeo
 }
 
 export async function balanceOf(accountId: string): Promise<{ balance: bigint; held: bigint }> {
-  const r = await db().query('SELECT balance_nano::text AS b, held_nano::text AS h FROM accounts WHERE id = $1', [accountId]);
+  const r = await db().query('SELECT balance_nano::text AS b, held_nano::text AS h FROM accounts WHERE id = $1', [
+    accountId,
+  ]);
   return { balance: BigInt(r.rows[0].b), held: BigInt(r.rows[0].h) };
 }
 
@@ -48,9 +50,18 @@ export async function checkInvariants(accountId: string): Promise<void> {
   const client = await db().connect();
   try {
     await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
-    const account = await client.query('SELECT balance_nano::text AS b, held_nano::text AS h FROM accounts WHERE id = $1', [accountId]);
-    const ledger = await client.query('SELECT COALESCE(sum(amount_nano), 0)::text AS s FROM ledger WHERE account_id = $1', [accountId]);
-    const holds = await client.query("SELECT COALESCE(sum(amount_nano), 0)::text AS s FROM holds WHERE account_id = $1 AND status = 'active'", [accountId]);
+    const account = await client.query(
+      'SELECT balance_nano::text AS b, held_nano::text AS h FROM accounts WHERE id = $1',
+      [accountId],
+    );
+    const ledger = await client.query(
+      'SELECT COALESCE(sum(amount_nano), 0)::text AS s FROM ledger WHERE account_id = $1',
+      [accountId],
+    );
+    const holds = await client.query(
+      "SELECT COALESCE(sum(amount_nano), 0)::text AS s FROM holds WHERE account_id = $1 AND status = 'active'",
+      [accountId],
+    );
     await client.query('COMMIT');
     const balance = BigInt(account.rows[0].b);
     const held = BigInt(account.rows[0].h);
@@ -121,11 +132,21 @@ export const uniqueMarker = (label = 'm') => `${label}-${Math.random().toString(
  * POSTs a body with node:http and returns the answer even when the server answers (413) and
  * closes before the whole body is written, which fetch reports as a failed write instead.
  */
-export function postRaw(url: string, headers: Record<string, string>, body: string | Buffer): Promise<{ status: number; text: string }> {
+export function postRaw(
+  url: string,
+  headers: Record<string, string>,
+  body: string | Buffer,
+): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
     const u = new URL(url);
     const req = http.request(
-      { host: u.hostname, port: u.port, path: u.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers } },
+      {
+        host: u.hostname,
+        port: u.port,
+        path: u.pathname,
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers },
+      },
       (res) => {
         let text = '';
         res.setEncoding('utf8');

@@ -27,7 +27,12 @@ type Update = Record<string, any> & { update_id: number };
 
 export const BOT_USER = { id: 777000111, is_bot: true, first_name: 'Gateway', username: 'gateway_test_bot' };
 
-export const tgUser = (id: number, name: string): TgUser => ({ id, is_bot: false, first_name: name, username: name.toLowerCase() });
+export const tgUser = (id: number, name: string): TgUser => ({
+  id,
+  is_bot: false,
+  first_name: name,
+  username: name.toLowerCase(),
+});
 
 export class FakeTelegram {
   readonly calls: ApiCall[] = [];
@@ -89,9 +94,25 @@ export class FakeTelegram {
     const chat = (id: number) => ({ id, type: 'private', first_name: 'user' });
     switch (method) {
       case 'getMe':
-        return { result: { ...BOT_USER, can_join_groups: false, can_read_all_group_messages: false, supports_inline_queries: false } };
+        return {
+          result: {
+            ...BOT_USER,
+            can_join_groups: false,
+            can_read_all_group_messages: false,
+            supports_inline_queries: false,
+          },
+        };
       case 'sendMessage':
-        return { result: { message_id: this.nextMessageId++, date: now, chat: chat(p.chat_id), from: BOT_USER, text: p.text, ...(p.reply_markup ? { reply_markup: p.reply_markup } : {}) } };
+        return {
+          result: {
+            message_id: this.nextMessageId++,
+            date: now,
+            chat: chat(p.chat_id),
+            from: BOT_USER,
+            text: p.text,
+            ...(p.reply_markup ? { reply_markup: p.reply_markup } : {}),
+          },
+        };
       case 'sendInvoice':
         return {
           result: {
@@ -99,11 +120,27 @@ export class FakeTelegram {
             date: now,
             chat: chat(p.chat_id),
             from: BOT_USER,
-            invoice: { title: p.title, description: p.description, start_parameter: '', currency: p.currency, total_amount: p.prices.reduce((s: number, x: { amount: number }) => s + x.amount, 0) },
+            invoice: {
+              title: p.title,
+              description: p.description,
+              start_parameter: '',
+              currency: p.currency,
+              total_amount: p.prices.reduce((s: number, x: { amount: number }) => s + x.amount, 0),
+            },
           },
         };
       case 'editMessageText':
-        return { result: { message_id: p.message_id, date: now, edit_date: now, chat: chat(p.chat_id), from: BOT_USER, text: p.text, ...(p.reply_markup ? { reply_markup: p.reply_markup } : {}) } };
+        return {
+          result: {
+            message_id: p.message_id,
+            date: now,
+            edit_date: now,
+            chat: chat(p.chat_id),
+            from: BOT_USER,
+            text: p.text,
+            ...(p.reply_markup ? { reply_markup: p.reply_markup } : {}),
+          },
+        };
       case 'refundStarPayment': {
         const c = this.charges.get(p.telegram_payment_charge_id);
         if (!c || c.userId !== p.user_id) return { error: 'Bad Request: CHARGE_NOT_FOUND' };
@@ -118,13 +155,19 @@ export class FakeTelegram {
     }
   }
 
-  private getUpdates(p: Record<string, any>, req: http.IncomingMessage, res: http.ServerResponse, reply: (s: number, b: unknown) => void): void {
+  private getUpdates(
+    p: Record<string, any>,
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    reply: (s: number, b: unknown) => void,
+  ): void {
     const offset = Number(p.offset ?? 0);
     if (offset > this.confirmedOffset) {
       this.confirmedOffset = offset;
       for (const w of [...this.confirmWaiters]) w();
     }
-    const pending = () => this.updates.filter((u) => u.update_id >= this.confirmedOffset).slice(0, Number(p.limit ?? 100));
+    const pending = () =>
+      this.updates.filter((u) => u.update_id >= this.confirmedOffset).slice(0, Number(p.limit ?? 100));
     const now = pending();
     const timeout = Math.min(Number(p.timeout ?? 0), 30);
     if (now.length > 0 || timeout === 0) return reply(200, { ok: true, result: now });
@@ -167,7 +210,9 @@ export class FakeTelegram {
         const timer = setTimeout(
           () => {
             this.confirmWaiters.delete(check);
-            reject(new Error(`bot did not confirm updates up to ${target - 1} (confirmed below ${this.confirmedOffset})`));
+            reject(
+              new Error(`bot did not confirm updates up to ${target - 1} (confirmed below ${this.confirmedOffset})`),
+            );
           },
           Math.max(0, deadline - Date.now()),
         );
@@ -197,7 +242,10 @@ export class FakeTelegram {
         message_id: this.nextMessageId++,
         date: Math.floor(Date.now() / 1000),
         from,
-        chat: chatType === 'private' ? { id: from.id, type: 'private', first_name: from.first_name } : { id: -1000 - from.id, type: chatType, title: 'a group' },
+        chat:
+          chatType === 'private'
+            ? { id: from.id, type: 'private', first_name: from.first_name }
+            : { id: -1000 - from.id, type: chatType, title: 'a group' },
         ...fields,
       },
     };
@@ -206,7 +254,11 @@ export class FakeTelegram {
   /** A user types text (commands get their bot_command entity, as Telegram sends them). */
   text(from: TgUser, text: string, chatType = 'private'): Record<string, any> {
     const cmd = /^\/\S+/.exec(text);
-    return this.message(from, { text, ...(cmd ? { entities: [{ type: 'bot_command', offset: 0, length: cmd[0].length }] } : {}) }, chatType);
+    return this.message(
+      from,
+      { text, ...(cmd ? { entities: [{ type: 'bot_command', offset: 0, length: cmd[0].length }] } : {}) },
+      chatType,
+    );
   }
 
   /** A user presses an inline button with this data under a message the bot sent. */
@@ -214,15 +266,40 @@ export class FakeTelegram {
     return { callback_query: { id: `cq${this.nextUpdateId}`, from, message, chat_instance: `ci${from.id}`, data } };
   }
 
-  preCheckout(from: TgUser, q: { currency?: string; total_amount: number; invoice_payload: string }): Record<string, any> {
-    return { pre_checkout_query: { id: `pcq${this.nextUpdateId}`, from, currency: q.currency ?? 'XTR', total_amount: q.total_amount, invoice_payload: q.invoice_payload } };
+  preCheckout(
+    from: TgUser,
+    q: { currency?: string; total_amount: number; invoice_payload: string },
+  ): Record<string, any> {
+    return {
+      pre_checkout_query: {
+        id: `pcq${this.nextUpdateId}`,
+        from,
+        currency: q.currency ?? 'XTR',
+        total_amount: q.total_amount,
+        invoice_payload: q.invoice_payload,
+      },
+    };
   }
 
   /** Telegram's service message after the Stars were taken; the same object again is a redelivery. */
-  successfulPayment(from: TgUser, p: { total_amount: number; invoice_payload: string; chargeId: string }): Record<string, any> {
-    this.charges.set(p.chargeId, { userId: from.id, amount: p.total_amount, payload: p.invoice_payload, refunded: false });
+  successfulPayment(
+    from: TgUser,
+    p: { total_amount: number; invoice_payload: string; chargeId: string },
+  ): Record<string, any> {
+    this.charges.set(p.chargeId, {
+      userId: from.id,
+      amount: p.total_amount,
+      payload: p.invoice_payload,
+      refunded: false,
+    });
     return this.message(from, {
-      successful_payment: { currency: 'XTR', total_amount: p.total_amount, invoice_payload: p.invoice_payload, telegram_payment_charge_id: p.chargeId, provider_payment_charge_id: '' },
+      successful_payment: {
+        currency: 'XTR',
+        total_amount: p.total_amount,
+        invoice_payload: p.invoice_payload,
+        telegram_payment_charge_id: p.chargeId,
+        provider_payment_charge_id: '',
+      },
     });
   }
 
@@ -231,7 +308,12 @@ export class FakeTelegram {
     const c = this.charges.get(p.chargeId)!;
     return this.push(
       this.message(from, {
-        refunded_payment: { currency: 'XTR', total_amount: c.amount, invoice_payload: c.payload, telegram_payment_charge_id: p.chargeId },
+        refunded_payment: {
+          currency: 'XTR',
+          total_amount: c.amount,
+          invoice_payload: c.payload,
+          telegram_payment_charge_id: p.chargeId,
+        },
       }),
     );
   }

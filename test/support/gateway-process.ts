@@ -16,7 +16,10 @@ export interface GatewayProcess {
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 
-export async function startGatewayProcess(opts: { env: Record<string, string>; logFile: string; command?: string[] }, attempt = 1): Promise<GatewayProcess> {
+export async function startGatewayProcess(
+  opts: { env: Record<string, string>; logFile: string; command?: string[] },
+  attempt = 1,
+): Promise<GatewayProcess> {
   const port = Number(opts.env.PORT) || (await freePort());
   const grpcPort = Number(opts.env.GRPC_PORT) || (await freePort());
   const logStart = fs.existsSync(opts.logFile) ? fs.statSync(opts.logFile).size : 0;
@@ -48,8 +51,11 @@ export async function startGatewayProcess(opts: { env: Record<string, string>; l
       // A free port found here can be taken by another process before the gateway binds it:
       // ports this function chose are chosen again.
       const ownPorts = !Number(opts.env.PORT) || !Number(opts.env.GRPC_PORT);
-      if (ownPorts && attempt < 3 && fs.readFileSync(opts.logFile, 'utf8').slice(logStart).includes('EADDRINUSE')) return startGatewayProcess(opts, attempt + 1);
-      throw new Error(`gateway exited with ${child.exitCode}; log: ${fs.readFileSync(opts.logFile, 'utf8').slice(-3000)}`);
+      if (ownPorts && attempt < 3 && fs.readFileSync(opts.logFile, 'utf8').slice(logStart).includes('EADDRINUSE'))
+        return startGatewayProcess(opts, attempt + 1);
+      throw new Error(
+        `gateway exited with ${child.exitCode}; log: ${fs.readFileSync(opts.logFile, 'utf8').slice(-3000)}`,
+      );
     }
     try {
       const r = await fetch(`${httpUrl}/readyz`);
@@ -57,7 +63,8 @@ export async function startGatewayProcess(opts: { env: Record<string, string>; l
     } catch {
       // not listening yet
     }
-    if (Date.now() > deadline) throw new Error(`gateway not ready in time; log: ${fs.readFileSync(opts.logFile, 'utf8').slice(-3000)}`);
+    if (Date.now() > deadline)
+      throw new Error(`gateway not ready in time; log: ${fs.readFileSync(opts.logFile, 'utf8').slice(-3000)}`);
     await new Promise((r) => setTimeout(r, 100));
   }
   return {

@@ -24,13 +24,19 @@ export function png(width: number, height: number, rgb: [number, number, number]
   for (let x = 0; x < width; x++) row.set(rgb, 1 + x * 3);
   const raw = Buffer.alloc(row.length * height);
   for (let y = 0; y < height; y++) row.copy(raw, y * row.length);
-  return Buffer.concat([Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]), pngChunk('IHDR', ihdr), pngChunk('IDAT', deflateSync(raw)), pngChunk('IEND', Buffer.alloc(0))]);
+  return Buffer.concat([
+    Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]),
+    pngChunk('IHDR', ihdr),
+    pngChunk('IDAT', deflateSync(raw)),
+    pngChunk('IEND', Buffer.alloc(0)),
+  ]);
 }
 
 /** 16-bit mono PCM WAV of `samples` samples at `rate` Hz (a quiet tone). */
 export function wav(samples: number, rate = 8000): Buffer {
   const data = Buffer.alloc(samples * 2);
-  for (let i = 0; i < samples; i++) data.writeInt16LE(Math.round(800 * Math.sin((2 * Math.PI * 440 * i) / rate)), i * 2);
+  for (let i = 0; i < samples; i++)
+    data.writeInt16LE(Math.round(800 * Math.sin((2 * Math.PI * 440 * i) / rate)), i * 2);
   const h = Buffer.alloc(44);
   h.write('RIFF', 0, 'latin1');
   h.writeUInt32LE(36 + data.length, 4);
@@ -63,7 +69,10 @@ export function audioFixture(name: string): Buffer {
 }
 
 /** What ffmpeg decodes from each fixture: the length a provider hears and bills. */
-const DECODED = JSON.parse(readFileSync(new URL('decoded.json', AUDIO_DIR), 'utf8')) as Record<string, { samples: number; rate: number }>;
+const DECODED = JSON.parse(readFileSync(new URL('decoded.json', AUDIO_DIR), 'utf8')) as Record<
+  string,
+  { samples: number; rate: number }
+>;
 
 /**
  * The seconds a provider decodes from an upload: a fixture's by its name (forged headers do not

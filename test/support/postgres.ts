@@ -21,7 +21,13 @@ export async function startPostgres(opts: { durable?: boolean } = {}): Promise<T
   fs.chmodSync(dir, 0o755);
   const port = await freePort();
   try {
-    const server = await startEmbeddedPostgres({ dataDir: path.join(dir, 'data'), port, durable: opts.durable ?? false, maxConnections: 300, ownProcessGroup: false });
+    const server = await startEmbeddedPostgres({
+      dataDir: path.join(dir, 'data'),
+      port,
+      durable: opts.durable ?? false,
+      maxConnections: 300,
+      ownProcessGroup: false,
+    });
     return {
       url: (database = 'postgres') => server.urlFor(database),
       port,

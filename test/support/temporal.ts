@@ -50,7 +50,11 @@ export async function startTemporal(workDir: string): Promise<TestTemporal> {
 }
 
 /** What a gateway (or worker) process needs to run video jobs against the test's Temporal. */
-export function videoEnv(temporalAddress: string, videoDir: string, taskQueue = TEST_TASK_QUEUE): Record<string, string> {
+export function videoEnv(
+  temporalAddress: string,
+  videoDir: string,
+  taskQueue = TEST_TASK_QUEUE,
+): Record<string, string> {
   return {
     ...(temporalAddress ? { TEMPORAL_ADDRESS: temporalAddress } : { TEMPORAL_CLI: NO_TEMPORAL_CLI }),
     VIDEO_TASK_QUEUE: taskQueue,

@@ -18,23 +18,36 @@ type Json = Record<string, unknown>;
 // Unref'd: a long stand-in pause (usage_delay) never keeps the test run alive.
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms).unref());
 
-export function anthropicError(res: http.ServerResponse, status: number, type: string, message: string, headers: Record<string, string> = {}) {
+export function anthropicError(
+  res: http.ServerResponse,
+  status: number,
+  type: string,
+  message: string,
+  headers: Record<string, string> = {},
+) {
   const body = JSON.stringify({ type: 'error', error: { type, message } });
-  res.writeHead(status, { 'content-type': 'application/json', 'request-id': `req_sim_${randomBytes(6).toString('hex')}`, ...headers });
+  res.writeHead(status, {
+    'content-type': 'application/json',
+    'request-id': `req_sim_${randomBytes(6).toString('hex')}`,
+    ...headers,
+  });
   res.end(body);
 }
 
 function blocksText(content: unknown): string {
   if (typeof content === 'string') return content;
   if (!Array.isArray(content)) return '';
-  return (content as Json[]).map((b) => (b?.type === 'text' ? String(b.text ?? '') : b?.type === 'tool_result' ? blocksText(b.content) : '')).join('');
+  return (content as Json[])
+    .map((b) => (b?.type === 'text' ? String(b.text ?? '') : b?.type === 'tool_result' ? blocksText(b.content) : ''))
+    .join('');
 }
 
 /** 3 per message + ceil(text bytes / 4), plus 3, the system prompt counted as a message. */
 export function anthropicPromptTokens(body: Json): number {
   let n = 3;
   if (body.system !== undefined) n += 3 + Math.ceil(Buffer.byteLength(blocksText(body.system)) / 4);
-  for (const m of (Array.isArray(body.messages) ? body.messages : []) as Json[]) n += 3 + Math.ceil(Buffer.byteLength(blocksText(m?.content)) / 4);
+  for (const m of (Array.isArray(body.messages) ? body.messages : []) as Json[])
+    n += 3 + Math.ceil(Buffer.byteLength(blocksText(m?.content)) / 4);
   return n;
 }
 
@@ -53,7 +66,12 @@ export function anthropicDirectives(body: Json): Record<string, string> {
 const failCounts = new Map<string, number>();
 
 /** Handles the Anthropic paths; false for any other path. `reported` is told the usage the reply reports. */
-export async function handleAnthropic(res: http.ServerResponse, path: string, body: Json, reported?: (usage: Json) => void): Promise<boolean> {
+export async function handleAnthropic(
+  res: http.ServerResponse,
+  path: string,
+  body: Json,
+  reported?: (usage: Json) => void,
+): Promise<boolean> {
   if (path !== '/v1/messages' && path !== '/v1/messages/count_tokens') return false;
   const d = anthropicDirectives(body);
   let fault = d.fault;
@@ -78,10 +96,23 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
     case '400':
       return anthropicError(res, 400, 'invalid_request_error', 'messages: roles must alternate'), true;
     case '429':
-      return anthropicError(res, 429, 'rate_limit_error', 'Number of request tokens has exceeded your per-minute rate limit', { 'retry-after': '1' }), true;
+      return (
+        anthropicError(
+          res,
+          429,
+          'rate_limit_error',
+          'Number of request tokens has exceeded your per-minute rate limit',
+          { 'retry-after': '1' },
+        ),
+        true
+      );
     case 'odd_error':
       // A proxy in front of the API answering in OpenAI's shape.
-      res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'messages.0.content: document source not allowed', code: 'bad_document' } }));
+      res.writeHead(400, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          error: { message: 'messages.0.content: document source not allowed', code: 'bad_document' },
+        }),
+      );
       return true;
     case 'hang':
       return true;
@@ -93,11 +124,14 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
   }
 
   const refs = resolveRefs(anthropicRefs(body));
-  if ('unknown' in refs) return anthropicError(res, 404, 'not_found_error', `File not found: ${refs.unknown.ref}`), true;
+  if ('unknown' in refs)
+    return anthropicError(res, 404, 'not_found_error', `File not found: ${refs.unknown.ref}`), true;
   const tools = (Array.isArray(body.tools) ? body.tools : []) as Json[];
   const searchTool = tools.find((t) => String(t?.type).startsWith('web_search_'));
   const serverTools = tools.some((t) => /^(web_search|web_fetch|code_execution|tool_search)_/.test(String(t?.type)));
-  const searches = searchTool ? Math.min(Number(d.searches ?? 0), typeof searchTool.max_uses === 'number' ? searchTool.max_uses : Infinity) : 0;
+  const searches = searchTool
+    ? Math.min(Number(d.searches ?? 0), typeof searchTool.max_uses === 'number' ? searchTool.max_uses : Infinity)
+    : 0;
   const visible = Number(d.prompt ?? anthropicPromptTokens(body)) + refs.tokens + anthropicImageTokens(body);
   // Each search is another pass over the context, plus the results it read.
   const prompt = visible * (1 + searches) + searches * 2_000;
@@ -130,7 +164,9 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
   const model = String(body.model ?? '');
   const toolId = `toolu_${id.slice(-14)}`;
   // `input=<base64url JSON>` gives the tool call's input (e.g. a Bash command for Claude Code).
-  const toolInput = d.input ? (JSON.parse(Buffer.from(d.input, 'base64url').toString('utf8')) as Json) : { echo: words.join(' ') };
+  const toolInput = d.input
+    ? (JSON.parse(Buffer.from(d.input, 'base64url').toString('utf8')) as Json)
+    : { echo: words.join(' ') };
   const noUsage = fault === 'no_usage';
 
   const searchBlocks: Json[] = [];
@@ -140,32 +176,74 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
     searchBlocks.push({
       type: 'web_search_tool_result',
       tool_use_id: useId,
-      content: [{ type: 'web_search_result', url: `https://example.com/${i}`, title: `Result ${i + 1}`, encrypted_content: 'c2lt', page_age: null }],
+      content: [
+        {
+          type: 'web_search_result',
+          url: `https://example.com/${i}`,
+          title: `Result ${i + 1}`,
+          encrypted_content: 'c2lt',
+          page_age: null,
+        },
+      ],
     });
   }
   const finalUsage: Json = { ...usage, output_tokens: n + thinking };
   if (fault === undefined) reported?.(finalUsage);
 
   if (!stream) {
-    const content = [...searchBlocks, ...(toolName ? [{ type: 'tool_use', id: toolId, name: toolName, input: toolInput }] : [{ type: 'text', text: words.join(' ') }])];
-    const msg: Json = { id, type: 'message', role: 'assistant', model, content, stop_reason: stopReason, stop_sequence: null };
+    const content = [
+      ...searchBlocks,
+      ...(toolName
+        ? [{ type: 'tool_use', id: toolId, name: toolName, input: toolInput }]
+        : [{ type: 'text', text: words.join(' ') }]),
+    ];
+    const msg: Json = {
+      id,
+      type: 'message',
+      role: 'assistant',
+      model,
+      content,
+      stop_reason: stopReason,
+      stop_sequence: null,
+    };
     if (!noUsage) msg.usage = finalUsage;
     res.writeHead(200, { 'content-type': 'application/json', 'request-id': `req_${id}` }).end(JSON.stringify(msg));
     return true;
   }
 
-  res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', 'request-id': `req_${id}` });
+  res.writeHead(200, {
+    'content-type': 'text/event-stream; charset=utf-8',
+    'cache-control': 'no-cache',
+    'request-id': `req_${id}`,
+  });
   res.flushHeaders();
   const send = (event: string, data: Json) => res.write(`event: ${event}\ndata: ${JSON.stringify(data)}\n\n`);
-  const errorEvent = () => res.end(`event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })}\n\n`);
+  const errorEvent = () =>
+    res.end(
+      `event: error\ndata: ${JSON.stringify({ type: 'error', error: { type: 'overloaded_error', message: 'Overloaded' } })}\n\n`,
+    );
   if (fault === 'error_stream') {
     errorEvent();
     return true;
   }
 
-  const startMsg: Json = { id, type: 'message', role: 'assistant', model, content: [], stop_reason: null, stop_sequence: null };
+  const startMsg: Json = {
+    id,
+    type: 'message',
+    role: 'assistant',
+    model,
+    content: [],
+    stop_reason: null,
+    stop_sequence: null,
+  };
   // message_start reports the input as known before any server tool ran.
-  if (!noUsage) startMsg.usage = { ...usage, input_tokens: visible, output_tokens: 1, ...(serverTools ? { server_tool_use: { web_search_requests: 0, web_fetch_requests: 0 } } : {}) };
+  if (!noUsage)
+    startMsg.usage = {
+      ...usage,
+      input_tokens: visible,
+      output_tokens: 1,
+      ...(serverTools ? { server_tool_use: { web_search_requests: 0, web_fetch_requests: 0 } } : {}),
+    };
   send('message_start', { type: 'message_start', message: startMsg });
   send('ping', { type: 'ping' });
   searchBlocks.forEach((block, i) => {
@@ -174,12 +252,20 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
   });
   const at = searchBlocks.length;
   if (toolName) {
-    send('content_block_start', { type: 'content_block_start', index: at, content_block: { type: 'tool_use', id: toolId, name: toolName, input: {} } });
+    send('content_block_start', {
+      type: 'content_block_start',
+      index: at,
+      content_block: { type: 'tool_use', id: toolId, name: toolName, input: {} },
+    });
     const json = JSON.stringify(toolInput);
     const size = Math.max(1, Math.ceil(json.length / Math.max(1, n)));
     for (let i = 0; i < json.length; i += size) {
       if (delay > 0) await sleep(delay);
-      send('content_block_delta', { type: 'content_block_delta', index: at, delta: { type: 'input_json_delta', partial_json: json.slice(i, i + size) } });
+      send('content_block_delta', {
+        type: 'content_block_delta',
+        index: at,
+        delta: { type: 'input_json_delta', partial_json: json.slice(i, i + size) },
+      });
     }
   } else {
     send('content_block_start', { type: 'content_block_start', index: at, content_block: { type: 'text', text: '' } });
@@ -187,7 +273,11 @@ export async function handleAnthropic(res: http.ServerResponse, path: string, bo
       if ((fault === 'reset' || fault === 'error_after') && i === after) break;
       if (delay > 0 && i > 0) await sleep(delay);
       if (res.destroyed) return true;
-      send('content_block_delta', { type: 'content_block_delta', index: at, delta: { type: 'text_delta', text: i === 0 ? words[i] : ` ${words[i]}` } });
+      send('content_block_delta', {
+        type: 'content_block_delta',
+        index: at,
+        delta: { type: 'text_delta', text: i === 0 ? words[i] : ` ${words[i]}` },
+      });
     }
     if (fault === 'reset') {
       await sleep(50);

@@ -21,8 +21,13 @@ export function directivesIn(text: string): Record<string, string> {
 
 const simTokens = (text: string) => Math.ceil(Buffer.byteLength(text) / 4);
 /** Deterministic vector values, exact in float32 so base64 round trips compare equal. */
-const vector = (dims: number, seed: number) => Array.from({ length: dims }, (_, i) => ((seed * 31 + i * 7) % 2048) / 2048 - 0.5);
-const DEFAULT_DIMS: Record<string, number> = { 'text-embedding-3-large': 3072, 'text-embedding-3-small': 1536, 'text-embedding-ada-002': 1536 };
+const vector = (dims: number, seed: number) =>
+  Array.from({ length: dims }, (_, i) => ((seed * 31 + i * 7) % 2048) / 2048 - 0.5);
+const DEFAULT_DIMS: Record<string, number> = {
+  'text-embedding-3-large': 3072,
+  'text-embedding-3-small': 1536,
+  'text-embedding-ada-002': 1536,
+};
 /** Output tokens of gpt-image by quality and size, as OpenAI documents them for gpt-image-1. */
 const IMAGE_OUTPUT_TOKENS: Record<string, Record<string, number>> = {
   low: { '1024x1024': 272, '1024x1536': 408, '1536x1024': 400 },
@@ -37,7 +42,12 @@ function f32base64(v: number[]): string {
 }
 
 /** Answers a fault directive the way the provider would; true when it answered. */
-function fault(d: Record<string, string>, send: Send, res: http.ServerResponse, failCounts: Map<string, number>): boolean {
+function fault(
+  d: Record<string, string>,
+  send: Send,
+  res: http.ServerResponse,
+  failCounts: Map<string, number>,
+): boolean {
   let f = d.fault;
   if (f && d.fail && d.id) {
     const seen = failCounts.get(d.id) ?? 0;
@@ -45,15 +55,33 @@ function fault(d: Record<string, string>, send: Send, res: http.ServerResponse, 
     if (seen >= Number(d.fail)) f = undefined;
   }
   if (f === '500' || f === '502' || f === '503') {
-    send(Number(f), { error: { message: 'The server had an error while processing your request.', type: 'server_error', param: null, code: null } });
+    send(Number(f), {
+      error: {
+        message: 'The server had an error while processing your request.',
+        type: 'server_error',
+        param: null,
+        code: null,
+      },
+    });
     return true;
   }
   if (f === '429') {
-    send(429, { error: { message: 'Rate limit reached.', type: 'requests', param: null, code: 'rate_limit_exceeded' } }, { 'retry-after': '1' });
+    send(
+      429,
+      { error: { message: 'Rate limit reached.', type: 'requests', param: null, code: 'rate_limit_exceeded' } },
+      { 'retry-after': '1' },
+    );
     return true;
   }
   if (f === '400') {
-    send(400, { error: { message: 'Your request was rejected by the safety system.', type: 'image_generation_user_error', param: null, code: 'moderation_blocked' } });
+    send(400, {
+      error: {
+        message: 'Your request was rejected by the safety system.',
+        type: 'image_generation_user_error',
+        param: null,
+        code: 'moderation_blocked',
+      },
+    });
     return true;
   }
   if (f === 'reset' && !d.after) {
@@ -69,10 +97,18 @@ export interface MediaContext {
   failCounts: Map<string, number>;
 }
 
-export async function handleMedia(req: http.IncomingMessage, res: http.ServerResponse, url: URL, raw: Buffer, ctx: MediaContext): Promise<boolean> {
+export async function handleMedia(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  url: URL,
+  raw: Buffer,
+  ctx: MediaContext,
+): Promise<boolean> {
   const send: Send = (status, body, headers = {}) => {
     const text = typeof body === 'string' ? body : JSON.stringify(body);
-    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers }).end(text);
+    res
+      .writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers })
+      .end(text);
   };
   const json = (): Json => {
     try {
@@ -119,7 +155,11 @@ export async function handleMedia(req: http.IncomingMessage, res: http.ServerRes
     const reply: Json = {
       object: 'list',
       model: body.model,
-      data: inputs.map((_, index) => ({ object: 'embedding', index, embedding: body.encoding_format === 'base64' ? f32base64(vector(dims, index + 1)) : vector(dims, index + 1) })),
+      data: inputs.map((_, index) => ({
+        object: 'embedding',
+        index,
+        embedding: body.encoding_format === 'base64' ? f32base64(vector(dims, index + 1)) : vector(dims, index + 1),
+      })),
     };
     if (d.fault !== 'no_usage') reply.usage = { prompt_tokens: tokens, total_tokens: tokens };
     send(200, reply);
@@ -132,7 +172,9 @@ export async function handleMedia(req: http.IncomingMessage, res: http.ServerRes
   if (path === '/v1/images/edits' && req.method === 'POST') {
     const form = await formOf(req, raw);
     if (!form) {
-      send(400, { error: { message: 'Invalid multipart body', type: 'invalid_request_error', param: null, code: null } });
+      send(400, {
+        error: { message: 'Invalid multipart body', type: 'invalid_request_error', param: null, code: null },
+      });
       return true;
     }
     const images = [...form.getAll('image'), ...form.getAll('image[]')];
@@ -161,14 +203,19 @@ export async function handleMedia(req: http.IncomingMessage, res: http.ServerRes
       return true;
     }
     if (format === 'srt' || format === 'vtt') {
-      const cue = format === 'srt' ? `1\n00:00:00,000 --> 00:00:02,000\n${text}\n` : `WEBVTT\n\n00:00:00.000 --> 00:00:02.000\n${text}\n`;
+      const cue =
+        format === 'srt'
+          ? `1\n00:00:00,000 --> 00:00:02,000\n${text}\n`
+          : `WEBVTT\n\n00:00:00.000 --> 00:00:02.000\n${text}\n`;
       res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(cue);
       return true;
     }
     const reply: Json = { text };
     // The seconds the provider decodes and bills: the audio's own, or a test's override.
-    const heard = d.seconds !== undefined ? Number(d.seconds) : decodedSeconds(file.name, Buffer.from(await file.arrayBuffer()));
-    if (model === 'whisper-1' && heard !== undefined && d.fault !== 'no_usage') reply.usage = { type: 'duration', seconds: Math.ceil(heard) };
+    const heard =
+      d.seconds !== undefined ? Number(d.seconds) : decodedSeconds(file.name, Buffer.from(await file.arrayBuffer()));
+    if (model === 'whisper-1' && heard !== undefined && d.fault !== 'no_usage')
+      reply.usage = { type: 'duration', seconds: Math.ceil(heard) };
     if (model !== 'whisper-1') {
       const audio = Number(d.audio_tokens ?? 50);
       const textTokens = Number(d.text_tokens ?? 0);
@@ -182,7 +229,13 @@ export async function handleMedia(req: http.IncomingMessage, res: http.ServerRes
           total_tokens: audio + textTokens + output,
         };
     }
-    if (format === 'verbose_json') Object.assign(reply, { task: 'transcribe', language: 'english', duration: heard ?? 2, segments: [{ id: 0, start: 0, end: 2, text }] });
+    if (format === 'verbose_json')
+      Object.assign(reply, {
+        task: 'transcribe',
+        language: 'english',
+        duration: heard ?? 2,
+        segments: [{ id: 0, start: 0, end: 2, text }],
+      });
     if (format === 'diarized_json') {
       Object.assign(reply, {
         task: 'transcribe',
@@ -190,7 +243,14 @@ export async function handleMedia(req: http.IncomingMessage, res: http.ServerRes
         chunking_strategy: form.get('chunking_strategy'),
         segments: [
           { type: 'transcript.text.segment', id: 'seg_001', speaker: 'A', start: 0, end: 2, text: 'hello from' },
-          { type: 'transcript.text.segment', id: 'seg_002', speaker: 'B', start: 2, end: 4, text: 'the simulated transcriber' },
+          {
+            type: 'transcript.text.segment',
+            id: 'seg_002',
+            speaker: 'B',
+            start: 2,
+            end: 4,
+            text: 'the simulated transcriber',
+          },
         ],
       });
     }
@@ -237,13 +297,23 @@ export async function formSummary(req: http.IncomingMessage, raw: Buffer): Promi
 
 async function formOf(req: http.IncomingMessage, raw: Buffer): Promise<FormData | undefined> {
   try {
-    return await new Response(raw, { headers: { 'content-type': String(req.headers['content-type'] ?? '') } }).formData();
+    return await new Response(raw, {
+      headers: { 'content-type': String(req.headers['content-type'] ?? '') },
+    }).formData();
   } catch {
     return undefined;
   }
 }
 
-function gptImage(body: Json, prompt: string, n: number, res: http.ServerResponse, send: Send, ctx: MediaContext, inputImages = 0): boolean {
+function gptImage(
+  body: Json,
+  prompt: string,
+  n: number,
+  res: http.ServerResponse,
+  send: Send,
+  ctx: MediaContext,
+  inputImages = 0,
+): boolean {
   const d = directivesIn(prompt);
   if (fault(d, send, res, ctx.failCounts)) return true;
   const size = body.size && body.size !== 'auto' ? String(body.size) : '1024x1024';
@@ -277,9 +347,20 @@ function gptImage(body: Json, prompt: string, n: number, res: http.ServerRespons
 }
 
 /** Black Forest Labs: POST /bfl/v1/<model> starts a job; GET /bfl/v1/get_result polls; the image is delivered elsewhere. */
-const bflJobs = new Map<string, { width: number; height: number; format: string; polls: number; d: Record<string, string> }>();
+const bflJobs = new Map<
+  string,
+  { width: number; height: number; format: string; polls: number; d: Record<string, string> }
+>();
 
-function bflApi(req: http.IncomingMessage, res: http.ServerResponse, path: string, url: URL, json: () => Json, send: Send, ctx: MediaContext): boolean {
+function bflApi(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  path: string,
+  url: URL,
+  json: () => Json,
+  send: Send,
+  ctx: MediaContext,
+): boolean {
   if (path.startsWith('/bfl/delivery/')) {
     const id = path.slice('/bfl/delivery/'.length).replace(/\.\w+$/, '');
     const job = bflJobs.get(id);
@@ -321,7 +402,18 @@ function bflApi(req: http.IncomingMessage, res: http.ServerResponse, path: strin
       send(200, { id, status: 'Pending', progress: 0.5 });
       return true;
     }
-    send(200, { id, status: 'Ready', result: { sample: `${ctx.baseUrl}/bfl/delivery/${id}.${job.format}`, prompt: 'sim', seed: 1, start_time: 0, end_time: 1, duration: 1 } });
+    send(200, {
+      id,
+      status: 'Ready',
+      result: {
+        sample: `${ctx.baseUrl}/bfl/delivery/${id}.${job.format}`,
+        prompt: 'sim',
+        seed: 1,
+        start_time: 0,
+        end_time: 1,
+        duration: 1,
+      },
+    });
     return true;
   }
   if (req.method === 'POST' && /^\/bfl\/v1\/flux-[\w.-]+$/.test(path)) {
@@ -332,7 +424,13 @@ function bflApi(req: http.IncomingMessage, res: http.ServerResponse, path: strin
       return true;
     }
     const id = randomBytes(8).toString('hex');
-    bflJobs.set(id, { width: Number(body.width ?? 1024), height: Number(body.height ?? 1024), format: String(body.output_format ?? 'jpeg'), polls: 0, d });
+    bflJobs.set(id, {
+      width: Number(body.width ?? 1024),
+      height: Number(body.height ?? 1024),
+      format: String(body.output_format ?? 'jpeg'),
+      polls: 0,
+      d,
+    });
     send(200, { id, polling_url: `${ctx.baseUrl}/bfl/v1/get_result?id=${id}`, cost: 3, input_mp: 0, output_mp: 1 });
     return true;
   }

@@ -14,8 +14,17 @@ type Json = Record<string, unknown>;
 // Unref'd: a long stand-in pause (usage_delay) never keeps the test run alive.
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms).unref());
 
-function openAIError(res: http.ServerResponse, status: number, message: string, type: string, code: string | null, headers: Record<string, string> = {}) {
-  res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify({ error: { message, type, param: null, code } }));
+function openAIError(
+  res: http.ServerResponse,
+  status: number,
+  message: string,
+  type: string,
+  code: string | null,
+  headers: Record<string, string> = {},
+) {
+  res
+    .writeHead(status, { 'content-type': 'application/json', ...headers })
+    .end(JSON.stringify({ error: { message, type, param: null, code } }));
 }
 
 function partsText(content: unknown): string {
@@ -34,7 +43,8 @@ export function responsesPromptTokens(body: Json): number {
   let n = 3;
   if (typeof body.instructions === 'string') n += 3 + Math.ceil(Buffer.byteLength(body.instructions) / 4);
   if (typeof body.input === 'string') n += 3 + Math.ceil(Buffer.byteLength(body.input) / 4);
-  for (const i of (Array.isArray(body.input) ? body.input : []) as Json[]) n += 3 + Math.ceil(Buffer.byteLength(partsText(i?.content) || String(i?.output ?? i?.arguments ?? '')) / 4);
+  for (const i of (Array.isArray(body.input) ? body.input : []) as Json[])
+    n += 3 + Math.ceil(Buffer.byteLength(partsText(i?.content) || String(i?.output ?? i?.arguments ?? '')) / 4);
   return n;
 }
 
@@ -46,7 +56,12 @@ const failCounts = new Map<string, number>();
  * a reasoning item carrying opaque encrypted content, as the real API's does, and its
  * `reasoning=N` tokens (default 4) count as output.
  */
-export async function handleResponses(res: http.ServerResponse, path: string, body: Json, reported?: (usage: Json) => void): Promise<boolean> {
+export async function handleResponses(
+  res: http.ServerResponse,
+  path: string,
+  body: Json,
+  reported?: (usage: Json) => void,
+): Promise<boolean> {
   if (path !== '/v1/responses') return false;
   const m = /\[sim ([^\]]*)\]/.exec(lastUserText(body));
   const d: Record<string, string> = {};
@@ -68,13 +83,23 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
     case '500':
     case '502':
     case '503':
-      return openAIError(res, Number(fault), 'The server had an error while processing your request.', 'server_error', null), true;
+      return (
+        openAIError(res, Number(fault), 'The server had an error while processing your request.', 'server_error', null),
+        true
+      );
     case '400':
       return openAIError(res, 400, 'Invalid input.', 'invalid_request_error', 'invalid_value'), true;
     case '429':
-      return openAIError(res, 429, 'Rate limit reached.', 'requests', 'rate_limit_exceeded', { 'retry-after': '1' }), true;
+      return (
+        openAIError(res, 429, 'Rate limit reached.', 'requests', 'rate_limit_exceeded', { 'retry-after': '1' }), true
+      );
     case 'odd_error':
-      return res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: 'input: unsupported item', status: 400 })), true;
+      return (
+        res
+          .writeHead(400, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ error: 'input: unsupported item', status: 400 })),
+        true
+      );
     case 'hang':
       return true;
     case 'reset':
@@ -88,16 +113,33 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
     // As OpenAI answers: 400 previous_response_not_found for a response, 404 for anything else.
     const { ref, param } = refs.unknown;
     if (param === 'previous_response_id') {
-      res
-        .writeHead(400, { 'content-type': 'application/json' })
-        .end(JSON.stringify({ error: { message: `Previous response with id '${ref}' not found.`, type: 'invalid_request_error', param, code: 'previous_response_not_found' } }));
+      res.writeHead(400, { 'content-type': 'application/json' }).end(
+        JSON.stringify({
+          error: {
+            message: `Previous response with id '${ref}' not found.`,
+            type: 'invalid_request_error',
+            param,
+            code: 'previous_response_not_found',
+          },
+        }),
+      );
       return true;
     }
     const what = param === 'conversation' ? 'Conversation' : param === 'prompt' ? 'Prompt' : 'Item';
-    const unstored = param === 'input' && body.store === false ? ' Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input.' : '';
-    res
-      .writeHead(404, { 'content-type': 'application/json' })
-      .end(JSON.stringify({ error: { message: `${what} with id '${ref}' not found.${unstored}`, type: 'invalid_request_error', param, code: null } }));
+    const unstored =
+      param === 'input' && body.store === false
+        ? ' Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input.'
+        : '';
+    res.writeHead(404, { 'content-type': 'application/json' }).end(
+      JSON.stringify({
+        error: {
+          message: `${what} with id '${ref}' not found.${unstored}`,
+          type: 'invalid_request_error',
+          param,
+          code: null,
+        },
+      }),
+    );
     return true;
   }
 
@@ -133,15 +175,39 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
   const incomplete = !tool && cap < wanted;
   const text = words.join(' ');
   const reasoningItems: Json[] =
-    reasoning > 0 ? [{ id: `rs_${id.slice(5)}`, type: 'reasoning', summary: [], ...(wantsReasoning ? { encrypted_content: randomBytes(48).toString('base64') } : {}) }] : [];
+    reasoning > 0
+      ? [
+          {
+            id: `rs_${id.slice(5)}`,
+            type: 'reasoning',
+            summary: [],
+            ...(wantsReasoning ? { encrypted_content: randomBytes(48).toString('base64') } : {}),
+          },
+        ]
+      : [];
   const searchItems: Json[] = Array.from({ length: searches }, (_, i) => ({
     id: `ws_${id.slice(8)}_${i}`,
     type: 'web_search_call',
     status: 'completed',
     action: { type: 'search', query: `query ${i + 1}` },
   }));
-  const msgItem = { id: `msg_${id.slice(5)}`, type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [], logprobs: [] }] };
-  const callItem = tool ? { id: `fc_${id.slice(5)}`, type: 'function_call', status: 'completed', call_id: `call_${id.slice(-12)}`, name: tool, arguments: JSON.stringify({ echo: text }) } : undefined;
+  const msgItem = {
+    id: `msg_${id.slice(5)}`,
+    type: 'message',
+    status: 'completed',
+    role: 'assistant',
+    content: [{ type: 'output_text', text, annotations: [], logprobs: [] }],
+  };
+  const callItem = tool
+    ? {
+        id: `fc_${id.slice(5)}`,
+        type: 'function_call',
+        status: 'completed',
+        call_id: `call_${id.slice(-12)}`,
+        name: tool,
+        arguments: JSON.stringify({ echo: text }),
+      }
+    : undefined;
   const base = (status: string, output: Json[], u: Json | null) => ({
     id,
     object: 'response',
@@ -169,7 +235,11 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
     usage: u,
     metadata: {},
   });
-  const final = base(incomplete ? 'incomplete' : 'completed', [...reasoningItems, ...searchItems, ...(callItem ? [callItem] : [msgItem])], usage);
+  const final = base(
+    incomplete ? 'incomplete' : 'completed',
+    [...reasoningItems, ...searchItems, ...(callItem ? [callItem] : [msgItem])],
+    usage,
+  );
   // Stored, the response is the conversation so far for a later previous_response_id.
   // Its output items can be named by id later (item_reference, reasoning without its encrypted content).
   if (body.store !== false && usage) {
@@ -189,8 +259,12 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
   res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
   res.flushHeaders();
   let seq = 0;
-  const send = (type: string, fields: Json) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...fields })}\n\n`);
-  const errorEvent = () => res.end(`event: error\ndata: ${JSON.stringify({ type: 'error', code: 'server_error', message: 'The server had an error.', param: null, sequence_number: seq++ })}\n\n`);
+  const send = (type: string, fields: Json) =>
+    res.write(`event: ${type}\ndata: ${JSON.stringify({ type, sequence_number: seq++, ...fields })}\n\n`);
+  const errorEvent = () =>
+    res.end(
+      `event: error\ndata: ${JSON.stringify({ type: 'error', code: 'server_error', message: 'The server had an error.', param: null, sequence_number: seq++ })}\n\n`,
+    );
   if (fault === 'error_stream') {
     errorEvent();
     return true;
@@ -204,20 +278,42 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
     send('response.output_item.done', { output_index: index++, item });
   }
   if (callItem) {
-    send('response.output_item.added', { output_index: index, item: { ...callItem, status: 'in_progress', arguments: '' } });
+    send('response.output_item.added', {
+      output_index: index,
+      item: { ...callItem, status: 'in_progress', arguments: '' },
+    });
     const args = callItem.arguments;
     const size = Math.max(1, Math.ceil(args.length / 4));
-    for (let i = 0; i < args.length; i += size) send('response.function_call_arguments.delta', { item_id: callItem.id, output_index: index, delta: args.slice(i, i + size) });
+    for (let i = 0; i < args.length; i += size)
+      send('response.function_call_arguments.delta', {
+        item_id: callItem.id,
+        output_index: index,
+        delta: args.slice(i, i + size),
+      });
     send('response.function_call_arguments.done', { item_id: callItem.id, output_index: index, arguments: args });
     send('response.output_item.done', { output_index: index, item: callItem });
   } else {
-    send('response.output_item.added', { output_index: index, item: { ...msgItem, status: 'in_progress', content: [] } });
-    send('response.content_part.added', { item_id: msgItem.id, output_index: index, content_index: 0, part: { type: 'output_text', text: '', annotations: [], logprobs: [] } });
+    send('response.output_item.added', {
+      output_index: index,
+      item: { ...msgItem, status: 'in_progress', content: [] },
+    });
+    send('response.content_part.added', {
+      item_id: msgItem.id,
+      output_index: index,
+      content_index: 0,
+      part: { type: 'output_text', text: '', annotations: [], logprobs: [] },
+    });
     for (let i = 0; i < words.length; i++) {
       if ((fault === 'reset' || fault === 'error_after') && i === after) break;
       if (delay > 0 && i > 0) await sleep(delay);
       if (res.destroyed) return true;
-      send('response.output_text.delta', { item_id: msgItem.id, output_index: index, content_index: 0, delta: i === 0 ? words[i] : ` ${words[i]}`, logprobs: [] });
+      send('response.output_text.delta', {
+        item_id: msgItem.id,
+        output_index: index,
+        content_index: 0,
+        delta: i === 0 ? words[i] : ` ${words[i]}`,
+        logprobs: [],
+      });
     }
     if (fault === 'reset') {
       await sleep(50);
@@ -228,8 +324,19 @@ export async function handleResponses(res: http.ServerResponse, path: string, bo
       errorEvent();
       return true;
     }
-    send('response.output_text.done', { item_id: msgItem.id, output_index: index, content_index: 0, text, logprobs: [] });
-    send('response.content_part.done', { item_id: msgItem.id, output_index: index, content_index: 0, part: msgItem.content[0] });
+    send('response.output_text.done', {
+      item_id: msgItem.id,
+      output_index: index,
+      content_index: 0,
+      text,
+      logprobs: [],
+    });
+    send('response.content_part.done', {
+      item_id: msgItem.id,
+      output_index: index,
+      content_index: 0,
+      part: msgItem.content[0],
+    });
     send('response.output_item.done', { output_index: index, item: msgItem });
   }
   if (fault === 'stall') return true; // the text is out; then silence, no usage, no end

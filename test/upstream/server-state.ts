@@ -45,16 +45,19 @@ const isUrl = (v: unknown): v is string => typeof v === 'string' && /^https?:\/\
 /** OpenAI Responses: stored state and content given by id or URL. */
 export function responsesRefs(body: Json): Ref[] {
   const refs: Ref[] = [];
-  if (typeof body.previous_response_id === 'string') refs.push({ ref: body.previous_response_id, param: 'previous_response_id' });
+  if (typeof body.previous_response_id === 'string')
+    refs.push({ ref: body.previous_response_id, param: 'previous_response_id' });
   const conv = body.conversation;
   if (typeof conv === 'string') refs.push({ ref: conv, param: 'conversation' });
-  else if (conv && typeof conv === 'object' && typeof (conv as Json).id === 'string') refs.push({ ref: (conv as Json).id as string, param: 'conversation' });
+  else if (conv && typeof conv === 'object' && typeof (conv as Json).id === 'string')
+    refs.push({ ref: (conv as Json).id as string, param: 'conversation' });
   const prompt = body.prompt as Json | undefined;
   if (prompt && typeof prompt.id === 'string') refs.push({ ref: prompt.id, param: 'prompt' });
   for (const item of (Array.isArray(body.input) ? body.input : []) as Json[]) {
     if (item?.type === 'item_reference' && typeof item.id === 'string') refs.push({ ref: item.id, param: 'input' });
     // A reasoning item passed back without its encrypted content is read from storage by id.
-    if (item?.type === 'reasoning' && item.encrypted_content == null && typeof item.id === 'string') refs.push({ ref: item.id, param: 'input' });
+    if (item?.type === 'reasoning' && item.encrypted_content == null && typeof item.id === 'string')
+      refs.push({ ref: item.id, param: 'input' });
     for (const part of (Array.isArray(item?.content) ? item.content : []) as Json[]) {
       if (part?.type !== 'input_file' && part?.type !== 'input_image') continue;
       if (typeof part.file_id === 'string') refs.push({ ref: part.file_id, param: 'input' });
@@ -72,7 +75,8 @@ export function anthropicRefs(body: Json): Ref[] {
     for (const b of (Array.isArray(blocks) ? blocks : []) as Json[]) {
       const source = b?.source as Json | undefined;
       if (source?.type === 'url' && isUrl(source.url)) refs.push({ ref: source.url, param: 'messages' });
-      if (source?.type === 'file' && typeof source.file_id === 'string') refs.push({ ref: source.file_id, param: 'messages' });
+      if (source?.type === 'file' && typeof source.file_id === 'string')
+        refs.push({ ref: source.file_id, param: 'messages' });
       if (b?.type === 'tool_result') visit(b.content);
     }
   };

@@ -57,7 +57,8 @@ export function parseDirectives(body: unknown): Record<string, string> {
 
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
-  if (Array.isArray(content)) return content.map((p) => ((p as Json)?.type === 'text' ? String((p as Json).text ?? '') : '')).join('');
+  if (Array.isArray(content))
+    return content.map((p) => ((p as Json)?.type === 'text' ? String((p as Json).text ?? '') : '')).join('');
   return '';
 }
 
@@ -65,21 +66,31 @@ function textOf(content: unknown): string {
 export function simPromptTokens(body: unknown): number {
   const messages = (body as Json | null)?.messages;
   let n = 3;
-  if (Array.isArray(messages)) for (const m of messages) n += 3 + Math.ceil(Buffer.byteLength(textOf((m as Json)?.content)) / 4);
+  if (Array.isArray(messages))
+    for (const m of messages) n += 3 + Math.ceil(Buffer.byteLength(textOf((m as Json)?.content)) / 4);
   return n;
 }
 
 // Unref'd: a long stand-in pause (usage_delay) never keeps the test run alive.
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms).unref());
 
-function openAIError(res: http.ServerResponse, status: number, message: string, type: string, code: string | null, headers: Record<string, string> = {}) {
+function openAIError(
+  res: http.ServerResponse,
+  status: number,
+  message: string,
+  type: string,
+  code: string | null,
+  headers: Record<string, string> = {},
+) {
   const body = JSON.stringify({ error: { message, type, param: null, code } });
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body), ...headers });
   res.end(body);
 }
 
 /** `record: false` keeps no request log (the bench: 10,000 kept requests cost every later target memory and GC). */
-export async function startSimulator(opts: { port?: number; host?: string; apiKey?: string; record?: boolean } = {}): Promise<Simulator> {
+export async function startSimulator(
+  opts: { port?: number; host?: string; apiKey?: string; record?: boolean } = {},
+): Promise<Simulator> {
   const requests: RecordedRequest[] = [];
   const failCounts = new Map<string, number>();
   const sockets = new Set<Socket>();
@@ -129,7 +140,13 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
       body = null;
     }
     if (String(req.headers['content-type'] ?? '').startsWith('multipart/form-data')) body = await formSummary(req, raw);
-    const recorded: RecordedRequest = { method: req.method ?? '', path: (fallbackDeployment ? '/fallback' : '') + url.pathname, headers: req.headers, body, at: Date.now() };
+    const recorded: RecordedRequest = {
+      method: req.method ?? '',
+      path: (fallbackDeployment ? '/fallback' : '') + url.pathname,
+      headers: req.headers,
+      body,
+      at: Date.now(),
+    };
     const reported = (usage: unknown) => {
       recorded.usage = usage;
     };
@@ -138,30 +155,66 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
       if (requests.length > MAX_RECORDED) requests.splice(0, requests.length - MAX_RECORDED);
     }
     if (url.pathname.startsWith('/v1/messages')) {
-      if (opts.apiKey && req.headers['x-api-key'] !== opts.apiKey) return anthropicError(res, 401, 'authentication_error', 'invalid x-api-key');
-      if (body === null || typeof body !== 'object') return anthropicError(res, 400, 'invalid_request_error', 'invalid JSON body');
+      if (opts.apiKey && req.headers['x-api-key'] !== opts.apiKey)
+        return anthropicError(res, 401, 'authentication_error', 'invalid x-api-key');
+      if (body === null || typeof body !== 'object')
+        return anthropicError(res, 400, 'invalid_request_error', 'invalid JSON body');
       if (await handleAnthropic(res, url.pathname, body as Json, reported)) return;
     }
-    if (opts.apiKey && url.pathname.startsWith('/v1/') && req.headers.authorization !== `Bearer ${opts.apiKey}${fallbackDeployment ? '-fallback' : ''}`) {
+    if (
+      opts.apiKey &&
+      url.pathname.startsWith('/v1/') &&
+      req.headers.authorization !== `Bearer ${opts.apiKey}${fallbackDeployment ? '-fallback' : ''}`
+    ) {
       return openAIError(res, 401, 'Incorrect API key provided.', 'invalid_request_error', 'invalid_api_key');
     }
     if (await handleMedia(req, res, url, raw, { baseUrl: selfUrl, apiKey: opts.apiKey, failCounts })) return;
-    if (req.method === 'POST' && body !== null && typeof body === 'object' && (await handleResponses(res, url.pathname, body as Json, reported))) return;
+    if (
+      req.method === 'POST' &&
+      body !== null &&
+      typeof body === 'object' &&
+      (await handleResponses(res, url.pathname, body as Json, reported))
+    )
+      return;
     if (await handleVideos(req, res, url.pathname, body)) return;
 
     if (req.method === 'GET' && url.pathname === '/v1/models') {
-      const data = ['gpt-4o-mini', 'gpt-5.5', 'grok-4'].map((id) => ({ id, object: 'model', created: 1_700_000_000, owned_by: 'sim' }));
+      const data = ['gpt-4o-mini', 'gpt-5.5', 'grok-4'].map((id) => ({
+        id,
+        object: 'model',
+        created: 1_700_000_000,
+        owned_by: 'sim',
+      }));
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ object: 'list', data }));
       return;
     }
     if (req.method === 'POST' && url.pathname === '/v1/chat/completions') {
-      if (body === null || typeof body !== 'object') return openAIError(res, 400, 'We could not parse the JSON body of your request.', 'invalid_request_error', null);
+      if (body === null || typeof body !== 'object')
+        return openAIError(
+          res,
+          400,
+          'We could not parse the JSON body of your request.',
+          'invalid_request_error',
+          null,
+        );
       return chat(req, res, body as Json, fallbackDeployment, reported);
     }
-    return openAIError(res, 404, `Unknown request URL: ${req.method} ${url.pathname}`, 'invalid_request_error', 'unknown_url');
+    return openAIError(
+      res,
+      404,
+      `Unknown request URL: ${req.method} ${url.pathname}`,
+      'invalid_request_error',
+      'unknown_url',
+    );
   }
 
-  async function chat(_req: http.IncomingMessage, res: http.ServerResponse, body: Json, healthy = false, reported?: (usage: unknown) => void): Promise<void> {
+  async function chat(
+    _req: http.IncomingMessage,
+    res: http.ServerResponse,
+    body: Json,
+    healthy = false,
+    reported?: (usage: unknown) => void,
+  ): Promise<void> {
     const d = parseDirectives(body);
     let fault = healthy ? undefined : d.fault;
     if (fault && d.fail && d.id) {
@@ -178,9 +231,21 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
       case '500':
       case '502':
       case '503':
-        return openAIError(res, Number(fault), 'The server had an error while processing your request.', 'server_error', null);
+        return openAIError(
+          res,
+          Number(fault),
+          'The server had an error while processing your request.',
+          'server_error',
+          null,
+        );
       case '400':
-        return openAIError(res, 400, "Invalid value for 'temperature': must be between 0 and 2.", 'invalid_request_error', 'invalid_value');
+        return openAIError(
+          res,
+          400,
+          "Invalid value for 'temperature': must be between 0 and 2.",
+          'invalid_request_error',
+          'invalid_value',
+        );
       case '429':
         return openAIError(res, 429, 'Rate limit reached for requests.', 'requests', 'rate_limit_exceeded', {
           'retry-after': '1',
@@ -190,12 +255,18 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
         });
       case 'odd_error': {
         // A provider (or a proxy in front of it) answering in a shape of its own.
-        const text = JSON.stringify({ detail: [{ loc: ['body', 'messages', 0], msg: 'Input should be a valid list of content parts', type: 'list_type' }] });
+        const text = JSON.stringify({
+          detail: [
+            { loc: ['body', 'messages', 0], msg: 'Input should be a valid list of content parts', type: 'list_type' },
+          ],
+        });
         res.writeHead(422, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text) }).end(text);
         return;
       }
       case 'text_error':
-        res.writeHead(503, { 'content-type': 'text/plain' }).end('upstream connect error or disconnect/reset before headers. reset reason: overflow');
+        res
+          .writeHead(503, { 'content-type': 'text/plain' })
+          .end('upstream connect error or disconnect/reset before headers. reset reason: overflow');
         return;
       case 'hang':
         return; // never answer; close() destroys the socket
@@ -208,7 +279,14 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
     }
 
     const refs = resolveRefs(chatRefs(body));
-    if ('unknown' in refs) return openAIError(res, 400, `Invalid file or URL '${refs.unknown.ref}'.`, 'invalid_request_error', 'invalid_value');
+    if ('unknown' in refs)
+      return openAIError(
+        res,
+        400,
+        `Invalid file or URL '${refs.unknown.ref}'.`,
+        'invalid_request_error',
+        'invalid_value',
+      );
 
     const model = String(body.model ?? '');
     const xai = model.startsWith('grok');
@@ -239,7 +317,12 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
           completion_tokens: xai ? n : n + reasoning,
           total_tokens: prompt + n + reasoning,
           prompt_tokens_details: { cached_tokens: cached, audio_tokens: 0 },
-          completion_tokens_details: { reasoning_tokens: reasoning, audio_tokens: 0, accepted_prediction_tokens: 0, rejected_prediction_tokens: 0 },
+          completion_tokens_details: {
+            reasoning_tokens: reasoning,
+            audio_tokens: 0,
+            accepted_prediction_tokens: 0,
+            rejected_prediction_tokens: 0,
+          },
         };
     const serviceTier = servedTier(body.service_tier);
     const toolName = pickTool(body, d);
@@ -249,7 +332,18 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
 
     if (!stream) {
       const message = toolName
-        ? { role: 'assistant', content: null, refusal: null, tool_calls: [{ id: `call_${id.slice(-12)}`, type: 'function', function: { name: toolName, arguments: toolArgs(words) } }] }
+        ? {
+            role: 'assistant',
+            content: null,
+            refusal: null,
+            tool_calls: [
+              {
+                id: `call_${id.slice(-12)}`,
+                type: 'function',
+                function: { name: toolName, arguments: toolArgs(words) },
+              },
+            ],
+          }
         : { role: 'assistant', content: words.join(' '), refusal: null, annotations: [] };
       const reply: Json = {
         id,
@@ -265,28 +359,54 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
         reported?.(usage);
       }
       const text = JSON.stringify(reply);
-      res.writeHead(200, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'x-request-id': `sim_${id}` });
+      res.writeHead(200, {
+        'content-type': 'application/json',
+        'content-length': Buffer.byteLength(text),
+        'x-request-id': `sim_${id}`,
+      });
       res.end(text);
       return;
     }
 
     const includeUsage = (body.stream_options as Json | undefined)?.include_usage === true && !noUsage;
-    const base = { id, object: 'chat.completion.chunk', created, model, service_tier: serviceTier, system_fingerprint: 'fp_sim' };
+    const base = {
+      id,
+      object: 'chat.completion.chunk',
+      created,
+      model,
+      service_tier: serviceTier,
+      system_fingerprint: 'fp_sim',
+    };
     const send = (choices: unknown[], extra: Json = {}) => {
       const chunk: Json = { ...base, choices, ...extra };
       if (includeUsage && !('usage' in extra)) chunk.usage = null;
       res.write(`data: ${JSON.stringify(chunk)}\n\n`);
     };
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache',
+      connection: 'keep-alive',
+    });
     res.flushHeaders();
 
     if (fault === 'error_stream') {
-      res.end(`data: ${JSON.stringify({ error: { message: 'The model is overloaded.', type: 'server_error', param: null, code: null } })}\n\n`);
+      res.end(
+        `data: ${JSON.stringify({ error: { message: 'The model is overloaded.', type: 'server_error', param: null, code: null } })}\n\n`,
+      );
       return;
     }
 
-    send([{ index: 0, delta: { role: 'assistant', content: toolName ? null : '', refusal: null }, logprobs: null, finish_reason: null }]);
-    const pieces: Json[] = toolName ? toolDeltas(id, toolName, toolArgs(words), n) : words.map((w, i) => ({ content: i === 0 ? w : ` ${w}` }));
+    send([
+      {
+        index: 0,
+        delta: { role: 'assistant', content: toolName ? null : '', refusal: null },
+        logprobs: null,
+        finish_reason: null,
+      },
+    ]);
+    const pieces: Json[] = toolName
+      ? toolDeltas(id, toolName, toolArgs(words), n)
+      : words.map((w, i) => ({ content: i === 0 ? w : ` ${w}` }));
     for (let i = 0; i < pieces.length; i++) {
       if ((fault === 'reset' || fault === 'error_after') && i === after) break;
       if (delay > 0 && i > 0) await sleep(delay);
@@ -302,7 +422,9 @@ export async function startSimulator(opts: { port?: number; host?: string; apiKe
       return;
     }
     if (fault === 'error_after') {
-      res.end(`data: ${JSON.stringify({ error: { message: 'The server had an error while processing your request.', type: 'server_error', param: null, code: null } })}\n\n`);
+      res.end(
+        `data: ${JSON.stringify({ error: { message: 'The server had an error while processing your request.', type: 'server_error', param: null, code: null } })}\n\n`,
+      );
       return;
     }
     send([{ index: 0, delta: {}, logprobs: null, finish_reason: toolName ? 'tool_calls' : finish }]);
@@ -354,14 +476,20 @@ function toolArgs(words: string[]): string {
 
 /** OpenAI's tool-call delta sequence: id, type and name first, then the arguments in pieces. */
 function toolDeltas(id: string, name: string, args: string, parts: number): Json[] {
-  const first = { tool_calls: [{ index: 0, id: `call_${id.slice(-12)}`, type: 'function', function: { name, arguments: '' } }] };
+  const first = {
+    tool_calls: [{ index: 0, id: `call_${id.slice(-12)}`, type: 'function', function: { name, arguments: '' } }],
+  };
   const size = Math.max(1, Math.ceil(args.length / Math.max(1, parts)));
   const rest: Json[] = [];
-  for (let i = 0; i < args.length; i += size) rest.push({ tool_calls: [{ index: 0, function: { arguments: args.slice(i, i + size) } }] });
+  for (let i = 0; i < args.length; i += size)
+    rest.push({ tool_calls: [{ index: 0, function: { arguments: args.slice(i, i + size) } }] });
   return [first, ...rest];
 }
 
 if (process.argv[1] && import.meta.url === pathToFileURL(process.argv[1]).href) {
-  const sim = await startSimulator({ port: Number(process.env.PORT ?? 9090), ...(process.env.SIM_API_KEY ? { apiKey: process.env.SIM_API_KEY } : {}) });
+  const sim = await startSimulator({
+    port: Number(process.env.PORT ?? 9090),
+    ...(process.env.SIM_API_KEY ? { apiKey: process.env.SIM_API_KEY } : {}),
+  });
   console.log(`upstream simulator on ${sim.url} (OpenAI base URL ${sim.url}/v1)`);
 }

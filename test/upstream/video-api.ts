@@ -51,15 +51,29 @@ function directives(prompt: string): Record<string, string> {
 
 function send(res: http.ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}) {
   const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers }).end(text);
+  res
+    .writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers })
+    .end(text);
 }
 
-function openAIError(res: http.ServerResponse, status: number, message: string, type: string, code: string | null, headers: Record<string, string> = {}) {
+function openAIError(
+  res: http.ServerResponse,
+  status: number,
+  message: string,
+  type: string,
+  code: string | null,
+  headers: Record<string, string> = {},
+) {
   send(res, status, { error: { message, type, param: null, code } }, headers);
 }
 
 /** Whether the directive's fault applies to this call at `step` (counting calls for `fail=`). */
-function faultAt(v: SimVideo | undefined, d: Record<string, string>, step: 'create' | 'poll' | 'content', key: string): string | undefined {
+function faultAt(
+  v: SimVideo | undefined,
+  d: Record<string, string>,
+  step: 'create' | 'poll' | 'content',
+  key: string,
+): string | undefined {
   const fault = d.fault;
   if (!fault) return undefined;
   const at = d.at ?? (fault === 'failed' ? 'poll' : fault === 'garbage' ? 'content' : 'create');
@@ -74,7 +88,8 @@ function faultAt(v: SimVideo | undefined, d: Record<string, string>, step: 'crea
 }
 
 function statusOf(v: SimVideo): { status: string; progress: number } {
-  if (v.directives.ms === 'until-finished') return v.finishedAt ? { status: 'completed', progress: 100 } : { status: 'in_progress', progress: 50 };
+  if (v.directives.ms === 'until-finished')
+    return v.finishedAt ? { status: 'completed', progress: 100 } : { status: 'in_progress', progress: 50 };
   const ms = Number(v.directives.ms ?? 600);
   const elapsed = Date.now() - v.createdAt;
   if (elapsed >= ms) return { status: 'completed', progress: 100 };
@@ -111,10 +126,18 @@ function answerFault(res: http.ServerResponse, fault: string | undefined): boole
       openAIError(res, Number(fault), 'The server had an error while processing your request.', 'server_error', null);
       return true;
     case '429':
-      openAIError(res, 429, 'Rate limit reached for videos per minute.', 'requests', 'rate_limit_exceeded', { 'retry-after': '1' });
+      openAIError(res, 429, 'Rate limit reached for videos per minute.', 'requests', 'rate_limit_exceeded', {
+        'retry-after': '1',
+      });
       return true;
     case 'policy':
-      openAIError(res, 400, 'Your request was blocked by our moderation system.', 'invalid_request_error', 'moderation_blocked');
+      openAIError(
+        res,
+        400,
+        'Your request was blocked by our moderation system.',
+        'invalid_request_error',
+        'moderation_blocked',
+      );
       return true;
     case 'reject':
       openAIError(res, 400, "Invalid value for 'size'.", 'invalid_request_error', 'invalid_value');
@@ -126,7 +149,12 @@ function answerFault(res: http.ServerResponse, fault: string | undefined): boole
   }
 }
 
-export async function handleVideos(req: http.IncomingMessage, res: http.ServerResponse, path: string, body: unknown): Promise<boolean> {
+export async function handleVideos(
+  req: http.IncomingMessage,
+  res: http.ServerResponse,
+  path: string,
+  body: unknown,
+): Promise<boolean> {
   if (req.method === 'GET' && path === '/__sim/videos') {
     send(
       res,
@@ -150,7 +178,17 @@ export async function handleVideos(req: http.IncomingMessage, res: http.ServerRe
     const key = typeof req.headers['idempotency-key'] === 'string' ? req.headers['idempotency-key'] : undefined;
     const known = key ? videos.get(byIdempotencyKey.get(key) ?? '') : undefined;
     if (answerFault(res, faultAt(known, d, 'create', key ?? prompt))) return true;
-    if (!prompt) return openAIError(res, 400, "Missing required parameter: 'prompt'.", 'invalid_request_error', 'missing_required_parameter'), true;
+    if (!prompt)
+      return (
+        openAIError(
+          res,
+          400,
+          "Missing required parameter: 'prompt'.",
+          'invalid_request_error',
+          'missing_required_parameter',
+        ),
+        true
+      );
     if (known) {
       known.creates++;
       send(res, 200, videoObject(known));
@@ -178,7 +216,8 @@ export async function handleVideos(req: http.IncomingMessage, res: http.ServerRe
   const m = /^\/v1\/videos\/([^/]+)(\/content)?$/.exec(path);
   if (!m) return false;
   const v = videos.get(decodeURIComponent(m[1]!));
-  if (!v || v.deleted) return openAIError(res, 404, `Video with id '${m[1]}' not found.`, 'invalid_request_error', 'not_found'), true;
+  if (!v || v.deleted)
+    return openAIError(res, 404, `Video with id '${m[1]}' not found.`, 'invalid_request_error', 'not_found'), true;
   if (req.method === 'DELETE' && !m[2]) {
     if (v.directives.delete === 'refuse' && statusOf(v).status !== 'completed') {
       return openAIError(res, 400, 'Video is still being processed.', 'invalid_request_error', null), true;
@@ -192,11 +231,22 @@ export async function handleVideos(req: http.IncomingMessage, res: http.ServerRe
     v.polls++;
     const fault = faultAt(v, v.directives, 'poll', v.id);
     if (fault === 'failed') {
-      send(res, 200, videoObject(v, { status: 'failed', error: { code: 'internal_error', message: 'Video generation failed.' } }));
+      send(
+        res,
+        200,
+        videoObject(v, { status: 'failed', error: { code: 'internal_error', message: 'Video generation failed.' } }),
+      );
       return true;
     }
     if (fault === 'policy') {
-      send(res, 200, videoObject(v, { status: 'failed', error: { code: 'moderation_blocked', message: 'The generated video was blocked by our moderation system.' } }));
+      send(
+        res,
+        200,
+        videoObject(v, {
+          status: 'failed',
+          error: { code: 'moderation_blocked', message: 'The generated video was blocked by our moderation system.' },
+        }),
+      );
       return true;
     }
     if (answerFault(res, fault)) return true;
@@ -207,10 +257,20 @@ export async function handleVideos(req: http.IncomingMessage, res: http.ServerRe
   const fault = faultAt(v, v.directives, 'content', v.id);
   if (answerFault(res, fault)) return true;
   if (statusOf(v).status !== 'completed') {
-    return openAIError(res, 404, 'Video is not ready yet, use GET /v1/videos/{video_id} to check status.', 'invalid_request_error', null), true;
+    return (
+      openAIError(
+        res,
+        404,
+        'Video is not ready yet, use GET /v1/videos/{video_id} to check status.',
+        'invalid_request_error',
+        null,
+      ),
+      true
+    );
   }
   const ms = Math.round(Number(v.directives.produce ?? v.seconds) * 1000);
-  const mp4 = fault === 'garbage' ? Buffer.from('this is not a video') : makeMp4(ms, { moovAtEnd: v.directives.moov === 'end' });
+  const mp4 =
+    fault === 'garbage' ? Buffer.from('this is not a video') : makeMp4(ms, { moovAtEnd: v.directives.moov === 'end' });
   res.writeHead(200, { 'content-type': 'video/mp4', 'content-length': mp4.length });
   // stall: half the file, then silence (the simulator's close() destroys the socket).
   if (fault === 'stall') res.write(mp4.subarray(0, mp4.length >> 1));
@@ -258,10 +318,28 @@ export function makeMp4(ms: number, opts: { moovAtEnd?: boolean } = {}): Buffer 
   const ftyp = box('ftyp', Buffer.from('isom', 'latin1'), u32(0x200), Buffer.from('isomiso2avc1mp41', 'latin1'));
   const mdat = box('mdat', Buffer.alloc(samples * sampleSize, 0x42));
   const moovFor = (chunkOffset: number) => {
-    const mvhd = fullBox('mvhd', 0, 0, u32(0, 0, 1000, ms, 0x00010000), u16(0x0100, 0), u32(0, 0), MATRIX, Buffer.alloc(24), u32(2));
+    const mvhd = fullBox(
+      'mvhd',
+      0,
+      0,
+      u32(0, 0, 1000, ms, 0x00010000),
+      u16(0x0100, 0),
+      u32(0, 0),
+      MATRIX,
+      Buffer.alloc(24),
+      u32(2),
+    );
     const tkhd = fullBox('tkhd', 0, 3, u32(0, 0, 1, 0, ms, 0, 0), u16(0, 0, 0, 0), MATRIX, u32(1280 << 16, 720 << 16));
     const mdhd = fullBox('mdhd', 0, 0, u32(0, 0, mediaScale, mediaDuration), u16(0x55c4, 0));
-    const hdlr = fullBox('hdlr', 0, 0, u32(0), Buffer.from('vide', 'latin1'), u32(0, 0, 0), Buffer.from('VideoHandler\0', 'latin1'));
+    const hdlr = fullBox(
+      'hdlr',
+      0,
+      0,
+      u32(0),
+      Buffer.from('vide', 'latin1'),
+      u32(0, 0, 0),
+      Buffer.from('VideoHandler\0', 'latin1'),
+    );
     const vmhd = fullBox('vmhd', 0, 1, u16(0, 0, 0, 0));
     const dinf = box('dinf', fullBox('dref', 0, 0, u32(1), fullBox('url ', 0, 1)));
     const delta = Math.max(1, Math.floor(mediaDuration / samples));

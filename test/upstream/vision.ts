@@ -19,14 +19,23 @@ function pngSize(base64: unknown): Size | undefined {
   return { width: b.readUInt32BE(16), height: b.readUInt32BE(20) };
 }
 
-const dataUrlBytes = (url: unknown): string | undefined => (typeof url === 'string' && /^data:[^,]*;base64,/.test(url) ? url.slice(url.indexOf(',') + 1) : undefined);
+const dataUrlBytes = (url: unknown): string | undefined =>
+  typeof url === 'string' && /^data:[^,]*;base64,/.test(url) ? url.slice(url.indexOf(',') + 1) : undefined;
 
-type OpenAIRule = { tiles: [number, number] } | { multiplier: number; high: [patches: number, edge: number]; original?: [patches: number, edge: number]; autoIsOriginal?: boolean };
+type OpenAIRule =
+  | { tiles: [number, number] }
+  | {
+      multiplier: number;
+      high: [patches: number, edge: number];
+      original?: [patches: number, edge: number];
+      autoIsOriginal?: boolean;
+    };
 
 function openAIRule(model: string): OpenAIRule | undefined {
   if (model.startsWith('gpt-4o-mini')) return { tiles: [2833, 5667] };
   if (model.startsWith('gpt-4o') || model.startsWith('gpt-4.1')) return { tiles: [85, 170] };
-  if (model.startsWith('gpt-5.6')) return { multiplier: 1.2, high: [2500, 2048], original: [30_000, 65_535], autoIsOriginal: true };
+  if (model.startsWith('gpt-5.6'))
+    return { multiplier: 1.2, high: [2500, 2048], original: [30_000, 65_535], autoIsOriginal: true };
   if (model.startsWith('gpt-5.5')) return { multiplier: 1.2, high: [2500, 2048], original: [10_000, 6000] };
   if (model.startsWith('gpt-5.4-mini')) return { multiplier: 1.62, high: [1536, 2048] };
   if (model.startsWith('gpt-5.4-nano')) return { multiplier: 2.46, high: [1536, 2048] };
@@ -48,7 +57,10 @@ function openAIPatches(size: Size, budget: number, edge: number): number {
   const across = (w * shrink) / 32;
   const down = (h * shrink) / 32;
   const adjust = Math.min(Math.floor(across) / across, Math.floor(down) / down);
-  return Math.min(Math.ceil(Math.floor(w * shrink * adjust) / 32) * Math.ceil(Math.floor(h * shrink * adjust) / 32), budget);
+  return Math.min(
+    Math.ceil(Math.floor(w * shrink * adjust) / 32) * Math.ceil(Math.floor(h * shrink * adjust) / 32),
+    budget,
+  );
 }
 
 function openAIImage(model: string, size: Size | undefined, detail: unknown): number {
@@ -79,7 +91,10 @@ function claudeImage(model: string, size: Size | undefined): number {
     const [w, h] = [fitted.width * scale, fitted.height * scale];
     const long = Math.max(w, h);
     for (let side = Math.floor(long); side > 0; side--) {
-      fitted = { width: Math.max(1, Math.floor((w * side) / long)), height: Math.max(1, Math.floor((h * side) / long)) };
+      fitted = {
+        width: Math.max(1, Math.floor((w * side) / long)),
+        height: Math.max(1, Math.floor((h * side) / long)),
+      };
       if (patches(fitted) <= budget) break;
     }
   }
@@ -107,7 +122,8 @@ export function responsesImageTokens(body: Json): number {
   const model = String(body.model ?? '');
   let n = 0;
   for (const item of arr(body.input)) {
-    for (const p of [...arr(item?.content), ...arr(item?.output)]) if (p?.type === 'input_image') n += openAIImage(model, pngSize(dataUrlBytes(p.image_url)), p.detail);
+    for (const p of [...arr(item?.content), ...arr(item?.output)])
+      if (p?.type === 'input_image') n += openAIImage(model, pngSize(dataUrlBytes(p.image_url)), p.detail);
   }
   return n;
 }
@@ -118,7 +134,12 @@ export function anthropicImageTokens(body: Json): number {
   const blocks = (content: unknown): number =>
     arr(content).reduce(
       (n, b) =>
-        n + (b?.type === 'image' && (b.source as Json | undefined)?.type === 'base64' ? claudeImage(model, pngSize((b.source as Json).data)) : b?.type === 'tool_result' ? blocks(b.content) : 0),
+        n +
+        (b?.type === 'image' && (b.source as Json | undefined)?.type === 'base64'
+          ? claudeImage(model, pngSize((b.source as Json).data))
+          : b?.type === 'tool_result'
+            ? blocks(b.content)
+            : 0),
       0,
     );
   return arr(body.messages).reduce((n, m) => n + blocks(m?.content), 0);

@@ -92,6 +92,7 @@ export async function up(knex: Knex): Promise<void> {
 }
 
 export async function down(knex: Knex): Promise<void> {
-  for (const t of ['usage_records', 'ledger', 'holds', 'api_keys', 'accounts', 'settings']) await knex.raw(`DROP TABLE ${t}`);
+  for (const t of ['usage_records', 'ledger', 'holds', 'api_keys', 'accounts', 'settings'])
+    await knex.raw(`DROP TABLE ${t}`);
   await knex.raw('DROP FUNCTION ledger_append_only()');
 }

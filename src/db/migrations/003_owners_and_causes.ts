@@ -33,7 +33,9 @@ export async function up(knex: Knex): Promise<void> {
 export async function down(knex: Knex): Promise<void> {
   await knex.raw('DROP TABLE refunds');
   await knex.raw('DROP INDEX ledger_refund_once');
-  await knex.raw('ALTER TABLE ledger DROP CONSTRAINT ledger_cause_named, DROP CONSTRAINT ledger_refund_has_external_id, DROP CONSTRAINT ledger_kind_valid');
+  await knex.raw(
+    'ALTER TABLE ledger DROP CONSTRAINT ledger_cause_named, DROP CONSTRAINT ledger_refund_has_external_id, DROP CONSTRAINT ledger_kind_valid',
+  );
   await knex.raw(`ALTER TABLE ledger ADD CONSTRAINT ledger_kind_check CHECK (kind IN ('topup', 'charge'))`);
   await knex.raw('DROP INDEX accounts_owner');
   await knex.raw('ALTER TABLE accounts DROP COLUMN owner');

@@ -3,7 +3,9 @@
 import type { Knex } from 'knex';
 
 export async function up(knex: Knex): Promise<void> {
-  await knex.raw(`ALTER TABLE usage_records ADD COLUMN units bigint NOT NULL DEFAULT 0 CHECK (units >= 0), ADD COLUMN unit text NOT NULL DEFAULT ''`);
+  await knex.raw(
+    `ALTER TABLE usage_records ADD COLUMN units bigint NOT NULL DEFAULT 0 CHECK (units >= 0), ADD COLUMN unit text NOT NULL DEFAULT ''`,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {

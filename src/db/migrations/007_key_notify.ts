@@ -9,7 +9,9 @@ export async function up(knex: Knex): Promise<void> {
       PERFORM pg_notify('api_keys_changed', encode(OLD.key_hash, 'hex'));
       RETURN NULL;
     END $$`);
-  await knex.raw(`CREATE TRIGGER api_keys_changed AFTER UPDATE OR DELETE ON api_keys FOR EACH ROW EXECUTE FUNCTION api_keys_notify()`);
+  await knex.raw(
+    `CREATE TRIGGER api_keys_changed AFTER UPDATE OR DELETE ON api_keys FOR EACH ROW EXECUTE FUNCTION api_keys_notify()`,
+  );
 }
 
 export async function down(knex: Knex): Promise<void> {

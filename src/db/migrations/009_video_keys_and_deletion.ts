@@ -18,5 +18,6 @@ export async function up(knex: Knex): Promise<void> {
 
 export async function down(knex: Knex): Promise<void> {
   await knex.raw('DROP INDEX video_jobs_idempotency_key');
-  for (const column of ['deleted_at', 'request_hash', 'idempotency_key']) await knex.raw(`ALTER TABLE video_jobs DROP COLUMN ${column}`);
+  for (const column of ['deleted_at', 'request_hash', 'idempotency_key'])
+    await knex.raw(`ALTER TABLE video_jobs DROP COLUMN ${column}`);
 }

@@ -58,7 +58,8 @@ function frameHeader(buf: Buffer, p: number, info: StreamInfo): FrameHeader | un
   let q = p + 4;
   const lead = buf[q++]!;
   const extra = lead < 0x80 ? 0 : lead >= 0xfe ? (lead === 0xfe ? 6 : -1) : Math.clz32(~(lead << 24)) - 1;
-  if (extra < 0 || (extra === 0 && lead >= 0x80) || extra > (variable ? 6 : 5) || q + extra + 3 > buf.length) return undefined;
+  if (extra < 0 || (extra === 0 && lead >= 0x80) || extra > (variable ? 6 : 5) || q + extra + 3 > buf.length)
+    return undefined;
   let number = extra === 0 ? lead : lead & (0x3f >> extra);
   for (let k = 0; k < extra; k++) {
     const c = buf[q++]!;
@@ -83,11 +84,20 @@ function frameHeader(buf: Buffer, p: number, info: StreamInfo): FrameHeader | un
     q += 2;
   }
   if (q >= buf.length || rate === 0 || crc8(buf, p, q) !== buf[q]) return undefined;
-  return { variable, number, blockSize, rate, channels: channelCode < 8 ? channelCode + 1 : 2, bits: bitsCode === 0 ? info.bits : FRAME_BITS[bitsCode]!, length: q + 1 - p };
+  return {
+    variable,
+    number,
+    blockSize,
+    rate,
+    channels: channelCode < 8 ? channelCode + 1 : 2,
+    bits: bitsCode === 0 ? info.bits : FRAME_BITS[bitsCode]!,
+    length: q + 1 - p,
+  };
 }
 
 /** The most bytes a frame can take: every channel stored verbatim (a side channel has one more bit). */
-const largestFrame = (h: FrameHeader) => h.length + Math.ceil((h.blockSize * h.channels * (h.bits + 1)) / 8) + h.channels * 6 + 2;
+const largestFrame = (h: FrameHeader) =>
+  h.length + Math.ceil((h.blockSize * h.channels * (h.bits + 1)) / 8) + h.channels * 6 + 2;
 
 /** A FLAC stream whose "fLaC" marker ends at `at`. */
 export function flacLength(buf: Buffer, at: number): AudioLength | undefined {
@@ -134,7 +144,13 @@ export function flacLength(buf: Buffer, at: number): AudioLength | undefined {
     for (; at2 <= to; at2++) {
       if (buf[at2] !== 0xff || (buf[at2 + 1]! & 0xfe) !== 0xf8) continue;
       const h = frameHeader(buf, at2, info);
-      const follows = h && h.variable === first.variable && h.number === expected && h.rate === first.rate && h.channels === first.channels && h.bits === first.bits;
+      const follows =
+        h &&
+        h.variable === first.variable &&
+        h.number === expected &&
+        h.rate === first.rate &&
+        h.channels === first.channels &&
+        h.bits === first.bits;
       if (follows && crcTo(at2 - 2) === buf.readUInt16BE(at2 - 2)) {
         next = h;
         break;
@@ -147,7 +163,8 @@ export function flacLength(buf: Buffer, at: number): AudioLength | undefined {
     crcEnd = i;
   }
   // The last frame ends the file, or an ID3v1 tag after it does.
-  const endsAt = (end: number) => end - 2 >= crcEnd && end - i <= largestFrame(frame) && crcTo(end - 2) === buf.readUInt16BE(end - 2);
+  const endsAt = (end: number) =>
+    end - 2 >= crcEnd && end - i <= largestFrame(frame) && crcTo(end - 2) === buf.readUInt16BE(end - 2);
   const tagged = buf.toString('latin1', buf.length - 128, buf.length - 125) === 'TAG';
   if (!((tagged && endsAt(buf.length - 128)) || endsAt(buf.length))) return undefined;
   const stated = info.total > 0 && info.rate > 0 ? seconds(info.total, info.rate) : undefined;

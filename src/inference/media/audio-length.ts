@@ -18,7 +18,10 @@ export type AudioLength =
   /** The file states a length its audio does not hold: cut, padded or forged. */
   | { kind: 'contradicted'; format: AudioFormat; codec: string; seconds: Seconds; stated: Seconds };
 
-export const seconds = (num: bigint | number, den: bigint | number): Seconds => ({ num: BigInt(num), den: BigInt(den) });
+export const seconds = (num: bigint | number, den: bigint | number): Seconds => ({
+  num: BigInt(num),
+  den: BigInt(den),
+});
 
 /** Whole seconds, rounded up: the unit "pro-rated by the second" bills. */
 export function ceilSeconds(s: Seconds): bigint {
@@ -46,7 +49,12 @@ function disagrees(counted: Seconds, stated: Seconds): boolean {
 }
 
 /** The counted length, unless one of the lengths the file states disagrees with it. */
-export function checkedLength(format: AudioFormat, codec: string, counted: Seconds, ...stated: (Seconds | undefined)[]): AudioLength {
+export function checkedLength(
+  format: AudioFormat,
+  codec: string,
+  counted: Seconds,
+  ...stated: (Seconds | undefined)[]
+): AudioLength {
   for (const s of stated) {
     if (s && disagrees(counted, s)) return { kind: 'contradicted', format, codec, seconds: counted, stated: s };
   }

@@ -3,7 +3,14 @@
 // and Info's Duration is a claim checked against that count. A live recording (a browser's
 // MediaRecorder) states no Duration and sizes nothing: its blocks are all there is.
 import { type AudioLength, checkedLength, type Seconds, seconds } from './audio-length.ts';
-import { aacConfig, opusHeadPreSkip, opusPacketSamples, VorbisCounter, vorbisIdHeader, vorbisSetupModes } from './audio-codecs.ts';
+import {
+  aacConfig,
+  opusHeadPreSkip,
+  opusPacketSamples,
+  VorbisCounter,
+  vorbisIdHeader,
+  vorbisSetupModes,
+} from './audio-codecs.ts';
 
 // Element ids, as written (with their length marker bits).
 const ID = {
@@ -110,7 +117,8 @@ function counter(t: Track): FrameCounter | undefined {
     return (first, _second, length) => vorbis.add(first, length);
   }
   if (t.codecId.startsWith('A_AAC')) {
-    const aac = (t.codecPrivate && aacConfig(t.codecPrivate)) ?? (t.rate > 0 ? { rate: t.rate, frameSamples: 1024 } : undefined);
+    const aac =
+      (t.codecPrivate && aacConfig(t.codecPrivate)) ?? (t.rate > 0 ? { rate: t.rate, frameSamples: 1024 } : undefined);
     if (!aac) return undefined;
     t.rateUsed = aac.rate;
     return () => aac.frameSamples;
@@ -177,7 +185,9 @@ export function matroskaLength(buf: Buffer): AudioLength | undefined {
     const lacing = (buf[at + number.length + 2]! >> 1) & 3;
     const payload = at + number.length + 3;
     if (lacing === 0) track.samples += count(buf[payload] ?? 0, buf[payload + 1] ?? 0, end - payload);
-    else for (const [from, size] of lacedFrames(buf, payload, end, lacing) ?? []) track.samples += count(buf[from] ?? 0, buf[from + 1] ?? 0, size);
+    else
+      for (const [from, size] of lacedFrames(buf, payload, end, lacing) ?? [])
+        track.samples += count(buf[from] ?? 0, buf[from + 1] ?? 0, size);
   };
   // A broken element (a bad id, a size past the end of the file) is skipped the way FFmpeg's
   // demuxer resyncs: at the next Cluster id. Every step moves forward, so the walk is linear.
@@ -214,7 +224,8 @@ export function matroskaLength(buf: Buffer): AudioLength | undefined {
     }
     const track = tracks.at(-1);
     const uint = () => (size.value >= 1 && size.value <= 6 ? buf.readUIntBE(data, size.value) : 0);
-    const float = () => (size.value === 4 ? buf.readFloatBE(data) : size.value === 8 ? buf.readDoubleBE(data) : undefined);
+    const float = () =>
+      size.value === 4 ? buf.readFloatBE(data) : size.value === 8 ? buf.readDoubleBE(data) : undefined;
     switch (id.value) {
       case ID.timestampScale:
         scale = uint() || scale;
@@ -252,12 +263,22 @@ export function matroskaLength(buf: Buffer): AudioLength | undefined {
   if (notCounted) return { kind: 'unmeasured', format: 'webm', codec: notCounted.codecId || 'unknown' };
   // Duration is the segment's, the longest track's: it speaks for the audio only when that is the only track.
   const micros = stated === undefined ? Number.NaN : Math.round((stated * scale) / 1000);
-  const statedSeconds: Seconds | undefined = Number.isFinite(micros) && micros > 0 && tracks.length === 1 ? seconds(BigInt(micros), 1_000_000) : undefined;
+  const statedSeconds: Seconds | undefined =
+    Number.isFinite(micros) && micros > 0 && tracks.length === 1 ? seconds(BigInt(micros), 1_000_000) : undefined;
   let longest: AudioLength | undefined;
   for (const t of audio) {
-    const length = checkedLength('webm', t.codecId.toLowerCase().slice(2), seconds(Math.max(0, t.samples - t.preSkip), t.rateUsed), statedSeconds);
+    const length = checkedLength(
+      'webm',
+      t.codecId.toLowerCase().slice(2),
+      seconds(Math.max(0, t.samples - t.preSkip), t.rateUsed),
+      statedSeconds,
+    );
     if (length.kind !== 'measured') return length;
-    if (longest?.kind !== 'measured' || length.seconds.num * longest.seconds.den > longest.seconds.num * length.seconds.den) longest = length;
+    if (
+      longest?.kind !== 'measured' ||
+      length.seconds.num * longest.seconds.den > longest.seconds.num * length.seconds.den
+    )
+      longest = length;
   }
   return longest;
 }

@@ -39,7 +39,8 @@ function children(buf: Buffer, from: number, to: number, topLevel = false, kept?
       if (!topLevel) return undefined;
       size = to - i;
     }
-    if (!keptCodes || keptCodes.includes(buf.readUInt32BE(i + 4))) out.push({ type: buf.toString('latin1', i + 4, i + 8), start: i + header, end: i + size });
+    if (!keptCodes || keptCodes.includes(buf.readUInt32BE(i + 4)))
+      out.push({ type: buf.toString('latin1', i + 4, i + 8), start: i + header, end: i + size });
     i += size;
   }
   return out;
@@ -57,7 +58,11 @@ function inside(buf: Buffer, box: Box | undefined, ...path: string[]): Box | und
 function headerDuration(buf: Buffer, b: Box | undefined): Seconds | undefined {
   const v1 = b !== undefined && buf[b.start] === 1;
   if (!b || b.end - b.start < (v1 ? 32 : 20)) return undefined;
-  return statedDuration(v1 ? buf.readBigUInt64BE(b.start + 24) : BigInt(buf.readUInt32BE(b.start + 16)), buf.readUInt32BE(b.start + (v1 ? 20 : 12)), v1);
+  return statedDuration(
+    v1 ? buf.readBigUInt64BE(b.start + 24) : BigInt(buf.readUInt32BE(b.start + 16)),
+    buf.readUInt32BE(b.start + (v1 ? 20 : 12)),
+    v1,
+  );
 }
 
 /** mehd: the whole fragmented movie's duration, in the mvhd's timescale. */
@@ -65,7 +70,11 @@ function fragmentedDuration(buf: Buffer, mehd: Box | undefined, mvhd: Box | unde
   if (!mehd || !mvhd || mehd.end - mehd.start < 8 || mvhd.end - mvhd.start < 24) return undefined;
   const v1 = buf[mehd.start] === 1;
   if (v1 && mehd.end - mehd.start < 12) return undefined;
-  return statedDuration(v1 ? buf.readBigUInt64BE(mehd.start + 4) : BigInt(buf.readUInt32BE(mehd.start + 4)), buf.readUInt32BE(mvhd.start + (buf[mvhd.start] === 1 ? 20 : 12)), v1);
+  return statedDuration(
+    v1 ? buf.readBigUInt64BE(mehd.start + 4) : BigInt(buf.readUInt32BE(mehd.start + 4)),
+    buf.readUInt32BE(mvhd.start + (buf[mvhd.start] === 1 ? 20 : 12)),
+    v1,
+  );
 }
 
 /** No claim at all: a zero timescale, a zero duration (a fragmented file's headers) or all ones (unknown). */
@@ -188,12 +197,19 @@ export function mp4Length(buf: Buffer): AudioLength | undefined {
   if (uncounted) return { kind: 'unmeasured', format: 'mp4', codec: uncounted.codec };
   // The movie's duration is the longest track's: it speaks for the audio only when that is the only track.
   const mvhd = find(moovKids, 'mvhd');
-  const movie = traks.length === 1 ? (headerDuration(buf, mvhd) ?? fragmentedDuration(buf, inside(buf, find(moovKids, 'mvex'), 'mehd'), mvhd)) : undefined;
+  const movie =
+    traks.length === 1
+      ? (headerDuration(buf, mvhd) ?? fragmentedDuration(buf, inside(buf, find(moovKids, 'mvex'), 'mehd'), mvhd))
+      : undefined;
   let longest: AudioLength | undefined;
   for (const t of tracks) {
     const length = checkedLength('mp4', t.codec, seconds(t.frames * t.aac!.frameSamples, t.aac!.rate), t.stated, movie);
     if (length.kind !== 'measured') return length;
-    if (longest?.kind !== 'measured' || length.seconds.num * longest.seconds.den > longest.seconds.num * length.seconds.den) longest = length;
+    if (
+      longest?.kind !== 'measured' ||
+      length.seconds.num * longest.seconds.den > longest.seconds.num * length.seconds.den
+    )
+      longest = length;
   }
   return longest;
 }

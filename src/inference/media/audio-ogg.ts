@@ -90,7 +90,17 @@ export function oggLength(buf: Buffer): AudioLength | undefined {
     let s = streams.get(serial);
     if (!s) {
       if (!(flags & 2) || streams.size >= MAX_STREAMS) return undefined; // a stream starts with a beginning-of-stream page
-      s = { kind: 'other', packets: 0, pending: [], pendingBytes: 0, samples: 0, rate: 0, preSkip: 0, lastGranule: -1n, codec: 'ogg' };
+      s = {
+        kind: 'other',
+        packets: 0,
+        pending: [],
+        pendingBytes: 0,
+        samples: 0,
+        rate: 0,
+        preSkip: 0,
+        lastGranule: -1n,
+        codec: 'ogg',
+      };
       streams.set(serial, s);
     } else if (flags & 2) return undefined;
     // A continued page goes on with the packet the last page left unfinished, and only then.

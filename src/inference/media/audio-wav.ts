@@ -26,10 +26,18 @@ function readFmt(buf: Buffer, at: number, size: number): Fmt | undefined {
   if (size < 16) return undefined;
   let tag = buf.readUInt16LE(at);
   if (tag === EXTENSIBLE) {
-    if (size < 40 || !buf.subarray(at + 26, at + 40).equals(SUBTYPE_TAIL)) return { tag, channels: 0, rate: 0, byteRate: 0, blockAlign: 0, bits: 0 };
+    if (size < 40 || !buf.subarray(at + 26, at + 40).equals(SUBTYPE_TAIL))
+      return { tag, channels: 0, rate: 0, byteRate: 0, blockAlign: 0, bits: 0 };
     tag = buf.readUInt16LE(at + 24);
   }
-  return { tag, channels: buf.readUInt16LE(at + 2), rate: buf.readUInt32LE(at + 4), byteRate: buf.readUInt32LE(at + 8), blockAlign: buf.readUInt16LE(at + 12), bits: buf.readUInt16LE(at + 14) };
+  return {
+    tag,
+    channels: buf.readUInt16LE(at + 2),
+    rate: buf.readUInt32LE(at + 4),
+    byteRate: buf.readUInt32LE(at + 8),
+    blockAlign: buf.readUInt16LE(at + 12),
+    bits: buf.readUInt16LE(at + 14),
+  };
 }
 
 export function wavLength(buf: Buffer): AudioLength | undefined {
@@ -62,12 +70,19 @@ export function wavLength(buf: Buffer): AudioLength | undefined {
   }
   if (!fmt || !sawData) return undefined;
   const codec = CODECS[fmt.tag];
-  if (!codec) return { kind: 'unmeasured', format: 'wav', codec: `wav format 0x${fmt.tag.toString(16).padStart(4, '0')}` };
+  if (!codec)
+    return { kind: 'unmeasured', format: 'wav', codec: `wav format 0x${fmt.tag.toString(16).padStart(4, '0')}` };
   if (fmt.channels === 0 || fmt.rate === 0 || !SAMPLE_BITS[fmt.tag]!.includes(fmt.bits)) return undefined;
   const frameBytes = fmt.channels * (fmt.bits / 8);
   const counted = seconds(Math.floor(dataBytes / frameBytes), fmt.rate);
   if (fmt.blockAlign !== frameBytes || fmt.byteRate !== fmt.rate * frameBytes) {
-    return { kind: 'contradicted', format: 'wav', codec, seconds: counted, stated: seconds(dataBytes, Math.max(1, fmt.byteRate)) };
+    return {
+      kind: 'contradicted',
+      format: 'wav',
+      codec,
+      seconds: counted,
+      stated: seconds(dataBytes, Math.max(1, fmt.byteRate)),
+    };
   }
   return { kind: 'measured', format: 'wav', codec, seconds: counted };
 }

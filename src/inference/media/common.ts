@@ -12,16 +12,36 @@ import { withOutcome } from '../outcomes.ts';
 
 /** The catalogue model named `id`, of `kind`: 400 in the OpenAI shape otherwise. */
 export function modelOfKind(catalogue: Catalogue, id: unknown, kind: ModelKindName, route: string): ResolvedModel {
-  if (typeof id !== 'string' || id === '') throw badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model');
+  if (typeof id !== 'string' || id === '')
+    throw badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model');
   const model = catalogue.get(id);
   if (!model || !model.enabled) throw unknownModel(id);
-  if (model.kind !== kind) throw badRequest(`The model '${model.id}' is a ${model.kind} model; ${route} takes ${kind} models.`, 'model_not_supported', 'model');
-  if (!model.available) throw gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'model_not_available', param: 'model', message: unavailableToCallers(model) });
+  if (model.kind !== kind)
+    throw badRequest(
+      `The model '${model.id}' is a ${model.kind} model; ${route} takes ${kind} models.`,
+      'model_not_supported',
+      'model',
+    );
+  if (!model.available)
+    throw gatewayError({
+      httpStatus: 400,
+      type: 'invalid_request_error',
+      code: 'model_not_available',
+      param: 'model',
+      message: unavailableToCallers(model),
+    });
   return model;
 }
 
 /** A plan for routes whose hold is computed by the route itself (Metering.holdExact). */
-export function mediaPlan(requestId: string, route: string, caller: Caller, model: ResolvedModel, body: Json, startedAt: number): Plan {
+export function mediaPlan(
+  requestId: string,
+  route: string,
+  caller: Caller,
+  model: ResolvedModel,
+  body: Json,
+  startedAt: number,
+): Plan {
   return {
     requestId,
     route,
@@ -84,11 +104,22 @@ export class Form {
 export function intField(v: unknown, name: string, min: number, max: number): number | Error | undefined {
   if (v === undefined || v === null || v === '') return undefined;
   const n = typeof v === 'string' ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isInteger(n) || n < min || n > max) return badRequest(`'${name}' must be an integer from ${min} to ${max}.`, 'invalid_value', name);
+  if (typeof n !== 'number' || !Number.isInteger(n) || n < min || n > max)
+    return badRequest(`'${name}' must be an integer from ${min} to ${max}.`, 'invalid_value', name);
   return n;
 }
 
 /** 502 for an upstream answer the gateway cannot use: the request settles at zero (`upstream_bad_reply`). */
 export function badUpstreamReply(requestId: string, what: string) {
-  return withOutcome(gatewayError({ httpStatus: 502, type: 'server_error', code: 'upstream_bad_reply', message: `The upstream provider sent ${what}.`, requestId }), 'upstream_bad_reply', 502);
+  return withOutcome(
+    gatewayError({
+      httpStatus: 502,
+      type: 'server_error',
+      code: 'upstream_bad_reply',
+      message: `The upstream provider sent ${what}.`,
+      requestId,
+    }),
+    'upstream_bad_reply',
+    502,
+  );
 }

@@ -14,7 +14,8 @@ export function imageSize(b: Uint8Array): ImageSize | undefined {
     return { format: 'png', width: buf.readUInt32BE(16), height: buf.readUInt32BE(20) };
   }
   if (buf.length >= 4 && buf[0] === 0xff && buf[1] === 0xd8) return jpegSize(buf);
-  if (buf.length >= 30 && buf.toString('latin1', 0, 4) === 'RIFF' && buf.toString('latin1', 8, 12) === 'WEBP') return webpSize(buf);
+  if (buf.length >= 30 && buf.toString('latin1', 0, 4) === 'RIFF' && buf.toString('latin1', 8, 12) === 'WEBP')
+    return webpSize(buf);
   return undefined;
 }
 
@@ -49,7 +50,8 @@ function webpSize(buf: Buffer): ImageSize | undefined {
     const bits = buf.readUInt32LE(21);
     return { format: 'webp', width: 1 + (bits & 0x3fff), height: 1 + ((bits >>> 14) & 0x3fff) };
   }
-  if (chunk === 'VP8 ') return { format: 'webp', width: buf.readUInt16LE(26) & 0x3fff, height: buf.readUInt16LE(28) & 0x3fff };
+  if (chunk === 'VP8 ')
+    return { format: 'webp', width: buf.readUInt16LE(26) & 0x3fff, height: buf.readUInt16LE(28) & 0x3fff };
   return undefined;
 }
 
@@ -62,7 +64,8 @@ function webpSize(buf: Buffer): ImageSize | undefined {
 export function inputImageSize(b: Uint8Array): ImageSize | undefined {
   const buf = Buffer.from(b.buffer, b.byteOffset, b.byteLength);
   if (buf.length >= 4 && buf[0] === 0xff && buf[1] === 0xd8) return jpegFrameSize(buf);
-  if (buf.length >= 6 && (buf.toString('latin1', 0, 6) === 'GIF87a' || buf.toString('latin1', 0, 6) === 'GIF89a')) return gifSize(buf);
+  if (buf.length >= 6 && (buf.toString('latin1', 0, 6) === 'GIF87a' || buf.toString('latin1', 0, 6) === 'GIF89a'))
+    return gifSize(buf);
   return imageSize(buf);
 }
 

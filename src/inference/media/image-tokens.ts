@@ -36,7 +36,10 @@ const MOST_PX_PER_SIDE = 1_000_000;
  * `low`, `high`, `auto`, `original`; absent is `auto`).
  */
 export function imageTokens(rule: ImageTokenRule, size: PixelSize | undefined, detail: unknown): number {
-  const known = size && size.width > 0 && size.height > 0 && size.width <= MOST_PX_PER_SIDE && size.height <= MOST_PX_PER_SIDE ? size : undefined;
+  const known =
+    size && size.width > 0 && size.height > 0 && size.width <= MOST_PX_PER_SIDE && size.height <= MOST_PX_PER_SIDE
+      ? size
+      : undefined;
   switch (rule.kind) {
     case 'tiles':
       if (detail === 'low') return rule.baseTokens;
@@ -44,7 +47,9 @@ export function imageTokens(rule: ImageTokenRule, size: PixelSize | undefined, d
     case 'patches': {
       // `high` is the smaller budget; `auto` (and anything else) may mean `original` where the model has it.
       const level = detail === 'high' || !rule.original ? rule.high : rule.original;
-      const patches = known ? Math.min(patchesOf(fitLongSide(known, level.maxEdge), OPENAI_PATCH), level.patches) : level.patches;
+      const patches = known
+        ? Math.min(patchesOf(fitLongSide(known, level.maxEdge), OPENAI_PATCH), level.patches)
+        : level.patches;
       const m = parseDecimal(rule.multiplier);
       return Number(ceilDivBig(BigInt(patches) * m.num, m.den));
     }
@@ -64,7 +69,10 @@ export function imageTokens(rule: ImageTokenRule, size: PixelSize | undefined, d
 export function base64ImageSize(data: string): PixelSize | undefined {
   // PNG and WebP state their size in the first bytes; a JPEG or GIF may need all of them (its
   // frame header can follow large metadata). A size read from the first bytes is a complete one.
-  return inputImageSize(Buffer.from(data.slice(0, 64), 'base64')) ?? (data.length > 64 ? inputImageSize(Buffer.from(data, 'base64')) : undefined);
+  return (
+    inputImageSize(Buffer.from(data.slice(0, 64), 'base64')) ??
+    (data.length > 64 ? inputImageSize(Buffer.from(data, 'base64')) : undefined)
+  );
 }
 
 /** The base64 payload of a `data:…;base64,` URL, or undefined for any other URL. */
@@ -87,7 +95,9 @@ function tiles(size: PixelSize): number {
 /** The image scaled down (aspect kept, sides rounded up) so that its long side is at most `edge`. */
 function fitLongSide({ width, height }: PixelSize, edge: number): PixelSize {
   const long = Math.max(width, height);
-  return long <= edge ? { width, height } : { width: ceilDiv(width * edge, long), height: ceilDiv(height * edge, long) };
+  return long <= edge
+    ? { width, height }
+    : { width: ceilDiv(width * edge, long), height: ceilDiv(height * edge, long) };
 }
 
 function patchesOf({ width, height }: PixelSize, patch: number): number {

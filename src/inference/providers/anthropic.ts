@@ -10,7 +10,10 @@ export interface AnthropicCall {
 }
 
 /** The caller's anthropic-version and anthropic-beta pass on; nothing else of theirs does. */
-export function anthropic(pc: ProviderConfig, passed: { version?: string | null; beta?: string | null } = {}): AnthropicCall {
+export function anthropic(
+  pc: ProviderConfig,
+  passed: { version?: string | null; beta?: string | null } = {},
+): AnthropicCall {
   const headers: Record<string, string> = {
     'x-api-key': pc.apiKey ?? '',
     'anthropic-version': passed.version || DEFAULT_ANTHROPIC_VERSION,
@@ -18,5 +21,9 @@ export function anthropic(pc: ProviderConfig, passed: { version?: string | null;
     accept: 'application/json, text/event-stream',
   };
   if (passed.beta) headers['anthropic-beta'] = passed.beta;
-  return { messagesUrl: `${pc.baseUrl}/v1/messages`, countTokensUrl: `${pc.baseUrl}/v1/messages/count_tokens`, headers };
+  return {
+    messagesUrl: `${pc.baseUrl}/v1/messages`,
+    countTokensUrl: `${pc.baseUrl}/v1/messages/count_tokens`,
+    headers,
+  };
 }

@@ -9,7 +9,11 @@ export const COHERE_MAX_TEXTS = 96;
 export function cohere(pc: ProviderConfig) {
   return {
     embedUrl: `${pc.baseUrl}/v2/embed`,
-    headers: { authorization: `Bearer ${pc.apiKey ?? ''}`, 'content-type': 'application/json', accept: 'application/json' },
+    headers: {
+      authorization: `Bearer ${pc.apiKey ?? ''}`,
+      'content-type': 'application/json',
+      accept: 'application/json',
+    },
   };
 }
 
@@ -26,18 +30,27 @@ export function embedRequest(upstreamModel: string, texts: string[], inputType: 
 }
 
 /** Cohere's reply -> OpenAI's list of embeddings; undefined when the reply has no float vectors. */
-export function embedReply(reply: Json, model: string, base64: boolean): { body: Json; inputTokens: bigint | undefined } | undefined {
+export function embedReply(
+  reply: Json,
+  model: string,
+  base64: boolean,
+): { body: Json; inputTokens: bigint | undefined } | undefined {
   const emb = reply.embeddings as Json | unknown[] | undefined;
   const vectors = Array.isArray(emb) ? emb : (emb as Json | undefined)?.float;
   if (!Array.isArray(vectors)) return undefined;
   const billed = ((reply.meta as Json | undefined)?.billed_units as Json | undefined)?.input_tokens;
-  const inputTokens = typeof billed === 'number' && Number.isSafeInteger(billed) && billed >= 0 ? BigInt(billed) : undefined;
+  const inputTokens =
+    typeof billed === 'number' && Number.isSafeInteger(billed) && billed >= 0 ? BigInt(billed) : undefined;
   const tokens = Number(inputTokens ?? 0n);
   return {
     inputTokens,
     body: {
       object: 'list',
-      data: vectors.map((v, index) => ({ object: 'embedding', index, embedding: base64 ? float32Base64(v as number[]) : v })),
+      data: vectors.map((v, index) => ({
+        object: 'embedding',
+        index,
+        embedding: base64 ? float32Base64(v as number[]) : v,
+      })),
       model,
       usage: { prompt_tokens: tokens, total_tokens: tokens },
     },

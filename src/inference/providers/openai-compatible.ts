@@ -16,7 +16,11 @@ export function openAICompatible(pc: ProviderConfig): ChatProvider {
   return {
     chatUrl: `${pc.baseUrl}/chat/completions`,
     // Only what the upstream needs; nothing of the caller's request headers is passed on.
-    headers: { authorization: `Bearer ${pc.apiKey ?? ''}`, 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+    headers: {
+      authorization: `Bearer ${pc.apiKey ?? ''}`,
+      'content-type': 'application/json',
+      accept: 'application/json, text/event-stream',
+    },
     // OpenAI's reasoning models refuse max_tokens; xAI and DeepSeek document max_tokens.
     maxTokensField: pc.name === 'openai' ? 'max_completion_tokens' : 'max_tokens',
     url: (path) => `${pc.baseUrl}${path}`,

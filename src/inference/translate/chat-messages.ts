@@ -15,7 +15,8 @@ const REASONING_BUDGET: Record<string, number> = { minimal: 1024, low: 1024, med
 
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
-  if (Array.isArray(content)) return (content as Json[]).map((p) => (typeof p?.text === 'string' ? p.text : '')).join('');
+  if (Array.isArray(content))
+    return (content as Json[]).map((p) => (typeof p?.text === 'string' ? p.text : '')).join('');
   return '';
 }
 
@@ -28,7 +29,8 @@ function imageBlock(url: string): Json {
 
 function userBlocks(content: unknown): Json[] | string {
   if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) throw new TranslationError('message content must be a string or an array of parts', 'messages');
+  if (!Array.isArray(content))
+    throw new TranslationError('message content must be a string or an array of parts', 'messages');
   return (content as Json[]).map((p) => {
     if (p?.type === 'text') return { type: 'text', text: String(p.text ?? '') };
     if (p?.type === 'image_url') return imageBlock(String(((p.image_url ?? {}) as Json).url ?? ''));
@@ -41,13 +43,19 @@ function userBlocks(content: unknown): Json[] | string {
   });
 }
 
-const asBlocks = (c: Json[] | string): Json[] => (typeof c === 'string' ? (c === '' ? [] : [{ type: 'text', text: c }]) : c);
+const asBlocks = (c: Json[] | string): Json[] =>
+  typeof c === 'string' ? (c === '' ? [] : [{ type: 'text', text: c }]) : c;
 
 /** OpenAI chat request -> Anthropic messages request. */
 export function chatRequestToMessages(chat: Json, opts: { upstreamModel: string; defaultMaxTokens: number }): Json {
-  if (typeof chat.n === 'number' && chat.n > 1) throw new TranslationError('n > 1 is not supported for Claude models', 'n');
+  if (typeof chat.n === 'number' && chat.n > 1)
+    throw new TranslationError('n > 1 is not supported for Claude models', 'n');
   const rf = chat.response_format as Json | undefined;
-  if (rf && rf.type !== 'text') throw new TranslationError('response_format is not supported for Claude models on this route; use /v1/messages', 'response_format');
+  if (rf && rf.type !== 'text')
+    throw new TranslationError(
+      'response_format is not supported for Claude models on this route; use /v1/messages',
+      'response_format',
+    );
 
   const system: Json[] = [];
   const out: { role: string; content: Json[] | string }[] = [];
@@ -61,11 +69,15 @@ export function chatRequestToMessages(chat: Json, opts: { upstreamModel: string;
     const role = m?.role;
     if (role === 'system' || role === 'developer') {
       if (typeof m.content === 'string') system.push({ type: 'text', text: m.content });
-      else for (const p of (Array.isArray(m.content) ? m.content : []) as Json[]) system.push({ type: 'text', text: String(p?.text ?? '') });
+      else
+        for (const p of (Array.isArray(m.content) ? m.content : []) as Json[])
+          system.push({ type: 'text', text: String(p?.text ?? '') });
     } else if (role === 'user') {
       push('user', userBlocks(m.content));
     } else if (role === 'assistant') {
-      const blocks: Json[] = asBlocks(typeof m.content === 'string' || m.content == null ? String(m.content ?? '') : textOf(m.content));
+      const blocks: Json[] = asBlocks(
+        typeof m.content === 'string' || m.content == null ? String(m.content ?? '') : textOf(m.content),
+      );
       for (const tc of (Array.isArray(m.tool_calls) ? m.tool_calls : []) as Json[]) {
         const fn = (tc.function ?? {}) as Json;
         let input: unknown;
@@ -89,7 +101,8 @@ export function chatRequestToMessages(chat: Json, opts: { upstreamModel: string;
     max_tokens: (chat.max_completion_tokens ?? chat.max_tokens ?? opts.defaultMaxTokens) as number,
     messages: out,
   };
-  if (system.length) req.system = system.every((b) => typeof b.text === 'string') && system.length === 1 ? system[0]!.text : system;
+  if (system.length)
+    req.system = system.every((b) => typeof b.text === 'string') && system.length === 1 ? system[0]!.text : system;
   if (typeof chat.temperature === 'number') req.temperature = Math.min(1, chat.temperature);
   if (typeof chat.top_p === 'number') req.top_p = chat.top_p;
   if (chat.stop != null) req.stop_sequences = Array.isArray(chat.stop) ? chat.stop : [chat.stop];
@@ -100,8 +113,13 @@ export function chatRequestToMessages(chat: Json, opts: { upstreamModel: string;
   if (tools.length) {
     req.tools = tools.map((t) => {
       const fn = (t.function ?? {}) as Json;
-      if (t.type !== 'function') throw new TranslationError(`tool type '${String(t.type)}' is not supported for Claude models`, 'tools');
-      return { name: fn.name, ...(fn.description ? { description: fn.description } : {}), input_schema: fn.parameters ?? { type: 'object', properties: {} } };
+      if (t.type !== 'function')
+        throw new TranslationError(`tool type '${String(t.type)}' is not supported for Claude models`, 'tools');
+      return {
+        name: fn.name,
+        ...(fn.description ? { description: fn.description } : {}),
+        input_schema: fn.parameters ?? { type: 'object', properties: {} },
+      };
     });
   }
   let choice: Json | undefined;
@@ -110,7 +128,8 @@ export function chatRequestToMessages(chat: Json, opts: { upstreamModel: string;
   else if (tc === 'required') choice = { type: 'any' };
   else if (tc === 'none') choice = { type: 'none' };
   else if (tc && typeof tc === 'object') choice = { type: 'tool', name: (tc.function as Json | undefined)?.name };
-  if (chat.parallel_tool_calls === false && tools.length) choice = { ...(choice ?? { type: 'auto' }), disable_parallel_tool_use: true };
+  if (chat.parallel_tool_calls === false && tools.length)
+    choice = { ...(choice ?? { type: 'auto' }), disable_parallel_tool_use: true };
   if (choice) req.tool_choice = choice;
 
   const effort = chat.reasoning_effort;
@@ -148,7 +167,12 @@ export function chatUsageOf(u: Json): Json {
   const read = Number(u.cache_read_input_tokens ?? 0);
   const write = Number(u.cache_creation_input_tokens ?? 0);
   const output = Number(u.output_tokens ?? 0);
-  return { prompt_tokens: input + read + write, completion_tokens: output, total_tokens: input + read + write + output, prompt_tokens_details: { cached_tokens: read } };
+  return {
+    prompt_tokens: input + read + write,
+    completion_tokens: output,
+    total_tokens: input + read + write + output,
+    prompt_tokens_details: { cached_tokens: read },
+  };
 }
 
 /** Anthropic Message -> OpenAI chat.completion. */
@@ -159,7 +183,12 @@ export function messagesResponseToChat(msg: Json, opts: { model: string; created
   for (const b of (Array.isArray(msg.content) ? msg.content : []) as Json[]) {
     if (b.type === 'text') text += String(b.text ?? '');
     else if (b.type === 'thinking') reasoning += String(b.thinking ?? '');
-    else if (b.type === 'tool_use') toolCalls.push({ id: b.id, type: 'function', function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) } });
+    else if (b.type === 'tool_use')
+      toolCalls.push({
+        id: b.id,
+        type: 'function',
+        function: { name: b.name, arguments: JSON.stringify(b.input ?? {}) },
+      });
   }
   const message: Json = { role: 'assistant', content: text === '' && toolCalls.length ? null : text, refusal: null };
   if (toolCalls.length) message.tool_calls = toolCalls;
@@ -194,7 +223,13 @@ export class MessagesToChatStream {
   }
 
   private chunk(delta: Json, finish: string | null = null): Json {
-    const c: Json = { id: this.id, object: 'chat.completion.chunk', created: this.opts.created, model: this.opts.model, choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }] };
+    const c: Json = {
+      id: this.id,
+      object: 'chat.completion.chunk',
+      created: this.opts.created,
+      model: this.opts.model,
+      choices: [{ index: 0, delta, logprobs: null, finish_reason: finish }],
+    };
     if (this.opts.includeUsage) c.usage = null;
     return c;
   }
@@ -218,7 +253,11 @@ export class MessagesToChatStream {
         if (b.type === 'tool_use') {
           const index = this.toolCount++;
           this.toolIndexByBlock.set(Number(data.index), index);
-          return [this.chunk({ tool_calls: [{ index, id: b.id, type: 'function', function: { name: b.name, arguments: '' } }] })];
+          return [
+            this.chunk({
+              tool_calls: [{ index, id: b.id, type: 'function', function: { name: b.name, arguments: '' } }],
+            }),
+          ];
         }
         if (b.type === 'text' && typeof b.text === 'string' && b.text) return [this.chunk({ content: b.text })];
         return [];
@@ -241,7 +280,16 @@ export class MessagesToChatStream {
       case 'message_stop': {
         this.done = true;
         if (!this.opts.includeUsage) return [];
-        return [{ id: this.id, object: 'chat.completion.chunk', created: this.opts.created, model: this.opts.model, choices: [], usage: chatUsageOf(this.usageSoFar) }];
+        return [
+          {
+            id: this.id,
+            object: 'chat.completion.chunk',
+            created: this.opts.created,
+            model: this.opts.model,
+            choices: [],
+            usage: chatUsageOf(this.usageSoFar),
+          },
+        ];
       }
       case 'error':
         this.error = (data.error ?? data) as Json;

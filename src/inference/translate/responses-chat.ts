@@ -23,7 +23,10 @@ const isCallable = (t: Json | undefined) => t?.type === 'function' || t?.type ==
  */
 export function builtinToolTypes(req: Json): string[] {
   const tools = (Array.isArray(req.tools) ? req.tools : []) as Json[];
-  const bad = tools.filter((t) => !isCallable(t) && !(t?.type === 'namespace' && Array.isArray(t.tools) && (t.tools as Json[]).every(isCallable)));
+  const bad = tools.filter(
+    (t) =>
+      !isCallable(t) && !(t?.type === 'namespace' && Array.isArray(t.tools) && (t.tools as Json[]).every(isCallable)),
+  );
   return [...new Set(bad.map((t) => String(t?.type)))];
 }
 
@@ -49,10 +52,12 @@ export class ChatToolNames {
 
   constructor(req: Json) {
     const tools = (Array.isArray(req.tools) ? req.tools : []) as Json[];
-    for (const t of tools) if (isCallable(t)) this.add(String(t.name), { name: String(t.name), custom: t.type === 'custom' });
+    for (const t of tools)
+      if (isCallable(t)) this.add(String(t.name), { name: String(t.name), custom: t.type === 'custom' });
     for (const ns of tools) {
       if (ns?.type !== 'namespace' || !Array.isArray(ns.tools)) continue;
-      for (const t of ns.tools as Json[]) if (isCallable(t)) this.chatName(String(t.name), String(ns.name), t.type === 'custom');
+      for (const t of ns.tools as Json[])
+        if (isCallable(t)) this.chatName(String(t.name), String(ns.name), t.type === 'custom');
     }
   }
 
@@ -92,7 +97,11 @@ function chatToolDef(t: Json, name: string): Json {
         function: {
           name,
           description: t.description ?? 'Free-form input',
-          parameters: { type: 'object', properties: { input: { type: 'string', description: 'The tool input' } }, required: ['input'] },
+          parameters: {
+            type: 'object',
+            properties: { input: { type: 'string', description: 'The tool input' } },
+            required: ['input'],
+          },
         },
       }
     : {
@@ -110,12 +119,22 @@ function partsToChat(content: unknown): unknown {
   if (typeof content === 'string') return content;
   const parts = (Array.isArray(content) ? content : []) as Json[];
   const out = parts.map((p) => {
-    if (p?.type === 'input_text' || p?.type === 'output_text' || p?.type === 'text') return { type: 'text', text: String(p.text ?? '') };
+    if (p?.type === 'input_text' || p?.type === 'output_text' || p?.type === 'text')
+      return { type: 'text', text: String(p.text ?? '') };
     if (p?.type === 'input_image') {
-      if (typeof p.image_url !== 'string') throw new TranslationError('input_image by file_id needs a passthrough model', 'unsupported_parameter', 'input');
+      if (typeof p.image_url !== 'string')
+        throw new TranslationError(
+          'input_image by file_id needs a passthrough model',
+          'unsupported_parameter',
+          'input',
+        );
       return { type: 'image_url', image_url: { url: p.image_url, ...(p.detail ? { detail: p.detail } : {}) } };
     }
-    throw new TranslationError(`input part type '${String(p?.type)}' needs a passthrough model`, 'unsupported_parameter', 'input');
+    throw new TranslationError(
+      `input part type '${String(p?.type)}' needs a passthrough model`,
+      'unsupported_parameter',
+      'input',
+    );
   });
   return out.length === 1 && out[0]!.type === 'text' ? (out[0] as Json).text : out;
 }
@@ -128,19 +147,35 @@ function outputText(output: unknown): string {
 /** Responses request -> chat completions request. */
 export function responsesRequestToChat(req: Json, opts: { upstreamModel: string }): Json {
   if (req.previous_response_id)
-    throw new TranslationError('previous_response_id needs a passthrough model (chat-only models keep no stored responses)', 'unsupported_parameter', 'previous_response_id');
+    throw new TranslationError(
+      'previous_response_id needs a passthrough model (chat-only models keep no stored responses)',
+      'unsupported_parameter',
+      'previous_response_id',
+    );
   for (const f of ['conversation', 'prompt'] as const) {
-    if (req[f] != null) throw new TranslationError(`${f} needs a passthrough model (chat-only models keep no stored ${f}s)`, 'unsupported_parameter', f);
+    if (req[f] != null)
+      throw new TranslationError(
+        `${f} needs a passthrough model (chat-only models keep no stored ${f}s)`,
+        'unsupported_parameter',
+        f,
+      );
   }
   const builtins = builtinToolTypes(req);
-  if (builtins.length) throw new TranslationError(`built-in tools (${builtins.join(', ')}) need a passthrough model`, 'unsupported_responses_tools', 'tools');
+  if (builtins.length)
+    throw new TranslationError(
+      `built-in tools (${builtins.join(', ')}) need a passthrough model`,
+      'unsupported_responses_tools',
+      'tools',
+    );
   const names = new ChatToolNames(req);
 
   const messages: Json[] = [];
-  if (typeof req.instructions === 'string' && req.instructions) messages.push({ role: 'system', content: req.instructions });
+  if (typeof req.instructions === 'string' && req.instructions)
+    messages.push({ role: 'system', content: req.instructions });
   const addToolCall = (call: Json) => {
     const last = messages.at(-1);
-    if (last && last.role === 'assistant') (last.tool_calls = (last.tool_calls as Json[] | undefined) ?? []) && (last.tool_calls as Json[]).push(call);
+    if (last && last.role === 'assistant')
+      (last.tool_calls = (last.tool_calls as Json[] | undefined) ?? []) && (last.tool_calls as Json[]).push(call);
     else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
   };
   if (typeof req.input === 'string') messages.push({ role: 'user', content: req.input });
@@ -149,15 +184,30 @@ export function responsesRequestToChat(req: Json, opts: { upstreamModel: string 
     if (type === 'message') {
       messages.push({ role: String(item.role), content: partsToChat(item.content) });
     } else if (type === 'function_call') {
-      addToolCall({ id: item.call_id, type: 'function', function: { name: names.chatName(String(item.name), nsOf(item)), arguments: String(item.arguments ?? '') } });
+      addToolCall({
+        id: item.call_id,
+        type: 'function',
+        function: { name: names.chatName(String(item.name), nsOf(item)), arguments: String(item.arguments ?? '') },
+      });
     } else if (type === 'custom_tool_call') {
-      addToolCall({ id: item.call_id, type: 'function', function: { name: names.chatName(String(item.name), nsOf(item), true), arguments: JSON.stringify({ input: item.input ?? '' }) } });
+      addToolCall({
+        id: item.call_id,
+        type: 'function',
+        function: {
+          name: names.chatName(String(item.name), nsOf(item), true),
+          arguments: JSON.stringify({ input: item.input ?? '' }),
+        },
+      });
     } else if (type === 'function_call_output' || type === 'custom_tool_call_output') {
       messages.push({ role: 'tool', tool_call_id: item.call_id, content: outputText(item.output) });
     } else if (type === 'reasoning') {
       continue; // reasoning items of an earlier turn carry nothing a chat model can use
     } else {
-      throw new TranslationError(`input item type '${String(type)}' needs a passthrough model`, 'unsupported_parameter', 'input');
+      throw new TranslationError(
+        `input item type '${String(type)}' needs a passthrough model`,
+        'unsupported_parameter',
+        'input',
+      );
     }
   }
 
@@ -165,20 +215,34 @@ export function responsesRequestToChat(req: Json, opts: { upstreamModel: string 
   // Namespaces are flattened into the one list of functions chat completions has.
   const tools: Json[] = [];
   for (const t of (Array.isArray(req.tools) ? req.tools : []) as Json[]) {
-    if (t.type === 'namespace') for (const inner of t.tools as Json[]) tools.push(chatToolDef(inner, names.chatName(String(inner.name), String(t.name), inner.type === 'custom')));
+    if (t.type === 'namespace')
+      for (const inner of t.tools as Json[])
+        tools.push(chatToolDef(inner, names.chatName(String(inner.name), String(t.name), inner.type === 'custom')));
     else tools.push(chatToolDef(t, String(t.name)));
   }
   if (tools.length) chat.tools = tools;
   const tc = req.tool_choice as Json | string | undefined;
   if (typeof tc === 'string') chat.tool_choice = tc;
-  else if (tc && (tc.type === 'function' || tc.type === 'custom')) chat.tool_choice = { type: 'function', function: { name: names.chatName(String(tc.name), nsOf(tc), tc.type === 'custom') } };
+  else if (tc && (tc.type === 'function' || tc.type === 'custom'))
+    chat.tool_choice = {
+      type: 'function',
+      function: { name: names.chatName(String(tc.name), nsOf(tc), tc.type === 'custom') },
+    };
   if (typeof req.max_output_tokens === 'number') chat.max_completion_tokens = req.max_output_tokens;
-  for (const k of ['temperature', 'top_p', 'parallel_tool_calls', 'metadata', 'user'] as const) if (req[k] !== undefined && req[k] !== null) chat[k] = req[k];
+  for (const k of ['temperature', 'top_p', 'parallel_tool_calls', 'metadata', 'user'] as const)
+    if (req[k] !== undefined && req[k] !== null) chat[k] = req[k];
   const effort = (req.reasoning as Json | undefined)?.effort;
   if (typeof effort === 'string') chat.reasoning_effort = effort;
   const format = ((req.text as Json | undefined)?.format ?? undefined) as Json | undefined;
   if (format?.type === 'json_schema')
-    chat.response_format = { type: 'json_schema', json_schema: { name: format.name, schema: format.schema, ...(format.strict !== undefined ? { strict: format.strict } : {}) } };
+    chat.response_format = {
+      type: 'json_schema',
+      json_schema: {
+        name: format.name,
+        schema: format.schema,
+        ...(format.strict !== undefined ? { strict: format.strict } : {}),
+      },
+    };
   else if (format?.type === 'json_object') chat.response_format = { type: 'json_object' };
   if (req.stream === true) {
     chat.stream = true;
@@ -194,11 +258,17 @@ function responsesUsage(u: Json | undefined): Json | null {
   const completion = Number(u.completion_tokens ?? 0);
   const reasoning = Number(((u.completion_tokens_details ?? {}) as Json).reasoning_tokens ?? 0);
   // Responses count reasoning inside output_tokens; xAI reports it beside completion_tokens.
-  const output = reasoning > 0 && Number(u.total_tokens ?? 0) >= input + completion + reasoning ? completion + reasoning : completion;
+  const output =
+    reasoning > 0 && Number(u.total_tokens ?? 0) >= input + completion + reasoning
+      ? completion + reasoning
+      : completion;
   const details = (u.prompt_tokens_details ?? {}) as Json;
   return {
     input_tokens: input,
-    input_tokens_details: { cached_tokens: Number(details.cached_tokens ?? u.prompt_cache_hit_tokens ?? 0), cache_write_tokens: Number(details.cache_write_tokens ?? 0) },
+    input_tokens_details: {
+      cached_tokens: Number(details.cached_tokens ?? u.prompt_cache_hit_tokens ?? 0),
+      cache_write_tokens: Number(details.cache_write_tokens ?? 0),
+    },
     output_tokens: output,
     output_tokens_details: { reasoning_tokens: reasoning },
     total_tokens: input + output,
@@ -218,12 +288,31 @@ function suffix(responseId: string): string {
 
 /** A call item under the name (and namespace) the caller declared; arguments and input left to the caller. */
 function callItem(id: string, callId: string, ref: ToolRef, status: string): Json {
-  return { id, type: ref.custom ? 'custom_tool_call' : 'function_call', status, call_id: callId, name: ref.name, ...(ref.namespace !== undefined ? { namespace: ref.namespace } : {}) };
+  return {
+    id,
+    type: ref.custom ? 'custom_tool_call' : 'function_call',
+    status,
+    call_id: callId,
+    name: ref.name,
+    ...(ref.namespace !== undefined ? { namespace: ref.namespace } : {}),
+  };
 }
 
-function outputItems(ctx: Ctx, text: string, calls: { id: string; name: string; arguments: string }[], names = new ChatToolNames(ctx.request)): Json[] {
+function outputItems(
+  ctx: Ctx,
+  text: string,
+  calls: { id: string; name: string; arguments: string }[],
+  names = new ChatToolNames(ctx.request),
+): Json[] {
   const items: Json[] = [];
-  if (text) items.push({ id: `msg_${suffix(ctx.responseId)}`, type: 'message', status: 'completed', role: 'assistant', content: [{ type: 'output_text', text, annotations: [], logprobs: [] }] });
+  if (text)
+    items.push({
+      id: `msg_${suffix(ctx.responseId)}`,
+      type: 'message',
+      status: 'completed',
+      role: 'assistant',
+      content: [{ type: 'output_text', text, annotations: [], logprobs: [] }],
+    });
   calls.forEach((c, i) => {
     const ref = names.ref(c.name);
     const item = callItem(`fc_${suffix(ctx.responseId)}_${i}`, c.id, ref, 'completed');
@@ -280,7 +369,12 @@ export function chatResponseToResponses(chat: Json, ctx: Ctx): Json {
     return { id: String(tc.id), name: String(fn.name), arguments: String(fn.arguments ?? '') };
   });
   const text = typeof message.content === 'string' ? message.content : '';
-  return responseObject(ctx, outputItems(ctx, text, calls), (choice.finish_reason as string | null) ?? null, responsesUsage(chat.usage as Json | undefined));
+  return responseObject(
+    ctx,
+    outputItems(ctx, text, calls),
+    (choice.finish_reason as string | null) ?? null,
+    responsesUsage(chat.usage as Json | undefined),
+  );
 }
 
 /** chat.completion.chunk objects in, Responses streaming events out. */
@@ -310,7 +404,10 @@ export class ChatToResponsesStream {
   }
 
   start(): Json[] {
-    return [this.ev('response.created', { response: this.snapshot('in_progress') }), this.ev('response.in_progress', { response: this.snapshot('in_progress') })];
+    return [
+      this.ev('response.created', { response: this.snapshot('in_progress') }),
+      this.ev('response.in_progress', { response: this.snapshot('in_progress') }),
+    ];
   }
 
   private get messageId(): string {
@@ -326,7 +423,12 @@ export class ChatToResponsesStream {
         if (!this.messageOpen) {
           this.messageOpen = true;
           this.messageIndex = this.nextOutputIndex++;
-          out.push(this.ev('response.output_item.added', { output_index: this.messageIndex, item: { id: this.messageId, type: 'message', status: 'in_progress', role: 'assistant', content: [] } }));
+          out.push(
+            this.ev('response.output_item.added', {
+              output_index: this.messageIndex,
+              item: { id: this.messageId, type: 'message', status: 'in_progress', role: 'assistant', content: [] },
+            }),
+          );
           out.push(
             this.ev('response.content_part.added', {
               item_id: this.messageId,
@@ -337,23 +439,46 @@ export class ChatToResponsesStream {
           );
         }
         this.text += delta.content;
-        out.push(this.ev('response.output_text.delta', { item_id: this.messageId, output_index: this.messageIndex, content_index: 0, delta: delta.content, logprobs: [] }));
+        out.push(
+          this.ev('response.output_text.delta', {
+            item_id: this.messageId,
+            output_index: this.messageIndex,
+            content_index: 0,
+            delta: delta.content,
+            logprobs: [],
+          }),
+        );
       }
       for (const tc of (Array.isArray(delta.tool_calls) ? delta.tool_calls : []) as Json[]) {
         const index = Number(tc.index ?? 0);
         const fn = (tc.function ?? {}) as Json;
         let call = this.calls[index];
         if (!call) {
-          call = { id: String(tc.id ?? `call_${index}`), name: String(fn.name ?? ''), arguments: '', outputIndex: this.nextOutputIndex++ };
+          call = {
+            id: String(tc.id ?? `call_${index}`),
+            name: String(fn.name ?? ''),
+            arguments: '',
+            outputIndex: this.nextOutputIndex++,
+          };
           this.calls[index] = call;
           const ref = this.names.ref(call.name);
-          const item = { ...callItem(this.callItemId(index), call.id, ref, 'in_progress'), ...(ref.custom ? { input: '' } : { arguments: '' }) };
+          const item = {
+            ...callItem(this.callItemId(index), call.id, ref, 'in_progress'),
+            ...(ref.custom ? { input: '' } : { arguments: '' }),
+          };
           out.push(this.ev('response.output_item.added', { output_index: call.outputIndex, item }));
         }
         if (typeof fn.arguments === 'string' && fn.arguments !== '') {
           call.arguments += fn.arguments;
           // A custom tool's input arrives whole at the end (it is one field of the arguments).
-          if (!this.names.ref(call.name).custom) out.push(this.ev('response.function_call_arguments.delta', { item_id: this.callItemId(index), output_index: call.outputIndex, delta: fn.arguments }));
+          if (!this.names.ref(call.name).custom)
+            out.push(
+              this.ev('response.function_call_arguments.delta', {
+                item_id: this.callItemId(index),
+                output_index: call.outputIndex,
+                delta: fn.arguments,
+              }),
+            );
         }
       }
       if (c.finish_reason != null) this.finishReason = String(c.finish_reason);
@@ -370,14 +495,36 @@ export class ChatToResponsesStream {
     const items = outputItems(this.ctx, this.text, this.calls.filter(Boolean), this.names);
     if (this.messageOpen) {
       const part = { type: 'output_text', text: this.text, annotations: [], logprobs: [] };
-      out.push(this.ev('response.output_text.done', { item_id: this.messageId, output_index: this.messageIndex, content_index: 0, text: this.text, logprobs: [] }));
-      out.push(this.ev('response.content_part.done', { item_id: this.messageId, output_index: this.messageIndex, content_index: 0, part }));
+      out.push(
+        this.ev('response.output_text.done', {
+          item_id: this.messageId,
+          output_index: this.messageIndex,
+          content_index: 0,
+          text: this.text,
+          logprobs: [],
+        }),
+      );
+      out.push(
+        this.ev('response.content_part.done', {
+          item_id: this.messageId,
+          output_index: this.messageIndex,
+          content_index: 0,
+          part,
+        }),
+      );
       out.push(this.ev('response.output_item.done', { output_index: this.messageIndex, item: items[0] }));
     }
     this.calls.forEach((call, i) => {
       if (!call) return;
       const item = items.find((it) => it.id === this.callItemId(i))!;
-      if (item.type === 'function_call') out.push(this.ev('response.function_call_arguments.done', { item_id: item.id, output_index: call.outputIndex, arguments: call.arguments }));
+      if (item.type === 'function_call')
+        out.push(
+          this.ev('response.function_call_arguments.done', {
+            item_id: item.id,
+            output_index: call.outputIndex,
+            arguments: call.arguments,
+          }),
+        );
       out.push(this.ev('response.output_item.done', { output_index: call.outputIndex, item }));
     });
     const response = responseObject(this.ctx, items, this.finishReason, responsesUsage(this.usage ?? usage));

@@ -1,5 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { generateKey, hashKey, isWellFormedKey, keyFromHeaders, randomBase62, visiblePrefix } from '../../../src/billing/keys.ts';
+import {
+  generateKey,
+  hashKey,
+  isWellFormedKey,
+  keyFromHeaders,
+  randomBase62,
+  visiblePrefix,
+} from '../../../src/billing/keys.ts';
 
 describe('keys', () => {
   it('have the documented shape: prx- + 32 base62 + 6 base62 checksum', () => {

@@ -40,7 +40,16 @@ describe('catalogue', () => {
       MODELS.filter((m) => m.responsesPassthrough)
         .map((m) => m.id)
         .sort(),
-    ).toEqual(['gpt-4.1', 'gpt-5.3-codex', 'gpt-5.4-mini', 'gpt-5.4-nano', 'gpt-5.5', 'gpt-5.6-luna', 'gpt-5.6-sol', 'gpt-5.6-terra']);
+    ).toEqual([
+      'gpt-4.1',
+      'gpt-5.3-codex',
+      'gpt-5.4-mini',
+      'gpt-5.4-nano',
+      'gpt-5.5',
+      'gpt-5.6-luna',
+      'gpt-5.6-sol',
+      'gpt-5.6-terra',
+    ]);
   });
 
   it('carries the spec prices as exact decimal strings', () => {
@@ -64,7 +73,10 @@ describe('catalogue', () => {
   it('marks models of providers without credentials unavailable, with the reason', () => {
     const c = new Catalogue(loadConfig({ OPENAI_API_KEY: 'sk-x' }));
     expect(c.get('gpt-5.5')).toMatchObject({ available: true, unavailableReason: '' });
-    expect(c.get('claude-opus-4-8')).toMatchObject({ available: false, unavailableReason: 'ANTHROPIC_API_KEY is not set' });
+    expect(c.get('claude-opus-4-8')).toMatchObject({
+      available: false,
+      unavailableReason: 'ANTHROPIC_API_KEY is not set',
+    });
     expect(c.get('gpt-5.5')!.providerConfig.baseUrl).toBe('https://api.openai.com/v1');
   });
 
@@ -84,11 +96,14 @@ describe('catalogue', () => {
     expect(c.get('claude-opus-4-8')!.id).toBe('claude-opus-4-8');
     expect(c.aliases().map((a) => [a.alias, a.model.id])).toEqual(Object.entries(DEFAULT_MODEL_ALIASES));
     // Every default alias points at a Claude model in the catalogue.
-    for (const target of Object.values(DEFAULT_MODEL_ALIASES)) expect(MODELS.find((m) => m.id === target)?.provider).toBe('anthropic');
+    for (const target of Object.values(DEFAULT_MODEL_ALIASES))
+      expect(MODELS.find((m) => m.id === target)?.provider).toBe('anthropic');
   });
 
   it('lets the operator add, repoint and turn off aliases with MODEL_ALIASES', () => {
-    const c = new Catalogue(loadConfig({ MODEL_ALIASES: 'claude-opus-5-5=claude-sonnet-4-6, claude-haiku-5-5=, gpt-6=gpt-5.5' }));
+    const c = new Catalogue(
+      loadConfig({ MODEL_ALIASES: 'claude-opus-5-5=claude-sonnet-4-6, claude-haiku-5-5=, gpt-6=gpt-5.5' }),
+    );
     expect(c.get('claude-opus-5-5')!.id).toBe('claude-sonnet-4-6');
     expect(c.get('claude-haiku-5-5')).toBeUndefined();
     expect(c.get('gpt-6')!.id).toBe('gpt-5.5');

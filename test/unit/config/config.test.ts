@@ -24,7 +24,9 @@ describe('configuration', () => {
     // The system's own conventions for programs, caches, time zone and colours are read where they are used.
     const SYSTEM = new Set(['PATH', 'XDG_CACHE_HOME', 'TZ', 'NO_COLOR']);
     const reads: string[] = [];
-    for (const file of importGraph(ROOT).files.filter((f) => !f.startsWith('src/config/') && !f.startsWith('src/gen/'))) {
+    for (const file of importGraph(ROOT).files.filter(
+      (f) => !f.startsWith('src/config/') && !f.startsWith('src/gen/'),
+    )) {
       const code = fs.readFileSync(path.join(ROOT, file), 'utf8');
       for (const m of code.matchAll(/process\.env(?:\.([A-Z_][A-Z0-9_]*)|\[['"]([A-Z0-9_]+)['"]\])?/g)) {
         const name = m[1] ?? m[2];
@@ -37,29 +39,48 @@ describe('configuration', () => {
   it('the gateway stops on a LOG_LEVEL pino does not have, naming the setting', () => {
     expect(loadConfig({}).logLevel).toBe('info');
     expect(loadConfig({ LOG_LEVEL: ' debug ' }).logLevel).toBe('debug');
-    expect(() => loadConfig({ LOG_LEVEL: 'loud' })).toThrow('LOG_LEVEL must be fatal, error, warn, info, debug, trace or silent, got "loud"');
+    expect(() => loadConfig({ LOG_LEVEL: 'loud' })).toThrow(
+      'LOG_LEVEL must be fatal, error, warn, info, debug, trace or silent, got "loud"',
+    );
   });
 
   it('the gateway stops on a LEASE_SLICE_USD that is not a dollar amount, naming the setting', () => {
     expect(loadConfig({}).lease.sliceUsd).toBe('1');
     expect(loadConfig({ LEASE_SLICE_USD: '0.25' }).lease.sliceUsd).toBe('0.25');
-    expect(() => loadConfig({ LEASE_SLICE_USD: 'one' })).toThrow('LEASE_SLICE_USD must be a dollar amount such as 0.5, got "one"');
+    expect(() => loadConfig({ LEASE_SLICE_USD: 'one' })).toThrow(
+      'LEASE_SLICE_USD must be a dollar amount such as 0.5, got "one"',
+    );
   });
 
   it("reads the bot's settings with the gateway's, and a bad one stops the start", () => {
     expect(loadConfig({}).bot).toBeUndefined();
     const bot = loadConfig({ TELEGRAM_BOT_TOKEN: ' 1:tok ', TELEGRAM_ADMIN_IDS: '7, 8' }).bot!;
-    expect(bot).toMatchObject({ token: '1:tok', minStars: 50, maxStars: 10_000, nanoPerStar: 10_000_000n, adminIds: new Set([7, 8]) });
+    expect(bot).toMatchObject({
+      token: '1:tok',
+      minStars: 50,
+      maxStars: 10_000,
+      nanoPerStar: 10_000_000n,
+      adminIds: new Set([7, 8]),
+    });
     // Unset, the gateway shows users its own URL, known once it listens.
     expect(bot.publicBaseUrl).toBeUndefined();
-    expect(loadConfig({ TELEGRAM_BOT_TOKEN: '1:tok', PUBLIC_BASE_URL: 'https://gw.example/' }).bot!.publicBaseUrl).toBe('https://gw.example');
-    expect(() => loadConfig({ TELEGRAM_BOT_TOKEN: '1:tok', TELEGRAM_STAR_USD: 'free' })).toThrow('TELEGRAM_STAR_USD must be a dollar amount such as 0.01, got "free"');
-    expect(() => loadConfig({ TELEGRAM_BOT_TOKEN: '1:tok', TELEGRAM_WEBHOOK_URL: 'https://gw.example/hook' })).toThrow(/TELEGRAM_WEBHOOK_URL needs TELEGRAM_WEBHOOK_SECRET/);
+    expect(loadConfig({ TELEGRAM_BOT_TOKEN: '1:tok', PUBLIC_BASE_URL: 'https://gw.example/' }).bot!.publicBaseUrl).toBe(
+      'https://gw.example',
+    );
+    expect(() => loadConfig({ TELEGRAM_BOT_TOKEN: '1:tok', TELEGRAM_STAR_USD: 'free' })).toThrow(
+      'TELEGRAM_STAR_USD must be a dollar amount such as 0.01, got "free"',
+    );
+    expect(() => loadConfig({ TELEGRAM_BOT_TOKEN: '1:tok', TELEGRAM_WEBHOOK_URL: 'https://gw.example/hook' })).toThrow(
+      /TELEGRAM_WEBHOOK_URL needs TELEGRAM_WEBHOOK_SECRET/,
+    );
   });
 
   it('parses MODEL_ALIASES into the changes asked for, leaving the defaults to the catalogue', () => {
     expect(loadConfig({}).modelAliases).toEqual({ clearDefaults: false, overrides: {} });
-    expect(parseModelAliases(' gpt-6=gpt-5.5, claude-haiku-5-5= ')).toEqual({ clearDefaults: false, overrides: { 'gpt-6': 'gpt-5.5', 'claude-haiku-5-5': null } });
+    expect(parseModelAliases(' gpt-6=gpt-5.5, claude-haiku-5-5= ')).toEqual({
+      clearDefaults: false,
+      overrides: { 'gpt-6': 'gpt-5.5', 'claude-haiku-5-5': null },
+    });
     expect(parseModelAliases('none')).toEqual({ clearDefaults: true, overrides: {} });
   });
 
@@ -76,7 +97,9 @@ describe('configuration', () => {
     expect(config).toMatchObject({ adminToken: 'admin-token', logLevel: 'warn', logFormat: 'json' });
     expect(config.bot.publicBaseUrl).toBe('http://localhost:9000');
     expect(() => loadBotProcessConfig({})).toThrow('TELEGRAM_BOT_TOKEN is not set');
-    expect(() => loadBotProcessConfig({ TELEGRAM_BOT_TOKEN: '1:tok', LOG_FORMAT: 'yaml' })).toThrow('LOG_FORMAT must be json, pretty or auto, got "yaml"');
+    expect(() => loadBotProcessConfig({ TELEGRAM_BOT_TOKEN: '1:tok', LOG_FORMAT: 'yaml' })).toThrow(
+      'LOG_FORMAT must be json, pretty or auto, got "yaml"',
+    );
     expect(() => loadBotProcessConfig({ TELEGRAM_BOT_TOKEN: '1:tok', LOG_LEVEL: 'loud' })).toThrow(/LOG_LEVEL must be/);
   });
 
@@ -86,6 +109,9 @@ describe('configuration', () => {
       adminToken: 'admin-token',
     });
     // Empty is unset: no authorization header is sent.
-    expect(loadCliConfig({ GRPC_PORT: '9100', ADMIN_TOKEN: '' })).toEqual({ gateway: { rpcUrl: 'http://127.0.0.1:9100', source: 'GRPC_PORT=9100', ignored: [] }, adminToken: undefined });
+    expect(loadCliConfig({ GRPC_PORT: '9100', ADMIN_TOKEN: '' })).toEqual({
+      gateway: { rpcUrl: 'http://127.0.0.1:9100', source: 'GRPC_PORT=9100', ignored: [] },
+      adminToken: undefined,
+    });
   });
 });

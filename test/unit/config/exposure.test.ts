@@ -14,27 +14,40 @@ describe('exposure', () => {
     expect(unsafeExposure(config)).toBeUndefined();
     expect(exposureOf(config)).toEqual({
       http: { host: '0.0.0.0', port: 8080, reach: 'the network', metrics: 'loopback callers only' },
-      rpc: { host: '127.0.0.1', port: 8081, reach: 'this machine', admin: 'loopback callers only', inference: 'gateway key' },
+      rpc: {
+        host: '127.0.0.1',
+        port: 8081,
+        reach: 'this machine',
+        admin: 'loopback callers only',
+        inference: 'gateway key',
+      },
     });
     expect(describeExposure(exposureOf(config))).toBe(
       'HTTP on 0.0.0.0:8080 (the network; /metrics: loopback callers only); RPC on 127.0.0.1:8081 (this machine; Billing/Catalogue: loopback callers only, no admin token; Inference/Video: gateway key)',
     );
   });
 
-  it.each(['0.0.0.0', '::', '10.0.0.5', 'gateway.internal', '192.0.2.2'])('GRPC_HOST=%s without ADMIN_TOKEN is refused with what to set', (host) => {
-    const why = unsafeExposure(loadConfig({ GRPC_HOST: host }));
-    expect(why).toContain(`GRPC_HOST=${host}`);
-    expect(why).toContain('Set ADMIN_TOKEN');
-    expect(unsafeExposure(loadConfig({ GRPC_HOST: host, ADMIN_TOKEN: 'a-long-enough-secret-token' }))).toBeUndefined();
-  });
+  it.each(['0.0.0.0', '::', '10.0.0.5', 'gateway.internal', '192.0.2.2'])(
+    'GRPC_HOST=%s without ADMIN_TOKEN is refused with what to set',
+    (host) => {
+      const why = unsafeExposure(loadConfig({ GRPC_HOST: host }));
+      expect(why).toContain(`GRPC_HOST=${host}`);
+      expect(why).toContain('Set ADMIN_TOKEN');
+      expect(
+        unsafeExposure(loadConfig({ GRPC_HOST: host, ADMIN_TOKEN: 'a-long-enough-secret-token' })),
+      ).toBeUndefined();
+    },
+  );
 
   it('a short admin token is refused anywhere', () => {
     expect(unsafeExposure(loadConfig({ ADMIN_TOKEN: 'short' }))).toContain('shorter than 16');
   });
 
   it('loopback addresses', () => {
-    for (const h of ['127.0.0.1', '127.1.2.3', 'localhost', '::1', '[::1]', '::ffff:127.0.0.1']) expect(isLoopback(h), h).toBe(true);
-    for (const h of ['0.0.0.0', '::', '', '10.0.0.1', '128.0.0.1', '127.0.0.1.example.com', '::ffff:10.0.0.1']) expect(isLoopback(h), h).toBe(false);
+    for (const h of ['127.0.0.1', '127.1.2.3', 'localhost', '::1', '[::1]', '::ffff:127.0.0.1'])
+      expect(isLoopback(h), h).toBe(true);
+    for (const h of ['0.0.0.0', '::', '', '10.0.0.1', '128.0.0.1', '127.0.0.1.example.com', '::ffff:10.0.0.1'])
+      expect(isLoopback(h), h).toBe(false);
   });
 
   it('clients on this machine find the RPC port from GRPC_HOST and GRPC_PORT', () => {
@@ -46,7 +59,16 @@ describe('exposure', () => {
 
   it('bearer tokens match exactly, whatever the length of the guess', () => {
     expect(bearerMatches('Bearer s3cret-token', 's3cret-token')).toBe(true);
-    for (const wrong of [undefined, null, '', 's3cret-token', 'Bearer s3cret-toke', 'Bearer s3cret-token ', 'bearer s3cret-token', 'Bearer s3cret-tokenX']) {
+    for (const wrong of [
+      undefined,
+      null,
+      '',
+      's3cret-token',
+      'Bearer s3cret-toke',
+      'Bearer s3cret-token ',
+      'bearer s3cret-token',
+      'Bearer s3cret-tokenX',
+    ]) {
       expect(bearerMatches(wrong, 's3cret-token'), String(wrong)).toBe(false);
     }
   });

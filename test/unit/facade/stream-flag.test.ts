@@ -62,12 +62,16 @@ describe('asksForStream: "stream": true at the top level, without parsing the bo
     const atoms = ['"stream"', 'true', 'false', 'null', '"\\"stream\\":true"', '"\\\\"', '"x"', '1'];
     const value = (d: number): unknown => {
       const k = rnd(d > 2 ? 4 : 6);
-      if (k === 4) return Object.fromEntries(Array.from({ length: rnd(3) }, () => [rnd(2) ? 'stream' : 'k', value(d + 1)]));
+      if (k === 4)
+        return Object.fromEntries(Array.from({ length: rnd(3) }, () => [rnd(2) ? 'stream' : 'k', value(d + 1)]));
       if (k === 5) return Array.from({ length: rnd(3) }, () => value(d + 1));
       return JSON.parse(atoms[rnd(atoms.length)]!);
     };
     for (let n = 0; n < 2000; n++) {
-      const members = Array.from({ length: 1 + rnd(4) }, () => `${rnd(3) ? '"stream"' : '"k"'}${rnd(2) ? ' : ' : ':'}${JSON.stringify(value(0))}`);
+      const members = Array.from(
+        { length: 1 + rnd(4) },
+        () => `${rnd(3) ? '"stream"' : '"k"'}${rnd(2) ? ' : ' : ':'}${JSON.stringify(value(0))}`,
+      );
       const body = `{${members.join(rnd(2) ? ', ' : ',')}}`;
       expect(asksForStream(Buffer.from(body)), body).toBe(byParse(body));
     }
@@ -77,7 +81,11 @@ describe('asksForStream: "stream": true at the top level, without parsing the bo
 describe('withLeadingMember: a member put in front of a body without re-encoding it', () => {
   it('gives the same object with the member added, whitespace and non-ASCII kept as sent', () => {
     const dec = new TextDecoder();
-    for (const body of ['{"model":"m","messages":[{"role":"user","content":"é \\u00e9"}]}', ' \n{ "model" : "m" }', '{"a":{"b":[1,{"c":"}"}]}}']) {
+    for (const body of [
+      '{"model":"m","messages":[{"role":"user","content":"é \\u00e9"}]}',
+      ' \n{ "model" : "m" }',
+      '{"a":{"b":[1,{"c":"}"}]}}',
+    ]) {
       const out = withLeadingMember(new TextEncoder().encode(body), '"stream_options":{"include_usage":true}');
       expect(JSON.parse(dec.decode(out))).toEqual({ stream_options: { include_usage: true }, ...JSON.parse(body) });
       expect(dec.decode(out).endsWith(body.slice(body.indexOf('{') + 1))).toBe(true);

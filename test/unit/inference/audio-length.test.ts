@@ -2,11 +2,30 @@
 // made with ffmpeg by make.sh there), and files whose stated length was forged: each container
 // the transcription route accepts, its stated field rewritten, the audio left as it was.
 import { describe, expect, it } from 'vitest';
-import { type AudioLength, audioLength, ceilSeconds, sizeBoundSeconds } from '../../../src/inference/media/audio-duration.ts';
-import { audioFixture, decodedSeconds, forgeFlacTotal, forgeMp4Duration, forgeOggLastGranule, forgeWavByteRate, forgeWebmDuration, mp3, oggOpusPreSkip, png, wav } from '../../support/media-files.ts';
+import {
+  type AudioLength,
+  audioLength,
+  ceilSeconds,
+  sizeBoundSeconds,
+} from '../../../src/inference/media/audio-duration.ts';
+import {
+  audioFixture,
+  decodedSeconds,
+  forgeFlacTotal,
+  forgeMp4Duration,
+  forgeOggLastGranule,
+  forgeWavByteRate,
+  forgeWebmDuration,
+  mp3,
+  oggOpusPreSkip,
+  png,
+  wav,
+} from '../../support/media-files.ts';
 
-const exact = (r: AudioLength | undefined) => (r && r.kind !== 'unmeasured' ? `${r.seconds.num}/${r.seconds.den}` : undefined);
-const asSeconds = (r: AudioLength) => (r.kind === 'unmeasured' ? Number.NaN : Number(r.seconds.num) / Number(r.seconds.den));
+const exact = (r: AudioLength | undefined) =>
+  r && r.kind !== 'unmeasured' ? `${r.seconds.num}/${r.seconds.den}` : undefined;
+const asSeconds = (r: AudioLength) =>
+  r.kind === 'unmeasured' ? Number.NaN : Number(r.seconds.num) / Number(r.seconds.den);
 
 describe('audio length, counted from the audio as a decoder counts it', () => {
   // The packet counts are ffprobe's (`-show_packets`) for each file.
@@ -63,12 +82,15 @@ describe('a stated length that disagrees with the audio is refused', () => {
     return forgeWebmDuration(b, 1000);
   };
 
-  it.each(['pcm16.wav', 'alaw.wav', 'mulaw.wav', 'float32.wav', 'pcm24.wav'])('%s with byteRate x 1000: the stated 0.0015 s is refused, the 1.5 s of samples counted', (name) => {
-    const r = audioLength(forgeWavByteRate(audioFixture(name), 1000));
-    expect(r?.kind).toBe('contradicted');
-    expect(exact(r)).toBe('12000/8000');
-    expect(r?.kind === 'contradicted' && asSeconds({ ...r, seconds: r.stated })).toBeCloseTo(0.0015, 6);
-  });
+  it.each(['pcm16.wav', 'alaw.wav', 'mulaw.wav', 'float32.wav', 'pcm24.wav'])(
+    '%s with byteRate x 1000: the stated 0.0015 s is refused, the 1.5 s of samples counted',
+    (name) => {
+      const r = audioLength(forgeWavByteRate(audioFixture(name), 1000));
+      expect(r?.kind).toBe('contradicted');
+      expect(exact(r)).toBe('12000/8000');
+      expect(r?.kind === 'contradicted' && asSeconds({ ...r, seconds: r.stated })).toBeCloseTo(0.0015, 6);
+    },
+  );
 
   it.each([
     ['tone.flac', 'STREAMINFO total samples'],
@@ -96,7 +118,11 @@ describe('a stated length that disagrees with the audio is refused', () => {
 
 describe('codecs the gateway does not count', () => {
   it('an ADPCM WAV and an ALAC M4A are reported as such, whatever their headers state', () => {
-    expect(audioLength(audioFixture('adpcm.wav'))).toEqual({ kind: 'unmeasured', format: 'wav', codec: 'wav format 0x0002' });
+    expect(audioLength(audioFixture('adpcm.wav'))).toEqual({
+      kind: 'unmeasured',
+      format: 'wav',
+      codec: 'wav format 0x0002',
+    });
     expect(audioLength(forgeWavByteRate(audioFixture('adpcm.wav'), 1000))?.kind).toBe('unmeasured');
     expect(audioLength(audioFixture('alac.m4a'))).toEqual({ kind: 'unmeasured', format: 'mp4', codec: 'mp4 "alac"' });
   });

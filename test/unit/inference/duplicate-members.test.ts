@@ -10,12 +10,24 @@ const check = (text: string) => duplicateMember(text, JSON.parse(text) as object
 
 describe('duplicateMember: the first member a body names twice in one object', () => {
   const cases: [string, string, string | undefined][] = [
-    ['the issue: a second model at the end', '{"model":"gpt-5.5","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":16,"model":"gpt-5.4-nano"}', 'model'],
+    [
+      'the issue: a second model at the end',
+      '{"model":"gpt-5.5","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":16,"model":"gpt-5.4-nano"}',
+      'model',
+    ],
     ['a top-level number twice', '{"model":"m","n":1,"n":8}', 'n'],
     ['whitespace around the colons', '{ "stream" : false ,\n\t"stream"\r\n:\ttrue }', 'stream'],
     ['a member whose values are arrays', '{"tools":[],"tools":[{"type":"function"}]}', 'tools'],
-    ['inside a priced object', '{"model":"m","stream_options":{"include_usage":false,"include_usage":true}}', 'stream_options.include_usage'],
-    ['in an array of objects', '{"tools":[{"type":"function","name":"f"},{"type":"function","name":"g","type":"web_search"}]}', 'tools[1].type'],
+    [
+      'inside a priced object',
+      '{"model":"m","stream_options":{"include_usage":false,"include_usage":true}}',
+      'stream_options.include_usage',
+    ],
+    [
+      'in an array of objects',
+      '{"tools":[{"type":"function","name":"f"},{"type":"function","name":"g","type":"web_search"}]}',
+      'tools[1].type',
+    ],
     [
       'deep in a message part',
       '{"messages":[{"role":"user","content":"a"},{"role":"user","content":[{"type":"text","text":"b","cache_control":{"type":"ephemeral","ttl":"5m","ttl":"1h"}}]}]}',
@@ -35,7 +47,11 @@ describe('duplicateMember: the first member a body names twice in one object', (
     ['a value that ends in a backslash', '{"a":"\\\\","a":1}', 'a'],
     // No repeat: the same name in different objects, look-alikes inside strings.
     ['the same name in sibling and nested objects', '{"a":{"x":1},"b":{"x":2},"x":3,"c":[{"x":1},{"x":2}]}', undefined],
-    ['quotes, colons and braces inside strings', '{"note":"\\"model\\": \\"x\\", {\\"model\\":1}","model":"m","s":"}]{[,:"}', undefined],
+    [
+      'quotes, colons and braces inside strings',
+      '{"note":"\\"model\\": \\"x\\", {\\"model\\":1}","model":"m","s":"}]{[,:"}',
+      undefined,
+    ],
     ['a name that differs only after an escape', '{"model":"a","model\\u0000":"b"}', undefined],
     ['strings of backslashes', '{"a":"\\\\\\"","b":"\\\\\\\\","c":"x\\\\"}', undefined],
     ['an empty object and array', '{"a":{},"b":[],"c":[{}]}', undefined],
@@ -53,7 +69,13 @@ describe('duplicateMember: the first member a body names twice in one object', (
 
   it('sees names that JSON.parse reads as the same after replacing invalid UTF-8', () => {
     // The engine decodes the body as UTF-8 before JSON.parse: 0xFF and 0xFE both become U+FFFD.
-    const text = Buffer.from([...Buffer.from('{"'), 0xff, ...Buffer.from('":1,"'), 0xfe, ...Buffer.from('":2}')]).toString('utf8');
+    const text = Buffer.from([
+      ...Buffer.from('{"'),
+      0xff,
+      ...Buffer.from('":1,"'),
+      0xfe,
+      ...Buffer.from('":2}'),
+    ]).toString('utf8');
     expect(check(text)).toBe('["\uFFFD"]');
   });
 
@@ -92,7 +114,8 @@ describe('duplicateMember: the first member a body names twice in one object', (
       if (kind === 3) return `[${Array.from({ length: rnd(4) }, () => value(depth + 1)).join(',')}]`;
       return object(depth, rnd(5));
     };
-    const object = (depth: number, size: number) => `{${Array.from({ length: size }, () => `${space()}${spell(names[rnd(names.length)]!)}${space()}:${space()}${value(depth + 1)}`).join(',')}}`;
+    const object = (depth: number, size: number) =>
+      `{${Array.from({ length: size }, () => `${space()}${spell(names[rnd(names.length)]!)}${space()}:${space()}${value(depth + 1)}`).join(',')}}`;
     let repeats = 0;
     for (let i = 0; i < 2000; i++) {
       const text = object(0, 1 + rnd(4));
@@ -122,7 +145,8 @@ function expectedFirst(text: string): string | undefined {
     i++;
     return JSON.parse(text.slice(start, i)) as string;
   };
-  const join = (path: string, name: string) => (/^[A-Za-z_$][\w$-]*$/.test(name) ? (path === '' ? name : `${path}.${name}`) : `${path}[${JSON.stringify(name)}]`);
+  const join = (path: string, name: string) =>
+    /^[A-Za-z_$][\w$-]*$/.test(name) ? (path === '' ? name : `${path}.${name}`) : `${path}[${JSON.stringify(name)}]`;
   const value = (path: string): void => {
     ws();
     const c = text[i];
@@ -168,13 +192,28 @@ describe('Form.repeatedField: a multipart text field sent twice', () => {
   const file = (name: string, filename: string) => create(FormPartSchema, { name, filename, data: Buffer.from('x') });
 
   it('refuses a second model with 400 duplicate_member naming it', () => {
-    const err = new Form([text('model', 'gpt-image-2'), file('image', 'a.png'), text('prompt', 'p'), text('model', 'gpt-image-1-mini')]).repeatedField();
+    const err = new Form([
+      text('model', 'gpt-image-2'),
+      file('image', 'a.png'),
+      text('prompt', 'p'),
+      text('model', 'gpt-image-1-mini'),
+    ]).repeatedField();
     expect(err).toBeDefined();
-    expect(toGatewayError(err)).toMatchObject({ httpStatus: 400, type: 'invalid_request_error', code: 'duplicate_member', param: 'model' });
+    expect(toGatewayError(err)).toMatchObject({
+      httpStatus: 400,
+      type: 'invalid_request_error',
+      code: 'duplicate_member',
+      param: 'model',
+    });
   });
 
   it('refuses a repeated n, size or quality, and names the first repeat', () => {
-    const err = new Form([text('n', '1'), text('size', '1024x1024'), text('size', '1536x1024'), text('n', '10')]).repeatedField();
+    const err = new Form([
+      text('n', '1'),
+      text('size', '1024x1024'),
+      text('size', '1536x1024'),
+      text('n', '10'),
+    ]).repeatedField();
     expect(toGatewayError(err).param).toBe('size');
   });
 

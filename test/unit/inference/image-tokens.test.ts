@@ -7,20 +7,53 @@ import { Catalogue } from '../../../src/catalogue/catalogue.ts';
 import { chatPolicy } from '../../../src/inference/bill-policy.ts';
 import { MODELS, type CatalogueEntry } from '../../../src/catalogue/models.ts';
 import { loadConfig } from '../../../src/config/config.ts';
-import { base64ImageSize, dataUrlBase64, imageTokens, type ImageTokenRule } from '../../../src/inference/media/image-tokens.ts';
+import {
+  base64ImageSize,
+  dataUrlBase64,
+  imageTokens,
+  type ImageTokenRule,
+} from '../../../src/inference/media/image-tokens.ts';
 import { inputImageSize } from '../../../src/inference/media/image-size.ts';
-import { anthropicInputUpperBound, countAnthropicInput, countInputTokens, countResponsesInput, inputTokensUpperBound, responsesInputUpperBound } from '../../../src/inference/tokens.ts';
+import {
+  anthropicInputUpperBound,
+  countAnthropicInput,
+  countInputTokens,
+  countResponsesInput,
+  inputTokensUpperBound,
+  responsesInputUpperBound,
+} from '../../../src/inference/tokens.ts';
 import { png } from '../../support/media-files.ts';
 
 const model = (id: string): CatalogueEntry => MODELS.find((m) => m.id === id)!;
 const rule = (id: string) => model(id).vision as ImageTokenRule;
-const tokens = (id: string, width: number, height: number, detail?: string) => imageTokens(rule(id), { width, height }, detail);
+const tokens = (id: string, width: number, height: number, detail?: string) =>
+  imageTokens(rule(id), { width, height }, detail);
 const largest = (id: string, detail?: string) => imageTokens(rule(id), undefined, detail);
 const pngUrl = (width: number, height: number) => `data:image/png;base64,${png(width, height).toString('base64')}`;
 
 function jpeg(frames: [number, number][], scan = true): Buffer {
   const app0 = [0xff, 0xe0, 0, 16, 0x4a, 0x46, 0x49, 0x46, 0, 1, 1, 0, 0, 1, 0, 1, 0, 0];
-  const sofs = frames.flatMap(([w, h]) => [0xff, 0xc0, 0, 17, 8, h >> 8, h & 0xff, w >> 8, w & 0xff, 3, 1, 0x22, 0, 2, 0x11, 1, 3, 0x11, 1]);
+  const sofs = frames.flatMap(([w, h]) => [
+    0xff,
+    0xc0,
+    0,
+    17,
+    8,
+    h >> 8,
+    h & 0xff,
+    w >> 8,
+    w & 0xff,
+    3,
+    1,
+    0x22,
+    0,
+    2,
+    0x11,
+    1,
+    3,
+    0x11,
+    1,
+  ]);
   const sos = scan ? [0xff, 0xda, 0, 12, 3, 1, 0, 2, 0x11, 3, 0x11, 0, 63, 0, 0x12, 0x34, 0xff, 0xd9] : [];
   return Buffer.from([0xff, 0xd8, ...app0, ...sofs, ...sos]);
 }
@@ -106,7 +139,26 @@ describe('image sizes read from the bytes', () => {
   it('PNG, JPEG, GIF and WebP', () => {
     expect(inputImageSize(png(1536, 768))).toMatchObject({ width: 1536, height: 768 });
     expect(inputImageSize(jpeg([[1280, 720]]))).toMatchObject({ format: 'jpeg', width: 1280, height: 720 });
-    const gif = Buffer.from([...Buffer.from('GIF89a'), 0x40, 0x01, 0xf0, 0x00, 0x00, 0, 0, 0x2c, 0, 0, 0, 0, 0x40, 0x01, 0xf0, 0x00, 0]);
+    const gif = Buffer.from([
+      ...Buffer.from('GIF89a'),
+      0x40,
+      0x01,
+      0xf0,
+      0x00,
+      0x00,
+      0,
+      0,
+      0x2c,
+      0,
+      0,
+      0,
+      0,
+      0x40,
+      0x01,
+      0xf0,
+      0x00,
+      0,
+    ]);
     expect(inputImageSize(gif)).toMatchObject({ format: 'gif', width: 320, height: 240 });
     const webp = Buffer.alloc(30);
     webp.write('RIFF', 0, 'latin1');
@@ -129,7 +181,26 @@ describe('image sizes read from the bytes', () => {
   });
 
   it('a GIF frame reaching past its screen widens it', () => {
-    const gif = Buffer.from([...Buffer.from('GIF89a'), 16, 0, 16, 0, 0, 0, 0, 0x2c, 0, 0, 0, 0, 0x00, 0x08, 0x00, 0x04, 0]);
+    const gif = Buffer.from([
+      ...Buffer.from('GIF89a'),
+      16,
+      0,
+      16,
+      0,
+      0,
+      0,
+      0,
+      0x2c,
+      0,
+      0,
+      0,
+      0,
+      0x00,
+      0x08,
+      0x00,
+      0x04,
+      0,
+    ]);
     expect(inputImageSize(gif)).toMatchObject({ width: 2048, height: 1024 });
   });
 
@@ -137,7 +208,12 @@ describe('image sizes read from the bytes', () => {
     expect(dataUrlBase64('data:image/png;base64,AAAA')).toBe('AAAA');
     expect(dataUrlBase64('https://img.example/a.png')).toBeUndefined();
     expect(dataUrlBase64('data:image/svg+xml,<svg/>')).toBeUndefined();
-    const withMetadata = Buffer.concat([jpeg([]).subarray(0, 2), Buffer.from([0xff, 0xe1, 0xff, 0xff]), Buffer.alloc(65_533), jpeg([[3000, 2000]]).subarray(2)]);
+    const withMetadata = Buffer.concat([
+      jpeg([]).subarray(0, 2),
+      Buffer.from([0xff, 0xe1, 0xff, 0xff]),
+      Buffer.alloc(65_533),
+      jpeg([[3000, 2000]]).subarray(2),
+    ]);
     expect(base64ImageSize(withMetadata.toString('base64'))).toMatchObject({ width: 3000, height: 2000 });
     expect(base64ImageSize(Buffer.alloc(5000).toString('base64'))).toBeUndefined();
   });
@@ -150,7 +226,13 @@ describe('the token bounds count images as the model bills them', () => {
     messages: [
       {
         role: 'user',
-        content: [{ type: 'text', text: 'Compare these.' }, ...Array.from({ length: 10 }, () => ({ type: 'image_url', image_url: { url: pngUrl(1536, 768), ...(detail ? { detail } : {}) } }))],
+        content: [
+          { type: 'text', text: 'Compare these.' },
+          ...Array.from({ length: 10 }, () => ({
+            type: 'image_url',
+            image_url: { url: pngUrl(1536, 768), ...(detail ? { detail } : {}) },
+          })),
+        ],
       },
     ],
   });
@@ -159,7 +241,9 @@ describe('the token bounds count images as the model bills them', () => {
     const body = tenImages();
     expect(inputTokensUpperBound(body, model('gpt-4o-mini'))).toBeGreaterThanOrEqual(368_350);
     expect(countInputTokens(body, model('gpt-4o-mini'))).toBeGreaterThanOrEqual(368_350);
-    expect(inputTokensUpperBound(body, model('gpt-4o-mini'))).toBeGreaterThanOrEqual(countInputTokens(body, model('gpt-4o-mini')));
+    expect(inputTokensUpperBound(body, model('gpt-4o-mini'))).toBeGreaterThanOrEqual(
+      countInputTokens(body, model('gpt-4o-mini')),
+    );
     expect(inputTokensUpperBound(body, model('gpt-4o-mini'))).toBeLessThan(368_350 + 100); // not the base64 as text
   });
 
@@ -170,28 +254,57 @@ describe('the token bounds count images as the model bills them', () => {
   });
 
   it('an image by URL, or bytes that are no image, is held as the largest image the model takes', () => {
-    const body = (url: string) => ({ messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }] }] });
+    const body = (url: string) => ({
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url } }] }],
+    });
     const text = inputTokensUpperBound({ messages: [{ role: 'user', content: [] }] }, model('gpt-4o-mini'));
     expect(inputTokensUpperBound(body('https://img.example/a.png'), model('gpt-4o-mini')) - text).toBe(48_169);
-    expect(inputTokensUpperBound(body(`data:image/png;base64,${'A'.repeat(8000)}`), model('gpt-4o-mini')) - text).toBe(48_169);
+    expect(inputTokensUpperBound(body(`data:image/png;base64,${'A'.repeat(8000)}`), model('gpt-4o-mini')) - text).toBe(
+      48_169,
+    );
   });
 
   it('five images by URL on gpt-4o-mini hold their 240,845 tokens, more than its 128,000-token window', () => {
     const gpt4oMini = new Catalogue(loadConfig({ OPENAI_API_KEY: 'k' })).get('gpt-4o-mini')!;
-    const body = { model: 'gpt-4o-mini', messages: [{ role: 'user', content: Array.from({ length: 5 }, (_, i) => ({ type: 'image_url', image_url: { url: `https://img.example/${i}.png` } })) }] };
+    const body = {
+      model: 'gpt-4o-mini',
+      messages: [
+        {
+          role: 'user',
+          content: Array.from({ length: 5 }, (_, i) => ({
+            type: 'image_url',
+            image_url: { url: `https://img.example/${i}.png` },
+          })),
+        },
+      ],
+    };
     const policy = chatPolicy(body, gpt4oMini);
     expect(policy.worst.unseen).toBe('an image by URL');
-    expect(worstInput(policy.worst, BigInt(inputTokensUpperBound(body, gpt4oMini)))).toBeGreaterThanOrEqual(5n * 48_169n);
+    expect(worstInput(policy.worst, BigInt(inputTokensUpperBound(body, gpt4oMini)))).toBeGreaterThanOrEqual(
+      5n * 48_169n,
+    );
   });
 
   it('Claude through chat counts an image_url by Claude’s rule', () => {
-    const body = { messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: pngUrl(2000, 2000) } }] }] };
+    const body = {
+      messages: [{ role: 'user', content: [{ type: 'image_url', image_url: { url: pngUrl(2000, 2000) } }] }],
+    };
     expect(inputTokensUpperBound(body, model('claude-opus-4-8'))).toBeGreaterThanOrEqual(5001);
   });
 
   it('a Claude base64 image block, also inside a tool result', () => {
-    const image = { type: 'image', source: { type: 'base64', media_type: 'image/png', data: png(2000, 2000).toString('base64') } };
-    const body = { messages: [{ role: 'user', content: [image, { type: 'tool_result', tool_use_id: 't', content: [image] }, { type: 'text', text: 'and?' }] }] };
+    const image = {
+      type: 'image',
+      source: { type: 'base64', media_type: 'image/png', data: png(2000, 2000).toString('base64') },
+    };
+    const body = {
+      messages: [
+        {
+          role: 'user',
+          content: [image, { type: 'tool_result', tool_use_id: 't', content: [image] }, { type: 'text', text: 'and?' }],
+        },
+      ],
+    };
     expect(anthropicInputUpperBound(body, model('claude-opus-4-8'))).toBeGreaterThanOrEqual(2 * 5001);
     expect(countAnthropicInput(body, model('claude-opus-4-8'))).toBeGreaterThanOrEqual(2 * 5001);
     expect(anthropicInputUpperBound(body, model('claude-sonnet-4-6'))).toBeLessThan(2 * 1640 + 100);
@@ -227,12 +340,18 @@ describe('the token bounds count images as the model bills them', () => {
   it('DeepSeek reads no images: an image part counts by its bytes, as any other part', () => {
     const part = { type: 'image_url', image_url: { url: pngUrl(64, 64) } };
     const body = { messages: [{ role: 'user', content: [part] }] };
-    expect(inputTokensUpperBound(body, model('deepseek-chat'))).toBe(16 + 8 + 'user'.length + Buffer.byteLength(JSON.stringify(part)));
+    expect(inputTokensUpperBound(body, model('deepseek-chat'))).toBe(
+      16 + 8 + 'user'.length + Buffer.byteLength(JSON.stringify(part)),
+    );
   });
 
   it('a request without images counts as before, whatever the model', () => {
-    const body = { messages: [{ role: 'user', content: [{ type: 'text', text: 'hello' }] }], tools: [{ type: 'function', function: { name: 'f' } }] };
-    for (const id of ['gpt-4o-mini', 'claude-opus-4-8', 'grok-4', 'deepseek-chat']) expect(inputTokensUpperBound(body, model(id))).toBe(inputTokensUpperBound(body));
+    const body = {
+      messages: [{ role: 'user', content: [{ type: 'text', text: 'hello' }] }],
+      tools: [{ type: 'function', function: { name: 'f' } }],
+    };
+    for (const id of ['gpt-4o-mini', 'claude-opus-4-8', 'grok-4', 'deepseek-chat'])
+      expect(inputTokensUpperBound(body, model(id))).toBe(inputTokensUpperBound(body));
   });
 });
 
@@ -241,6 +360,11 @@ describe('the catalogue says how every chat model bills an image', () => {
     for (const m of MODELS.filter((m) => m.kind === 'chat')) expect(m.vision, m.id).toBeDefined();
     const { vision: _, ...bare } = model('gpt-4o');
     expect(() => new Catalogue(loadConfig({}), [bare])).toThrow(/catalogue entry gpt-4o: .*vision/);
-    expect(() => new Catalogue(loadConfig({}), [{ ...bare, vision: { kind: 'patches', multiplier: '1,62', high: { patches: 1536, maxEdge: 2048 } } }])).toThrow();
+    expect(
+      () =>
+        new Catalogue(loadConfig({}), [
+          { ...bare, vision: { kind: 'patches', multiplier: '1,62', high: { patches: 1536, maxEdge: 2048 } } },
+        ]),
+    ).toThrow();
   });
 });

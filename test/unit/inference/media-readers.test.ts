@@ -2,7 +2,14 @@
 // prices, each against a hand-computed figure (audio lengths: audio-duration.test.ts).
 import { describe, expect, it } from 'vitest';
 import { imageSize } from '../../../src/inference/media/image-size.ts';
-import { audioSecondsNano, charactersNano, megapixelNano, mediaTokensFromUsage, mediaTokensNano, perImageNano } from '../../../src/billing/media-pricing.ts';
+import {
+  audioSecondsNano,
+  charactersNano,
+  megapixelNano,
+  mediaTokensFromUsage,
+  mediaTokensNano,
+  perImageNano,
+} from '../../../src/billing/media-pricing.ts';
 import { float32Base64 } from '../../../src/inference/providers/cohere.ts';
 import { MODELS } from '../../../src/catalogue/models.ts';
 import { png } from '../../support/media-files.ts';
@@ -14,7 +21,9 @@ describe('image size from the file', () => {
     expect(imageSize(png(1456, 816))).toEqual({ format: 'png', width: 1456, height: 816 });
   });
   it('reads a JPEG frame header', () => {
-    const sof = Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0, 4, 0, 0, 0xff, 0xc0, 0, 11, 8, 0x03, 0x00, 0x05, 0x00, 3, 1, 0x11, 0]);
+    const sof = Buffer.from([
+      0xff, 0xd8, 0xff, 0xe0, 0, 4, 0, 0, 0xff, 0xc0, 0, 11, 8, 0x03, 0x00, 0x05, 0x00, 3, 1, 0x11, 0,
+    ]);
     expect(imageSize(sof)).toEqual({ format: 'jpeg', width: 1280, height: 768 });
   });
   it('refuses other bytes', () => {
@@ -42,8 +51,16 @@ describe('media prices (hand-computed)', () => {
     expect(charactersNano(prices('gpt-4o-mini-tts'), 7n)).toBe(84_000n);
   });
   it('image and audio tokens, each kind at its own rate', () => {
-    const t = mediaTokensFromUsage({ input_tokens: 110, input_token_details: { text_tokens: 10, audio_tokens: 100 }, output_tokens: 50 }, 'audio_tokens')!;
-    expect(mediaTokensFromUsage({ input_tokens: 40, input_tokens_details: { text_tokens: 10, image_tokens: 30 }, output_tokens: 5 }, 'image_tokens')).toEqual({
+    const t = mediaTokensFromUsage(
+      { input_tokens: 110, input_token_details: { text_tokens: 10, audio_tokens: 100 }, output_tokens: 50 },
+      'audio_tokens',
+    )!;
+    expect(
+      mediaTokensFromUsage(
+        { input_tokens: 40, input_tokens_details: { text_tokens: 10, image_tokens: 30 }, output_tokens: 5 },
+        'image_tokens',
+      ),
+    ).toEqual({
       textInput: 10n,
       mediaInput: 30n,
       output: 5n,

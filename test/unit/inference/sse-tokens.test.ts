@@ -54,7 +54,12 @@ describe('token estimates', () => {
         ],
       },
     ],
-    tools: [{ type: 'function', function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } } } }],
+    tools: [
+      {
+        type: 'function',
+        function: { name: 'lookup', parameters: { type: 'object', properties: { q: { type: 'string' } } } },
+      },
+    ],
   };
 
   it('the hold bound is never below the counted tokens, and ignores image bytes', () => {

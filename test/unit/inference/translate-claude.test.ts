@@ -1,5 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { chatRequestToMessages, messagesResponseToChat, MessagesToChatStream, TranslationError } from '../../../src/inference/translate/chat-messages.ts';
+import {
+  chatRequestToMessages,
+  messagesResponseToChat,
+  MessagesToChatStream,
+  TranslationError,
+} from '../../../src/inference/translate/chat-messages.ts';
 
 const opts = { upstreamModel: 'claude-sonnet-4-6', defaultMaxTokens: 4096 };
 
@@ -19,11 +24,26 @@ describe('chat request -> Anthropic messages', () => {
               { type: 'image_url', image_url: { url: 'https://example.com/cat.jpg' } },
             ],
           },
-          { role: 'assistant', content: 'Let me check the weather.', tool_calls: [{ id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } }] },
+          {
+            role: 'assistant',
+            content: 'Let me check the weather.',
+            tool_calls: [
+              { id: 'call_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Paris"}' } },
+            ],
+          },
           { role: 'tool', tool_call_id: 'call_1', content: '21C' },
           { role: 'user', content: 'Thanks!' },
         ],
-        tools: [{ type: 'function', function: { name: 'get_weather', description: 'Weather', parameters: { type: 'object', properties: { city: { type: 'string' } } } } }],
+        tools: [
+          {
+            type: 'function',
+            function: {
+              name: 'get_weather',
+              description: 'Weather',
+              parameters: { type: 'object', properties: { city: { type: 'string' } } },
+            },
+          },
+        ],
         tool_choice: { type: 'function', function: { name: 'get_weather' } },
         parallel_tool_calls: false,
         temperature: 1.6,
@@ -67,7 +87,13 @@ describe('chat request -> Anthropic messages', () => {
           ],
         },
       ],
-      tools: [{ name: 'get_weather', description: 'Weather', input_schema: { type: 'object', properties: { city: { type: 'string' } } } }],
+      tools: [
+        {
+          name: 'get_weather',
+          description: 'Weather',
+          input_schema: { type: 'object', properties: { city: { type: 'string' } } },
+        },
+      ],
       tool_choice: { type: 'tool', name: 'get_weather', disable_parallel_tool_use: true },
       temperature: 1,
       stop_sequences: ['END'],
@@ -77,10 +103,21 @@ describe('chat request -> Anthropic messages', () => {
   });
 
   it('maps tool_choice strings, reasoning effort, and a single system string', () => {
-    expect(chatRequestToMessages({ messages: [{ role: 'user', content: 'x' }], tools: [{ type: 'function', function: { name: 'f' } }], tool_choice: 'required' }, opts).tool_choice).toEqual({
+    expect(
+      chatRequestToMessages(
+        {
+          messages: [{ role: 'user', content: 'x' }],
+          tools: [{ type: 'function', function: { name: 'f' } }],
+          tool_choice: 'required',
+        },
+        opts,
+      ).tool_choice,
+    ).toEqual({
       type: 'any',
     });
-    expect(chatRequestToMessages({ messages: [{ role: 'user', content: 'x' }], tool_choice: 'none' }, opts).tool_choice).toEqual({ type: 'none' });
+    expect(
+      chatRequestToMessages({ messages: [{ role: 'user', content: 'x' }], tool_choice: 'none' }, opts).tool_choice,
+    ).toEqual({ type: 'none' });
     const r = chatRequestToMessages(
       {
         messages: [
@@ -101,9 +138,29 @@ describe('chat request -> Anthropic messages', () => {
   });
 
   it('refuses what Anthropic cannot express', () => {
-    expect(() => chatRequestToMessages({ n: 2, messages: [{ role: 'user', content: 'x' }] }, opts)).toThrow(TranslationError);
-    expect(() => chatRequestToMessages({ messages: [{ role: 'assistant', content: null, tool_calls: [{ id: 'c', function: { name: 'f', arguments: '{oops' } }] }] }, opts)).toThrow(/not JSON/);
-    expect(() => chatRequestToMessages({ messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: {} }] }] }, opts)).toThrow(TranslationError);
+    expect(() => chatRequestToMessages({ n: 2, messages: [{ role: 'user', content: 'x' }] }, opts)).toThrow(
+      TranslationError,
+    );
+    expect(() =>
+      chatRequestToMessages(
+        {
+          messages: [
+            {
+              role: 'assistant',
+              content: null,
+              tool_calls: [{ id: 'c', function: { name: 'f', arguments: '{oops' } }],
+            },
+          ],
+        },
+        opts,
+      ),
+    ).toThrow(/not JSON/);
+    expect(() =>
+      chatRequestToMessages(
+        { messages: [{ role: 'user', content: [{ type: 'input_audio', input_audio: {} }] }] },
+        opts,
+      ),
+    ).toThrow(TranslationError);
   });
 });
 
@@ -139,11 +196,18 @@ describe('Anthropic reply -> chat completion', () => {
             content: 'Checking.',
             refusal: null,
             reasoning_content: 'hmm',
-            tool_calls: [{ id: 'toolu_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } }],
+            tool_calls: [
+              { id: 'toolu_1', type: 'function', function: { name: 'get_weather', arguments: '{"city":"Oslo"}' } },
+            ],
           },
         },
       ],
-      usage: { prompt_tokens: 2150, completion_tokens: 30, total_tokens: 2180, prompt_tokens_details: { cached_tokens: 2000 } },
+      usage: {
+        prompt_tokens: 2150,
+        completion_tokens: 30,
+        total_tokens: 2180,
+        prompt_tokens_details: { cached_tokens: 2000 },
+      },
     });
     for (const [stop, finish] of [
       ['end_turn', 'stop'],
@@ -151,7 +215,10 @@ describe('Anthropic reply -> chat completion', () => {
       ['stop_sequence', 'stop'],
       ['refusal', 'content_filter'],
     ]) {
-      const r = messagesResponseToChat({ ...message, content: [{ type: 'text', text: 'x' }], stop_reason: stop }, { model: 'm', created: 0 });
+      const r = messagesResponseToChat(
+        { ...message, content: [{ type: 'text', text: 'x' }], stop_reason: stop },
+        { model: 'm', created: 0 },
+      );
       expect((r.choices as { finish_reason: string }[])[0]!.finish_reason).toBe(finish);
     }
   });
@@ -163,7 +230,17 @@ describe('Anthropic stream -> chat chunks', () => {
       'message_start',
       {
         type: 'message_start',
-        message: { ...message, content: [], stop_reason: null, usage: { input_tokens: 100, cache_read_input_tokens: 2000, cache_creation_input_tokens: 50, output_tokens: 1 } },
+        message: {
+          ...message,
+          content: [],
+          stop_reason: null,
+          usage: {
+            input_tokens: 100,
+            cache_read_input_tokens: 2000,
+            cache_creation_input_tokens: 50,
+            output_tokens: 1,
+          },
+        },
       },
     ],
     ['content_block_start', { type: 'content_block_start', index: 0, content_block: { type: 'text', text: '' } }],
@@ -171,17 +248,37 @@ describe('Anthropic stream -> chat chunks', () => {
     ['content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'Check' } }],
     ['content_block_delta', { type: 'content_block_delta', index: 0, delta: { type: 'text_delta', text: 'ing.' } }],
     ['content_block_stop', { type: 'content_block_stop', index: 0 }],
-    ['content_block_start', { type: 'content_block_start', index: 1, content_block: { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: {} } }],
-    ['content_block_delta', { type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: '{"ci' } }],
-    ['content_block_delta', { type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: 'ty":"Oslo"}' } }],
+    [
+      'content_block_start',
+      {
+        type: 'content_block_start',
+        index: 1,
+        content_block: { type: 'tool_use', id: 'toolu_1', name: 'get_weather', input: {} },
+      },
+    ],
+    [
+      'content_block_delta',
+      { type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: '{"ci' } },
+    ],
+    [
+      'content_block_delta',
+      { type: 'content_block_delta', index: 1, delta: { type: 'input_json_delta', partial_json: 'ty":"Oslo"}' } },
+    ],
     ['content_block_stop', { type: 'content_block_stop', index: 1 }],
-    ['message_delta', { type: 'message_delta', delta: { stop_reason: 'tool_use', stop_sequence: null }, usage: { output_tokens: 30 } }],
+    [
+      'message_delta',
+      { type: 'message_delta', delta: { stop_reason: 'tool_use', stop_sequence: null }, usage: { output_tokens: 30 } },
+    ],
     ['message_stop', { type: 'message_stop' }],
   ];
 
   it.each([true, false])('assembles the same message as the unstreamed mapping (includeUsage %s)', (includeUsage) => {
     const t = new MessagesToChatStream({ model: 'claude-sonnet-4-6', created: 1700000000, includeUsage });
-    const chunks = events.flatMap(([e, d]) => t.push(e, d)) as { id: string; choices: { delta: Record<string, unknown>; finish_reason: string | null }[]; usage?: unknown }[];
+    const chunks = events.flatMap(([e, d]) => t.push(e, d)) as {
+      id: string;
+      choices: { delta: Record<string, unknown>; finish_reason: string | null }[];
+      usage?: unknown;
+    }[];
     expect(t.done).toBe(true);
     expect(new Set(chunks.map((c) => c.id))).toEqual(new Set(['chatcmpl-msg_01']));
     const text = chunks.map((c) => (c.choices[0]?.delta.content as string | undefined) ?? '').join('');
@@ -189,8 +286,14 @@ describe('Anthropic stream -> chat chunks', () => {
       .flatMap((c) => (c.choices[0]?.delta.tool_calls as { function: { arguments?: string } }[] | undefined) ?? [])
       .map((tc) => tc.function.arguments ?? '')
       .join('');
-    const unstreamed = messagesResponseToChat({ ...message, content: message.content.slice(1) }, { model: 'claude-sonnet-4-6', created: 1700000000 }) as {
-      choices: { message: { content: string; tool_calls: { function: { arguments: string } }[] }; finish_reason: string }[];
+    const unstreamed = messagesResponseToChat(
+      { ...message, content: message.content.slice(1) },
+      { model: 'claude-sonnet-4-6', created: 1700000000 },
+    ) as {
+      choices: {
+        message: { content: string; tool_calls: { function: { arguments: string } }[] };
+        finish_reason: string;
+      }[];
       usage: unknown;
     };
     expect(text).toBe(unstreamed.choices[0]!.message.content);

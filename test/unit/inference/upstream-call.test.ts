@@ -65,7 +65,9 @@ const server = http.createServer((req, res) => {
 });
 server.on('connection', () => sockets++);
 
-const config = { upstream: { connectTimeoutMs: 2_000, headersTimeoutMs: 300, bodyTimeoutMs: 5_000 } } as unknown as Config;
+const config = {
+  upstream: { connectTimeoutMs: 2_000, headersTimeoutMs: 300, bodyTimeoutMs: 5_000 },
+} as unknown as Config;
 let upstream: Upstream;
 
 beforeAll(async () => {
@@ -86,7 +88,11 @@ const until = async (cond: () => boolean) => {
 
 describe('Upstream.post', () => {
   it('sends the body and headers; gives the status, headers and the body as bytes or text', async () => {
-    const a = await upstream.post(`${base}/echo`, { authorization: 'Bearer up', 'content-type': 'application/json' }, '{"q":1}');
+    const a = await upstream.post(
+      `${base}/echo`,
+      { authorization: 'Bearer up', 'content-type': 'application/json' },
+      '{"q":1}',
+    );
     expect(a.statusCode).toBe(201);
     expect(a.headers['x-seen']).toBe('Bearer up');
     expect(JSON.parse(await a.body.text())).toEqual({ got: '{"q":1}' });

@@ -10,7 +10,11 @@ const ROOT = path.resolve(import.meta.dirname, '..', '..', '..');
 async function run(code: string): Promise<string> {
   const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), 'logger-test-')), 'stdout');
   const fd = fs.openSync(file, 'w');
-  const child = spawn(process.execPath, ['--input-type=module', '-e', `import { createLogger } from './src/log/logger.ts';\n${code}`], { cwd: ROOT, stdio: ['ignore', fd, 'inherit'] });
+  const child = spawn(
+    process.execPath,
+    ['--input-type=module', '-e', `import { createLogger } from './src/log/logger.ts';\n${code}`],
+    { cwd: ROOT, stdio: ['ignore', fd, 'inherit'] },
+  );
   fs.closeSync(fd);
   await new Promise((resolve, reject) => {
     child.once('error', reject);

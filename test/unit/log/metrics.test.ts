@@ -10,9 +10,20 @@ describe('metrics', () => {
     const theirs = new Registry();
     const bounds = [0.001, 0.01, 0.1, 1];
     const c = new FastCounter(ours, 'x_total', 'a counter', ['route', 'status']);
-    const pc = new Counter({ name: 'x_total', help: 'a counter', labelNames: ['route', 'status'], registers: [theirs] });
+    const pc = new Counter({
+      name: 'x_total',
+      help: 'a counter',
+      labelNames: ['route', 'status'],
+      registers: [theirs],
+    });
     const h = new FastHistogram(ours, 'lat_seconds', 'a histogram', ['route'], bounds);
-    const ph = new Histogram({ name: 'lat_seconds', help: 'a histogram', labelNames: ['route'], buckets: bounds, registers: [theirs] });
+    const ph = new Histogram({
+      name: 'lat_seconds',
+      help: 'a histogram',
+      labelNames: ['route'],
+      buckets: bounds,
+      registers: [theirs],
+    });
     const g = new FastGauge(ours, 'open', 'a gauge');
     const pg = new Gauge({ name: 'open', help: 'a gauge', registers: [theirs] });
 

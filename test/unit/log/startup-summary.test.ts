@@ -10,7 +10,12 @@ import { MODELS } from '../../../src/catalogue/models.ts';
 import { createLogger, resolveLogFormat } from '../../../src/log/logger.ts';
 import { prettyLine } from '../../../src/log/pretty.ts';
 import { connectableUrl, startupSummary, summaryLines, type StartedParts } from '../../../src/log/startup-summary.ts';
-import { addressFilePath, findGateway, removeGatewayAddress, writeGatewayAddress } from '../../../src/config/gateway-address.ts';
+import {
+  addressFilePath,
+  findGateway,
+  removeGatewayAddress,
+  writeGatewayAddress,
+} from '../../../src/config/gateway-address.ts';
 import { loadBotProcessConfig } from '../../../src/config/bot-config.ts';
 import { usageTable, type UsageRow } from '../../../src/cli/usage-table.ts';
 
@@ -21,7 +26,14 @@ const SECRETS = {
   METRICS_TOKEN: 'metrics-secret-4',
   KEY_HASH_SECRET: 'pepper-secret-5',
 };
-const parts: StartedParts = { httpPort: 8080, rpcPort: 8081, models: MODELS, leasing: true, botConfigured: false, bot: undefined };
+const parts: StartedParts = {
+  httpPort: 8080,
+  rpcPort: 8081,
+  models: MODELS,
+  leasing: true,
+  botConfigured: false,
+  bot: undefined,
+};
 
 describe('start-up summary', () => {
   it('says where each port listens, who may reach it, and every provider with its model count', () => {
@@ -29,33 +41,62 @@ describe('start-up summary', () => {
     const lines = summaryLines(startupSummary(config, parts));
     const row = (label: string) => lines.find((l) => l.startsWith(label))!;
     expect(lines[0]).toBe('gateway ready');
-    expect(row('HTTP')).toMatch(/^HTTP\s+http:\/\/127\.0\.0\.1:8080\/v1 {2}this machine only \(127\.0\.0\.1\); \/metrics needs METRICS_TOKEN$/);
-    expect(row('RPC')).toMatch(/^RPC\s+http:\/\/127\.0\.0\.1:8081 {2}all interfaces \(0\.0\.0\.0\).*; Billing\/Catalogue need ADMIN_TOKEN$/);
-    expect(row('database')).toMatch(/^database\s+embedded PostgreSQL server, data in \/srv\/gw\/postgres \(set DATABASE_URL for your own\)$/);
+    expect(row('HTTP')).toMatch(
+      /^HTTP\s+http:\/\/127\.0\.0\.1:8080\/v1 {2}this machine only \(127\.0\.0\.1\); \/metrics needs METRICS_TOKEN$/,
+    );
+    expect(row('RPC')).toMatch(
+      /^RPC\s+http:\/\/127\.0\.0\.1:8081 {2}all interfaces \(0\.0\.0\.0\).*; Billing\/Catalogue need ADMIN_TOKEN$/,
+    );
+    expect(row('database')).toMatch(
+      /^database\s+embedded PostgreSQL server, data in \/srv\/gw\/postgres \(set DATABASE_URL for your own\)$/,
+    );
     expect(row('billing')).toMatch(/^billing\s+credit leases of \$1 per key and instance$/);
-    const holding = summaryLines(startupSummary(loadConfig({ ...SECRETS, BILLING_MODE: 'hold' }), { ...parts, leasing: false }));
+    const holding = summaryLines(
+      startupSummary(loadConfig({ ...SECRETS, BILLING_MODE: 'hold' }), { ...parts, leasing: false }),
+    );
     expect(holding.find((l) => l.startsWith('billing'))).toMatch(/^billing\s+a hold and a settlement per request$/);
     const openai = MODELS.filter((m) => m.enabled && m.provider === 'openai').length;
-    expect(lines.find((l) => / openai /.test(l))).toMatch(new RegExp(`^providers\\s+openai\\s+${openai} models  key set$`));
+    expect(lines.find((l) => / openai /.test(l))).toMatch(
+      new RegExp(`^providers\\s+openai\\s+${openai} models  key set$`),
+    );
     expect(lines.find((l) => / cohere /.test(l))).toMatch(/cohere\s+1 model {3}no key \(set COHERE_API_KEY\)$/);
     for (const name of ['openai', 'anthropic', 'xai', 'deepseek', 'cohere', 'bfl'])
       expect(
         lines.filter((l) => l.includes(` ${name} `)),
         name,
       ).toHaveLength(1);
-    expect(row('Temporal')).toMatch(/starting a local dev server on 127\.0\.0\.1:7233 in the background; web UI http:\/\/127\.0\.0\.1:8233 once it is up$/);
+    expect(row('Temporal')).toMatch(
+      /starting a local dev server on 127\.0\.0\.1:7233 in the background; web UI http:\/\/127\.0\.0\.1:8233 once it is up$/,
+    );
     expect(row('bot')).toMatch(/off \(set TELEGRAM_BOT_TOKEN/);
     expect(row('CLI')).toContain('/srv/gw/gateway.json');
   });
 
   it('says admin calls are for this machine only without ADMIN_TOKEN, and names leases, PostgreSQL, a cluster and a running bot', () => {
-    const config = loadConfig({ DATABASE_URL: 'postgresql://gw:db-pass-6@db.internal:5432/gateway?sslmode=require&password=db-pass-7', TEMPORAL_ADDRESS: 'temporal.internal:7233', VIDEO_WORKER: '0' });
-    const lines = summaryLines(startupSummary(config, { ...parts, leasing: true, botConfigured: true, bot: { mode: 'polling', username: 'gw_bot' } }));
-    expect(lines.find((l) => l.startsWith('RPC'))).toMatch(/this machine only \(127\.0\.0\.1\); Billing\/Catalogue for this machine only \(no ADMIN_TOKEN\)$/);
+    const config = loadConfig({
+      DATABASE_URL: 'postgresql://gw:db-pass-6@db.internal:5432/gateway?sslmode=require&password=db-pass-7',
+      TEMPORAL_ADDRESS: 'temporal.internal:7233',
+      VIDEO_WORKER: '0',
+    });
+    const lines = summaryLines(
+      startupSummary(config, {
+        ...parts,
+        leasing: true,
+        botConfigured: true,
+        bot: { mode: 'polling', username: 'gw_bot' },
+      }),
+    );
+    expect(lines.find((l) => l.startsWith('RPC'))).toMatch(
+      /this machine only \(127\.0\.0\.1\); Billing\/Catalogue for this machine only \(no ADMIN_TOKEN\)$/,
+    );
     expect(lines.find((l) => l.startsWith('HTTP'))).toMatch(/\/metrics for this machine only \(set METRICS_TOKEN/);
-    expect(lines.find((l) => l.startsWith('database'))).toMatch(/^database\s+PostgreSQL at postgresql:\/\/db\.internal:5432\/gateway$/);
+    expect(lines.find((l) => l.startsWith('database'))).toMatch(
+      /^database\s+PostgreSQL at postgresql:\/\/db\.internal:5432\/gateway$/,
+    );
     expect(lines.find((l) => l.startsWith('billing'))).toMatch(/credit leases of \$1 per key and instance$/);
-    expect(lines.find((l) => l.startsWith('Temporal'))).toMatch(/connecting to temporal\.internal:7233 \(namespace default\) in the background; no video worker here \(VIDEO_WORKER=0\)$/);
+    expect(lines.find((l) => l.startsWith('Temporal'))).toMatch(
+      /connecting to temporal\.internal:7233 \(namespace default\) in the background; no video worker here \(VIDEO_WORKER=0\)$/,
+    );
     expect(lines.find((l) => l.startsWith('bot'))).toMatch(/on: @gw_bot by long polling$/);
     expect(lines.join('\n')).not.toMatch(/db-pass|sslmode/);
   });
@@ -103,7 +144,10 @@ describe('log formats', () => {
   it('human lines keep the redaction: a key in a message or a header never shows', () => {
     const out: string[] = [];
     const log = createLogger('info', { write: (s: string) => void out.push(s) }, 'pretty');
-    log.info({ headers: { authorization: 'Bearer prx-abcdefghijklmnopqrstuvwxyz0123456789AB' } }, 'a call with prx-ZYXWVUTSRQPONMLKJIHGFEDCBA9876543210zz');
+    log.info(
+      { headers: { authorization: 'Bearer prx-abcdefghijklmnopqrstuvwxyz0123456789AB' } },
+      'a call with prx-ZYXWVUTSRQPONMLKJIHGFEDCBA9876543210zz',
+    );
     log.error({ err: new Error('bad key prx-0123456789abcdefghijklmnopqrstuvwxyzAB') }, 'failed');
     const text = out.join('');
     expect(text).not.toMatch(/prx-[0-9A-Za-z]{9,}/);
@@ -114,9 +158,24 @@ describe('log formats', () => {
   });
 
   it('a request is one short line; warnings and fields stay readable', () => {
-    const line = (rec: object) => prettyLine(JSON.stringify({ level: 30, time: Date.UTC(2025, 0, 1, 12, 0, 5), pid: 1, hostname: 'h', service: 'gateway', ...rec }), { color: false, stacks: false });
-    expect(line({ requestId: 'req_1', method: 'POST', url: '/v1/chat/completions', status: 200, ms: 41, msg: 'request' })).toMatch(/^\d\d:\d\d:\d\d 200 POST \/v1\/chat\/completions 41 ms\n$/);
-    expect(line({ level: 40, component: 'video', released: 2, msg: 'released expired holds' })).toMatch(/^\d\d:\d\d:\d\d WARN {2}\[video\] released expired holds {2}released=2\n$/);
+    const line = (rec: object) =>
+      prettyLine(
+        JSON.stringify({
+          level: 30,
+          time: Date.UTC(2025, 0, 1, 12, 0, 5),
+          pid: 1,
+          hostname: 'h',
+          service: 'gateway',
+          ...rec,
+        }),
+        { color: false, stacks: false },
+      );
+    expect(
+      line({ requestId: 'req_1', method: 'POST', url: '/v1/chat/completions', status: 200, ms: 41, msg: 'request' }),
+    ).toMatch(/^\d\d:\d\d:\d\d 200 POST \/v1\/chat\/completions 41 ms\n$/);
+    expect(line({ level: 40, component: 'video', released: 2, msg: 'released expired holds' })).toMatch(
+      /^\d\d:\d\d:\d\d WARN {2}\[video\] released expired holds {2}released=2\n$/,
+    );
     expect(prettyLine('not json', { color: false, stacks: false })).toBe('not json\n');
   });
 
@@ -140,12 +199,26 @@ describe('how the CLI finds the gateway', () => {
 
   it('GATEWAY_RPC_URL, else GRPC_PORT, else the running gateway in DATA_DIR, else 8081', () => {
     const dir = tmp();
-    writeGatewayAddress(dir, { rpcUrl: 'http://127.0.0.1:9555', httpUrl: 'http://127.0.0.1:9554', pid: process.pid, startedAt: new Date().toISOString() });
+    writeGatewayAddress(dir, {
+      rpcUrl: 'http://127.0.0.1:9555',
+      httpUrl: 'http://127.0.0.1:9554',
+      pid: process.pid,
+      startedAt: new Date().toISOString(),
+    });
     const env = { DATA_DIR: dir };
-    expect(findGateway(env)).toMatchObject({ rpcUrl: 'http://127.0.0.1:9555', source: `${addressFilePath(dir)}, written by gateway pid ${process.pid}` });
-    expect(findGateway({ ...env, GRPC_PORT: '9600' })).toMatchObject({ rpcUrl: 'http://127.0.0.1:9600', source: 'GRPC_PORT=9600' });
+    expect(findGateway(env)).toMatchObject({
+      rpcUrl: 'http://127.0.0.1:9555',
+      source: `${addressFilePath(dir)}, written by gateway pid ${process.pid}`,
+    });
+    expect(findGateway({ ...env, GRPC_PORT: '9600' })).toMatchObject({
+      rpcUrl: 'http://127.0.0.1:9600',
+      source: 'GRPC_PORT=9600',
+    });
     expect(findGateway({ ...env, GRPC_PORT: '9600', GRPC_HOST: '::1' }).rpcUrl).toBe('http://[::1]:9600');
-    expect(findGateway({ ...env, GRPC_PORT: '9600', GATEWAY_RPC_URL: 'https://gw.example/' })).toMatchObject({ rpcUrl: 'https://gw.example', source: 'GATEWAY_RPC_URL' });
+    expect(findGateway({ ...env, GRPC_PORT: '9600', GATEWAY_RPC_URL: 'https://gw.example/' })).toMatchObject({
+      rpcUrl: 'https://gw.example',
+      source: 'GATEWAY_RPC_URL',
+    });
     // DATA_DIR relative to the working directory, as the gateway resolves it.
     expect(findGateway({ DATA_DIR: path.basename(dir) }, path.dirname(dir)).rpcUrl).toBe('http://127.0.0.1:9555');
     removeGatewayAddress(dir, process.pid);
@@ -155,8 +228,14 @@ describe('how the CLI finds the gateway', () => {
 
   it('npm run bot finds it the same way', () => {
     const dir = tmp();
-    writeGatewayAddress(dir, { rpcUrl: 'http://127.0.0.1:9557', httpUrl: 'http://127.0.0.1:9556', pid: process.pid, startedAt: new Date().toISOString() });
-    const bot = (env: NodeJS.ProcessEnv) => loadBotProcessConfig({ TELEGRAM_BOT_TOKEN: '1:x', DATA_DIR: dir, ...env }).gateway.rpcUrl;
+    writeGatewayAddress(dir, {
+      rpcUrl: 'http://127.0.0.1:9557',
+      httpUrl: 'http://127.0.0.1:9556',
+      pid: process.pid,
+      startedAt: new Date().toISOString(),
+    });
+    const bot = (env: NodeJS.ProcessEnv) =>
+      loadBotProcessConfig({ TELEGRAM_BOT_TOKEN: '1:x', DATA_DIR: dir, ...env }).gateway.rpcUrl;
     expect(bot({})).toBe('http://127.0.0.1:9557');
     expect(bot({ GRPC_PORT: '9600' })).toBe('http://127.0.0.1:9600');
     expect(bot({ GATEWAY_RPC_URL: 'https://gw.example' })).toBe('https://gw.example');
@@ -195,7 +274,11 @@ describe('the CLI command line', () => {
   const ROOT = path.resolve(import.meta.dirname, '..', '..', '..');
   // No gateway is needed: each of these stops before any call.
   const cli = (...args: string[]) => {
-    const r = spawnSync(process.execPath, ['src/cli/main.ts', ...args], { cwd: ROOT, encoding: 'utf8', env: { ...process.env, GATEWAY_RPC_URL: 'http://127.0.0.1:9' } });
+    const r = spawnSync(process.execPath, ['src/cli/main.ts', ...args], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      env: { ...process.env, GATEWAY_RPC_URL: 'http://127.0.0.1:9' },
+    });
     return { code: r.status, stdout: r.stdout, stderr: r.stderr };
   };
   const oneLine = (r: { stderr: string }) => r.stderr.trimEnd().split('\n');
@@ -212,12 +295,27 @@ describe('the CLI command line', () => {
   it('a wrong command line is one line on stderr and exit 2, never a stack trace', () => {
     const cases: [string[], string][] = [
       [['keys', 'balance', '--bogus'], 'error: unknown option --bogus; see npm run cli -- --help'],
-      [['keys', 'nope'], 'error: unknown command "keys nope" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits); see npm run cli -- --help'],
-      [['key', 'create'], 'error: unknown command "key" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits); see npm run cli -- --help'],
+      [
+        ['keys', 'nope'],
+        'error: unknown command "keys nope" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits); see npm run cli -- --help',
+      ],
+      [
+        ['key', 'create'],
+        'error: unknown command "key" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits); see npm run cli -- --help',
+      ],
       [['keys', 'balance'], 'error: keys balance needs a key (prx-…) or a key id; see npm run cli -- --help'],
-      [['keys', 'usage', 'key_x', '--limit', 'ten'], 'error: --limit must be a whole number; see npm run cli -- --help'],
-      [['keys', 'topup', 'key_x', '--amount', 'lots'], 'error: --amount must be a dollar amount such as 5 or 0.25; see npm run cli -- --help'],
-      [['keys', 'create', '--credits'], "error: Option '--credits <value>' argument missing; see npm run cli -- --help"],
+      [
+        ['keys', 'usage', 'key_x', '--limit', 'ten'],
+        'error: --limit must be a whole number; see npm run cli -- --help',
+      ],
+      [
+        ['keys', 'topup', 'key_x', '--amount', 'lots'],
+        'error: --amount must be a dollar amount such as 5 or 0.25; see npm run cli -- --help',
+      ],
+      [
+        ['keys', 'create', '--credits'],
+        "error: Option '--credits <value>' argument missing; see npm run cli -- --help",
+      ],
     ];
     for (const [args, line] of cases) {
       const r = cli(...args);
@@ -266,10 +364,46 @@ describe('keys usage table', () => {
     ]);
     const lines = table.split('\n');
     expect(lines).toEqual([
-      ['TIME (UTC)          ', 'MODEL           ', 'ROUTE               ', '  IN', 'OUT', '   COST USD', 'STATUS            ', 'REQUEST'].join('  '),
-      ['2025-06-01T12:00:05Z', 'gpt-5.4-nano    ', '/v1/chat/completions', '  12', '  6', '0.000001234', 'ok 200            ', 'req_a'].join('  '),
-      ['2025-06-01T12:00:06Z', 'claude-haiku-4-5', '/v1/messages        ', '1200', '  0', '2.5        ', 'upstream_error 502', 'req_b'].join('  '),
-      ['2025-06-01T12:00:05Z', 'gpt-5.4-nano    ', '/v1/chat/completions', '  12', '  6', '0          ', 'ok 200            ', 'req_c'].join('  '),
+      [
+        'TIME (UTC)          ',
+        'MODEL           ',
+        'ROUTE               ',
+        '  IN',
+        'OUT',
+        '   COST USD',
+        'STATUS            ',
+        'REQUEST',
+      ].join('  '),
+      [
+        '2025-06-01T12:00:05Z',
+        'gpt-5.4-nano    ',
+        '/v1/chat/completions',
+        '  12',
+        '  6',
+        '0.000001234',
+        'ok 200            ',
+        'req_a',
+      ].join('  '),
+      [
+        '2025-06-01T12:00:06Z',
+        'claude-haiku-4-5',
+        '/v1/messages        ',
+        '1200',
+        '  0',
+        '2.5        ',
+        'upstream_error 502',
+        'req_b',
+      ].join('  '),
+      [
+        '2025-06-01T12:00:05Z',
+        'gpt-5.4-nano    ',
+        '/v1/chat/completions',
+        '  12',
+        '  6',
+        '0          ',
+        'ok 200            ',
+        'req_c',
+      ].join('  '),
     ]);
     expect(table).not.toContain('.000Z');
   });

@@ -23,7 +23,11 @@ const read = async (it: AsyncIterator<{ event: { case?: string; value?: unknown 
   const out: string[] = [];
   for (let r = await it.next(); !r.done; r = await it.next()) {
     const e = r.value.event;
-    out.push(e.case === 'data' ? `data:${new TextDecoder().decode((e.value as { data: Uint8Array }).data)}` : `${e.case}:${String(e.value)}`);
+    out.push(
+      e.case === 'data'
+        ? `data:${new TextDecoder().decode((e.value as { data: Uint8Array }).data)}`
+        : `${e.case}:${String(e.value)}`,
+    );
   }
   return out;
 };
@@ -44,7 +48,12 @@ describe('in-process server streams', () => {
   it("take it from Connect's own client (a plain async iterable) the same way", async () => {
     const seen: string[] = [];
     const client = createClient(InferenceService, transportSeeing(seen));
-    const it = client.streamChatCompletion({ body: new TextEncoder().encode('{"b":2}'), requestId: 'req_2' }, { headers: { authorization: 'Bearer k2' } })[Symbol.asyncIterator]();
+    const it = client
+      .streamChatCompletion(
+        { body: new TextEncoder().encode('{"b":2}'), requestId: 'req_2' },
+        { headers: { authorization: 'Bearer k2' } },
+      )
+      [Symbol.asyncIterator]();
     expect(await read(it)).toEqual(['requestId:req_2', 'data:one']);
     expect(seen).toEqual(['req_2 {"b":2} Bearer k2']);
   });

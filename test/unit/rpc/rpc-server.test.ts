@@ -46,11 +46,19 @@ beforeAll(async () => {
     port: 0,
     readMaxBytes: 1 << 20,
     adminToken: undefined,
-    authenticate: async () => ({ keyHash: Buffer.alloc(32), keyId: 'key_test', accountId: 'acct_test', prefix: 'prx-test' }),
+    authenticate: async () => ({
+      keyHash: Buffer.alloc(32),
+      keyId: 'key_test',
+      accountId: 'acct_test',
+      prefix: 'prx-test',
+    }),
     log: pino(sink),
   });
   server.on('session', (session) => sessions.add(session));
-  inference = createClient(InferenceService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }));
+  inference = createClient(
+    InferenceService,
+    createGrpcTransport({ baseUrl: `http://127.0.0.1:${(server.address() as AddressInfo).port}` }),
+  );
 });
 afterAll(async () => {
   // The client keeps its HTTP/2 session open; close waits for sessions to end.
@@ -66,7 +74,8 @@ const failureOf = async (p: Promise<unknown>) =>
       (e: unknown) => e,
     ),
   );
-const loggedFailure = (requestId: string) => logLines.find((l) => l.msg === 'RPC failed inside the gateway' && l.requestId === requestId);
+const loggedFailure = (requestId: string) =>
+  logLines.find((l) => l.msg === 'RPC failed inside the gateway' && l.requestId === requestId);
 const body = new TextEncoder().encode('{}');
 
 describe('a service failure that is not a ConnectError, on the RPC port', () => {
@@ -75,20 +84,32 @@ describe('a service failure that is not a ConnectError, on the RPC port', () => 
     expect(err.code).toBe(Code.Internal);
     expect(err.rawMessage).not.toContain('password');
     const detail = err.findDetails(GatewayErrorSchema)[0];
-    expect(detail).toMatchObject({ httpStatus: 500, type: 'server_error', code: 'internal_error', requestId: expect.stringMatching(/^req_/) });
-    expect(loggedFailure(detail!.requestId)).toMatchObject({ rpc: 'gateway.v1.InferenceService/ChatCompletion', err: { message: CAUSE } });
+    expect(detail).toMatchObject({
+      httpStatus: 500,
+      type: 'server_error',
+      code: 'internal_error',
+      requestId: expect.stringMatching(/^req_/),
+    });
+    expect(loggedFailure(detail!.requestId)).toMatchObject({
+      rpc: 'gateway.v1.InferenceService/ChatCompletion',
+      err: { message: CAUSE },
+    });
   });
 
   it('mid-stream, carries the request id the caller sent, the one the stream announced', async () => {
     const seen: string[] = [];
     const err = await failureOf(
       (async () => {
-        for await (const ev of inference.streamChatCompletion({ body, requestId: 'caller-chosen-id-2' })) seen.push(String(ev.event.value));
+        for await (const ev of inference.streamChatCompletion({ body, requestId: 'caller-chosen-id-2' }))
+          seen.push(String(ev.event.value));
       })(),
     );
     expect(seen).toEqual(['caller-chosen-id-2']);
     expect(err.code).toBe(Code.Internal);
-    expect(err.findDetails(GatewayErrorSchema)[0]).toMatchObject({ code: 'internal_error', requestId: 'caller-chosen-id-2' });
+    expect(err.findDetails(GatewayErrorSchema)[0]).toMatchObject({
+      code: 'internal_error',
+      requestId: 'caller-chosen-id-2',
+    });
     expect(loggedFailure('caller-chosen-id-2')).toBeDefined();
   });
 
@@ -109,7 +130,14 @@ describe('an error Connect raises itself, on the RPC port', () => {
     const err = await failureOf(inference.chatCompletion({ body: new Uint8Array(2 << 20) }));
     expect(err.code).toBe(Code.ResourceExhausted);
     const detail = err.findDetails(GatewayErrorSchema)[0];
-    expect(detail).toMatchObject({ httpStatus: 413, code: 'request_too_large', requestId: expect.stringMatching(/^req_/) });
-    expect(logLines.find((l) => l.msg === 'RPC refused' && l.requestId === detail!.requestId)).toMatchObject({ rpc: 'gateway.v1.InferenceService/ChatCompletion', status: 'resource_exhausted' });
+    expect(detail).toMatchObject({
+      httpStatus: 413,
+      code: 'request_too_large',
+      requestId: expect.stringMatching(/^req_/),
+    });
+    expect(logLines.find((l) => l.msg === 'RPC refused' && l.requestId === detail!.requestId)).toMatchObject({
+      rpc: 'gateway.v1.InferenceService/ChatCompletion',
+      status: 'resource_exhausted',
+    });
   });
 });

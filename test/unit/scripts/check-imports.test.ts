@@ -32,7 +32,8 @@ const clean = {
   'src/low/units.ts': 'export const ONE = 1;\n',
   'src/left/a.ts': "import { ONE } from '../low/units.ts';\nexport const a = ONE;\n",
   'src/right/b.ts': "import type { ONE } from '../low/units.js';\nexport type B = typeof ONE;\n",
-  'src/high/c.ts': "import { a } from '../left/a.ts';\nimport type { B } from '../right/b.ts';\nexport const c: B | number = a;\n",
+  'src/high/c.ts':
+    "import { a } from '../left/a.ts';\nimport type { B } from '../right/b.ts';\nexport const c: B | number = a;\n",
   'src/main.ts': "import { c } from './high/c.ts';\nconsole.log(c);\n",
 };
 
@@ -57,7 +58,8 @@ describe('the import check', () => {
     const root = tree({
       ...clean,
       'src/low/units.ts': "import { c } from '../high/c.ts';\nexport const ONE = 1;\nexport const late = () => c;\n",
-      'src/left/a.ts': "import { ONE } from '../low/units.ts';\nimport type { B } from '../right/b.ts';\nexport const a: B = ONE;\n",
+      'src/left/a.ts':
+        "import { ONE } from '../low/units.ts';\nimport type { B } from '../right/b.ts';\nexport const a: B = ONE;\n",
     });
     const problems = checkImports(root, { layers: LAYERS });
     expect(problems.upward.map((u) => [u.edge.from, u.edge.to])).toEqual([
@@ -66,13 +68,18 @@ describe('the import check', () => {
     ]);
     const lines = describeProblems(problems);
     expect(lines).toContain('import from a higher layer: src/low/units.ts -> src/high/c.ts: "high" is above "low"');
-    expect(lines).toContain('import from a higher layer: src/left/a.ts -> src/right/b.ts (type only): src/left/ and src/right/ are both on the layer "middle" and must not import each other');
+    expect(lines).toContain(
+      'import from a higher layer: src/left/a.ts -> src/right/b.ts (type only): src/left/ and src/right/ are both on the layer "middle" and must not import each other',
+    );
     // The upward import closes a circle too (units -> c -> a -> units), reported as such.
     expect(problems.cycles).toHaveLength(1);
   });
 
   it('reports a file outside the layer table and an import of no file', () => {
-    const root = tree({ ...clean, 'src/extra/e.ts': "import { gone } from '../low/gone.ts';\nexport const e = gone;\n" });
+    const root = tree({
+      ...clean,
+      'src/extra/e.ts': "import { gone } from '../low/gone.ts';\nexport const e = gone;\n",
+    });
     expect(describeProblems(checkImports(root, { layers: LAYERS }))).toEqual([
       'not in the layer table (scripts/check-imports.ts LAYERS): src/extra/e.ts',
       "unresolved import: src/extra/e.ts imports '../low/gone.ts', which is no file",

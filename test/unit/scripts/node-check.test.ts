@@ -23,7 +23,9 @@ describe('node version check', () => {
   });
 
   it('says in one line what is needed, what runs, and where to get it', () => {
-    expect(nodeVersionProblem('v20.20.2')).toBe('metered-ai-gateway needs Node >= 22.19.0, this is v20.20.2; install Node 22 LTS or newer from https://nodejs.org');
+    expect(nodeVersionProblem('v20.20.2')).toBe(
+      'metered-ai-gateway needs Node >= 22.19.0, this is v20.20.2; install Node 22 LTS or newer from https://nodejs.org',
+    );
     expect(nodeVersionProblem('v22.19.0')).toBeUndefined();
     expect(nodeVersionProblem(process.version)).toBeUndefined();
   });
@@ -35,7 +37,8 @@ describe('node version check', () => {
     expect(fs.readFileSync(path.join(ROOT, '.npmrc'), 'utf8')).toMatch(/^engine-strict=true$/m);
     // Every script that runs a .ts entry goes through the check first.
     for (const [name, script] of Object.entries(pkg.scripts as Record<string, string>)) {
-      if (/\.ts\b/.test(script) || /vitest/.test(script)) expect(script, name).toMatch(/^node scripts\/node-check\.mjs /);
+      if (/\.ts\b/.test(script) || /vitest/.test(script))
+        expect(script, name).toMatch(/^node scripts\/node-check\.mjs /);
     }
   });
 
@@ -43,8 +46,14 @@ describe('node version check', () => {
     const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'node-check-'));
     try {
       const entry = path.join(dir, 'entry.ts');
-      fs.writeFileSync(entry, 'const args: string[] = process.argv.slice(2);\nconsole.log(JSON.stringify([process.argv[1], args]));\nprocess.exit(args.length);\n');
-      const r = spawnSync(process.execPath, ['scripts/node-check.mjs', entry, 'a', '--b'], { cwd: ROOT, encoding: 'utf8' });
+      fs.writeFileSync(
+        entry,
+        'const args: string[] = process.argv.slice(2);\nconsole.log(JSON.stringify([process.argv[1], args]));\nprocess.exit(args.length);\n',
+      );
+      const r = spawnSync(process.execPath, ['scripts/node-check.mjs', entry, 'a', '--b'], {
+        cwd: ROOT,
+        encoding: 'utf8',
+      });
       expect(JSON.parse(r.stdout)).toEqual([entry, ['a', '--b']]);
       expect(r.status).toBe(2);
     } finally {

@@ -50,7 +50,10 @@ describe('MP4 duration', () => {
     await expect(measureMp4(source(Buffer.alloc(0)))).rejects.toBeInstanceOf(Mp4Error);
     const whole = makeMp4(4000, { moovAtEnd: true });
     await expect(measureMp4(source(whole.subarray(0, whole.length - 40)))).rejects.toBeInstanceOf(Mp4Error);
-    const noDuration = Buffer.concat([box('ftyp', Buffer.from('isom\0\0\0\0', 'latin1')), box('moov', mvhdV1(1000, 0n))]);
+    const noDuration = Buffer.concat([
+      box('ftyp', Buffer.from('isom\0\0\0\0', 'latin1')),
+      box('moov', mvhdV1(1000, 0n)),
+    ]);
     await expect(measureMp4(source(noDuration))).rejects.toThrow(/no duration/);
   });
 });
