@@ -20,6 +20,7 @@ import { Metrics } from './log/metrics.ts';
 import { connectableUrl, startupSummary } from './log/startup-summary.ts';
 import { billingService } from './billing/service.ts';
 import { Catalogue } from './catalogue/catalogue.ts';
+import { PriceBook } from './catalogue/price-book.ts';
 import { catalogueService } from './catalogue/service.ts';
 import { ChatRoute } from './inference/chat.ts';
 import { MessagesRoute } from './inference/messages.ts';
@@ -93,6 +94,19 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
 
   // Every provider, configured or not, is listed once in the start-up summary below.
   const catalogue = new Catalogue(config);
+  // What is charged comes from the price book: its versions in force (the shipped prices are only
+  // each model's first version, written on the first start that finds none).
+  const priceBook = new PriceBook(db);
+  await priceBook.seed(catalogue.list());
+  catalogue.applyPrices(await priceBook.inForce());
+  // Versions written since (by any instance, or scheduled and now due) are in force here within PRICE_BOOK_REFRESH_MS.
+  const priceRefresh = setInterval(() => {
+    priceBook.inForce().then(
+      (versions) => catalogue.applyPrices(versions),
+      (err) => log.warn({ err }, 'reading the price book failed; the prices in force stay as they were'),
+    );
+  }, config.priceBookRefreshMs);
+  priceRefresh.unref();
 
   const upstream = new Upstream(config);
   const metrics = new Metrics();
@@ -249,6 +263,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     close: () =>
       (closing ??= (async () => {
         clearInterval(sweeper);
+        clearInterval(priceRefresh);
         await bot?.stop();
         // Stop accepting; in-flight requests and streams run on for the grace period, then their
         // connections are cut (a cut stream is charged for what it delivered, as always).

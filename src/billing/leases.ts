@@ -39,6 +39,8 @@ export interface LeasedCharge {
   model: string;
   /** The name the caller asked for: the model's id or an alias of it. */
   requestedModel: string;
+  /** The price book version the request was priced at (0: none). */
+  priceVersion: bigint;
   route: string;
   inputTokens: bigint;
   outputTokens: bigint;
@@ -346,9 +348,9 @@ export class LeaseBook {
             `WITH r AS (
              SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[]),
                CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS boolean[]), CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]),
-               CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[])) WITH ORDINALITY
+               CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[])) WITH ORDINALITY
                AS r(request_id, key_id, model, route, input_tokens, output_tokens, cached_tokens, cache_write_tokens, usage_estimated,
-                    cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model, n)
+                    cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model, price_version, n)
            ), total AS (
              SELECT COALESCE(sum(cost_nano), 0) AS t FROM r
            ), lease AS (
@@ -362,10 +364,11 @@ export class LeaseBook {
              FROM r, lease, a WHERE r.cost_nano > 0
            ), u AS (
              INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
-               cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model)
+               cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model,
+               price_version_id)
              SELECT r.request_id, lease.account_id, r.key_id, r.model, r.route, r.input_tokens, r.output_tokens, r.cached_tokens,
                r.cache_write_tokens, r.usage_estimated, r.cost_nano, r.uncovered_nano, r.status, r.http_status, r.latency_ms, r.units, r.unit,
-               r.requested_model
+               r.requested_model, NULLIF(r.price_version, 0)
              FROM r, lease
            )
            SELECT count(*)::int AS applied FROM lease`,
@@ -387,6 +390,7 @@ export class LeaseBook {
               col('units'),
               col('unit'),
               col('requestedModel'),
+              col('priceVersion'),
               lease.id,
             ],
           ),

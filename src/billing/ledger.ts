@@ -29,6 +29,8 @@ export interface SettleInput {
   model: string;
   /** The name the caller asked for (the model's id or an alias of it); the model's id when unset. */
   requestedModel?: string;
+  /** The price book version the request was priced at (0: none). */
+  priceVersion?: bigint;
   route: string;
   inputTokens: bigint;
   outputTokens: bigint;
@@ -404,9 +406,10 @@ export class Ledger {
            SELECT h.account_id, -h.charged_nano, 'charge', a.balance_nano, ?, 'request' FROM h, a WHERE h.charged_nano > 0
          ), u AS (
            INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
-             cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model)
+             cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model,
+             price_version_id)
            SELECT ?, h.account_id, h.key_id, ?, ?, CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), ?,
-             h.charged_nano, CAST(? AS bigint) - h.charged_nano, ?, ?, ?, CAST(? AS bigint), ?, ? FROM h
+             h.charged_nano, CAST(? AS bigint) - h.charged_nano, ?, ?, ?, CAST(? AS bigint), ?, ?, NULLIF(CAST(? AS bigint), 0) FROM h
          )
          SELECT charged_nano::text AS charged FROM h`,
           [
@@ -428,6 +431,7 @@ export class Ledger {
             (s.units ?? 0n).toString(),
             s.unit ?? '',
             s.requestedModel ?? s.model,
+            (s.priceVersion ?? 0n).toString(),
           ],
         ),
       ),

@@ -5,12 +5,15 @@ import { parseDecimal } from '../billing/money.ts';
 import { MODELS, type CatalogueEntry } from './models.ts';
 import { modelAliases } from './aliases.ts';
 import { PRICED_TIERS } from '../billing/pricing.ts';
+import type { PriceVersion } from './price-book.ts';
 
 export interface ResolvedModel extends CatalogueEntry {
   available: boolean;
   /** For operators (logs, the admin CatalogueService): names the missing setting. */
   unavailableReason: string;
   providerConfig: ProviderConfig;
+  /** The price book version `prices` come from (price-book.ts); 0 before the book is read. */
+  priceVersion: bigint;
 }
 
 export interface ModelAlias {
@@ -38,7 +41,13 @@ export class Catalogue {
         : pc.apiKey
           ? ''
           : `${e.provider.toUpperCase()}_API_KEY is not set`;
-      this.byId.set(e.id, { ...e, available: reason === '', unavailableReason: reason, providerConfig: pc });
+      this.byId.set(e.id, {
+        ...e,
+        available: reason === '',
+        unavailableReason: reason,
+        providerConfig: pc,
+        priceVersion: 0n,
+      });
     }
     // A bad alias fails the start: one that hides a model, or points at nothing (or at another alias).
     for (const [alias, target] of Object.entries(aliases)) {
@@ -48,6 +57,27 @@ export class Catalogue {
       if (!model) throw new Error(`MODEL_ALIASES: '${alias}' points at '${target}', which is not in the catalogue`);
       this.byAlias.set(alias, model);
     }
+  }
+
+  /**
+   * Prices from the price book's versions in force (price-book.ts): each model's map replaced by
+   * its version's, checked as the shipped ones are. A model keeps its object until then: a request
+   * that resolved it goes on at the prices (and version) it was planned with.
+   */
+  applyPrices(versions: ReadonlyMap<string, PriceVersion>): void {
+    // Every changed model checked first: a bad version changes nothing at all.
+    const changed: ResolvedModel[] = [];
+    for (const [id, m] of this.byId) {
+      const v = versions.get(id);
+      if (!v || v.id === m.priceVersion) continue;
+      for (const p of Object.values(v.prices)) parseDecimal(p);
+      const priced = { ...m, prices: { ...v.prices }, priceVersion: v.id };
+      const problem = priceProblem(priced);
+      if (problem) throw new Error(`price book version ${v.id} of ${id}: ${problem}`);
+      changed.push(priced);
+    }
+    for (const m of changed) this.byId.set(m.id, m);
+    for (const [alias, m] of this.byAlias) this.byAlias.set(alias, this.byId.get(m.id)!);
   }
 
   /** The model named `name`, or the one its alias points at. The result's `id` is the model that serves. */

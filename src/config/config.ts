@@ -80,6 +80,8 @@ export interface Config {
   rateLimits: { rpm: number; tpm: number; grantIdleMs: number };
   /** Known keys are kept in memory this long at most (src/billing/key-cache.ts); 0 turns the cache off. */
   keyCacheMaxAgeMs: number;
+  /** How often an instance reads the price book's versions in force: a price change (or a version whose time has come) is charged within this. */
+  priceBookRefreshMs: number;
   /** Video jobs (sora-2) as Temporal workflows: see src/video/ and workflows/. */
   video: VideoConfig;
   logLevel: string;
@@ -263,6 +265,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       grantIdleMs: int(env, 'RATE_LIMIT_GRANT_IDLE_MS', 1_000),
     },
     keyCacheMaxAgeMs: int(env, 'KEY_CACHE_MAX_AGE_MS', 60_000),
+    priceBookRefreshMs: int(env, 'PRICE_BOOK_REFRESH_MS', 5_000),
     video: {
       temporalAddress: nonEmpty(env.TEMPORAL_ADDRESS),
       temporalNamespace: nonEmpty(env.TEMPORAL_NAMESPACE) ?? 'default',

@@ -25,7 +25,17 @@ function openAIEntry(e: Entry) {
     created: CREATED,
     owned_by: e.model.provider,
     ...(e.aliasFor ? { alias_for: e.aliasFor } : {}),
+    pricing: pricingOf(e.model),
   };
+}
+
+/**
+ * What a request to the model is charged, per unit: decimal USD strings from the price book's
+ * version in force, the unit in the key (`input_per_mtok`: per million input tokens). What is
+ * listed is what is charged.
+ */
+function pricingOf(m: Model): Record<string, string> {
+  return Object.fromEntries(Object.entries(m.prices).sort(([a], [b]) => a.localeCompare(b)));
 }
 
 function anthropicEntry(e: Entry) {
@@ -36,6 +46,7 @@ function anthropicEntry(e: Entry) {
     display_name: display,
     created_at: CREATED_AT,
     ...(e.aliasFor ? { alias_for: e.aliasFor } : {}),
+    pricing: pricingOf(e.model),
   };
 }
 

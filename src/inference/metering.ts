@@ -211,6 +211,7 @@ export class Metering {
       requestId: plan.requestId,
       model: plan.model.id,
       requestedModel: requestedModel(plan),
+      priceVersion: plan.model.priceVersion,
       route: plan.route,
       inputTokens: usage.inputTokens,
       outputTokens: usage.outputTokens,

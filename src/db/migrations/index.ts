@@ -14,6 +14,7 @@ import * as m010 from './010_requested_model.ts';
 import * as m011 from './011_rotation_keeps_limits.ts';
 import * as m012 from './012_response_owners.ts';
 import * as m013 from './013_lease_reclaim.ts';
+import * as m014 from './014_price_versions.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -29,6 +30,7 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '011_rotation_keeps_limits': m011,
   '012_response_owners': m012,
   '013_lease_reclaim': m013,
+  '014_price_versions': m014,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
