@@ -164,7 +164,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
   const video = new VideoRuntime({ config, log, db, ledger, metrics });
   const services: Services = {
     billing: billingService(ledger, limiter, keys, leases),
-    catalogue: catalogueService(catalogue),
+    catalogue: catalogueService(catalogue, priceBook),
     inference: inferenceService({
       chat: new ChatRoute(routeDeps),
       messages: new MessagesRoute(routeDeps),

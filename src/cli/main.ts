@@ -1,18 +1,20 @@
-// Operator CLI: `npm run cli -- keys <command>`. Talks to the BillingService over the RPC port,
+// Operator CLI: `npm run cli -- keys <command>` and `catalogue <command>`. Talks to the
+// BillingService and the CatalogueService over the RPC port,
 // never to the database directly; finds the gateway as src/config/gateway-address.ts says. Every
 // failure is one line on stderr (exit 2: wrong usage; exit 1: the call failed).
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { timestampDate } from '@bufbuild/protobuf/wkt';
+import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
+import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { GatewayErrorSchema } from '../gen/gateway/v1/errors_pb.js';
 import { nanoToUsd, usdToNano } from '../billing/money.ts';
 import { loadCliConfig } from '../config/cli-config.ts';
 import { usageTable } from './usage-table.ts';
 
-const USAGE = `usage: npm run cli -- keys <command> [options]
+const USAGE = `usage: npm run cli -- keys|catalogue <command> [options]
   keys create --credits <usd> [--label <text>]   create an account and key; prints the key once
   keys balance <key|key_id>                       balance, held and available
   keys topup <key|key_id> --amount <usd> [--external-id <id>]
@@ -20,12 +22,16 @@ const USAGE = `usage: npm run cli -- keys <command> [options]
   keys revoke <key|key_id>
   keys usage <key|key_id> [--limit <n>]           the last requests (default 20), newest first
   keys limits <key|key_id> [--rpm <n>] [--tpm <n>]    per-key rate limits (0 = unlimited; omitted = default)
+  catalogue history <model>                       the model's price versions, newest first
+  catalogue set-price <model> <key=usd>... [--from <iso date>] [--reason <text>]
+                                                  a new price version: the whole price map, now or from a date
 options: --json for machine-readable output; -h, --help for this text
 finding the gateway: GATEWAY_RPC_URL, else GRPC_PORT (and GRPC_HOST), else the address a running
   gateway wrote to DATA_DIR/gateway.json (default ./data), else http://127.0.0.1:8081
 env: ADMIN_TOKEN when the gateway requires it`;
 
 const COMMANDS = ['create', 'balance', 'topup', 'rotate', 'revoke', 'usage', 'limits'];
+const CATALOGUE_COMMANDS = ['history', 'set-price'];
 
 function fail(msg: string, code = 2): never {
   console.error(msg);
@@ -48,6 +54,8 @@ try {
       limit: { type: 'string' },
       rpm: { type: 'string' },
       tpm: { type: 'string' },
+      from: { type: 'string' },
+      reason: { type: 'string' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -62,22 +70,21 @@ try {
 const { values, positionals } = parsed!;
 
 const { gateway, adminToken } = loadCliConfig();
-const client = createClient(
-  BillingService,
-  createGrpcTransport({
-    baseUrl: gateway.rpcUrl,
-    // An address that swallows packets fails here rather than hanging the terminal.
-    defaultTimeoutMs: 30_000,
-    interceptors: adminToken
-      ? [
-          (next) => (req) => {
-            req.header.set('authorization', `Bearer ${adminToken}`);
-            return next(req);
-          },
-        ]
-      : [],
-  }),
-);
+const transport = createGrpcTransport({
+  baseUrl: gateway.rpcUrl,
+  // An address that swallows packets fails here rather than hanging the terminal.
+  defaultTimeoutMs: 30_000,
+  interceptors: adminToken
+    ? [
+        (next) => (req) => {
+          req.header.set('authorization', `Bearer ${adminToken}`);
+          return next(req);
+        },
+      ]
+    : [],
+});
+const client = createClient(BillingService, transport);
+const catalogue = createClient(CatalogueService, transport);
 
 const keyRef = (s: string | undefined, cmd: string) => {
   if (!s) usageError(`keys ${cmd} needs a key (prx-…) or a key id`);
@@ -109,7 +116,11 @@ async function run(): Promise<void> {
     return;
   }
   if (group === undefined) fail(USAGE);
-  if (group !== 'keys') usageError(`unknown command "${group}" (the commands are keys ${COMMANDS.join(', keys ')})`);
+  if (group === 'catalogue') return runCatalogue(cmd, arg, positionals.slice(3));
+  if (group !== 'keys')
+    usageError(
+      `unknown command "${group}" (the commands are keys ${COMMANDS.join(', keys ')}, catalogue ${CATALOGUE_COMMANDS.join(', catalogue ')})`,
+    );
   if (!cmd) fail(USAGE);
   switch (cmd) {
     case 'create': {
@@ -207,6 +218,64 @@ async function run(): Promise<void> {
     default:
       usageError(`unknown command "keys ${cmd}" (the commands are keys ${COMMANDS.join(', keys ')})`);
   }
+}
+
+/** The price book's commands (docs/billing.md#the-price-book). */
+async function runCatalogue(cmd: string | undefined, model: string | undefined, rest: string[]): Promise<void> {
+  if (!cmd) fail(USAGE);
+  if (!CATALOGUE_COMMANDS.includes(cmd))
+    usageError(
+      `unknown command "catalogue ${cmd}" (the commands are catalogue ${CATALOGUE_COMMANDS.join(', catalogue ')})`,
+    );
+  if (!model) usageError(`catalogue ${cmd} needs a model id`);
+  if (cmd === 'history') {
+    const { versions } = await catalogue.getPriceHistory({ modelId: model });
+    const when = (t: Parameters<typeof timestampDate>[0] | undefined) => (t ? timestampDate(t).toISOString() : '');
+    out(
+      versions
+        .map(
+          (v) =>
+            `version ${v.id}  from ${when(v.effectiveFrom)}  ${v.source}${v.reason ? `: ${v.reason}` : ''}\n  ${Object.entries(
+              v.prices,
+            )
+              .sort(([a], [b]) => a.localeCompare(b))
+              .map(([k, p]) => `${k}=${p}`)
+              .join(' ')}`,
+        )
+        .join('\n'),
+      versions.map((v) => ({
+        id: v.id,
+        effective_from: when(v.effectiveFrom),
+        source: v.source,
+        reason: v.reason,
+        prices: v.prices,
+      })),
+    );
+    return;
+  }
+  const prices: Record<string, string> = {};
+  for (const pair of rest) {
+    const m = /^([a-z0-9_]+)=(.+)$/.exec(pair);
+    if (!m) usageError(`catalogue set-price takes prices as key=usd (e.g. input_per_mtok=0.15), not "${pair}"`);
+    prices[m[1]!] = m[2]!;
+  }
+  if (Object.keys(prices).length === 0)
+    usageError("catalogue set-price needs the model's whole price map, as key=usd pairs");
+  let from: Date | undefined;
+  if (values.from !== undefined) {
+    from = new Date(values.from);
+    if (Number.isNaN(from.getTime())) usageError('--from must be a date such as 2026-12-01T00:00:00Z');
+  }
+  const r = await catalogue.setPrices({
+    modelId: model,
+    prices,
+    ...(from ? { effectiveFrom: timestampFromDate(from) } : {}),
+    reason: values.reason ?? '',
+    source: 'operator-cli',
+  });
+  const v = r.version!;
+  const at = v.effectiveFrom ? timestampDate(v.effectiveFrom).toISOString() : '';
+  out(`version ${v.id} of ${v.modelId}, in force from ${at}`, { id: v.id, model_id: v.modelId, effective_from: at });
 }
 
 /** One line that says what went wrong, where the CLI looked, and how to point it elsewhere. */

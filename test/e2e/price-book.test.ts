@@ -1,12 +1,17 @@
 // The price book (src/catalogue/price-book.ts): every model's prices as dated, append-only
 // versions in PostgreSQL, the shipped prices being each model's first version. A charge names
 // the version it used, and /v1/models lists the prices in force: what is listed is what is charged.
+import { execFile } from 'node:child_process';
 import path from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import OpenAI from 'openai';
-import { createClient } from '@connectrpc/connect';
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
+import { CatalogueService } from '../../src/gen/gateway/v1/catalogue_pb.js';
+import { GatewayErrorSchema } from '../../src/gen/gateway/v1/errors_pb.js';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { usdToNano } from '../../src/billing/money.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
@@ -185,6 +190,152 @@ describe('the price book', () => {
       (await client.models.list()).data as unknown as { id: string; pricing: Record<string, string> }[]
     ).find((m) => m.id === MODEL)!;
     expect(listed.pricing).toEqual(later);
+  });
+
+  it('SetPrices on one instance is charged there at once and on a second instance within the refresh bound; GetPriceHistory lists the versions newest first', async () => {
+    const { url, knex } = await freshDatabase();
+    const sim = inject('simulatorUrl');
+    const start = (label: string) =>
+      startGatewayProcess({
+        logFile: path.join(inject('workDir'), `${label}-${uniqueMarker()}.log`),
+        env: {
+          DATABASE_URL: url,
+          OPENAI_API_KEY: UPSTREAM_KEY,
+          OPENAI_BASE_URL: `${sim}/v1`,
+          PRICE_BOOK_REFRESH_MS: '200',
+        },
+      });
+    const [a, b] = await Promise.all([start('book-a'), start('book-b')]);
+    gateways.push(a, b);
+    const catalogueA = createClient(CatalogueService, createGrpcTransport({ baseUrl: a.rpcUrl }));
+    const key = await createClient(BillingService, createGrpcTransport({ baseUrl: a.rpcUrl })).createKey({
+      creditsNano: usdToNano('5'),
+      label: 'two instances',
+    });
+    const chatOn = (g: GatewayProcess) =>
+      new OpenAI({ apiKey: key.apiKey, baseURL: `${g.httpUrl}/v1`, maxRetries: 0 }).chat.completions
+        .create({ model: MODEL, messages: [{ role: 'user', content: 'which price [sim tokens=5]' }] })
+        .withResponse();
+    const costOf = (r: Awaited<ReturnType<typeof chatOn>>) =>
+      BigInt(r.response.headers.get('x-gateway-cost-nano-usd')!);
+
+    const [shipped] = (await catalogueA.getPriceHistory({ modelId: MODEL })).versions;
+    const tripled = { ...shipped!.prices, input_per_mtok: '0.45', output_per_mtok: '1.80' };
+    const set = await catalogueA.setPrices({
+      modelId: MODEL,
+      prices: tripled,
+      reason: 'follow the provider',
+      source: 'test',
+    });
+    const onA = await chatOn(a);
+    expect(costOf(onA)).toBe(chatCost(tripled, onA.data.usage!.prompt_tokens, onA.data.usage!.completion_tokens));
+    const setAt = performance.now();
+    let onB = await chatOn(b);
+    while (costOf(onB) !== chatCost(tripled, onB.data.usage!.prompt_tokens, onB.data.usage!.completion_tokens)) {
+      expect(performance.now() - setAt).toBeLessThan(3_000);
+      await new Promise((r) => setTimeout(r, 50));
+      onB = await chatOn(b);
+    }
+    const rowB = (
+      await knex.raw('SELECT price_version_id::text AS v FROM usage_records WHERE request_id = ?', [
+        onB.response.headers.get('x-request-id'),
+      ])
+    ).rows[0];
+    expect(rowB.v).toBe(set.version!.id.toString());
+
+    const history = (await catalogueA.getPriceHistory({ modelId: MODEL })).versions;
+    expect(history.map((v) => [v.id, v.source, v.reason])).toEqual([
+      [set.version!.id, 'test', 'follow the provider'],
+      [shipped!.id, 'shipped', 'the prices the gateway ships with'],
+    ]);
+    expect(history[0]!.prices).toEqual(tripled);
+  });
+
+  it('SetPrices refuses each kind of bad price, naming the model and the field, and writes nothing', async () => {
+    const { url, knex } = await freshDatabase();
+    const g = await startGatewayProcess({
+      logFile: path.join(inject('workDir'), `book-bad-${uniqueMarker()}.log`),
+      env: { DATABASE_URL: url, OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1` },
+    });
+    gateways.push(g);
+    const catalogue = createClient(CatalogueService, createGrpcTransport({ baseUrl: g.rpcUrl }));
+    const shipped = (await catalogue.getPriceHistory({ modelId: MODEL })).versions[0]!.prices;
+    const versions = async () => Number((await knex.raw('SELECT count(*)::int AS n FROM price_versions')).rows[0].n);
+    const before = await versions();
+    const cases: { req: Parameters<typeof catalogue.setPrices>[0]; field: string }[] = [
+      { req: { modelId: MODEL, prices: { ...shipped, inptu_per_mtok: '1.00' } }, field: 'prices.inptu_per_mtok' },
+      { req: { modelId: MODEL, prices: { ...shipped, input_per_mtok: '1,5' } }, field: 'prices.input_per_mtok' },
+      { req: { modelId: MODEL, prices: { ...shipped, output_per_mtok: '-1' } }, field: 'prices.output_per_mtok' },
+      {
+        req: { modelId: MODEL, prices: { ...shipped, input_per_mtok: '0.0000000001' } },
+        field: 'prices.input_per_mtok',
+      },
+      { req: { modelId: MODEL, prices: { input_per_mtok: '0.15' } }, field: 'prices.output_per_mtok' },
+      {
+        req: { modelId: 'whisper', prices: { per_audio_minute: '0.02', per_megapixel: '1' } },
+        field: 'prices.per_megapixel',
+      },
+      { req: { modelId: 'no-such-model', prices: shipped }, field: 'model_id' },
+      {
+        req: { modelId: MODEL, prices: shipped, effectiveFrom: timestampFromDate(new Date(Date.now() - 60_000)) },
+        field: 'effective_from',
+      },
+    ];
+    for (const c of cases) {
+      const err = await catalogue.setPrices(c.req).then(
+        () => undefined,
+        (e: unknown) => ConnectError.from(e),
+      );
+      expect(err?.code, c.field).toBe(Code.InvalidArgument);
+      const detail = err!.findDetails(GatewayErrorSchema)[0]!;
+      expect(detail.param).toBe(c.field);
+      expect(detail.message).toContain(c.req.modelId);
+    }
+    expect(await versions()).toBe(before);
+  });
+
+  it('the operator CLI sets a price version and lists the history; a bad price is one line naming the model and the field', async () => {
+    const { url } = await freshDatabase();
+    const g = await startGatewayProcess({
+      logFile: path.join(inject('workDir'), `book-cli-${uniqueMarker()}.log`),
+      env: { DATABASE_URL: url, OPENAI_API_KEY: UPSTREAM_KEY, OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1` },
+    });
+    gateways.push(g);
+    const cli = (...args: string[]) =>
+      promisify(execFile)(process.execPath, ['src/cli/main.ts', ...args], {
+        cwd: path.resolve(import.meta.dirname, '..', '..'),
+        env: { ...process.env, GATEWAY_RPC_URL: g.rpcUrl, ADMIN_TOKEN: '' },
+      });
+    const set = await cli(
+      'catalogue',
+      'set-price',
+      MODEL,
+      'input_per_mtok=0.2',
+      'output_per_mtok=0.8',
+      '--reason',
+      'from the CLI',
+      '--json',
+    );
+    const made = JSON.parse(set.stdout) as { id: string; model_id: string };
+    expect(made.model_id).toBe(MODEL);
+    const history = JSON.parse((await cli('catalogue', 'history', MODEL, '--json')).stdout) as {
+      id: string;
+      source: string;
+      reason: string;
+      prices: Record<string, string>;
+    }[];
+    expect(history.map((v) => [v.id, v.source, v.reason])).toEqual([
+      [made.id, 'operator-cli', 'from the CLI'],
+      [history[1]!.id, 'shipped', 'the prices the gateway ships with'],
+    ]);
+    expect(history[0]!.prices).toEqual({ input_per_mtok: '0.2', output_per_mtok: '0.8' });
+    const bad = await cli('catalogue', 'set-price', MODEL, 'input_per_mtok=0.2', 'output_per_mtok=abc').then(
+      () => undefined,
+      (e: { code: number; stderr: string }) => e,
+    );
+    expect(bad?.code).toBe(1);
+    expect(bad?.stderr.trim().split('\n')).toHaveLength(1);
+    expect(bad?.stderr).toContain(`${MODEL}: output_per_mtok = "abc" is not a price`);
   });
 
   it("on a database from before the book, usage rows point at their model's first version, the shipped prices; seeding again adds nothing", async () => {

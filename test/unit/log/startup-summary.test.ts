@@ -287,7 +287,8 @@ describe('the CLI command line', () => {
     for (const args of [['--help'], ['-h'], ['help'], ['keys', '--help']]) {
       const r = cli(...args);
       expect(r.code, args.join(' ')).toBe(0);
-      expect(r.stdout).toMatch(/^usage: npm run cli -- keys <command>/);
+      expect(r.stdout).toMatch(/^usage: npm run cli -- keys\|catalogue <command>/);
+      expect(r.stdout).toContain('catalogue set-price <model>');
       expect(r.stdout).toContain('DATA_DIR/gateway.json');
     }
   });
@@ -301,7 +302,15 @@ describe('the CLI command line', () => {
       ],
       [
         ['key', 'create'],
-        'error: unknown command "key" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits); see npm run cli -- --help',
+        'error: unknown command "key" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits, catalogue history, catalogue set-price); see npm run cli -- --help',
+      ],
+      [
+        ['catalogue', 'nope'],
+        'error: unknown command "catalogue nope" (the commands are catalogue history, catalogue set-price); see npm run cli -- --help',
+      ],
+      [
+        ['catalogue', 'set-price', 'gpt-4o-mini', 'cheap'],
+        'error: catalogue set-price takes prices as key=usd (e.g. input_per_mtok=0.15), not "cheap"; see npm run cli -- --help',
       ],
       [['keys', 'balance'], 'error: keys balance needs a key (prx-…) or a key id; see npm run cli -- --help'],
       [

@@ -4,6 +4,7 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file gateway/v1/catalogue.proto.
@@ -76,6 +77,13 @@ export declare type Model = Message<"gateway.v1.Model"> & {
    * @generated from field: map<string, string> prices = 11;
    */
   prices: { [key: string]: string };
+
+  /**
+   * The price book version `prices` come from.
+   *
+   * @generated from field: int64 price_version_id = 12;
+   */
+  priceVersionId: bigint;
 };
 
 /**
@@ -83,6 +91,146 @@ export declare type Model = Message<"gateway.v1.Model"> & {
  * Use `create(ModelSchema)` to create a new message.
  */
 export declare const ModelSchema: GenMessage<Model>;
+
+/**
+ * One dated version of a model's prices; versions are never changed, only added.
+ *
+ * @generated from message gateway.v1.PriceVersion
+ */
+export declare type PriceVersion = Message<"gateway.v1.PriceVersion"> & {
+  /**
+   * @generated from field: int64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from field: string model_id = 2;
+   */
+  modelId: string;
+
+  /**
+   * Decimal USD strings per unit, the unit in the key.
+   *
+   * @generated from field: map<string, string> prices = 3;
+   */
+  prices: { [key: string]: string };
+
+  /**
+   * @generated from field: google.protobuf.Timestamp effective_from = 4;
+   */
+  effectiveFrom?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 5;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * Who made it: "shipped" for the gateway's own first version, else what the caller names.
+   *
+   * @generated from field: string source = 6;
+   */
+  source: string;
+
+  /**
+   * @generated from field: string reason = 7;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message gateway.v1.PriceVersion.
+ * Use `create(PriceVersionSchema)` to create a new message.
+ */
+export declare const PriceVersionSchema: GenMessage<PriceVersion>;
+
+/**
+ * @generated from message gateway.v1.GetPriceHistoryRequest
+ */
+export declare type GetPriceHistoryRequest = Message<"gateway.v1.GetPriceHistoryRequest"> & {
+  /**
+   * @generated from field: string model_id = 1;
+   */
+  modelId: string;
+};
+
+/**
+ * Describes the message gateway.v1.GetPriceHistoryRequest.
+ * Use `create(GetPriceHistoryRequestSchema)` to create a new message.
+ */
+export declare const GetPriceHistoryRequestSchema: GenMessage<GetPriceHistoryRequest>;
+
+/**
+ * @generated from message gateway.v1.GetPriceHistoryResponse
+ */
+export declare type GetPriceHistoryResponse = Message<"gateway.v1.GetPriceHistoryResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.PriceVersion versions = 1;
+   */
+  versions: PriceVersion[];
+};
+
+/**
+ * Describes the message gateway.v1.GetPriceHistoryResponse.
+ * Use `create(GetPriceHistoryResponseSchema)` to create a new message.
+ */
+export declare const GetPriceHistoryResponseSchema: GenMessage<GetPriceHistoryResponse>;
+
+/**
+ * @generated from message gateway.v1.SetPricesRequest
+ */
+export declare type SetPricesRequest = Message<"gateway.v1.SetPricesRequest"> & {
+  /**
+   * @generated from field: string model_id = 1;
+   */
+  modelId: string;
+
+  /**
+   * @generated from field: map<string, string> prices = 2;
+   */
+  prices: { [key: string]: string };
+
+  /**
+   * Unset: now.
+   *
+   * @generated from field: google.protobuf.Timestamp effective_from = 3;
+   */
+  effectiveFrom?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+
+  /**
+   * Who sets it (e.g. "operator-cli"); empty: "catalogue-rpc".
+   *
+   * @generated from field: string source = 5;
+   */
+  source: string;
+};
+
+/**
+ * Describes the message gateway.v1.SetPricesRequest.
+ * Use `create(SetPricesRequestSchema)` to create a new message.
+ */
+export declare const SetPricesRequestSchema: GenMessage<SetPricesRequest>;
+
+/**
+ * @generated from message gateway.v1.SetPricesResponse
+ */
+export declare type SetPricesResponse = Message<"gateway.v1.SetPricesResponse"> & {
+  /**
+   * @generated from field: gateway.v1.PriceVersion version = 1;
+   */
+  version?: PriceVersion | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.SetPricesResponse.
+ * Use `create(SetPricesResponseSchema)` to create a new message.
+ */
+export declare const SetPricesResponseSchema: GenMessage<SetPricesResponse>;
 
 /**
  * @generated from message gateway.v1.ListModelsRequest
@@ -265,6 +413,31 @@ export declare const CatalogueService: GenService<{
     methodKind: "unary";
     input: typeof GetModelRequestSchema;
     output: typeof GetModelResponseSchema;
+  },
+  /**
+   * The price book (docs/billing.md#the-price-book): a model's price versions, newest first.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.GetPriceHistory
+   */
+  getPriceHistory: {
+    methodKind: "unary";
+    input: typeof GetPriceHistoryRequestSchema;
+    output: typeof GetPriceHistoryResponseSchema;
+  },
+  /**
+   * Adds a price version to the book: the model's whole price map, in force now or from
+   * effective_from (not in the past), on this instance at once and on every other within its
+   * PRICE_BOOK_REFRESH_MS. Refused with INVALID_ARGUMENT naming the model and the field, writing
+   * nothing, for an unknown model, a key its kind is not priced by, a malformed or negative price,
+   * one finer than a nano-USD per its unit, a chat model without input and output prices, or a
+   * date in the past.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.SetPrices
+   */
+  setPrices: {
+    methodKind: "unary";
+    input: typeof SetPricesRequestSchema;
+    output: typeof SetPricesResponseSchema;
   },
 }>;
 

@@ -3,12 +3,13 @@
 /* eslint-disable */
 
 import { enumDesc, fileDesc, messageDesc, serviceDesc, tsEnum } from "@bufbuild/protobuf/codegenv2";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file gateway/v1/catalogue.proto.
  */
 export const file_gateway_v1_catalogue = /*@__PURE__*/
-  fileDesc("ChpnYXRld2F5L3YxL2NhdGFsb2d1ZS5wcm90bxIKZ2F0ZXdheS52MSLPAgoFTW9kZWwSCgoCaWQYASABKAkSIwoEa2luZBgCIAEoDjIVLmdhdGV3YXkudjEuTW9kZWxLaW5kEhAKCHByb3ZpZGVyGAMgASgJEhMKC3Vwc3RyZWFtX2lkGAQgASgJEg8KB2VuYWJsZWQYBSABKAgSEQoJYXZhaWxhYmxlGAYgASgIEhoKEnVuYXZhaWxhYmxlX3JlYXNvbhgHIAEoCRIdChVyZXNwb25zZXNfcGFzc3Rocm91Z2gYCCABKAgSFgoOY29udGV4dF93aW5kb3cYCSABKAUSGQoRbWF4X291dHB1dF90b2tlbnMYCiABKAUSLQoGcHJpY2VzGAsgAygLMh0uZ2F0ZXdheS52MS5Nb2RlbC5QcmljZXNFbnRyeRotCgtQcmljZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIlAKEUxpc3RNb2RlbHNSZXF1ZXN0EiMKBGtpbmQYASABKA4yFS5nYXRld2F5LnYxLk1vZGVsS2luZBIWCg5hdmFpbGFibGVfb25seRgCIAEoCCJgChJMaXN0TW9kZWxzUmVzcG9uc2USIQoGbW9kZWxzGAEgAygLMhEuZ2F0ZXdheS52MS5Nb2RlbBInCgdhbGlhc2VzGAIgAygLMhYuZ2F0ZXdheS52MS5Nb2RlbEFsaWFzIi0KCk1vZGVsQWxpYXMSDQoFYWxpYXMYASABKAkSEAoIbW9kZWxfaWQYAiABKAkiHQoPR2V0TW9kZWxSZXF1ZXN0EgoKAmlkGAEgASgJIkMKEEdldE1vZGVsUmVzcG9uc2USIAoFbW9kZWwYASABKAsyES5nYXRld2F5LnYxLk1vZGVsEg0KBWFsaWFzGAIgASgJKrcBCglNb2RlbEtpbmQSGgoWTU9ERUxfS0lORF9VTlNQRUNJRklFRBAAEhMKD01PREVMX0tJTkRfQ0hBVBABEhgKFE1PREVMX0tJTkRfRU1CRURESU5HEAISFAoQTU9ERUxfS0lORF9JTUFHRRADEhwKGE1PREVMX0tJTkRfVFJBTlNDUklQVElPThAEEhUKEU1PREVMX0tJTkRfU1BFRUNIEAUSFAoQTU9ERUxfS0lORF9WSURFTxAGMqYBChBDYXRhbG9ndWVTZXJ2aWNlEksKCkxpc3RNb2RlbHMSHS5nYXRld2F5LnYxLkxpc3RNb2RlbHNSZXF1ZXN0Gh4uZ2F0ZXdheS52MS5MaXN0TW9kZWxzUmVzcG9uc2USRQoIR2V0TW9kZWwSGy5nYXRld2F5LnYxLkdldE1vZGVsUmVxdWVzdBocLmdhdGV3YXkudjEuR2V0TW9kZWxSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("ChpnYXRld2F5L3YxL2NhdGFsb2d1ZS5wcm90bxIKZ2F0ZXdheS52MSLpAgoFTW9kZWwSCgoCaWQYASABKAkSIwoEa2luZBgCIAEoDjIVLmdhdGV3YXkudjEuTW9kZWxLaW5kEhAKCHByb3ZpZGVyGAMgASgJEhMKC3Vwc3RyZWFtX2lkGAQgASgJEg8KB2VuYWJsZWQYBSABKAgSEQoJYXZhaWxhYmxlGAYgASgIEhoKEnVuYXZhaWxhYmxlX3JlYXNvbhgHIAEoCRIdChVyZXNwb25zZXNfcGFzc3Rocm91Z2gYCCABKAgSFgoOY29udGV4dF93aW5kb3cYCSABKAUSGQoRbWF4X291dHB1dF90b2tlbnMYCiABKAUSLQoGcHJpY2VzGAsgAygLMh0uZ2F0ZXdheS52MS5Nb2RlbC5QcmljZXNFbnRyeRIYChBwcmljZV92ZXJzaW9uX2lkGAwgASgDGi0KC1ByaWNlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEilQIKDFByaWNlVmVyc2lvbhIKCgJpZBgBIAEoAxIQCghtb2RlbF9pZBgCIAEoCRI0CgZwcmljZXMYAyADKAsyJC5nYXRld2F5LnYxLlByaWNlVmVyc2lvbi5QcmljZXNFbnRyeRIyCg5lZmZlY3RpdmVfZnJvbRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc291cmNlGAYgASgJEg4KBnJlYXNvbhgHIAEoCRotCgtQcmljZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIioKFkdldFByaWNlSGlzdG9yeVJlcXVlc3QSEAoIbW9kZWxfaWQYASABKAkiRQoXR2V0UHJpY2VIaXN0b3J5UmVzcG9uc2USKgoIdmVyc2lvbnMYASADKAsyGC5nYXRld2F5LnYxLlByaWNlVmVyc2lvbiLhAQoQU2V0UHJpY2VzUmVxdWVzdBIQCghtb2RlbF9pZBgBIAEoCRI4CgZwcmljZXMYAiADKAsyKC5nYXRld2F5LnYxLlNldFByaWNlc1JlcXVlc3QuUHJpY2VzRW50cnkSMgoOZWZmZWN0aXZlX2Zyb20YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJlYXNvbhgEIAEoCRIOCgZzb3VyY2UYBSABKAkaLQoLUHJpY2VzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI+ChFTZXRQcmljZXNSZXNwb25zZRIpCgd2ZXJzaW9uGAEgASgLMhguZ2F0ZXdheS52MS5QcmljZVZlcnNpb24iUAoRTGlzdE1vZGVsc1JlcXVlc3QSIwoEa2luZBgBIAEoDjIVLmdhdGV3YXkudjEuTW9kZWxLaW5kEhYKDmF2YWlsYWJsZV9vbmx5GAIgASgIImAKEkxpc3RNb2RlbHNSZXNwb25zZRIhCgZtb2RlbHMYASADKAsyES5nYXRld2F5LnYxLk1vZGVsEicKB2FsaWFzZXMYAiADKAsyFi5nYXRld2F5LnYxLk1vZGVsQWxpYXMiLQoKTW9kZWxBbGlhcxINCgVhbGlhcxgBIAEoCRIQCghtb2RlbF9pZBgCIAEoCSIdCg9HZXRNb2RlbFJlcXVlc3QSCgoCaWQYASABKAkiQwoQR2V0TW9kZWxSZXNwb25zZRIgCgVtb2RlbBgBIAEoCzIRLmdhdGV3YXkudjEuTW9kZWwSDQoFYWxpYXMYAiABKAkqtwEKCU1vZGVsS2luZBIaChZNT0RFTF9LSU5EX1VOU1BFQ0lGSUVEEAASEwoPTU9ERUxfS0lORF9DSEFUEAESGAoUTU9ERUxfS0lORF9FTUJFRERJTkcQAhIUChBNT0RFTF9LSU5EX0lNQUdFEAMSHAoYTU9ERUxfS0lORF9UUkFOU0NSSVBUSU9OEAQSFQoRTU9ERUxfS0lORF9TUEVFQ0gQBRIUChBNT0RFTF9LSU5EX1ZJREVPEAYyzAIKEENhdGFsb2d1ZVNlcnZpY2USSwoKTGlzdE1vZGVscxIdLmdhdGV3YXkudjEuTGlzdE1vZGVsc1JlcXVlc3QaHi5nYXRld2F5LnYxLkxpc3RNb2RlbHNSZXNwb25zZRJFCghHZXRNb2RlbBIbLmdhdGV3YXkudjEuR2V0TW9kZWxSZXF1ZXN0GhwuZ2F0ZXdheS52MS5HZXRNb2RlbFJlc3BvbnNlEloKD0dldFByaWNlSGlzdG9yeRIiLmdhdGV3YXkudjEuR2V0UHJpY2VIaXN0b3J5UmVxdWVzdBojLmdhdGV3YXkudjEuR2V0UHJpY2VIaXN0b3J5UmVzcG9uc2USSAoJU2V0UHJpY2VzEhwuZ2F0ZXdheS52MS5TZXRQcmljZXNSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5TZXRQcmljZXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * Describes the message gateway.v1.Model.
@@ -18,39 +19,74 @@ export const ModelSchema = /*@__PURE__*/
   messageDesc(file_gateway_v1_catalogue, 0);
 
 /**
+ * Describes the message gateway.v1.PriceVersion.
+ * Use `create(PriceVersionSchema)` to create a new message.
+ */
+export const PriceVersionSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 1);
+
+/**
+ * Describes the message gateway.v1.GetPriceHistoryRequest.
+ * Use `create(GetPriceHistoryRequestSchema)` to create a new message.
+ */
+export const GetPriceHistoryRequestSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 2);
+
+/**
+ * Describes the message gateway.v1.GetPriceHistoryResponse.
+ * Use `create(GetPriceHistoryResponseSchema)` to create a new message.
+ */
+export const GetPriceHistoryResponseSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 3);
+
+/**
+ * Describes the message gateway.v1.SetPricesRequest.
+ * Use `create(SetPricesRequestSchema)` to create a new message.
+ */
+export const SetPricesRequestSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 4);
+
+/**
+ * Describes the message gateway.v1.SetPricesResponse.
+ * Use `create(SetPricesResponseSchema)` to create a new message.
+ */
+export const SetPricesResponseSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 5);
+
+/**
  * Describes the message gateway.v1.ListModelsRequest.
  * Use `create(ListModelsRequestSchema)` to create a new message.
  */
 export const ListModelsRequestSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_catalogue, 1);
+  messageDesc(file_gateway_v1_catalogue, 6);
 
 /**
  * Describes the message gateway.v1.ListModelsResponse.
  * Use `create(ListModelsResponseSchema)` to create a new message.
  */
 export const ListModelsResponseSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_catalogue, 2);
+  messageDesc(file_gateway_v1_catalogue, 7);
 
 /**
  * Describes the message gateway.v1.ModelAlias.
  * Use `create(ModelAliasSchema)` to create a new message.
  */
 export const ModelAliasSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_catalogue, 3);
+  messageDesc(file_gateway_v1_catalogue, 8);
 
 /**
  * Describes the message gateway.v1.GetModelRequest.
  * Use `create(GetModelRequestSchema)` to create a new message.
  */
 export const GetModelRequestSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_catalogue, 4);
+  messageDesc(file_gateway_v1_catalogue, 9);
 
 /**
  * Describes the message gateway.v1.GetModelResponse.
  * Use `create(GetModelResponseSchema)` to create a new message.
  */
 export const GetModelResponseSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_catalogue, 5);
+  messageDesc(file_gateway_v1_catalogue, 10);
 
 /**
  * Describes the enum gateway.v1.ModelKind.
