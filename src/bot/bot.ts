@@ -6,14 +6,18 @@ import { Bot, GrammyError, InlineKeyboard, type Context } from 'grammy';
 import { Code, ConnectError, type Client } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import type { BillingService, KeyInfo } from '../gen/gateway/v1/billing_pb.js';
+import type { CatalogueService, Model } from '../gen/gateway/v1/catalogue_pb.js';
 import type { BotConfig } from '../config/bot-config.ts';
 import { escapeHtml, formatSignedUsd, formatTime, formatUsd, keyName } from './format.ts';
 
 export type BillingClient = Client<typeof BillingService>;
+export type CatalogueClient = Client<typeof CatalogueService>;
 
 export interface BotDeps {
   config: BotConfig;
   billing: BillingClient;
+  /** The models and their prices in force (the price book), for /prices. */
+  catalogue: CatalogueClient;
   log: Logger;
   /** Ledger entries per /history page. */
   historyPageSize?: number;
@@ -39,6 +43,7 @@ export const COMMANDS = [
   { command: 'balance', description: 'Balance, held and available' },
   { command: 'topup', description: 'Buy credit with Telegram Stars' },
   { command: 'usage', description: 'Your last requests and what they cost' },
+  { command: 'prices', description: 'What each model costs, as charged' },
   { command: 'history', description: 'Top-ups, charges and refunds' },
   { command: 'rotate', description: 'Replace a key; the old one stops at once' },
   { command: 'paysupport', description: 'Help with payments and refunds' },
@@ -166,6 +171,21 @@ export function createBot(
 
   bot.command('help', async (ctx) => {
     await ctx.reply(COMMANDS.map((c) => `/${c.command} – ${c.description}`).join('\n'));
+  });
+
+  // /prices: the list prices in force, as /v1/models lists them and as requests are charged.
+  bot.command('prices', async (ctx) => {
+    const { models } = await deps.catalogue.listModels({ availableOnly: true });
+    const lines = models.map(priceLine);
+    // Telegram takes 4096 characters a message: as many lines as fit, in as many messages as needed.
+    const messages: string[] = [];
+    for (const line of ['Prices per unit, in USD, as charged (other service tiers: GET /v1/models):', ...lines]) {
+      const last = messages.at(-1);
+      if (last !== undefined && last.length + line.length + 1 <= 4000)
+        messages[messages.length - 1] = `${last}\n${line}`;
+      else messages.push(line);
+    }
+    for (const m of messages) await ctx.reply(m);
   });
 
   bot.command('paysupport', async (ctx) => {
@@ -541,4 +561,27 @@ export function createBot(
 
   bot.catch((err) => log.error({ err: err.error, update: err.ctx.update.update_id }, 'telegram middleware error'));
   return bot;
+}
+
+/** What a price key means to a person. Keys the bot does not know are shown as they are. */
+const PRICE_LABELS: Record<string, string> = {
+  input_per_mtok: 'input /1M tokens',
+  cached_input_per_mtok: 'cached input /1M tokens',
+  cache_write_per_mtok: 'cache write /1M tokens',
+  cache_write_1h_per_mtok: '1 h cache write /1M tokens',
+  output_per_mtok: 'output /1M tokens',
+  web_search_per_call: 'web search /call',
+  per_audio_minute: '/audio minute',
+  per_megapixel: '/megapixel',
+  per_second: '/second of video',
+  per_mchar: '/1M characters',
+};
+
+/** One model's list prices on one line (the service tiers' and long-context variants left to /v1/models). */
+function priceLine(m: Model): string {
+  const prices = Object.entries(m.prices)
+    .filter(([k]) => !/^(priority|flex|long)_/.test(k))
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, v]) => `$${v} ${PRICE_LABELS[k] ?? k}`);
+  return `${m.id}: ${prices.join(', ')}`;
 }

@@ -9,6 +9,7 @@ import { createGrpcTransport } from '@connectrpc/connect-node';
 import { webhookCallback, type Bot } from 'grammy';
 import type { Logger } from 'pino';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
+import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { COMMANDS, createBot } from './bot.ts';
 import { botConfigOf, type BotConfig, type BotSettings } from '../config/bot-config.ts';
 
@@ -55,6 +56,7 @@ export async function startBot(opts: {
   const bot = createBot({
     config,
     billing: createClient(BillingService, opts.transport),
+    catalogue: createClient(CatalogueService, opts.transport),
     log,
     ...(opts.historyPageSize ? { historyPageSize: opts.historyPageSize } : {}),
   });

@@ -1,6 +1,7 @@
 // The database connection: PostgreSQL at DATABASE_URL, or the embedded server's URL (see
 // embedded-postgres.ts and server.ts). One client, knex on `pg`.
 import knexFactory, { type Knex } from 'knex';
+import pg from 'pg';
 import { migrationSource } from './migrations/index.ts';
 import { connectionLost, sessionEnded } from './connection-errors.ts';
 
@@ -10,6 +11,9 @@ export interface DbOptions {
   databaseUrl: string;
   poolMax?: number;
 }
+
+/** Each open database's URL, for the sessions of its own that migrate() takes. */
+const urls = new WeakMap<Db, string>();
 
 export async function openDb(opts: DbOptions): Promise<Db> {
   const db = knexFactory({
@@ -46,6 +50,7 @@ export async function openDb(opts: DbOptions): Promise<Db> {
     value: (sql: string, bindings?: readonly unknown[]) => retryWhenDisconnected(() => prepared(sql, bindings ?? [])),
     configurable: true,
   });
+  urls.set(db, opts.databaseUrl);
   return db;
 }
 
@@ -108,6 +113,24 @@ const retryWhenDisconnected = <T>(run: () => PromiseLike<T>): Promise<T> => retr
  */
 export const retryIfConnectionLost = <T>(work: () => PromiseLike<T>): Promise<T> => retryWhen(work, connectionLost, 3);
 
+/** The advisory lock that lets one instance at a time migrate a database (any constant of this project's own). */
+const MIGRATION_LOCK = 7_303_211_924;
+
+/**
+ * Brings the schema up to date. Instances started together on a new database would race to
+ * create knex's own bookkeeping tables (its lock table comes too late for that), so each takes a
+ * session advisory lock first, on a connection of its own: one migrates, the others wait and
+ * then find nothing left to do.
+ */
 export async function migrate(db: Db): Promise<void> {
-  await db.migrate.latest({ migrationSource });
+  const lock = new pg.Client({ connectionString: urls.get(db) });
+  await lock.connect();
+  try {
+    await lock.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
+    await db.migrate.latest({ migrationSource });
+  } finally {
+    // Ending the session releases the lock too, should the unlock itself fail.
+    await lock.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
+    await lock.end().catch(() => {});
+  }
 }

@@ -6,7 +6,9 @@ import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import OpenAI from 'openai';
-import { Code, ConnectError } from '@connectrpc/connect';
+import { Code, ConnectError, createClient } from '@connectrpc/connect';
+import { createGrpcTransport } from '@connectrpc/connect-node';
+import { CatalogueService } from '../../src/gen/gateway/v1/catalogue_pb.js';
 import { usdToNano } from '../../src/billing/money.ts';
 import { loadBotConfig, type BotConfig } from '../../src/config/bot-config.ts';
 import { formatUsd } from '../../src/bot/format.ts';
@@ -122,6 +124,16 @@ describe('telegram bot', () => {
     expect(formatUsd(123_456_789_012_345_678_901n)).toBe('$123456789012.345678901');
     expect(formatUsd(-500_000_000n)).toBe('-$0.50');
     expect(formatUsd(0n)).toBe('$0.00');
+  });
+
+  it('/prices lists every available model with its list prices in force, as the price book charges them', async () => {
+    const catalogue = createClient(CatalogueService, createGrpcTransport({ baseUrl: inject('rpcUrl') }));
+    const { models } = await catalogue.listModels({ availableOnly: true });
+    const mini = models.find((m) => m.id === 'gpt-4o-mini')!;
+    const text = textsOf(await say(dave, '/prices'));
+    expect(text).toContain(`$${mini.prices.input_per_mtok} input /1M tokens`);
+    expect(text).toContain(`$${mini.prices.output_per_mtok} output /1M tokens`);
+    for (const m of models) expect(text).toContain(`${m.id}: `);
   });
 
   it('a full conversation: /start, /newkey, the key works, /topup, /balance, /usage, /rotate', async () => {
