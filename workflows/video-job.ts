@@ -212,6 +212,7 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
         producedMs: measured.producedMs,
         seconds: input.seconds,
         pricePerSecondUsd: input.pricePerSecondUsd,
+        ...(input.priceVersion !== undefined ? { priceVersion: input.priceVersion } : {}),
         createdAtMs: input.createdAtMs,
       });
       state.costNano = charge.costNano;

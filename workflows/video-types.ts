@@ -61,6 +61,8 @@ export interface VideoJobInput {
   holdNano: string;
   /** USD per second of video, from the catalogue when the job was created. */
   pricePerSecondUsd: string;
+  /** The price book version that price comes from (a decimal string); absent in jobs started before the book. */
+  priceVersion?: string;
   createdAtMs: number;
   pollInitialMs: number;
   pollMaxMs: number;
@@ -148,6 +150,7 @@ export interface VideoActivities {
     producedMs: number;
     seconds: number;
     pricePerSecondUsd: string;
+    priceVersion?: string;
     createdAtMs: number;
   }): Promise<{ costNano: string; firstSettle: boolean }>;
   /** Settles at zero: the whole hold goes back. A no-op when already settled. */

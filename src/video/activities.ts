@@ -167,6 +167,7 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
         status: 'ok',
         httpStatus: 200,
         latencyMs: Math.max(0, Math.min(2_147_483_647, Date.now() - a.createdAtMs)),
+        ...(a.priceVersion !== undefined ? { priceVersion: BigInt(a.priceVersion) } : {}),
       });
       if (!r.firstSettle)
         deps.log.info(

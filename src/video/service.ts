@@ -393,6 +393,8 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
         size: input.size,
         holdNano: holdNano.toString(),
         pricePerSecondUsd: price,
+        // The job settles at the price (and version) it was held at, whatever the book says by then.
+        priceVersion: model.priceVersion.toString(),
         createdAtMs: row.createdAt.getTime(),
         pollInitialMs: config.video.pollInitialMs,
         pollMaxMs: config.video.pollMaxMs,

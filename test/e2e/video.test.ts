@@ -199,6 +199,16 @@ describe('video jobs: billing', () => {
       )
     ).rows[0];
     expect(usage).toEqual({ model: 'sora-2', route: '/v1/videos', status: 'ok', cost: '800000000' });
+    // Charged at the price book version it was held at: the one in force for sora-2.
+    const version = (
+      await db().query(
+        `SELECT id::text AS id FROM price_versions WHERE model_id = 'sora-2' AND effective_from <= now() ORDER BY effective_from DESC LIMIT 1`,
+      )
+    ).rows[0].id;
+    const named = (
+      await db().query('SELECT price_version_id::text AS v FROM usage_records WHERE request_id = $1', [requestId])
+    ).rows[0].v;
+    expect(named).toBe(version);
     // Stored once, where VIDEO_DIR says.
     expect(fs.statSync(path.join(inject('videoDir'), `${id}.mp4`)).size).toBe(bytes.length);
     // The charge counts in the gateway's credits-charged metric, as every route's does.
