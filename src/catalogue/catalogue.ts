@@ -6,6 +6,7 @@ import { MODELS, type CatalogueEntry } from './models.ts';
 import { modelAliases } from './aliases.ts';
 import { PRICED_TIERS } from '../billing/pricing.ts';
 import type { PriceVersion } from './price-book.ts';
+import { gatewayError } from '../rpc/errors.ts';
 
 export interface ResolvedModel extends CatalogueEntry {
   available: boolean;
@@ -140,4 +141,15 @@ export function unavailableToCallers(model: ResolvedModel): string {
   return model.enabled
     ? `The model '${model.id}' is not available on this gateway right now: its provider is not configured.`
     : `The model '${model.id}' is disabled on this gateway.`;
+}
+
+/** The 400 for a request naming a model that cannot serve now (`prefix`: the route's own message style, e.g. "model: "). */
+export function modelNotAvailable(model: ResolvedModel, prefix = '') {
+  return gatewayError({
+    httpStatus: 400,
+    type: 'invalid_request_error',
+    code: 'model_not_available',
+    param: 'model',
+    message: `${prefix}${unavailableToCallers(model)}`,
+  });
 }

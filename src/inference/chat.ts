@@ -2,10 +2,10 @@
 // goes upstream as the caller wrote it, except for fields the gateway owns (model -> upstream
 // id, the output cap in the field the provider honours, a lowered cap, usage on streams). What
 // changes the bill is priced, held for or refused by bill-policy.ts.
-import { unavailableToCallers, type ResolvedModel } from '../catalogue/catalogue.ts';
+import { modelNotAvailable, type ResolvedModel } from '../catalogue/catalogue.ts';
 import type { Caller } from '../billing/caller.ts';
 import { usageFromAnthropic, usageFromOpenAI, type TokenUsage } from '../billing/pricing.ts';
-import { badRequest, gatewayError, unknownModel } from '../rpc/errors.ts';
+import { badRequest, unknownModel } from '../rpc/errors.ts';
 import { countInputTokens, countTextTokens, inputTokensUpperBound, type InputModel } from './tokens.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { anthropic } from './providers/anthropic.ts';
@@ -239,14 +239,7 @@ export class ChatRoute {
         'model_not_supported',
         'model',
       );
-    if (!model.available)
-      throw gatewayError({
-        httpStatus: 400,
-        type: 'invalid_request_error',
-        code: 'model_not_available',
-        param: 'model',
-        message: unavailableToCallers(model),
-      });
+    if (!model.available) throw modelNotAvailable(model);
     return model;
   }
 }

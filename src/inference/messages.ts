@@ -3,10 +3,10 @@
 // metadata…); the gateway owns only model -> upstream id, a lowered max_tokens and the max_uses
 // of server tools the caller left uncapped. What changes the bill is priced, held for or
 // refused by bill-policy.ts.
-import { unavailableToCallers, type ResolvedModel } from '../catalogue/catalogue.ts';
+import { modelNotAvailable, type ResolvedModel } from '../catalogue/catalogue.ts';
 import type { Caller } from '../billing/caller.ts';
 import { usageFromAnthropic, type TokenUsage } from '../billing/pricing.ts';
-import { badRequest, gatewayError, unknownModel } from '../rpc/errors.ts';
+import { badRequest, unknownModel } from '../rpc/errors.ts';
 import { anthropicInputUpperBound, countAnthropicInput, countTextTokens, type InputModel } from './tokens.ts';
 import { anthropic } from './providers/anthropic.ts';
 import { upstreamFailure } from './upstream.ts';
@@ -166,14 +166,7 @@ export class MessagesRoute {
         'model',
       );
     }
-    if (!model.available)
-      throw gatewayError({
-        httpStatus: 400,
-        type: 'invalid_request_error',
-        code: 'model_not_available',
-        param: 'model',
-        message: `model: ${unavailableToCallers(model)}`,
-      });
+    if (!model.available) throw modelNotAvailable(model, 'model: ');
     return model;
   }
 }

@@ -6,7 +6,7 @@
 // background responses are refused. A stored response belongs to the account that created it
 // (src/tenancy/response-owners.ts): its ids are recorded before the caller sees them, and only
 // that account may name them again.
-import { unavailableToCallers, type ResolvedModel } from '../catalogue/catalogue.ts';
+import { modelNotAvailable, type ResolvedModel } from '../catalogue/catalogue.ts';
 import type { Caller } from '../billing/caller.ts';
 import { usageFromOpenAI, usageFromOpenAIResponses, type TokenUsage } from '../billing/pricing.ts';
 import { randomBase62 } from '../billing/keys.ts';
@@ -290,14 +290,7 @@ export class ResponsesRoute {
         'model_not_supported',
         'model',
       );
-    if (!model.available)
-      throw gatewayError({
-        httpStatus: 400,
-        type: 'invalid_request_error',
-        code: 'model_not_available',
-        param: 'model',
-        message: unavailableToCallers(model),
-      });
+    if (!model.available) throw modelNotAvailable(model);
     return model;
   }
 }

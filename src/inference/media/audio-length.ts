@@ -23,6 +23,12 @@ export const seconds = (num: bigint | number, den: bigint | number): Seconds => 
   den: BigInt(den),
 });
 
+/** A file with several audio tracks is billed for its longest: `length` unless `longest` already is longer. */
+export function longer(longest: AudioLength | undefined, length: AudioLength & { kind: 'measured' }): AudioLength {
+  if (longest?.kind !== 'measured') return length;
+  return length.seconds.num * longest.seconds.den > longest.seconds.num * length.seconds.den ? length : longest;
+}
+
 /** Whole seconds, rounded up: the unit "pro-rated by the second" bills. */
 export function ceilSeconds(s: Seconds): bigint {
   return (s.num + s.den - 1n) / s.den;

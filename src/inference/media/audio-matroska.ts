@@ -2,7 +2,7 @@
 // laced frame of a block: Opus by its TOC byte, Vorbis by its block size, AAC 1024 samples),
 // and Info's Duration is a claim checked against that count. A live recording (a browser's
 // MediaRecorder) states no Duration and sizes nothing: its blocks are all there is.
-import { type AudioLength, checkedLength, type Seconds, seconds } from './audio-length.ts';
+import { type AudioLength, checkedLength, longer, type Seconds, seconds } from './audio-length.ts';
 import {
   aacConfig,
   opusHeadPreSkip,
@@ -274,11 +274,7 @@ export function matroskaLength(buf: Buffer): AudioLength | undefined {
       statedSeconds,
     );
     if (length.kind !== 'measured') return length;
-    if (
-      longest?.kind !== 'measured' ||
-      length.seconds.num * longest.seconds.den > longest.seconds.num * length.seconds.den
-    )
-      longest = length;
+    longest = longer(longest, length);
   }
   return longest;
 }

@@ -3,7 +3,7 @@
 // flag) at the core rate of its AudioSpecificConfig, whatever the time-to-sample table says.
 // The track's mdhd duration and the movie's mvhd (and mehd) durations are claims checked against
 // that count. Other codecs (ALAC, AC-3, …) are not counted.
-import { type AudioLength, type Seconds, checkedLength, seconds } from './audio-length.ts';
+import { type AudioLength, type Seconds, checkedLength, longer, seconds } from './audio-length.ts';
 import { type AacConfig, aacConfig } from './audio-codecs.ts';
 
 interface Box {
@@ -205,11 +205,7 @@ export function mp4Length(buf: Buffer): AudioLength | undefined {
   for (const t of tracks) {
     const length = checkedLength('mp4', t.codec, seconds(t.frames * t.aac!.frameSamples, t.aac!.rate), t.stated, movie);
     if (length.kind !== 'measured') return length;
-    if (
-      longest?.kind !== 'measured' ||
-      length.seconds.num * longest.seconds.den > longest.seconds.num * length.seconds.den
-    )
-      longest = length;
+    longest = longer(longest, length);
   }
   return longest;
 }

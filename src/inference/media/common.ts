@@ -1,6 +1,6 @@
 // What the media routes (embeddings, images, audio) share: model lookup by kind, a plan for
 // prices known up front, and reading multipart parts.
-import { unavailableToCallers, type Catalogue, type ResolvedModel } from '../../catalogue/catalogue.ts';
+import { modelNotAvailable, type Catalogue, type ResolvedModel } from '../../catalogue/catalogue.ts';
 import type { ModelKindName } from '../../catalogue/models.ts';
 import type { TokenPrices } from '../../billing/pricing.ts';
 import { badRequest, gatewayError, unknownModel } from '../../rpc/errors.ts';
@@ -22,14 +22,7 @@ export function modelOfKind(catalogue: Catalogue, id: unknown, kind: ModelKindNa
       'model_not_supported',
       'model',
     );
-  if (!model.available)
-    throw gatewayError({
-      httpStatus: 400,
-      type: 'invalid_request_error',
-      code: 'model_not_available',
-      param: 'model',
-      message: unavailableToCallers(model),
-    });
+  if (!model.available) throw modelNotAvailable(model);
   return model;
 }
 
