@@ -21,6 +21,8 @@ import { connectableUrl, startupSummary } from './log/startup-summary.ts';
 import { billingService } from './billing/service.ts';
 import { Catalogue } from './catalogue/catalogue.ts';
 import { PriceBook } from './catalogue/price-book.ts';
+import { shippedBook } from './catalogue/shipped-book.ts';
+import { UsagePreview } from './catalogue/usage-preview.ts';
 import { catalogueService } from './catalogue/service.ts';
 import { ChatRoute } from './inference/chat.ts';
 import { MessagesRoute } from './inference/messages.ts';
@@ -94,16 +96,22 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
 
   // Every provider, configured or not, is listed once in the start-up summary below.
   const catalogue = new Catalogue(config);
-  // What is charged comes from the price book: its versions in force (the shipped prices are only
-  // each model's first version, written on the first start that finds none).
+  // What is served and charged comes from the price book: the shipped book is only each model's
+  // and alias's first version, written on the first start that finds none.
   const priceBook = new PriceBook(db);
-  await priceBook.seed(catalogue.list());
-  catalogue.applyPrices(await priceBook.inForce());
-  // Versions written since (by any instance, or scheduled and now due) are in force here within PRICE_BOOK_REFRESH_MS.
+  await priceBook.seed(shippedBook());
+  catalogue.applyBook(await priceBook.read());
+  // Changes written since (by any instance, or scheduled and now due) are served here within PRICE_BOOK_REFRESH_MS.
   const priceRefresh = setInterval(() => {
-    priceBook.inForce().then(
-      (versions) => catalogue.applyPrices(versions),
-      (err) => log.warn({ err }, 'reading the price book failed; the prices in force stay as they were'),
+    priceBook.read().then(
+      (state) => {
+        try {
+          catalogue.applyBook(state);
+        } catch (err) {
+          log.error({ err }, 'the price book in force is not valid; the catalogue stays as it was');
+        }
+      },
+      (err) => log.warn({ err }, 'reading the price book failed; the catalogue stays as it was'),
     );
   }, config.priceBookRefreshMs);
   priceRefresh.unref();
@@ -164,7 +172,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
   const video = new VideoRuntime({ config, log, db, ledger, metrics });
   const services: Services = {
     billing: billingService(ledger, limiter, keys, leases),
-    catalogue: catalogueService(catalogue, priceBook),
+    catalogue: catalogueService(catalogue, priceBook, new UsagePreview(db)),
     inference: inferenceService({
       chat: new ChatRoute(routeDeps),
       messages: new MessagesRoute(routeDeps),
@@ -197,8 +205,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     uploads: config.media,
     metrics,
     metricsToken: config.metricsToken,
-    knownModels: new Set(catalogue.list().map((m) => m.id)),
-    modelAliases: new Map(catalogue.aliases().map((a) => [a.alias, a.model.id])),
+    servedModel: (name) => catalogue.get(name)?.id,
     knownCaller: (apiKey) => keys.known(apiKey),
     authenticate: (apiKey) => keys.authenticate(apiKey),
     ready: async () => {

@@ -213,6 +213,9 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
         seconds: input.seconds,
         pricePerSecondUsd: input.pricePerSecondUsd,
         ...(input.priceVersion !== undefined ? { priceVersion: input.priceVersion } : {}),
+        ...(input.markupRate !== undefined
+          ? { markupVersion: input.markupVersion ?? '0', markupRate: input.markupRate }
+          : {}),
         createdAtMs: input.createdAtMs,
       });
       state.costNano = charge.costNano;

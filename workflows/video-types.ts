@@ -63,6 +63,9 @@ export interface VideoJobInput {
   pricePerSecondUsd: string;
   /** The price book version that price comes from (a decimal string); absent in jobs started before the book. */
   priceVersion?: string;
+  /** The markup the job's hold was taken at: its version (a decimal string) and rate ("0.2"); absent in jobs started before markups (none). */
+  markupVersion?: string;
+  markupRate?: string;
   createdAtMs: number;
   pollInitialMs: number;
   pollMaxMs: number;
@@ -143,7 +146,7 @@ export interface VideoActivities {
   }): Promise<{ contentKey: string; bytes: number }>;
   /** Duration from the MP4's own boxes (video track mdhd, else mvhd), in milliseconds rounded up. */
   measureVideo(a: { contentKey: string }): Promise<{ producedMs: number; units: string; timescale: string }>;
-  /** Charges min(produced, asked) seconds × price, never above the hold; once per request id. */
+  /** Charges min(produced, asked) seconds × price × (1 + markup), never above the hold; once per request id. */
   settleCharge(a: {
     requestId: string;
     model: string;
@@ -151,6 +154,8 @@ export interface VideoActivities {
     seconds: number;
     pricePerSecondUsd: string;
     priceVersion?: string;
+    markupVersion?: string;
+    markupRate?: string;
     createdAtMs: number;
   }): Promise<{ costNano: string; firstSettle: boolean }>;
   /** Settles at zero: the whole hold goes back. A no-op when already settled. */

@@ -11,6 +11,8 @@ export interface Caller {
   accountId: string;
   /** The key's visible prefix (prx-…), as listings show it: never the key. */
   prefix: string;
+  /** The account's price group ("" = the default): which markups it pays (docs/billing.md#markups). */
+  group: string;
 }
 
 export const CALLER = createContextKey<Caller | undefined>(undefined, {

@@ -19,6 +19,12 @@ import type { Logger } from 'pino';
 export interface CachedKey {
   keyId: string;
   accountId: string;
+  /**
+   * The account's price group. A group change announces each of the account's keys on this
+   * channel (src/billing/account-groups.ts), so an entry never serves an old group for longer
+   * than it would serve a revoked key.
+   */
+  group: string;
   /** Whose rate window it counts in (see RateDecision.windowId). */
   windowId?: string;
   /** Effective limits (the key's own or the defaults); 0 means unlimited. */

@@ -6,13 +6,19 @@
 // The answer needs no statement for keys the key cache holds, or that were confirmed in the
 // last few seconds: this check only decides whether the gateway reads a request. Money never
 // moves on it: every hold, lease and rate-limit statement checks the key again, so a key
-// revoked a moment ago is still refused before anything is held or charged.
+// revoked a moment ago is still refused before anything is held or charged. What a request does
+// take from it is the account's price group (which markups it pays): a group change is in force
+// within the bounds below, not at once on every instance.
 import type { Caller } from './caller.ts';
 import type { KeyCache } from './key-cache.ts';
 import { isWellFormedKey, visiblePrefix } from './keys.ts';
 import type { Ledger } from './ledger.ts';
 
-/** How long a confirmed key is taken as live without asking again. */
+/**
+ * How long a confirmed key is taken as live, with the price group it was read with, without
+ * asking again. So a group change (src/billing/account-groups.ts) reaches a key this check
+ * confirmed within this bound; one the key cache holds, within the cache's (its notice).
+ */
 const CONFIRMED_MS = 5_000;
 const MAX_CONFIRMED = 10_000;
 
@@ -39,7 +45,7 @@ export class KeyCheck {
       this.confirmed.delete(hex);
       return undefined;
     }
-    const caller = { keyHash, keyId: row.keyId, accountId: row.accountId, prefix: row.prefix };
+    const caller = { keyHash, keyId: row.keyId, accountId: row.accountId, prefix: row.prefix, group: row.group };
     this.remember(caller);
     return caller;
   }
@@ -57,7 +63,14 @@ export class KeyCheck {
 
   private remembered(apiKey: string, keyHash: Buffer, hex: string): Caller | undefined {
     const cached = this.cache?.peek(hex);
-    if (cached) return { keyHash, keyId: cached.keyId, accountId: cached.accountId, prefix: visiblePrefix(apiKey) };
+    if (cached)
+      return {
+        keyHash,
+        keyId: cached.keyId,
+        accountId: cached.accountId,
+        prefix: visiblePrefix(apiKey),
+        group: cached.group,
+      };
     const c = this.confirmed.get(hex);
     return c !== undefined && performance.now() - c.at < CONFIRMED_MS ? c.caller : undefined;
   }
@@ -70,7 +83,11 @@ export class KeyCheck {
     for (const [hex, c] of this.confirmed) if (c.caller.keyId === keyId) this.confirmed.delete(hex);
   }
 
-  /** A statement has just found this caller's key live (e.g. a rate-limit admission). */
+  /**
+   * A statement has just found this caller's key live (e.g. a rate-limit admission). Pass the
+   * group that statement read, not the edge's: a caller remembered again and again would
+   * otherwise keep an old group for as long as its requests keep coming.
+   */
   remember(caller: Caller): void {
     if (this.confirmed.size >= MAX_CONFIRMED) this.confirmed.clear();
     this.confirmed.set(caller.keyHash.toString('hex'), { caller, at: performance.now() });

@@ -41,12 +41,17 @@ export interface LeasedCharge {
   requestedModel: string;
   /** The price book version the request was priced at (0: none). */
   priceVersion: bigint;
+  /** What the provider bills for the request, in full (costNano + uncoveredNano is the customer's figure). */
+  providerCostNano: bigint;
+  /** The markup version the charge was computed at (0: none). */
+  markupVersion: bigint;
   route: string;
   inputTokens: bigint;
   outputTokens: bigint;
   cachedTokens: bigint;
   cacheWriteTokens: bigint;
   usageEstimated: boolean;
+  /** The customer's charge (the provider cost marked up), at most the reservation; the rest is uncovered. */
   costNano: bigint;
   uncoveredNano: bigint;
   status: string;
@@ -122,7 +127,7 @@ export class LeaseBook {
     return undefined;
   }
 
-  /** Settles a reserved request in memory: charges min(cost, reserved); the batch writes it. */
+  /** Settles a reserved request in memory: charges min(cost, reserved) of the customer's cost; the batch writes it. */
   settle(r: Reservation, charge: Omit<LeasedCharge, 'costNano' | 'uncoveredNano'>, costNano: bigint): bigint {
     const charged = costNano < r.amountNano ? costNano : r.amountNano;
     r.lease.free += r.amountNano - charged;
@@ -348,9 +353,11 @@ export class LeaseBook {
             `WITH r AS (
              SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[]),
                CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS boolean[]), CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]),
-               CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[])) WITH ORDINALITY
+               CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]),
+               CAST(? AS bigint[]), CAST(? AS bigint[])) WITH ORDINALITY
                AS r(request_id, key_id, model, route, input_tokens, output_tokens, cached_tokens, cache_write_tokens, usage_estimated,
-                    cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model, price_version, n)
+                    cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model, price_version,
+                    provider_cost_nano, markup_version, n)
            ), total AS (
              SELECT COALESCE(sum(cost_nano), 0) AS t FROM r
            ), lease AS (
@@ -365,10 +372,10 @@ export class LeaseBook {
            ), u AS (
              INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
                cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model,
-               price_version_id)
+               price_version_id, provider_cost_nano, markup_version_id)
              SELECT r.request_id, lease.account_id, r.key_id, r.model, r.route, r.input_tokens, r.output_tokens, r.cached_tokens,
                r.cache_write_tokens, r.usage_estimated, r.cost_nano, r.uncovered_nano, r.status, r.http_status, r.latency_ms, r.units, r.unit,
-               r.requested_model, NULLIF(r.price_version, 0)
+               r.requested_model, NULLIF(r.price_version, 0), r.provider_cost_nano, NULLIF(r.markup_version, 0)
              FROM r, lease
            )
            SELECT count(*)::int AS applied FROM lease`,
@@ -391,6 +398,8 @@ export class LeaseBook {
               col('unit'),
               col('requestedModel'),
               col('priceVersion'),
+              col('providerCostNano'),
+              col('markupVersion'),
               lease.id,
             ],
           ),

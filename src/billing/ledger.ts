@@ -25,7 +25,12 @@ export type HoldResult =
 
 export interface SettleInput {
   requestId: string;
+  /** The customer's charge (the provider cost marked up, docs/billing.md#markups); min(it, hold) is charged. */
   costNano: bigint;
+  /** What the provider bills for the request, in full; costNano when unset (no markup). */
+  providerCostNano?: bigint;
+  /** The price book's markup version the charge was computed at (0: none). */
+  markupVersion?: bigint;
   model: string;
   /** The name the caller asked for (the model's id or an alias of it); the model's id when unset. */
   requestedModel?: string;
@@ -56,12 +61,20 @@ export interface UsageRow {
   requestId: string;
   keyId: string;
   model: string;
+  /** The name the caller asked for (an alias of model), or '' when it was model itself. */
+  requestedModel: string;
   route: string;
   inputTokens: bigint;
   outputTokens: bigint;
   cachedTokens: bigint;
   cacheWriteTokens: bigint;
+  /** The customer's charge. */
   costNano: bigint;
+  /** What the provider billed (rows from before markups: their whole cost, charged or not). */
+  providerCostNano: bigint;
+  /** The price book's price and markup versions charged at (0: none). */
+  priceVersion: bigint;
+  markupVersion: bigint;
   status: string;
   httpStatus: number;
   latencyMs: number;
@@ -192,17 +205,25 @@ export class Ledger {
     return { apiKey, key: { keyId, accountId, prefix: visiblePrefix(apiKey) }, balanceNano };
   }
 
-  /** Live (not revoked) key by secret or id. */
-  async findKey(ref: KeyRef, includeRevoked = false): Promise<KeyRow | undefined> {
+  /** Live (not revoked) key by secret or id, with its account's price group. */
+  async findKey(ref: KeyRef, includeRevoked = false): Promise<(KeyRow & { group: string }) | undefined> {
     const [col, val] = 'apiKey' in ref ? ['key_hash', this.hash(ref.apiKey)] : ['id', ref.keyId];
     const rows = rowsOf(
       await this.db.raw(
-        `SELECT id, account_id, prefix FROM api_keys WHERE ${col} = ? ${includeRevoked ? '' : 'AND revoked_at IS NULL'}`,
+        `SELECT k.id, k.account_id, k.prefix, a.price_group FROM api_keys k JOIN accounts a ON a.id = k.account_id
+         WHERE k.${col} = ? ${includeRevoked ? '' : 'AND k.revoked_at IS NULL'}`,
         [val],
       ),
     );
     const r = rows[0];
-    return r ? { keyId: r.id as string, accountId: r.account_id as string, prefix: r.prefix as string } : undefined;
+    return r
+      ? {
+          keyId: r.id as string,
+          accountId: r.account_id as string,
+          prefix: r.prefix as string,
+          group: r.price_group as string,
+        }
+      : undefined;
   }
 
   /**
@@ -384,7 +405,8 @@ export class Ledger {
 
   /**
    * Settles a hold exactly once: charges min(cost, hold), releases the rest, appends the
-   * ledger row (when something was charged) and writes the usage row, in one statement.
+   * ledger row (when something was charged) and writes the usage row (the charge, what went
+   * uncovered, and the provider's cost beside them), in one statement.
    * A second call for the same request changes nothing and returns the first figure, so a
    * settle whose connection was lost mid-statement is simply run again.
    */
@@ -407,9 +429,10 @@ export class Ledger {
          ), u AS (
            INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
              cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model,
-             price_version_id)
+             price_version_id, provider_cost_nano, markup_version_id)
            SELECT ?, h.account_id, h.key_id, ?, ?, CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), ?,
-             h.charged_nano, CAST(? AS bigint) - h.charged_nano, ?, ?, ?, CAST(? AS bigint), ?, ?, NULLIF(CAST(? AS bigint), 0) FROM h
+             h.charged_nano, CAST(? AS bigint) - h.charged_nano, ?, ?, ?, CAST(? AS bigint), ?, ?, NULLIF(CAST(? AS bigint), 0),
+             CAST(? AS bigint), NULLIF(CAST(? AS bigint), 0) FROM h
          )
          SELECT charged_nano::text AS charged FROM h`,
           [
@@ -432,6 +455,8 @@ export class Ledger {
             s.unit ?? '',
             s.requestedModel ?? s.model,
             (s.priceVersion ?? 0n).toString(),
+            (s.providerCostNano ?? s.costNano).toString(),
+            (s.markupVersion ?? 0n).toString(),
           ],
         ),
       ),
@@ -662,12 +687,15 @@ export class Ledger {
   }
 
   async listUsage(keyId: string, limit: number): Promise<UsageRow[]> {
-    // Usage of every key of the account this key belongs to: rotation keeps the history.
+    // Usage of every key of the account this key belongs to: rotation keeps the history. Rows
+    // from before markups have no provider cost of their own: it was their whole cost.
     const rows = rowsOf(
       await this.db.raw(
         `SELECT u.request_id, u.key_id, u.model, u.route, u.input_tokens::text AS i, u.output_tokens::text AS o,
                 u.cached_tokens::text AS c, u.cache_write_tokens::text AS w, u.cost_nano::text AS cost, u.status,
-                u.http_status, u.latency_ms, u.created_at
+                u.http_status, u.latency_ms, u.created_at, u.requested_model,
+                COALESCE(u.provider_cost_nano, u.cost_nano + u.uncovered_nano)::text AS provider_cost,
+                COALESCE(u.price_version_id, 0)::text AS price_version, COALESCE(u.markup_version_id, 0)::text AS markup_version
          FROM usage_records u JOIN api_keys k ON k.id = ?
          WHERE u.account_id = k.account_id ORDER BY u.created_at DESC, u.request_id LIMIT ?`,
         [keyId, limit],
@@ -677,12 +705,16 @@ export class Ledger {
       requestId: r.request_id as string,
       keyId: r.key_id as string,
       model: r.model as string,
+      requestedModel: r.requested_model == null || r.requested_model === r.model ? '' : (r.requested_model as string),
       route: r.route as string,
       inputTokens: big(r.i),
       outputTokens: big(r.o),
       cachedTokens: big(r.c),
       cacheWriteTokens: big(r.w),
       costNano: big(r.cost),
+      providerCostNano: big(r.provider_cost),
+      priceVersion: big(r.price_version),
+      markupVersion: big(r.markup_version),
       status: r.status as string,
       httpStatus: Number(r.http_status),
       latencyMs: Number(r.latency_ms),

@@ -1,7 +1,8 @@
 // Prices of the routes not billed by text tokens alone: images (per image tier, per output
 // megapixel, or by image tokens), audio (per second, or by audio tokens) and speech (per
-// character). Every figure goes through costNano: exact, rounded up once.
-import { costNano, type PricedQuantity } from './money.ts';
+// character). Every figure goes through costNano: exact, rounded up once. The ...Cost forms are
+// the same figures before that rounding: what a charge marks up (src/billing/markup.ts).
+import { ceilDiv, costNano, costRational, type PricedQuantity, type Rational } from './money.ts';
 import { PER_MILLION } from './pricing.ts';
 
 export type Prices = Readonly<Record<string, string>>;
@@ -19,18 +20,23 @@ export function perImageNano(prices: Prices, quality: string, size: string, imag
   return costNano([{ quantity: images, priceUsd: price(prices, imageTierKey(quality, size)), perUnits: 1n }]);
 }
 
+const whole = (r: Rational): bigint => ceilDiv(r.num, r.den);
+
 /** A megapixel is 1,000,000 pixels. */
-export function megapixelNano(prices: Prices, pixels: bigint): bigint {
-  return costNano([{ quantity: pixels, priceUsd: price(prices, 'per_megapixel'), perUnits: PER_MILLION }]);
+export function megapixelCost(prices: Prices, pixels: bigint): Rational {
+  return costRational([{ quantity: pixels, priceUsd: price(prices, 'per_megapixel'), perUnits: PER_MILLION }]);
 }
+export const megapixelNano = (prices: Prices, pixels: bigint): bigint => whole(megapixelCost(prices, pixels));
 
-export function audioSecondsNano(prices: Prices, seconds: bigint): bigint {
-  return costNano([{ quantity: seconds, priceUsd: price(prices, 'per_audio_minute'), perUnits: 60n }]);
+export function audioSecondsCost(prices: Prices, seconds: bigint): Rational {
+  return costRational([{ quantity: seconds, priceUsd: price(prices, 'per_audio_minute'), perUnits: 60n }]);
 }
+export const audioSecondsNano = (prices: Prices, seconds: bigint): bigint => whole(audioSecondsCost(prices, seconds));
 
-export function charactersNano(prices: Prices, characters: bigint): bigint {
-  return costNano([{ quantity: characters, priceUsd: price(prices, 'per_mchar'), perUnits: PER_MILLION }]);
+export function charactersCost(prices: Prices, characters: bigint): Rational {
+  return costRational([{ quantity: characters, priceUsd: price(prices, 'per_mchar'), perUnits: PER_MILLION }]);
 }
+export const charactersNano = (prices: Prices, characters: bigint): bigint => whole(charactersCost(prices, characters));
 
 /** Token usage of image and audio models: text and image/audio input priced apart. */
 export interface MediaTokens {
@@ -39,19 +45,19 @@ export interface MediaTokens {
   output: bigint;
 }
 
+type MediaTokenPrice = 'image_input_per_mtok' | 'audio_input_per_mtok';
+
 /** gpt-image-* (`image_input_per_mtok`) and gpt-4o-*-transcribe (`audio_input_per_mtok`). */
-export function mediaTokensNano(
-  prices: Prices,
-  mediaPrice: 'image_input_per_mtok' | 'audio_input_per_mtok',
-  t: MediaTokens,
-): bigint {
+export function mediaTokensCost(prices: Prices, mediaPrice: MediaTokenPrice, t: MediaTokens): Rational {
   const parts: PricedQuantity[] = [
     { quantity: t.textInput, priceUsd: price(prices, 'input_per_mtok'), perUnits: PER_MILLION },
     { quantity: t.mediaInput, priceUsd: price(prices, mediaPrice), perUnits: PER_MILLION },
     { quantity: t.output, priceUsd: price(prices, 'output_per_mtok'), perUnits: PER_MILLION },
   ];
-  return costNano(parts);
+  return costRational(parts);
 }
+export const mediaTokensNano = (prices: Prices, mediaPrice: MediaTokenPrice, t: MediaTokens): bigint =>
+  whole(mediaTokensCost(prices, mediaPrice, t));
 
 /**
  * OpenAI's image/transcription usage: input_tokens includes the text and image/audio tokens

@@ -206,7 +206,12 @@ export function tokenCostNano(prices: TokenPrices, usage: TokenUsage): bigint {
 
 /** What the provider bills for a usage, in nano-USD, rounded up once: tokens at their variant's prices plus tool fees. */
 export function usageCostNano(model: PricedModel, usage: TokenUsage): bigint {
-  return costNano([...tokenCostParts(pricesFor(model, usage), usage), ...toolFeeParts(model.prices, usage.toolCalls)]);
+  return costNano(usageCostParts(model, usage));
+}
+
+/** The priced quantities of usageCostNano (the metering marks up their exact sum, src/billing/markup.ts). */
+export function usageCostParts(model: PricedModel, usage: TokenUsage): PricedQuantity[] {
+  return [...tokenCostParts(pricesFor(model, usage), usage), ...toolFeeParts(model.prices, usage.toolCalls)];
 }
 
 /**

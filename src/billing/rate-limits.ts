@@ -30,6 +30,8 @@ export interface RateDecision {
   allowed: boolean;
   keyId: string;
   accountId: string;
+  /** The account's price group, as this statement (or the key cache) read it: fresher than the edge's. */
+  group: string;
   /** The key whose rate window this one counts in (itself, or the first key it was rotated from). */
   windowId: string;
   limitRequests: number;
@@ -176,6 +178,7 @@ export class RateLimiter {
       allowed: true,
       keyId: g.keyId,
       accountId: g.accountId,
+      group: key.group,
       windowId: g.windowId,
       limitRequests: g.rpm,
       remainingRequests:
@@ -197,7 +200,14 @@ export class RateLimiter {
     if (this.cache) {
       this.cache.fill(
         hex,
-        { keyId: d.keyId, accountId: d.accountId, windowId: d.windowId, rpm: d.limitRequests, tpm: d.limitTokens },
+        {
+          keyId: d.keyId,
+          accountId: d.accountId,
+          group: d.group,
+          windowId: d.windowId,
+          rpm: d.limitRequests,
+          tpm: d.limitTokens,
+        },
         mark,
       );
       if (d.allowed && (d.limitRequests > 0 || d.limitTokens > 0)) {
@@ -244,6 +254,7 @@ export class RateLimiter {
       const local = this.fromGrant(hex, {
         keyId: d.keyId,
         accountId: d.accountId,
+        group: d.group,
         windowId: d.windowId,
         rpm: d.limitRequests,
         tpm: d.limitTokens,
@@ -276,6 +287,7 @@ export class RateLimiter {
          RETURNING r.requests, r.tokens, r.last_grant, r.window_start
        )
        SELECT k.id AS key_id, k.account_id, k.wid AS window_id, k.rpm, k.tpm::text AS tpm, w.requests, w.tokens::text AS tokens, w.last_grant AS grant,
+              (SELECT a.price_group FROM accounts a WHERE a.id = k.account_id) AS price_group,
               w.window_start::text AS window_start,
               (SELECT r.requests FROM rate_windows r WHERE r.key_id = k.wid AND r.window_start = date_trunc('minute', now())) AS seen,
               (SELECT r.tokens::text FROM rate_windows r WHERE r.key_id = k.wid AND r.window_start = date_trunc('minute', now())) AS seen_tokens,
@@ -314,6 +326,7 @@ export class RateLimiter {
       allowed,
       keyId: r.key_id as string,
       accountId: r.account_id as string,
+      group: r.price_group as string,
       windowId: r.window_id as string,
       limitRequests: rpm,
       remainingRequests: rpm === 0 ? Number.MAX_SAFE_INTEGER : requestsExhausted ? 0 : Math.max(0, rpm - used),
@@ -371,11 +384,12 @@ export class RateLimiter {
   }
 }
 
-function unlimited(k: { keyId: string; accountId: string; windowId?: string }): RateDecision {
+function unlimited(k: CachedKey): RateDecision {
   return {
     allowed: true,
     keyId: k.keyId,
     accountId: k.accountId,
+    group: k.group,
     windowId: k.windowId ?? k.keyId,
     limitRequests: 0,
     remainingRequests: Number.MAX_SAFE_INTEGER,

@@ -9,6 +9,8 @@ import { LedgerError, type KeyRow, type Ledger } from './ledger.ts';
 import type { RateLimiter } from './rate-limits.ts';
 import type { LeaseBook } from './leases.ts';
 import type { KeyCheck } from './key-check.ts';
+import { setAccountGroup } from './account-groups.ts';
+import { getMarginReport } from './margin-report.ts';
 
 const keyNotFound = () =>
   gatewayError({
@@ -42,6 +44,8 @@ export function billingService(
   };
 
   return {
+    setAccountGroup: (req) => setAccountGroup(req, { db: ledger.db, limiter, keys, resolve }),
+    getMarginReport: (req) => getMarginReport(req, ledger.db),
     async createKey(req) {
       if (req.creditsNano < 0n) throw badRequest('credits_nano must not be negative', 'invalid_value', 'credits_nano');
       const r = await ledger.createAccountWithKey({
@@ -227,6 +231,10 @@ export function billingService(
           httpStatus: r.httpStatus,
           latencyMs: r.latencyMs,
           createdAt: timestampFromDate(r.createdAt),
+          providerCostNano: r.providerCostNano,
+          priceVersionId: r.priceVersion,
+          markupVersionId: r.markupVersion,
+          requestedModel: r.requestedModel,
         })),
       };
     },

@@ -173,9 +173,10 @@ export function createBot(
     await ctx.reply(COMMANDS.map((c) => `/${c.command} – ${c.description}`).join('\n'));
   });
 
-  // /prices: the list prices in force, as /v1/models lists them and as requests are charged.
+  // /prices: the prices in force for the bot's customers (their account group's markups
+  // included), as /v1/models lists them to their keys and as their requests are charged.
   bot.command('prices', async (ctx) => {
-    const { models } = await deps.catalogue.listModels({ availableOnly: true });
+    const { models } = await deps.catalogue.listModels({ availableOnly: true, accountGroup: BOT_ACCOUNT_GROUP });
     const lines = models.map(priceLine);
     // Telegram takes 4096 characters a message: as many lines as fit, in as many messages as needed.
     const messages: string[] = [];
@@ -577,9 +578,12 @@ const PRICE_LABELS: Record<string, string> = {
   per_mchar: '/1M characters',
 };
 
-/** One model's list prices on one line (the service tiers' and long-context variants left to /v1/models). */
+/** The price group every account the bot creates is in (migration 016), so its markups are the bot's customers' prices. */
+const BOT_ACCOUNT_GROUP = 'bot';
+
+/** One model's customer prices on one line (the service tiers' and long-context variants left to /v1/models). */
 function priceLine(m: Model): string {
-  const prices = Object.entries(m.prices)
+  const prices = Object.entries(m.customerPrices)
     .filter(([k]) => !/^(priority|flex|long)_/.test(k))
     .sort(([a], [b]) => a.localeCompare(b))
     .map(([k, v]) => `$${v} ${PRICE_LABELS[k] ?? k}`);

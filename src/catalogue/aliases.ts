@@ -18,7 +18,15 @@ export const DEFAULT_MODEL_ALIASES: Readonly<Record<string, string>> = {
 
 /** The defaults with the operator's overrides applied. */
 export function modelAliases(setting: ModelAliasSetting): Record<string, string> {
-  const out: Record<string, string> = setting.clearDefaults ? {} : { ...DEFAULT_MODEL_ALIASES };
+  return applyAliasSetting(DEFAULT_MODEL_ALIASES, setting);
+}
+
+/** MODEL_ALIASES applied to `base` (the price book's aliases, or the defaults before it is read): this instance's changes on top. */
+export function applyAliasSetting(
+  base: Readonly<Record<string, string>>,
+  setting: ModelAliasSetting,
+): Record<string, string> {
+  const out: Record<string, string> = setting.clearDefaults ? {} : { ...base };
   for (const [alias, target] of Object.entries(setting.overrides)) {
     if (target === null) delete out[alias];
     else out[alias] = target;

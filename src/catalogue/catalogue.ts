@@ -2,11 +2,14 @@
 // credentials, and the model aliases. Lookups are by the id callers use, or an alias of it.
 import type { Config, ProviderConfig } from '../config/config.ts';
 import { parseDecimal } from '../billing/money.ts';
-import { MODELS, type CatalogueEntry } from './models.ts';
-import { modelAliases } from './aliases.ts';
-import { PRICED_TIERS } from '../billing/pricing.ts';
-import type { PriceVersion } from './price-book.ts';
+import type { CatalogueEntry } from './models.ts';
+import { MODELS } from './shipped-book.ts';
+import { applyAliasSetting, modelAliases } from './aliases.ts';
+import { priceProblem, visionProblem } from './price-rules.ts';
+import type { BookState, MarkupVersion, PriceVersion } from './price-book.ts';
+import { applicableMarkup } from './book-diff.ts';
 import { gatewayError } from '../rpc/errors.ts';
+import { NO_MARKUP, markupOf, type Markup } from '../billing/markup.ts';
 
 export interface ResolvedModel extends CatalogueEntry {
   available: boolean;
@@ -15,6 +18,13 @@ export interface ResolvedModel extends CatalogueEntry {
   providerConfig: ProviderConfig;
   /** The price book version `prices` come from (price-book.ts); 0 before the book is read. */
   priceVersion: bigint;
+  /** The markup in force for each account group on this model ('' = every group without one of its own). */
+  markups: ReadonlyMap<string, Markup>;
+}
+
+/** What `group` pays on `model` over its provider's prices (markupFor(m, g) is fixed with the model object, as its prices are). */
+export function markupFor(model: ResolvedModel, group: string): Markup {
+  return model.markups.get(group) ?? model.markups.get('') ?? NO_MARKUP;
 }
 
 export interface ModelAlias {
@@ -23,62 +33,79 @@ export interface ModelAlias {
 }
 
 export class Catalogue {
-  private readonly byId = new Map<string, ResolvedModel>();
-  private readonly byAlias = new Map<string, ResolvedModel>();
+  private byId = new Map<string, ResolvedModel>();
+  private byAlias = new Map<string, ResolvedModel>();
+  private readonly config: Config;
 
+  /** The shipped catalogue (or `entries`) at its shipped prices: what serves until the book is read (applyBook). */
   constructor(
     config: Config,
     entries: readonly CatalogueEntry[] = MODELS,
     aliases: Readonly<Record<string, string>> = modelAliases(config.modelAliases),
   ) {
-    for (const e of entries) {
-      for (const p of Object.values(e.prices)) parseDecimal(p); // a bad price fails the start, not a request
-      const problem = priceProblem(e) ?? visionProblem(e);
-      if (problem) throw new Error(`catalogue entry ${e.id}: ${problem}`);
-      if (this.byId.has(e.id)) throw new Error(`catalogue lists ${e.id} twice`);
-      const pc = config.providers[e.provider];
-      const reason = !e.enabled
-        ? 'disabled in the catalogue'
-        : pc.apiKey
-          ? ''
-          : `${e.provider.toUpperCase()}_API_KEY is not set`;
-      this.byId.set(e.id, {
-        ...e,
-        available: reason === '',
-        unavailableReason: reason,
-        providerConfig: pc,
-        priceVersion: 0n,
-      });
-    }
-    // A bad alias fails the start: one that hides a model, or points at nothing (or at another alias).
-    for (const [alias, target] of Object.entries(aliases)) {
-      if (this.byId.has(alias))
-        throw new Error(`MODEL_ALIASES: '${alias}' is a catalogue model; an alias cannot replace it`);
-      const model = this.byId.get(target);
-      if (!model) throw new Error(`MODEL_ALIASES: '${alias}' points at '${target}', which is not in the catalogue`);
-      this.byAlias.set(alias, model);
-    }
+    this.config = config;
+    this.install(entries, undefined, aliases, []);
   }
 
   /**
-   * Prices from the price book's versions in force (price-book.ts): each model's map replaced by
-   * its version's, checked as the shipped ones are. A model keeps its object until then: a request
-   * that resolved it goes on at the prices (and version) it was planned with.
+   * Serves the book in force (price-book.ts): every model's definition, prices and markups, and
+   * the aliases (with this instance's MODEL_ALIASES changes on top). Checked whole first: a bad
+   * book changes nothing. A model keeps its object until then: a request that resolved it goes on
+   * at the prices, markups and versions it was planned with.
    */
-  applyPrices(versions: ReadonlyMap<string, PriceVersion>): void {
-    // Every changed model checked first: a bad version changes nothing at all.
-    const changed: ResolvedModel[] = [];
-    for (const [id, m] of this.byId) {
-      const v = versions.get(id);
-      if (!v || v.id === m.priceVersion) continue;
-      for (const p of Object.values(v.prices)) parseDecimal(p);
-      const priced = { ...m, prices: { ...v.prices }, priceVersion: v.id };
-      const problem = priceProblem(priced);
-      if (problem) throw new Error(`price book version ${v.id} of ${id}: ${problem}`);
-      changed.push(priced);
+  applyBook(state: BookState): void {
+    const entries = [...state.definitions.values()].map((d) => ({
+      ...d,
+      prices: state.prices.get(d.id)?.prices ?? {},
+    }));
+    const aliases = applyAliasSetting(Object.fromEntries(state.aliases), this.config.modelAliases);
+    this.install(entries, state.prices, aliases, state.markups);
+  }
+
+  private install(
+    entries: readonly CatalogueEntry[],
+    versions: ReadonlyMap<string, PriceVersion> | undefined,
+    aliases: Readonly<Record<string, string>>,
+    markups: readonly MarkupVersion[],
+  ): void {
+    const byId = new Map<string, ResolvedModel>();
+    const byAlias = new Map<string, ResolvedModel>();
+    for (const e of entries) {
+      const version = versions?.get(e.id);
+      const priced = versions === undefined || version !== undefined;
+      if (priced) {
+        for (const p of Object.values(e.prices)) parseDecimal(p); // a bad price fails here, not a request
+        const problem = priceProblem(e) ?? visionProblem(e);
+        if (problem) throw new Error(`catalogue entry ${e.id}: ${problem.field}: ${problem.message}`);
+      }
+      if (byId.has(e.id)) throw new Error(`catalogue lists ${e.id} twice`);
+      const pc = this.config.providers[e.provider];
+      const reason = !e.enabled
+        ? 'disabled in the catalogue'
+        : !priced
+          ? 'no price in force in the price book'
+          : pc.apiKey
+            ? ''
+            : `${e.provider.toUpperCase()}_API_KEY is not set`;
+      byId.set(e.id, {
+        ...e,
+        prices: { ...e.prices },
+        available: reason === '',
+        unavailableReason: reason,
+        providerConfig: pc,
+        priceVersion: version?.id ?? 0n,
+        markups: markupTable(e, markups),
+      });
     }
-    for (const m of changed) this.byId.set(m.id, m);
-    for (const [alias, m] of this.byAlias) this.byAlias.set(alias, this.byId.get(m.id)!);
+    // A bad alias fails: one that hides a model, or points at nothing (or at another alias).
+    for (const [alias, target] of Object.entries(aliases)) {
+      if (byId.has(alias)) throw new Error(`alias '${alias}' is a catalogue model; an alias cannot replace it`);
+      const model = byId.get(target);
+      if (!model) throw new Error(`alias '${alias}' points at '${target}', which is not in the catalogue`);
+      byAlias.set(alias, model);
+    }
+    this.byId = byId;
+    this.byAlias = byAlias;
   }
 
   /** The model named `name`, or the one its alias points at. The result's `id` is the model that serves. */
@@ -95,42 +122,17 @@ export class Catalogue {
   }
 }
 
-/** A chat entry's variant prices must be whole, and tier and long-context variants do not combine. */
-function priceProblem(e: CatalogueEntry): string | undefined {
-  if (e.kind !== 'chat') return undefined;
-  const prefixes = [...PRICED_TIERS.map((t) => `${t}_`), 'long_'];
-  for (const p of prefixes) {
-    const has = Object.keys(e.prices).some((k) => k.startsWith(p));
-    if (has && (e.prices[`${p}input_per_mtok`] === undefined || e.prices[`${p}output_per_mtok`] === undefined))
-      return `${p}input_per_mtok and ${p}output_per_mtok are both needed`;
+/**
+ * Each account group's markup on `model` (book-diff.ts applicableMarkup). Groups whose markup is
+ * everyone's are left out: they pay the '' entry.
+ */
+function markupTable(model: CatalogueEntry, markups: readonly MarkupVersion[]): Map<string, Markup> {
+  const table = new Map<string, Markup>();
+  for (const g of new Set(['', ...markups.map((m) => m.group)])) {
+    const hit = applicableMarkup(markups, (m) => m, model, g);
+    if (hit && (g === '' || hit.group === g)) table.set(g, markupOf(hit.id, hit.markup!));
   }
-  const tiered = PRICED_TIERS.some((t) => e.prices[`${t}_input_per_mtok`] !== undefined);
-  if (tiered && e.prices.long_input_per_mtok !== undefined)
-    return 'a model has tier prices or long-context prices, not both';
-  if ((e.prices.long_input_per_mtok !== undefined) !== (e.longContextAboveTokens !== undefined))
-    return 'long_ prices and longContextAboveTokens go together';
-  return undefined;
-}
-
-/** A chat entry says how its provider bills an input image, in positive whole numbers and a decimal multiplier. */
-function visionProblem(e: CatalogueEntry): string | undefined {
-  if (e.kind !== 'chat') return undefined;
-  const v = e.vision;
-  if (!v) return 'a chat model needs `vision`: how its provider bills an input image (the hold counts images by it)';
-  const whole = (...n: number[]) => n.every((x) => Number.isSafeInteger(x) && x > 0);
-  switch (v.kind) {
-    case 'tiles':
-      return whole(v.baseTokens, v.tileTokens) ? undefined : 'vision tile tokens must be positive integers';
-    case 'patches':
-      parseDecimal(v.multiplier);
-      return whole(v.high.patches, v.high.maxEdge, ...(v.original ? [v.original.patches, v.original.maxEdge] : []))
-        ? undefined
-        : 'vision patch budgets must be positive integers';
-    case 'claude':
-      return whole(v.maxEdge, v.maxPatches) ? undefined : 'vision maxEdge and maxPatches must be positive integers';
-    default:
-      return undefined;
-  }
+  return table;
 }
 
 /**

@@ -1,10 +1,14 @@
-// The price book: every model's prices as dated versions in PostgreSQL (migration 014). The
-// prices the gateway ships with (models.ts) are only the first version of each model, written
-// when the book has none for it; from then on the book is what is charged. Each request is
-// priced at the version in force when its route resolved the model, and its usage row names that
-// version, so a charge can always be explained by the price it used.
+// The price book in PostgreSQL (migrations 014, 015): every model's definition, its prices as
+// dated versions, the aliases and the dated markups, all append-only. The shipped book
+// (shipped-book.json) is only the first version of each model and alias, written when the book
+// has none for it; from then on the book is what is charged. Each request is priced at the
+// versions in force when its route resolved the model, and its usage row names them, so a charge
+// can always be explained by the price it used. Every write goes through `apply`: a list of
+// changes (book-diff.ts) written in one transaction.
+import type { Knex } from 'knex';
 import type { Db } from '../db/db.ts';
-import { MODELS, type CatalogueEntry, type ModelKindName } from './models.ts';
+import type { BookDocument, BookMarkup } from './book-document.ts';
+import { definitionOf, type Change, type MarkupScope, type ModelDefinition } from './book-diff.ts';
 
 export interface PriceVersion {
   id: bigint;
@@ -17,75 +21,53 @@ export interface PriceVersion {
   reason?: string;
 }
 
-/** Why a proposed version is refused: the field it names (`prices.<key>`, `effective_from`) and what is wrong. */
-export interface PriceProblem {
-  field: string;
-  message: string;
-}
-
-/** A price: a non-negative decimal with at most 9 places, so it is a whole number of nano-USD per its unit. */
-const PRICE = /^(0|[1-9]\d{0,11})(\.\d{1,9})?$/;
-/** The variants a chat model's token prices can have (service tiers, long context). */
-const CHAT_VARIANTS = ['', 'priority_', 'flex_', 'long_'];
-
-/** The price keys each kind of model is billed by: those the shipped catalogue uses, and a chat model's variants of them. */
-function keysOf(kind: ModelKindName): ReadonlySet<string> {
-  const keys = new Set<string>();
-  for (const m of MODELS) if (m.kind === kind) for (const k of Object.keys(m.prices)) keys.add(k);
-  if (kind === 'chat') {
-    for (const k of [...keys]) {
-      const base = k.replace(/^(priority_|flex_|long_)/, '');
-      if (base.endsWith('_per_mtok')) for (const v of CHAT_VARIANTS) keys.add(`${v}${base}`);
-    }
-  }
-  return keys;
-}
-
-/**
- * What is wrong with a proposed version of `model`'s prices, or undefined: every key one its kind
- * is billed by, every price a decimal the gateway can bill exactly, a chat model's input and output
- * prices there (an unpriced model is never served at $0), and a date not in the past.
- */
-export function priceVersionProblem(
-  model: CatalogueEntry,
-  prices: Record<string, string>,
-  effectiveFrom: Date | undefined,
-  now: Date,
-): PriceProblem | undefined {
-  const allowed = keysOf(model.kind);
-  if (Object.keys(prices).length === 0)
-    return { field: 'prices', message: `${model.id}: a version holds the model's whole price map; none given` };
-  for (const [k, v] of Object.entries(prices)) {
-    if (!allowed.has(k))
-      return {
-        field: `prices.${k}`,
-        message: `${model.id}: '${k}' is not a price a ${model.kind} model is billed by (${[...allowed].sort().join(', ')})`,
-      };
-    if (!PRICE.test(v))
-      return {
-        field: `prices.${k}`,
-        message: `${model.id}: ${k} = ${JSON.stringify(v)} is not a price: a non-negative decimal USD string with at most 9 decimal places (a whole number of nano-USD per its unit)`,
-      };
-  }
-  if (model.kind === 'chat') {
-    for (const k of ['input_per_mtok', 'output_per_mtok']) {
-      if (prices[k] === undefined || /^0(\.0*)?$/.test(prices[k]!))
-        return { field: `prices.${k}`, message: `${model.id}: a chat model needs a non-zero ${k}` };
-    }
-  }
-  if (effectiveFrom && effectiveFrom.getTime() < now.getTime() - 1_000)
-    return {
-      field: 'effective_from',
-      message: `${model.id}: effective_from ${effectiveFrom.toISOString()} is in the past; a version takes effect now or later`,
-    };
-  return undefined;
-}
-
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
 
 /** When the shipped prices are in force from: before anything the book can be asked about. */
 const SHIPPED_FROM = '1970-01-01T00:00:00Z';
+/** Serialises seeding between instances starting at once (an arbitrary constant of this gateway's). */
+const SEED_LOCK = 7_262_026;
+/** Serialises changes to the book between instances. */
+const WRITE_LOCK = 7_262_027;
+
+export interface MarkupVersion extends MarkupScope {
+  id: bigint;
+  /** Decimal fraction ("0.2"), or null: the scope's markup cleared from `effectiveFrom`. */
+  markup: string | null;
+  effectiveFrom: Date;
+  createdAt: Date;
+  source: string;
+  reason: string;
+}
+
+export interface DefinitionVersion {
+  id: bigint;
+  definition: ModelDefinition;
+  createdAt: Date;
+  source: string;
+  reason: string;
+}
+
+/** The book in force at one moment, read in one snapshot: what each instance's catalogue serves from. */
+export interface BookState {
+  definitions: Map<string, ModelDefinition>;
+  /** Each model's price version in force (a model without one is not served). */
+  prices: Map<string, PriceVersion>;
+  aliases: Map<string, string>;
+  /** Markups in force (cleared scopes left out). */
+  markups: MarkupVersion[];
+}
+
+/** Who writes and why, and from when the price and markup versions of the write take effect. */
+export interface WriteMeta {
+  source: string;
+  reason: string;
+  /** Unset: now. Model definitions and aliases always take effect at once. */
+  effectiveFrom?: Date;
+}
+
+type Executor = Knex | Knex.Transaction;
 
 export class PriceBook {
   private readonly db: Db;
@@ -95,56 +77,147 @@ export class PriceBook {
   }
 
   /**
-   * Writes the shipped prices as the first version of every model the book has no version of,
-   * and points that model's usage rows written before the book existed at it. Safe with several
-   * instances starting at once: a model's first version is written by one of them.
+   * Writes the shipped book's first version of every model and alias the book has none of, and
+   * points that model's usage rows written before the book existed at its first price version.
+   * Instances starting at once take turns (an advisory lock), so each is written once.
    */
-  async seed(models: readonly CatalogueEntry[]): Promise<void> {
-    for (const m of models) {
-      await this.db.transaction(async (trx) => {
-        const inserted = rowsOf(
-          await trx.raw(
-            `INSERT INTO price_versions (model_id, prices, effective_from, source, reason)
-             VALUES (?, CAST(? AS jsonb), CAST(? AS timestamptz), 'shipped', 'the prices the gateway ships with')
-             ON CONFLICT ON CONSTRAINT price_versions_model_from DO NOTHING RETURNING id::text AS id`,
-            [m.id, JSON.stringify(m.prices), SHIPPED_FROM],
-          ),
-        )[0];
-        if (!inserted) return;
+  async seed(shipped: BookDocument): Promise<void> {
+    await this.db.transaction(async (trx) => {
+      await trx.raw('SELECT pg_advisory_xact_lock(?)', [SEED_LOCK]);
+      const haveDefinitions = new Set(
+        rowsOf(await trx.raw('SELECT DISTINCT model_id FROM model_versions')).map((r) => r.model_id as string),
+      );
+      const havePrices = new Set(
+        rowsOf(await trx.raw('SELECT DISTINCT model_id FROM price_versions')).map((r) => r.model_id as string),
+      );
+      const haveAliases = new Set(
+        rowsOf(await trx.raw('SELECT DISTINCT alias FROM alias_versions')).map((r) => r.alias as string),
+      );
+      const meta = { source: 'shipped', reason: 'the gateway as shipped' };
+      for (const m of shipped.models) {
+        if (!haveDefinitions.has(m.id)) await this.writeDefinition(trx, definitionOf(m), meta);
+        if (havePrices.has(m.id)) continue;
+        const id = (
+          await this.writePrices(trx, m.id, m.prices, { ...meta, reason: 'the prices the gateway ships with' }, true)
+        ).id;
         await trx.raw(
-          `UPDATE usage_records SET price_version_id = CAST(? AS bigint) WHERE model = ? AND price_version_id IS NULL`,
-          [inserted.id as string, m.id],
+          'UPDATE usage_records SET price_version_id = CAST(? AS bigint) WHERE model = ? AND price_version_id IS NULL',
+          [id.toString(), m.id],
         );
-      });
-    }
+      }
+      for (const [alias, target] of Object.entries(shipped.aliases))
+        if (!haveAliases.has(alias)) await this.writeAlias(trx, alias, target, meta);
+    });
   }
 
-  /** A new version (checked by the caller: priceVersionProblem), in force from `effectiveFrom` or now. */
-  async add(v: {
-    modelId: string;
-    prices: Record<string, string>;
-    effectiveFrom?: Date;
-    source: string;
-    reason: string;
-  }): Promise<PriceVersion> {
-    const r = rowsOf(
-      await this.db.raw(
-        `INSERT INTO price_versions (model_id, prices, effective_from, source, reason)
-         VALUES (?, CAST(? AS jsonb), COALESCE(CAST(? AS timestamptz), now()), ?, ?)
-         RETURNING id::text AS id, model_id, prices, effective_from, created_at, source, reason`,
-        [
-          v.modelId,
-          JSON.stringify(v.prices),
-          v.effectiveFrom ? v.effectiveFrom.toISOString() : null,
-          v.source,
-          v.reason,
-        ],
+  /** The book in force now, read in one snapshot. */
+  async read(): Promise<BookState> {
+    return this.db.transaction((trx) => this.readWith(trx), { isolationLevel: 'repeatable read', readOnly: true });
+  }
+
+  /**
+   * One change to the book, serialised with every other (an advisory lock): `decide` sees the book
+   * in force and returns the changes to write (it may throw to write nothing); they are written in
+   * the same transaction, so no change is decided on a book another has changed meanwhile.
+   */
+  async change<T extends { changes: readonly Change[] }>(
+    decide: (current: BookState) => T,
+    meta: WriteMeta,
+    dryRun = false,
+  ): Promise<T & { written: PriceVersion[] }> {
+    return this.db.transaction(async (trx) => {
+      await trx.raw('SELECT pg_advisory_xact_lock(?)', [WRITE_LOCK]);
+      const decided = decide(await this.readWith(trx));
+      const written = dryRun ? [] : await this.writeChanges(trx, decided.changes, meta);
+      return { ...decided, written };
+    });
+  }
+
+  private async readWith(trx: Executor): Promise<BookState> {
+    const definitions = rowsOf(
+      await trx.raw(
+        'SELECT DISTINCT ON (model_id) model_id, definition FROM model_versions ORDER BY model_id, id DESC',
       ),
-    )[0]!;
-    return versionOf(r);
+    );
+    const prices = rowsOf(
+      await trx.raw(
+        `SELECT DISTINCT ON (model_id) id::text AS id, model_id, prices, effective_from FROM price_versions
+             WHERE effective_from <= now() ORDER BY model_id, effective_from DESC`,
+      ),
+    );
+    const aliases = rowsOf(
+      await trx.raw(
+        `SELECT alias, target FROM (SELECT DISTINCT ON (alias) alias, target FROM alias_versions ORDER BY alias, id DESC) a
+             WHERE target IS NOT NULL`,
+      ),
+    );
+    const markups = rowsOf(
+      await trx.raw(
+        `SELECT * FROM (SELECT DISTINCT ON (provider, model_id, account_group) ${MARKUP_COLUMNS} FROM markup_versions
+             WHERE effective_from <= now() ORDER BY provider, model_id, account_group, effective_from DESC) m
+             WHERE markup IS NOT NULL`,
+      ),
+    );
+    return {
+      definitions: new Map(definitions.map((r) => [r.model_id as string, r.definition as ModelDefinition])),
+      prices: new Map(prices.map((r) => [r.model_id as string, versionOf(r)])),
+      aliases: new Map(aliases.map((r) => [r.alias as string, r.target as string])),
+      markups: markups.map(markupVersionOf),
+    };
   }
 
-  /** A model's versions, newest (by effective_from) first. */
+  /** The book in force as a document (models sorted, prices in force, aliases, markups in force). */
+  static documentOf(state: BookState): BookDocument {
+    const markups: BookMarkup[] = state.markups.map((m) => ({
+      ...(m.provider ? { provider: m.provider } : {}),
+      ...(m.modelId ? { model: m.modelId } : {}),
+      ...(m.group ? { group: m.group } : {}),
+      markup: m.markup!,
+    }));
+    return {
+      models: [...state.definitions.values()]
+        .sort((a, b) => a.id.localeCompare(b.id))
+        .map((d) => ({ ...d, prices: { ...(state.prices.get(d.id)?.prices ?? {}) } })),
+      aliases: Object.fromEntries([...state.aliases].sort(([a], [b]) => a.localeCompare(b))),
+      markups,
+    };
+  }
+
+  /** Writes `changes`; the price versions written. */
+  private async writeChanges(trx: Executor, changes: readonly Change[], meta: WriteMeta): Promise<PriceVersion[]> {
+    const written: PriceVersion[] = [];
+    for (const c of changes) {
+      switch (c.kind) {
+        case 'add_model':
+          await this.writeDefinition(trx, c.definition, meta);
+          written.push(await this.writePrices(trx, c.definition.id, c.prices, meta));
+          break;
+        case 'change_model':
+        case 'enable_model':
+        case 'disable_model':
+          await this.writeDefinition(trx, c.definition, meta);
+          break;
+        case 'set_prices':
+          written.push(await this.writePrices(trx, c.modelId, c.prices, meta));
+          break;
+        case 'set_alias':
+          await this.writeAlias(trx, c.alias, c.target, meta);
+          break;
+        case 'delete_alias':
+          await this.writeAlias(trx, c.alias, null, meta);
+          break;
+        case 'set_markup':
+          await this.writeMarkup(trx, c.scope, c.markup, meta);
+          break;
+        case 'clear_markup':
+          await this.writeMarkup(trx, c.scope, null, meta);
+          break;
+      }
+    }
+    return written;
+  }
+
+  /** A model's price versions, newest (by effective_from) first. */
   async history(modelId: string): Promise<PriceVersion[]> {
     const rows = rowsOf(
       await this.db.raw(
@@ -156,26 +229,106 @@ export class PriceBook {
     return rows.map(versionOf);
   }
 
-  /** Each model's version in force now: the latest whose effective_from has come. */
-  async inForce(): Promise<Map<string, PriceVersion>> {
+  /** A model's definition versions, newest first. */
+  async definitionHistory(modelId: string): Promise<DefinitionVersion[]> {
     const rows = rowsOf(
       await this.db.raw(
-        `SELECT DISTINCT ON (model_id) id::text AS id, model_id, prices, effective_from FROM price_versions
-         WHERE effective_from <= now() ORDER BY model_id, effective_from DESC`,
+        `SELECT id::text AS id, definition, created_at, source, reason FROM model_versions WHERE model_id = ? ORDER BY id DESC`,
+        [modelId],
       ),
     );
-    return new Map(
-      rows.map((r) => [
-        r.model_id as string,
-        {
-          id: BigInt(r.id as string),
-          modelId: r.model_id as string,
-          prices: r.prices as Record<string, string>,
-          effectiveFrom: new Date(r.effective_from as string),
-        },
-      ]),
+    return rows.map((r) => ({
+      id: BigInt(r.id as string),
+      definition: r.definition as ModelDefinition,
+      createdAt: new Date(r.created_at as string),
+      source: r.source as string,
+      reason: r.reason as string,
+    }));
+  }
+
+  /** Markup versions in force now (cleared scopes left out) and those still to come. */
+  async markupVersions(): Promise<{ inForce: MarkupVersion[]; scheduled: MarkupVersion[] }> {
+    const state = await this.read();
+    const scheduled = rowsOf(
+      await this.db.raw(
+        `SELECT ${MARKUP_COLUMNS} FROM markup_versions WHERE effective_from > now() ORDER BY effective_from, id`,
+      ),
+    ).map(markupVersionOf);
+    return { inForce: state.markups, scheduled };
+  }
+
+  /** The newest price version written for `modelId` (in force or scheduled). */
+  async latestPrices(modelId: string): Promise<PriceVersion | undefined> {
+    return (await this.history(modelId))[0];
+  }
+
+  private async writeDefinition(trx: Executor, d: ModelDefinition, meta: WriteMeta): Promise<void> {
+    await trx.raw(
+      'INSERT INTO model_versions (model_id, definition, source, reason) VALUES (?, CAST(? AS jsonb), ?, ?)',
+      [d.id, JSON.stringify(d), meta.source, meta.reason],
     );
   }
+
+  private async writePrices(
+    trx: Executor,
+    modelId: string,
+    prices: Record<string, string>,
+    meta: WriteMeta,
+    shipped = false,
+  ): Promise<PriceVersion> {
+    const from = shipped ? SHIPPED_FROM : meta.effectiveFrom ? meta.effectiveFrom.toISOString() : null;
+    const r = rowsOf(
+      await trx.raw(
+        `INSERT INTO price_versions (model_id, prices, effective_from, source, reason)
+         VALUES (?, CAST(? AS jsonb), COALESCE(CAST(? AS timestamptz), now()), ?, ?)
+         RETURNING id::text AS id, model_id, prices, effective_from, created_at, source, reason`,
+        [modelId, JSON.stringify(prices), from, meta.source, meta.reason],
+      ),
+    )[0]!;
+    return versionOf(r);
+  }
+
+  private async writeAlias(trx: Executor, alias: string, target: string | null, meta: WriteMeta): Promise<void> {
+    await trx.raw('INSERT INTO alias_versions (alias, target, source, reason) VALUES (?, ?, ?, ?)', [
+      alias,
+      target,
+      meta.source,
+      meta.reason,
+    ]);
+  }
+
+  private async writeMarkup(trx: Executor, s: MarkupScope, markup: string | null, meta: WriteMeta): Promise<void> {
+    await trx.raw(
+      `INSERT INTO markup_versions (provider, model_id, account_group, markup, effective_from, source, reason)
+       VALUES (?, ?, ?, ?, COALESCE(CAST(? AS timestamptz), now()), ?, ?)`,
+      [
+        s.provider,
+        s.modelId,
+        s.group,
+        markup,
+        meta.effectiveFrom ? meta.effectiveFrom.toISOString() : null,
+        meta.source,
+        meta.reason,
+      ],
+    );
+  }
+}
+
+const MARKUP_COLUMNS =
+  'id::text AS id, provider, model_id, account_group, markup, effective_from, created_at, source, reason';
+
+function markupVersionOf(r: Row): MarkupVersion {
+  return {
+    id: BigInt(r.id as string),
+    provider: r.provider as string,
+    modelId: r.model_id as string,
+    group: r.account_group as string,
+    markup: (r.markup as string | null) ?? null,
+    effectiveFrom: new Date(r.effective_from as string),
+    createdAt: new Date(r.created_at as string),
+    source: r.source as string,
+    reason: r.reason as string,
+  };
 }
 
 function versionOf(r: Row): PriceVersion {
@@ -184,8 +337,8 @@ function versionOf(r: Row): PriceVersion {
     modelId: r.model_id as string,
     prices: r.prices as Record<string, string>,
     effectiveFrom: new Date(r.effective_from as string),
-    createdAt: new Date(r.created_at as string),
-    source: r.source as string,
-    reason: r.reason as string,
+    ...(r.created_at ? { createdAt: new Date(r.created_at as string) } : {}),
+    ...(r.source !== undefined ? { source: r.source as string } : {}),
+    ...(r.reason !== undefined ? { reason: r.reason as string } : {}),
   };
 }

@@ -1,12 +1,21 @@
-// CatalogueService: the models, their availability and prices, and the price book's versions.
-import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
+// CatalogueService: the models, their availability and prices, and the price book's admin calls.
+// Every change to the book is a proposed book document (the one in force with the change made),
+// checked whole by the document's rules (book-document.ts), turned into the changes it makes
+// (book-diff.ts), and written in one transaction (PriceBook.change); this instance serves it at
+// once, the others within PRICE_BOOK_REFRESH_MS.
+import { timestampDate, timestampFromDate, type Timestamp } from '@bufbuild/protobuf/wkt';
 import type { ServiceImpl } from '@connectrpc/connect';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { ModelKind, type CatalogueService, type ModelSchema } from '../gen/gateway/v1/catalogue_pb.js';
 import { gatewayError } from '../rpc/errors.ts';
-import type { Catalogue, ResolvedModel } from './catalogue.ts';
-import { priceVersionProblem, type PriceBook, type PriceVersion } from './price-book.ts';
-import type { ModelKindName } from './models.ts';
+import { customerPrice, markupPpm } from '../billing/markup.ts';
+import { markupFor, type Catalogue, type ResolvedModel } from './catalogue.ts';
+import { PriceBook, type MarkupVersion, type PriceVersion, type WriteMeta } from './price-book.ts';
+import { bookProblems, formatBookDocument, parseBookDocument, type BookDocument } from './book-document.ts';
+import { priceVersionProblem } from './price-rules.ts';
+import { definitionOf, describeChange, diffBooks, scopeName, type Change, type MarkupScope } from './book-diff.ts';
+import type { CatalogueEntry, ModelKindName } from './models.ts';
+import type { BookPreview } from './preview.ts';
 
 const KINDS: Record<ModelKindName, ModelKind> = {
   chat: ModelKind.CHAT,
@@ -17,7 +26,14 @@ const KINDS: Record<ModelKindName, ModelKind> = {
   video: ModelKind.VIDEO,
 };
 
-function toMessage(m: ResolvedModel): MessageInitShape<typeof ModelSchema> {
+/** The catalogue entry a resolved model was built from (its definition and prices), as a book document holds it. */
+export function entryOf(m: ResolvedModel): CatalogueEntry {
+  const { available: _a, unavailableReason: _u, providerConfig: _p, priceVersion: _v, markups: _m, ...entry } = m;
+  return entry;
+}
+
+function toMessage(m: ResolvedModel, group: string, aliases: readonly string[]): MessageInitShape<typeof ModelSchema> {
+  const markup = markupFor(m, group);
   return {
     id: m.id,
     kind: KINDS[m.kind],
@@ -31,6 +47,11 @@ function toMessage(m: ResolvedModel): MessageInitShape<typeof ModelSchema> {
     maxOutputTokens: m.maxOutputTokens,
     prices: { ...m.prices },
     priceVersionId: m.priceVersion,
+    definitionJson: JSON.stringify(definitionOf(entryOf(m))),
+    aliases: [...aliases],
+    markup: markup.rate,
+    markupVersionId: markup.versionId,
+    customerPrices: Object.fromEntries(Object.entries(m.prices).map(([k, p]) => [k, customerPrice(p, markup)])),
   };
 }
 
@@ -46,42 +67,248 @@ function versionMessage(v: PriceVersion) {
   };
 }
 
-const invalidPrice = (field: string, message: string) =>
-  gatewayError({ httpStatus: 400, type: 'invalid_request_error', code: 'invalid_price', param: field, message });
+function markupMessage(m: MarkupVersion) {
+  return {
+    id: m.id,
+    provider: m.provider,
+    modelId: m.modelId,
+    accountGroup: m.group,
+    markup: m.markup ?? '',
+    effectiveFrom: timestampFromDate(m.effectiveFrom),
+    createdAt: timestampFromDate(m.createdAt),
+    source: m.source,
+    reason: m.reason,
+  };
+}
 
-export function catalogueService(catalogue: Catalogue, book: PriceBook): ServiceImpl<typeof CatalogueService> {
+const refused = (code: string, field: string, message: string) =>
+  gatewayError({ httpStatus: 400, type: 'invalid_request_error', code, param: field, message });
+const invalidPrice = (field: string, message: string) => refused('invalid_price', field, message);
+/** A change the book's rules refuse: every problem in the message, the first one's field as its param. */
+const invalidBook = (problems: readonly { field: string; message: string }[]) =>
+  refused(
+    'invalid_book',
+    problems[0]!.field,
+    problems.length === 1
+      ? problems[0]!.message
+      : `${problems.length} problems, nothing changed:\n${problems.map((p) => `${p.field}: ${p.message}`).join('\n')}`,
+  );
+
+/**
+ * A version dated in the past is refused: the book records what was charged, it is not rewritten.
+ * `subjects`: what the new versions would be of (models, markup scopes), named in the refusal.
+ */
+function effectiveFromOf(t: Timestamp | undefined, subjects: readonly string[] = []): Date | undefined {
+  if (!t) return undefined;
+  const at = timestampDate(t);
+  if (at.getTime() < Date.now() - 1_000)
+    throw refused(
+      'invalid_book',
+      'effective_from',
+      `${subjects.length ? `${subjects.join(', ')}: ` : ''}effective_from ${at.toISOString()} is in the past; a version takes effect now or later`,
+    );
+  return at;
+}
+
+export function catalogueService(
+  catalogue: Catalogue,
+  book: PriceBook,
+  preview: BookPreview,
+): ServiceImpl<typeof CatalogueService> {
   /** A catalogue model by its own id (not an alias: a price belongs to the model that serves). */
-  const modelNamed = (id: string): ResolvedModel => {
+  const modelNamed = (id: string, code: string): ResolvedModel => {
     const m = catalogue.list().find((x) => x.id === id);
-    if (!m)
-      throw invalidPrice(
+    if (!m) {
+      const alias = catalogue.get(id);
+      throw refused(
+        code,
         'model_id',
-        `No model '${id}' in the catalogue${catalogue.get(id) ? ` ('${id}' is an alias of ${catalogue.get(id)!.id}: price that model)` : ''}.`,
+        `No model '${id}' in the catalogue${alias ? ` ('${id}' is an alias of ${alias.id}: name that model)` : ''}.`,
       );
+    }
     return m;
+  };
+
+  const serveBook = async () => catalogue.applyBook(await book.read());
+
+  /**
+   * Makes `edit` on the book in force and writes what it changes (nothing on a dry run), or
+   * refuses the whole edit with every problem the proposed book has.
+   */
+  const change = async (edit: (doc: BookDocument) => void, meta: WriteMeta, dryRun = false) => {
+    const decided = await book.change(
+      (state) => {
+        const current = PriceBook.documentOf(state);
+        const proposed = structuredClone(current);
+        edit(proposed);
+        return plan(current, proposed);
+      },
+      meta,
+      dryRun,
+    );
+    if (!dryRun && decided.changes.length > 0) await serveBook();
+    return decided.changes;
+  };
+
+  const metaOf = (req: { source: string; reason: string }, effectiveFrom?: Date): WriteMeta => ({
+    source: req.source || 'catalogue-rpc',
+    reason: req.reason,
+    ...(effectiveFrom ? { effectiveFrom } : {}),
+  });
+
+  const aliasesOf = () => {
+    const out = new Map<string, string[]>();
+    for (const a of catalogue.aliases()) out.set(a.model.id, [...(out.get(a.model.id) ?? []), a.alias]);
+    return out;
   };
 
   return {
     async getPriceHistory(req) {
-      const m = modelNamed(req.modelId);
-      return { versions: (await book.history(m.id)).map(versionMessage) };
+      const m = modelNamed(req.modelId, 'invalid_price');
+      const [versions, definitions] = await Promise.all([book.history(m.id), book.definitionHistory(m.id)]);
+      return {
+        versions: versions.map(versionMessage),
+        definitions: definitions.map((d) => ({
+          id: d.id,
+          definitionJson: JSON.stringify(d.definition),
+          createdAt: timestampFromDate(d.createdAt),
+          source: d.source,
+          reason: d.reason,
+        })),
+      };
     },
 
     async setPrices(req) {
-      const m = modelNamed(req.modelId);
+      const m = modelNamed(req.modelId, 'invalid_price');
       const effectiveFrom = req.effectiveFrom ? timestampDate(req.effectiveFrom) : undefined;
-      const problem = priceVersionProblem(m, req.prices, effectiveFrom, new Date());
+      const problem = priceVersionProblem(entryOf(m), req.prices, effectiveFrom, new Date());
       if (problem) throw invalidPrice(problem.field, problem.message);
-      const v = await book.add({
-        modelId: m.id,
-        prices: { ...req.prices },
-        ...(effectiveFrom ? { effectiveFrom } : {}),
-        source: req.source || 'catalogue-rpc',
-        reason: req.reason,
-      });
-      // In force here at once; other instances read it within their PRICE_BOOK_REFRESH_MS.
-      catalogue.applyPrices(await book.inForce());
-      return { version: versionMessage(v) };
+      // Always a new version, even of the same prices: the operator asked for one (e.g. to date it).
+      const prices = { ...req.prices };
+      const { written } = await book.change(
+        () => ({ changes: [{ kind: 'set_prices', modelId: m.id, prices, before: m.prices } satisfies Change] }),
+        metaOf(req, effectiveFrom),
+      );
+      await serveBook();
+      return { version: versionMessage(written[0]!) };
+    },
+
+    async upsertModel(req) {
+      const parsed = parseBookDocument(`{"models":[${req.modelJson}],"aliases":{},"markups":[]}`);
+      if ('problems' in parsed) throw invalidBook(parsed.problems);
+      const entry = parsed.doc.models[0];
+      if (!entry || parsed.doc.models.length !== 1)
+        throw refused('invalid_book', 'model_json', 'model_json must be one model entry (a JSON object)');
+      const existing = catalogue.list().find((x) => x.id === entry.id);
+      // An existing model's prices stay as they are unless the entry brings some.
+      if (existing && Object.keys(entry.prices).length === 0) entry.prices = { ...existing.prices };
+      await change((doc) => {
+        doc.models = [...doc.models.filter((x) => x.id !== entry.id), entry];
+      }, metaOf(req));
+      return {
+        model: toMessage(catalogue.get(entry.id)!, '', aliasesOf().get(entry.id) ?? []),
+        created: !existing,
+      };
+    },
+
+    async setModelEnabled(req) {
+      const m = modelNamed(req.modelId, 'invalid_book');
+      await change((doc) => {
+        for (const x of doc.models) if (x.id === m.id) x.enabled = req.enabled;
+      }, metaOf(req));
+      return { model: toMessage(catalogue.get(m.id)!, '', aliasesOf().get(m.id) ?? []) };
+    },
+
+    async setAlias(req) {
+      await change((doc) => {
+        doc.aliases[req.alias] = req.modelId;
+      }, metaOf(req));
+      return {};
+    },
+
+    async deleteAlias(req) {
+      const changes = await change((doc) => {
+        delete doc.aliases[req.alias];
+      }, metaOf(req));
+      return { deleted: changes.length > 0 };
+    },
+
+    async setMarkup(req) {
+      const scope: MarkupScope = { provider: req.provider, modelId: req.modelId, group: req.accountGroup };
+      const effectiveFrom = effectiveFromOf(req.effectiveFrom, [scopeName(scope)]);
+      if (req.markup !== '' && markupPpm(req.markup) === undefined)
+        throw refused(
+          'invalid_book',
+          'markup',
+          `${scopeName(scope)}: markup ${JSON.stringify(req.markup)} is not a decimal fraction >= 0 with at most 6 places (e.g. "0.2" for 20%)`,
+        );
+      const name = scopeName(scope);
+      await change(
+        (doc) => {
+          doc.markups = doc.markups.filter(
+            (m) => scopeName({ provider: m.provider ?? '', modelId: m.model ?? '', group: m.group ?? '' }) !== name,
+          );
+          if (req.markup !== '')
+            doc.markups.push({
+              ...(scope.provider ? { provider: scope.provider } : {}),
+              ...(scope.modelId ? { model: scope.modelId } : {}),
+              ...(scope.group ? { group: scope.group } : {}),
+              markup: req.markup,
+            });
+        },
+        metaOf(req, effectiveFrom),
+      );
+      const { inForce, scheduled } = await book.markupVersions();
+      const written = [...scheduled, ...inForce]
+        .filter((m) => scopeName(m) === name)
+        .sort((a, b) => Number(b.id - a.id))[0];
+      return written ? { markup: markupMessage(written) } : {};
+    },
+
+    async listMarkups() {
+      const { inForce, scheduled } = await book.markupVersions();
+      return { inForce: inForce.map(markupMessage), scheduled: scheduled.map(markupMessage) };
+    },
+
+    async exportBook() {
+      return { document: formatBookDocument(PriceBook.documentOf(await book.read())) };
+    },
+
+    async applyBook(req) {
+      const parsed = parseBookDocument(req.document);
+      if ('problems' in parsed) throw invalidBook(parsed.problems);
+      const edit = (doc: BookDocument) => {
+        doc.models = parsed.doc.models;
+        doc.aliases = parsed.doc.aliases;
+        doc.markups = parsed.doc.markups;
+      };
+      // A date in the past names what it would have dated: the models and markups the document changes.
+      const dated = (changes: readonly Change[]) =>
+        changes.flatMap((c) =>
+          c.kind === 'set_prices'
+            ? [c.modelId]
+            : c.kind === 'add_model'
+              ? [c.definition.id]
+              : c.kind.endsWith('_markup')
+                ? [describeChange(c).subject]
+                : [],
+        );
+      const effectiveFrom = req.effectiveFrom
+        ? effectiveFromOf(req.effectiveFrom, dated(await change(edit, metaOf(req), true)))
+        : undefined;
+      const changes = await change(edit, metaOf(req, effectiveFrom), req.dryRun);
+      return { changes: changes.map(describeChange), applied: !req.dryRun && changes.length > 0 };
+    },
+
+    async previewBook(req) {
+      const parsed = parseBookDocument(req.document);
+      if ('problems' in parsed) throw invalidBook(parsed.problems);
+      const problems = bookProblems(parsed.doc);
+      if (problems.length) throw invalidBook(problems);
+      const days = req.days === 0 ? 30 : req.days;
+      if (!Number.isInteger(days) || days < 1 || days > 366)
+        throw refused('invalid_book', 'days', `days must be 1 to 366, not ${req.days}`);
+      return preview.preview(parsed.doc, days);
     },
 
     listModels(req) {
@@ -96,7 +323,8 @@ export function catalogueService(catalogue: Catalogue, book: PriceBook): Service
         .aliases()
         .filter((a) => shown.has(a.model.id))
         .map((a) => ({ alias: a.alias, modelId: a.model.id }));
-      return { models: models.map(toMessage), aliases };
+      const byModel = aliasesOf();
+      return { models: models.map((m) => toMessage(m, req.accountGroup, byModel.get(m.id) ?? [])), aliases };
     },
     getModel(req) {
       const m = catalogue.get(req.id);
@@ -108,7 +336,18 @@ export function catalogueService(catalogue: Catalogue, book: PriceBook): Service
           param: 'id',
           message: `No model '${req.id}' in the catalogue.`,
         });
-      return { model: toMessage(m), alias: m.id === req.id ? '' : req.id };
+      return {
+        model: toMessage(m, req.accountGroup, aliasesOf().get(m.id) ?? []),
+        alias: m.id === req.id ? '' : req.id,
+      };
     },
   };
+}
+
+/** The changes `proposed` makes to `current`, or the refusal naming every problem it has. */
+function plan(current: BookDocument, proposed: BookDocument): { changes: Change[] } {
+  const diff = diffBooks(current, proposed);
+  const problems = [...bookProblems(proposed), ...diff.problems];
+  if (problems.length) throw invalidBook(problems);
+  return { changes: diff.changes };
 }

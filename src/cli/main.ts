@@ -1,5 +1,5 @@
-// Operator CLI: `npm run cli -- keys <command>` and `catalogue <command>`. Talks to the
-// BillingService and the CatalogueService over the RPC port,
+// Operator CLI: `npm run cli -- keys <command>`, `catalogue <command>`, `accounts set-group` and
+// `report margin`. Talks to the BillingService and the CatalogueService over the RPC port,
 // never to the database directly; finds the gateway as src/config/gateway-address.ts says. Every
 // failure is one line on stderr (exit 2: wrong usage; exit 1: the call failed).
 import { randomUUID } from 'node:crypto';
@@ -13,8 +13,11 @@ import { GatewayErrorSchema } from '../gen/gateway/v1/errors_pb.js';
 import { nanoToUsd, usdToNano } from '../billing/money.ts';
 import { loadCliConfig } from '../config/cli-config.ts';
 import { usageTable } from './usage-table.ts';
+import { CATALOGUE_COMMANDS, runCatalogue } from './catalogue-commands.ts';
+import { marginTable, type MarginLine } from './margin-table.ts';
+import { MarginGrouping } from '../gen/gateway/v1/billing_pb.js';
 
-const USAGE = `usage: npm run cli -- keys|catalogue <command> [options]
+const USAGE = `usage: npm run cli -- keys|catalogue|accounts|report <command> [options]
   keys create --credits <usd> [--label <text>]   create an account and key; prints the key once
   keys balance <key|key_id>                       balance, held and available
   keys topup <key|key_id> --amount <usd> [--external-id <id>]
@@ -25,13 +28,29 @@ const USAGE = `usage: npm run cli -- keys|catalogue <command> [options]
   catalogue history <model>                       the model's price versions, newest first
   catalogue set-price <model> <key=usd>... [--from <iso date>] [--reason <text>]
                                                   a new price version: the whole price map, now or from a date
-options: --json for machine-readable output; -h, --help for this text
+  catalogue export                                the whole price book as a JSON document, on stdout
+  catalogue diff -f <file>                        what applying the document would change; writes nothing
+  catalogue apply -f <file> [--from <iso date>] [--reason <text>]
+                                                  writes the document's changes, all or none; prices and markups from --from
+  catalogue preview -f <file> [--days <n>]        the last n days' usage (default 30) as charged and under the document
+  catalogue upsert -f <model.json> [--reason <text>]
+                                                  adds a model, or changes one's definition (and prices)
+  catalogue enable <model>                        serves the model again
+  catalogue disable <model>                       refuses the model (model_not_available); move its aliases first
+  catalogue alias <alias> <model>                 the alias is served by the model
+  catalogue unalias <alias>                       the alias is an unknown model from now on
+  catalogue markup [--provider <p> | --model <m>] [--group <g>] <rate>|clear [--from <iso date>]
+                                                  the scope's markup over provider prices ("0.2" = 20%)
+  catalogue markups                               the markups in force and scheduled
+  accounts set-group <key|key_id> <group>         the account's price group for markups ('' = the default)
+  report margin --from <date> --to <date> [--by model|day|account]
+                                                  revenue, provider cost and margin of the requests in [from, to), UTC
+options: --json for machine-readable output; -f - reads the file from stdin; -h, --help for this text
 finding the gateway: GATEWAY_RPC_URL, else GRPC_PORT (and GRPC_HOST), else the address a running
   gateway wrote to DATA_DIR/gateway.json (default ./data), else http://127.0.0.1:8081
 env: ADMIN_TOKEN when the gateway requires it`;
 
 const COMMANDS = ['create', 'balance', 'topup', 'rotate', 'revoke', 'usage', 'limits'];
-const CATALOGUE_COMMANDS = ['history', 'set-price'];
 
 function fail(msg: string, code = 2): never {
   console.error(msg);
@@ -55,7 +74,14 @@ try {
       rpm: { type: 'string' },
       tpm: { type: 'string' },
       from: { type: 'string' },
+      to: { type: 'string' },
+      by: { type: 'string' },
       reason: { type: 'string' },
+      file: { type: 'string', short: 'f' },
+      days: { type: 'string' },
+      provider: { type: 'string' },
+      model: { type: 'string' },
+      group: { type: 'string' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -116,10 +142,13 @@ async function run(): Promise<void> {
     return;
   }
   if (group === undefined) fail(USAGE);
-  if (group === 'catalogue') return runCatalogue(cmd, arg, positionals.slice(3));
+  if (group === 'catalogue')
+    return runCatalogue({ catalogue, options: values, out, usageError, fail }, cmd, positionals.slice(2));
+  if (group === 'accounts') return runAccounts(cmd, arg, positionals[3]);
+  if (group === 'report') return runReport(cmd);
   if (group !== 'keys')
     usageError(
-      `unknown command "${group}" (the commands are keys ${COMMANDS.join(', keys ')}, catalogue ${CATALOGUE_COMMANDS.join(', catalogue ')})`,
+      `unknown command "${group}" (the commands are keys ${COMMANDS.join(', keys ')}, catalogue ${CATALOGUE_COMMANDS.join(', catalogue ')}, accounts set-group, report margin)`,
     );
   if (!cmd) fail(USAGE);
   switch (cmd) {
@@ -220,62 +249,55 @@ async function run(): Promise<void> {
   }
 }
 
-/** The price book's commands (docs/billing.md#the-price-book). */
-async function runCatalogue(cmd: string | undefined, model: string | undefined, rest: string[]): Promise<void> {
-  if (!cmd) fail(USAGE);
-  if (!CATALOGUE_COMMANDS.includes(cmd))
-    usageError(
-      `unknown command "catalogue ${cmd}" (the commands are catalogue ${CATALOGUE_COMMANDS.join(', catalogue ')})`,
-    );
-  if (!model) usageError(`catalogue ${cmd} needs a model id`);
-  if (cmd === 'history') {
-    const { versions } = await catalogue.getPriceHistory({ modelId: model });
-    const when = (t: Parameters<typeof timestampDate>[0] | undefined) => (t ? timestampDate(t).toISOString() : '');
-    out(
-      versions
-        .map(
-          (v) =>
-            `version ${v.id}  from ${when(v.effectiveFrom)}  ${v.source}${v.reason ? `: ${v.reason}` : ''}\n  ${Object.entries(
-              v.prices,
-            )
-              .sort(([a], [b]) => a.localeCompare(b))
-              .map(([k, p]) => `${k}=${p}`)
-              .join(' ')}`,
-        )
-        .join('\n'),
-      versions.map((v) => ({
-        id: v.id,
-        effective_from: when(v.effectiveFrom),
-        source: v.source,
-        reason: v.reason,
-        prices: v.prices,
-      })),
-    );
-    return;
-  }
-  const prices: Record<string, string> = {};
-  for (const pair of rest) {
-    const m = /^([a-z0-9_]+)=(.+)$/.exec(pair);
-    if (!m) usageError(`catalogue set-price takes prices as key=usd (e.g. input_per_mtok=0.15), not "${pair}"`);
-    prices[m[1]!] = m[2]!;
-  }
-  if (Object.keys(prices).length === 0)
-    usageError("catalogue set-price needs the model's whole price map, as key=usd pairs");
-  let from: Date | undefined;
-  if (values.from !== undefined) {
-    from = new Date(values.from);
-    if (Number.isNaN(from.getTime())) usageError('--from must be a date such as 2026-12-01T00:00:00Z');
-  }
-  const r = await catalogue.setPrices({
-    modelId: model,
-    prices,
-    ...(from ? { effectiveFrom: timestampFromDate(from) } : {}),
-    reason: values.reason ?? '',
-    source: 'operator-cli',
+/** An account's price group (docs/billing.md#account-groups). */
+async function runAccounts(cmd: string | undefined, key: string | undefined, group: string | undefined): Promise<void> {
+  if (cmd !== 'set-group')
+    usageError(`unknown command "accounts${cmd ? ` ${cmd}` : ''}" (the command is accounts set-group)`);
+  if (!key || group === undefined)
+    usageError("accounts set-group needs a key (prx-…) or a key id, then a group ('' for the default)");
+  const r = await client.setAccountGroup({ key: keyRef(key, cmd), group });
+  out(`account ${r.accountId} is in group ${r.group ? r.group : '"" (the default)'}`, {
+    account_id: r.accountId,
+    group: r.group,
   });
-  const v = r.version!;
-  const at = v.effectiveFrom ? timestampDate(v.effectiveFrom).toISOString() : '';
-  out(`version ${v.id} of ${v.modelId}, in force from ${at}`, { id: v.id, model_id: v.modelId, effective_from: at });
+}
+
+const GROUPINGS = { model: MarginGrouping.MODEL, day: MarginGrouping.DAY, account: MarginGrouping.ACCOUNT } as const;
+
+/** The margin report (docs/billing.md#the-margin-report). */
+async function runReport(cmd: string | undefined): Promise<void> {
+  if (cmd !== 'margin') usageError(`unknown command "report${cmd ? ` ${cmd}` : ''}" (the command is report margin)`);
+  const from = utcTime(values.from, 'from');
+  const to = utcTime(values.to, 'to');
+  const by = (values.by ?? 'model') as keyof typeof GROUPINGS;
+  if (!Object.hasOwn(GROUPINGS, by)) usageError('--by must be model, day or account');
+  const r = await client.getMarginReport({
+    from: timestampFromDate(from),
+    to: timestampFromDate(to),
+    by: GROUPINGS[by],
+  });
+  const total: MarginLine = r.total ?? { key: '', requests: 0n, revenueNano: 0n, providerCostNano: 0n, marginNano: 0n };
+  const figures = (m: MarginLine) => ({
+    requests: m.requests,
+    revenue_nano: m.revenueNano,
+    provider_cost_nano: m.providerCostNano,
+    margin_nano: m.marginNano,
+  });
+  out(marginTable(by, r.rows, total), {
+    from: from.toISOString(),
+    to: to.toISOString(),
+    by,
+    rows: r.rows.map((m) => ({ key: m.key, ...figures(m) })),
+    total: figures(total),
+  });
+}
+
+/** A date (UTC midnight) or an ISO time; one without an offset is UTC too, never the machine's zone. */
+function utcTime(text: string | undefined, flag: string): Date {
+  if (text === undefined) usageError(`report margin needs --${flag} <date>`);
+  const d = new Date(/^\d{4}-\d{2}-\d{2}T[\d:.]+$/.test(text) ? `${text}Z` : text);
+  if (Number.isNaN(d.getTime())) usageError(`--${flag} must be a date such as 2026-01-01 or 2026-01-01T12:00:00Z`);
+  return d;
 }
 
 /** One line that says what went wrong, where the CLI looked, and how to point it elsewhere. */

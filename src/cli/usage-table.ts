@@ -19,9 +19,9 @@ export function isoSecond(d: Date): string {
   return d.toISOString().replace(/\.\d{3}Z$/, 'Z');
 }
 
-type Align = 'left' | 'right' | 'point';
+export type Align = 'left' | 'right' | 'point';
 
-function alignColumn(cells: string[], align: Align): string[] {
+export function alignColumn(cells: string[], align: Align): string[] {
   if (align === 'point') {
     // Whole part right-aligned, fraction left-aligned: the decimal points line up.
     const parts = cells.map((c) => {

@@ -24,6 +24,7 @@ import { newRequestId } from '../billing/ids.ts';
 import type { Metrics } from '../log/metrics.ts';
 import { errorBody, sendGatewayError, shouldRetry, type WireShape } from './errors.ts';
 import { registerModelRoutes } from './model-routes.ts';
+import { keyFromHeaders } from '../billing/keys.ts';
 import { registerMediaRoutes } from './media-routes.ts';
 import { registerVideoRoutes } from './video-routes.ts';
 import { writeChunk } from './write.ts';
@@ -51,10 +52,8 @@ export interface FacadeDeps {
   metrics: Metrics;
   /** Bearer token for GET /metrics; unset: loopback callers only. */
   metricsToken: string | undefined;
-  /** Catalogue ids: the only model names used as metric labels. */
-  knownModels: ReadonlySet<string>;
-  /** Alias -> the catalogue id that serves it (src/catalogue/aliases.ts). */
-  modelAliases: ReadonlyMap<string, string>;
+  /** The catalogue id that serves a model name (itself, or an alias's model; the book in force), or undefined: the only model names used as metric labels. */
+  servedModel: (name: string) => string | undefined;
   knownCaller: AccessDeps['knownCaller'];
   authenticate: AccessDeps['authenticate'];
   /** Throws when a dependency (database, …) is not reachable. */
@@ -172,7 +171,13 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     }
   });
 
-  registerModelRoutes(app, catalogue);
+  registerModelRoutes(app, catalogue, async (req) => {
+    // A public route: a key is not needed, but one that is live shows its account group's prices.
+    const header = (name: string) => (typeof req.headers[name] === 'string' ? req.headers[name] : undefined);
+    const key = keyFromHeaders(header('authorization'), header('x-api-key'));
+    if (!key) return '';
+    return (deps.knownCaller(key) ?? (await deps.authenticate(key).catch(() => undefined)))?.group ?? '';
+  });
 
   app.post('/v1/chat/completions', (req, reply) =>
     asksForStream(req.body as Buffer)
@@ -381,13 +386,10 @@ declare module 'fastify' {
  * The catalogue model that serves the model a request names: the alias target, or the model
  * itself. Undefined for names the catalogue does not know (their metric label is 'other').
  */
-function servedModelOf(
-  req: FastifyRequest,
-  deps: Pick<FacadeDeps, 'knownModels' | 'modelAliases'>,
-): string | undefined {
+function servedModelOf(req: FastifyRequest, deps: Pick<FacadeDeps, 'servedModel'>): string | undefined {
   const name = modelOf(req);
   if (name === '') return undefined;
-  return deps.modelAliases.get(name) ?? (deps.knownModels.has(name) ? name : undefined);
+  return deps.servedModel(name);
 }
 
 function copyRateLimitHeaders(err: unknown, reply: FastifyReply): void {

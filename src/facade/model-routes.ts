@@ -30,12 +30,13 @@ function openAIEntry(e: Entry) {
 }
 
 /**
- * What a request to the model is charged, per unit: decimal USD strings from the price book's
- * version in force, the unit in the key (`input_per_mtok`: per million input tokens). What is
- * listed is what is charged.
+ * What a request to the model is charged, per unit: decimal USD strings, the price book's version
+ * in force times (1 + the markup of the caller's account group), the unit in the key
+ * (`input_per_mtok`: per million input tokens). What is listed is what is charged: a request's
+ * usage at these prices, rounded up to the nano-USD once (docs/billing.md#markups).
  */
 function pricingOf(m: Model): Record<string, string> {
-  return Object.fromEntries(Object.entries(m.prices).sort(([a], [b]) => a.localeCompare(b)));
+  return Object.fromEntries(Object.entries(m.customerPrices).sort(([a], [b]) => a.localeCompare(b)));
 }
 
 function anthropicEntry(e: Entry) {
@@ -50,9 +51,14 @@ function anthropicEntry(e: Entry) {
   };
 }
 
-export function registerModelRoutes(app: FastifyInstance, catalogue: Client<typeof CatalogueService>): void {
+/** `groupOf`: the account group whose prices the caller sees ('' without a live key). */
+export function registerModelRoutes(
+  app: FastifyInstance,
+  catalogue: Client<typeof CatalogueService>,
+  groupOf: (req: FastifyRequest) => Promise<string>,
+): void {
   app.get('/v1/models', async (req) => {
-    const { models, aliases } = await catalogue.listModels({ availableOnly: true });
+    const { models, aliases } = await catalogue.listModels({ availableOnly: true, accountGroup: await groupOf(req) });
     const byId = new Map(models.map((m) => [m.id, m]));
     const entries: Entry[] = [
       ...models.map((model) => ({ id: model.id, model })),
@@ -66,7 +72,7 @@ export function registerModelRoutes(app: FastifyInstance, catalogue: Client<type
   app.get<{ Params: { id: string } }>('/v1/models/:id', async (req, reply) => {
     const anthropic = wantsAnthropic(req);
     try {
-      const { model, alias } = await catalogue.getModel({ id: req.params.id });
+      const { model, alias } = await catalogue.getModel({ id: req.params.id, accountGroup: await groupOf(req) });
       if (!model?.available || (anthropic && model.provider !== 'anthropic')) throw new Error('unavailable');
       const entry: Entry = alias ? { id: alias, model, aliasFor: model.id } : { id: model.id, model };
       return anthropic ? anthropicEntry(entry) : openAIEntry(entry);

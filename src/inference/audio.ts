@@ -7,8 +7,10 @@ import { FormData } from 'undici';
 import type { Caller } from '../billing/caller.ts';
 import { badRequest, gatewayError } from '../rpc/errors.ts';
 import {
+  audioSecondsCost,
   audioSecondsNano,
-  charactersNano,
+  charactersCost,
+  mediaTokensCost,
   mediaTokensFromUsage,
   mediaTokensNano,
   type MediaTokens,
@@ -205,7 +207,7 @@ export class AudioRoute {
           unit: 'audio_seconds',
           estimated: counted === undefined && reportedSeconds === undefined,
         };
-        charge = await metering.settle(plan, usage, 'ok', 200, audioSecondsNano(model.prices, billed));
+        charge = await metering.settle(plan, usage, 'ok', 200, audioSecondsCost(model.prices, billed));
       } else {
         const reported =
           json?.usage && typeof json.usage === 'object' && (json.usage as Json).type !== 'duration'
@@ -231,7 +233,7 @@ export class AudioRoute {
           usage,
           'ok',
           200,
-          mediaTokensNano(model.prices, 'audio_input_per_mtok', tokens),
+          mediaTokensCost(model.prices, 'audio_input_per_mtok', tokens),
         );
       }
       return {
@@ -281,8 +283,9 @@ export class AudioRoute {
       );
 
     const plan = mediaPlan(requestId, SPEECH_ROUTE, caller, model, body, startedAt);
-    const cost = charactersNano(model.prices, characters);
-    await metering.holdExact(plan, cost);
+    const cost = charactersCost(model.prices, characters);
+    // What is held is what is charged (the customer's price): the start of the reply says it.
+    const charged = await metering.holdExact(plan, cost);
     const provider = openAICompatible(model.providerConfig);
     const upstreamBody =
       body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
@@ -319,7 +322,7 @@ export class AudioRoute {
       const contentType = String(res.headers['content-type'] ?? SPEECH_FORMATS[format])
         .split(';')[0]!
         .trim();
-      yield { kind: 'start', requestId, contentType, costNano: cost };
+      yield { kind: 'start', requestId, contentType, costNano: charged };
       try {
         for await (const chunk of res.body) yield { kind: 'audio', data: chunk as Buffer };
       } catch (err) {

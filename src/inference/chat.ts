@@ -232,7 +232,7 @@ export class ChatRoute {
   /** A chat model this route can serve now, or the 400 that says why not. */
   private chatModel(id: string): ResolvedModel {
     const model = this.deps.catalogue.get(id);
-    if (!model || !model.enabled) throw unknownModel(id);
+    if (!model) throw unknownModel(id);
     if (model.kind !== 'chat')
       throw badRequest(
         `The model '${model.id}' is a ${model.kind} model; it cannot be used on ${CHAT_ROUTE}.`,

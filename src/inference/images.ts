@@ -8,7 +8,9 @@ import type { Caller } from '../billing/caller.ts';
 import type { Config } from '../config/config.ts';
 import { badRequest, gatewayError } from '../rpc/errors.ts';
 import {
+  megapixelCost,
   megapixelNano,
+  mediaTokensCost,
   mediaTokensFromUsage,
   mediaTokensNano,
   perImageNano,
@@ -196,7 +198,7 @@ export class ImagesRoute {
         usage,
         'ok',
         200,
-        mediaTokensNano(plan.model.prices, 'image_input_per_mtok', tokens),
+        mediaTokensCost(plan.model.prices, 'image_input_per_mtok', tokens),
       );
     } else {
       const quality = QUALITIES.includes(String(json.quality))
@@ -354,7 +356,7 @@ export class ImagesRoute {
       { ...zeroUsage(), units: pixels, unit: 'pixels' },
       'ok',
       200,
-      megapixelNano(plan.model.prices, pixels),
+      megapixelCost(plan.model.prices, pixels),
     );
     const reply = {
       created: Math.floor(Date.now() / 1000),

@@ -158,7 +158,7 @@ export class MessagesRoute {
 
   private claudeModel(id: string): ResolvedModel {
     const model = this.deps.catalogue.get(id);
-    if (!model || !model.enabled) throw unknownModel(id, 'model: ');
+    if (!model) throw unknownModel(id, 'model: ');
     if (model.kind !== 'chat' || model.provider !== 'anthropic') {
       throw badRequest(
         `model: '${model.id}' is not a Claude model. /v1/messages serves Claude models only; use POST /v1/chat/completions for ${model.id}.`,

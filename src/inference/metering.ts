@@ -1,16 +1,21 @@
 // Metering: what a priced request holds before its upstream call and what it is charged after.
-// The rule: a request is charged what the provider bills for it, never more than its hold, and
-// it settles exactly once (`plan.meter.settling ??= …`), in both billing modes: a database hold
-// per request, or a reservation in this instance's credit lease (src/billing/leases.ts). A
-// request that ends without an answer to charge for settles at zero with the reason its failure
-// carries (outcomes.ts), in one place: `run`.
+// The rule: a request is charged what the provider bills for it times (1 + the markup its
+// caller's group pays on the model), rounded up once (src/billing/markup.ts), never more than its
+// hold, and it settles exactly once (`plan.meter.settling ??= …`), in both billing modes: a
+// database hold per request, or a reservation in this instance's credit lease
+// (src/billing/leases.ts). Every amount held is in the customer's money. A request that ends
+// without an answer to charge for settles at zero with the reason its failure carries
+// (outcomes.ts), in one place: `run`.
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
 import type { Caller } from '../billing/caller.ts';
 import type { KeyCheck } from '../billing/key-check.ts';
 import { LedgerError, type Ledger } from '../billing/ledger.ts';
 import type { LeaseBook } from '../billing/leases.ts';
-import { affordableCap, usageCostNano, worstCostNano } from '../billing/pricing.ts';
+import { costRational } from '../billing/money.ts';
+import { customerNano, providerBudgetNano, providerNano, type Markup, type ProviderCost } from '../billing/markup.ts';
+import { affordableCap, usageCostParts, worstCostNano } from '../billing/pricing.ts';
+import { markupFor } from '../catalogue/catalogue.ts';
 import type { RateDecision, RateLimiter } from '../billing/rate-limits.ts';
 import type { Metrics } from '../log/metrics.ts';
 import { gatewayError, unauthorized } from '../rpc/errors.ts';
@@ -43,7 +48,7 @@ export class Metering {
   async admit(caller: Caller, requestId: string): Promise<RateDecision> {
     const d = await this.deps.limiter.admit(caller.keyHash);
     if (!d) throw unauthorized();
-    this.deps.keys.remember(caller);
+    this.deps.keys.remember({ ...caller, group: d.group });
     if (!d.allowed) throw rateLimited(d, requestId);
     return d;
   }
@@ -53,13 +58,15 @@ export class Metering {
    * fit, counts the input precisely and holds what the balance affords, with a lowered output
    * cap (402 below the least possible cost). The worst case is the route's (plan.worst): input
    * the provider adds on its side is held at the model's full context window per pass, server
-   * tool fees at their cap.
+   * tool fees at their cap. Every figure is at the customer's price (the markup applied).
    */
   async hold(plan: Plan): Promise<Held> {
     await this.admit(plan.caller, plan.requestId);
     const keyHash = plan.caller.keyHash;
+    const markup = markupOf(plan);
     const w = (plan.worst ??= baseWorst(plan.model, plan.prices));
-    const cost = (input: bigint, capPerChoice: bigint) => worstCostNano(w, input, capPerChoice, plan.choices);
+    const cost = (input: bigint, capPerChoice: bigint) =>
+      customerNano(worstCostNano(w, input, capPerChoice, plan.choices), markup);
     let input = plan.inputUpper;
     const maxCost = cost(input, plan.maxOutput);
     if (await this.reserveFromLease(plan, maxCost)) return { amountNano: maxCost };
@@ -101,22 +108,29 @@ export class Metering {
     }
     this.keepHold(plan);
     if (hold.amountNano >= maxCost) return { amountNano: hold.amountNano };
-    const perChoice = affordableCap(w, input, plan.choices, hold.amountNano);
+    // The cap whose worst case, marked up, still fits in the hold.
+    const perChoice = affordableCap(w, input, plan.choices, providerBudgetNano(hold.amountNano, markup));
     return { amountNano: hold.amountNano, loweredOutputCap: perChoice < 1n ? 1n : perChoice };
   }
 
   /**
-   * Admits the request and holds an amount known up front (a price per image, second or
-   * character): 402 when the available balance is below it.
+   * Admits the request and holds a provider cost known up front (a price per image, second or
+   * character) at the customer's price: 402 when the available balance is below it. The amount
+   * held, in nano-USD.
    */
-  async holdExact(plan: Plan, amountNano: bigint): Promise<void> {
+  async holdExact(plan: Plan, providerCost: ProviderCost): Promise<bigint> {
     await this.admit(plan.caller, plan.requestId);
-    if (await this.reserveFromLease(plan, amountNano)) return;
+    const amountNano = customerNano(providerCost, markupOf(plan));
+    if (await this.reserveFromLease(plan, amountNano)) return amountNano;
     await this.placeExactHold(plan.caller, plan.requestId, amountNano, this.deps.holds.ttlSeconds);
     this.keepHold(plan);
+    return amountNano;
   }
 
-  /** One database hold of exactly `amountNano` (a video job's, settled by its workflow): 409 for a reused request id, 401, or 402 below it. */
+  /**
+   * One database hold of exactly `amountNano`, in the customer's money (a video job's, settled by
+   * its workflow, is marked up by the video service): 409 for a reused request id, 401, or 402 below it.
+   */
   async placeExactHold(caller: Caller, requestId: string, amountNano: bigint, ttlSeconds: number): Promise<void> {
     let hold;
     try {
@@ -166,19 +180,20 @@ export class Metering {
   }
 
   /**
-   * Settles at `costNano` when given (routes not billed by tokens), else at what the provider
-   * billed for `usage` (its tier, long-context prices, tool fees); never above the hold. Exactly
-   * once: a later call gets the first charge.
+   * Settles at the provider cost `providerCost` when given (routes not billed by tokens; exact
+   * where it is a fraction of a nano-USD), else at what the provider billed for `usage` (its tier,
+   * long-context prices, tool fees); charges that times (1 + the markup held at), rounded up once,
+   * never above the hold. Exactly once: a later call gets the first charge.
    */
   settle(
     plan: Plan,
     usage: ChargeInfo['usage'],
     status: string,
     httpStatus: number,
-    costNano?: bigint,
+    providerCost?: ProviderCost,
   ): Promise<ChargeInfo> {
     const meter = (plan.meter ??= {});
-    return (meter.settling ??= this.settleOnce(plan, meter, usage, status, httpStatus, costNano));
+    return (meter.settling ??= this.settleOnce(plan, meter, usage, status, httpStatus, providerCost));
   }
 
   /**
@@ -197,7 +212,7 @@ export class Metering {
     usage: ChargeInfo['usage'],
     status: string,
     httpStatus: number,
-    costNano?: bigint,
+    providerCost?: ProviderCost,
   ): Promise<ChargeInfo> {
     const { ledger, leases, limiter, metrics } = this.deps;
     if (meter.renewal) {
@@ -205,13 +220,18 @@ export class Metering {
       meter.renewal = undefined;
       this.closed();
     }
-    const cost = costNano ?? usageCostNano(plan.model, usage);
+    // Marked up before it is rounded: the charge is the usage at the listed customer prices, rounded up once.
+    const exact = providerCost ?? costRational(usageCostParts(plan.model, usage));
+    const markup = markupOf(plan);
+    const cost = customerNano(exact, markup);
     // The usage row, the same whether it is written from a lease batch or by the hold's settle.
     const row = {
       requestId: plan.requestId,
       model: plan.model.id,
       requestedModel: requestedModel(plan),
       priceVersion: plan.model.priceVersion,
+      providerCostNano: providerNano(exact),
+      markupVersion: markup.versionId,
       route: plan.route,
       inputTokens: usage.inputTokens,
       outputTokens: usage.outputTokens,
@@ -288,6 +308,11 @@ export class Metering {
     this.inFlight--;
     this.deps.metrics.holdsOpen.dec();
   }
+}
+
+/** The markup this request pays: its caller's group's on its model, taken once (at the hold) and kept for the settle. */
+function markupOf(plan: Plan): Markup {
+  return ((plan.meter ??= {}).markup ??= markupFor(plan.model, plan.caller.group));
 }
 
 /** The name the caller asked for: an alias of the model that served (src/catalogue/aliases.ts), or its own id. */

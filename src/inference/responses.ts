@@ -277,7 +277,7 @@ export class ResponsesRoute {
 
   private responsesModel(id: string): ResolvedModel {
     const model = this.deps.catalogue.get(id);
-    if (!model || !model.enabled) throw unknownModel(id);
+    if (!model) throw unknownModel(id);
     if (model.kind !== 'chat')
       throw badRequest(
         `The model '${model.id}' is a ${model.kind} model; it cannot be used on ${RESPONSES_ROUTE}.`,

@@ -4,6 +4,7 @@ import type { ResolvedModel } from '../catalogue/catalogue.ts';
 import type { TokenPrices, TokenUsage, WorstCase } from '../billing/pricing.ts';
 import type { Caller } from '../billing/caller.ts';
 import type { Reservation } from '../billing/leases.ts';
+import type { Markup } from '../billing/markup.ts';
 import type { SseEvent } from './sse.ts';
 
 export type Json = Record<string, unknown>;
@@ -98,6 +99,8 @@ export interface MeterState {
   lease?: Reservation;
   /** The one settle of this request: later calls get the same charge. */
   settling?: Promise<ChargeInfo>;
+  /** The markup the caller's group pays on plan.model, taken once at the hold: the settle charges at it. */
+  markup?: Markup;
 }
 
 export interface Held {

@@ -7,7 +7,8 @@ import type { Logger } from 'pino';
 import type { Metrics } from '../log/metrics.ts';
 import type { Config, ProviderConfig, ProviderName } from '../config/config.ts';
 import type { Ledger, SettleInput, SettleResult } from '../billing/ledger.ts';
-import { costNano } from '../billing/money.ts';
+import { costRational, type Rational } from '../billing/money.ts';
+import { customerNano, markupOf, NO_MARKUP, providerNano } from '../billing/markup.ts';
 import { FAILURE, type VideoActivities } from '../../workflows/video-types.ts';
 import type { VideoJobs } from './jobs.ts';
 import { durationMs, measureMp4, Mp4Error } from './mp4.ts';
@@ -44,10 +45,15 @@ export interface ActivityDeps {
   metrics?: Metrics;
 }
 
-/** What a job is billed: min(produced, asked) milliseconds at the per-second price, rounded up once. */
-export function videoCostNano(producedMs: number, seconds: number, pricePerSecondUsd: string): bigint {
+/** What the provider bills for a job: min(produced, asked) milliseconds at the per-second price, exact (not yet rounded). */
+export function videoCost(producedMs: number, seconds: number, pricePerSecondUsd: string): Rational {
   const billedMs = Math.min(producedMs, seconds * 1000);
-  return costNano([{ quantity: BigInt(billedMs), priceUsd: pricePerSecondUsd, perUnits: 1000n }]);
+  return costRational([{ quantity: BigInt(billedMs), priceUsd: pricePerSecondUsd, perUnits: 1000n }]);
+}
+
+/** The same, rounded up once to the nano-USD. */
+export function videoCostNano(producedMs: number, seconds: number, pricePerSecondUsd: string): bigint {
+  return providerNano(videoCost(producedMs, seconds, pricePerSecondUsd));
 }
 
 /** HTTP status recorded on the usage row of a job that ended without a charge. */
@@ -151,10 +157,14 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
     },
 
     async settleCharge(a) {
-      const cost = videoCostNano(a.producedMs, a.seconds, a.pricePerSecondUsd);
+      const cost = videoCost(a.producedMs, a.seconds, a.pricePerSecondUsd);
+      // At the markup the hold was taken at; a job started before markups has none.
+      const markup = a.markupRate === undefined ? NO_MARKUP : markupOf(BigInt(a.markupVersion ?? '0'), a.markupRate);
       const r = await deps.ledger.settle({
         requestId: a.requestId,
-        costNano: cost,
+        costNano: customerNano(cost, markup),
+        providerCostNano: providerNano(cost),
+        markupVersion: markup.versionId,
         model: a.model,
         route: VIDEO_ROUTE,
         inputTokens: 0n,

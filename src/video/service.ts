@@ -9,10 +9,11 @@ import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
-import type { Catalogue } from '../catalogue/catalogue.ts';
+import { markupFor, type Catalogue } from '../catalogue/catalogue.ts';
 import type { Ledger } from '../billing/ledger.ts';
 import { newId, newRequestId } from '../billing/ids.ts';
 import { costNano } from '../billing/money.ts';
+import { customerNano } from '../billing/markup.ts';
 import { badRequest, gatewayError } from '../rpc/errors.ts';
 import type { Metering } from '../inference/metering.ts';
 import { parseBody } from '../inference/request-body.ts';
@@ -342,8 +343,13 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
         if (earlier) return answer(earlier);
       }
 
-      // The row first, then the hold: a repeat that finds the row finds a job with its hold.
-      const holdNano = costNano([{ quantity: BigInt(input.seconds), priceUsd: price, perUnits: 1n }]);
+      // The row first, then the hold: a repeat that finds the row finds a job with its hold. Held
+      // at the customer's price: the seconds asked at the provider's price, marked up.
+      const markup = markupFor(model, key.group);
+      const holdNano = customerNano(
+        costNano([{ quantity: BigInt(input.seconds), priceUsd: price, perUnits: 1n }]),
+        markup,
+      );
       const row = await jobs.insert({
         id: jobId,
         requestId,
@@ -393,8 +399,10 @@ export function videoService(deps: VideoServiceDeps): ServiceImpl<typeof VideoSe
         size: input.size,
         holdNano: holdNano.toString(),
         pricePerSecondUsd: price,
-        // The job settles at the price (and version) it was held at, whatever the book says by then.
+        // The job settles at the price and markup (and their versions) it was held at, whatever the book says by then.
         priceVersion: model.priceVersion.toString(),
+        markupVersion: markup.versionId.toString(),
+        markupRate: markup.rate,
         createdAtMs: row.createdAt.getTime(),
         pollInitialMs: config.video.pollInitialMs,
         pollMaxMs: config.video.pollMaxMs,

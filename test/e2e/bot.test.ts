@@ -9,7 +9,7 @@ import OpenAI from 'openai';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { CatalogueService } from '../../src/gen/gateway/v1/catalogue_pb.js';
-import { usdToNano } from '../../src/billing/money.ts';
+import { nanoToUsd, usdToNano } from '../../src/billing/money.ts';
 import { loadBotConfig, type BotConfig } from '../../src/config/bot-config.ts';
 import { formatUsd } from '../../src/bot/format.ts';
 import { ownerOf, paymentExternalId } from '../../src/bot/bot.ts';
@@ -126,14 +126,27 @@ describe('telegram bot', () => {
     expect(formatUsd(0n)).toBe('$0.00');
   });
 
-  it('/prices lists every available model with its list prices in force, as the price book charges them', async () => {
+  it("/prices lists every available model with the bot's customers' prices in force, their group's markup included, as they are charged", async () => {
     const catalogue = createClient(CatalogueService, createGrpcTransport({ baseUrl: inject('rpcUrl') }));
-    const { models } = await catalogue.listModels({ availableOnly: true });
-    const mini = models.find((m) => m.id === 'gpt-4o-mini')!;
-    const text = textsOf(await say(dave, '/prices'));
-    expect(text).toContain(`$${mini.prices.input_per_mtok} input /1M tokens`);
-    expect(text).toContain(`$${mini.prices.output_per_mtok} output /1M tokens`);
-    for (const m of models) expect(text).toContain(`${m.id}: `);
+    // A markup for the bot's account group on a model the bot's requests here do not use.
+    const marked = 'gpt-5.4-nano';
+    await catalogue.setMarkup({ modelId: marked, accountGroup: 'bot', markup: '0.5', reason: 'bot test' });
+    try {
+      const { models } = await catalogue.listModels({ availableOnly: true });
+      const mini = models.find((m) => m.id === 'gpt-4o-mini')!;
+      const nano = models.find((m) => m.id === marked)!;
+      const text = textsOf(await say(dave, '/prices'));
+      expect(text).toContain(`$${mini.prices.input_per_mtok} input /1M tokens`);
+      expect(text).toContain(`$${mini.prices.output_per_mtok} output /1M tokens`);
+      // 1.5 times the provider's price, exactly: what a bot account pays for it.
+      const marked150 = nanoToUsd((usdToNano(nano.prices.input_per_mtok!) * 3n) / 2n);
+      const line = text.split('\n').find((l) => l.startsWith(`${marked}: `))!;
+      expect(line).toContain(`, $${marked150} input /1M tokens`);
+      expect(line).not.toContain(`, $${nano.prices.input_per_mtok} input`);
+      for (const m of models) expect(text).toContain(`${m.id}: `);
+    } finally {
+      await catalogue.setMarkup({ modelId: marked, accountGroup: 'bot', markup: '', reason: 'bot test done' });
+    }
   });
 
   it('a full conversation: /start, /newkey, the key works, /topup, /balance, /usage, /rotate', async () => {

@@ -2,7 +2,7 @@
 // the gateway against the simulator, the charge checked against the database.
 import { describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { MODELS } from '../../src/catalogue/models.ts';
+import { MODELS } from '../../src/catalogue/shipped-book.ts';
 import { tokenCostNano, usageFromOpenAI, affordableOutputTokens, type TokenPrices } from '../../src/billing/pricing.ts';
 import { inputTokensUpperBound } from '../../src/inference/tokens.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';

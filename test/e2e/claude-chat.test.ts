@@ -2,7 +2,7 @@
 // chat <-> messages translation, billed from Anthropic usage, streamed and not.
 import { describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { MODELS } from '../../src/catalogue/models.ts';
+import { MODELS } from '../../src/catalogue/shipped-book.ts';
 import { tokenCostNano, type TokenPrices } from '../../src/billing/pricing.ts';
 import {
   balanceOf,

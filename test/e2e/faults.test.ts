@@ -3,7 +3,7 @@
 import http from 'node:http';
 import { describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { MODELS } from '../../src/catalogue/models.ts';
+import { MODELS } from '../../src/catalogue/shipped-book.ts';
 import { tokenCostNano, type TokenPrices } from '../../src/billing/pricing.ts';
 import { countInputTokens, countTextTokens } from '../../src/inference/tokens.ts';
 import {

@@ -14,7 +14,7 @@ const ledger = new Ledger(knex, await Ledger.loadSecret(knex, undefined));
 afterAll(() => knex.destroy());
 
 describe('KeyCheck', () => {
-  it("names a live key's caller (key, account, prefix, hash); remembers it only after a statement confirmed the key; never malformed or unknown keys", async () => {
+  it("names a live key's caller (key, account, prefix, hash, price group); remembers it only after a statement confirmed the key; never malformed or unknown keys", async () => {
     const keys = new KeyCheck(ledger);
     const key = await newKey('1');
     expect(keys.known(undefined)).toBeUndefined();
@@ -28,6 +28,7 @@ describe('KeyCheck', () => {
       keyId: key.keyId,
       accountId: key.accountId,
       prefix: visiblePrefix(key.apiKey),
+      group: '',
     });
     expect(keys.known(key.apiKey)).toEqual(caller);
 

@@ -10,7 +10,7 @@ import { startGatewayProcess, type GatewayProcess } from '../support/gateway-pro
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import { balanceOf, checkInvariants, db, newKey, uniqueMarker } from '../support/context.ts';
 import { charactersNano } from '../../src/billing/media-pricing.ts';
-import { MODELS } from '../../src/catalogue/models.ts';
+import { MODELS } from '../../src/catalogue/shipped-book.ts';
 
 const started: GatewayProcess[] = [];
 afterEach(async () => {

@@ -6,7 +6,7 @@ import OpenAI from 'openai';
 import { openDb } from '../../src/db/db.ts';
 import { Ledger } from '../../src/billing/ledger.ts';
 import { newId } from '../../src/billing/ids.ts';
-import { MODELS } from '../../src/catalogue/models.ts';
+import { MODELS } from '../../src/catalogue/shipped-book.ts';
 import { tokenCostNano, type TokenPrices } from '../../src/billing/pricing.ts';
 import { inputTokensUpperBound } from '../../src/inference/tokens.ts';
 import { accountActivity, balanceOf, billing, checkInvariants, db, newKey, openai } from '../support/context.ts';

@@ -2,7 +2,7 @@
 // simulator's Anthropic API, billed from Anthropic usage (cache reads and writes included).
 import { describe, expect, it } from 'vitest';
 import Anthropic from '@anthropic-ai/sdk';
-import { MODELS } from '../../src/catalogue/models.ts';
+import { MODELS } from '../../src/catalogue/shipped-book.ts';
 import { tokenCostNano, usageFromAnthropic, type TokenPrices } from '../../src/billing/pricing.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import {

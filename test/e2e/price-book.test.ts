@@ -16,8 +16,10 @@ import { usdToNano } from '../../src/billing/money.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import { openDb, migrate, type Db } from '../../src/db/db.ts';
-import { MODELS } from '../../src/catalogue/models.ts';
+import { MODELS } from '../../src/catalogue/shipped-book.ts';
 import { PriceBook } from '../../src/catalogue/price-book.ts';
+import { shippedBook } from '../../src/catalogue/shipped-book.ts';
+import { formatBookDocument } from '../../src/catalogue/book-document.ts';
 import { createDatabase } from '../support/postgres.ts';
 import { db, newKey, openai, uniqueMarker, waitForUsage } from '../support/context.ts';
 
@@ -338,7 +340,7 @@ describe('the price book', () => {
     expect(bad?.stderr).toContain(`${MODEL}: output_per_mtok = "abc" is not a price`);
   });
 
-  it("on a database from before the book, usage rows point at their model's first version, the shipped prices; seeding again adds nothing", async () => {
+  it("on a database from before the book, usage rows point at their model's first version, the shipped prices; every model and alias gets its shipped first version; seeding again adds nothing", async () => {
     const name = `book_${uniqueMarker().replace(/[^a-z0-9]/g, '')}`;
     const admin = inject('adminDatabaseUrl');
     await createDatabase(admin, name);
@@ -358,8 +360,8 @@ describe('the price book', () => {
       [MODEL],
     );
     const book = new PriceBook(fresh);
-    await book.seed(MODELS);
-    await book.seed(MODELS);
+    await Promise.all([book.seed(shippedBook()), book.seed(shippedBook())]);
+    await book.seed(shippedBook());
     const versions = (await fresh.raw('SELECT model_id, prices, source FROM price_versions')).rows as {
       model_id: string;
       prices: Record<string, string>;
@@ -368,9 +370,14 @@ describe('the price book', () => {
     expect(versions).toHaveLength(MODELS.length);
     const mini = versions.find((v) => v.model_id === MODEL)!;
     expect(mini).toEqual({ model_id: MODEL, prices: MODELS.find((m) => m.id === MODEL)!.prices, source: 'shipped' });
-    const inForce = await book.inForce();
+    const state = await book.read();
     const row = (await fresh.raw(`SELECT price_version_id::text AS v FROM usage_records WHERE request_id = 'req_old'`))
       .rows[0];
-    expect(row.v).toBe(inForce.get(MODEL)!.id.toString());
+    expect(row.v).toBe(state.prices.get(MODEL)!.id.toString());
+    // The definitions and aliases as shipped, once each: the book reads back as the shipped document.
+    const count = async (table: string) => Number((await fresh.raw(`SELECT count(*) AS n FROM ${table}`)).rows[0].n);
+    expect(await count('model_versions')).toBe(MODELS.length);
+    expect(await count('alias_versions')).toBe(Object.keys(shippedBook().aliases).length);
+    expect(formatBookDocument(PriceBook.documentOf(state))).toBe(formatBookDocument(shippedBook()));
   });
 });

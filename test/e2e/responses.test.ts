@@ -3,7 +3,7 @@
 // and unstreamed; failures free.
 import { describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
-import { MODELS } from '../../src/catalogue/models.ts';
+import { MODELS } from '../../src/catalogue/shipped-book.ts';
 import { tokenCostNano, usageFromOpenAIResponses, type TokenPrices } from '../../src/billing/pricing.ts';
 import {
   accountActivity,

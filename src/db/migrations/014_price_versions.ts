@@ -1,5 +1,5 @@
 // The price book's dated versions: each holds a model's whole price map (decimal USD strings,
-// the unit in the key, as in src/catalogue/models.ts), in force from `effective_from`, with who
+// the unit in the key, as in src/catalogue/shipped-book.json), in force from `effective_from`, with who
 // made it and why. Append-only (a trigger refuses UPDATE and DELETE), so the version a usage row
 // names still says what it was charged at. A usage row names its version; no foreign key, as for
 // response_owners: its check would lock the version row on every settle.

@@ -15,6 +15,8 @@ import * as m011 from './011_rotation_keeps_limits.ts';
 import * as m012 from './012_response_owners.ts';
 import * as m013 from './013_lease_reclaim.ts';
 import * as m014 from './014_price_versions.ts';
+import * as m015 from './015_catalogue_book.ts';
+import * as m016 from './016_bot_group.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -31,6 +33,8 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '012_response_owners': m012,
   '013_lease_reclaim': m013,
   '014_price_versions': m014,
+  '015_catalogue_book': m015,
+  '016_bot_group': m016,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

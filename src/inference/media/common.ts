@@ -15,7 +15,7 @@ export function modelOfKind(catalogue: Catalogue, id: unknown, kind: ModelKindNa
   if (typeof id !== 'string' || id === '')
     throw badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model');
   const model = catalogue.get(id);
-  if (!model || !model.enabled) throw unknownModel(id);
+  if (!model) throw unknownModel(id);
   if (model.kind !== kind)
     throw badRequest(
       `The model '${model.id}' is a ${model.kind} model; ${route} takes ${kind} models.`,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/config.ts';
 import { Catalogue } from '../../../src/catalogue/catalogue.ts';
-import { MODELS } from '../../../src/catalogue/models.ts';
+import { MODELS } from '../../../src/catalogue/shipped-book.ts';
 import { DEFAULT_MODEL_ALIASES } from '../../../src/catalogue/aliases.ts';
 import { parseDecimal } from '../../../src/billing/money.ts';
 

@@ -3,7 +3,8 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/config.ts';
 import { Catalogue } from '../../../src/catalogue/catalogue.ts';
-import { MODELS, type CatalogueEntry } from '../../../src/catalogue/models.ts';
+import type { CatalogueEntry } from '../../../src/catalogue/models.ts';
+import { MODELS } from '../../../src/catalogue/shipped-book.ts';
 import { costNano } from '../../../src/billing/money.ts';
 import {
   affordableBeyond,

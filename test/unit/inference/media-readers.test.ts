@@ -11,7 +11,7 @@ import {
   perImageNano,
 } from '../../../src/billing/media-pricing.ts';
 import { float32Base64 } from '../../../src/inference/providers/cohere.ts';
-import { MODELS } from '../../../src/catalogue/models.ts';
+import { MODELS } from '../../../src/catalogue/shipped-book.ts';
 import { png } from '../../support/media-files.ts';
 
 const prices = (id: string) => MODELS.find((m) => m.id === id)!.prices;

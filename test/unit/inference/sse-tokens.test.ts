@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { SseParser } from '../../../src/inference/sse.ts';
 import { countInputTokens, inputTokensUpperBound } from '../../../src/inference/tokens.ts';
-import { MODELS } from '../../../src/catalogue/models.ts';
+import { MODELS } from '../../../src/catalogue/shipped-book.ts';
 
 const gpt4oMini = MODELS.find((m) => m.id === 'gpt-4o-mini')!;
 

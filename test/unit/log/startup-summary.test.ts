@@ -6,7 +6,7 @@ import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/config.ts';
-import { MODELS } from '../../../src/catalogue/models.ts';
+import { MODELS } from '../../../src/catalogue/shipped-book.ts';
 import { createLogger, resolveLogFormat } from '../../../src/log/logger.ts';
 import { prettyLine } from '../../../src/log/pretty.ts';
 import { connectableUrl, startupSummary, summaryLines, type StartedParts } from '../../../src/log/startup-summary.ts';
@@ -287,7 +287,7 @@ describe('the CLI command line', () => {
     for (const args of [['--help'], ['-h'], ['help'], ['keys', '--help']]) {
       const r = cli(...args);
       expect(r.code, args.join(' ')).toBe(0);
-      expect(r.stdout).toMatch(/^usage: npm run cli -- keys\|catalogue <command>/);
+      expect(r.stdout).toMatch(/^usage: npm run cli -- keys\|catalogue\|accounts\|report <command>/);
       expect(r.stdout).toContain('catalogue set-price <model>');
       expect(r.stdout).toContain('DATA_DIR/gateway.json');
     }
@@ -302,11 +302,16 @@ describe('the CLI command line', () => {
       ],
       [
         ['key', 'create'],
-        'error: unknown command "key" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits, catalogue history, catalogue set-price); see npm run cli -- --help',
+        'error: unknown command "key" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits, catalogue history, catalogue set-price, catalogue export, catalogue diff, catalogue apply, catalogue preview, catalogue upsert, catalogue enable, catalogue disable, catalogue alias, catalogue unalias, catalogue markup, catalogue markups, accounts set-group, report margin); see npm run cli -- --help',
       ],
       [
         ['catalogue', 'nope'],
-        'error: unknown command "catalogue nope" (the commands are catalogue history, catalogue set-price); see npm run cli -- --help',
+        'error: unknown command "catalogue nope" (the commands are catalogue history, catalogue set-price, catalogue export, catalogue diff, catalogue apply, catalogue preview, catalogue upsert, catalogue enable, catalogue disable, catalogue alias, catalogue unalias, catalogue markup, catalogue markups); see npm run cli -- --help',
+      ],
+      [['catalogue', 'apply'], 'error: catalogue apply needs -f <file> (or -f - for stdin); see npm run cli -- --help'],
+      [
+        ['catalogue', 'markup', '--provider', 'openai', '--model', 'gpt-4o', '0.2'],
+        'error: a markup is for a provider or a model, not both; see npm run cli -- --help',
       ],
       [
         ['catalogue', 'set-price', 'gpt-4o-mini', 'cheap'],

@@ -50,6 +50,7 @@ beforeAll(async () => {
       keyHash: Buffer.alloc(32),
       keyId: 'key_test',
       accountId: 'acct_test',
+      group: '',
       prefix: 'prx-test',
     }),
     log: pino(sink),

@@ -2,7 +2,7 @@
 // @generated from file gateway/v1/billing.proto (package gateway.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
@@ -400,6 +400,32 @@ export declare type UsageRecord = Message<"gateway.v1.UsageRecord"> & {
    * @generated from field: google.protobuf.Timestamp created_at = 13;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * What the provider bills for the usage (cost_nano is the customer's charge, markup included).
+   *
+   * @generated from field: int64 provider_cost_nano = 14;
+   */
+  providerCostNano: bigint;
+
+  /**
+   * The price book's price and markup versions the request was charged at (0: none).
+   *
+   * @generated from field: int64 price_version_id = 15;
+   */
+  priceVersionId: bigint;
+
+  /**
+   * @generated from field: int64 markup_version_id = 16;
+   */
+  markupVersionId: bigint;
+
+  /**
+   * The name the caller asked for (an alias), when it differs from model.
+   *
+   * @generated from field: string requested_model = 17;
+   */
+  requestedModel: string;
 };
 
 /**
@@ -735,6 +761,169 @@ export declare type RefundTopUpResponse = Message<"gateway.v1.RefundTopUpRespons
 export declare const RefundTopUpResponseSchema: GenMessage<RefundTopUpResponse>;
 
 /**
+ * @generated from message gateway.v1.SetAccountGroupRequest
+ */
+export declare type SetAccountGroupRequest = Message<"gateway.v1.SetAccountGroupRequest"> & {
+  /**
+   * @generated from field: gateway.v1.KeyRef key = 1;
+   */
+  key?: KeyRef | undefined;
+
+  /**
+   * Lower-case letters, digits, '-' and '_', at most 32; "" puts the account back in the default group.
+   *
+   * @generated from field: string group = 2;
+   */
+  group: string;
+};
+
+/**
+ * Describes the message gateway.v1.SetAccountGroupRequest.
+ * Use `create(SetAccountGroupRequestSchema)` to create a new message.
+ */
+export declare const SetAccountGroupRequestSchema: GenMessage<SetAccountGroupRequest>;
+
+/**
+ * @generated from message gateway.v1.SetAccountGroupResponse
+ */
+export declare type SetAccountGroupResponse = Message<"gateway.v1.SetAccountGroupResponse"> & {
+  /**
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * @generated from field: string group = 2;
+   */
+  group: string;
+};
+
+/**
+ * Describes the message gateway.v1.SetAccountGroupResponse.
+ * Use `create(SetAccountGroupResponseSchema)` to create a new message.
+ */
+export declare const SetAccountGroupResponseSchema: GenMessage<SetAccountGroupResponse>;
+
+/**
+ * @generated from message gateway.v1.GetMarginReportRequest
+ */
+export declare type GetMarginReportRequest = Message<"gateway.v1.GetMarginReportRequest"> & {
+  /**
+   * @generated from field: google.protobuf.Timestamp from = 1;
+   */
+  from?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp to = 2;
+   */
+  to?: Timestamp | undefined;
+
+  /**
+   * Unspecified: by model.
+   *
+   * @generated from field: gateway.v1.MarginGrouping by = 3;
+   */
+  by: MarginGrouping;
+};
+
+/**
+ * Describes the message gateway.v1.GetMarginReportRequest.
+ * Use `create(GetMarginReportRequestSchema)` to create a new message.
+ */
+export declare const GetMarginReportRequestSchema: GenMessage<GetMarginReportRequest>;
+
+/**
+ * @generated from message gateway.v1.MarginRow
+ */
+export declare type MarginRow = Message<"gateway.v1.MarginRow"> & {
+  /**
+   * The model id, the UTC day (YYYY-MM-DD) or the account id.
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * @generated from field: int64 requests = 2;
+   */
+  requests: bigint;
+
+  /**
+   * @generated from field: int64 revenue_nano = 3;
+   */
+  revenueNano: bigint;
+
+  /**
+   * @generated from field: int64 provider_cost_nano = 4;
+   */
+  providerCostNano: bigint;
+
+  /**
+   * revenue - provider cost; negative when sold below cost.
+   *
+   * @generated from field: int64 margin_nano = 5;
+   */
+  marginNano: bigint;
+};
+
+/**
+ * Describes the message gateway.v1.MarginRow.
+ * Use `create(MarginRowSchema)` to create a new message.
+ */
+export declare const MarginRowSchema: GenMessage<MarginRow>;
+
+/**
+ * @generated from message gateway.v1.GetMarginReportResponse
+ */
+export declare type GetMarginReportResponse = Message<"gateway.v1.GetMarginReportResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.MarginRow rows = 1;
+   */
+  rows: MarginRow[];
+
+  /**
+   * @generated from field: gateway.v1.MarginRow total = 2;
+   */
+  total?: MarginRow | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.GetMarginReportResponse.
+ * Use `create(GetMarginReportResponseSchema)` to create a new message.
+ */
+export declare const GetMarginReportResponseSchema: GenMessage<GetMarginReportResponse>;
+
+/**
+ * @generated from enum gateway.v1.MarginGrouping
+ */
+export enum MarginGrouping {
+  /**
+   * @generated from enum value: MARGIN_GROUPING_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: MARGIN_GROUPING_MODEL = 1;
+   */
+  MODEL = 1,
+
+  /**
+   * @generated from enum value: MARGIN_GROUPING_DAY = 2;
+   */
+  DAY = 2,
+
+  /**
+   * @generated from enum value: MARGIN_GROUPING_ACCOUNT = 3;
+   */
+  ACCOUNT = 3,
+}
+
+/**
+ * Describes the enum gateway.v1.MarginGrouping.
+ */
+export declare const MarginGroupingSchema: GenEnum<MarginGrouping>;
+
+/**
  * Keys, balances and the ledger. Amounts are integer nano-USD (1e-9 USD).
  *
  * @generated from service gateway.v1.BillingService
@@ -839,6 +1028,28 @@ export declare const BillingService: GenService<{
     methodKind: "unary";
     input: typeof RefundTopUpRequestSchema;
     output: typeof RefundTopUpResponseSchema;
+  },
+  /**
+   * Puts a key's account in a price group (markups may be set per group, docs/billing.md#markups);
+   * "" is the default group. In force on every instance within the key check's staleness bound.
+   *
+   * @generated from rpc gateway.v1.BillingService.SetAccountGroup
+   */
+  setAccountGroup: {
+    methodKind: "unary";
+    input: typeof SetAccountGroupRequestSchema;
+    output: typeof SetAccountGroupResponseSchema;
+  },
+  /**
+   * Revenue (what customers were charged), provider cost and margin over usage rows created in
+   * [from, to), grouped by model, UTC day or account.
+   *
+   * @generated from rpc gateway.v1.BillingService.GetMarginReport
+   */
+  getMarginReport: {
+    methodKind: "unary";
+    input: typeof GetMarginReportRequestSchema;
+    output: typeof GetMarginReportResponseSchema;
   },
 }>;
 

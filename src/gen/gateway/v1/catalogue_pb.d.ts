@@ -84,6 +84,39 @@ export declare type Model = Message<"gateway.v1.Model"> & {
    * @generated from field: int64 price_version_id = 12;
    */
   priceVersionId: bigint;
+
+  /**
+   * Long-context threshold, vision rule and other definition fields, as a book document's model
+   * entry (JSON), for export and for operators.
+   *
+   * @generated from field: string definition_json = 13;
+   */
+  definitionJson: string;
+
+  /**
+   * Names that this model serves.
+   *
+   * @generated from field: repeated string aliases = 14;
+   */
+  aliases: string[];
+
+  /**
+   * With ListModelsRequest.account_group (or "" for the default group): the markup in force for it,
+   * and the customer's prices = prices x (1 + markup), exact decimal USD strings per unit.
+   *
+   * @generated from field: string markup = 15;
+   */
+  markup: string;
+
+  /**
+   * @generated from field: int64 markup_version_id = 16;
+   */
+  markupVersionId: bigint;
+
+  /**
+   * @generated from field: map<string, string> customer_prices = 17;
+   */
+  customerPrices: { [key: string]: string };
 };
 
 /**
@@ -91,6 +124,46 @@ export declare type Model = Message<"gateway.v1.Model"> & {
  * Use `create(ModelSchema)` to create a new message.
  */
 export declare const ModelSchema: GenMessage<Model>;
+
+/**
+ * A model's definition as it was set: every version kept, newest first.
+ *
+ * @generated from message gateway.v1.ModelDefinitionVersion
+ */
+export declare type ModelDefinitionVersion = Message<"gateway.v1.ModelDefinitionVersion"> & {
+  /**
+   * @generated from field: int64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * The book document's model entry without prices (JSON).
+   *
+   * @generated from field: string definition_json = 2;
+   */
+  definitionJson: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 3;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string source = 4;
+   */
+  source: string;
+
+  /**
+   * @generated from field: string reason = 5;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message gateway.v1.ModelDefinitionVersion.
+ * Use `create(ModelDefinitionVersionSchema)` to create a new message.
+ */
+export declare const ModelDefinitionVersionSchema: GenMessage<ModelDefinitionVersion>;
 
 /**
  * One dated version of a model's prices; versions are never changed, only added.
@@ -168,6 +241,13 @@ export declare type GetPriceHistoryResponse = Message<"gateway.v1.GetPriceHistor
    * @generated from field: repeated gateway.v1.PriceVersion versions = 1;
    */
   versions: PriceVersion[];
+
+  /**
+   * The model's definition versions (enabled, limits, upstream id...), newest first.
+   *
+   * @generated from field: repeated gateway.v1.ModelDefinitionVersion definitions = 2;
+   */
+  definitions: ModelDefinitionVersion[];
 };
 
 /**
@@ -249,6 +329,13 @@ export declare type ListModelsRequest = Message<"gateway.v1.ListModelsRequest"> 
    * @generated from field: bool available_only = 2;
    */
   availableOnly: boolean;
+
+  /**
+   * Customer prices for this account group ("" = the default group).
+   *
+   * @generated from field: string account_group = 3;
+   */
+  accountGroup: string;
 };
 
 /**
@@ -316,6 +403,13 @@ export declare type GetModelRequest = Message<"gateway.v1.GetModelRequest"> & {
    * @generated from field: string id = 1;
    */
   id: string;
+
+  /**
+   * Customer prices for this account group ("" = the default group).
+   *
+   * @generated from field: string account_group = 2;
+   */
+  accountGroup: string;
 };
 
 /**
@@ -348,6 +442,579 @@ export declare type GetModelResponse = Message<"gateway.v1.GetModelResponse"> & 
  * Use `create(GetModelResponseSchema)` to create a new message.
  */
 export declare const GetModelResponseSchema: GenMessage<GetModelResponse>;
+
+/**
+ * @generated from message gateway.v1.UpsertModelRequest
+ */
+export declare type UpsertModelRequest = Message<"gateway.v1.UpsertModelRequest"> & {
+  /**
+   * A book document's model entry (JSON): id, kind, provider, upstreamId, enabled, contextWindow,
+   * maxOutputTokens, vision... and prices (required for a new model; when given for an existing
+   * one, a new price version from now).
+   *
+   * @generated from field: string model_json = 1;
+   */
+  modelJson: string;
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string source = 3;
+   */
+  source: string;
+};
+
+/**
+ * Describes the message gateway.v1.UpsertModelRequest.
+ * Use `create(UpsertModelRequestSchema)` to create a new message.
+ */
+export declare const UpsertModelRequestSchema: GenMessage<UpsertModelRequest>;
+
+/**
+ * @generated from message gateway.v1.UpsertModelResponse
+ */
+export declare type UpsertModelResponse = Message<"gateway.v1.UpsertModelResponse"> & {
+  /**
+   * @generated from field: gateway.v1.Model model = 1;
+   */
+  model?: Model | undefined;
+
+  /**
+   * @generated from field: bool created = 2;
+   */
+  created: boolean;
+};
+
+/**
+ * Describes the message gateway.v1.UpsertModelResponse.
+ * Use `create(UpsertModelResponseSchema)` to create a new message.
+ */
+export declare const UpsertModelResponseSchema: GenMessage<UpsertModelResponse>;
+
+/**
+ * @generated from message gateway.v1.SetModelEnabledRequest
+ */
+export declare type SetModelEnabledRequest = Message<"gateway.v1.SetModelEnabledRequest"> & {
+  /**
+   * @generated from field: string model_id = 1;
+   */
+  modelId: string;
+
+  /**
+   * @generated from field: bool enabled = 2;
+   */
+  enabled: boolean;
+
+  /**
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string source = 4;
+   */
+  source: string;
+};
+
+/**
+ * Describes the message gateway.v1.SetModelEnabledRequest.
+ * Use `create(SetModelEnabledRequestSchema)` to create a new message.
+ */
+export declare const SetModelEnabledRequestSchema: GenMessage<SetModelEnabledRequest>;
+
+/**
+ * @generated from message gateway.v1.SetModelEnabledResponse
+ */
+export declare type SetModelEnabledResponse = Message<"gateway.v1.SetModelEnabledResponse"> & {
+  /**
+   * @generated from field: gateway.v1.Model model = 1;
+   */
+  model?: Model | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.SetModelEnabledResponse.
+ * Use `create(SetModelEnabledResponseSchema)` to create a new message.
+ */
+export declare const SetModelEnabledResponseSchema: GenMessage<SetModelEnabledResponse>;
+
+/**
+ * @generated from message gateway.v1.SetAliasRequest
+ */
+export declare type SetAliasRequest = Message<"gateway.v1.SetAliasRequest"> & {
+  /**
+   * @generated from field: string alias = 1;
+   */
+  alias: string;
+
+  /**
+   * @generated from field: string model_id = 2;
+   */
+  modelId: string;
+
+  /**
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string source = 4;
+   */
+  source: string;
+};
+
+/**
+ * Describes the message gateway.v1.SetAliasRequest.
+ * Use `create(SetAliasRequestSchema)` to create a new message.
+ */
+export declare const SetAliasRequestSchema: GenMessage<SetAliasRequest>;
+
+/**
+ * @generated from message gateway.v1.SetAliasResponse
+ */
+export declare type SetAliasResponse = Message<"gateway.v1.SetAliasResponse"> & {
+};
+
+/**
+ * Describes the message gateway.v1.SetAliasResponse.
+ * Use `create(SetAliasResponseSchema)` to create a new message.
+ */
+export declare const SetAliasResponseSchema: GenMessage<SetAliasResponse>;
+
+/**
+ * @generated from message gateway.v1.DeleteAliasRequest
+ */
+export declare type DeleteAliasRequest = Message<"gateway.v1.DeleteAliasRequest"> & {
+  /**
+   * @generated from field: string alias = 1;
+   */
+  alias: string;
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string source = 3;
+   */
+  source: string;
+};
+
+/**
+ * Describes the message gateway.v1.DeleteAliasRequest.
+ * Use `create(DeleteAliasRequestSchema)` to create a new message.
+ */
+export declare const DeleteAliasRequestSchema: GenMessage<DeleteAliasRequest>;
+
+/**
+ * @generated from message gateway.v1.DeleteAliasResponse
+ */
+export declare type DeleteAliasResponse = Message<"gateway.v1.DeleteAliasResponse"> & {
+  /**
+   * @generated from field: bool deleted = 1;
+   */
+  deleted: boolean;
+};
+
+/**
+ * Describes the message gateway.v1.DeleteAliasResponse.
+ * Use `create(DeleteAliasResponseSchema)` to create a new message.
+ */
+export declare const DeleteAliasResponseSchema: GenMessage<DeleteAliasResponse>;
+
+/**
+ * A markup's scope: the default (neither provider nor model_id), a provider, or a model; each
+ * for everyone (account_group "") or one account group.
+ *
+ * @generated from message gateway.v1.Markup
+ */
+export declare type Markup = Message<"gateway.v1.Markup"> & {
+  /**
+   * @generated from field: int64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from field: string provider = 2;
+   */
+  provider: string;
+
+  /**
+   * @generated from field: string model_id = 3;
+   */
+  modelId: string;
+
+  /**
+   * @generated from field: string account_group = 4;
+   */
+  accountGroup: string;
+
+  /**
+   * Decimal fraction, e.g. "0.2" for 20%; at most 6 decimal places; "" = cleared.
+   *
+   * @generated from field: string markup = 5;
+   */
+  markup: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp effective_from = 6;
+   */
+  effectiveFrom?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 7;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string source = 8;
+   */
+  source: string;
+
+  /**
+   * @generated from field: string reason = 9;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message gateway.v1.Markup.
+ * Use `create(MarkupSchema)` to create a new message.
+ */
+export declare const MarkupSchema: GenMessage<Markup>;
+
+/**
+ * @generated from message gateway.v1.SetMarkupRequest
+ */
+export declare type SetMarkupRequest = Message<"gateway.v1.SetMarkupRequest"> & {
+  /**
+   * @generated from field: string provider = 1;
+   */
+  provider: string;
+
+  /**
+   * @generated from field: string model_id = 2;
+   */
+  modelId: string;
+
+  /**
+   * @generated from field: string account_group = 3;
+   */
+  accountGroup: string;
+
+  /**
+   * @generated from field: string markup = 4;
+   */
+  markup: string;
+
+  /**
+   * Unset: now.
+   *
+   * @generated from field: google.protobuf.Timestamp effective_from = 5;
+   */
+  effectiveFrom?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string reason = 6;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string source = 7;
+   */
+  source: string;
+};
+
+/**
+ * Describes the message gateway.v1.SetMarkupRequest.
+ * Use `create(SetMarkupRequestSchema)` to create a new message.
+ */
+export declare const SetMarkupRequestSchema: GenMessage<SetMarkupRequest>;
+
+/**
+ * @generated from message gateway.v1.SetMarkupResponse
+ */
+export declare type SetMarkupResponse = Message<"gateway.v1.SetMarkupResponse"> & {
+  /**
+   * @generated from field: gateway.v1.Markup markup = 1;
+   */
+  markup?: Markup | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.SetMarkupResponse.
+ * Use `create(SetMarkupResponseSchema)` to create a new message.
+ */
+export declare const SetMarkupResponseSchema: GenMessage<SetMarkupResponse>;
+
+/**
+ * @generated from message gateway.v1.ListMarkupsRequest
+ */
+export declare type ListMarkupsRequest = Message<"gateway.v1.ListMarkupsRequest"> & {
+};
+
+/**
+ * Describes the message gateway.v1.ListMarkupsRequest.
+ * Use `create(ListMarkupsRequestSchema)` to create a new message.
+ */
+export declare const ListMarkupsRequestSchema: GenMessage<ListMarkupsRequest>;
+
+/**
+ * @generated from message gateway.v1.ListMarkupsResponse
+ */
+export declare type ListMarkupsResponse = Message<"gateway.v1.ListMarkupsResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.Markup in_force = 1;
+   */
+  inForce: Markup[];
+
+  /**
+   * @generated from field: repeated gateway.v1.Markup scheduled = 2;
+   */
+  scheduled: Markup[];
+};
+
+/**
+ * Describes the message gateway.v1.ListMarkupsResponse.
+ * Use `create(ListMarkupsResponseSchema)` to create a new message.
+ */
+export declare const ListMarkupsResponseSchema: GenMessage<ListMarkupsResponse>;
+
+/**
+ * @generated from message gateway.v1.ExportBookRequest
+ */
+export declare type ExportBookRequest = Message<"gateway.v1.ExportBookRequest"> & {
+};
+
+/**
+ * Describes the message gateway.v1.ExportBookRequest.
+ * Use `create(ExportBookRequestSchema)` to create a new message.
+ */
+export declare const ExportBookRequestSchema: GenMessage<ExportBookRequest>;
+
+/**
+ * @generated from message gateway.v1.ExportBookResponse
+ */
+export declare type ExportBookResponse = Message<"gateway.v1.ExportBookResponse"> & {
+  /**
+   * The book document (JSON text).
+   *
+   * @generated from field: string document = 1;
+   */
+  document: string;
+};
+
+/**
+ * Describes the message gateway.v1.ExportBookResponse.
+ * Use `create(ExportBookResponseSchema)` to create a new message.
+ */
+export declare const ExportBookResponseSchema: GenMessage<ExportBookResponse>;
+
+/**
+ * @generated from message gateway.v1.ApplyBookRequest
+ */
+export declare type ApplyBookRequest = Message<"gateway.v1.ApplyBookRequest"> & {
+  /**
+   * @generated from field: string document = 1;
+   */
+  document: string;
+
+  /**
+   * @generated from field: bool dry_run = 2;
+   */
+  dryRun: boolean;
+
+  /**
+   * New price and markup versions take effect from here; unset: now.
+   *
+   * @generated from field: google.protobuf.Timestamp effective_from = 3;
+   */
+  effectiveFrom?: Timestamp | undefined;
+
+  /**
+   * @generated from field: string reason = 4;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string source = 5;
+   */
+  source: string;
+};
+
+/**
+ * Describes the message gateway.v1.ApplyBookRequest.
+ * Use `create(ApplyBookRequestSchema)` to create a new message.
+ */
+export declare const ApplyBookRequestSchema: GenMessage<ApplyBookRequest>;
+
+/**
+ * One change a book document makes against the book in force.
+ *
+ * @generated from message gateway.v1.BookChange
+ */
+export declare type BookChange = Message<"gateway.v1.BookChange"> & {
+  /**
+   * add_model, change_model, enable_model, disable_model, set_prices, set_alias, delete_alias,
+   * set_markup, clear_markup.
+   *
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * The model id, alias, or markup scope ("default", "provider:openai", "model:gpt-4o", with
+   * "@group" for a group's).
+   *
+   * @generated from field: string subject = 2;
+   */
+  subject: string;
+
+  /**
+   * What changes, before -> after, for people.
+   *
+   * @generated from field: string detail = 3;
+   */
+  detail: string;
+};
+
+/**
+ * Describes the message gateway.v1.BookChange.
+ * Use `create(BookChangeSchema)` to create a new message.
+ */
+export declare const BookChangeSchema: GenMessage<BookChange>;
+
+/**
+ * @generated from message gateway.v1.ApplyBookResponse
+ */
+export declare type ApplyBookResponse = Message<"gateway.v1.ApplyBookResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.BookChange changes = 1;
+   */
+  changes: BookChange[];
+
+  /**
+   * False for a dry run (and for a document that changes nothing).
+   *
+   * @generated from field: bool applied = 2;
+   */
+  applied: boolean;
+};
+
+/**
+ * Describes the message gateway.v1.ApplyBookResponse.
+ * Use `create(ApplyBookResponseSchema)` to create a new message.
+ */
+export declare const ApplyBookResponseSchema: GenMessage<ApplyBookResponse>;
+
+/**
+ * @generated from message gateway.v1.PreviewBookRequest
+ */
+export declare type PreviewBookRequest = Message<"gateway.v1.PreviewBookRequest"> & {
+  /**
+   * @generated from field: string document = 1;
+   */
+  document: string;
+
+  /**
+   * Usage of the last `days` days (1-366; 0: 30).
+   *
+   * @generated from field: int32 days = 2;
+   */
+  days: number;
+};
+
+/**
+ * Describes the message gateway.v1.PreviewBookRequest.
+ * Use `create(PreviewBookRequestSchema)` to create a new message.
+ */
+export declare const PreviewBookRequestSchema: GenMessage<PreviewBookRequest>;
+
+/**
+ * One model's recorded usage over the period, as charged and as the proposed book would charge it.
+ *
+ * @generated from message gateway.v1.PreviewRow
+ */
+export declare type PreviewRow = Message<"gateway.v1.PreviewRow"> & {
+  /**
+   * @generated from field: string model_id = 1;
+   */
+  modelId: string;
+
+  /**
+   * @generated from field: int64 requests = 2;
+   */
+  requests: bigint;
+
+  /**
+   * @generated from field: int64 revenue_nano = 3;
+   */
+  revenueNano: bigint;
+
+  /**
+   * @generated from field: int64 provider_cost_nano = 4;
+   */
+  providerCostNano: bigint;
+
+  /**
+   * @generated from field: int64 proposed_revenue_nano = 5;
+   */
+  proposedRevenueNano: bigint;
+
+  /**
+   * @generated from field: int64 proposed_provider_cost_nano = 6;
+   */
+  proposedProviderCostNano: bigint;
+
+  /**
+   * Rows whose charge the recorded quantities do not explain alone (service tiers, long context,
+   * tool fees, capped charges): their proposed figures scale with the base prices.
+   *
+   * @generated from field: int64 inexact_requests = 7;
+   */
+  inexactRequests: bigint;
+};
+
+/**
+ * Describes the message gateway.v1.PreviewRow.
+ * Use `create(PreviewRowSchema)` to create a new message.
+ */
+export declare const PreviewRowSchema: GenMessage<PreviewRow>;
+
+/**
+ * @generated from message gateway.v1.PreviewBookResponse
+ */
+export declare type PreviewBookResponse = Message<"gateway.v1.PreviewBookResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.PreviewRow rows = 1;
+   */
+  rows: PreviewRow[];
+
+  /**
+   * @generated from field: gateway.v1.PreviewRow total = 2;
+   */
+  total?: PreviewRow | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp from = 3;
+   */
+  from?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp to = 4;
+   */
+  to?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.PreviewBookResponse.
+ * Use `create(PreviewBookResponseSchema)` to create a new message.
+ */
+export declare const PreviewBookResponseSchema: GenMessage<PreviewBookResponse>;
 
 /**
  * @generated from enum gateway.v1.ModelKind
@@ -438,6 +1105,101 @@ export declare const CatalogueService: GenService<{
     methodKind: "unary";
     input: typeof SetPricesRequestSchema;
     output: typeof SetPricesResponseSchema;
+  },
+  /**
+   * Adds a model or changes one's definition (everything but its prices, which a new model must
+   * bring and an existing one may). Refused with INVALID_ARGUMENT naming the model and the field.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.UpsertModel
+   */
+  upsertModel: {
+    methodKind: "unary";
+    input: typeof UpsertModelRequestSchema;
+    output: typeof UpsertModelResponseSchema;
+  },
+  /**
+   * Enables or disables a model: a disabled model is refused as model_not_available. Disabling a
+   * model that an alias points at is refused (delete or move the alias first).
+   *
+   * @generated from rpc gateway.v1.CatalogueService.SetModelEnabled
+   */
+  setModelEnabled: {
+    methodKind: "unary";
+    input: typeof SetModelEnabledRequestSchema;
+    output: typeof SetModelEnabledResponseSchema;
+  },
+  /**
+   * Points an alias at a model: refused when the model is missing or disabled, when the target is
+   * itself an alias, or when the alias is a model's id.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.SetAlias
+   */
+  setAlias: {
+    methodKind: "unary";
+    input: typeof SetAliasRequestSchema;
+    output: typeof SetAliasResponseSchema;
+  },
+  /**
+   * @generated from rpc gateway.v1.CatalogueService.DeleteAlias
+   */
+  deleteAlias: {
+    methodKind: "unary";
+    input: typeof DeleteAliasRequestSchema;
+    output: typeof DeleteAliasResponseSchema;
+  },
+  /**
+   * Sets (or, with an empty markup, clears) the markup of a scope: the default, a provider or a
+   * model, for everyone or one account group; dated like prices.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.SetMarkup
+   */
+  setMarkup: {
+    methodKind: "unary";
+    input: typeof SetMarkupRequestSchema;
+    output: typeof SetMarkupResponseSchema;
+  },
+  /**
+   * The markups in force now and those scheduled.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.ListMarkups
+   */
+  listMarkups: {
+    methodKind: "unary";
+    input: typeof ListMarkupsRequestSchema;
+    output: typeof ListMarkupsResponseSchema;
+  },
+  /**
+   * The whole book (models, prices in force, aliases, markups in force) as a book document (JSON,
+   * docs/price-book.md); applying it unchanged changes nothing.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.ExportBook
+   */
+  exportBook: {
+    methodKind: "unary";
+    input: typeof ExportBookRequestSchema;
+    output: typeof ExportBookResponseSchema;
+  },
+  /**
+   * Applies a whole book document: the changes it makes against the book in force, then (unless
+   * dry_run) all of them in one transaction, or none when any is refused.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.ApplyBook
+   */
+  applyBook: {
+    methodKind: "unary";
+    input: typeof ApplyBookRequestSchema;
+    output: typeof ApplyBookResponseSchema;
+  },
+  /**
+   * What the last `days` days of recorded usage would have cost and earned under a proposed book
+   * document, beside what it did.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.PreviewBook
+   */
+  previewBook: {
+    methodKind: "unary";
+    input: typeof PreviewBookRequestSchema;
+    output: typeof PreviewBookResponseSchema;
   },
 }>;
 

@@ -9,7 +9,7 @@ import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
  * Describes the file gateway/v1/catalogue.proto.
  */
 export const file_gateway_v1_catalogue = /*@__PURE__*/
-  fileDesc("ChpnYXRld2F5L3YxL2NhdGFsb2d1ZS5wcm90bxIKZ2F0ZXdheS52MSLpAgoFTW9kZWwSCgoCaWQYASABKAkSIwoEa2luZBgCIAEoDjIVLmdhdGV3YXkudjEuTW9kZWxLaW5kEhAKCHByb3ZpZGVyGAMgASgJEhMKC3Vwc3RyZWFtX2lkGAQgASgJEg8KB2VuYWJsZWQYBSABKAgSEQoJYXZhaWxhYmxlGAYgASgIEhoKEnVuYXZhaWxhYmxlX3JlYXNvbhgHIAEoCRIdChVyZXNwb25zZXNfcGFzc3Rocm91Z2gYCCABKAgSFgoOY29udGV4dF93aW5kb3cYCSABKAUSGQoRbWF4X291dHB1dF90b2tlbnMYCiABKAUSLQoGcHJpY2VzGAsgAygLMh0uZ2F0ZXdheS52MS5Nb2RlbC5QcmljZXNFbnRyeRIYChBwcmljZV92ZXJzaW9uX2lkGAwgASgDGi0KC1ByaWNlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEilQIKDFByaWNlVmVyc2lvbhIKCgJpZBgBIAEoAxIQCghtb2RlbF9pZBgCIAEoCRI0CgZwcmljZXMYAyADKAsyJC5nYXRld2F5LnYxLlByaWNlVmVyc2lvbi5QcmljZXNFbnRyeRIyCg5lZmZlY3RpdmVfZnJvbRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc291cmNlGAYgASgJEg4KBnJlYXNvbhgHIAEoCRotCgtQcmljZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIioKFkdldFByaWNlSGlzdG9yeVJlcXVlc3QSEAoIbW9kZWxfaWQYASABKAkiRQoXR2V0UHJpY2VIaXN0b3J5UmVzcG9uc2USKgoIdmVyc2lvbnMYASADKAsyGC5nYXRld2F5LnYxLlByaWNlVmVyc2lvbiLhAQoQU2V0UHJpY2VzUmVxdWVzdBIQCghtb2RlbF9pZBgBIAEoCRI4CgZwcmljZXMYAiADKAsyKC5nYXRld2F5LnYxLlNldFByaWNlc1JlcXVlc3QuUHJpY2VzRW50cnkSMgoOZWZmZWN0aXZlX2Zyb20YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJlYXNvbhgEIAEoCRIOCgZzb3VyY2UYBSABKAkaLQoLUHJpY2VzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI+ChFTZXRQcmljZXNSZXNwb25zZRIpCgd2ZXJzaW9uGAEgASgLMhguZ2F0ZXdheS52MS5QcmljZVZlcnNpb24iUAoRTGlzdE1vZGVsc1JlcXVlc3QSIwoEa2luZBgBIAEoDjIVLmdhdGV3YXkudjEuTW9kZWxLaW5kEhYKDmF2YWlsYWJsZV9vbmx5GAIgASgIImAKEkxpc3RNb2RlbHNSZXNwb25zZRIhCgZtb2RlbHMYASADKAsyES5nYXRld2F5LnYxLk1vZGVsEicKB2FsaWFzZXMYAiADKAsyFi5nYXRld2F5LnYxLk1vZGVsQWxpYXMiLQoKTW9kZWxBbGlhcxINCgVhbGlhcxgBIAEoCRIQCghtb2RlbF9pZBgCIAEoCSIdCg9HZXRNb2RlbFJlcXVlc3QSCgoCaWQYASABKAkiQwoQR2V0TW9kZWxSZXNwb25zZRIgCgVtb2RlbBgBIAEoCzIRLmdhdGV3YXkudjEuTW9kZWwSDQoFYWxpYXMYAiABKAkqtwEKCU1vZGVsS2luZBIaChZNT0RFTF9LSU5EX1VOU1BFQ0lGSUVEEAASEwoPTU9ERUxfS0lORF9DSEFUEAESGAoUTU9ERUxfS0lORF9FTUJFRERJTkcQAhIUChBNT0RFTF9LSU5EX0lNQUdFEAMSHAoYTU9ERUxfS0lORF9UUkFOU0NSSVBUSU9OEAQSFQoRTU9ERUxfS0lORF9TUEVFQ0gQBRIUChBNT0RFTF9LSU5EX1ZJREVPEAYyzAIKEENhdGFsb2d1ZVNlcnZpY2USSwoKTGlzdE1vZGVscxIdLmdhdGV3YXkudjEuTGlzdE1vZGVsc1JlcXVlc3QaHi5nYXRld2F5LnYxLkxpc3RNb2RlbHNSZXNwb25zZRJFCghHZXRNb2RlbBIbLmdhdGV3YXkudjEuR2V0TW9kZWxSZXF1ZXN0GhwuZ2F0ZXdheS52MS5HZXRNb2RlbFJlc3BvbnNlEloKD0dldFByaWNlSGlzdG9yeRIiLmdhdGV3YXkudjEuR2V0UHJpY2VIaXN0b3J5UmVxdWVzdBojLmdhdGV3YXkudjEuR2V0UHJpY2VIaXN0b3J5UmVzcG9uc2USSAoJU2V0UHJpY2VzEhwuZ2F0ZXdheS52MS5TZXRQcmljZXNSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5TZXRQcmljZXNSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("ChpnYXRld2F5L3YxL2NhdGFsb2d1ZS5wcm90bxIKZ2F0ZXdheS52MSK1BAoFTW9kZWwSCgoCaWQYASABKAkSIwoEa2luZBgCIAEoDjIVLmdhdGV3YXkudjEuTW9kZWxLaW5kEhAKCHByb3ZpZGVyGAMgASgJEhMKC3Vwc3RyZWFtX2lkGAQgASgJEg8KB2VuYWJsZWQYBSABKAgSEQoJYXZhaWxhYmxlGAYgASgIEhoKEnVuYXZhaWxhYmxlX3JlYXNvbhgHIAEoCRIdChVyZXNwb25zZXNfcGFzc3Rocm91Z2gYCCABKAgSFgoOY29udGV4dF93aW5kb3cYCSABKAUSGQoRbWF4X291dHB1dF90b2tlbnMYCiABKAUSLQoGcHJpY2VzGAsgAygLMh0uZ2F0ZXdheS52MS5Nb2RlbC5QcmljZXNFbnRyeRIYChBwcmljZV92ZXJzaW9uX2lkGAwgASgDEhcKD2RlZmluaXRpb25fanNvbhgNIAEoCRIPCgdhbGlhc2VzGA4gAygJEg4KBm1hcmt1cBgPIAEoCRIZChFtYXJrdXBfdmVyc2lvbl9pZBgQIAEoAxI+Cg9jdXN0b21lcl9wcmljZXMYESADKAsyJS5nYXRld2F5LnYxLk1vZGVsLkN1c3RvbWVyUHJpY2VzRW50cnkaLQoLUHJpY2VzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ARo1ChNDdXN0b21lclByaWNlc0VudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoCToCOAEijQEKFk1vZGVsRGVmaW5pdGlvblZlcnNpb24SCgoCaWQYASABKAMSFwoPZGVmaW5pdGlvbl9qc29uGAIgASgJEi4KCmNyZWF0ZWRfYXQYAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnNvdXJjZRgEIAEoCRIOCgZyZWFzb24YBSABKAkilQIKDFByaWNlVmVyc2lvbhIKCgJpZBgBIAEoAxIQCghtb2RlbF9pZBgCIAEoCRI0CgZwcmljZXMYAyADKAsyJC5nYXRld2F5LnYxLlByaWNlVmVyc2lvbi5QcmljZXNFbnRyeRIyCg5lZmZlY3RpdmVfZnJvbRgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc291cmNlGAYgASgJEg4KBnJlYXNvbhgHIAEoCRotCgtQcmljZXNFbnRyeRILCgNrZXkYASABKAkSDQoFdmFsdWUYAiABKAk6AjgBIioKFkdldFByaWNlSGlzdG9yeVJlcXVlc3QSEAoIbW9kZWxfaWQYASABKAkifgoXR2V0UHJpY2VIaXN0b3J5UmVzcG9uc2USKgoIdmVyc2lvbnMYASADKAsyGC5nYXRld2F5LnYxLlByaWNlVmVyc2lvbhI3CgtkZWZpbml0aW9ucxgCIAMoCzIiLmdhdGV3YXkudjEuTW9kZWxEZWZpbml0aW9uVmVyc2lvbiLhAQoQU2V0UHJpY2VzUmVxdWVzdBIQCghtb2RlbF9pZBgBIAEoCRI4CgZwcmljZXMYAiADKAsyKC5nYXRld2F5LnYxLlNldFByaWNlc1JlcXVlc3QuUHJpY2VzRW50cnkSMgoOZWZmZWN0aXZlX2Zyb20YAyABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBnJlYXNvbhgEIAEoCRIOCgZzb3VyY2UYBSABKAkaLQoLUHJpY2VzRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgJOgI4ASI+ChFTZXRQcmljZXNSZXNwb25zZRIpCgd2ZXJzaW9uGAEgASgLMhguZ2F0ZXdheS52MS5QcmljZVZlcnNpb24iZwoRTGlzdE1vZGVsc1JlcXVlc3QSIwoEa2luZBgBIAEoDjIVLmdhdGV3YXkudjEuTW9kZWxLaW5kEhYKDmF2YWlsYWJsZV9vbmx5GAIgASgIEhUKDWFjY291bnRfZ3JvdXAYAyABKAkiYAoSTGlzdE1vZGVsc1Jlc3BvbnNlEiEKBm1vZGVscxgBIAMoCzIRLmdhdGV3YXkudjEuTW9kZWwSJwoHYWxpYXNlcxgCIAMoCzIWLmdhdGV3YXkudjEuTW9kZWxBbGlhcyItCgpNb2RlbEFsaWFzEg0KBWFsaWFzGAEgASgJEhAKCG1vZGVsX2lkGAIgASgJIjQKD0dldE1vZGVsUmVxdWVzdBIKCgJpZBgBIAEoCRIVCg1hY2NvdW50X2dyb3VwGAIgASgJIkMKEEdldE1vZGVsUmVzcG9uc2USIAoFbW9kZWwYASABKAsyES5nYXRld2F5LnYxLk1vZGVsEg0KBWFsaWFzGAIgASgJIkgKElVwc2VydE1vZGVsUmVxdWVzdBISCgptb2RlbF9qc29uGAEgASgJEg4KBnJlYXNvbhgCIAEoCRIOCgZzb3VyY2UYAyABKAkiSAoTVXBzZXJ0TW9kZWxSZXNwb25zZRIgCgVtb2RlbBgBIAEoCzIRLmdhdGV3YXkudjEuTW9kZWwSDwoHY3JlYXRlZBgCIAEoCCJbChZTZXRNb2RlbEVuYWJsZWRSZXF1ZXN0EhAKCG1vZGVsX2lkGAEgASgJEg8KB2VuYWJsZWQYAiABKAgSDgoGcmVhc29uGAMgASgJEg4KBnNvdXJjZRgEIAEoCSI7ChdTZXRNb2RlbEVuYWJsZWRSZXNwb25zZRIgCgVtb2RlbBgBIAEoCzIRLmdhdGV3YXkudjEuTW9kZWwiUgoPU2V0QWxpYXNSZXF1ZXN0Eg0KBWFsaWFzGAEgASgJEhAKCG1vZGVsX2lkGAIgASgJEg4KBnJlYXNvbhgDIAEoCRIOCgZzb3VyY2UYBCABKAkiEgoQU2V0QWxpYXNSZXNwb25zZSJDChJEZWxldGVBbGlhc1JlcXVlc3QSDQoFYWxpYXMYASABKAkSDgoGcmVhc29uGAIgASgJEg4KBnNvdXJjZRgDIAEoCSImChNEZWxldGVBbGlhc1Jlc3BvbnNlEg8KB2RlbGV0ZWQYASABKAgi4wEKBk1hcmt1cBIKCgJpZBgBIAEoAxIQCghwcm92aWRlchgCIAEoCRIQCghtb2RlbF9pZBgDIAEoCRIVCg1hY2NvdW50X2dyb3VwGAQgASgJEg4KBm1hcmt1cBgFIAEoCRIyCg5lZmZlY3RpdmVfZnJvbRgGIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgHIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGc291cmNlGAggASgJEg4KBnJlYXNvbhgJIAEoCSKxAQoQU2V0TWFya3VwUmVxdWVzdBIQCghwcm92aWRlchgBIAEoCRIQCghtb2RlbF9pZBgCIAEoCRIVCg1hY2NvdW50X2dyb3VwGAMgASgJEg4KBm1hcmt1cBgEIAEoCRIyCg5lZmZlY3RpdmVfZnJvbRgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDgoGcmVhc29uGAYgASgJEg4KBnNvdXJjZRgHIAEoCSI3ChFTZXRNYXJrdXBSZXNwb25zZRIiCgZtYXJrdXAYASABKAsyEi5nYXRld2F5LnYxLk1hcmt1cCIUChJMaXN0TWFya3Vwc1JlcXVlc3QiYgoTTGlzdE1hcmt1cHNSZXNwb25zZRIkCghpbl9mb3JjZRgBIAMoCzISLmdhdGV3YXkudjEuTWFya3VwEiUKCXNjaGVkdWxlZBgCIAMoCzISLmdhdGV3YXkudjEuTWFya3VwIhMKEUV4cG9ydEJvb2tSZXF1ZXN0IiYKEkV4cG9ydEJvb2tSZXNwb25zZRIQCghkb2N1bWVudBgBIAEoCSKJAQoQQXBwbHlCb29rUmVxdWVzdBIQCghkb2N1bWVudBgBIAEoCRIPCgdkcnlfcnVuGAIgASgIEjIKDmVmZmVjdGl2ZV9mcm9tGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZyZWFzb24YBCABKAkSDgoGc291cmNlGAUgASgJIjsKCkJvb2tDaGFuZ2USDAoEa2luZBgBIAEoCRIPCgdzdWJqZWN0GAIgASgJEg4KBmRldGFpbBgDIAEoCSJNChFBcHBseUJvb2tSZXNwb25zZRInCgdjaGFuZ2VzGAEgAygLMhYuZ2F0ZXdheS52MS5Cb29rQ2hhbmdlEg8KB2FwcGxpZWQYAiABKAgiNAoSUHJldmlld0Jvb2tSZXF1ZXN0EhAKCGRvY3VtZW50GAEgASgJEgwKBGRheXMYAiABKAUiwAEKClByZXZpZXdSb3cSEAoIbW9kZWxfaWQYASABKAkSEAoIcmVxdWVzdHMYAiABKAMSFAoMcmV2ZW51ZV9uYW5vGAMgASgDEhoKEnByb3ZpZGVyX2Nvc3RfbmFubxgEIAEoAxIdChVwcm9wb3NlZF9yZXZlbnVlX25hbm8YBSABKAMSIwobcHJvcG9zZWRfcHJvdmlkZXJfY29zdF9uYW5vGAYgASgDEhgKEGluZXhhY3RfcmVxdWVzdHMYByABKAMitAEKE1ByZXZpZXdCb29rUmVzcG9uc2USJAoEcm93cxgBIAMoCzIWLmdhdGV3YXkudjEuUHJldmlld1JvdxIlCgV0b3RhbBgCIAEoCzIWLmdhdGV3YXkudjEuUHJldmlld1JvdxIoCgRmcm9tGAMgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBImCgJ0bxgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAqtwEKCU1vZGVsS2luZBIaChZNT0RFTF9LSU5EX1VOU1BFQ0lGSUVEEAASEwoPTU9ERUxfS0lORF9DSEFUEAESGAoUTU9ERUxfS0lORF9FTUJFRERJTkcQAhIUChBNT0RFTF9LSU5EX0lNQUdFEAMSHAoYTU9ERUxfS0lORF9UUkFOU0NSSVBUSU9OEAQSFQoRTU9ERUxfS0lORF9TUEVFQ0gQBRIUChBNT0RFTF9LSU5EX1ZJREVPEAYykAgKEENhdGFsb2d1ZVNlcnZpY2USSwoKTGlzdE1vZGVscxIdLmdhdGV3YXkudjEuTGlzdE1vZGVsc1JlcXVlc3QaHi5nYXRld2F5LnYxLkxpc3RNb2RlbHNSZXNwb25zZRJFCghHZXRNb2RlbBIbLmdhdGV3YXkudjEuR2V0TW9kZWxSZXF1ZXN0GhwuZ2F0ZXdheS52MS5HZXRNb2RlbFJlc3BvbnNlEloKD0dldFByaWNlSGlzdG9yeRIiLmdhdGV3YXkudjEuR2V0UHJpY2VIaXN0b3J5UmVxdWVzdBojLmdhdGV3YXkudjEuR2V0UHJpY2VIaXN0b3J5UmVzcG9uc2USSAoJU2V0UHJpY2VzEhwuZ2F0ZXdheS52MS5TZXRQcmljZXNSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5TZXRQcmljZXNSZXNwb25zZRJOCgtVcHNlcnRNb2RlbBIeLmdhdGV3YXkudjEuVXBzZXJ0TW9kZWxSZXF1ZXN0Gh8uZ2F0ZXdheS52MS5VcHNlcnRNb2RlbFJlc3BvbnNlEloKD1NldE1vZGVsRW5hYmxlZBIiLmdhdGV3YXkudjEuU2V0TW9kZWxFbmFibGVkUmVxdWVzdBojLmdhdGV3YXkudjEuU2V0TW9kZWxFbmFibGVkUmVzcG9uc2USRQoIU2V0QWxpYXMSGy5nYXRld2F5LnYxLlNldEFsaWFzUmVxdWVzdBocLmdhdGV3YXkudjEuU2V0QWxpYXNSZXNwb25zZRJOCgtEZWxldGVBbGlhcxIeLmdhdGV3YXkudjEuRGVsZXRlQWxpYXNSZXF1ZXN0Gh8uZ2F0ZXdheS52MS5EZWxldGVBbGlhc1Jlc3BvbnNlEkgKCVNldE1hcmt1cBIcLmdhdGV3YXkudjEuU2V0TWFya3VwUmVxdWVzdBodLmdhdGV3YXkudjEuU2V0TWFya3VwUmVzcG9uc2USTgoLTGlzdE1hcmt1cHMSHi5nYXRld2F5LnYxLkxpc3RNYXJrdXBzUmVxdWVzdBofLmdhdGV3YXkudjEuTGlzdE1hcmt1cHNSZXNwb25zZRJLCgpFeHBvcnRCb29rEh0uZ2F0ZXdheS52MS5FeHBvcnRCb29rUmVxdWVzdBoeLmdhdGV3YXkudjEuRXhwb3J0Qm9va1Jlc3BvbnNlEkgKCUFwcGx5Qm9vaxIcLmdhdGV3YXkudjEuQXBwbHlCb29rUmVxdWVzdBodLmdhdGV3YXkudjEuQXBwbHlCb29rUmVzcG9uc2USTgoLUHJldmlld0Jvb2sSHi5nYXRld2F5LnYxLlByZXZpZXdCb29rUmVxdWVzdBofLmdhdGV3YXkudjEuUHJldmlld0Jvb2tSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * Describes the message gateway.v1.Model.
@@ -19,74 +19,228 @@ export const ModelSchema = /*@__PURE__*/
   messageDesc(file_gateway_v1_catalogue, 0);
 
 /**
+ * Describes the message gateway.v1.ModelDefinitionVersion.
+ * Use `create(ModelDefinitionVersionSchema)` to create a new message.
+ */
+export const ModelDefinitionVersionSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 1);
+
+/**
  * Describes the message gateway.v1.PriceVersion.
  * Use `create(PriceVersionSchema)` to create a new message.
  */
 export const PriceVersionSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_catalogue, 1);
+  messageDesc(file_gateway_v1_catalogue, 2);
 
 /**
  * Describes the message gateway.v1.GetPriceHistoryRequest.
  * Use `create(GetPriceHistoryRequestSchema)` to create a new message.
  */
 export const GetPriceHistoryRequestSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_catalogue, 2);
+  messageDesc(file_gateway_v1_catalogue, 3);
 
 /**
  * Describes the message gateway.v1.GetPriceHistoryResponse.
  * Use `create(GetPriceHistoryResponseSchema)` to create a new message.
  */
 export const GetPriceHistoryResponseSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_catalogue, 3);
+  messageDesc(file_gateway_v1_catalogue, 4);
 
 /**
  * Describes the message gateway.v1.SetPricesRequest.
  * Use `create(SetPricesRequestSchema)` to create a new message.
  */
 export const SetPricesRequestSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_catalogue, 4);
+  messageDesc(file_gateway_v1_catalogue, 5);
 
 /**
  * Describes the message gateway.v1.SetPricesResponse.
  * Use `create(SetPricesResponseSchema)` to create a new message.
  */
 export const SetPricesResponseSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_catalogue, 5);
+  messageDesc(file_gateway_v1_catalogue, 6);
 
 /**
  * Describes the message gateway.v1.ListModelsRequest.
  * Use `create(ListModelsRequestSchema)` to create a new message.
  */
 export const ListModelsRequestSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_catalogue, 6);
+  messageDesc(file_gateway_v1_catalogue, 7);
 
 /**
  * Describes the message gateway.v1.ListModelsResponse.
  * Use `create(ListModelsResponseSchema)` to create a new message.
  */
 export const ListModelsResponseSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_catalogue, 7);
+  messageDesc(file_gateway_v1_catalogue, 8);
 
 /**
  * Describes the message gateway.v1.ModelAlias.
  * Use `create(ModelAliasSchema)` to create a new message.
  */
 export const ModelAliasSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_catalogue, 8);
+  messageDesc(file_gateway_v1_catalogue, 9);
 
 /**
  * Describes the message gateway.v1.GetModelRequest.
  * Use `create(GetModelRequestSchema)` to create a new message.
  */
 export const GetModelRequestSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_catalogue, 9);
+  messageDesc(file_gateway_v1_catalogue, 10);
 
 /**
  * Describes the message gateway.v1.GetModelResponse.
  * Use `create(GetModelResponseSchema)` to create a new message.
  */
 export const GetModelResponseSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_catalogue, 10);
+  messageDesc(file_gateway_v1_catalogue, 11);
+
+/**
+ * Describes the message gateway.v1.UpsertModelRequest.
+ * Use `create(UpsertModelRequestSchema)` to create a new message.
+ */
+export const UpsertModelRequestSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 12);
+
+/**
+ * Describes the message gateway.v1.UpsertModelResponse.
+ * Use `create(UpsertModelResponseSchema)` to create a new message.
+ */
+export const UpsertModelResponseSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 13);
+
+/**
+ * Describes the message gateway.v1.SetModelEnabledRequest.
+ * Use `create(SetModelEnabledRequestSchema)` to create a new message.
+ */
+export const SetModelEnabledRequestSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 14);
+
+/**
+ * Describes the message gateway.v1.SetModelEnabledResponse.
+ * Use `create(SetModelEnabledResponseSchema)` to create a new message.
+ */
+export const SetModelEnabledResponseSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 15);
+
+/**
+ * Describes the message gateway.v1.SetAliasRequest.
+ * Use `create(SetAliasRequestSchema)` to create a new message.
+ */
+export const SetAliasRequestSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 16);
+
+/**
+ * Describes the message gateway.v1.SetAliasResponse.
+ * Use `create(SetAliasResponseSchema)` to create a new message.
+ */
+export const SetAliasResponseSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 17);
+
+/**
+ * Describes the message gateway.v1.DeleteAliasRequest.
+ * Use `create(DeleteAliasRequestSchema)` to create a new message.
+ */
+export const DeleteAliasRequestSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 18);
+
+/**
+ * Describes the message gateway.v1.DeleteAliasResponse.
+ * Use `create(DeleteAliasResponseSchema)` to create a new message.
+ */
+export const DeleteAliasResponseSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 19);
+
+/**
+ * Describes the message gateway.v1.Markup.
+ * Use `create(MarkupSchema)` to create a new message.
+ */
+export const MarkupSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 20);
+
+/**
+ * Describes the message gateway.v1.SetMarkupRequest.
+ * Use `create(SetMarkupRequestSchema)` to create a new message.
+ */
+export const SetMarkupRequestSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 21);
+
+/**
+ * Describes the message gateway.v1.SetMarkupResponse.
+ * Use `create(SetMarkupResponseSchema)` to create a new message.
+ */
+export const SetMarkupResponseSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 22);
+
+/**
+ * Describes the message gateway.v1.ListMarkupsRequest.
+ * Use `create(ListMarkupsRequestSchema)` to create a new message.
+ */
+export const ListMarkupsRequestSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 23);
+
+/**
+ * Describes the message gateway.v1.ListMarkupsResponse.
+ * Use `create(ListMarkupsResponseSchema)` to create a new message.
+ */
+export const ListMarkupsResponseSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 24);
+
+/**
+ * Describes the message gateway.v1.ExportBookRequest.
+ * Use `create(ExportBookRequestSchema)` to create a new message.
+ */
+export const ExportBookRequestSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 25);
+
+/**
+ * Describes the message gateway.v1.ExportBookResponse.
+ * Use `create(ExportBookResponseSchema)` to create a new message.
+ */
+export const ExportBookResponseSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 26);
+
+/**
+ * Describes the message gateway.v1.ApplyBookRequest.
+ * Use `create(ApplyBookRequestSchema)` to create a new message.
+ */
+export const ApplyBookRequestSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 27);
+
+/**
+ * Describes the message gateway.v1.BookChange.
+ * Use `create(BookChangeSchema)` to create a new message.
+ */
+export const BookChangeSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 28);
+
+/**
+ * Describes the message gateway.v1.ApplyBookResponse.
+ * Use `create(ApplyBookResponseSchema)` to create a new message.
+ */
+export const ApplyBookResponseSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 29);
+
+/**
+ * Describes the message gateway.v1.PreviewBookRequest.
+ * Use `create(PreviewBookRequestSchema)` to create a new message.
+ */
+export const PreviewBookRequestSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 30);
+
+/**
+ * Describes the message gateway.v1.PreviewRow.
+ * Use `create(PreviewRowSchema)` to create a new message.
+ */
+export const PreviewRowSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 31);
+
+/**
+ * Describes the message gateway.v1.PreviewBookResponse.
+ * Use `create(PreviewBookResponseSchema)` to create a new message.
+ */
+export const PreviewBookResponseSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_catalogue, 32);
 
 /**
  * Describes the enum gateway.v1.ModelKind.

@@ -1,0 +1,181 @@
+// What a proposed book document changes against the book in force: the one list the admin RPCs
+// write from (a single change is a document with one difference), a dry run shows, and an apply
+// writes in one transaction. Models are never removed (usage rows name them): a document that
+// leaves one out is refused; `enabled: false` retires it.
+import type { BookDocument, BookMarkup } from './book-document.ts';
+import type { CatalogueEntry } from './models.ts';
+
+export type ModelDefinition = Omit<CatalogueEntry, 'prices'>;
+
+export type Change =
+  | { kind: 'add_model'; definition: ModelDefinition; prices: Record<string, string> }
+  | { kind: 'change_model' | 'enable_model' | 'disable_model'; definition: ModelDefinition; before: ModelDefinition }
+  | { kind: 'set_prices'; modelId: string; prices: Record<string, string>; before: Record<string, string> }
+  | { kind: 'set_alias'; alias: string; target: string; before?: string }
+  | { kind: 'delete_alias'; alias: string; before: string }
+  | { kind: 'set_markup'; scope: MarkupScope; markup: string; before?: string }
+  | { kind: 'clear_markup'; scope: MarkupScope; before: string };
+
+/** Where a markup applies: a model, a provider, or neither (the default); for one group or everyone (''). */
+export interface MarkupScope {
+  provider: string;
+  modelId: string;
+  group: string;
+}
+
+/** Why a document cannot be applied, beyond its own validation (book-document.ts). */
+export interface DiffProblem {
+  field: string;
+  message: string;
+}
+
+export function definitionOf(m: CatalogueEntry): ModelDefinition {
+  const { prices: _prices, ...definition } = m;
+  return definition;
+}
+
+export function scopeOf(m: BookMarkup): MarkupScope {
+  return { provider: m.provider ?? '', modelId: m.model ?? '', group: m.group ?? '' };
+}
+
+/**
+ * The markup that applies to `model` for an account of `group`, most specific first: the model's
+ * for the group, its provider's for the group, the group's default, then the same for everyone
+ * (''). The one precedence rule, for the catalogue in force and for a previewed document.
+ */
+export function applicableMarkup<T>(
+  markups: readonly T[],
+  scope: (m: T) => MarkupScope,
+  model: { id: string; provider: string },
+  group: string,
+): T | undefined {
+  const find = (g: string, provider: string, modelId: string) =>
+    markups.find((m) => {
+      const s = scope(m);
+      return s.group === g && s.provider === provider && s.modelId === modelId;
+    });
+  for (const g of group === '' ? [''] : [group, '']) {
+    const hit = find(g, '', model.id) ?? find(g, model.provider, '') ?? find(g, '', '');
+    if (hit) return hit;
+  }
+  return undefined;
+}
+
+/** The scope as people and BookChange.subject read it: "default", "provider:openai", "model:gpt-4o", "@group" after. */
+export function scopeName(s: MarkupScope): string {
+  const base = s.modelId ? `model:${s.modelId}` : s.provider ? `provider:${s.provider}` : 'default';
+  return s.group ? `${base}@${s.group}` : base;
+}
+
+/** A value compared by content: keys in a fixed order, so two equal definitions compare equal however they were built. */
+function canonical(v: unknown): string {
+  return JSON.stringify(v, (_k, x: unknown) =>
+    x && typeof x === 'object' && !Array.isArray(x)
+      ? Object.fromEntries(Object.entries(x as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)))
+      : x,
+  );
+}
+
+const same = (a: unknown, b: unknown) => canonical(a) === canonical(b);
+
+/** The changes that turn `current` into `proposed`, in a stable order; or why it cannot. */
+export function diffBooks(
+  current: BookDocument,
+  proposed: BookDocument,
+): { changes: Change[]; problems: DiffProblem[] } {
+  const changes: Change[] = [];
+  const problems: DiffProblem[] = [];
+  const now = new Map(current.models.map((m) => [m.id, m]));
+  const next = new Map(proposed.models.map((m) => [m.id, m]));
+  for (const id of [...now.keys()].sort())
+    if (!next.has(id))
+      problems.push({
+        field: `models[${id}]`,
+        message: `${id}: a model cannot be removed from the book (usage rows name it); set "enabled": false to retire it`,
+      });
+  for (const id of [...next.keys()].sort()) {
+    const m = next.get(id)!;
+    const before = now.get(id);
+    if (!before) {
+      changes.push({ kind: 'add_model', definition: definitionOf(m), prices: { ...m.prices } });
+      continue;
+    }
+    const d = definitionOf(m);
+    const b = definitionOf(before);
+    if (!same(d, b)) {
+      const onlyEnabled = same({ ...d, enabled: b.enabled }, b);
+      const kind = !onlyEnabled ? 'change_model' : d.enabled ? 'enable_model' : 'disable_model';
+      changes.push({ kind, definition: d, before: b });
+    }
+    if (!same(m.prices, before.prices))
+      changes.push({ kind: 'set_prices', modelId: id, prices: { ...m.prices }, before: { ...before.prices } });
+  }
+  const aliases = new Set([...Object.keys(current.aliases), ...Object.keys(proposed.aliases)]);
+  for (const alias of [...aliases].sort()) {
+    const before = current.aliases[alias];
+    const target = proposed.aliases[alias];
+    if (target === undefined) changes.push({ kind: 'delete_alias', alias, before: before! });
+    else if (target !== before)
+      changes.push({ kind: 'set_alias', alias, target, ...(before !== undefined ? { before } : {}) });
+  }
+  const markupsNow = new Map(current.markups.map((m) => [scopeName(scopeOf(m)), m]));
+  const markupsNext = new Map(proposed.markups.map((m) => [scopeName(scopeOf(m)), m]));
+  for (const name of [...new Set([...markupsNow.keys(), ...markupsNext.keys()])].sort()) {
+    const before = markupsNow.get(name);
+    const after = markupsNext.get(name);
+    if (!after) changes.push({ kind: 'clear_markup', scope: scopeOf(before!), before: before!.markup });
+    else if (after.markup !== before?.markup)
+      changes.push({
+        kind: 'set_markup',
+        scope: scopeOf(after),
+        markup: after.markup,
+        ...(before ? { before: before.markup } : {}),
+      });
+  }
+  return { changes, problems };
+}
+
+/** A change as BookChange shows it: its kind, what it is about, and before -> after for people. */
+export function describeChange(c: Change): { kind: string; subject: string; detail: string } {
+  const prices = (p: Record<string, string>) =>
+    Object.entries(p)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, v]) => `${k}=${v}`)
+      .join(' ');
+  switch (c.kind) {
+    case 'add_model':
+      return {
+        kind: c.kind,
+        subject: c.definition.id,
+        detail: `new ${c.definition.kind} model on ${c.definition.provider}${c.definition.enabled ? '' : ' (disabled)'}: ${prices(c.prices)}`,
+      };
+    case 'change_model':
+    case 'enable_model':
+    case 'disable_model': {
+      const fields = [...new Set([...Object.keys(c.definition), ...Object.keys(c.before)])]
+        .filter((k) => !same((c.before as never)[k], (c.definition as never)[k]))
+        .sort()
+        .map(
+          (k) =>
+            `${k}: ${JSON.stringify((c.before as never)[k]) ?? 'unset'} -> ${JSON.stringify((c.definition as never)[k]) ?? 'unset'}`,
+        );
+      return { kind: c.kind, subject: c.definition.id, detail: fields.join('; ') };
+    }
+    case 'set_prices': {
+      const keys = [...new Set([...Object.keys(c.before), ...Object.keys(c.prices)])].sort();
+      const detail = keys
+        .filter((k) => c.before[k] !== c.prices[k])
+        .map((k) => `${k}: ${c.before[k] ?? 'unset'} -> ${c.prices[k] ?? 'unset'}`)
+        .join('; ');
+      return { kind: c.kind, subject: c.modelId, detail };
+    }
+    case 'set_alias':
+      return { kind: c.kind, subject: c.alias, detail: `${c.before ?? 'unset'} -> ${c.target}` };
+    case 'delete_alias':
+      return { kind: c.kind, subject: c.alias, detail: `${c.before} -> unset` };
+    case 'set_markup':
+      return { kind: c.kind, subject: scopeName(c.scope), detail: `${c.before ?? 'unset'} -> ${c.markup}` };
+    case 'clear_markup':
+      return { kind: c.kind, subject: scopeName(c.scope), detail: `${c.before} -> unset` };
+  }
+}
