@@ -13,6 +13,8 @@ import path from 'node:path';
  * docs/design.md (Layout) explains each row.
  */
 export const LAYERS: readonly { name: string; parts: readonly string[] }[] = [
+  // The console's browser code: below everything, so it imports only itself (and npm packages).
+  { name: 'the console page', parts: ['src/console/web/'] },
   { name: 'contract and units', parts: ['src/gen/', 'src/billing/money.ts'] },
   { name: 'configuration', parts: ['src/config/'] },
   { name: 'infrastructure', parts: ['src/log/', 'src/db/'] },
@@ -25,7 +27,7 @@ export const LAYERS: readonly { name: string; parts: readonly string[] }[] = [
     parts: ['src/billing/service.ts', 'src/catalogue/service.ts', 'src/inference/service.ts', 'src/video/service.ts'],
   },
   { name: 'transport', parts: ['src/rpc/'] },
-  { name: 'edges', parts: ['src/facade/', 'src/bot/', 'src/cli/'] },
+  { name: 'edges', parts: ['src/facade/', 'src/bot/', 'src/cli/', 'src/console/'] },
   { name: 'the gateway', parts: ['src/server.ts'] },
   { name: 'the gateway process', parts: ['src/main.ts'] },
 ];

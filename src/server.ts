@@ -44,6 +44,12 @@ import { buildFacade } from './facade/app.ts';
 import { VideoRuntime } from './video/runtime.ts';
 import { videoService } from './video/service.ts';
 import { startBotIfConfigured } from './bot/start.ts';
+import { ConsoleSessions } from './billing/console-sessions.ts';
+import { consoleApi } from './console/api.ts';
+import { registerConsolePages } from './console/pages.ts';
+
+/** How long a console session lasts: 12 h from sign-in at most, 1 h without a request. */
+const CONSOLE_SESSION_LIFETIMES = { absoluteMs: 12 * 3_600_000, idleMs: 3_600_000 };
 
 export interface Gateway {
   httpUrl: string;
@@ -198,6 +204,8 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     rpcSessions.add(session);
     session.once('close', () => rpcSessions.delete(session));
   });
+  // The browser console (docs/console.md): its API and pages on the HTTP port, its sessions in the database.
+  const consoleSessions = new ConsoleSessions(db, CONSOLE_SESSION_LIFETIMES);
   const facade: FastifyInstance = buildFacade({
     transport: directTransport(services, log),
     log,
@@ -211,6 +219,17 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     ready: async () => {
       await db.raw('SELECT 1');
     },
+    plugins: [
+      consoleApi({
+        transport: directTransport(services, log),
+        sessions: consoleSessions,
+        authenticate: (apiKey) => keys.authenticate(apiKey),
+        adminToken: config.adminToken,
+        workflowPage: (workflowId) => video.workflowPage(workflowId),
+        log,
+      }),
+      async (app) => registerConsolePages(app, { log }),
+    ],
   });
   await facade.listen({ host: config.host, port: config.port });
 
@@ -224,6 +243,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     );
     limiter.prune().catch((err) => log.warn({ err }, 'rate window prune failed'));
     owners.prune().catch((err) => log.warn({ err }, 'response owner prune failed'));
+    consoleSessions.prune().catch((err) => log.warn({ err }, 'console session prune failed'));
   }, config.holds.sweepIntervalMs);
   sweeper.unref();
 

@@ -57,30 +57,6 @@ export interface SettleResult {
   firstSettle: boolean;
 }
 
-export interface UsageRow {
-  requestId: string;
-  keyId: string;
-  model: string;
-  /** The name the caller asked for (an alias of model), or '' when it was model itself. */
-  requestedModel: string;
-  route: string;
-  inputTokens: bigint;
-  outputTokens: bigint;
-  cachedTokens: bigint;
-  cacheWriteTokens: bigint;
-  /** The customer's charge. */
-  costNano: bigint;
-  /** What the provider billed (rows from before markups: their whole cost, charged or not). */
-  providerCostNano: bigint;
-  /** The price book's price and markup versions charged at (0: none). */
-  priceVersion: bigint;
-  markupVersion: bigint;
-  status: string;
-  httpStatus: number;
-  latencyMs: number;
-  createdAt: Date;
-}
-
 export interface OwnedKeyRow {
   keyId: string;
   accountId: string;
@@ -527,14 +503,34 @@ export class Ledger {
     }));
   }
 
-  /** An account's ledger, newest first; `beforeId` continues after the last row of a previous page. */
-  async listLedger(accountId: string, limit: number, beforeId?: bigint): Promise<LedgerEntryRow[]> {
+  /**
+   * An account's ledger, newest first; `beforeId` continues after the last row of a previous
+   * page; `kinds` keeps only those kinds (top-ups and refunds have an index of their own).
+   */
+  async listLedger(
+    accountId: string,
+    limit: number,
+    beforeId?: bigint,
+    kinds: readonly string[] = [],
+  ): Promise<LedgerEntryRow[]> {
+    const params: unknown[] = [accountId];
+    let where = 'account_id = ?';
+    if (beforeId !== undefined) {
+      where += ' AND id < CAST(? AS bigint)';
+      params.push(beforeId.toString());
+    }
+    if (kinds.length > 0) {
+      // Without charges, spelled as the partial index's predicate so the planner uses it.
+      where += ` AND kind = ANY(CAST(? AS text[]))${kinds.includes('charge') ? '' : " AND kind <> 'charge'"}`;
+      params.push(kinds);
+    }
+    params.push(limit);
     const rows = rowsOf(
       await this.db.raw(
         `SELECT id::text AS id, kind, amount_nano::text AS amount, balance_after_nano::text AS after, external_id, request_id, cause, created_at
-         FROM ledger WHERE account_id = ? ${beforeId === undefined ? '' : 'AND id < CAST(? AS bigint)'}
+         FROM ledger WHERE ${where}
          ORDER BY id DESC LIMIT ?`,
-        beforeId === undefined ? [accountId, limit] : [accountId, beforeId.toString(), limit],
+        params as never,
       ),
     );
     return rows.map((r) => ({
@@ -684,41 +680,5 @@ export class Ledger {
       }
       return { applied: true, accountId, topupNano, refundedNano, balanceNano };
     });
-  }
-
-  async listUsage(keyId: string, limit: number): Promise<UsageRow[]> {
-    // Usage of every key of the account this key belongs to: rotation keeps the history. Rows
-    // from before markups have no provider cost of their own: it was their whole cost.
-    const rows = rowsOf(
-      await this.db.raw(
-        `SELECT u.request_id, u.key_id, u.model, u.route, u.input_tokens::text AS i, u.output_tokens::text AS o,
-                u.cached_tokens::text AS c, u.cache_write_tokens::text AS w, u.cost_nano::text AS cost, u.status,
-                u.http_status, u.latency_ms, u.created_at, u.requested_model,
-                COALESCE(u.provider_cost_nano, u.cost_nano + u.uncovered_nano)::text AS provider_cost,
-                COALESCE(u.price_version_id, 0)::text AS price_version, COALESCE(u.markup_version_id, 0)::text AS markup_version
-         FROM usage_records u JOIN api_keys k ON k.id = ?
-         WHERE u.account_id = k.account_id ORDER BY u.created_at DESC, u.request_id LIMIT ?`,
-        [keyId, limit],
-      ),
-    );
-    return rows.map((r) => ({
-      requestId: r.request_id as string,
-      keyId: r.key_id as string,
-      model: r.model as string,
-      requestedModel: r.requested_model == null || r.requested_model === r.model ? '' : (r.requested_model as string),
-      route: r.route as string,
-      inputTokens: big(r.i),
-      outputTokens: big(r.o),
-      cachedTokens: big(r.c),
-      cacheWriteTokens: big(r.w),
-      costNano: big(r.cost),
-      providerCostNano: big(r.provider_cost),
-      priceVersion: big(r.price_version),
-      markupVersion: big(r.markup_version),
-      status: r.status as string,
-      httpStatus: Number(r.http_status),
-      latencyMs: Number(r.latency_ms),
-      createdAt: new Date(r.created_at as string),
-    }));
   }
 }

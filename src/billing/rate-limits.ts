@@ -198,18 +198,7 @@ export class RateLimiter {
     if (!r) return undefined; // unknown or revoked key: the caller answers 401
     const d = this.decide(hex, r);
     if (this.cache) {
-      this.cache.fill(
-        hex,
-        {
-          keyId: d.keyId,
-          accountId: d.accountId,
-          group: d.group,
-          windowId: d.windowId,
-          rpm: d.limitRequests,
-          tpm: d.limitTokens,
-        },
-        mark,
-      );
+      this.cache.fill(hex, keyOf(d), mark);
       if (d.allowed && (d.limitRequests > 0 || d.limitTokens > 0)) {
         const fresh: Grant = {
           keyId: d.keyId,
@@ -251,14 +240,7 @@ export class RateLimiter {
       // grant (a claim that overlapped this one, or one made while the key was not cached):
       // counted in the window, it is this request's to use. So K concurrent requests over a
       // limit of K still succeed K times. The key is live: this statement just read it.
-      const local = this.fromGrant(hex, {
-        keyId: d.keyId,
-        accountId: d.accountId,
-        group: d.group,
-        windowId: d.windowId,
-        rpm: d.limitRequests,
-        tpm: d.limitTokens,
-      });
+      const local = this.fromGrant(hex, keyOf(d));
       if (local) return local;
     }
     return d;
@@ -382,6 +364,18 @@ export class RateLimiter {
       this.log?.warn({ err }, 'token window update failed; retried with the next batch');
     }
   }
+}
+
+/** What a decision says of its key, as the key cache keeps it. */
+function keyOf(d: RateDecision): CachedKey {
+  return {
+    keyId: d.keyId,
+    accountId: d.accountId,
+    group: d.group,
+    windowId: d.windowId,
+    rpm: d.limitRequests,
+    tpm: d.limitTokens,
+  };
 }
 
 function unlimited(k: CachedKey): RateDecision {

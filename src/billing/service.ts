@@ -11,6 +11,10 @@ import type { LeaseBook } from './leases.ts';
 import type { KeyCheck } from './key-check.ts';
 import { setAccountGroup } from './account-groups.ts';
 import { getMarginReport } from './margin-report.ts';
+import { instant, usageFilters, usagePage, usageSummary } from './usage-log.ts';
+import { accountExists, getAccount, listAccounts } from './accounts.ts';
+import { createConsoleLink } from './console-sessions.ts';
+import { VideoJobs } from '../video/jobs.ts';
 
 const keyNotFound = () =>
   gatewayError({
@@ -19,6 +23,17 @@ const keyNotFound = () =>
     code: 'key_not_found',
     message: 'No live key matches.',
   });
+
+const accountNotFound = () =>
+  gatewayError({
+    httpStatus: 404,
+    type: 'invalid_request_error',
+    code: 'account_not_found',
+    message: 'No account has this id.',
+  });
+
+/** A page size: `asked` when it is in 1..max, the default when unset (0 or less), max above it. */
+const pageSize = (asked: number, fallback: number, max: number) => (asked <= 0 ? fallback : Math.min(asked, max));
 
 /** `leases`: this instance's credit leases, when BILLING_MODE=lease (balances then include what it has charged in memory). */
 export function billingService(
@@ -38,6 +53,25 @@ export function billingService(
     if (ref?.owner && (await ledger.accountOwner(row.accountId)) !== ref.owner) throw keyNotFound();
     return row;
   }
+
+  /**
+   * The account a request names: its key's (revoked keys too: the account outlives them) or
+   * account_id, one of the two. An owner-scoped key reference (the bot's) never falls back to
+   * account_id.
+   */
+  async function accountOf(key: KeyRef | undefined, accountId: string): Promise<string> {
+    const byKey = Boolean(key?.ref.case) || Boolean(key?.owner);
+    if (byKey && accountId) throw badRequest('set key or account_id, not both', 'invalid_value', 'account_id');
+    if (!byKey) {
+      if (!accountId)
+        throw badRequest('key (api_key or key_id) or account_id is required', 'missing_required_parameter', 'key');
+      if (!(await accountExists(ledger.db, accountId))) throw accountNotFound();
+      return accountId;
+    }
+    return (await resolve(key, true)).accountId;
+  }
+
+  const videoJobs = new VideoJobs(ledger.db);
 
   const positive = (v: bigint, what: string) => {
     if (v <= 0n) throw badRequest(`${what} must be a positive number of nano-USD`, 'invalid_value', what);
@@ -72,10 +106,10 @@ export function billingService(
           'missing_required_parameter',
           'external_id',
         );
-      const key = await resolve(req.key, true);
+      const accountId = await accountOf(req.key, req.accountId);
       try {
         const r = await ledger.topUp({
-          accountId: key.accountId,
+          accountId,
           amountNano: req.amountNano,
           externalId: req.externalId,
           cause: req.cause || 'billing-rpc',
@@ -156,12 +190,20 @@ export function billingService(
     },
 
     async listLedger(req) {
-      const key = await resolve(req.key, true);
-      const size = req.pageSize <= 0 ? 20 : Math.min(req.pageSize, 200);
+      const accountId = await accountOf(req.key, req.accountId);
+      const size = pageSize(req.pageSize, 20, 200);
       if (req.cursor && !/^[1-9]\d{0,17}$/.test(req.cursor))
         throw badRequest('cursor is not one this service gave out', 'invalid_value', 'cursor');
+      const kinds = [...new Set(req.kinds)];
+      for (const k of kinds)
+        if (!LEDGER_KINDS.has(k))
+          throw badRequest(
+            `kinds may hold "topup", "charge" and "refund", not ${JSON.stringify(k)}`,
+            'invalid_value',
+            'kinds',
+          );
       // One row more than asked tells whether an older page exists.
-      const rows = await ledger.listLedger(key.accountId, size + 1, req.cursor ? BigInt(req.cursor) : undefined);
+      const rows = await ledger.listLedger(accountId, size + 1, req.cursor ? BigInt(req.cursor) : undefined, kinds);
       const page = rows.slice(0, size);
       return {
         entries: page.map((e) => ({
@@ -213,30 +255,67 @@ export function billingService(
     },
 
     async listUsage(req) {
-      const key = await resolve(req.key, true);
-      const limit = req.limit <= 0 ? 50 : Math.min(req.limit, 1000);
-      const rows = await ledger.listUsage(key.keyId, limit);
+      const accountId = await accountOf(req.key, req.accountId);
+      return usagePage(ledger.db, accountId, {
+        filters: usageFilters(req),
+        cursor: req.cursor,
+        limit: pageSize(req.limit, 50, 1000),
+      });
+    },
+
+    async getUsageSummary(req) {
+      if (!req.from) throw badRequest('from is required', 'missing_required_parameter', 'from');
+      if (!req.to) throw badRequest('to is required', 'missing_required_parameter', 'to');
+      const range = { from: instant(req.from, 'from'), to: instant(req.to, 'to') };
+      return usageSummary(ledger.db, await accountOf(req.key, req.accountId), range);
+    },
+
+    listAccounts: (req) =>
+      listAccounts(ledger.db, { query: req.query, pageSize: pageSize(req.pageSize, 50, 200), cursor: req.cursor }),
+
+    async getAccount(req) {
+      if (!req.accountId) throw badRequest('account_id is required', 'missing_required_parameter', 'account_id');
+      const found = await getAccount(ledger.db, req.accountId);
+      if (!found) throw accountNotFound();
+      return found;
+    },
+
+    async createConsoleLink(req) {
+      const key = await resolve(req.key);
+      const link = await createConsoleLink(ledger.db, key);
+      return { token: link.token, expiresAt: timestampFromDate(link.expiresAt) };
+    },
+
+    async listVideoJobs(req) {
+      const size = pageSize(req.pageSize, 50, 200);
+      if (req.cursor && !/^[A-Za-z0-9_-]{1,100}$/.test(req.cursor))
+        throw badRequest('cursor is not one this service gave out', 'invalid_value', 'cursor');
+      const rows = await videoJobs.listAll({
+        limit: size + 1,
+        ...(req.accountId ? { accountId: req.accountId } : {}),
+        ...(req.cursor ? { after: req.cursor } : {}),
+      });
+      const page = rows.slice(0, size);
       return {
-        records: rows.map((r) => ({
-          requestId: r.requestId,
-          keyId: r.keyId,
-          model: r.model,
-          route: r.route,
-          inputTokens: r.inputTokens,
-          outputTokens: r.outputTokens,
-          cachedTokens: r.cachedTokens,
-          cacheWriteTokens: r.cacheWriteTokens,
-          costNano: r.costNano,
-          status: r.status,
-          httpStatus: r.httpStatus,
-          latencyMs: r.latencyMs,
-          createdAt: timestampFromDate(r.createdAt),
-          providerCostNano: r.providerCostNano,
-          priceVersionId: r.priceVersion,
-          markupVersionId: r.markupVersion,
-          requestedModel: r.requestedModel,
+        jobs: page.map((j) => ({
+          id: j.id,
+          accountId: j.accountId,
+          keyId: j.keyId,
+          model: j.model,
+          status: j.status,
+          seconds: j.seconds,
+          costNano: j.costNano,
+          createdAt: timestampFromDate(j.createdAt),
+          ...(j.completedAt ? { completedAt: timestampFromDate(j.completedAt) } : {}),
+          // The workflow runs under the job's id (src/video/service.ts).
+          workflowId: j.id,
+          errorCode: j.errorCode ?? '',
+          deleted: j.deletedAt !== null,
         })),
+        nextCursor: rows.length > size ? page[page.length - 1]!.id : '',
       };
     },
   };
 }
+
+const LEDGER_KINDS = new Set(['topup', 'charge', 'refund']);

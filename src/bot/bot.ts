@@ -46,6 +46,7 @@ export const COMMANDS = [
   { command: 'prices', description: 'What each model costs, as charged' },
   { command: 'history', description: 'Top-ups, charges and refunds' },
   { command: 'rotate', description: 'Replace a key; the old one stops at once' },
+  { command: 'console', description: 'A one-time sign-in link to the web console' },
   { command: 'paysupport', description: 'Help with payments and refunds' },
   { command: 'help', description: 'All commands' },
 ];
@@ -237,6 +238,29 @@ export function createBot(
       );
     }
     await ctx.reply(parts.join('\n\n'), html);
+  });
+
+  // /console: a one-time sign-in link per key (10 minutes, single use). The token travels in the
+  // URL's fragment, which browsers never send to a server, so it reaches no access log; the
+  // console's page posts it once and takes it out of the address bar (docs/console.md).
+  bot.command('console', async (ctx) => {
+    const owner = requireOwner(ctx);
+    const keys = await liveKeys(owner);
+    if (keys.length === 0) return void (await ctx.reply(noKey));
+    const parts: string[] = [];
+    for (const k of keys) {
+      const link = await billing.createConsoleLink({ key: ref(k.keyId, owner) });
+      const url = `${config.publicBaseUrl}/console/#link=${link.token}`;
+      parts.push(`Key ${keyName(k.prefix)}:\n<a href="${escapeHtml(url)}">${escapeHtml(url)}</a>`);
+    }
+    await ctx.reply(
+      [
+        `Your sign-in link${keys.length > 1 ? 's' : ''} to the web console: each works <b>once</b>, within 10 minutes. Do not share ${keys.length > 1 ? 'them' : 'it'}.`,
+        '',
+        parts.join('\n\n'),
+      ].join('\n'),
+      html,
+    );
   });
 
   // /topup [stars]: with one key straight to the amount (or the invoice); with several, pick the key first.

@@ -12,6 +12,7 @@ import { nanoToUsd } from '../billing/money.ts';
 import { bookProblems, parseBookDocument, type BookProblem } from '../catalogue/book-document.ts';
 import { scopeName } from '../catalogue/book-diff.ts';
 import { isoSecond } from './usage-table.ts';
+import { textTable, type Align } from './table.ts';
 
 export const CATALOGUE_COMMANDS = [
   'history',
@@ -186,7 +187,7 @@ export async function runCatalogue(cli: CatalogueCli, cmd: string | undefined, a
       out(
         rows.length === 0
           ? '(no markups: customers pay the providers’ prices)'
-          : textTable(
+          : cellTable(
               ['SCOPE', 'MARKUP', 'STATE', 'FROM (UTC)', 'VERSION', 'SOURCE'],
               ['left', 'point', 'left', 'left', 'right', 'left'],
               rows.map(({ m, state }) => [
@@ -334,7 +335,7 @@ function previewTable(rows: readonly PreviewRow[], total: PreviewRow | undefined
   ];
   const body = rows.map((r) => line(r, r.modelId));
   if (total) body.push(line(total, 'TOTAL'));
-  const table = textTable(
+  const table = cellTable(
     ['MODEL', 'REQUESTS', 'REVENUE', 'COST', 'MARGIN', 'NEW REVENUE', 'NEW COST', 'NEW MARGIN'],
     ['left', 'right', 'point', 'point', 'point', 'point', 'point', 'point'],
     body,
@@ -345,30 +346,10 @@ function previewTable(rows: readonly PreviewRow[], total: PreviewRow | undefined
   return `${table}\n(USD; cost is what the providers bill, margin = revenue - cost)${note}`;
 }
 
-type Align = 'left' | 'right' | 'point';
-
-/** An aligned table with a header; `point` columns line up on the decimal point. */
-function textTable(headers: readonly string[], aligns: readonly Align[], rows: readonly string[][]): string {
-  const columns = headers.map((header, c) => {
-    let cells = rows.map((r) => r[c]!);
-    if (aligns[c] === 'point') {
-      const parts = cells.map((s) =>
-        s.includes('.') ? [s.slice(0, s.indexOf('.')), s.slice(s.indexOf('.'))] : [s, ''],
-      );
-      const whole = Math.max(...parts.map(([w]) => w!.length));
-      const frac = Math.max(...parts.map(([, f]) => f!.length));
-      cells = parts.map(([w, f]) => w!.padStart(whole) + f!.padEnd(frac));
-    }
-    const width = Math.max(header.length, ...cells.map((s) => s.length));
-    const pad = (s: string) => (aligns[c] === 'left' ? s.padEnd(width) : s.padStart(width));
-    return [pad(header), ...cells.map(pad)];
-  });
-  return columns[0]!
-    .map((_, i) =>
-      columns
-        .map((col) => col[i])
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
+/** An aligned table with a header, from rows of cells. */
+function cellTable(headers: readonly string[], aligns: readonly Align[], rows: readonly string[][]): string {
+  return textTable(
+    rows,
+    headers.map((header, c) => ({ header, align: aligns[c]!, cell: (r: readonly string[]) => r[c]! })),
+  );
 }

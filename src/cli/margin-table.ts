@@ -1,7 +1,7 @@
 // `report margin` for a person: one line per model, UTC day or account, then the total. Amounts
 // are exact dollars (up to nine decimals, a minus sign for a loss), aligned on the decimal point.
 import { nanoToUsd } from '../billing/money.ts';
-import { alignColumn, type Align } from './usage-table.ts';
+import { textTable, type Column } from './table.ts';
 
 export interface MarginLine {
   key: string;
@@ -16,25 +16,12 @@ const KEY_HEADER = { model: 'MODEL', day: 'DAY (UTC)', account: 'ACCOUNT' } as c
 export function marginTable(by: keyof typeof KEY_HEADER, rows: readonly MarginLine[], total: MarginLine): string {
   if (rows.length === 0) return '(no usage in this range)';
   const lines = [...rows, { ...total, key: 'TOTAL' }];
-  const columns: { header: string; align: Align; cell: (r: MarginLine) => string }[] = [
+  const columns: Column<MarginLine>[] = [
     { header: KEY_HEADER[by], align: 'left', cell: (r) => r.key },
     { header: 'REQUESTS', align: 'right', cell: (r) => r.requests.toString() },
     { header: 'REVENUE USD', align: 'point', cell: (r) => nanoToUsd(r.revenueNano) },
     { header: 'PROVIDER COST USD', align: 'point', cell: (r) => nanoToUsd(r.providerCostNano) },
     { header: 'MARGIN USD', align: 'point', cell: (r) => nanoToUsd(r.marginNano) },
   ];
-  const built = columns.map((c) => {
-    const body = alignColumn(lines.map(c.cell), c.align);
-    const width = Math.max(c.header.length, body[0]!.length);
-    const pad = (s: string) => (c.align === 'left' ? s.padEnd(width) : s.padStart(width));
-    return [pad(c.header), ...body.map(pad)];
-  });
-  return built[0]!
-    .map((_, i) =>
-      built
-        .map((col) => col[i])
-        .join('  ')
-        .trimEnd(),
-    )
-    .join('\n');
+  return textTable(lines, columns);
 }

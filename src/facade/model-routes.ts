@@ -24,7 +24,7 @@ function openAIEntry(e: Entry) {
     object: 'model',
     created: CREATED,
     owned_by: e.model.provider,
-    ...(e.aliasFor ? { alias_for: e.aliasFor } : {}),
+    ...(e.aliasFor ? { alias_for: e.aliasFor } : { aliases: [...e.model.aliases].sort() }),
     pricing: pricingOf(e.model),
   };
 }

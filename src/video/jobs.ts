@@ -186,6 +186,31 @@ export class VideoJobs {
     return rows.map(toRow);
   }
 
+  /**
+   * The operator's listing (BillingService.ListVideoJobs): jobs of every account, or of one,
+   * deleted ones too, newest first, continuing after the job `after`.
+   */
+  async listAll(opts: { accountId?: string; limit: number; after?: string }): Promise<VideoJobRow[]> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (opts.accountId) {
+      where.push('account_id = ?');
+      params.push(opts.accountId);
+    }
+    if (opts.after) {
+      where.push('(created_at, id) < (SELECT created_at, id FROM video_jobs WHERE id = ?)');
+      params.push(opts.after);
+    }
+    params.push(opts.limit);
+    const rows = rowsOf(
+      await this.db.raw(
+        `SELECT ${COLUMNS} FROM video_jobs ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY created_at DESC, id DESC LIMIT ?`,
+        params as never,
+      ),
+    );
+    return rows.map(toRow);
+  }
+
   /** Progress of a running job; never overwrites an outcome. */
   async markProgress(
     id: string,

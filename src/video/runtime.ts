@@ -59,6 +59,8 @@ export class VideoRuntime {
   private started: Promise<void> | undefined;
   private connection: Connection | undefined;
   private devServer: DevServer | undefined;
+  /** The Temporal web UI, when its address is known (the dev server's; not a TEMPORAL_ADDRESS cluster's). */
+  private uiUrl: string | undefined;
   private worker: RunningWorker | undefined;
   private closing = false;
 
@@ -113,6 +115,7 @@ export class VideoRuntime {
       return;
     }
     this.devServer = target.devServer;
+    this.uiUrl = target.uiUrl;
 
     // A configured cluster may be down for a while: keep trying, answering 503 meanwhile.
     let warned = false;
@@ -172,6 +175,13 @@ export class VideoRuntime {
         this.log.error({ err }, 'the video worker could not start; jobs wait for another worker (npm run worker)');
       }
     }
+  }
+
+  /** A workflow's page in the Temporal web UI, or '' when this gateway does not know the UI's address. */
+  workflowPage(workflowId: string): string {
+    if (!this.uiUrl) return '';
+    const namespace = encodeURIComponent(this.config.video.temporalNamespace);
+    return `${this.uiUrl}/namespaces/${namespace}/workflows/${encodeURIComponent(workflowId)}`;
   }
 
   /** Best effort, in the background: deletes the provider's copy of a deleted job's video. */

@@ -187,7 +187,8 @@ export interface TemporalTarget {
  * what is missing and how to provide it.
  */
 export async function resolveTemporal(cfg: VideoConfig, stateDir: string, log: Logger): Promise<TemporalTarget> {
-  if (cfg.temporalAddress) return { address: cfg.temporalAddress };
+  if (cfg.temporalAddress)
+    return { address: cfg.temporalAddress, ...(cfg.temporalUiUrl ? { uiUrl: cfg.temporalUiUrl } : {}) };
   const local = `127.0.0.1:${cfg.devServerPort}`;
   const existing = await tryConnect(local, 1_500);
   if (existing) {

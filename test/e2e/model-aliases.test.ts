@@ -19,7 +19,7 @@ const usageRow = async (requestId: string) =>
   ).rows[0] as { model: string; requested_model: string; cost: string } | undefined;
 
 describe('model aliases', () => {
-  it('GET /v1/models lists each alias with the model that serves it, in the OpenAI shape and, for Anthropic callers, in theirs', async () => {
+  it('GET /v1/models lists each alias with the model that serves it, and each model with its aliases, in the OpenAI shape and, for Anthropic callers, in theirs', async () => {
     const key = await newKey('1');
     const list = await openai(key.apiKey).models.list();
     const byId = new Map(list.data.map((m) => [m.id, m as unknown as Record<string, unknown>]));
@@ -30,6 +30,9 @@ describe('model aliases', () => {
     });
     expect(byId.get('claude-haiku-5-5')).toMatchObject({ alias_for: 'claude-haiku-4-5' });
     expect(byId.get('claude-opus-4-8')).not.toHaveProperty('alias_for');
+    // A model's own entry names the aliases it serves.
+    expect(byId.get('claude-opus-4-8')).toMatchObject({ aliases: ['claude-opus-5-5'] });
+    expect(byId.get('gpt-5.5')).toMatchObject({ aliases: [] });
     expect(byId.has('gpt-5.5')).toBe(true);
     expect(await openai(key.apiKey).models.retrieve('claude-sonnet-5-5')).toMatchObject({
       id: 'claude-sonnet-5-5',

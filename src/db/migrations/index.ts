@@ -17,6 +17,7 @@ import * as m013 from './013_lease_reclaim.ts';
 import * as m014 from './014_price_versions.ts';
 import * as m015 from './015_catalogue_book.ts';
 import * as m016 from './016_bot_group.ts';
+import * as m017 from './017_console.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -35,6 +36,7 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '014_price_versions': m014,
   '015_catalogue_book': m015,
   '016_bot_group': m016,
+  '017_console': m017,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

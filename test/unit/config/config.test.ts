@@ -36,6 +36,13 @@ describe('configuration', () => {
     expect(reads).toEqual([]);
   });
 
+  it('reads TEMPORAL_UI_URL, the web UI of a cluster the gateway did not start, without a trailing slash', () => {
+    expect(loadConfig({}).video.temporalUiUrl).toBeUndefined();
+    expect(loadConfig({ TEMPORAL_UI_URL: 'https://temporal.example.com/' }).video.temporalUiUrl).toBe(
+      'https://temporal.example.com',
+    );
+  });
+
   it('the gateway stops on a LOG_LEVEL pino does not have, naming the setting', () => {
     expect(loadConfig({}).logLevel).toBe('info');
     expect(loadConfig({ LOG_LEVEL: ' debug ' }).logLevel).toBe('debug');

@@ -152,6 +152,13 @@ export declare type TopUpRequest = Message<"gateway.v1.TopUpRequest"> & {
    * @generated from field: string cause = 4;
    */
   cause: string;
+
+  /**
+   * The account to credit, instead of key (set one of the two).
+   *
+   * @generated from field: string account_id = 5;
+   */
+  accountId: string;
 };
 
 /**
@@ -314,6 +321,8 @@ export declare const RevokeKeyResponseSchema: GenMessage<RevokeKeyResponse>;
  */
 export declare type ListUsageRequest = Message<"gateway.v1.ListUsageRequest"> & {
   /**
+   * The key's account (every key of it), or account_id: set one of the two.
+   *
    * @generated from field: gateway.v1.KeyRef key = 1;
    */
   key?: KeyRef | undefined;
@@ -324,6 +333,49 @@ export declare type ListUsageRequest = Message<"gateway.v1.ListUsageRequest"> & 
    * @generated from field: int32 limit = 2;
    */
   limit: number;
+
+  /**
+   * @generated from field: string account_id = 3;
+   */
+  accountId: string;
+
+  /**
+   * Filters, each optional. model: the served model or the name asked for.
+   *
+   * @generated from field: string model = 4;
+   */
+  model: string;
+
+  /**
+   * @generated from field: string route = 5;
+   */
+  route: string;
+
+  /**
+   * "ok", "error" (any status but ok) or an HTTP status code such as "429".
+   *
+   * @generated from field: string status = 6;
+   */
+  status: string;
+
+  /**
+   * Rows created in [from, to).
+   *
+   * @generated from field: google.protobuf.Timestamp from = 7;
+   */
+  from?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp to = 8;
+   */
+  to?: Timestamp | undefined;
+
+  /**
+   * next_cursor of the previous page (the same filters); empty for the newest rows.
+   *
+   * @generated from field: string cursor = 9;
+   */
+  cursor: string;
 };
 
 /**
@@ -426,6 +478,13 @@ export declare type UsageRecord = Message<"gateway.v1.UsageRecord"> & {
    * @generated from field: string requested_model = 17;
    */
   requestedModel: string;
+
+  /**
+   * The visible prefix of the key the request was made with.
+   *
+   * @generated from field: string key_prefix = 18;
+   */
+  keyPrefix: string;
 };
 
 /**
@@ -442,6 +501,13 @@ export declare type ListUsageResponse = Message<"gateway.v1.ListUsageResponse"> 
    * @generated from field: repeated gateway.v1.UsageRecord records = 1;
    */
   records: UsageRecord[];
+
+  /**
+   * Pass as cursor for the next (older) page; empty when there is none.
+   *
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
 };
 
 /**
@@ -590,6 +656,8 @@ export declare const ListKeysResponseSchema: GenMessage<ListKeysResponse>;
  */
 export declare type ListLedgerRequest = Message<"gateway.v1.ListLedgerRequest"> & {
   /**
+   * The key's account, or account_id: set one of the two.
+   *
    * @generated from field: gateway.v1.KeyRef key = 1;
    */
   key?: KeyRef | undefined;
@@ -607,6 +675,18 @@ export declare type ListLedgerRequest = Message<"gateway.v1.ListLedgerRequest"> 
    * @generated from field: string cursor = 3;
    */
   cursor: string;
+
+  /**
+   * @generated from field: string account_id = 4;
+   */
+  accountId: string;
+
+  /**
+   * Only entries of these kinds ("topup", "charge", "refund"); empty: all.
+   *
+   * @generated from field: repeated string kinds = 5;
+   */
+  kinds: string[];
 };
 
 /**
@@ -894,6 +974,489 @@ export declare type GetMarginReportResponse = Message<"gateway.v1.GetMarginRepor
 export declare const GetMarginReportResponseSchema: GenMessage<GetMarginReportResponse>;
 
 /**
+ * @generated from message gateway.v1.GetUsageSummaryRequest
+ */
+export declare type GetUsageSummaryRequest = Message<"gateway.v1.GetUsageSummaryRequest"> & {
+  /**
+   * The key's account, or account_id: set one of the two.
+   *
+   * @generated from field: gateway.v1.KeyRef key = 1;
+   */
+  key?: KeyRef | undefined;
+
+  /**
+   * @generated from field: string account_id = 2;
+   */
+  accountId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp from = 3;
+   */
+  from?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp to = 4;
+   */
+  to?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.GetUsageSummaryRequest.
+ * Use `create(GetUsageSummaryRequestSchema)` to create a new message.
+ */
+export declare const GetUsageSummaryRequestSchema: GenMessage<GetUsageSummaryRequest>;
+
+/**
+ * @generated from message gateway.v1.UsageSummaryRow
+ */
+export declare type UsageSummaryRow = Message<"gateway.v1.UsageSummaryRow"> & {
+  /**
+   * The UTC day, YYYY-MM-DD.
+   *
+   * @generated from field: string day = 1;
+   */
+  day: string;
+
+  /**
+   * The served model.
+   *
+   * @generated from field: string model = 2;
+   */
+  model: string;
+
+  /**
+   * @generated from field: int64 requests = 3;
+   */
+  requests: bigint;
+
+  /**
+   * @generated from field: int64 input_tokens = 4;
+   */
+  inputTokens: bigint;
+
+  /**
+   * @generated from field: int64 output_tokens = 5;
+   */
+  outputTokens: bigint;
+
+  /**
+   * @generated from field: int64 cached_tokens = 6;
+   */
+  cachedTokens: bigint;
+
+  /**
+   * What the account was charged.
+   *
+   * @generated from field: int64 cost_nano = 7;
+   */
+  costNano: bigint;
+};
+
+/**
+ * Describes the message gateway.v1.UsageSummaryRow.
+ * Use `create(UsageSummaryRowSchema)` to create a new message.
+ */
+export declare const UsageSummaryRowSchema: GenMessage<UsageSummaryRow>;
+
+/**
+ * @generated from message gateway.v1.GetUsageSummaryResponse
+ */
+export declare type GetUsageSummaryResponse = Message<"gateway.v1.GetUsageSummaryResponse"> & {
+  /**
+   * By day, then model.
+   *
+   * @generated from field: repeated gateway.v1.UsageSummaryRow rows = 1;
+   */
+  rows: UsageSummaryRow[];
+};
+
+/**
+ * Describes the message gateway.v1.GetUsageSummaryResponse.
+ * Use `create(GetUsageSummaryResponseSchema)` to create a new message.
+ */
+export declare const GetUsageSummaryResponseSchema: GenMessage<GetUsageSummaryResponse>;
+
+/**
+ * @generated from message gateway.v1.AccountSummary
+ */
+export declare type AccountSummary = Message<"gateway.v1.AccountSummary"> & {
+  /**
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * @generated from field: string label = 2;
+   */
+  label: string;
+
+  /**
+   * @generated from field: string owner = 3;
+   */
+  owner: string;
+
+  /**
+   * The price group ("" = the default).
+   *
+   * @generated from field: string group = 4;
+   */
+  group: string;
+
+  /**
+   * @generated from field: int64 balance_nano = 5;
+   */
+  balanceNano: bigint;
+
+  /**
+   * Held by requests in flight (an instance's credit lease is not the customer's: left out).
+   *
+   * @generated from field: int64 held_nano = 6;
+   */
+  heldNano: bigint;
+
+  /**
+   * @generated from field: int64 available_nano = 7;
+   */
+  availableNano: bigint;
+
+  /**
+   * Charged over the last 30 days.
+   *
+   * @generated from field: int64 spend_30d_nano = 8;
+   */
+  spend30dNano: bigint;
+
+  /**
+   * The latest request's time; unset when there was none.
+   *
+   * @generated from field: google.protobuf.Timestamp last_used_at = 9;
+   */
+  lastUsedAt?: Timestamp | undefined;
+
+  /**
+   * Keys that work (not revoked).
+   *
+   * @generated from field: int32 live_keys = 10;
+   */
+  liveKeys: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 11;
+   */
+  createdAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.AccountSummary.
+ * Use `create(AccountSummarySchema)` to create a new message.
+ */
+export declare const AccountSummarySchema: GenMessage<AccountSummary>;
+
+/**
+ * @generated from message gateway.v1.ListAccountsRequest
+ */
+export declare type ListAccountsRequest = Message<"gateway.v1.ListAccountsRequest"> & {
+  /**
+   * An account id, a key id or prefix (prx-...), or text in the label or owner; empty: all.
+   *
+   * @generated from field: string query = 1;
+   */
+  query: string;
+
+  /**
+   * At most this many (default 50, max 200).
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * next_cursor of the previous page (the same query); empty for the newest accounts.
+   *
+   * @generated from field: string cursor = 3;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message gateway.v1.ListAccountsRequest.
+ * Use `create(ListAccountsRequestSchema)` to create a new message.
+ */
+export declare const ListAccountsRequestSchema: GenMessage<ListAccountsRequest>;
+
+/**
+ * @generated from message gateway.v1.ListAccountsResponse
+ */
+export declare type ListAccountsResponse = Message<"gateway.v1.ListAccountsResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.AccountSummary accounts = 1;
+   */
+  accounts: AccountSummary[];
+
+  /**
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
+};
+
+/**
+ * Describes the message gateway.v1.ListAccountsResponse.
+ * Use `create(ListAccountsResponseSchema)` to create a new message.
+ */
+export declare const ListAccountsResponseSchema: GenMessage<ListAccountsResponse>;
+
+/**
+ * @generated from message gateway.v1.GetAccountRequest
+ */
+export declare type GetAccountRequest = Message<"gateway.v1.GetAccountRequest"> & {
+  /**
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+};
+
+/**
+ * Describes the message gateway.v1.GetAccountRequest.
+ * Use `create(GetAccountRequestSchema)` to create a new message.
+ */
+export declare const GetAccountRequestSchema: GenMessage<GetAccountRequest>;
+
+/**
+ * @generated from message gateway.v1.AccountKey
+ */
+export declare type AccountKey = Message<"gateway.v1.AccountKey"> & {
+  /**
+   * @generated from field: string key_id = 1;
+   */
+  keyId: string;
+
+  /**
+   * @generated from field: string prefix = 2;
+   */
+  prefix: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 3;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp revoked_at = 4;
+   */
+  revokedAt?: Timestamp | undefined;
+
+  /**
+   * Unset: the gateway default; 0: unlimited.
+   *
+   * @generated from field: optional int32 requests_per_minute = 5;
+   */
+  requestsPerMinute?: number | undefined;
+
+  /**
+   * @generated from field: optional int64 tokens_per_minute = 6;
+   */
+  tokensPerMinute?: bigint | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.AccountKey.
+ * Use `create(AccountKeySchema)` to create a new message.
+ */
+export declare const AccountKeySchema: GenMessage<AccountKey>;
+
+/**
+ * @generated from message gateway.v1.GetAccountResponse
+ */
+export declare type GetAccountResponse = Message<"gateway.v1.GetAccountResponse"> & {
+  /**
+   * @generated from field: gateway.v1.AccountSummary account = 1;
+   */
+  account?: AccountSummary | undefined;
+
+  /**
+   * Newest first.
+   *
+   * @generated from field: repeated gateway.v1.AccountKey keys = 2;
+   */
+  keys: AccountKey[];
+};
+
+/**
+ * Describes the message gateway.v1.GetAccountResponse.
+ * Use `create(GetAccountResponseSchema)` to create a new message.
+ */
+export declare const GetAccountResponseSchema: GenMessage<GetAccountResponse>;
+
+/**
+ * @generated from message gateway.v1.CreateConsoleLinkRequest
+ */
+export declare type CreateConsoleLinkRequest = Message<"gateway.v1.CreateConsoleLinkRequest"> & {
+  /**
+   * @generated from field: gateway.v1.KeyRef key = 1;
+   */
+  key?: KeyRef | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.CreateConsoleLinkRequest.
+ * Use `create(CreateConsoleLinkRequestSchema)` to create a new message.
+ */
+export declare const CreateConsoleLinkRequestSchema: GenMessage<CreateConsoleLinkRequest>;
+
+/**
+ * @generated from message gateway.v1.CreateConsoleLinkResponse
+ */
+export declare type CreateConsoleLinkResponse = Message<"gateway.v1.CreateConsoleLinkResponse"> & {
+  /**
+   * The secret the console's sign-in takes as {"link": token}; shown once, stored only as a hash.
+   *
+   * @generated from field: string token = 1;
+   */
+  token: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 2;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.CreateConsoleLinkResponse.
+ * Use `create(CreateConsoleLinkResponseSchema)` to create a new message.
+ */
+export declare const CreateConsoleLinkResponseSchema: GenMessage<CreateConsoleLinkResponse>;
+
+/**
+ * @generated from message gateway.v1.ListVideoJobsRequest
+ */
+export declare type ListVideoJobsRequest = Message<"gateway.v1.ListVideoJobsRequest"> & {
+  /**
+   * Only this account's jobs; empty: every account's.
+   *
+   * @generated from field: string account_id = 1;
+   */
+  accountId: string;
+
+  /**
+   * At most this many (default 50, max 200).
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string cursor = 3;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message gateway.v1.ListVideoJobsRequest.
+ * Use `create(ListVideoJobsRequestSchema)` to create a new message.
+ */
+export declare const ListVideoJobsRequestSchema: GenMessage<ListVideoJobsRequest>;
+
+/**
+ * @generated from message gateway.v1.VideoJobSummary
+ */
+export declare type VideoJobSummary = Message<"gateway.v1.VideoJobSummary"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string account_id = 2;
+   */
+  accountId: string;
+
+  /**
+   * @generated from field: string key_id = 3;
+   */
+  keyId: string;
+
+  /**
+   * @generated from field: string model = 4;
+   */
+  model: string;
+
+  /**
+   * queued, in_progress, completed, failed or cancelled.
+   *
+   * @generated from field: string status = 5;
+   */
+  status: string;
+
+  /**
+   * @generated from field: int32 seconds = 6;
+   */
+  seconds: number;
+
+  /**
+   * What the job was charged (0 until it ends).
+   *
+   * @generated from field: int64 cost_nano = 7;
+   */
+  costNano: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 8;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp completed_at = 9;
+   */
+  completedAt?: Timestamp | undefined;
+
+  /**
+   * The Temporal workflow that runs it (its page in the Temporal UI is named by it).
+   *
+   * @generated from field: string workflow_id = 10;
+   */
+  workflowId: string;
+
+  /**
+   * @generated from field: string error_code = 11;
+   */
+  errorCode: string;
+
+  /**
+   * Deleted by its owner (the row stays for its charge's history).
+   *
+   * @generated from field: bool deleted = 12;
+   */
+  deleted: boolean;
+};
+
+/**
+ * Describes the message gateway.v1.VideoJobSummary.
+ * Use `create(VideoJobSummarySchema)` to create a new message.
+ */
+export declare const VideoJobSummarySchema: GenMessage<VideoJobSummary>;
+
+/**
+ * @generated from message gateway.v1.ListVideoJobsResponse
+ */
+export declare type ListVideoJobsResponse = Message<"gateway.v1.ListVideoJobsResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.VideoJobSummary jobs = 1;
+   */
+  jobs: VideoJobSummary[];
+
+  /**
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
+};
+
+/**
+ * Describes the message gateway.v1.ListVideoJobsResponse.
+ * Use `create(ListVideoJobsResponseSchema)` to create a new message.
+ */
+export declare const ListVideoJobsResponseSchema: GenMessage<ListVideoJobsResponse>;
+
+/**
  * @generated from enum gateway.v1.MarginGrouping
  */
 export enum MarginGrouping {
@@ -1050,6 +1613,60 @@ export declare const BillingService: GenService<{
     methodKind: "unary";
     input: typeof GetMarginReportRequestSchema;
     output: typeof GetMarginReportResponseSchema;
+  },
+  /**
+   * One account's usage per UTC day and model over [from, to) (at most 366 days): requests,
+   * tokens and charges, every key of the account included.
+   *
+   * @generated from rpc gateway.v1.BillingService.GetUsageSummary
+   */
+  getUsageSummary: {
+    methodKind: "unary";
+    input: typeof GetUsageSummaryRequestSchema;
+    output: typeof GetUsageSummaryResponseSchema;
+  },
+  /**
+   * Accounts, newest first, with their figures, spend over the last 30 days, last use and live
+   * keys; `query` narrows them. Keyset paging by cursor.
+   *
+   * @generated from rpc gateway.v1.BillingService.ListAccounts
+   */
+  listAccounts: {
+    methodKind: "unary";
+    input: typeof ListAccountsRequestSchema;
+    output: typeof ListAccountsResponseSchema;
+  },
+  /**
+   * One account's figures and its keys (revoked ones too) with their rate limits.
+   *
+   * @generated from rpc gateway.v1.BillingService.GetAccount
+   */
+  getAccount: {
+    methodKind: "unary";
+    input: typeof GetAccountRequestSchema;
+    output: typeof GetAccountResponseSchema;
+  },
+  /**
+   * A one-time sign-in link token for the browser console (docs/console.md), for a live key's
+   * account: valid 10 minutes, redeemed once, stored only as a hash. The Telegram bot's /console.
+   *
+   * @generated from rpc gateway.v1.BillingService.CreateConsoleLink
+   */
+  createConsoleLink: {
+    methodKind: "unary";
+    input: typeof CreateConsoleLinkRequestSchema;
+    output: typeof CreateConsoleLinkResponseSchema;
+  },
+  /**
+   * Video jobs of every account (or of one), newest first, with their Temporal workflow ids: the
+   * operator's view, beside VideoService's, which answers each key holder for their own account.
+   *
+   * @generated from rpc gateway.v1.BillingService.ListVideoJobs
+   */
+  listVideoJobs: {
+    methodKind: "unary";
+    input: typeof ListVideoJobsRequestSchema;
+    output: typeof ListVideoJobsResponseSchema;
   },
 }>;
 

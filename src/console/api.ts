@@ -1,0 +1,213 @@
+// The console's JSON API under /console/api (docs/console.md#api), a Fastify plugin the facade
+// registers on the HTTP port (server.ts hands it in). It is an edge like the facade: every figure
+// comes from the services (BillingService, CatalogueService) over the in-process transport, and
+// a holder's account always comes from their session, never from the request, so the only ids
+// a holder's request can name are page cursors, which position within their own account.
+//
+// Each request is checked from its headers before its body is read (an onRequest hook): a state
+// change must come from this origin as JSON; then the session (401 without a live one), its role
+// (403), and for a state change its CSRF token (403). Sign-in is throttled (throttle.ts).
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { ConnectError, createClient } from '@connectrpc/connect';
+import { BillingService } from '../gen/gateway/v1/billing_pb.js';
+import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
+import type { ConsoleSession, ConsoleSessions } from '../billing/console-sessions.ts';
+import { visiblePrefix } from '../billing/keys.ts';
+import { bearerMatches } from '../config/bearer.ts';
+import { toGatewayError } from '../rpc/errors.ts';
+import { setConsoleHeaders } from './headers.ts';
+import { csrfMatches, clearedSessionCookie, fromAnotherSite, sessionCookie, sessionCookieOf } from './sessions.ts';
+import { SignInThrottle } from './throttle.ts';
+import { ConsoleError, jsonObject } from './wire.ts';
+import { registerHolderRoutes } from './holder-routes.ts';
+import { registerOperatorRoutes } from './operator-routes.ts';
+import { API, access, type Access, type ConsoleApiDeps, type RouteKit } from './kit.ts';
+
+export type { ConsoleApiDeps } from './kit.ts';
+
+const isJson = (req: FastifyRequest) => /^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '');
+
+export function consoleApi(deps: ConsoleApiDeps): FastifyPluginAsync {
+  const throttle = deps.throttle ?? new SignInThrottle();
+  const billing = createClient(BillingService, deps.transport);
+  const catalogue = createClient(CatalogueService, deps.transport);
+  const log = deps.log.child({ component: 'console' });
+
+  // An operator session holds an HMAC of its own cookie keyed by the admin token it was made
+  // with: a gateway whose ADMIN_TOKEN changed (or was removed) honours none made before.
+  const operatorCheck = (cookie: string): Buffer =>
+    createHmac('sha256', deps.adminToken ?? '')
+      .update(cookie, 'utf8')
+      .digest();
+  const operatorCheckHolds = (cookie: string, stored: Buffer | null): boolean =>
+    deps.adminToken !== undefined &&
+    stored !== null &&
+    stored.length === 32 &&
+    timingSafeEqual(stored, operatorCheck(cookie));
+
+  return async (app: FastifyInstance) => {
+    app.decorateRequest('consoleSession', null);
+
+    app.addHook('onRequest', async (req, reply) => {
+      setConsoleHeaders(reply);
+      reply.header('cache-control', 'no-store');
+      const needs = req.routeOptions.config.consoleAccess ?? 'session';
+      const changes = req.method !== 'GET' && req.method !== 'HEAD';
+      if (changes) {
+        if (fromAnotherSite(req)) throw new ConsoleError(403, 'csrf_failed', 'This request came from another site.');
+        if (!isJson(req)) throw new ConsoleError(415, 'unsupported_media_type', 'Send the body as application/json.');
+      }
+      if (needs === 'sign-in') {
+        const wait = throttle.refusal(req.ip);
+        if (wait !== undefined) throw tooManyAttempts(wait);
+        return;
+      }
+      const cookie = sessionCookieOf(req);
+      const session = await deps.sessions.find(cookie);
+      if (!session || (session.role === 'operator' && !operatorCheckHolds(cookie!, session.operatorCheck)))
+        throw new ConsoleError(401, 'no_session', 'Sign in: there is no session, or it ended or expired.');
+      if (needs !== 'session' && session.role !== needs)
+        throw new ConsoleError(
+          403,
+          'wrong_role',
+          `Only a ${needs === 'holder' ? 'key holder' : 'operator'} session may do this.`,
+        );
+      if (changes && !csrfMatches(req, session.csrf))
+        throw new ConsoleError(403, 'csrf_failed', "x-csrf-token is missing or is not this session's.");
+      req.consoleSession = session;
+    });
+
+    app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
+      setConsoleHeaders(reply);
+      reply.header('cache-control', 'no-store');
+      let status: number;
+      let code: string;
+      let message: string;
+      if (err instanceof ConsoleError) {
+        ({ status, code, message } = err);
+        if (err.retryAfterSeconds !== undefined) reply.header('retry-after', String(err.retryAfterSeconds));
+      } else if (err instanceof ConnectError) {
+        const ge = toGatewayError(err);
+        status = ge.httpStatus || 500;
+        code = ge.code || ge.type;
+        message = ge.message;
+        if (ge.retryAfterSeconds > 0) reply.header('retry-after', String(ge.retryAfterSeconds));
+      } else if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
+        // Fastify's own refusals: a body over the route's limit, an aborted upload.
+        status = err.statusCode;
+        code = status === 413 ? 'request_too_large' : 'invalid_request';
+        message = err.message;
+      } else {
+        status = 500;
+        code = 'internal_error';
+        message = 'Internal gateway error.';
+      }
+      // A service's failure was logged with its cause where it happened (the transport); others here.
+      if (status >= 500)
+        log.error(
+          err instanceof ConnectError ? { code, message, requestId: req.id } : { err, requestId: req.id },
+          'console API failed',
+        );
+      return reply.code(status).type('application/json').send({ error: { code, message } });
+    });
+
+    const sessionOf = (req: FastifyRequest): ConsoleSession => {
+      if (!req.consoleSession) throw new ConsoleError(401, 'no_session', 'Sign in first.');
+      return req.consoleSession;
+    };
+
+    app.post(`${API}/session`, access('sign-in'), async (req, reply) => {
+      const body = jsonObject(req.body);
+      const given = (['key', 'admin_token', 'link'] as const).filter((k) => body[k] !== undefined);
+      const kind = given[0];
+      const value = kind === undefined ? undefined : body[kind];
+      if (given.length !== 1 || typeof value !== 'string' || value === '' || value.length > 512)
+        throw new ConsoleError(400, 'invalid_request', 'Send exactly one of key, admin_token or link, as a string.');
+      const address = req.ip;
+      let who: Parameters<ConsoleSessions['open']>[0];
+      if (kind === 'key') {
+        const prefix = visiblePrefix(value);
+        const wait = throttle.refusal(address, prefix);
+        if (wait !== undefined) throw tooManyAttempts(wait);
+        const caller = await deps.authenticate(value);
+        if (!caller) {
+          throttle.failed(address, prefix);
+          log.warn({ address, prefix }, 'console sign-in refused: the key does not work');
+          throw new ConsoleError(401, 'invalid_key', 'This key does not work: it is mistyped, unknown or revoked.');
+        }
+        who = { role: 'holder', accountId: caller.accountId, keyId: caller.keyId };
+      } else if (kind === 'admin_token') {
+        if (!deps.adminToken)
+          throw new ConsoleError(
+            403,
+            'operator_sign_in_disabled',
+            'This gateway has no ADMIN_TOKEN, so nobody signs in as its operator here. Set ADMIN_TOKEN and restart it.',
+          );
+        if (!bearerMatches(`Bearer ${value}`, deps.adminToken)) {
+          throttle.failed(address);
+          log.warn({ address }, 'console sign-in refused: wrong admin token');
+          throw new ConsoleError(401, 'invalid_admin_token', 'This is not the admin token.');
+        }
+        who = { role: 'operator', check: operatorCheck };
+      } else {
+        const link = await deps.sessions.redeemLink(value);
+        if (!link) {
+          throttle.failed(address);
+          throw new ConsoleError(
+            401,
+            'invalid_link',
+            'This sign-in link does not work: it was used already or has expired. Ask the bot for a new one (/console).',
+          );
+        }
+        who = { role: 'holder', ...link };
+      }
+      // A session this browser already had ends: one cookie, one session.
+      await deps.sessions.end(sessionCookieOf(req));
+      const s = await deps.sessions.open(who);
+      log.info(
+        { role: who.role, accountId: who.role === 'holder' ? who.accountId : undefined, address },
+        'console sign-in',
+      );
+      reply.header('set-cookie', sessionCookie(req, s.cookie));
+      return { role: who.role, csrf: s.csrf, expires_at: s.expiresAt.toISOString() };
+    });
+
+    app.post(`${API}/session/end`, access('session'), async (req, reply: FastifyReply) => {
+      await deps.sessions.end(sessionCookieOf(req));
+      reply.header('set-cookie', clearedSessionCookie(req));
+      return { ended: true };
+    });
+
+    app.get(`${API}/me`, access('session'), async (req) => {
+      const s = sessionOf(req);
+      return {
+        role: s.role,
+        account_id: s.accountId,
+        key_id: s.keyId,
+        key_prefix: s.keyPrefix,
+        group: s.group,
+        csrf: s.csrf,
+        expires_at: s.expiresAt.toISOString(),
+      };
+    });
+
+    const kit: RouteKit = { billing, catalogue, deps, sessionOf };
+    registerHolderRoutes(app, kit);
+    registerOperatorRoutes(app, kit);
+  };
+}
+
+const tooManyAttempts = (seconds: number) =>
+  new ConsoleError(429, 'too_many_attempts', `Too many failed sign-ins; try again in ${seconds} s.`, seconds);
+
+declare module 'fastify' {
+  interface FastifyContextConfig {
+    /** Who may call a console API route (src/console/api.ts). */
+    consoleAccess?: Access;
+  }
+  interface FastifyRequest {
+    /** The console session the request was checked with (console API routes only). */
+    consoleSession: ConsoleSession | null;
+  }
+}

@@ -1,0 +1,253 @@
+// The operator's routes (docs/console.md#api): accounts and their keys, ledgers and request
+// logs, top-ups and refunds, rate limits and revocation, the margin report, the price book
+// (with a model's history, a proposed document's preview and its application) and video jobs.
+// Only an operator session reaches them (api.ts); what each does is the RPC's, as the CLI's is.
+import type { FastifyInstance } from 'fastify';
+import { timestampFromDate } from '@bufbuild/protobuf/wkt';
+import { MarginGrouping } from '../gen/gateway/v1/billing_pb.js';
+import { usdToNano } from '../billing/money.ts';
+import { API, access, type RouteKit } from './kit.ts';
+import { dailyUsage, ledgerPage, requestsPage, sendRequestsCsv } from './holder-routes.ts';
+import {
+  accountRow,
+  addDays,
+  ConsoleError,
+  endOfUtcDay,
+  intParam,
+  invalid,
+  iso,
+  jsonObject,
+  keyRow,
+  marginRow,
+  markupRow,
+  param,
+  previewRow,
+  type Query,
+  timeParam,
+  usageQuery,
+} from './wire.ts';
+
+/** Ledger rows and changes the operator makes here name this cause. */
+export const OPERATOR_CAUSE = 'console:operator';
+
+const BY: Record<string, MarginGrouping> = {
+  day: MarginGrouping.DAY,
+  model: MarginGrouping.MODEL,
+  account: MarginGrouping.ACCOUNT,
+};
+
+export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): void {
+  const { billing, catalogue } = kit;
+  const operator = access('operator');
+  // A book document: the shipped one is some tens of KB.
+  const operatorDocument = access('operator', 1024 * 1024);
+  type WithId = { Params: { id: string } };
+  const keyRef = (keyId: string) => ({ ref: { case: 'keyId' as const, value: keyId } });
+
+  app.get(`${API}/admin/accounts`, operator, async (req) => {
+    const q = req.query as Query;
+    const r = await billing.listAccounts({
+      query: param(q, 'q') ?? '',
+      cursor: param(q, 'cursor', 400) ?? '',
+      pageSize: intParam(q, 'limit', 50, 1, 200),
+    });
+    return { rows: r.accounts.map(accountRow), next_cursor: r.nextCursor };
+  });
+
+  app.get<WithId>(`${API}/admin/accounts/:id`, operator, async (req) => {
+    const r = await billing.getAccount({ accountId: req.params.id });
+    const account = r.account!;
+    return { ...accountRow(account), keys_list: r.keys.map((k) => keyRow(k, account.label)) };
+  });
+
+  app.get<WithId>(`${API}/admin/accounts/:id/ledger`, operator, async (req) =>
+    ledgerPage(billing, req.params.id, req.query as Query),
+  );
+
+  app.get<WithId>(`${API}/admin/accounts/:id/requests`, operator, async (req) =>
+    requestsPage(billing, { ...usageQuery(req.query as Query), accountId: req.params.id }),
+  );
+
+  app.get<WithId>(`${API}/admin/accounts/:id/requests.csv`, operator, async (req, reply) =>
+    sendRequestsCsv(billing, reply, { ...usageQuery(req.query as Query), accountId: req.params.id }),
+  );
+
+  app.get<WithId>(`${API}/admin/accounts/:id/usage/daily`, operator, async (req) =>
+    dailyUsage(billing, req.params.id, req.query as Query),
+  );
+
+  app.post<WithId>(`${API}/admin/accounts/:id/topup`, operator, async (req) => {
+    const body = jsonObject(req.body);
+    if (typeof body.amount_usd !== 'string') throw invalid('amount_usd', 'a decimal string of USD, e.g. "5.00"');
+    if (typeof body.external_id !== 'string' || body.external_id === '' || body.external_id.length > 200)
+      throw invalid('external_id', 'required (up to 200 characters): the same id again credits once');
+    let amountNano: bigint;
+    try {
+      amountNano = usdToNano(body.amount_usd);
+    } catch (err) {
+      throw invalid('amount_usd', (err as Error).message);
+    }
+    const r = await billing.topUp({
+      accountId: req.params.id,
+      amountNano,
+      externalId: body.external_id,
+      cause: OPERATOR_CAUSE,
+    });
+    return { applied: r.applied, balance_nano: r.balanceNano.toString() };
+  });
+
+  app.post(`${API}/admin/refunds`, operator, async (req) => {
+    const body = jsonObject(req.body);
+    if (typeof body.external_id !== 'string' || body.external_id === '')
+      throw invalid('external_id', 'the external id the top-up was applied with');
+    const r = await billing.refundTopUp({ externalId: body.external_id, cause: OPERATOR_CAUSE });
+    return {
+      applied: r.applied,
+      account_id: r.accountId,
+      topup_nano: r.topupNano.toString(),
+      refunded_nano: r.refundedNano.toString(),
+      balance_nano: r.balanceNano.toString(),
+    };
+  });
+
+  app.post<WithId>(`${API}/admin/keys/:id/limits`, operator, async (req) => {
+    const body = jsonObject(req.body);
+    const limit = (name: 'rpm' | 'tpm'): number | null => {
+      const v = body[name];
+      if (v === null) return null;
+      if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
+        throw invalid(name, 'a whole number (0 = unlimited), or null for the gateway default; send both rpm and tpm');
+      return v;
+    };
+    const rpm = limit('rpm');
+    const tpm = limit('tpm');
+    const r = await billing.setRateLimits({
+      key: keyRef(req.params.id),
+      ...(rpm === null ? {} : { requestsPerMinute: rpm }),
+      ...(tpm === null ? {} : { tokensPerMinute: BigInt(tpm) }),
+    });
+    return { updated: r.updated };
+  });
+
+  app.post<WithId>(`${API}/admin/keys/:id/revoke`, operator, async (req) => {
+    const r = await billing.revokeKey({ key: keyRef(req.params.id) });
+    return { revoked: r.revoked };
+  });
+
+  app.get(`${API}/admin/margin`, operator, async (req) => {
+    const q = req.query as Query;
+    const to = timeParam(q, 'to', true) ?? endOfUtcDay();
+    const from = timeParam(q, 'from', false) ?? addDays(to, -30);
+    const by = param(q, 'by', 10) ?? 'day';
+    const grouping = BY[by];
+    if (grouping === undefined) throw invalid('by', 'day, model or account');
+    const r = await billing.getMarginReport({ from: timestampFromDate(from), to: timestampFromDate(to), by: grouping });
+    return {
+      from: from.toISOString(),
+      to: to.toISOString(),
+      by,
+      rows: r.rows.map(marginRow),
+      total: r.total ? marginRow(r.total) : null,
+    };
+  });
+
+  app.get(`${API}/admin/book`, operator, async () => {
+    const [book, markups] = await Promise.all([catalogue.exportBook({}), catalogue.listMarkups({})]);
+    return {
+      document: book.document,
+      markups: { in_force: markups.inForce.map(markupRow), scheduled: markups.scheduled.map(markupRow) },
+    };
+  });
+
+  app.get<WithId>(`${API}/admin/models/:id/history`, operator, async (req) => {
+    const r = await catalogue.getPriceHistory({ modelId: req.params.id });
+    return {
+      versions: r.versions.map((v) => ({
+        id: Number(v.id),
+        prices: { ...v.prices },
+        effective_from: iso(v.effectiveFrom),
+        created_at: iso(v.createdAt),
+        source: v.source,
+        reason: v.reason,
+      })),
+      definitions: r.definitions.map((d) => ({
+        id: Number(d.id),
+        definition_json: d.definitionJson,
+        created_at: iso(d.createdAt),
+        source: d.source,
+        reason: d.reason,
+      })),
+    };
+  });
+
+  app.post(`${API}/admin/book/preview`, operatorDocument, async (req) => {
+    const body = jsonObject(req.body);
+    const document = bookDocument(body);
+    const days = body.days ?? 30;
+    if (typeof days !== 'number' || !Number.isInteger(days) || days < 1 || days > 366)
+      throw invalid('days', 'a whole number from 1 to 366');
+    const r = await catalogue.previewBook({ document, days });
+    return {
+      from: iso(r.from),
+      to: iso(r.to),
+      rows: r.rows.map(previewRow),
+      total: r.total ? previewRow(r.total) : null,
+    };
+  });
+
+  app.post(`${API}/admin/book/apply`, operatorDocument, async (req) => {
+    const body = jsonObject(req.body);
+    const document = bookDocument(body);
+    if (body.dry_run !== undefined && typeof body.dry_run !== 'boolean') throw invalid('dry_run', 'true or false');
+    if (body.reason !== undefined && (typeof body.reason !== 'string' || body.reason.length > 500))
+      throw invalid('reason', 'a string of at most 500 characters');
+    let effectiveFrom: Date | undefined;
+    if (body.effective_from !== undefined && body.effective_from !== null) {
+      if (typeof body.effective_from !== 'string') throw invalid('effective_from', 'an ISO 8601 time');
+      effectiveFrom = timeParam({ effective_from: body.effective_from }, 'effective_from', false);
+    }
+    const r = await catalogue.applyBook({
+      document,
+      dryRun: body.dry_run === true,
+      reason: typeof body.reason === 'string' ? body.reason : '',
+      source: OPERATOR_CAUSE,
+      ...(effectiveFrom ? { effectiveFrom: timestampFromDate(effectiveFrom) } : {}),
+    });
+    return {
+      applied: r.applied,
+      changes: r.changes.map((c) => ({ kind: c.kind, subject: c.subject, detail: c.detail })),
+    };
+  });
+
+  app.get(`${API}/admin/videos`, operator, async (req) => {
+    const q = req.query as Query;
+    const r = await billing.listVideoJobs({
+      accountId: param(q, 'account_id') ?? '',
+      cursor: param(q, 'cursor') ?? '',
+      pageSize: intParam(q, 'limit', 50, 1, 200),
+    });
+    return {
+      rows: r.jobs.map((j) => ({
+        id: j.id,
+        account_id: j.accountId,
+        key_id: j.keyId,
+        model: j.model,
+        status: j.status,
+        seconds: j.seconds,
+        cost_nano: j.costNano.toString(),
+        created_at: iso(j.createdAt),
+        completed_at: iso(j.completedAt),
+        error_code: j.errorCode,
+        deleted: j.deleted,
+        temporal_url: kit.deps.workflowPage(j.workflowId),
+      })),
+      next_cursor: r.nextCursor,
+    };
+  });
+}
+
+function bookDocument(body: Record<string, unknown>): string {
+  if (typeof body.document !== 'string' || body.document === '')
+    throw new ConsoleError(400, 'invalid_value', 'document: the book document, as JSON text');
+  return body.document;
+}

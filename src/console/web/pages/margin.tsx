@@ -1,0 +1,211 @@
+// Revenue (what customers were charged), provider cost and margin, from the usage rows the price
+// book priced: by UTC day as a chart and a table, and by model, over a date range (default: the
+// last 30 UTC days).
+import { useEffect, useState } from 'preact/hooks';
+import { type MarginReport, type MarginRow, query } from '../api.ts';
+import { StackedBars, type StackSeries, usdTick } from '../components/chart.tsx';
+import { Card, Empty, ErrorNote, Loading, PageHeader, Table, Tiles } from '../components/ui.tsx';
+import { useApi } from '../data.ts';
+import { big, grouped, usd, usdFloat, utcDate } from '../format.ts';
+import { type Location, navigate } from '../router.ts';
+
+const rangeOf = (loc: Location) => ({ from: loc.query.get('from') ?? '', to: loc.query.get('to') ?? '' });
+export const marginUrl = (r: { from: string; to: string }, by: 'day' | 'model') =>
+  `/admin/margin${query({ ...r, by })}`;
+export const marginUrls = (loc: Location) => [marginUrl(rangeOf(loc), 'day'), marginUrl(rangeOf(loc), 'model')];
+
+export function Margin(props: { loc: Location }) {
+  const range = rangeOf(props.loc);
+  const byDay = useApi<MarginReport & { from?: string; to?: string }>(marginUrl(range, 'day'));
+  const byModel = useApi<MarginReport>(marginUrl(range, 'model'));
+  const [draft, setDraft] = useState(range);
+  useEffect(() => setDraft(range), [range.from, range.to]);
+  const total = byDay.data?.total;
+  const apply = (e: Event) => {
+    e.preventDefault();
+    navigate(`/console/admin/margin${query(draft)}`);
+  };
+  const days = byDay.data ? dayList(byDay.data, range) : [];
+  const series: StackSeries[] = byDay.data
+    ? [
+        { label: 'Provider cost', values: days.map((d) => big(rowOf(byDay.data!, d)?.provider_cost_nano)) },
+        {
+          label: 'Margin',
+          values: days.map((d) => {
+            const m = big(rowOf(byDay.data!, d)?.margin_nano);
+            return m > 0n ? m : 0n;
+          }),
+        },
+      ]
+    : [];
+  return (
+    <>
+      <PageHeader title="Margin" />
+      <Card>
+        <form class="filters" onSubmit={apply} aria-label="Period">
+          <label class="field">
+            <span>From (UTC)</span>
+            <input
+              type="date"
+              name="from"
+              value={draft.from}
+              onInput={(e) => setDraft({ ...draft, from: (e.target as HTMLInputElement).value })}
+            />
+          </label>
+          <label class="field">
+            <span>To (UTC, inclusive)</span>
+            <input
+              type="date"
+              name="to"
+              value={draft.to}
+              onInput={(e) => setDraft({ ...draft, to: (e.target as HTMLInputElement).value })}
+            />
+          </label>
+          <div class="filter-actions">
+            <button type="submit" class="button button-primary">
+              Show
+            </button>
+            {range.from || range.to ? (
+              <a class="button" href="/console/admin/margin">
+                Last 30 days
+              </a>
+            ) : null}
+          </div>
+        </form>
+      </Card>
+      {byDay.error ? <ErrorNote error={byDay.error} /> : null}
+      {byDay.loading && !byDay.data ? <Loading /> : null}
+      {total ? (
+        <Tiles
+          tiles={[
+            {
+              label: 'Revenue',
+              value: usd(total.revenue_nano),
+              figure: 'revenue',
+              hint: `${grouped(total.requests)} requests`,
+            },
+            { label: 'Provider cost', value: usd(total.provider_cost_nano), figure: 'provider-cost' },
+            {
+              label: 'Margin',
+              value: usd(total.margin_nano),
+              figure: 'margin',
+              hint: marginShare(total),
+            },
+          ]}
+        />
+      ) : null}
+      {byDay.data ? (
+        <Card title="Revenue per day: provider cost and margin (UTC)">
+          {byDay.data.rows.length === 0 ? (
+            <Empty>No priced usage in this period.</Empty>
+          ) : (
+            <>
+              <StackedBars
+                label="Provider cost and margin per day"
+                days={days}
+                series={series}
+                format={usd}
+                toFloat={usdFloat}
+                tick={usdTick}
+              />
+              <MarginTable
+                rows={[...byDay.data.rows].sort((a, b) => b.key.localeCompare(a.key))}
+                first="Day"
+                id="margin-by-day"
+              />
+            </>
+          )}
+        </Card>
+      ) : null}
+      <Card title="By model">
+        {byModel.error ? <ErrorNote error={byModel.error} /> : null}
+        {byModel.loading && !byModel.data ? <Loading /> : null}
+        {byModel.data && byModel.data.rows.length === 0 ? <Empty>No priced usage in this period.</Empty> : null}
+        {byModel.data && byModel.data.rows.length > 0 ? (
+          <MarginTable
+            rows={[...byModel.data.rows].sort((a, b) => (big(b.revenue_nano) > big(a.revenue_nano) ? 1 : -1))}
+            total={byModel.data.total}
+            first="Model"
+            id="margin-by-model"
+          />
+        ) : null}
+      </Card>
+    </>
+  );
+}
+
+function MarginTable(props: { rows: MarginRow[]; total?: MarginRow | null; first: string; id: string }) {
+  return (
+    <Table stack label={`Margin by ${props.first.toLowerCase()}`} id={props.id}>
+      <thead>
+        <tr>
+          <th>{props.first}</th>
+          <th class="num">Requests</th>
+          <th class="num">Revenue</th>
+          <th class="num">Provider cost</th>
+          <th class="num">Margin</th>
+          <th class="num">Share</th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.rows.map((r) => (
+          <tr key={r.key} data-key={r.key}>
+            <td class="mono">{r.key}</td>
+            <td class="num">{grouped(r.requests)}</td>
+            <td class="num nowrap" data-figure="revenue">
+              {usd(r.revenue_nano)}
+            </td>
+            <td class="num nowrap" data-figure="provider-cost">
+              {usd(r.provider_cost_nano)}
+            </td>
+            <td class={big(r.margin_nano) < 0n ? 'num nowrap negative' : 'num nowrap'} data-figure="margin">
+              {usd(r.margin_nano)}
+            </td>
+            <td class="num">{marginShare(r)}</td>
+          </tr>
+        ))}
+      </tbody>
+      {props.total ? (
+        <tfoot>
+          <tr>
+            <th>Total</th>
+            <td class="num">{grouped(props.total.requests)}</td>
+            <td class="num nowrap">{usd(props.total.revenue_nano)}</td>
+            <td class="num nowrap">{usd(props.total.provider_cost_nano)}</td>
+            <td class="num nowrap">{usd(props.total.margin_nano)}</td>
+            <td class="num">{marginShare(props.total)}</td>
+          </tr>
+        </tfoot>
+      ) : null}
+    </Table>
+  );
+}
+
+/** Margin as a share of revenue, to 0.1% (integer arithmetic, rounded half away from zero). */
+function marginShare(r: MarginRow): string {
+  const revenue = big(r.revenue_nano);
+  if (revenue === 0n) return '—';
+  const tenths = (big(r.margin_nano) * 2000n) / revenue; // in 1/20 of a percent... halved below
+  const rounded = tenths >= 0n ? (tenths + 1n) / 2n : (tenths - 1n) / 2n;
+  const sign = rounded < 0n ? '−' : '';
+  const abs = rounded < 0n ? -rounded : rounded;
+  return `${sign}${abs / 10n}.${abs % 10n}%`;
+}
+
+const rowOf = (report: MarginReport, day: string) => report.rows.find((r) => r.key === day);
+
+/** Every UTC day of the period (the answer's from/to, else the last 30 days), plus any day a row names. */
+function dayList(report: MarginReport & { from?: string; to?: string }, range: { from: string; to: string }): string[] {
+  // The answer's `to` is exclusive (the next day's 00:00 UTC): its last day is the one before.
+  const lastOf = (iso: string | undefined) =>
+    iso && Number.isFinite(Date.parse(iso)) ? new Date(Date.parse(iso) - 1).toISOString().slice(0, 10) : '';
+  const first = (report.from ?? range.from).slice(0, 10) || utcDate(-29);
+  const last = range.to || lastOf(report.to) || utcDate(0);
+  const out = new Set<string>();
+  let t = Date.parse(`${first}T00:00:00Z`);
+  const end = Date.parse(`${last}T00:00:00Z`);
+  for (let guard = 0; Number.isFinite(t) && t <= end && guard < 400; guard++, t += 86_400_000)
+    out.add(new Date(t).toISOString().slice(0, 10));
+  for (const r of report.rows) out.add(r.key);
+  return [...out].sort();
+}

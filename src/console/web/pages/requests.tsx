@@ -1,0 +1,220 @@
+// The request log: one row per request (time, route, model asked for and served, tokens, cost,
+// status, latency, request id), filtered by model, route, status and UTC date, newest first, in
+// keyset pages (the server's cursor), and the same filters as a CSV download. The filters live
+// in the address (?model=…&status=…), so a filtered view can be reloaded and shared.
+import { useEffect, useState } from 'preact/hooks';
+import { API, type ModelPrices, type Page, query, type RequestRow } from '../api.ts';
+import { Badge, Card, Empty, ErrorNote, Loading, PageHeader, Pager, Table } from '../components/ui.tsx';
+import { useApi } from '../data.ts';
+import { big, grouped, time, usd } from '../format.ts';
+import { type Location, navigate } from '../router.ts';
+
+export const ROUTES = [
+  '/v1/chat/completions',
+  '/v1/messages',
+  '/v1/responses',
+  '/v1/embeddings',
+  '/v1/images/generations',
+  '/v1/images/edits',
+  '/v1/audio/transcriptions',
+  '/v1/audio/speech',
+  '/v1/videos',
+];
+
+export const FILTER_NAMES = ['model', 'route', 'status', 'from', 'to'] as const;
+export type Filters = Record<(typeof FILTER_NAMES)[number], string>;
+
+export const PAGE_SIZE = 50;
+
+export function filtersOf(loc: Location): Filters {
+  const f = {} as Filters;
+  for (const name of FILTER_NAMES) f[name] = loc.query.get(name) ?? '';
+  return f;
+}
+
+/** The API path of a page of rows: `base` is /requests, or an account's under /admin. */
+export const requestsUrl = (base: string, f: Filters, cursor = '') =>
+  `${base}${query({ ...f, cursor, limit: PAGE_SIZE })}`;
+
+export const requestsPageUrls = (loc: Location) => [requestsUrl('/requests', filtersOf(loc)), '/models'];
+
+export function Requests(props: { loc: Location }) {
+  const models = useApi<{ models: ModelPrices[] }>('/models');
+  return (
+    <>
+      <PageHeader title="Requests" />
+      <RequestLog
+        base="/requests"
+        csv={`${API}/requests.csv`}
+        loc={props.loc}
+        pagePath="/console/requests"
+        models={models.data?.models.map((m) => m.id) ?? []}
+      />
+    </>
+  );
+}
+
+/** Filters, the table and the pager; also on the operator's account page. */
+export function RequestLog(props: {
+  base: string;
+  /** The CSV download's path (without the query), when there is one. */
+  csv?: string;
+  loc: Location;
+  /** The page's own path, where filters are written into the address. */
+  pagePath: string;
+  models: string[];
+  /** Query parameters of the page to keep when filters change. */
+  keep?: Record<string, string>;
+}) {
+  const filters = filtersOf(props.loc);
+  const filterKey = JSON.stringify(filters);
+  // Cursors of the pages up to this one (the first page's is ''), for these filters only.
+  const pagingKey = `${props.base} ${filterKey}`;
+  const [paging, setPaging] = useState({ key: pagingKey, cursors: [''] });
+  const cursors = paging.key === pagingKey ? paging.cursors : [''];
+  const setCursors = (next: string[]) => setPaging({ key: pagingKey, cursors: next });
+  const cursor = cursors[cursors.length - 1] ?? '';
+  const page = useApi<Page<RequestRow>>(requestsUrl(props.base, filters, cursor));
+  const [draft, setDraft] = useState<Filters>(filters);
+  useEffect(() => setDraft(filters), [filterKey]);
+
+  const apply = (e: Event) => {
+    e.preventDefault();
+    navigate(`${props.pagePath}${query({ ...props.keep, ...draft })}`);
+  };
+  const clear = () => navigate(`${props.pagePath}${query({ ...props.keep })}`);
+  const anyFilter = FILTER_NAMES.some((n) => filters[n] !== '');
+  const field = (name: keyof Filters) => ({
+    name,
+    value: draft[name],
+    onInput: (e: Event) => setDraft({ ...draft, [name]: (e.target as HTMLInputElement).value }),
+  });
+
+  return (
+    <>
+      <Card>
+        <form class="filters" onSubmit={apply} aria-label="Filters">
+          <label class="field field-span">
+            <span>Model</span>
+            <input {...field('model')} list="model-names" placeholder="Any model" autocomplete="off" />
+            <datalist id="model-names">
+              {props.models.map((m) => (
+                <option key={m} value={m} />
+              ))}
+            </datalist>
+          </label>
+          <label class="field">
+            <span>Route</span>
+            <select {...field('route')}>
+              <option value="">Any route</option>
+              {ROUTES.map((r) => (
+                <option key={r} value={r}>
+                  {r}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label class="field">
+            <span>Status</span>
+            <select {...field('status')}>
+              <option value="">Any status</option>
+              <option value="ok">Succeeded</option>
+              <option value="error">Failed</option>
+              {['400', '402', '429', '499', '500', '502', '503', '504'].map((s) => (
+                <option key={s} value={s}>
+                  HTTP {s}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label class="field">
+            <span>From (UTC)</span>
+            <input type="date" {...field('from')} />
+          </label>
+          <label class="field">
+            <span>To (UTC, inclusive)</span>
+            <input type="date" {...field('to')} />
+          </label>
+          <div class="filter-actions">
+            <button type="submit" class="button button-primary">
+              Apply
+            </button>
+            {anyFilter ? (
+              <button type="button" class="button" onClick={clear}>
+                Clear
+              </button>
+            ) : null}
+            {props.csv ? (
+              <a class="button" id="csv-link" href={`${props.csv}${query({ ...filters })}`} download>
+                Download CSV
+              </a>
+            ) : null}
+          </div>
+        </form>
+      </Card>
+      <Card>
+        {page.error ? <ErrorNote error={page.error} /> : null}
+        {page.loading && !page.data ? <Loading /> : null}
+        {page.data && page.data.rows.length === 0 ? (
+          <Empty>{anyFilter ? 'No request matches these filters.' : 'No requests yet.'}</Empty>
+        ) : null}
+        {page.data && page.data.rows.length > 0 ? <RequestTable rows={page.data.rows} /> : null}
+        <Pager
+          page={cursors.length}
+          onNewer={cursors.length > 1 ? () => setCursors(cursors.slice(0, -1)) : undefined}
+          onOlder={page.data?.next_cursor ? () => setCursors([...cursors, page.data!.next_cursor]) : undefined}
+        />
+      </Card>
+    </>
+  );
+}
+
+export function RequestTable(props: { rows: RequestRow[] }) {
+  return (
+    <Table stack label="Requests" id="request-rows">
+      <thead>
+        <tr>
+          <th>Time (UTC)</th>
+          <th>Route</th>
+          <th>Model</th>
+          <th class="num">Input</th>
+          <th class="num">Output</th>
+          <th class="num">Cost</th>
+          <th>Status</th>
+          <th class="num">Latency</th>
+          <th>Request id</th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.rows.map((r) => (
+          <tr key={r.request_id} data-request-id={r.request_id}>
+            <td class="nowrap">{time(r.created_at)}</td>
+            <td class="mono nowrap">{r.route}</td>
+            <td class="mono">
+              {r.model}
+              {r.requested_model && r.requested_model !== r.model ? (
+                <div class="muted small">asked for {r.requested_model}</div>
+              ) : null}
+            </td>
+            <td class="num">
+              {grouped(r.input_tokens)}
+              {big(r.cached_tokens) > 0n ? <div class="muted small">{grouped(r.cached_tokens)} cached</div> : null}
+            </td>
+            <td class="num">{grouped(r.output_tokens)}</td>
+            <td class="num nowrap" data-figure="cost">
+              {usd(r.cost_nano)}
+            </td>
+            <td>
+              <Badge tone={r.status === 'ok' ? 'ok' : 'error'}>
+                {r.status === 'ok' ? 'ok' : r.status}
+                {Number(r.http_status) ? ` ${r.http_status}` : ''}
+              </Badge>
+            </td>
+            <td class="num nowrap">{grouped(r.latency_ms)} ms</td>
+            <td class="mono small">{r.request_id}</td>
+          </tr>
+        ))}
+      </tbody>
+    </Table>
+  );
+}

@@ -1,0 +1,251 @@
+// The console API's JSON (docs/console.md#api): what the services answer, written for the page
+// (amounts as nano-USD decimal strings, times as ISO 8601 or null, counts as numbers), the
+// request log's filters read from a query string, the CSV export's lines, and the API's errors.
+import { timestampFromDate, type Timestamp } from '@bufbuild/protobuf/wkt';
+import type { AccountKey, AccountSummary, LedgerEntry, MarginRow, UsageRecord } from '../gen/gateway/v1/billing_pb.js';
+import { ModelKind, type Markup, type Model, type PreviewRow } from '../gen/gateway/v1/catalogue_pb.js';
+import type { MessageInitShape } from '@bufbuild/protobuf';
+import type { ListUsageRequestSchema } from '../gen/gateway/v1/billing_pb.js';
+import { nanoToUsd } from '../billing/money.ts';
+
+/** An answer other than 2xx, in the API's shape `{"error": {"code", "message"}}`. */
+export class ConsoleError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly retryAfterSeconds: number | undefined;
+  constructor(status: number, code: string, message: string, retryAfterSeconds?: number) {
+    super(message);
+    this.status = status;
+    this.code = code;
+    this.retryAfterSeconds = retryAfterSeconds;
+  }
+}
+
+export const invalid = (param: string, message: string) =>
+  new ConsoleError(400, 'invalid_value', `${param}: ${message}`);
+
+/** ISO 8601 to the millisecond, the rest cut off (not rounded: a time is never shown later than it was). */
+export const iso = (t: Timestamp | undefined): string | null =>
+  t ? new Date(Number(t.seconds) * 1000 + Math.floor(t.nanos / 1_000_000)).toISOString() : null;
+
+export type Query = Record<string, unknown>;
+
+/** A query parameter given once, or undefined; repeated or empty is refused or unset. */
+export function param(q: Query, name: string, maxLength = 200): string | undefined {
+  const v = q[name];
+  if (v === undefined || v === '') return undefined;
+  if (typeof v !== 'string') throw invalid(name, 'give it once');
+  if (v.length > maxLength) throw invalid(name, `longer than ${maxLength} characters`);
+  return v;
+}
+
+/** An integer parameter in [min, max], or `fallback` when absent. */
+export function intParam(q: Query, name: string, fallback: number, min: number, max: number): number {
+  const v = param(q, name, 12);
+  if (v === undefined) return fallback;
+  if (!/^\d+$/.test(v) || Number(v) < min || Number(v) > max)
+    throw invalid(name, `a whole number from ${min} to ${max}`);
+  return Number(v);
+}
+
+const DAY_MS = 86_400_000;
+const DATE = /^(\d{4})-(\d{2})-(\d{2})$/;
+
+/**
+ * A time parameter: an ISO 8601 time (with a zone, or taken as UTC) or a date YYYY-MM-DD. A date
+ * as the end of a range (`end`) means the whole day: the next day's 00:00 UTC, exclusive.
+ */
+export function timeParam(q: Query, name: string, end: boolean): Date | undefined {
+  const v = param(q, name, 40);
+  if (v === undefined) return undefined;
+  const d = DATE.exec(v);
+  let t: number;
+  if (d) {
+    t = Date.UTC(Number(d[1]), Number(d[2]) - 1, Number(d[3]));
+    if (new Date(t).toISOString().slice(0, 10) !== v) throw invalid(name, 'not a calendar date');
+    if (end) t += DAY_MS;
+  } else {
+    if (!/^\d{4}-\d{2}-\d{2}T/.test(v)) throw invalid(name, 'an ISO 8601 time or a date YYYY-MM-DD');
+    t = Date.parse(/(?:Z|[+-]\d{2}:?\d{2})$/i.test(v) ? v : `${v}Z`);
+    if (Number.isNaN(t)) throw invalid(name, 'an ISO 8601 time or a date YYYY-MM-DD');
+  }
+  const year = new Date(t).getUTCFullYear();
+  if (year < 1 || year > 9999) throw invalid(name, 'a time between the years 1 and 9999');
+  return new Date(t);
+}
+
+/** The next UTC midnight after `now`: the end of today. */
+export const endOfUtcDay = (now = new Date()): Date =>
+  new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth(), now.getUTCDate()) + DAY_MS);
+
+export const dayOf = (d: Date): string => d.toISOString().slice(0, 10);
+export const addDays = (d: Date, days: number): Date => new Date(d.getTime() + days * DAY_MS);
+
+/** The request log's filters and page from a query string, as ListUsage takes them (the account set by the caller). */
+export function usageQuery(q: Query): MessageInitShape<typeof ListUsageRequestSchema> {
+  const status = param(q, 'status', 5);
+  if (status !== undefined && status !== 'ok' && status !== 'error' && !/^[1-5]\d{2}$/.test(status))
+    throw invalid('status', '"ok", "error" or an HTTP status such as 429');
+  const from = timeParam(q, 'from', false);
+  const to = timeParam(q, 'to', true);
+  return {
+    model: param(q, 'model', 100) ?? '',
+    route: param(q, 'route', 100) ?? '',
+    status: status ?? '',
+    ...(from ? { from: timestampFromDate(from) } : {}),
+    ...(to ? { to: timestampFromDate(to) } : {}),
+    cursor: param(q, 'cursor', 400) ?? '',
+    limit: intParam(q, 'limit', 50, 1, 200),
+  };
+}
+
+export const requestRow = (r: UsageRecord) => ({
+  created_at: iso(r.createdAt),
+  request_id: r.requestId,
+  route: r.route,
+  model: r.model,
+  requested_model: r.requestedModel,
+  input_tokens: Number(r.inputTokens),
+  output_tokens: Number(r.outputTokens),
+  cached_tokens: Number(r.cachedTokens),
+  cost_nano: r.costNano.toString(),
+  status: r.status,
+  http_status: r.httpStatus,
+  latency_ms: r.latencyMs,
+  key_prefix: r.keyPrefix,
+});
+
+export const CSV_HEADER =
+  'created_at,request_id,route,model,requested_model,input_tokens,output_tokens,cached_tokens,cost_nano,cost_usd,status,http_status,latency_ms,key_prefix\n';
+
+/** A CSV field: quoted when it must be, and text a spreadsheet would run as a formula made inert. */
+function csvText(s: string): string {
+  const inert = /^[=+\-@\t\r]/.test(s) ? `'${s}` : s;
+  return /[",\n\r]/.test(inert) ? `"${inert.replace(/"/g, '""')}"` : inert;
+}
+
+export function csvLine(r: UsageRecord): string {
+  return `${[
+    iso(r.createdAt) ?? '',
+    csvText(r.requestId),
+    csvText(r.route),
+    csvText(r.model),
+    csvText(r.requestedModel),
+    r.inputTokens,
+    r.outputTokens,
+    r.cachedTokens,
+    r.costNano,
+    nanoToUsd(r.costNano),
+    csvText(r.status),
+    r.httpStatus,
+    r.latencyMs,
+    csvText(r.keyPrefix),
+  ].join(',')}\n`;
+}
+
+export const ledgerRow = (e: LedgerEntry) => ({
+  id: e.id,
+  kind: e.kind,
+  amount_nano: e.amountNano.toString(),
+  balance_after_nano: e.balanceAfterNano.toString(),
+  external_id: e.externalId,
+  request_id: e.requestId,
+  cause: e.cause,
+  created_at: iso(e.createdAt),
+});
+
+/** A comma list of ledger kinds (`kind=topup,refund`), as ListLedger takes them. */
+export function ledgerKinds(q: Query): string[] {
+  const v = param(q, 'kind', 40);
+  if (v === undefined) return [];
+  const kinds = v.split(',').map((k) => k.trim());
+  for (const k of kinds)
+    if (!['topup', 'charge', 'refund'].includes(k)) throw invalid('kind', 'topup, charge or refund');
+  return kinds;
+}
+
+const KIND_NAMES: Record<number, string> = {
+  [ModelKind.CHAT]: 'chat',
+  [ModelKind.EMBEDDING]: 'embedding',
+  [ModelKind.IMAGE]: 'image',
+  [ModelKind.TRANSCRIPTION]: 'transcription',
+  [ModelKind.SPEECH]: 'speech',
+  [ModelKind.VIDEO]: 'video',
+};
+
+/** A model with the customer prices of the account group it was listed for. */
+export const modelEntry = (m: Model) => ({
+  id: m.id,
+  kind: KIND_NAMES[m.kind] ?? 'unspecified',
+  provider: m.provider,
+  aliases: [...m.aliases].sort(),
+  pricing: { ...m.customerPrices },
+});
+
+export const accountRow = (a: AccountSummary) => ({
+  account_id: a.accountId,
+  label: a.label,
+  owner: a.owner,
+  group: a.group,
+  balance_nano: a.balanceNano.toString(),
+  held_nano: a.heldNano.toString(),
+  available_nano: a.availableNano.toString(),
+  spend_30d_nano: a.spend30dNano.toString(),
+  last_used_at: iso(a.lastUsedAt),
+  keys: a.liveKeys,
+  created_at: iso(a.createdAt),
+});
+
+export const keyRow = (k: AccountKey, label: string) => ({
+  key_id: k.keyId,
+  prefix: k.prefix,
+  label,
+  created_at: iso(k.createdAt),
+  revoked_at: iso(k.revokedAt),
+  rpm: k.requestsPerMinute ?? null,
+  tpm: k.tokensPerMinute === undefined ? null : Number(k.tokensPerMinute),
+});
+
+export const marginRow = (r: MarginRow) => ({
+  key: r.key,
+  requests: Number(r.requests),
+  revenue_nano: r.revenueNano.toString(),
+  provider_cost_nano: r.providerCostNano.toString(),
+  margin_nano: r.marginNano.toString(),
+});
+
+export const markupRow = (m: Markup) => ({
+  id: Number(m.id),
+  provider: m.provider,
+  model_id: m.modelId,
+  account_group: m.accountGroup,
+  markup: m.markup,
+  effective_from: iso(m.effectiveFrom),
+  created_at: iso(m.createdAt),
+  source: m.source,
+  reason: m.reason,
+});
+
+export const previewRow = (r: PreviewRow) => ({
+  model_id: r.modelId,
+  requests: Number(r.requests),
+  revenue_nano: r.revenueNano.toString(),
+  provider_cost_nano: r.providerCostNano.toString(),
+  proposed_revenue_nano: r.proposedRevenueNano.toString(),
+  proposed_provider_cost_nano: r.proposedProviderCostNano.toString(),
+  inexact_requests: Number(r.inexactRequests),
+});
+
+/** The JSON body of a POST: an object, or a 400. */
+export function jsonObject(body: unknown): Record<string, unknown> {
+  const text = Buffer.isBuffer(body) ? body.toString('utf8') : '';
+  let parsed: unknown;
+  try {
+    parsed = text === '' ? {} : JSON.parse(text);
+  } catch {
+    throw new ConsoleError(400, 'invalid_json', 'The body is not valid JSON.');
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new ConsoleError(400, 'invalid_json', 'The body must be a JSON object.');
+  return parsed as Record<string, unknown>;
+}
