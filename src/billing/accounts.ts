@@ -9,7 +9,7 @@ import type { Db } from '../db/db.ts';
 import type { AccountKeySchema, AccountSummarySchema } from '../gen/gateway/v1/billing_pb.js';
 import { badRequest } from '../rpc/errors.ts';
 import { visiblePrefix } from './keys.ts';
-import { timestampFromMicros } from './usage-log.ts';
+import { IS_REQUEST, timestampFromMicros } from './usage-log.ts';
 
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
@@ -26,7 +26,7 @@ const SUMMARY = `SELECT a.id, a.label, a.owner, a.price_group, a.balance_nano::t
     (SELECT COALESCE(sum(u.cost_nano), 0) FROM usage_records u
      WHERE u.account_id = a.id AND u.created_at >= now() - INTERVAL '30 days')::text AS spend,
     (SELECT (extract(epoch FROM u.created_at) * 1000000)::bigint::text FROM usage_records u
-     WHERE u.account_id = a.id ORDER BY u.created_at DESC LIMIT 1) AS last_us,
+     WHERE u.account_id = a.id AND u.${IS_REQUEST} ORDER BY u.created_at DESC LIMIT 1) AS last_us,
     (SELECT count(*) FROM api_keys k WHERE k.account_id = a.id AND k.revoked_at IS NULL)::int AS live_keys
   FROM accounts a`;
 

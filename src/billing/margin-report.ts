@@ -13,6 +13,7 @@ import {
 } from '../gen/gateway/v1/billing_pb.js';
 import type { Db } from '../db/db.ts';
 import { badRequest } from '../rpc/errors.ts';
+import { IS_REQUEST } from './usage-log.ts';
 
 export type MarginBy = 'model' | 'day' | 'account';
 
@@ -48,7 +49,7 @@ export async function marginReport(
       `SELECT ${KEY_OF[range.by]} AS key, count(*)::text AS requests, sum(cost_nano)::text AS revenue,
               sum(COALESCE(provider_cost_nano, cost_nano + uncovered_nano))::text AS provider_cost
        FROM usage_records
-       WHERE created_at >= CAST(? AS timestamptz) AND created_at < CAST(? AS timestamptz)
+       WHERE created_at >= CAST(? AS timestamptz) AND created_at < CAST(? AS timestamptz) AND ${IS_REQUEST}
        GROUP BY 1 ORDER BY ${KEY_OF[range.by]} COLLATE "C"`,
       [range.from.toISOString(), range.to.toISOString()],
     ),

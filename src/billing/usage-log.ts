@@ -21,6 +21,13 @@ const big = (v: unknown): bigint => BigInt(v as string);
 /** The longest range one summary covers. */
 export const MAX_SUMMARY_DAYS = 366;
 
+/**
+ * Usage rows that are a customer's requests: all but the one a credit lease's own hold writes
+ * when the lease is returned (status lease_returned, model ''), which is the gateway's
+ * reservation, not a request. Customer listings and reports leave it out.
+ */
+export const IS_REQUEST = `status <> 'lease_returned'`;
+
 export interface UsageFilters {
   /** The served model or the name asked for. */
   model?: string;
@@ -91,7 +98,7 @@ export async function usagePage(
   accountId: string,
   opts: { filters: UsageFilters; cursor?: string; limit: number },
 ): Promise<{ records: MessageInitShape<typeof UsageRecordSchema>[]; nextCursor: string }> {
-  const where: string[] = ['u.account_id = ?'];
+  const where: string[] = ['u.account_id = ?', `u.${IS_REQUEST}`];
   const params: unknown[] = [accountId];
   const f = opts.filters;
   if (f.model !== undefined) {
@@ -186,7 +193,7 @@ export async function usageSummary(
                 sum(input_tokens)::text AS i, sum(output_tokens)::text AS o, sum(cached_tokens)::text AS c,
                 sum(cost_nano)::text AS cost
          FROM usage_records
-         WHERE account_id = ? AND created_at >= CAST(? AS timestamptz) AND created_at < CAST(? AS timestamptz)
+         WHERE account_id = ? AND created_at >= CAST(? AS timestamptz) AND created_at < CAST(? AS timestamptz) AND ${IS_REQUEST}
          GROUP BY 1, 2
        ) d ORDER BY d.day, model COLLATE "C"`,
       [accountId, range.from.toISOString(), range.to.toISOString()],

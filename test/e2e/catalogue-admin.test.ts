@@ -564,7 +564,8 @@ describe('single changes, served at once', () => {
   });
 });
 
-describe('the operator CLI', () => {
+// Each test runs the CLI a dozen times, a Node process each: seconds apiece on a loaded machine.
+describe('the operator CLI', { timeout: 120_000 }, () => {
   /** Runs `npm run cli -- catalogue …` against gateway A; `stdin` is written to the CLI's standard input. */
   function cli(args: string[], stdin?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
     return new Promise((resolve, reject) => {

@@ -63,7 +63,11 @@ beforeAll(async () => {
   await chat(bob!.apiKey, 'gpt-5.4-mini', 6);
   // Each request's usage row is written as it settles, which may be just after its answer.
   for (const until = Date.now() + 10_000; ; ) {
-    if (Number((await knex.raw('SELECT count(*) AS n FROM usage_records')).rows[0].n) === 6) break;
+    if (
+      Number((await knex.raw("SELECT count(*) AS n FROM usage_records WHERE status <> 'lease_returned'")).rows[0].n) ===
+      6
+    )
+      break;
     if (Date.now() > until) throw new Error('the six requests were not all settled');
     await new Promise((r) => setTimeout(r, 50));
   }
@@ -107,6 +111,12 @@ beforeAll(async () => {
   });
   await row({ id: 'req_two_days', key: bob, model: 'gpt-4o-mini', cost: 5000n, provider: 4000n, ago: '2 days' });
   await row({ id: 'req_ten_days', key: alice, model: 'gpt-4o-mini', cost: 8000n, provider: 6000n, ago: '10 days' });
+  // The row a returned credit lease's own hold writes: the gateway's reservation, not a request.
+  await knex.raw(
+    `INSERT INTO usage_records (request_id, account_id, key_id, model, route, cost_nano, status, http_status, latency_ms)
+     VALUES ('lease_test_returned', ?, ?, '', '', 0, 'lease_returned', 0, 0)`,
+    [alice!.accountId, alice!.keyId],
+  );
 
   from = new Date(Date.now() - 3 * DAY_MS);
   to = new Date(Date.now() + 60_000);
@@ -131,7 +141,7 @@ async function expectedReport(range: { from: Date; to: Date }, by: 'model' | 'da
     await knex.raw(
       `SELECT model, account_id, created_at, cost_nano::text AS cost, uncovered_nano::text AS uncovered,
               provider_cost_nano::text AS provider
-       FROM usage_records WHERE created_at >= ? AND created_at < ?`,
+       FROM usage_records WHERE created_at >= ? AND created_at < ? AND status <> 'lease_returned'`,
       [range.from, range.to],
     )
   ).rows as {
@@ -189,12 +199,18 @@ describe('the margin report', () => {
     // The six requests and four of the rows written here; the ten-day-old row is outside.
     expect(expected.count).toBe(10);
     expect(model).toEqual({ rows: expected.rows, total: { ...expected.total, key: '' } });
+    // (No '' row: a returned lease's own row is not a request, in the report or the usage listing.)
     expect(model.rows.map((r) => r!.key)).toEqual([
       'gpt-4o-mini',
       'gpt-5.4-mini',
       'legacy-model',
       'text-embedding-3-small',
     ]);
+    const aliceKey = (await knex.raw(`SELECT key_id FROM usage_records WHERE request_id = 'req_marked_up'`)).rows[0]
+      .key_id as string;
+    const listed = await billing.listUsage({ key: { ref: { case: 'keyId', value: aliceKey } }, limit: 1000 });
+    expect(listed.records.map((r) => r.requestId)).not.toContain('lease_test_returned');
+    expect(listed.records.map((r) => r.requestId)).toContain('req_marked_up');
     // The row from before provider costs: its provider cost is what it was charged plus what went uncovered.
     expect(model.rows.find((r) => r!.key === 'legacy-model')).toEqual({
       key: 'legacy-model',

@@ -224,6 +224,9 @@ async function call<T>(method: string, path: string, body?: unknown, opts: { sig
   const headers: Record<string, string> = { accept: 'application/json' };
   if (body !== undefined) headers['content-type'] = 'application/json';
   if (method !== 'GET' && csrf) headers['x-csrf-token'] = csrf;
+  // The session this request was made in: a 401 ends it only if it is still the page's (a request
+  // made before sign-in that answers after it says nothing of the new session).
+  const sentIn = csrf;
   let res: Response;
   try {
     res = await fetch(API + path, {
@@ -253,7 +256,7 @@ async function call<T>(method: string, path: string, body?: unknown, opts: { sig
     Number.isFinite(retry) && retry > 0 ? retry : undefined,
   );
   // Only a session the page had can end (at start, without one, /me's 401 is just "sign in").
-  if (res.status === 401 && csrf && !opts.signIn) for (const l of signedOutListeners) l();
+  if (res.status === 401 && sentIn && sentIn === csrf && !opts.signIn) for (const l of signedOutListeners) l();
   throw err;
 }
 

@@ -114,6 +114,9 @@ function startLoading(): Promise<Me> {
   const loc = currentLocation();
   const found = match(loc.path);
   const me = get<Me>('/me');
+  // Handled from the start: App takes the answer in an effect, which may run after a quick 401
+  // (without a handler by then, the browser reports an unhandled rejection).
+  me.catch(() => {});
   if (found) for (const url of found.route.urls(loc, found.params)) prefetch(url);
   return me;
 }
