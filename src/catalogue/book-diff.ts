@@ -34,6 +34,16 @@ export function definitionOf(m: CatalogueEntry): ModelDefinition {
   return definition;
 }
 
+/** A markup of `scope` as a book document writes it (empty parts of the scope left out). */
+export function bookMarkupOf(scope: MarkupScope, markup: string): BookMarkup {
+  return {
+    ...(scope.provider ? { provider: scope.provider } : {}),
+    ...(scope.modelId ? { model: scope.modelId } : {}),
+    ...(scope.group ? { group: scope.group } : {}),
+    markup,
+  };
+}
+
 export function scopeOf(m: BookMarkup): MarkupScope {
   return { provider: m.provider ?? '', modelId: m.model ?? '', group: m.group ?? '' };
 }

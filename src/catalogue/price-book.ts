@@ -7,8 +7,8 @@
 // changes (book-diff.ts) written in one transaction.
 import type { Knex } from 'knex';
 import type { Db } from '../db/db.ts';
-import type { BookDocument, BookMarkup } from './book-document.ts';
-import { definitionOf, type Change, type MarkupScope, type ModelDefinition } from './book-diff.ts';
+import type { BookDocument } from './book-document.ts';
+import { bookMarkupOf, definitionOf, type Change, type MarkupScope, type ModelDefinition } from './book-diff.ts';
 
 export interface PriceVersion {
   id: bigint;
@@ -151,35 +151,22 @@ export class PriceBook {
              WHERE target IS NOT NULL`,
       ),
     );
-    const markups = rowsOf(
-      await trx.raw(
-        `SELECT * FROM (SELECT DISTINCT ON (provider, model_id, account_group) ${MARKUP_COLUMNS} FROM markup_versions
-             WHERE effective_from <= now() ORDER BY provider, model_id, account_group, effective_from DESC) m
-             WHERE markup IS NOT NULL`,
-      ),
-    );
     return {
       definitions: new Map(definitions.map((r) => [r.model_id as string, r.definition as ModelDefinition])),
       prices: new Map(prices.map((r) => [r.model_id as string, versionOf(r)])),
       aliases: new Map(aliases.map((r) => [r.alias as string, r.target as string])),
-      markups: markups.map(markupVersionOf),
+      markups: await markupsInForce(trx),
     };
   }
 
   /** The book in force as a document (models sorted, prices in force, aliases, markups in force). */
   static documentOf(state: BookState): BookDocument {
-    const markups: BookMarkup[] = state.markups.map((m) => ({
-      ...(m.provider ? { provider: m.provider } : {}),
-      ...(m.modelId ? { model: m.modelId } : {}),
-      ...(m.group ? { group: m.group } : {}),
-      markup: m.markup!,
-    }));
     return {
       models: [...state.definitions.values()]
         .sort((a, b) => a.id.localeCompare(b.id))
         .map((d) => ({ ...d, prices: { ...(state.prices.get(d.id)?.prices ?? {}) } })),
       aliases: Object.fromEntries([...state.aliases].sort(([a], [b]) => a.localeCompare(b))),
-      markups,
+      markups: state.markups.map((m) => bookMarkupOf(m, m.markup!)),
     };
   }
 
@@ -248,18 +235,13 @@ export class PriceBook {
 
   /** Markup versions in force now (cleared scopes left out) and those still to come. */
   async markupVersions(): Promise<{ inForce: MarkupVersion[]; scheduled: MarkupVersion[] }> {
-    const state = await this.read();
+    const inForce = await markupsInForce(this.db);
     const scheduled = rowsOf(
       await this.db.raw(
         `SELECT ${MARKUP_COLUMNS} FROM markup_versions WHERE effective_from > now() ORDER BY effective_from, id`,
       ),
     ).map(markupVersionOf);
-    return { inForce: state.markups, scheduled };
-  }
-
-  /** The newest price version written for `modelId` (in force or scheduled). */
-  async latestPrices(modelId: string): Promise<PriceVersion | undefined> {
-    return (await this.history(modelId))[0];
+    return { inForce, scheduled };
   }
 
   private async writeDefinition(trx: Executor, d: ModelDefinition, meta: WriteMeta): Promise<void> {
@@ -316,6 +298,17 @@ export class PriceBook {
 
 const MARKUP_COLUMNS =
   'id::text AS id, provider, model_id, account_group, markup, effective_from, created_at, source, reason';
+
+/** Each scope's markup in force now (cleared scopes left out). */
+async function markupsInForce(db: Executor): Promise<MarkupVersion[]> {
+  return rowsOf(
+    await db.raw(
+      `SELECT * FROM (SELECT DISTINCT ON (provider, model_id, account_group) ${MARKUP_COLUMNS} FROM markup_versions
+       WHERE effective_from <= now() ORDER BY provider, model_id, account_group, effective_from DESC) m
+       WHERE markup IS NOT NULL`,
+    ),
+  ).map(markupVersionOf);
+}
 
 function markupVersionOf(r: Row): MarkupVersion {
   return {

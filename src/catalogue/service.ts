@@ -13,7 +13,16 @@ import { markupFor, type Catalogue, type ResolvedModel } from './catalogue.ts';
 import { PriceBook, type MarkupVersion, type PriceVersion, type WriteMeta } from './price-book.ts';
 import { bookProblems, formatBookDocument, parseBookDocument, type BookDocument } from './book-document.ts';
 import { priceVersionProblem } from './price-rules.ts';
-import { definitionOf, describeChange, diffBooks, scopeName, type Change, type MarkupScope } from './book-diff.ts';
+import {
+  bookMarkupOf,
+  definitionOf,
+  describeChange,
+  diffBooks,
+  scopeName,
+  scopeOf,
+  type Change,
+  type MarkupScope,
+} from './book-diff.ts';
 import type { CatalogueEntry, ModelKindName } from './models.ts';
 import type { BookPreview } from './preview.ts';
 
@@ -245,16 +254,8 @@ export function catalogueService(
       const name = scopeName(scope);
       await change(
         (doc) => {
-          doc.markups = doc.markups.filter(
-            (m) => scopeName({ provider: m.provider ?? '', modelId: m.model ?? '', group: m.group ?? '' }) !== name,
-          );
-          if (req.markup !== '')
-            doc.markups.push({
-              ...(scope.provider ? { provider: scope.provider } : {}),
-              ...(scope.modelId ? { model: scope.modelId } : {}),
-              ...(scope.group ? { group: scope.group } : {}),
-              markup: req.markup,
-            });
+          doc.markups = doc.markups.filter((m) => scopeName(scopeOf(m)) !== name);
+          if (req.markup !== '') doc.markups.push(bookMarkupOf(scope, req.markup));
         },
         metaOf(req, effectiveFrom),
       );

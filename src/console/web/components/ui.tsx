@@ -139,15 +139,21 @@ export function Segmented<T extends string | number>(props: {
 }
 
 /** Newer / Older for keyset pages: the cursors seen so far are a stack kept by the page. */
-export function Pager(props: { onNewer?: () => void; onOlder?: () => void; page: number }) {
-  if (!props.onNewer && !props.onOlder) return null;
+/**
+ * Newer / Older over keyset pages: `cursors` is the stack of cursors of the pages seen (the first
+ * page's is ''), `next` the cursor of the page after the last one ('' or unset: none).
+ */
+export function Pager(props: { cursors: string[]; next: string | undefined; onChange: (cursors: string[]) => void }) {
+  const { cursors, next, onChange } = props;
+  const newer = cursors.length > 1;
+  if (!newer && !next) return null;
   return (
     <nav class="pager" aria-label="Pages">
-      <button type="button" class="button" disabled={!props.onNewer} onClick={props.onNewer}>
+      <button type="button" class="button" disabled={!newer} onClick={() => onChange(cursors.slice(0, -1))}>
         ‹ Newer
       </button>
-      <span class="muted">Page {props.page}</span>
-      <button type="button" class="button" disabled={!props.onOlder} onClick={props.onOlder}>
+      <span class="muted">Page {cursors.length}</span>
+      <button type="button" class="button" disabled={!next} onClick={() => next && onChange([...cursors, next])}>
         Older ›
       </button>
     </nav>

@@ -84,13 +84,7 @@ export function Accounts(props: { loc: Location }) {
             </tbody>
           </Table>
         ) : null}
-        <Pager
-          page={cursors.length}
-          onNewer={cursors.length > 1 ? () => setPaging({ q, cursors: cursors.slice(0, -1) }) : undefined}
-          onOlder={
-            page.data?.next_cursor ? () => setPaging({ q, cursors: [...cursors, page.data!.next_cursor] }) : undefined
-          }
-        />
+        <Pager cursors={cursors} next={page.data?.next_cursor} onChange={(c) => setPaging({ q, cursors: c })} />
       </Card>
     </>
   );

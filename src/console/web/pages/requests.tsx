@@ -159,11 +159,7 @@ export function RequestLog(props: {
           <Empty>{anyFilter ? 'No request matches these filters.' : 'No requests yet.'}</Empty>
         ) : null}
         {page.data && page.data.rows.length > 0 ? <RequestTable rows={page.data.rows} /> : null}
-        <Pager
-          page={cursors.length}
-          onNewer={cursors.length > 1 ? () => setCursors(cursors.slice(0, -1)) : undefined}
-          onOlder={page.data?.next_cursor ? () => setCursors([...cursors, page.data!.next_cursor]) : undefined}
-        />
+        <Pager cursors={cursors} next={page.data?.next_cursor} onChange={setCursors} />
       </Card>
     </>
   );

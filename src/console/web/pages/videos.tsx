@@ -80,11 +80,7 @@ export function Videos() {
             </tbody>
           </Table>
         ) : null}
-        <Pager
-          page={cursors.length}
-          onNewer={cursors.length > 1 ? () => setCursors(cursors.slice(0, -1)) : undefined}
-          onOlder={page.data?.next_cursor ? () => setCursors([...cursors, page.data!.next_cursor]) : undefined}
-        />
+        <Pager cursors={cursors} next={page.data?.next_cursor} onChange={setCursors} />
       </Card>
     </>
   );
