@@ -9,7 +9,7 @@
 // export gives the same bytes and two books differ in text only where they differ in meaning.
 import { markupPpm } from '../billing/markup.ts';
 import type { ProviderName } from '../config/config.ts';
-import type { CatalogueEntry, ModelKindName, PatchBudget, VisionBilling } from './models.ts';
+import type { CatalogueEntry, ModelKindName, PatchBudget, ToolUseTokens, VisionBilling } from './models.ts';
 import { priceMapProblems, priceProblem, visionProblem } from './price-rules.ts';
 
 /** A markup over the provider's prices for one scope: a model, a provider's models, or (neither) every model. */
@@ -79,11 +79,86 @@ const MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$/;
 /** An account group (accounts.price_group). */
 const GROUP = /^[a-z0-9_-]{1,32}$/;
 
+/**
+ * How large a book and each thing in it may be (docs/price-book.md#limits): the document is
+ * refused past `documentBytes` before it is parsed, and a string past its field's limit before
+ * what it means is checked. The admin RPCs bound their own string fields by the same numbers
+ * (service.ts), and the RPC port reads at least CATALOGUE_READ_MAX_BYTES of a CatalogueService
+ * message, so a document past its limit reaches the service and is refused naming it. Lengths of
+ * strings are in characters (UTF-16 code units), the document's in UTF-8 bytes.
+ */
+export const BOOK_LIMITS = {
+  /** The whole document (ApplyBook, PreviewBook, `catalogue apply -f`), and UpsertModel's model_json. */
+  documentBytes: 4 * 1024 * 1024,
+  /** A model id, an alias, the model a markup names: MODEL_NAME's own bound. */
+  name: 128,
+  upstreamId: 256,
+  /** A price key, and how many prices one model has (a kind is billed by at most 21). */
+  priceKey: 64,
+  prices: 64,
+  /** Tools in a model's toolUse, each named by a key bounded as a price key. */
+  tools: 64,
+  /** A price, a markup or a vision multiplier: a decimal string. */
+  decimal: 64,
+  /** An account group: GROUP's own bound. */
+  group: 32,
+  schemaRef: 1024,
+  /** Who made a change and why (WriteMeta), on every admin RPC that writes. */
+  source: 64,
+  reason: 1024,
+  /** Problems one refusal lists; finding more stops there, so a huge bad document costs no more to refuse than a small one. */
+  problems: 100,
+} as const;
+
+/** The least the RPC port reads of a CatalogueService message: a document at its limit, even with every byte escaped to two (Connect's JSON), and the other fields. */
+export const CATALOGUE_READ_MAX_BYTES = 2 * BOOK_LIMITS.documentBytes + 64 * 1024;
+
+/** How much of a value past its limit an error quotes. */
+const QUOTED_PREFIX = 64;
+
+/** The first QUOTED_PREFIX characters of `s`, not splitting a surrogate pair. */
+function prefixOf(s: string): string {
+  const last = s.charCodeAt(QUOTED_PREFIX - 1);
+  return s.slice(0, last >= 0xd800 && last <= 0xdbff ? QUOTED_PREFIX - 1 : QUOTED_PREFIX);
+}
+
+/**
+ * `s` as a message or a field name quotes it: whole up to `max` characters (a valid name, which
+ * is what people look for), else its first characters, '…' and its length, so no refusal is
+ * larger than the limits it names, whatever it quotes.
+ */
+export function clip(s: string, max: number = BOOK_LIMITS.name): string {
+  return s.length <= max ? s : `${prefixOf(s)}… (${s.length} characters)`;
+}
+
+/** The refusal of a text past BOOK_LIMITS.documentBytes, naming the limit; `what` says what the text is. */
+export function documentSizeProblem(text: string, what = 'the document', field = 'document'): BookProblem | undefined {
+  // A character is 1 to 3 UTF-8 bytes: a short text needs no counting.
+  if (text.length * 3 <= BOOK_LIMITS.documentBytes) return undefined;
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes <= BOOK_LIMITS.documentBytes) return undefined;
+  return {
+    field,
+    message: `${what} is ${bytes} bytes; a price book document is at most ${BOOK_LIMITS.documentBytes} bytes (${BOOK_LIMITS.documentBytes / 1024 / 1024} MiB, docs/price-book.md#limits)`,
+  };
+}
+
+/** `s` past `max` characters: the refusal naming the limit and quoting only the start of `s`. */
+export function tooLongMessage(s: string, max: number): string {
+  return `is ${s.length} characters long (${show(s)}); at most ${max} characters`;
+}
+
 // ---------------------------------------------------------------------------------------------
 // Parsing: the JSON, then its shape.
 
-/** Reads a book document: a JSON syntax error (with its line and column), or every field that is missing, unknown or of the wrong type. */
+/**
+ * Reads a book document: one past BOOK_LIMITS.documentBytes is refused unread; then a JSON syntax
+ * error (with its line and column), or every field that is missing, unknown, of the wrong type or
+ * past its limit (up to BOOK_LIMITS.problems of them).
+ */
 export function parseBookDocument(text: string): ParsedBookDocument {
+  const tooLarge = documentSizeProblem(text);
+  if (tooLarge) return { problems: [tooLarge] };
   let json: ParsedJson;
   try {
     json = parseJson(text);
@@ -91,15 +166,16 @@ export function parseBookDocument(text: string): ParsedBookDocument {
     if (!(e instanceof JsonSyntaxError)) throw e;
     return { problems: [{ field: 'document', message: `${lineAndColumn(text, e.at)}: ${e.message}` }] };
   }
+  const position = positionsIn(text);
   const problems = json.duplicates.map(({ path, at }) => {
     const field = fieldOfPath(path, json.value);
     return {
       field,
-      message: `${field} is given twice (the second at ${lineAndColumn(text, at)}); a key appears once in an object`,
+      message: `${field} is given twice (the second at ${position(at)}); a key appears once in an object`,
     };
   });
   problems.push(...shapeProblems(json.value));
-  if (problems.length > 0) return { problems };
+  if (problems.length > 0) return { problems: capped(problems) };
   const root = json.value as Record<string, unknown>;
   return {
     doc: {
@@ -112,10 +188,26 @@ export function parseBookDocument(text: string): ParsedBookDocument {
 
 type Json = Record<string, unknown>;
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+/** A value as a message quotes it: a string's start when it is long (whatever its size), anything else as JSON cut at 40 characters. */
 const show = (v: unknown) => {
+  if (typeof v === 'string') return v.length > QUOTED_PREFIX ? `${JSON.stringify(prefixOf(v))}…` : JSON.stringify(v);
   const s = JSON.stringify(v) ?? String(v);
   return s.length > 40 ? `${s.slice(0, 37)}...` : s;
 };
+
+/** The last problem of a list cut at BOOK_LIMITS.problems: there were more (a refusal tells them apart by identity). */
+export const MORE_PROBLEMS: BookProblem = Object.freeze({
+  field: 'document',
+  message: `more problems than the ${BOOK_LIMITS.problems} listed; fix these and check the document again`,
+});
+
+/** At most BOOK_LIMITS.problems of `problems`, then MORE_PROBLEMS when there were more. */
+function capped(problems: BookProblem[]): BookProblem[] {
+  return problems.length <= BOOK_LIMITS.problems
+    ? problems
+    : [...problems.slice(0, BOOK_LIMITS.problems), MORE_PROBLEMS];
+}
+const full = (problems: readonly BookProblem[]) => problems.length > BOOK_LIMITS.problems;
 
 /** How one field is checked: mustBe says what it must be when it is wrong; nested objects check their own fields. */
 interface FieldSpec {
@@ -141,7 +233,15 @@ const mustBe =
   (v, at) =>
     ok(v) ? [] : [{ field: at.field, message: `${at.who}: ${at.rel} must be ${what}, not ${show(v)}` }];
 
-const aString = mustBe((v) => typeof v === 'string', 'a string');
+/** A string of at most `max` characters: `what` names it in the refusal of a longer one. */
+const aString =
+  (max: number, what: string): FieldSpec['check'] =>
+  (v, at) =>
+    typeof v !== 'string'
+      ? [{ field: at.field, message: `${at.who}: ${at.rel} must be a string, not ${show(v)}` }]
+      : v.length > max
+        ? [{ field: at.field, message: `${at.who}: ${at.rel} ${tooLongMessage(v, max)} (${what})` }]
+        : [];
 const aBoolean = mustBe((v) => typeof v === 'boolean', 'true or false');
 const aCount = mustBe((v) => Number.isSafeInteger(v) && (v as number) >= 0, 'a whole number, 0 or more');
 const aPositiveCount = mustBe((v) => Number.isSafeInteger(v) && (v as number) > 0, 'a whole number above 0');
@@ -154,10 +254,11 @@ function objectProblems(v: unknown, at: Place, spec: Record<string, FieldSpec>, 
     return [{ field: at.field, message: `${at.who}: ${at.rel || 'it'} must be ${what}, not ${show(v)}` }];
   const out: BookProblem[] = [];
   for (const key of Object.keys(v)) {
+    if (full(out)) break;
     if (!Object.hasOwn(spec, key))
       out.push({
-        field: child(at, key).field,
-        message: `${at.who}: unknown field '${child(at, key).rel}' (${what} has ${Object.keys(spec).join(', ')})`,
+        field: child(at, clip(key)).field,
+        message: `${at.who}: unknown field '${child(at, clip(key)).rel}' (${what} has ${Object.keys(spec).join(', ')})`,
       });
   }
   for (const [key, s] of Object.entries(spec)) {
@@ -179,7 +280,7 @@ const patchBudget: FieldSpec['check'] = (v, at) => objectProblems(v, at, PATCH_B
 const VISION_FIELDS: Record<VisionBilling['kind'], Record<string, FieldSpec>> = {
   tiles: { baseTokens: { check: aCount }, tileTokens: { check: aCount } },
   patches: {
-    multiplier: { check: aString },
+    multiplier: { check: aString(BOOK_LIMITS.decimal, 'a decimal') },
     high: { check: patchBudget },
     original: { optional: true, check: patchBudget },
   },
@@ -203,27 +304,77 @@ const vision: FieldSpec['check'] = (v, at) => {
   return objectProblems(v, at, spec, `a '${kind}' vision object`);
 };
 
+const SYSTEM_PROMPT_FIELDS: Record<keyof ToolUseTokens['systemPrompt'], FieldSpec> = {
+  auto: { check: aCount },
+  any: { check: aCount },
+};
+const toolTokens: FieldSpec['check'] = (v, at) => {
+  if (!isObject(v))
+    return [
+      {
+        field: at.field,
+        message: `${at.who}: ${at.rel} must be an object of whole numbers by tool name, not ${show(v)}`,
+      },
+    ];
+  const names = Object.keys(v);
+  if (names.length > BOOK_LIMITS.tools)
+    return [
+      { field: at.field, message: `${at.who}: ${at.rel} has ${names.length} tools; at most ${BOOK_LIMITS.tools}` },
+    ];
+  const out: BookProblem[] = [];
+  for (const [name, n] of Object.entries(v)) {
+    if (full(out)) break;
+    // A tool name is a key like a price's, and bounded the same (BOOK_LIMITS).
+    const place = child(at, clip(name, BOOK_LIMITS.priceKey));
+    if (name.length > BOOK_LIMITS.priceKey)
+      out.push({ field: place.field, message: `${at.who}: tool name ${tooLongMessage(name, BOOK_LIMITS.priceKey)}` });
+    else out.push(...aCount(n, place));
+  }
+  return out;
+};
+const TOOL_USE_FIELDS: Record<keyof ToolUseTokens, FieldSpec> = {
+  systemPrompt: { check: (v, at) => objectProblems(v, at, SYSTEM_PROMPT_FIELDS, 'an {auto, any} object') },
+  tools: { check: toolTokens },
+};
+const toolUse: FieldSpec['check'] = (v, at) => objectProblems(v, at, TOOL_USE_FIELDS, 'a toolUse object');
+
 const prices: FieldSpec['check'] = (v, at) => {
   if (!isObject(v))
     return [{ field: at.field, message: `${at.who}: prices must be an object of decimal USD strings, not ${show(v)}` }];
-  return Object.entries(v).flatMap(([key, price]) =>
-    typeof price === 'string'
-      ? []
-      : [
-          {
-            field: child(at, key).field,
-            message: `${at.who}: ${child(at, key).rel} must be a decimal USD string (e.g. "2.50"), not ${show(price)}`,
-          },
-        ],
-  );
+  const keys = Object.keys(v);
+  if (keys.length > BOOK_LIMITS.prices)
+    return [
+      {
+        field: at.field,
+        message: `${at.who}: prices has ${keys.length} keys; a model has at most ${BOOK_LIMITS.prices} (its kind is billed by fewer)`,
+      },
+    ];
+  const out: BookProblem[] = [];
+  for (const key of keys) {
+    const price = v[key];
+    const place = child(at, clip(key, BOOK_LIMITS.priceKey));
+    if (key.length > BOOK_LIMITS.priceKey)
+      out.push({ field: place.field, message: `${at.who}: price key ${tooLongMessage(key, BOOK_LIMITS.priceKey)}` });
+    else if (typeof price !== 'string')
+      out.push({
+        field: place.field,
+        message: `${at.who}: ${place.rel} must be a decimal USD string (e.g. "2.50"), not ${show(price)}`,
+      });
+    else if (price.length > BOOK_LIMITS.decimal)
+      out.push({
+        field: place.field,
+        message: `${at.who}: ${place.rel} ${tooLongMessage(price, BOOK_LIMITS.decimal)} (a price)`,
+      });
+  }
+  return out;
 };
 
 /** Every field of a CatalogueEntry (the compiler keeps this table and the type together). */
 const MODEL_FIELDS: { [K in keyof CatalogueEntry]-?: FieldSpec } = {
-  id: { check: aString },
+  id: { check: aString(BOOK_LIMITS.name, 'a model id') },
   kind: { check: oneOf(MODEL_KINDS) },
   provider: { check: oneOf(PROVIDERS) },
-  upstreamId: { check: aString },
+  upstreamId: { check: aString(BOOK_LIMITS.upstreamId, "the provider's name for the model") },
   enabled: { check: aBoolean },
   responsesPassthrough: { optional: true, check: aBoolean },
   contextWindow: { check: aCount },
@@ -232,24 +383,30 @@ const MODEL_FIELDS: { [K in keyof CatalogueEntry]-?: FieldSpec } = {
   longContextAboveTokens: { optional: true, check: aPositiveCount },
   reasoningBeyondCap: { optional: true, check: aBoolean },
   vision: { optional: true, check: vision },
+  toolUse: { optional: true, check: toolUse },
 };
 
 const MARKUP_FIELDS: { [K in keyof BookMarkup]-?: FieldSpec } = {
   provider: { optional: true, check: oneOf(PROVIDERS) },
-  model: { optional: true, check: aString },
-  group: { optional: true, check: aString },
-  markup: { check: aString },
+  model: { optional: true, check: aString(BOOK_LIMITS.name, 'a model id') },
+  group: { optional: true, check: aString(BOOK_LIMITS.group, 'an account group') },
+  markup: { check: aString(BOOK_LIMITS.decimal, 'a decimal') },
 };
+
+/** A model's id, when it is one to name the model by: a string, not empty, within the limit. */
+function labelId(m: unknown): string | undefined {
+  const id = isObject(m) ? m.id : undefined;
+  return typeof id === 'string' && id !== '' && id.length <= BOOK_LIMITS.name ? id : undefined;
+}
 
 /** `models[<id>]`, or `models[<index>]` for a model without a usable id. */
 function modelLabel(m: unknown, index: number): string {
-  const id = isObject(m) ? m.id : undefined;
-  return typeof id === 'string' && id !== '' ? id : String(index);
+  return labelId(m) ?? String(index);
 }
 
 /** The scope a markup is for, as fields name it: `default`, `provider:openai`, `model:gpt-4o`, then `@group` when it has one. */
 export function markupScope(m: { provider?: unknown; model?: unknown; group?: unknown }): string {
-  const text = (v: unknown) => (typeof v === 'string' ? v : show(v));
+  const text = (v: unknown) => (typeof v === 'string' ? clip(v) : show(v));
   const parts: string[] = [];
   if (m.model !== undefined) parts.push(`model:${text(m.model)}`);
   if (m.provider !== undefined) parts.push(`provider:${text(m.provider)}`);
@@ -270,18 +427,25 @@ function shapeProblems(root: unknown): BookProblem[] {
   const out: BookProblem[] = [];
   for (const key of Object.keys(root))
     if (!TOP_FIELDS.includes(key))
-      out.push({ field: key, message: `unknown field '${key}' in the book (it has ${TOP_FIELDS.join(', ')})` });
+      out.push({
+        field: clip(key),
+        message: `unknown field '${clip(key)}' in the book (it has ${TOP_FIELDS.join(', ')})`,
+      });
   if (root.$schema !== undefined && typeof root.$schema !== 'string')
     out.push({ field: '$schema', message: `$schema must be a string, not ${show(root.$schema)}` });
+  else if (typeof root.$schema === 'string' && root.$schema.length > BOOK_LIMITS.schemaRef)
+    out.push({ field: '$schema', message: `$schema ${tooLongMessage(root.$schema, BOOK_LIMITS.schemaRef)}` });
 
+  // Each list stops once the refusal is full: a document of a million bad models costs no more to refuse.
   if (!Array.isArray(root.models))
     out.push({ field: 'models', message: `models must be an array of model objects, not ${show(root.models)}` });
   else
-    root.models.forEach((m, i) => {
-      const id = isObject(m) && typeof m.id === 'string' && m.id !== '' ? m.id : undefined;
+    for (const [i, m] of root.models.entries()) {
+      if (full(out)) break;
+      const id = labelId(m);
       const place = { field: `models[${modelLabel(m, i)}]`, rel: '', who: id ?? `the model at index ${i}` };
       out.push(...objectProblems(m, place, MODEL_FIELDS, 'a model object'));
-    });
+    }
 
   if (!isObject(root.aliases))
     out.push({
@@ -289,17 +453,23 @@ function shapeProblems(root: unknown): BookProblem[] {
       message: `aliases must be an object of alias -> model id, not ${show(root.aliases)}`,
     });
   else
-    for (const [alias, target] of Object.entries(root.aliases))
+    for (const [alias, target] of Object.entries(root.aliases)) {
+      if (full(out)) break;
+      const field = `aliases[${clip(alias)}]`;
+      const who = `alias ${clip(alias)}`;
+      if (alias.length > BOOK_LIMITS.name)
+        out.push({ field, message: `${who}: the alias ${tooLongMessage(alias, BOOK_LIMITS.name)}` });
       if (typeof target !== 'string')
-        out.push({
-          field: `aliases[${alias}]`,
-          message: `alias ${alias}: must name a model id (a string), not ${show(target)}`,
-        });
+        out.push({ field, message: `${who}: must name a model id (a string), not ${show(target)}` });
+      else if (target.length > BOOK_LIMITS.name)
+        out.push({ field, message: `${who}: the model id it names ${tooLongMessage(target, BOOK_LIMITS.name)}` });
+    }
 
   if (!Array.isArray(root.markups))
     out.push({ field: 'markups', message: `markups must be an array of markup objects, not ${show(root.markups)}` });
   else
-    root.markups.forEach((mk, i) => {
+    for (const [i, mk] of root.markups.entries()) {
+      if (full(out)) break;
       const scope = isObject(mk) ? markupScope(mk) : String(i);
       const place = {
         field: `markups[${scope}]`,
@@ -307,23 +477,23 @@ function shapeProblems(root: unknown): BookProblem[] {
         who: isObject(mk) ? `markup ${scope}` : `the markup at index ${i}`,
       };
       out.push(...objectProblems(mk, place, MARKUP_FIELDS, 'a markup object'));
-    });
+    }
   return out;
 }
 
 /** A duplicate key's place, named as other problems name it (`models[gpt-4o].prices.input_per_mtok`). */
 function fieldOfPath(path: readonly (string | number)[], root: unknown): string {
   const [top, second, ...rest] = path;
-  let field = String(top ?? 'document');
+  let field = typeof top === 'string' ? clip(top) : String(top ?? 'document');
   if (second !== undefined) {
     const list = isObject(root) ? root[String(top)] : undefined;
     const item = Array.isArray(list) && typeof second === 'number' ? list[second] : undefined;
     if (top === 'models' && typeof second === 'number') field += `[${modelLabel(item, second)}]`;
     else if (top === 'markups' && typeof second === 'number')
       field += `[${isObject(item) ? markupScope(item) : second}]`;
-    else field += `[${second}]`;
+    else field += `[${typeof second === 'string' ? clip(second) : second}]`;
   }
-  for (const p of rest) field += typeof p === 'number' ? `[${p}]` : `.${p}`;
+  for (const p of rest) field += typeof p === 'number' ? `[${p}]` : `.${clip(p)}`;
   return field;
 }
 
@@ -344,9 +514,12 @@ export function bookProblems(doc: BookDocument): BookProblem[] {
   }
   const isAlias = (name: string) => Object.hasOwn(doc.aliases, name);
 
-  doc.models.forEach((m, i) => {
+  // Each list stops once the refusal is full (BOOK_LIMITS.problems); names are quoted clipped, as a
+  // book built from an RPC's fields (service.ts) has not been through parseBookDocument's limits.
+  for (const [i, m] of doc.models.entries()) {
+    if (full(out)) break;
     const at = `models[${modelLabel(m, i)}]`;
-    const who = m.id === '' ? `the model at index ${i}` : m.id;
+    const who = m.id === '' ? `the model at index ${i}` : clip(m.id);
     const times = listed.get(m.id) ?? 0;
     if (times > 1) {
       listed.set(m.id, 0); // reported once, at its first listing
@@ -369,28 +542,31 @@ export function bookProblems(doc: BookDocument): BookProblem[] {
       });
     if (!isKind(m.kind)) {
       out.push({ field: `${at}.kind`, message: `${who}: kind ${show(m.kind)} is not one of ${names(MODEL_KINDS)}` });
-      return; // its prices cannot be checked without a kind
+      continue; // its prices cannot be checked without a kind
     }
     for (const p of [...priceMapProblems(m, m.prices), priceProblem(m), visionProblem(m)])
       if (p) out.push({ field: `${at}.${p.field}`, message: p.message });
-  });
+  }
 
-  for (const [alias, target] of Object.entries(doc.aliases)) {
+  for (const [name, to] of Object.entries(doc.aliases)) {
+    if (full(out)) break;
+    const alias = clip(name);
+    const target = clip(to);
     const field = `aliases[${alias}]`;
-    if (!MODEL_NAME.test(alias))
+    if (!MODEL_NAME.test(name))
       out.push({
         field,
-        message: `alias ${show(alias)}: not a model name (a letter or digit, then letters, digits and ._:@/-, at most 128)`,
+        message: `alias ${show(name)}: not a model name (a letter or digit, then letters, digits and ._:@/-, at most 128)`,
       });
-    if (byId.has(alias))
+    if (byId.has(name))
       out.push({ field, message: `alias ${alias}: ${alias} is a model in the book; an alias cannot replace a model` });
-    const model = byId.get(target);
+    const model = byId.get(to);
     if (!model)
       out.push({
         field,
-        message: isAlias(target)
-          ? `alias ${alias}: points at ${target}, which is itself an alias; point it at the model (${doc.aliases[target]})`
-          : `alias ${alias}: points at ${show(target)}, which is not a model in the book`,
+        message: isAlias(to)
+          ? `alias ${alias}: points at ${target}, which is itself an alias; point it at the model (${clip(doc.aliases[to]!)})`
+          : `alias ${alias}: points at ${show(to)}, which is not a model in the book`,
       });
     else if (!model.enabled)
       out.push({
@@ -401,6 +577,7 @@ export function bookProblems(doc: BookDocument): BookProblem[] {
 
   const scopes = new Map<string, number>();
   for (const mk of doc.markups) {
+    if (full(out)) break;
     const scope = markupScope(mk);
     const at = `markups[${scope}]`;
     const who = `markup ${scope}`;
@@ -423,7 +600,7 @@ export function bookProblems(doc: BookDocument): BookProblem[] {
       out.push({
         field: `${at}.model`,
         message: isAlias(mk.model)
-          ? `${who}: ${mk.model} is an alias; a markup names the model that serves it (${doc.aliases[mk.model]})`
+          ? `${who}: ${clip(mk.model)} is an alias; a markup names the model that serves it (${clip(doc.aliases[mk.model]!)})`
           : `${who}: model ${show(mk.model)} is not a model in the book`,
       });
     if (mk.group !== undefined && (typeof mk.group !== 'string' || !GROUP.test(mk.group)))
@@ -436,7 +613,7 @@ export function bookProblems(doc: BookDocument): BookProblem[] {
   for (const [scope, n] of scopes)
     if (n > 1)
       out.push({ field: `markups[${scope}]`, message: `markup ${scope}: given ${n} times; a scope has one markup` });
-  return out;
+  return capped(out);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -457,6 +634,7 @@ const MODEL_FIELD_ORDER = Object.keys({
   longContextAboveTokens: true,
   reasoningBeyondCap: true,
   vision: true,
+  toolUse: true,
   prices: true,
 } satisfies { [K in keyof CatalogueEntry]-?: true });
 const VISION_FIELD_ORDER = [
@@ -493,6 +671,11 @@ export function canonicalEntry(e: CatalogueEntry): CatalogueEntry {
     for (const k of ['high', 'original']) if (isObject(v[k])) v[k] = ordered(v[k], BUDGET_FIELD_ORDER);
     out.vision = v as unknown as VisionBilling;
   }
+  if (e.toolUse)
+    out.toolUse = {
+      systemPrompt: ordered(e.toolUse.systemPrompt, ['auto', 'any']),
+      tools: Object.fromEntries(Object.entries(e.toolUse.tools).sort(([a], [b]) => byText(a, b))),
+    };
   return out;
 }
 
@@ -541,7 +724,9 @@ interface ParsedJson {
   duplicates: { path: (string | number)[]; at: number }[];
 }
 
-const STRING = /"(?:[^"\\\u0000-\u001f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"/y;
+/** The characters after a backslash that make an escape (`\u` takes four hex digits besides). */
+const ESCAPES = new Set(['"', '\\', '/', 'b', 'f', 'n', 'r', 't', 'u']);
+const HEX4 = /^[0-9a-fA-F]{4}$/;
 const NUMBER = /-?(?:0|[1-9]\d*)(?:\.\d+)?(?:[eE][+-]?\d+)?/y;
 const MAX_DEPTH = 64;
 
@@ -554,14 +739,38 @@ function parseJson(text: string): ParsedJson {
   const space = () => {
     while (i < text.length && (text[i] === ' ' || text[i] === '\n' || text[i] === '\r' || text[i] === '\t')) i++;
   };
+  // A loop, not a regular expression: a backtracking match of a long string (a 10 MiB id) overflows the stack.
   const string = (): string => {
-    STRING.lastIndex = i;
-    const m = STRING.exec(text);
-    if (!m) return fail('a string that is not closed, or holds a bad escape or a raw control character');
-    i += m[0].length;
-    return JSON.parse(m[0]) as string;
+    const start = i;
+    let escaped = false;
+    for (i++; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      if (c === 0x22) {
+        i++;
+        // Without escapes the text between the quotes is the string itself.
+        return escaped ? (JSON.parse(text.slice(start, i)) as string) : text.slice(start + 1, i - 1);
+      }
+      if (c < 0x20) fail('a raw control character in a string (write it as an escape such as \\n)');
+      if (c === 0x5c) {
+        escaped = true;
+        const e = text[i + 1] ?? '';
+        if (!ESCAPES.has(e) || (e === 'u' && !HEX4.test(text.slice(i + 2, i + 6))))
+          fail('a bad escape in a string (JSON has \\" \\\\ \\/ \\b \\f \\n \\r \\t and \\u with 4 hex digits)');
+        i += e === 'u' ? 5 : 1;
+      }
+    }
+    i = start;
+    return fail('a string that is not closed');
   };
-  const value = (path: (string | number)[]): unknown => {
+  // Where the value being read is: one list pushed and popped, copied only for a duplicate.
+  const path: (string | number)[] = [];
+  const inside = (step: string | number): unknown => {
+    path.push(step);
+    const v = value();
+    path.pop();
+    return v;
+  };
+  const value = (): unknown => {
     if (path.length > MAX_DEPTH) fail(`nested deeper than ${MAX_DEPTH} levels`);
     space();
     const c = text[i];
@@ -580,14 +789,15 @@ function parseJson(text: string): ParsedJson {
           fail(text[i] === '}' ? "a comma before '}' (JSON allows none)" : 'expected a property name in double quotes');
         const at = i;
         const key = string();
-        if (seen.has(key)) duplicates.push({ path: [...path, key], at });
+        // One past the refusal's limit is kept, so that the refusal says there were more.
+        if (seen.has(key) && duplicates.length <= BOOK_LIMITS.problems) duplicates.push({ path: [...path, key], at });
         seen.add(key);
         space();
         if (text[i] !== ':') fail(`expected ':' after the property name ${JSON.stringify(key)}`);
         i++;
         // Defined, not assigned: a key named __proto__ is a field like any other (and refused as unknown).
         Object.defineProperty(obj, key, {
-          value: value([...path, key]),
+          value: inside(key),
           enumerable: true,
           writable: true,
           configurable: true,
@@ -611,7 +821,7 @@ function parseJson(text: string): ParsedJson {
       for (;;) {
         space();
         if (text[i] === ']') fail("a comma before ']' (JSON allows none)");
-        arr.push(value([...path, arr.length]));
+        arr.push(inside(arr.length));
         space();
         if (text[i] === ',') i++;
         else if (text[i] === ']') {
@@ -642,15 +852,36 @@ function parseJson(text: string): ParsedJson {
         : `unexpected ${JSON.stringify(c)} where a value should be`,
     );
   };
-  const root = value([]);
+  const root = value();
   space();
   if (i < text.length) fail('unexpected text after the document');
   return { value: root, duplicates };
 }
 
 function lineAndColumn(text: string, at: number): string {
-  const before = text.slice(0, at);
-  const line = before.split('\n').length;
-  const column = at - (before.lastIndexOf('\n') + 1) + 1;
-  return `line ${line}, column ${column}`;
+  return positionsIn(text)(at);
+}
+
+/**
+ * Names places in `text` as `line L, column C`, for offsets asked in increasing order (as a
+ * document's duplicates are found): each call counts lines on from the last, so naming every
+ * problem of a large document reads it once, not once per problem.
+ */
+function positionsIn(text: string): (at: number) => string {
+  let from = 0;
+  let line = 1;
+  let lineStart = 0;
+  return (at) => {
+    if (at < from) {
+      from = 0;
+      line = 1;
+      lineStart = 0;
+    }
+    for (let nl = text.indexOf('\n', from); nl !== -1 && nl < at; nl = text.indexOf('\n', nl + 1)) {
+      line++;
+      lineStart = nl + 1;
+    }
+    from = at;
+    return `line ${line}, column ${at - lineStart + 1}`;
+  };
 }

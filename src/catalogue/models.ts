@@ -36,6 +36,18 @@ export type VisionBilling =
   /** The model reads no images (its provider refuses them): an image part counts by its bytes, as any other part. */
   | { kind: 'none' };
 
+/**
+ * What the provider adds to the input of a request that carries tools, in tokens, where it
+ * documents it per model (Anthropic's tool-use system prompt and its own tools' definitions).
+ * A Claude model without it is held at the dearest figures published (src/inference/tokens.ts).
+ */
+export interface ToolUseTokens {
+  /** The tool-use system prompt: `auto` for tool_choice auto, none or unset; `any` for any or a named tool. */
+  systemPrompt: { auto: number; any: number };
+  /** Per tool type the provider defines, by its name without the date (`bash_20250124` is `bash`); computer's own system prompt included. */
+  tools: Record<string, number>;
+}
+
 /** The most patches an image keeps, after fitting its long side in `maxEdge` px. */
 export interface PatchBudget {
   patches: number;
@@ -61,4 +73,6 @@ export interface CatalogueEntry {
   reasoningBeyondCap?: boolean;
   /** How an input image is billed; every chat model says (the catalogue refuses to start otherwise). */
   vision?: VisionBilling;
+  /** What tools add to the input on the provider's side (Claude models). */
+  toolUse?: ToolUseTokens;
 }

@@ -11,7 +11,18 @@ import { gatewayError } from '../rpc/errors.ts';
 import { customerPrice, markupPpm } from '../billing/markup.ts';
 import { markupFor, type Catalogue, type ResolvedModel } from './catalogue.ts';
 import { PriceBook, type MarkupVersion, type PriceVersion, type WriteMeta } from './price-book.ts';
-import { bookProblems, formatBookDocument, parseBookDocument, type BookDocument } from './book-document.ts';
+import {
+  BOOK_LIMITS,
+  bookProblems,
+  clip,
+  documentSizeProblem,
+  formatBookDocument,
+  MORE_PROBLEMS,
+  parseBookDocument,
+  tooLongMessage,
+  type BookDocument,
+  type BookProblem,
+} from './book-document.ts';
 import { priceVersionProblem } from './price-rules.ts';
 import {
   bookMarkupOf,
@@ -93,15 +104,51 @@ function markupMessage(m: MarkupVersion) {
 const refused = (code: string, field: string, message: string) =>
   gatewayError({ httpStatus: 400, type: 'invalid_request_error', code, param: field, message });
 const invalidPrice = (field: string, message: string) => refused('invalid_price', field, message);
-/** A change the book's rules refuse: every problem in the message, the first one's field as its param. */
-const invalidBook = (problems: readonly { field: string; message: string }[]) =>
-  refused(
-    'invalid_book',
-    problems[0]!.field,
-    problems.length === 1
-      ? problems[0]!.message
-      : `${problems.length} problems, nothing changed:\n${problems.map((p) => `${p.field}: ${p.message}`).join('\n')}`,
-  );
+
+/** The most text a refusal's message lists problems in: it travels twice in a gRPC trailer (grpc-message and the detail). */
+const REFUSAL_TEXT_MAX = 8 * 1024;
+
+/**
+ * A change the rules refuse: every problem in the message (as many as fit in REFUSAL_TEXT_MAX,
+ * then how many more), the first one's field as its param.
+ */
+function refusedAll(code: string, all: readonly BookProblem[]) {
+  // A list cut at BOOK_LIMITS.problems ends in MORE_PROBLEMS: the count is then a lower bound.
+  const cut = all.includes(MORE_PROBLEMS);
+  const problems = all.filter((p) => p !== MORE_PROBLEMS);
+  if (problems.length === 1 && !cut) return refused(code, problems[0]!.field, problems[0]!.message);
+  const lines: string[] = [];
+  let size = 0;
+  for (const p of problems) {
+    const line = `${p.field}: ${p.message}`;
+    if (size + line.length > REFUSAL_TEXT_MAX) break;
+    lines.push(line);
+    size += line.length + 1;
+  }
+  const unlisted = problems.length - lines.length;
+  const count = cut ? `more than ${problems.length} problems` : `${problems.length} problems`;
+  const more = unlisted > 0 || cut ? `\n…and ${cut ? 'more' : unlisted} not listed` : '';
+  return refused(code, problems[0]!.field, `${count}, nothing changed:\n${lines.join('\n')}${more}`);
+}
+/** A change the book's rules refuse (invalid_book). */
+const invalidBook = (problems: readonly BookProblem[]) => refusedAll('invalid_book', problems);
+
+/** A request's string past its limit (BOOK_LIMITS): `[field, value, limit, what it is]`. */
+type Bounded = readonly [field: string, value: string, max: number, what: string];
+
+/** Refuses a request whose strings are past their limits, naming each, before anything reads, quotes or stores them. */
+function checkLengths(code: string, fields: readonly Bounded[]): void {
+  const problems = fields
+    .filter(([, value, max]) => value.length > max)
+    .map(([field, value, max, what]) => ({ field, message: `${field} ${tooLongMessage(value, max)} (${what})` }));
+  if (problems.length > 0) throw refusedAll(code, problems);
+}
+
+/** Who made a change and why: bounded on every RPC that writes (they are kept with each version). */
+const metaFields = (req: { source: string; reason: string }): Bounded[] => [
+  ['source', req.source, BOOK_LIMITS.source, 'who made the change'],
+  ['reason', req.reason, BOOK_LIMITS.reason, 'why'],
+];
 
 /**
  * A version dated in the past is refused: the book records what was charged, it is not rewritten.
@@ -126,6 +173,7 @@ export function catalogueService(
 ): ServiceImpl<typeof CatalogueService> {
   /** A catalogue model by its own id (not an alias: a price belongs to the model that serves). */
   const modelNamed = (id: string, code: string): ResolvedModel => {
+    checkLengths(code, [['model_id', id, BOOK_LIMITS.name, 'a model id']]);
     const m = catalogue.list().find((x) => x.id === id);
     if (!m) {
       const alias = catalogue.get(id);
@@ -189,6 +237,19 @@ export function catalogueService(
 
     async setPrices(req) {
       const m = modelNamed(req.modelId, 'invalid_price');
+      const keys = Object.keys(req.prices);
+      if (keys.length > BOOK_LIMITS.prices)
+        throw invalidPrice(
+          'prices',
+          `${m.id}: ${keys.length} prices; a model has at most ${BOOK_LIMITS.prices} (its kind is billed by fewer)`,
+        );
+      checkLengths('invalid_price', [
+        ...metaFields(req),
+        ...keys.flatMap((k): Bounded[] => [
+          [`prices.${clip(k, BOOK_LIMITS.priceKey)}`, k, BOOK_LIMITS.priceKey, 'a price key'],
+          [`prices.${clip(k, BOOK_LIMITS.priceKey)}`, req.prices[k]!, BOOK_LIMITS.decimal, 'a price'],
+        ]),
+      ]);
       const effectiveFrom = req.effectiveFrom ? timestampDate(req.effectiveFrom) : undefined;
       const problem = priceVersionProblem(entryOf(m), req.prices, effectiveFrom, new Date());
       if (problem) throw invalidPrice(problem.field, problem.message);
@@ -203,6 +264,9 @@ export function catalogueService(
     },
 
     async upsertModel(req) {
+      checkLengths('invalid_book', metaFields(req));
+      const tooLarge = documentSizeProblem(req.modelJson, 'model_json', 'model_json');
+      if (tooLarge) throw invalidBook([tooLarge]);
       const parsed = parseBookDocument(`{"models":[${req.modelJson}],"aliases":{},"markups":[]}`);
       if ('problems' in parsed) throw invalidBook(parsed.problems);
       const entry = parsed.doc.models[0];
@@ -221,6 +285,7 @@ export function catalogueService(
     },
 
     async setModelEnabled(req) {
+      checkLengths('invalid_book', metaFields(req));
       const m = modelNamed(req.modelId, 'invalid_book');
       await change((doc) => {
         for (const x of doc.models) if (x.id === m.id) x.enabled = req.enabled;
@@ -229,6 +294,11 @@ export function catalogueService(
     },
 
     async setAlias(req) {
+      checkLengths('invalid_book', [
+        ['alias', req.alias, BOOK_LIMITS.name, 'an alias'],
+        ['model_id', req.modelId, BOOK_LIMITS.name, 'a model id'],
+        ...metaFields(req),
+      ]);
       await change((doc) => {
         doc.aliases[req.alias] = req.modelId;
       }, metaOf(req));
@@ -236,6 +306,7 @@ export function catalogueService(
     },
 
     async deleteAlias(req) {
+      checkLengths('invalid_book', [['alias', req.alias, BOOK_LIMITS.name, 'an alias'], ...metaFields(req)]);
       const changes = await change((doc) => {
         delete doc.aliases[req.alias];
       }, metaOf(req));
@@ -243,6 +314,13 @@ export function catalogueService(
     },
 
     async setMarkup(req) {
+      checkLengths('invalid_book', [
+        ['provider', req.provider, BOOK_LIMITS.name, 'a provider'],
+        ['model_id', req.modelId, BOOK_LIMITS.name, 'a model id'],
+        ['account_group', req.accountGroup, BOOK_LIMITS.group, 'an account group'],
+        ['markup', req.markup, BOOK_LIMITS.decimal, 'a decimal fraction'],
+        ...metaFields(req),
+      ]);
       const scope: MarkupScope = { provider: req.provider, modelId: req.modelId, group: req.accountGroup };
       const effectiveFrom = effectiveFromOf(req.effectiveFrom, [scopeName(scope)]);
       if (req.markup !== '' && markupPpm(req.markup) === undefined)
@@ -276,6 +354,8 @@ export function catalogueService(
     },
 
     async applyBook(req) {
+      checkLengths('invalid_book', metaFields(req));
+      // The document's own limits (its size, then each field's) are parseBookDocument's.
       const parsed = parseBookDocument(req.document);
       if ('problems' in parsed) throw invalidBook(parsed.problems);
       const edit = (doc: BookDocument) => {
@@ -335,7 +415,7 @@ export function catalogueService(
           type: 'invalid_request_error',
           code: 'model_not_found',
           param: 'id',
-          message: `No model '${req.id}' in the catalogue.`,
+          message: `No model '${clip(req.id)}' in the catalogue.`,
         });
       return {
         model: toMessage(m, req.accountGroup, aliasesOf().get(m.id) ?? []),

@@ -9,7 +9,7 @@ import { timestampDate, timestampFromDate, type Timestamp } from '@bufbuild/prot
 import type { Client } from '@connectrpc/connect';
 import type { CatalogueService, Markup, PreviewRow } from '../gen/gateway/v1/catalogue_pb.js';
 import { nanoToUsd } from '../billing/money.ts';
-import { bookProblems, parseBookDocument, type BookProblem } from '../catalogue/book-document.ts';
+import { BOOK_LIMITS, bookProblems, parseBookDocument, type BookProblem } from '../catalogue/book-document.ts';
 import { scopeName } from '../catalogue/book-diff.ts';
 import { isoSecond } from './usage-table.ts';
 import { textTable, type Align } from './table.ts';
@@ -264,13 +264,43 @@ function dateOption(cli: CatalogueCli): Date | undefined {
   return from;
 }
 
-/** The text of `-f FILE` (`-f -`: stdin). */
+/**
+ * The text of `-f FILE` (`-f -`: stdin), refused (exit 1) past the gateway's document limit
+ * without reading more than one byte beyond it: the gateway would refuse it whole anyway.
+ */
 function readFile(cli: CatalogueCli, cmd: string): string {
   const file = cli.options.file ?? cli.usageError(`catalogue ${cmd} needs -f <file> (or -f - for stdin)`);
+  const max = BOOK_LIMITS.documentBytes;
+  let bytes: Buffer;
   try {
-    return fs.readFileSync(file === '-' ? 0 : file, 'utf8');
+    bytes = readAtMost(file === '-' ? 0 : file, max + 1);
   } catch (e) {
     return cli.usageError(`cannot read ${file}: ${(e as NodeJS.ErrnoException).code ?? (e as Error).message}`);
+  }
+  if (bytes.length > max)
+    cli.fail(
+      `error: ${file === '-' ? 'stdin' : file}: more than ${max} bytes; a price book document is at most ${max} bytes (${max / 1024 / 1024} MiB, docs/price-book.md#limits)`,
+      1,
+    );
+  return bytes.toString('utf8');
+}
+
+/** Up to `limit` bytes of a file or descriptor, read in chunks (stdin has no size to ask first). */
+function readAtMost(file: string | number, limit: number): Buffer {
+  const fd = typeof file === 'number' ? file : fs.openSync(file, 'r');
+  try {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    while (total < limit) {
+      const chunk = Buffer.alloc(Math.min(64 * 1024, limit - total));
+      const n = fs.readSync(fd, chunk, 0, chunk.length, null);
+      if (n === 0) break;
+      chunks.push(chunk.subarray(0, n));
+      total += n;
+    }
+    return Buffer.concat(chunks, total);
+  } finally {
+    if (typeof file !== 'number') fs.closeSync(fd);
   }
 }
 

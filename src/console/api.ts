@@ -9,16 +9,16 @@
 // (403), and for a state change its CSRF token (403). Sign-in is throttled (throttle.ts).
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
-import { ConnectError, createClient } from '@connectrpc/connect';
+import { createClient } from '@connectrpc/connect';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import type { ConsoleSession, ConsoleSessions } from '../billing/console-sessions.ts';
 import { visiblePrefix } from '../billing/keys.ts';
 import { bearerMatches } from '../config/bearer.ts';
-import { toGatewayError } from '../rpc/errors.ts';
 import { setConsoleHeaders } from './headers.ts';
 import { csrfMatches, clearedSessionCookie, fromAnotherSite, sessionCookie, sessionCookieOf } from './sessions.ts';
 import { SignInThrottle } from './throttle.ts';
+import { type ClaimPrefix, consoleErrorHandler, registerConsoleFallback } from './refusals.ts';
 import { ConsoleError, jsonObject } from './wire.ts';
 import { registerHolderRoutes } from './holder-routes.ts';
 import { registerOperatorRoutes } from './operator-routes.ts';
@@ -28,7 +28,7 @@ export type { ConsoleApiDeps } from './kit.ts';
 
 const isJson = (req: FastifyRequest) => /^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '');
 
-export function consoleApi(deps: ConsoleApiDeps): FastifyPluginAsync {
+export function consoleApi(deps: ConsoleApiDeps): FastifyPluginAsync<{ claimPrefix?: ClaimPrefix }> {
   const throttle = deps.throttle ?? new SignInThrottle();
   const billing = createClient(BillingService, deps.transport);
   const catalogue = createClient(CatalogueService, deps.transport);
@@ -46,7 +46,10 @@ export function consoleApi(deps: ConsoleApiDeps): FastifyPluginAsync {
     stored.length === 32 &&
     timingSafeEqual(stored, operatorCheck(cookie));
 
-  return async (app: FastifyInstance) => {
+  // The facade hands its plugins a way to claim a path prefix (src/facade/app.ts): the console
+  // answers everything under /console, requests no route takes included (refusals.ts).
+  return async (app: FastifyInstance, opts: { claimPrefix?: ClaimPrefix }) => {
+    registerConsoleFallback(app, log, opts.claimPrefix);
     app.decorateRequest('consoleSession', null);
 
     app.addHook('onRequest', async (req, reply) => {
@@ -78,39 +81,7 @@ export function consoleApi(deps: ConsoleApiDeps): FastifyPluginAsync {
       req.consoleSession = session;
     });
 
-    app.setErrorHandler((err: Error & { statusCode?: number; code?: string }, req, reply) => {
-      setConsoleHeaders(reply);
-      reply.header('cache-control', 'no-store');
-      let status: number;
-      let code: string;
-      let message: string;
-      if (err instanceof ConsoleError) {
-        ({ status, code, message } = err);
-        if (err.retryAfterSeconds !== undefined) reply.header('retry-after', String(err.retryAfterSeconds));
-      } else if (err instanceof ConnectError) {
-        const ge = toGatewayError(err);
-        status = ge.httpStatus || 500;
-        code = ge.code || ge.type;
-        message = ge.message;
-        if (ge.retryAfterSeconds > 0) reply.header('retry-after', String(ge.retryAfterSeconds));
-      } else if (err.statusCode !== undefined && err.statusCode >= 400 && err.statusCode < 500) {
-        // Fastify's own refusals: a body over the route's limit, an aborted upload.
-        status = err.statusCode;
-        code = status === 413 ? 'request_too_large' : 'invalid_request';
-        message = err.message;
-      } else {
-        status = 500;
-        code = 'internal_error';
-        message = 'Internal gateway error.';
-      }
-      // A service's failure was logged with its cause where it happened (the transport); others here.
-      if (status >= 500)
-        log.error(
-          err instanceof ConnectError ? { code, message, requestId: req.id } : { err, requestId: req.id },
-          'console API failed',
-        );
-      return reply.code(status).type('application/json').send({ error: { code, message } });
-    });
+    app.setErrorHandler(consoleErrorHandler(log));
 
     const sessionOf = (req: FastifyRequest): ConsoleSession => {
       if (!req.consoleSession) throw new ConsoleError(401, 'no_session', 'Sign in first.');

@@ -2,11 +2,13 @@
 // (the script routes by path, e.g. /console/requests, /console/admin/accounts/<id>), and the
 // bundled script and stylesheet under /console/assets/<content hash>.js|css, cached for good.
 // The JSON API under /console/api/ is another plugin's (src/console/api.ts); an API path it does
-// not know is answered 404 in the API's error shape here, never with the page.
+// not know is answered 404 in the API's error shape here, never with the page, and so is an
+// asset that does not exist (a name too long for the asset route would otherwise reach the page).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { ASSETS_PATH, startConsoleBuild, type BuiltAsset, type ConsoleAssets } from './assets.ts';
 import { setConsoleHeaders } from './headers.ts';
+import { consoleErrorHandler, consoleNotFound } from './refusals.ts';
 
 export interface ConsolePagesDeps {
   log: Pick<Logger, 'info' | 'error'>;
@@ -22,6 +24,7 @@ export function registerConsolePages(app: FastifyInstance, deps: ConsolePagesDep
       setConsoleHeaders(reply);
       done();
     });
+    scope.setErrorHandler(consoleErrorHandler(deps.log));
 
     const page = async (req: FastifyRequest, reply: FastifyReply) => {
       const built = await ready(assets, reply);
@@ -32,7 +35,7 @@ export function registerConsolePages(app: FastifyInstance, deps: ConsolePagesDep
     scope.get('/console', page);
     scope.get('/console/*', (req, reply) => {
       const rest = (req.params as { '*': string })['*'];
-      if (rest === 'api' || rest.startsWith('api/')) return unknownApiPath(req, reply);
+      if (rest === 'api' || rest.startsWith('api/') || rest.startsWith('assets/')) return consoleNotFound(req, reply);
       return page(req, reply);
     });
 
@@ -40,7 +43,7 @@ export function registerConsolePages(app: FastifyInstance, deps: ConsolePagesDep
       const built = await ready(assets, reply);
       if (!built) return reply;
       const file = built.byName.get(req.params.name);
-      if (!file) return reply.code(404).header('cache-control', 'no-store').type('text/plain').send('No such asset.');
+      if (!file) return consoleNotFound(req, reply);
       return sendAsset(req, reply, file);
     });
   });
@@ -74,14 +77,4 @@ function sendAsset(req: FastifyRequest, reply: FastifyReply, file: BuiltAsset): 
     .header('cache-control', 'public, max-age=31536000, immutable')
     .type(file.contentType)
     .send(body);
-}
-
-function unknownApiPath(req: FastifyRequest, reply: FastifyReply): FastifyReply {
-  return reply
-    .code(404)
-    .header('cache-control', 'no-store')
-    .type('application/json')
-    .send({
-      error: { code: 'not_found', message: `Unknown console API path: ${req.method} ${req.url.split('?')[0]}` },
-    });
 }

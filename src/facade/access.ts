@@ -34,10 +34,12 @@ export function registerAccess(app: FastifyInstance, deps: AccessDeps): void {
   // A callback hook, not an async one: a known key's request goes on in the same tick.
   app.addHook('onRequest', (req, reply, done) => {
     const route = req.routeOptions.url;
-    // No such route: answered now, or Fastify would read the body first to answer 404.
+    // No such route: answered now, or Fastify would read the body first to answer 404. By the
+    // not-found handler of the path's scope: unknownRoute, or another edge's under its prefix
+    // (the console's under /console). Those answer synchronously.
     if (!route) {
       drainThenCut(req);
-      unknownRoute(req, reply);
+      req.routeOptions.handler.call(req.server, req, reply);
       return;
     }
     if (!isKeyedRoute(route)) return done();

@@ -6,6 +6,7 @@
 import Fastify, {
   LogController,
   type FastifyBaseLogger,
+  type FastifyError,
   type FastifyInstance,
   type FastifyPluginAsync,
   type FastifyReply,
@@ -62,8 +63,23 @@ export interface FacadeDeps {
   /**
    * Routes of another edge served on this port (the console, src/console/), under the facade's
    * hooks. Handed in by the process that wires both (server.ts): an edge imports no other edge.
+   * Each is registered with EdgePluginOptions.
    */
-  plugins?: readonly FastifyPluginAsync[];
+  plugins?: readonly FastifyPluginAsync<EdgePluginOptions>[];
+}
+
+/** An edge's answer to a request under its prefix that Fastify refused before routing it. */
+export type RefuseUnroutable = (err: FastifyError, req: FastifyRequest, reply: FastifyReply) => void;
+
+/** What each plugin of another edge is handed. */
+export interface EdgePluginOptions {
+  /**
+   * Answer, under `prefix`, the requests Fastify refuses before any route or hook runs (a URL
+   * that does not decode, a path parameter over 100 characters), so they carry that edge's
+   * headers and error shape. A request there with no route gets the not-found handler the edge
+   * sets for its prefix (access.ts).
+   */
+  claimPrefix: (prefix: string, refuse: RefuseUnroutable) => void;
 }
 
 const DATA_FIELD = Buffer.from('data: ');
@@ -81,7 +97,16 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     // req.log is made when something logs through it (errors), not for every request: a pino
     // child per request cost every request (docs/benchmark.md). The request line goes to deps.log.
     childLoggerFactory: (logger, bindings, opts) => new LazyChild(logger, bindings, opts),
+    // A URL Fastify cannot route: the answer of the edge that claimed its prefix, else the facade's.
+    frameworkErrors: (err, req, reply) => {
+      // (An absolute-form target, `GET http://host/console/…`, is routed by its path too.)
+      const path = req.url.replace(/^[a-z][a-z\d+.-]*:\/\/[^/?]*/i, '').split('?')[0]!;
+      const owner = claimed.find((c) => path === c.prefix || path.startsWith(`${c.prefix}/`));
+      if (owner) owner.refuse(err, req, reply);
+      else answerError(err, req, reply);
+    },
   });
+  const claimed: { prefix: string; refuse: RefuseUnroutable }[] = [];
   // Declared, so every request object has the same shape from the start.
   app.decorateRequest('modelName', null);
   const inference = createClient(InferenceService, deps.transport);
@@ -123,7 +148,11 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     done();
   });
 
-  app.setErrorHandler((err: { statusCode?: number; code?: string; message: string }, req, reply) => {
+  function answerError(
+    err: { statusCode?: number; code?: string; message: string },
+    req: FastifyRequest,
+    reply: FastifyReply,
+  ) {
     const status = err.statusCode ?? 500;
     const shape = shapeOf(req.url);
     reply.header('x-request-id', req.id).type('application/json');
@@ -147,7 +176,8 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
       return reply.code(status).send(errorBody(shape, status, err.message, 'invalid_request_error', err.code ?? null));
     req.log.error({ err }, 'unhandled facade error');
     return reply.code(500).send(errorBody(shape, 500, 'Internal gateway error.', 'server_error'));
-  });
+  }
+  app.setErrorHandler(answerError);
   app.setNotFoundHandler(unknownRoute); // (access.ts answers unknown routes before their body is read)
 
   app.get('/healthz', async () => ({ status: 'ok' }));
@@ -224,7 +254,8 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     callOptions: (req, signal) => ({ headers: callHeaders(req), contextValues: callValues(req), signal }),
   });
   registerVideoRoutes(app, { transport: deps.transport });
-  for (const plugin of deps.plugins ?? []) app.register(plugin);
+  const edgeOptions: EdgePluginOptions = { claimPrefix: (prefix, refuse) => void claimed.push({ prefix, refuse }) };
+  for (const plugin of deps.plugins ?? []) app.register(plugin, edgeOptions);
 
   async function answerUnary(
     req: FastifyRequest,

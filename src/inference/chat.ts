@@ -4,9 +4,15 @@
 // changes the bill is priced, held for or refused by bill-policy.ts.
 import { modelNotAvailable, type ResolvedModel } from '../catalogue/catalogue.ts';
 import type { Caller } from '../billing/caller.ts';
-import { usageFromAnthropic, usageFromOpenAI, type TokenUsage } from '../billing/pricing.ts';
+import { usageFromAnthropic, usageFromOpenAI } from '../billing/pricing.ts';
 import { badRequest, unknownModel } from '../rpc/errors.ts';
-import { countInputTokens, countTextTokens, inputTokensUpperBound, type InputModel } from './tokens.ts';
+import {
+  anthropicInputUpperBound,
+  countAnthropicInput,
+  countedUsage,
+  countInputTokens,
+  inputTokensUpperBound,
+} from './tokens.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { anthropic } from './providers/anthropic.ts';
 import {
@@ -67,7 +73,7 @@ export class ChatRoute {
       const usage =
         json.usage && typeof json.usage === 'object'
           ? { ...usageFromOpenAI(json.usage as Json, json.service_tier), estimated: false }
-          : { ...countUsage(plan.body, outputTextOfReply(json), plan.model), estimated: true };
+          : { ...countedUsage(plan, outputTextOfReply(json)), estimated: true };
       const charge = await metering.settle(plan, usage, 'ok', 200);
       // The caller sees the model as they named it; everything else as the upstream sent it.
       return {
@@ -90,7 +96,7 @@ export class ChatRoute {
     const usage =
       json.usage && typeof json.usage === 'object'
         ? { ...usageFromAnthropic(json.usage as Json), estimated: false }
-        : { ...countUsage(plan.body, outputTextOfReply(reply), plan.model), estimated: true };
+        : { ...countedUsage(plan, outputTextOfReply(reply)), estimated: true };
     const charge = await this.deps.metering.settle(plan, usage, 'ok', 200);
     return { body: encoder.encode(JSON.stringify(reply)), charge };
   }
@@ -115,7 +121,7 @@ export class ChatRoute {
             clientWantsUsage,
           )
         : new ChatChunkProcessor(plan.model.id, clientWantsUsage),
-      countUsage: (d) => countUsage(plan.body, d, plan.model),
+      countUsage: (d) => countedUsage(plan, d),
       brokenStreamEvent: brokenChatStream,
       signal,
     });
@@ -152,6 +158,47 @@ export class ChatRoute {
     refuseIfRefused(policy);
     const streamOptions = (body.stream_options ?? {}) as Json;
     const clientWantsUsage = streamRoute && streamOptions.include_usage === true;
+
+    if (model.provider === 'anthropic') {
+      let messages: Json;
+      try {
+        messages = chatRequestToMessages(body, {
+          upstreamModel: model.upstreamId,
+          defaultMaxTokens: model.maxOutputTokens,
+        });
+      } catch (err) {
+        if (err instanceof TranslationError)
+          throw badRequest(err.message, 'unsupported_parameter', err.param ?? undefined);
+        throw err;
+      }
+      // Claude's own rules on what it reads (images by URL, PDFs), its cap as translated (thinking
+      // may raise it), and its input as Claude gets it (the tool-use tokens Anthropic adds).
+      const claude = messagesPolicy(messages, model, shared);
+      refuseIfRefused(claude);
+      const plan: Plan = {
+        requestId,
+        route: CHAT_ROUTE,
+        caller,
+        model,
+        prices: claude.worst.prices,
+        worst: claude.worst,
+        body,
+        inputUpper: BigInt(anthropicInputUpperBound(messages, model)),
+        countInput: () => BigInt(countAnthropicInput(messages, model)),
+        maxOutput: BigInt(messages.max_tokens as number),
+        choices: 1n,
+        startedAt,
+      };
+      const upstream = new BodyRewrite(messages);
+      await preparePriced(this.deps.metering, {
+        plan,
+        policy: { worst: claude.worst },
+        upstream,
+        capFields: ['max_tokens'],
+      });
+      return { plan, upstreamBody: upstream.bytes(), clientWantsUsage, viaMessages: true };
+    }
+
     const plan: Plan = {
       requestId,
       route: CHAT_ROUTE,
@@ -166,34 +213,6 @@ export class ChatRoute {
       choices: BigInt((body.n as number | undefined) ?? 1),
       startedAt,
     };
-
-    if (model.provider === 'anthropic') {
-      let messages: Json;
-      try {
-        messages = chatRequestToMessages(body, {
-          upstreamModel: model.upstreamId,
-          defaultMaxTokens: model.maxOutputTokens,
-        });
-      } catch (err) {
-        if (err instanceof TranslationError)
-          throw badRequest(err.message, 'unsupported_parameter', err.param ?? undefined);
-        throw err;
-      }
-      // Claude's own rules on what it reads (images by URL, PDFs) and its cap as translated (thinking may raise it).
-      const claude = messagesPolicy(messages, model, shared);
-      refuseIfRefused(claude);
-      plan.worst = claude.worst;
-      plan.maxOutput = BigInt(messages.max_tokens as number);
-      const upstream = new BodyRewrite(messages);
-      await preparePriced(this.deps.metering, {
-        plan,
-        policy: { worst: claude.worst },
-        upstream,
-        capFields: ['max_tokens'],
-      });
-      return { plan, upstreamBody: upstream.bytes(), clientWantsUsage, viaMessages: true };
-    }
-
     // The cap the provider honours: DeepSeek reads max_tokens only, so a max_completion_tokens
     // goes to it as max_tokens; elsewhere the larger of the two is the worst case.
     const deepseek = model.provider === 'deepseek';
@@ -256,15 +275,6 @@ export function withLeadingMember(raw: Uint8Array, member: string): Uint8Array {
   out.set(head, 0);
   out.set(raw.subarray(i + 1), head.length);
   return out;
-}
-
-export function countUsage(body: Json, outputText: string, model: InputModel): TokenUsage {
-  return {
-    inputTokens: BigInt(countInputTokens(body, model)),
-    outputTokens: BigInt(countTextTokens(outputText)),
-    cachedTokens: 0n,
-    cacheWriteTokens: 0n,
-  };
 }
 
 export function brokenChatStream(message: string) {

@@ -1,7 +1,6 @@
 // POST /v1/embeddings: OpenAI models natively, Cohere through its own API (translated both
 // ways). Input longer than the model's context is refused before any upstream call; the
 // charge is the upstream's token count at the catalogue's per-1M price.
-import { countTokens as cl100kTokens } from 'gpt-tokenizer/encoding/cl100k_base';
 import type { Caller } from '../billing/caller.ts';
 import { badRequest } from '../rpc/errors.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
@@ -12,6 +11,7 @@ import { readJson, readUpstreamError } from './replies.ts';
 import { parseBody } from './request-body.ts';
 import type { RouteDeps } from './deps.ts';
 import { tokenCostNano, type TokenPrices } from '../billing/pricing.ts';
+import { countCl100kTokens } from './tokens.ts';
 
 export const EMBEDDINGS_ROUTE = '/v1/embeddings';
 const MAX_INPUTS = 2048;
@@ -74,7 +74,7 @@ export class EmbeddingsRoute {
     for (let i = 0; i < inputs.length; i++) {
       const input = inputs[i]!;
       const bound = 'tokens' in input ? input.tokens.length : Buffer.byteLength(input.text) + 2;
-      const tokens = bound <= model.contextWindow || 'tokens' in input ? bound : cl100kTokens(input.text);
+      const tokens = bound <= model.contextWindow || 'tokens' in input ? bound : countCl100kTokens(input.text);
       if (tokens > model.contextWindow) {
         throw badRequest(
           `This model's maximum context length is ${model.contextWindow} tokens, however input ${i} has ${tokens} tokens. Shorten the input.`,
@@ -91,7 +91,7 @@ export class EmbeddingsRoute {
       tokenCostNano(prices, { inputTokens: tokens, outputTokens: 0n, cachedTokens: 0n, cacheWriteTokens: 0n });
     await metering.holdExact(plan, priceOf(holdTokens));
     const counted = () =>
-      inputs.reduce((n, i) => n + BigInt('tokens' in i ? i.tokens.length : cl100kTokens(i.text)), 0n);
+      inputs.reduce((n, i) => n + BigInt('tokens' in i ? i.tokens.length : countCl100kTokens(i.text)), 0n);
     const settleTokens = (tokens: bigint | undefined) => {
       const usage = { ...zeroUsage(), inputTokens: tokens ?? counted(), estimated: tokens === undefined };
       return metering.settle(plan, usage, 'ok', 200);

@@ -7,7 +7,7 @@ import { modelNotAvailable, type ResolvedModel } from '../catalogue/catalogue.ts
 import type { Caller } from '../billing/caller.ts';
 import { usageFromAnthropic, type TokenUsage } from '../billing/pricing.ts';
 import { badRequest, unknownModel } from '../rpc/errors.ts';
-import { anthropicInputUpperBound, countAnthropicInput, countTextTokens, type InputModel } from './tokens.ts';
+import { anthropicInputUpperBound, countAnthropicInput, countedUsage } from './tokens.ts';
 import { anthropic } from './providers/anthropic.ts';
 import { upstreamFailure } from './upstream.ts';
 import type { ChargeInfo, Json, Plan, StepResult, StreamEvent, StreamProcessor } from './types.ts';
@@ -51,7 +51,7 @@ export class MessagesRoute {
       const usage =
         json.usage && typeof json.usage === 'object'
           ? { ...usageFromAnthropic(json.usage as Json), estimated: false }
-          : { ...countUsage(plan.body, outputTextOfMessage(json), plan.model), estimated: true };
+          : { ...countedUsage(plan, outputTextOfMessage(json)), estimated: true };
       const charge = await metering.settle(plan, usage, 'ok', 200);
       return {
         body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })),
@@ -72,7 +72,7 @@ export class MessagesRoute {
     yield* this.deps.streams.start(plan, {
       send: (s, gone) => this.deps.calls.post(plan, call.messagesUrl, call.headers, upstreamBody, s, gone),
       processor: new AnthropicEventProcessor(plan.model.id),
-      countUsage: (d) => countUsage(plan.body, d, plan.model),
+      countUsage: (d) => countedUsage(plan, d),
       brokenStreamEvent: (message) => ({
         event: 'error',
         json: JSON.stringify({ type: 'error', error: { type: 'api_error', message } }),
@@ -169,15 +169,6 @@ export class MessagesRoute {
     if (!model.available) throw modelNotAvailable(model, 'model: ');
     return model;
   }
-}
-
-function countUsage(body: Json, outputText: string, model: InputModel): TokenUsage {
-  return {
-    inputTokens: BigInt(countAnthropicInput(body, model)),
-    outputTokens: BigInt(countTextTokens(outputText)),
-    cachedTokens: 0n,
-    cacheWriteTokens: 0n,
-  };
 }
 
 function outputTextOfMessage(msg: Json): string {

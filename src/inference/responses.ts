@@ -14,7 +14,7 @@ import { badRequest, gatewayError, unknownModel } from '../rpc/errors.ts';
 import {
   countInputTokens,
   countResponsesInput,
-  countTextTokens,
+  countedUsage,
   inputTokensUpperBound,
   responsesInputUpperBound,
 } from './tokens.ts';
@@ -293,15 +293,6 @@ export class ResponsesRoute {
     if (!model.available) throw modelNotAvailable(model);
     return model;
   }
-}
-
-function countedUsage(plan: Plan, outputText: string): TokenUsage {
-  return {
-    inputTokens: plan.countInput(),
-    outputTokens: BigInt(countTextTokens(outputText)),
-    cachedTokens: 0n,
-    cacheWriteTokens: 0n,
-  };
 }
 
 function chatUsage(u: TokenUsage) {

@@ -1,7 +1,16 @@
-// Token estimates for holds and token counts for upstreams that report no usage.
+// Input tokens a request can be billed for, two ways from one walk per wire format: the hold's
+// cheap upper bound (a byte-level BPE token covers at least one byte, so text bytes bound text
+// tokens) and the tokenizer count a tight balance needs (o200k_base), images as the model bills
+// them. Counted by refusal: every member of a body counts (as its JSON text) unless it is named
+// in NOT_INPUT as one the provider does not bill, so a field a provider adds tomorrow counts too
+// (docs/billing.md#what-the-input-count-reads).
+import { countTokens as countCl100k } from 'gpt-tokenizer/encoding/cl100k_base';
 import { countTokens } from 'gpt-tokenizer/encoding/o200k_base';
-import type { CatalogueEntry, VisionBilling } from '../catalogue/models.ts';
+import type { CatalogueEntry, ToolUseTokens, VisionBilling } from '../catalogue/models.ts';
+import type { TokenUsage } from '../billing/pricing.ts';
+import type { WireFormat } from '../tenancy/operator-objects.ts';
 import { base64ImageSize, dataUrlBase64, imageTokens } from './media/image-tokens.ts';
+import type { Plan } from './types.ts';
 
 // The encoder builds its tables on the first count, which is slow: here, at start-up, rather than in
 // the middle of the first request that needs a count.
@@ -9,16 +18,149 @@ countTokens('warm up');
 
 type Json = Record<string, unknown>;
 
-const PER_MESSAGE_OVERHEAD = 8;
-const PER_REQUEST_OVERHEAD = 16;
-
 export const utf8Length = (s: string): number => Buffer.byteLength(s, 'utf8');
 
-/** What counting a request's input needs of its model: how it bills images, and its context window. */
-export type InputModel = Pick<CatalogueEntry, 'vision' | 'contextWindow'>;
+/** Special tokens' text (`<|endoftext|>`) in a request is text like any other, not a reason to throw. */
+const AS_TEXT = { disallowedSpecial: new Set<string>() };
+/**
+ * Long text is counted in slices of at most this many characters: BPE's time grows with the
+ * square of a run that has no break (one long word, a line of base64), so a single
+ * 100,000-letter run took 18 s. A slice ends before a space where there is one, which is where
+ * the tokenizer splits words anyway; elsewhere a boundary can only stop merges, so the sum is
+ * not below the whole's count.
+ */
+const SLICE = 1_024;
+
+function sliced(count: (text: string, options: typeof AS_TEXT) => number): (text: string) => number {
+  return (text) => {
+    if (text.length <= SLICE) return text.length === 0 ? 0 : count(text, AS_TEXT);
+    let n = 0;
+    for (let at = 0; at < text.length; ) {
+      let end = Math.min(at + SLICE, text.length);
+      if (end < text.length) {
+        const space = text.lastIndexOf(' ', end - 1);
+        if (space > at + SLICE / 2) end = space;
+        else if (isHighSurrogate(text.charCodeAt(end - 1))) end++; // never split a surrogate pair
+      }
+      n += count(text.slice(at, end), AS_TEXT);
+      at = end;
+    }
+    return n;
+  };
+}
+
+const isHighSurrogate = (c: number) => c >= 0xd800 && c <= 0xdbff;
+
+/** o200k_base tokens of a text (OpenAI's current models; Claude's text is counted with it too). */
+export const countTextTokens = sliced(countTokens);
+/** cl100k_base tokens of a text (OpenAI's embedding models). */
+export const countCl100kTokens = sliced(countCl100k);
+
+/** What counting a request's input needs of its model: how it bills images and tools, and its context window. */
+export type InputModel = Pick<CatalogueEntry, 'vision' | 'contextWindow' | 'toolUse'>;
+
+/**
+ * Top-level members the provider does not bill as input: the model, output caps, sampling and
+ * delivery knobs, ids and tags. Every other member is input. A name here must be one the
+ * provider documents as such; when in doubt a field stays counted.
+ */
+const NOT_INPUT: Record<WireFormat, ReadonlySet<string>> = {
+  chat: new Set([
+    'model',
+    'stream',
+    'stream_options',
+    'max_tokens',
+    'max_completion_tokens',
+    'n',
+    'temperature',
+    'top_p',
+    'frequency_penalty',
+    'presence_penalty',
+    'logit_bias',
+    'logprobs',
+    'top_logprobs',
+    'seed',
+    'stop',
+    'user',
+    'safety_identifier',
+    'prompt_cache_key',
+    'prompt_cache_retention',
+    'metadata',
+    'store',
+    'service_tier',
+    'parallel_tool_calls',
+    'reasoning_effort',
+    'verbosity',
+    'modalities',
+  ]),
+  messages: new Set([
+    'model',
+    'stream',
+    'max_tokens',
+    'temperature',
+    'top_p',
+    'top_k',
+    'stop_sequences',
+    'metadata',
+    'service_tier',
+    'thinking',
+    'cache_control',
+  ]),
+  responses: new Set([
+    'model',
+    'stream',
+    'stream_options',
+    'max_output_tokens',
+    'max_tool_calls',
+    'temperature',
+    'top_p',
+    'top_logprobs',
+    'truncation',
+    'user',
+    'safety_identifier',
+    'prompt_cache_key',
+    'prompt_cache_retention',
+    'metadata',
+    'store',
+    'service_tier',
+    'parallel_tool_calls',
+    'background',
+    'include',
+    'reasoning',
+  ]),
+};
+
+/** The member that holds the conversation: each of its entries is framed as a message. */
+const CONVERSATION: Record<WireFormat, string> = { chat: 'messages', messages: 'messages', responses: 'input' };
+
+/** How text is measured, and what framing the provider adds around what it renders. */
+interface Measure {
+  text(s: string): number;
+  perRequest: number;
+  /** Role markers and separators around each message or input item. */
+  perMessage: number;
+  /** The provider's framing of a structured member in its prompt (tools, functions, a schema: "namespace functions { … }"). */
+  perStructure: number;
+  /** … and of each entry of a list of them (one function's "type f = (_: {…}) => any;"). */
+  perEntry: number;
+}
+
+/** The hold's bound: UTF-8 bytes, with generous framing. */
+const BYTES: Measure = { text: utf8Length, perRequest: 16, perMessage: 8, perStructure: 64, perEntry: 16 };
+/** The tokenizer's count: o200k tokens; JSON punctuation is more than the provider's rendering adds, framing aside. */
+const TOKENS: Measure = { text: countTextTokens, perRequest: 3, perMessage: 3, perStructure: 32, perEntry: 8 };
 
 /** Without a rule, an image counts as on the model that bills one dearest in tokens (gpt-4o-mini: 48,169 at most). */
 const DEAREST_IMAGES: VisionBilling = { kind: 'tiles', baseTokens: 2_833, tileTokens: 5_667 };
+
+/**
+ * A Claude model the book says nothing about: the dearest tool-use system prompt Anthropic has
+ * published (Claude 3 Opus, auto: 530) and its current per-tool figures.
+ */
+const DEAREST_TOOL_USE: ToolUseTokens = {
+  systemPrompt: { auto: 530, any: 530 },
+  tools: { bash: 245, text_editor: 700, computer: 1_234 },
+};
 
 /**
  * The images of one request on one model (docs/billing.md#images): each at what the model bills
@@ -34,12 +176,12 @@ class Images {
 
   /**
    * One image: `url` a data URL, a URL or undefined (by file id); `base64` its bytes when given
-   * apart (Claude). A model that reads no images has its provider refuse them: the part counts as
-   * `asPart()`, its bytes, as any other part.
+   * apart (Claude). Undefined on a model that reads no images (its provider refuses them): the
+   * part counts as any other part, by its JSON.
    */
-  count(source: { url?: unknown; base64?: unknown }, detail: unknown, asPart: () => number): number {
+  count(source: { url?: unknown; base64?: unknown }, detail: unknown): number | undefined {
     const rule = this.model?.vision ?? DEAREST_IMAGES;
-    if (rule.kind === 'none') return asPart();
+    if (rule.kind === 'none') return undefined;
     if (rule.kind === 'window') {
       this.fillsWindow = true;
       return 0;
@@ -59,221 +201,151 @@ class Images {
   }
 }
 
-/** A chat `image_url` part (`{url, detail}`, or the URL alone). */
-function chatImage(part: Json, images: Images, asPart: () => number): number {
-  const image = part.image_url;
-  if (typeof image === 'string') return images.count({ url: image }, undefined, asPart);
-  const o = (image ?? {}) as Json;
-  return images.count({ url: o.url }, o.detail, asPart);
-}
+/** An image part of each wire format, wherever it sits (a message, a tool's result or output), counted by `images`. */
+const IMAGE_PARTS: Record<WireFormat, { mark: RegExp; count(o: Json, images: Images): number | undefined }> = {
+  // `{type: 'image_url', image_url: {url, detail}}`, or the URL alone.
+  chat: {
+    mark: /"image_url"/,
+    count: (o, images) => {
+      if (o.type !== 'image_url') return undefined;
+      const image = o.image_url;
+      if (typeof image === 'string') return images.count({ url: image }, undefined);
+      const i = (image ?? {}) as Json;
+      return images.count({ url: i.url }, i.detail);
+    },
+  },
+  // `{type: 'image', source}`: base64 bytes, or a URL or file the provider fetches.
+  messages: {
+    mark: /"image"/,
+    count: (o, images) => {
+      if (o.type !== 'image') return undefined;
+      const source = (o.source ?? {}) as Json;
+      return images.count(source.type === 'base64' ? { base64: source.data } : {}, undefined);
+    },
+  },
+  // `input_image` parts and a computer call's `computer_screenshot` output: `image_url` (data URL or URL) or `file_id`.
+  responses: {
+    mark: /"(?:input_image|computer_screenshot)"/,
+    count: (o, images) =>
+      o.type === 'input_image' || o.type === 'computer_screenshot'
+        ? images.count({ url: o.image_url }, o.detail)
+        : undefined,
+  },
+};
 
-/** A Claude `image` block: base64 bytes, or a URL or file the provider fetches. */
-function claudeImage(block: Json, images: Images, asPart: () => number): number {
-  const source = (block.source ?? {}) as Json;
-  return images.count(source.type === 'base64' ? { base64: source.data } : {}, undefined, asPart);
-}
-
-/** A Responses `input_image` part, or a computer call's `computer_screenshot` output: `image_url` (a data URL or a URL) or `file_id`. */
-function responsesImage(part: Json, images: Images, asPart: () => number): number {
-  return images.count({ url: part.image_url }, part.detail, asPart);
-}
-
-const MAY_HOLD_IMAGES = /"(?:input_image|computer_screenshot)"/;
-const isResponsesImage = (v: unknown): v is Json =>
-  v !== null &&
-  typeof v === 'object' &&
-  ((v as Json).type === 'input_image' || (v as Json).type === 'computer_screenshot');
-
-/**
- * A Responses item other than a message (a tool call's output can hold images): by its JSON
- * without the images, measured by `measure`, plus the images as images.
- */
-function itemWithImages(item: unknown, images: Images, measure: (json: string) => number): number {
-  const json = JSON.stringify(item ?? null);
-  if (!MAY_HOLD_IMAGES.test(json)) return measure(json);
+/** One value as the provider may render it: a string as its text, anything else as its JSON text, images as images (their place in the JSON a null). */
+function valueInput(v: unknown, format: WireFormat, images: Images, m: Measure): number {
+  if (typeof v === 'string') return m.text(v);
+  const json = JSON.stringify(v) ?? '';
+  const parts = IMAGE_PARTS[format];
+  if (!parts.mark.test(json)) return m.text(json);
   let n = 0;
-  const rest = JSON.stringify(item, (_key, v: unknown) => {
-    if (!isResponsesImage(v)) return v;
-    n += responsesImage(v, images, () => measure(JSON.stringify(v)));
+  const rest = JSON.stringify(v, (_key, x: unknown) => {
+    if (x === null || typeof x !== 'object' || Array.isArray(x)) return x;
+    const counted = parts.count(x as Json, images);
+    if (counted === undefined) return x;
+    n += counted;
     return null;
   });
-  return n + measure(rest);
+  return n + m.text(rest);
 }
 
 /**
- * An upper bound on the request's input tokens without tokenizing: a byte-level BPE token
- * covers at least one byte, so text bytes bound text tokens. Images are counted as `model` bills
- * them, not by the bytes of their URL or data. Cheap enough for every request.
+ * A body's input: every member not in NOT_INPUT, the conversation entry by entry (each framed
+ * as a message), other members with the framing a provider renders them in.
  */
-export function inputTokensUpperBound(body: Json, model?: InputModel): number {
-  const images = new Images(model);
-  let total = PER_REQUEST_OVERHEAD;
-  const messages = Array.isArray(body.messages) ? body.messages : [];
-  for (const m of messages as Json[]) {
-    total += PER_MESSAGE_OVERHEAD;
-    if (m === null || typeof m !== 'object') continue;
-    for (const [k, v] of Object.entries(m)) {
-      if (k === 'content') total += contentUpperBound(v, images);
-      else if (typeof v === 'string') total += utf8Length(v);
-      else if (v !== null && v !== undefined) total += utf8Length(JSON.stringify(v));
-    }
-  }
-  for (const field of ['tools', 'functions', 'response_format', 'tool_choice', 'prediction']) {
-    if (body[field] !== undefined) total += utf8Length(JSON.stringify(body[field]));
-  }
-  return images.total(total);
-}
-
-function contentUpperBound(content: unknown, images: Images): number {
-  if (typeof content === 'string') return utf8Length(content);
-  if (!Array.isArray(content)) return content == null ? 0 : utf8Length(JSON.stringify(content));
-  let n = 0;
-  for (const part of content as Json[]) {
-    if (part?.type === 'text' && typeof part.text === 'string') n += utf8Length(part.text) + 4;
-    else if (part?.type === 'image_url') n += chatImage(part, images, () => utf8Length(JSON.stringify(part)));
-    else n += utf8Length(JSON.stringify(part));
-  }
-  return n;
-}
-
-export function countTextTokens(text: string): number {
-  return text.length === 0 ? 0 : countTokens(text);
-}
-
-/** The request's input tokens as an OpenAI-style tokenizer sees them (o200k_base), images as `model` bills them. */
-export function countInputTokens(body: Json, model?: InputModel): number {
-  const images = new Images(model);
-  let total = 3;
-  const messages = Array.isArray(body.messages) ? body.messages : [];
-  for (const m of messages as Json[]) {
-    total += 3;
-    if (m === null || typeof m !== 'object') continue;
-    const content = m.content;
-    if (typeof content === 'string') total += countTextTokens(content);
-    else if (Array.isArray(content)) {
-      for (const part of content as Json[]) {
-        if (part?.type === 'text' && typeof part.text === 'string') total += countTextTokens(part.text);
-        else if (part?.type === 'image_url')
-          total += chatImage(part, images, () => countTextTokens(JSON.stringify(part)));
-        else total += countTextTokens(JSON.stringify(part));
+function bodyInput(body: Json, format: WireFormat, images: Images, m: Measure): number {
+  const notInput = NOT_INPUT[format];
+  const conversation = CONVERSATION[format];
+  let total = m.perRequest;
+  for (const [k, v] of Object.entries(body)) {
+    if (v === null || v === undefined || notInput.has(k)) continue;
+    if (k === conversation) {
+      if (Array.isArray(v)) {
+        for (const entry of v) total += m.perMessage + valueInput(entry, format, images, m);
+        continue;
+      }
+      if (typeof v === 'string') {
+        total += m.perMessage + m.text(v);
+        continue;
       }
     }
-    if (typeof m.name === 'string') total += 1 + countTextTokens(m.name);
-    if (m.tool_calls !== undefined) total += countTextTokens(JSON.stringify(m.tool_calls));
+    total += valueInput(v, format, images, m);
+    // A string (instructions, a system prompt) is rendered as a message of its own; a structure in a framing.
+    total += typeof v === 'object' ? m.perStructure + (Array.isArray(v) ? v.length * m.perEntry : 0) : m.perMessage;
   }
-  if (body.tools !== undefined) total += countTextTokens(JSON.stringify(body.tools));
-  return images.total(total);
+  return total;
 }
 
 /**
- * Upper bound of an Anthropic messages request's input tokens: text bytes, images as `model`
- * bills them, base64 documents by their decoded size, everything else by its JSON bytes.
+ * What Anthropic adds to a request that carries tools: the tool-use system prompt (by
+ * tool_choice; an unknown choice at the dearer figure) and fixed tokens per tool type it
+ * defines (`bash_20250124` is `bash`; a type the book does not list at its dearest figure).
  */
+export function claudeToolUseTokens(body: Json, model?: InputModel): number {
+  const tools = Array.isArray(body.tools) ? (body.tools as unknown[]) : [];
+  if (tools.length === 0) return 0;
+  const rule = model?.toolUse ?? DEAREST_TOOL_USE;
+  const choice = (body.tool_choice as Json | undefined)?.type;
+  const { auto, any } = rule.systemPrompt;
+  let n =
+    choice === undefined || choice === 'auto' || choice === 'none'
+      ? auto
+      : choice === 'any' || choice === 'tool'
+        ? any
+        : Math.max(auto, any);
+  const dearest = Math.max(0, ...Object.values(rule.tools));
+  for (const t of tools) {
+    const type = (t as Json | null)?.type;
+    if (typeof type !== 'string' || type === 'custom') continue;
+    const name = type.replace(/_\d{8}$/, '');
+    n += Object.hasOwn(rule.tools, name) ? rule.tools[name]! : dearest;
+  }
+  return n;
+}
+
+function input(body: Json, format: WireFormat, model: InputModel | undefined, m: Measure): number {
+  const images = new Images(model);
+  const n = bodyInput(body, format, images, m) + (format === 'messages' ? claudeToolUseTokens(body, model) : 0);
+  return images.total(n);
+}
+
+/** An upper bound on a chat completions request's input tokens, without tokenizing: cheap enough for every request. */
+export function inputTokensUpperBound(body: Json, model?: InputModel): number {
+  return input(body, 'chat', model, BYTES);
+}
+
+/** A chat completions request's input tokens as an OpenAI-style tokenizer sees them (o200k_base), images as `model` bills them. */
+export function countInputTokens(body: Json, model?: InputModel): number {
+  return input(body, 'chat', model, TOKENS);
+}
+
+/** An upper bound on an Anthropic messages request's input tokens, Claude's tool-use tokens included. */
 export function anthropicInputUpperBound(body: Json, model?: InputModel): number {
-  const images = new Images(model);
-  let total = PER_REQUEST_OVERHEAD + blocksUpperBound(body.system, images);
-  const messages = Array.isArray(body.messages) ? body.messages : [];
-  for (const m of messages as Json[]) total += PER_MESSAGE_OVERHEAD + blocksUpperBound(m?.content, images);
-  if (body.tools !== undefined) total += utf8Length(JSON.stringify(body.tools));
-  if (body.tool_choice !== undefined) total += utf8Length(JSON.stringify(body.tool_choice));
-  return images.total(total);
+  return input(body, 'messages', model, BYTES);
 }
 
-function blocksUpperBound(content: unknown, images: Images): number {
-  if (content == null) return 0;
-  if (typeof content === 'string') return utf8Length(content);
-  if (!Array.isArray(content)) return utf8Length(JSON.stringify(content));
-  let n = 0;
-  for (const b of content as Json[]) {
-    const source = b?.source as Json | undefined;
-    if (b?.type === 'text' && typeof b.text === 'string') n += utf8Length(b.text) + 4;
-    else if (b?.type === 'image') n += claudeImage(b, images, () => utf8Length(JSON.stringify(b)));
-    else if (b?.type === 'document' && source?.type === 'base64' && typeof source.data === 'string')
-      n += Math.ceil((source.data.length * 3) / 4);
-    else if (b?.type === 'tool_result') n += 8 + blocksUpperBound(b.content, images);
-    else n += utf8Length(JSON.stringify(b));
-  }
-  return n;
-}
-
-/** Tokenizer count of an Anthropic request (o200k: close to, not exactly, Claude's tokenizer), images as `model` bills them. */
+/** Tokenizer count of an Anthropic request (o200k: close to, not exactly, Claude's tokenizer), tool-use tokens included. */
 export function countAnthropicInput(body: Json, model?: InputModel): number {
-  const images = new Images(model);
-  let total = 3 + blocksCount(body.system, images);
-  const messages = Array.isArray(body.messages) ? body.messages : [];
-  for (const m of messages as Json[]) total += 3 + blocksCount(m?.content, images);
-  if (body.tools !== undefined) total += countTextTokens(JSON.stringify(body.tools));
-  return images.total(total);
+  return input(body, 'messages', model, TOKENS);
 }
 
-function blocksCount(content: unknown, images: Images): number {
-  if (content == null) return 0;
-  if (typeof content === 'string') return countTextTokens(content);
-  if (!Array.isArray(content)) return countTextTokens(JSON.stringify(content));
-  let n = 0;
-  for (const b of content as Json[]) {
-    if (b?.type === 'text' && typeof b.text === 'string') n += countTextTokens(b.text);
-    else if (b?.type === 'image') n += claudeImage(b, images, () => countTextTokens(JSON.stringify(b)));
-    else if (b?.type === 'tool_result') n += blocksCount(b.content, images);
-    else n += countTextTokens(JSON.stringify(b));
-  }
-  return n;
-}
-
-/** Upper bound of a Responses API request's input tokens (same reasoning as for chat). */
+/** An upper bound on a Responses API request's input tokens. */
 export function responsesInputUpperBound(body: Json, model?: InputModel): number {
-  const images = new Images(model);
-  let total = PER_REQUEST_OVERHEAD;
-  if (typeof body.instructions === 'string') total += utf8Length(body.instructions);
-  const input = body.input;
-  if (typeof input === 'string') total += PER_MESSAGE_OVERHEAD + utf8Length(input);
-  else if (Array.isArray(input)) {
-    for (const item of input as Json[]) {
-      total += PER_MESSAGE_OVERHEAD;
-      if (item?.type === 'message' || (item && 'role' in item)) total += partsUpperBound(item.content, images);
-      else total += itemWithImages(item, images, utf8Length);
-    }
-  }
-  if (body.tools !== undefined) total += utf8Length(JSON.stringify(body.tools));
-  if (body.text !== undefined) total += utf8Length(JSON.stringify(body.text));
-  return images.total(total);
-}
-
-function partsUpperBound(content: unknown, images: Images): number {
-  if (typeof content === 'string') return utf8Length(content);
-  if (!Array.isArray(content)) return content == null ? 0 : utf8Length(JSON.stringify(content));
-  let n = 0;
-  for (const p of content as Json[]) {
-    if (typeof p?.text === 'string') n += utf8Length(p.text) + 4;
-    else if (p?.type === 'input_image') n += responsesImage(p, images, () => utf8Length(JSON.stringify(p)));
-    else if (p?.type === 'input_file' && typeof p.file_data === 'string') n += Math.ceil((p.file_data.length * 3) / 4);
-    else n += utf8Length(JSON.stringify(p));
-  }
-  return n;
+  return input(body, 'responses', model, BYTES);
 }
 
 /** Tokenizer count of a Responses API request, images as `model` bills them. */
 export function countResponsesInput(body: Json, model?: InputModel): number {
-  const images = new Images(model);
-  let total = 3;
-  if (typeof body.instructions === 'string') total += 3 + countTextTokens(body.instructions);
-  const input = body.input;
-  if (typeof input === 'string') total += 3 + countTextTokens(input);
-  else if (Array.isArray(input)) {
-    for (const item of input as Json[]) {
-      total += 3;
-      const content = item?.content;
-      if (typeof content === 'string') total += countTextTokens(content);
-      else if (Array.isArray(content)) {
-        for (const p of content as Json[]) {
-          if (typeof p?.text === 'string') total += countTextTokens(p.text);
-          else if (p?.type === 'input_image')
-            total += responsesImage(p, images, () => countTextTokens(JSON.stringify(p)));
-          else total += countTextTokens(JSON.stringify(p));
-        }
-      } else total += itemWithImages(item, images, countTextTokens);
-    }
-  }
-  if (body.tools !== undefined) total += countTextTokens(JSON.stringify(body.tools));
-  return images.total(total);
+  return input(body, 'responses', model, TOKENS);
+}
+
+/** A reply's usage counted by the gateway (the provider reported none): the plan's input count and the delivered text. */
+export function countedUsage(plan: Pick<Plan, 'countInput'>, outputText: string): TokenUsage {
+  return {
+    inputTokens: plan.countInput(),
+    outputTokens: BigInt(countTextTokens(outputText)),
+    cachedTokens: 0n,
+    cacheWriteTokens: 0n,
+  };
 }

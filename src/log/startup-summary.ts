@@ -1,8 +1,9 @@
 // What a started gateway tells the person who started it: where it listens and who may reach
-// it, which database, billing mode, providers, Temporal and the bot. Computed once from the
-// Config and the parts that started, logged as one record: JSON keeps the facts as fields
-// (`summary`), a terminal gets the lines of summaryLines() (src/log/pretty.ts). Never a secret:
-// tokens and keys only as "set / not set", URLs without user, password or query.
+// it, where its browser console is and who can sign in there, which database, billing mode,
+// providers, Temporal and the bot. Computed once from the Config and the parts that started,
+// logged as one record: JSON keeps the facts as fields (`summary`), a terminal gets the lines of
+// summaryLines() (src/log/pretty.ts). Never a secret: tokens and keys only as "set / not set",
+// URLs without user, password or query.
 import path from 'node:path';
 import type { Config, ProviderName } from '../config/config.ts';
 import { addressFilePath } from '../config/gateway-address.ts';
@@ -21,6 +22,8 @@ export interface Listener {
 export interface StartupSummary {
   http: Listener & { metricsToken: boolean };
   rpc: Listener & { adminToken: boolean };
+  /** The browser console on the HTTP port; the operator signs in with ADMIN_TOKEN, so without one nobody does. */
+  console: { url: string; operatorSignIn: boolean };
   /** embedded: the PostgreSQL server the gateway started, with its cluster in `dir`. */
   database: { kind: 'embedded'; dir: string } | { kind: 'postgresql'; server: string };
   billing: { mode: 'lease' | 'hold'; sliceUsd: string };
@@ -112,9 +115,10 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
     database = { kind: 'postgresql', server: u ?? 'DATABASE_URL (not shown: it does not parse as a URL)' };
   }
   const v = config.video;
+  const httpUrl = connectableUrl(config.host, parts.httpPort);
   return {
     http: {
-      url: connectableUrl(config.host, parts.httpPort),
+      url: httpUrl,
       host: config.host,
       port: parts.httpPort,
       scope: scopeOf(config.host),
@@ -127,6 +131,7 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
       scope: scopeOf(config.grpcHost),
       adminToken: config.adminToken !== undefined,
     },
+    console: { url: `${httpUrl}/console`, operatorSignIn: config.adminToken !== undefined },
     database,
     billing: { mode: parts.leasing ? 'lease' : 'hold', sliceUsd: config.lease.sliceUsd },
     providers,
@@ -168,6 +173,11 @@ export function summaryLines(s: StartupSummary): string[] {
     ? 'Billing/Catalogue need ADMIN_TOKEN'
     : 'Billing/Catalogue for this machine only (no ADMIN_TOKEN)';
   rows.push(['RPC', `${s.rpc.url}  ${reach(s.rpc)}; ${rpcGuard}`]);
+  // A newcomer's first sight of the console, and why the operator cannot sign in by default.
+  rows.push([
+    'console',
+    `${s.console.url}  key holders sign in with their key; ${s.console.operatorSignIn ? 'the operator with ADMIN_TOKEN' : 'operator pages are off until ADMIN_TOKEN is set'}`,
+  ]);
   rows.push([
     'database',
     s.database.kind === 'embedded'
@@ -197,7 +207,7 @@ export function summaryLines(s: StartupSummary): string[] {
     'Temporal',
     t.kind === 'cluster'
       ? `connecting to ${t.address} (namespace ${t.namespace}) in the background${worker}`
-      : `starting a local dev server on ${t.address} in the background; web UI ${t.uiUrl} once it is up${worker}`,
+      : `starting this folder's local dev server in the background on ${t.address}, web UI ${t.uiUrl} (free ports if those are taken; logged once it is up)${worker}`,
   ]);
   rows.push([
     'bot',

@@ -25,11 +25,20 @@ import { newRequestId } from '../billing/ids.ts';
 import { GatewayErrorSchema } from '../gen/gateway/v1/errors_pb.js';
 import { gatewayError, unauthorized, unexpectedFailure, withGatewayDetail } from './errors.ts';
 import type { Services } from './services.ts';
+import { BOOK_LIMITS, CATALOGUE_READ_MAX_BYTES } from '../catalogue/book-document.ts';
 
-export function routes(s: Services) {
+/**
+ * `readMaxBytes`: the port's read limit. CatalogueService reads at least room for a price book
+ * document at its limit, however small BODY_LIMIT_BYTES and UPLOAD_TOTAL_LIMIT_BYTES are set; a
+ * larger document is refused by the service itself, as invalid_book naming the limit (which every
+ * client reads, where one that has queued a large message may not read an early refusal).
+ */
+export function routes(s: Services, readMaxBytes: number) {
   return (router: ConnectRouter) => {
     router.service(BillingService, s.billing);
-    router.service(CatalogueService, s.catalogue);
+    router.service(CatalogueService, s.catalogue, {
+      readMaxBytes: Math.max(readMaxBytes, CATALOGUE_READ_MAX_BYTES),
+    });
     router.service(InferenceService, s.inference);
     router.service(VideoService, s.video);
   };
@@ -120,7 +129,9 @@ function callRequestIds(log?: Logger) {
         const reason: unknown = ctx.signal.reason;
         if (!(reason instanceof ConnectError) || reason.findDetails(GatewayErrorSchema).length > 0) return;
         const requestId = (call.value ||= newRequestId());
-        reason.details = withGatewayDetail(reason, requestId).details;
+        const tooLargeBook =
+          reason.code === Code.ResourceExhausted && ctx.service.typeName === CatalogueService.typeName;
+        reason.details = withGatewayDetail(tooLargeBook ? catalogueTooLarge(reason) : reason, requestId).details;
         // A caller that went away is told nothing; anything else was refused.
         if (reason.code !== Code.Canceled)
           log?.info(
@@ -137,6 +148,16 @@ function callRequestIds(log?: Logger) {
     );
   };
 }
+
+/** The read limit met by a CatalogueService message: the detail names the document limit as well. */
+const catalogueTooLarge = (err: ConnectError) =>
+  gatewayError({
+    httpStatus: 413,
+    type: 'invalid_request_error',
+    code: 'request_too_large',
+    rpcCode: Code.ResourceExhausted,
+    message: `${err.rawMessage}; a price book document is at most ${BOOK_LIMITS.documentBytes} bytes (docs/price-book.md#limits)`,
+  });
 
 /**
  * Who may call what on the network port, decided from the request headers before a byte of
@@ -263,7 +284,7 @@ export interface RpcServerOptions extends RpcAccess {
 
 export function startRpcServer(s: Services, opts: RpcServerOptions): Promise<http2.Http2Server> {
   const handler = connectNodeAdapter({
-    routes: routes(s),
+    routes: routes(s, opts.readMaxBytes),
     interceptors: [gatewayErrorDetails(opts.log)],
     requestGate: callRequestIds(opts.log),
     contextValues: callerValues,

@@ -59,7 +59,7 @@ export class VideoRuntime {
   private started: Promise<void> | undefined;
   private connection: Connection | undefined;
   private devServer: DevServer | undefined;
-  /** The Temporal web UI, when its address is known (the dev server's; not a TEMPORAL_ADDRESS cluster's). */
+  /** The Temporal web UI when known: TEMPORAL_UI_URL's, or that of this DATA_DIR's own dev server (never another program's on the dev port). */
   private uiUrl: string | undefined;
   private worker: RunningWorker | undefined;
   private closing = false;

@@ -3,9 +3,10 @@
 // rows only), with its own Temporal dev server and web UI (as `npm start` has it), customers'
 // real requests through the official openai SDK against the simulator; then the operator's pages
 // read back and compared with the database, each change made from a page checked there, and
-// screenshots of every operator page at desktop and phone width.
+// screenshots of every operator page at desktop and phone width, each page checked by axe.
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type AxeFinding, axeFindings, withAxe } from '../support/axe.ts';
 import { launchBrowser, screenshot } from '../support/browser.ts';
 import {
   type ConsoleGateway,
@@ -382,7 +383,7 @@ describe('the console, for the operator, in a browser', () => {
     await context.close();
   });
 
-  it('every operator page, at desktop (1280×800) and phone (390×844) width, fits its width and is written to test-results/screenshots', {
+  it('every operator page, at desktop (1280×800) and phone (390×844) width, fits its width, passes axe (accessibility) and is written to test-results/screenshots', {
     timeout: 120_000,
   }, async () => {
     for (const [label, viewport] of [
@@ -390,6 +391,8 @@ describe('the console, for the operator, in a browser', () => {
       ['phone', { width: 390, height: 844 }],
     ] as const) {
       const { context, page, problems } = await operatorPage('/console/admin/accounts', viewport);
+      await withAxe(context); // in every page from here: each is opened anew below
+      const findings: Record<string, AxeFinding[]> = {};
       for (const [name, path] of [
         ['accounts', '/console/admin/accounts'],
         ['account', `/console/admin/accounts/${erin.accountId}`],
@@ -409,7 +412,10 @@ describe('the console, for the operator, in a browser', () => {
         }
         expect([name, await sidewaysOverflow(page)]).toEqual([name, 0]);
         await screenshot(page, `console-${name}-${label}`);
+        findings[name] = await axeFindings(page);
       }
+      // axe on every page above, as shown at this width: not one finding, of any impact.
+      expect(Object.entries(findings).filter(([, found]) => found.length > 0)).toEqual([]);
       expect(problems).toEqual({ errors: [], cspViolations: [] });
       await context.close();
     }

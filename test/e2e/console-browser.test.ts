@@ -3,13 +3,14 @@
 // SDK against the simulator, then the pages read back and compared with the database: balance,
 // spend per day, request rows, a filter and its CSV, key rotation, another account's data, a bad
 // or expired session, the page's cold load, and screenshots of every page at desktop and phone
-// width (test-results/screenshots/console-<page>-desktop|phone.png).
+// width (test-results/screenshots/console-<page>-desktop|phone.png), each page checked by axe.
 import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import zlib from 'node:zlib';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { usdToNano } from '../../src/billing/money.ts';
+import { type AxeFinding, axeFindings, withAxe } from '../support/axe.ts';
 import { launchBrowser, screenshot } from '../support/browser.ts';
 import {
   type ConsoleGateway,
@@ -602,7 +603,7 @@ describe('the console, for a key holder, in a browser', () => {
     expect(await unknownApi.json()).toMatchObject({ error: { code: 'not_found' } });
   });
 
-  it('every page, at desktop (1280×800) and phone (390×844) width, fits its width and is written to test-results/screenshots', {
+  it('every page, at desktop (1280×800) and phone (390×844) width, fits its width, passes axe (accessibility) and is written to test-results/screenshots', {
     timeout: 120_000,
   }, async () => {
     const { alice } = holders;
@@ -611,10 +612,13 @@ describe('the console, for a key holder, in a browser', () => {
       ['phone', { width: 390, height: 844 }],
     ] as const) {
       const { context, problems } = await recordingContext(browser, viewport);
+      await withAxe(context);
+      const findings: Record<string, AxeFinding[]> = {};
       const page = await context.newPage();
       await page.goto(`${gw.url}/console`);
       await page.waitForSelector('#signin-secret');
       await screenshot(page, `console-signin-${label}`);
+      findings.signin = await axeFindings(page);
       await signIn(page, alice.apiKey);
       for (const [name, path] of [
         ['overview', '/console'],
@@ -627,10 +631,12 @@ describe('the console, for a key holder, in a browser', () => {
         if (name === 'overview') await page.waitForSelector('.chart canvas');
         expect([name, await sidewaysOverflow(page)]).toEqual([name, 0]);
         await screenshot(page, `console-${name}-${label}`);
+        findings[name] = await axeFindings(page);
       }
       await page.getByRole('button', { name: 'Rotate key…' }).click();
       await page.getByRole('dialog').waitFor();
       await screenshot(page, `console-key-rotate-${label}`);
+      findings['key-rotate'] = await axeFindings(page);
       await page.getByRole('button', { name: 'Cancel' }).click();
       // On a phone the pages fold behind Menu.
       const nav = page.locator('#main-nav');
@@ -639,7 +645,10 @@ describe('the console, for a key holder, in a browser', () => {
         await page.getByRole('button', { name: 'Menu' }).click();
         expect(await nav.isVisible()).toBe(true);
         await screenshot(page, 'console-menu-phone');
+        findings.menu = await axeFindings(page);
       } else expect(await nav.isVisible()).toBe(true);
+      // axe on every page and state above, as shown at this width: not one finding, of any impact.
+      expect(Object.entries(findings).filter(([, found]) => found.length > 0)).toEqual([]);
       expect(problems).toEqual({ errors: [], cspViolations: [] });
       await context.close();
     }

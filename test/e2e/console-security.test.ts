@@ -5,6 +5,7 @@
 // nothing of the console on the RPC port. The shared gateway (no ADMIN_TOKEN) and one of this
 // file's own with ADMIN_TOKEN, on the same database.
 import http2 from 'node:http2';
+import net from 'node:net';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import OpenAI from 'openai';
 import { billing, db, gatewayUrl, newKey, uniqueMarker, type TestKey } from '../support/context.ts';
@@ -250,6 +251,129 @@ describe('headers', () => {
     expect(CONSOLE_CSP).toContain("script-src 'self'");
     expect(CONSOLE_CSP).not.toContain('unsafe-inline');
     expect(CONSOLE_CSP).toContain("frame-ancestors 'none'");
+  });
+});
+
+/** An answer read off the wire: status, headers (lower-case names) and body. */
+interface RawAnswer {
+  status: number;
+  headers: Record<string, string>;
+  body: string;
+}
+
+/**
+ * One request written as raw HTTP/1.1, so any method, request target and header can be sent (a
+ * bad percent-encoding, an absolute-form target, a length the body never reaches), and its
+ * answer, read as soon as it is whole: a body announced but not sent does not hold it up.
+ */
+function rawHttp(lines: string[], body: Buffer | string = ''): Promise<RawAnswer> {
+  const { hostname, port } = new URL(gatewayUrl());
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(Number(port), hostname);
+    let got = Buffer.alloc(0);
+    socket.on('data', (d: Buffer) => {
+      got = Buffer.concat([got, d]);
+      const end = got.indexOf('\r\n\r\n');
+      if (end < 0) return;
+      const [statusLine, ...headerLines] = got.subarray(0, end).toString('latin1').split('\r\n');
+      const headers: Record<string, string> = {};
+      for (const line of headerLines) {
+        const colon = line.indexOf(':');
+        headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+      }
+      const length = Number(headers['content-length'] ?? 0);
+      if (got.length < end + 4 + length) return;
+      socket.destroy();
+      resolve({
+        status: Number(statusLine!.split(' ')[1]),
+        headers,
+        body: got.subarray(end + 4, end + 4 + length).toString('utf8'),
+      });
+    });
+    socket.on('error', reject);
+    socket.write(`${[...lines, `Host: ${hostname}:${port}`].join('\r\n')}\r\n\r\n`);
+    socket.write(body);
+  });
+}
+
+describe('answers no console route gives', () => {
+  // A console error: its headers, `{"error": {"code", "message"}}`, never cached.
+  const consoleError = (a: RawAnswer, status: number, code: string, what: string) => {
+    expect([a.status, JSON.parse(a.body)], what).toEqual([status, { error: { code, message: expect.any(String) } }]);
+    expect(a.headers['content-type'], what).toBe('application/json; charset=utf-8');
+    expect(a.headers['content-security-policy'], what).toBe(CONSOLE_CSP);
+    expect(a.headers['x-content-type-options'], what).toBe('nosniff');
+    expect(a.headers['x-frame-options'], what).toBe('DENY');
+    expect(a.headers['referrer-policy'], what).toBe('no-referrer');
+    expect(a.headers['cross-origin-opener-policy'], what).toBe('same-origin');
+    expect(a.headers['cache-control'], what).toBe('no-store');
+  };
+  const json = ['Content-Type: application/json'];
+
+  it("an unknown method or address under /console, a browser's preflight among them, is the console's 404, answered before any body is read", async () => {
+    const cases: [string[], string][] = [
+      [['PUT /console/api/balance HTTP/1.1', ...json, 'Content-Length: 2'], '{}'],
+      [['POST /console HTTP/1.1', ...json, 'Content-Length: 2'], '{}'],
+      [['DELETE /console/api/session HTTP/1.1'], ''],
+      [['TRACE /console/requests HTTP/1.1'], ''], // a method fetch() cannot even send
+      [['PUT http://elsewhere.example/console/api/balance HTTP/1.1', 'Content-Length: 0'], ''],
+      // Announces 5 MB and sends none of it: the answer does not wait for the body.
+      [['PATCH /console/api/key/rotate HTTP/1.1', ...json, 'Content-Length: 5000000'], ''],
+      // The name of no asset, and a name too long to be one, are not the page.
+      [['GET /console/assets/0000000000000000.js HTTP/1.1'], ''],
+      [[`GET /console/assets/${'a'.repeat(150)}.js HTTP/1.1`], ''],
+    ];
+    for (const [lines, body] of cases) consoleError(await rawHttp(lines, body), 404, 'not_found', lines[0]!);
+
+    // A cross-origin page's preflight is refused, with nothing that would let the browser go on.
+    const preflight = await rawHttp([
+      'OPTIONS /console/api/session HTTP/1.1',
+      'Origin: https://evil.example',
+      'Access-Control-Request-Method: POST',
+      'Access-Control-Request-Headers: content-type, x-csrf-token',
+    ]);
+    consoleError(preflight, 404, 'not_found', 'OPTIONS');
+    expect(Object.keys(preflight.headers).filter((h) => h.startsWith('access-control-'))).toEqual([]);
+  });
+
+  it("a URL that does not decode, or with a part too long to route, is the console's 400 or 414", async () => {
+    for (const target of ['/console/%ff', '/console/api/admin/accounts/%ff', 'http://elsewhere.example/console/%c3'])
+      consoleError(await rawHttp([`GET ${target} HTTP/1.1`]), 400, 'invalid_request', target);
+    const long = `/console/api/admin/accounts/${'a'.repeat(150)}/topup`;
+    consoleError(
+      await rawHttp([`POST ${long} HTTP/1.1`, ...json, 'Content-Length: 2'], '{}'),
+      414,
+      'invalid_request',
+      long,
+    );
+  });
+
+  it("a body over the limit (announced, sent or chunked) or not JSON is the console's 413 or 400", async () => {
+    const signIn = 'POST /console/api/session HTTP/1.1';
+    // A length far over the limit, the body never sent; then one actually sent (read and dropped, so the client gets the answer).
+    consoleError(await rawHttp([signIn, ...json, 'Content-Length: 999999999']), 413, 'request_too_large', 'announced');
+    const big = Buffer.from(JSON.stringify({ key: 'k'.repeat(100_000) }));
+    consoleError(
+      await rawHttp([signIn, ...json, `Content-Length: ${big.length}`], big),
+      413,
+      'request_too_large',
+      'sent',
+    );
+    const chunked = await rawHttp(
+      [signIn, ...json, 'Transfer-Encoding: chunked'],
+      `${(100_000).toString(16)}\r\n${'k'.repeat(100_000)}\r\n0\r\n\r\n`,
+    );
+    consoleError(chunked, 413, 'request_too_large', 'chunked');
+    consoleError(await rawHttp([signIn, ...json, 'Content-Length: 7'], '{"key":'), 400, 'invalid_json', 'broken');
+  });
+
+  it("outside /console the answers are the gateway's own: the /v1 shape (a URL that does not decode too), no console headers", async () => {
+    for (const target of ['PUT /v1/models', 'POST /consoles', 'GET /v1/%ff']) {
+      const a = await rawHttp([`${target} HTTP/1.1`, 'Content-Length: 0']);
+      expect(a.status, target).toBe(target.endsWith('%ff') ? 400 : 404);
+      expect(JSON.parse(a.body).error, target).toMatchObject({ type: 'invalid_request_error' });
+      expect(a.headers['content-security-policy'], target).toBeUndefined();
+    }
   });
 });
 

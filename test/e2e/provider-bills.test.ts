@@ -767,7 +767,7 @@ describe('price modifiers are priced, refused or stripped (item 8)', () => {
     const { data, response } = await openai(key.apiKey)
       .chat.completions.create({
         model: 'deepseek-chat',
-        messages: [{ role: 'user', content: `${'context '.repeat(200)} ${uniqueMarker()} [sim tokens=5 cached=300]` }],
+        messages: [{ role: 'user', content: `${'context '.repeat(400)} ${uniqueMarker()} [sim tokens=5 cached=300]` }],
       })
       .withResponse();
     const u = data.usage as unknown as {

@@ -166,6 +166,9 @@ describe('npm start at a terminal', () => {
     expect(row('RPC')).toBe(
       `http://127.0.0.1:${grpcPort}  all interfaces (0.0.0.0): anyone who can reach this machine; Billing/Catalogue need ADMIN_TOKEN`,
     );
+    expect(row('console')).toBe(
+      `${httpUrl}/console  key holders sign in with their key; the operator with ADMIN_TOKEN`,
+    );
     expect(row('database')).toBe(
       `embedded PostgreSQL server, data in ${path.join(dataDir, 'postgres')} (set DATABASE_URL for your own)`,
     );
@@ -177,7 +180,7 @@ describe('npm start at a terminal', () => {
       );
     }
     expect(row('Temporal')).toMatch(
-      /^starting a local dev server on 127\.0\.0\.1:\d+ in the background; web UI http:\/\/127\.0\.0\.1:\d+ once it is up$/,
+      /^starting this folder's local dev server in the background on 127\.0\.0\.1:\d+, web UI http:\/\/127\.0\.0\.1:\d+ \(free ports if those are taken; logged once it is up\)$/,
     );
     expect(row('bot')).toBe('off (set TELEGRAM_BOT_TOKEN for the Telegram bot)');
     expect(row('CLI')).toBe(
@@ -282,6 +285,8 @@ describe('npm start at a terminal', () => {
       scope: 'loopback',
       adminToken: false,
     });
+    // No ADMIN_TOKEN: nobody signs in as the operator, and the summary says so.
+    expect(summary.console).toEqual({ url: `http://127.0.0.1:${port}/console`, operatorSignIn: false });
     expect(summary.database).toEqual({
       kind: 'postgresql',
       server: `${databaseUrl.protocol}//${databaseUrl.host}${databaseUrl.pathname}`,

@@ -20,7 +20,8 @@ export const TEST_TASK_QUEUE = 'video-e2e';
 
 /**
  * Given to gateways that should not do video work: without TEMPORAL_ADDRESS they would find
- * the CLI and start a dev server of their own on the default port.
+ * the CLI and start a dev server of their own. (Without a CLI they have no Temporal at all: a
+ * gateway never uses a dev server that its DATA_DIR did not start, whatever holds port 7233.)
  */
 export const NO_TEMPORAL_CLI = '/nonexistent/temporal-cli-disabled-for-this-gateway';
 

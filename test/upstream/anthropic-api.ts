@@ -13,6 +13,7 @@ import type http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { anthropicRefs, resolveRefs } from './server-state.ts';
 import { anthropicImageTokens } from './vision.ts';
+import { messagesInputTokens } from './provider-tokens.ts';
 
 type Json = Record<string, unknown>;
 // Unref'd: a long stand-in pause (usage_delay) never keeps the test run alive.
@@ -43,14 +44,6 @@ function blocksText(content: unknown): string {
 }
 
 /** 3 per message + ceil(text bytes / 4), plus 3, the system prompt counted as a message. */
-export function anthropicPromptTokens(body: Json): number {
-  let n = 3;
-  if (body.system !== undefined) n += 3 + Math.ceil(Buffer.byteLength(blocksText(body.system)) / 4);
-  for (const m of (Array.isArray(body.messages) ? body.messages : []) as Json[])
-    n += 3 + Math.ceil(Buffer.byteLength(blocksText(m?.content)) / 4);
-  return n;
-}
-
 export function anthropicDirectives(body: Json): Record<string, string> {
   const messages = (Array.isArray(body.messages) ? body.messages : []) as Json[];
   const lastUser = [...messages].reverse().find((m) => m?.role === 'user');
@@ -132,7 +125,7 @@ export async function handleAnthropic(
   const searches = searchTool
     ? Math.min(Number(d.searches ?? 0), typeof searchTool.max_uses === 'number' ? searchTool.max_uses : Infinity)
     : 0;
-  const visible = Number(d.prompt ?? anthropicPromptTokens(body)) + refs.tokens + anthropicImageTokens(body);
+  const visible = Number(d.prompt ?? messagesInputTokens(body)) + refs.tokens + anthropicImageTokens(body);
   // Each search is another pass over the context, plus the results it read.
   const prompt = visible * (1 + searches) + searches * 2_000;
   if (path === '/v1/messages/count_tokens') {

@@ -9,6 +9,7 @@ import type http from 'node:http';
 import { randomBytes } from 'node:crypto';
 import { resolveRefs, responsesRefs, seedRef, servedTier } from './server-state.ts';
 import { responsesImageTokens } from './vision.ts';
+import { responsesInputTokens } from './provider-tokens.ts';
 
 type Json = Record<string, unknown>;
 // Unref'd: a long stand-in pause (usage_delay) never keeps the test run alive.
@@ -37,15 +38,6 @@ function lastUserText(body: Json): string {
   const items = (Array.isArray(body.input) ? body.input : []) as Json[];
   const last = [...items].reverse().find((i) => i?.role === 'user');
   return partsText(last?.content);
-}
-
-export function responsesPromptTokens(body: Json): number {
-  let n = 3;
-  if (typeof body.instructions === 'string') n += 3 + Math.ceil(Buffer.byteLength(body.instructions) / 4);
-  if (typeof body.input === 'string') n += 3 + Math.ceil(Buffer.byteLength(body.input) / 4);
-  for (const i of (Array.isArray(body.input) ? body.input : []) as Json[])
-    n += 3 + Math.ceil(Buffer.byteLength(partsText(i?.content) || String(i?.output ?? i?.arguments ?? '')) / 4);
-  return n;
 }
 
 const failCounts = new Map<string, number>();
@@ -157,7 +149,7 @@ export async function handleResponses(
   const maxCalls = typeof body.max_tool_calls === 'number' ? body.max_tool_calls : Infinity;
   const searches = searchTool ? Math.min(Number(d.searches ?? 0), maxCalls) : 0;
   // Every search is another pass over the context, plus the results it read.
-  const visible = Number(d.prompt ?? responsesPromptTokens(body)) + refs.tokens + responsesImageTokens(body);
+  const visible = Number(d.prompt ?? responsesInputTokens(body)) + refs.tokens + responsesImageTokens(body);
   const prompt = visible * (1 + searches) + searches * SEARCH_RESULT_TOKENS;
   const cached = Math.min(Number(d.cached ?? 0), prompt);
   const usage =

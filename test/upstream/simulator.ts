@@ -3,7 +3,8 @@
 //   "hello [sim tokens=20 fault=reset after=3]"
 // It records what it receives so tests can check what the gateway sent upstream.
 //
-// It bills as the providers do, not as the request body suggests: content referenced by URL or
+// It bills as the providers do, not as the request body suggests: the prompt as each provider
+// renders it, tools and schemas included (provider-tokens.ts), content referenced by URL or
 // id counts as input (server-state.ts), images in the body as the provider bills them
 // (vision.ts), reasoning tokens (`reasoning=N`) come only in the usage, after the visible text
 // (`usage_delay=ms` holds the usage back), `service_tier` is echoed as the tier that served the
@@ -19,6 +20,7 @@ import { handleVideos } from './video-api.ts';
 import { formSummary, handleMedia } from './media-api.ts';
 import { chatRefs, resolveRefs, seedRef, servedTier } from './server-state.ts';
 import { chatImageTokens } from './vision.ts';
+import { chatInputTokens } from './provider-tokens.ts';
 
 export interface RecordedRequest {
   method: string;
@@ -60,15 +62,6 @@ function textOf(content: unknown): string {
   if (Array.isArray(content))
     return content.map((p) => ((p as Json)?.type === 'text' ? String((p as Json).text ?? '') : '')).join('');
   return '';
-}
-
-/** The simulator's own prompt token count: 3 per message + ceil(text bytes / 4), plus 3. */
-export function simPromptTokens(body: unknown): number {
-  const messages = (body as Json | null)?.messages;
-  let n = 3;
-  if (Array.isArray(messages))
-    for (const m of messages) n += 3 + Math.ceil(Buffer.byteLength(textOf((m as Json)?.content)) / 4);
-  return n;
 }
 
 // Unref'd: a long stand-in pause (usage_delay) never keeps the test run alive.
@@ -300,7 +293,7 @@ export async function startSimulator(
     const finish = typeof cap === 'number' && cap < wanted ? 'length' : 'stop';
     // The cap bounds reasoning and visible tokens together.
     const reasoning = Math.max(0, Math.min(Number(d.reasoning ?? 0), typeof cap === 'number' ? cap - n : Infinity));
-    const prompt = Number(d.prompt ?? simPromptTokens(body)) + refs.tokens + chatImageTokens(body);
+    const prompt = Number(d.prompt ?? chatInputTokens(body as Json)) + refs.tokens + chatImageTokens(body);
     const cached = Math.min(Number(d.cached ?? 0), prompt);
     const usage: Json = deepseek
       ? {

@@ -74,7 +74,6 @@ describe('the console pages, built by esbuild from src/console/web/', () => {
         name.endsWith('.js') ? 'text/javascript; charset=utf-8' : 'text/css; charset=utf-8',
       );
     }
-    expect((await app.inject({ url: '/console/assets/0000000000000000.js' })).statusCode).toBe(404);
   });
 
   it('answers an API address no route has with a 404 in the API’s JSON shape, not the page', async () => {
@@ -84,6 +83,17 @@ describe('the console pages, built by esbuild from src/console/web/', () => {
     expect(r.json()).toEqual({
       error: { code: 'not_found', message: 'Unknown console API path: GET /console/api/no-such-route' },
     });
+  });
+
+  it('answers an asset that does not exist, or a name too long to be one, with a 404 in the API’s shape, not the page', async () => {
+    for (const name of ['0000000000000000.js', `${'a'.repeat(150)}.js`, 'nested/x.css']) {
+      const r = await app.inject({ url: `/console/assets/${name}` });
+      expect(r.statusCode, name).toBe(404);
+      expect(r.headers['content-security-policy'], name).toContain("frame-ancestors 'none'");
+      expect(r.json(), name).toEqual({
+        error: { code: 'not_found', message: `Unknown console address: GET /console/assets/${name}` },
+      });
+    }
   });
 
   it('builds the same files again from the same source (names are content hashes, so caches stay valid across restarts)', async () => {

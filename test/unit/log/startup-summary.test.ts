@@ -66,10 +66,24 @@ describe('start-up summary', () => {
         name,
       ).toHaveLength(1);
     expect(row('Temporal')).toMatch(
-      /starting a local dev server on 127\.0\.0\.1:7233 in the background; web UI http:\/\/127\.0\.0\.1:8233 once it is up$/,
+      /starting this folder's local dev server in the background on 127\.0\.0\.1:7233, web UI http:\/\/127\.0\.0\.1:8233 \(free ports if those are taken; logged once it is up\)$/,
     );
     expect(row('bot')).toMatch(/off \(set TELEGRAM_BOT_TOKEN/);
     expect(row('CLI')).toContain('/srv/gw/gateway.json');
+    expect(row('console')).toMatch(
+      /^console\s+http:\/\/127\.0\.0\.1:8080\/console {2}key holders sign in with their key; the operator with ADMIN_TOKEN$/,
+    );
+  });
+
+  it("names the console's address, and says the operator cannot sign in there without ADMIN_TOKEN", () => {
+    // The defaults a newcomer has: all interfaces, no ADMIN_TOKEN.
+    const summary = startupSummary(loadConfig({}), parts);
+    expect(summary.console).toEqual({ url: 'http://127.0.0.1:8080/console', operatorSignIn: false });
+    expect(summaryLines(summary).find((l) => l.startsWith('console'))).toMatch(
+      /^console\s+http:\/\/127\.0\.0\.1:8080\/console {2}key holders sign in with their key; operator pages are off until ADMIN_TOKEN is set$/,
+    );
+    const onOneAddress = startupSummary(loadConfig({ HOST: '10.0.0.5', ADMIN_TOKEN: 'admin-secret-3' }), parts);
+    expect(onOneAddress.console).toEqual({ url: 'http://10.0.0.5:8080/console', operatorSignIn: true });
   });
 
   it('says admin calls are for this machine only without ADMIN_TOKEN, and names leases, PostgreSQL, a cluster and a running bot', () => {

@@ -54,14 +54,17 @@ export function Tiles(props: { tiles: Tile[] }) {
 /**
  * A table that scrolls sideways inside its card on a narrow screen, instead of the page; with
  * `stack`, each row becomes a block of "label: value" lines there instead (the labels are the
- * column headings, copied onto the cells after each render).
+ * column headings, copied onto the cells after each render; a heading's own data-label instead
+ * when it has one, e.g. "" for a column of buttons).
  */
 export function Table(props: { children: ComponentChildren; label: string; id?: string; stack?: boolean }) {
   const ref = useRef<HTMLTableElement>(null);
   useEffect(() => {
     const table = ref.current;
     if (!props.stack || !table) return;
-    const headings = [...table.querySelectorAll('thead th')].map((th) => th.textContent ?? '');
+    const headings = [...table.querySelectorAll('thead th')].map(
+      (th) => th.getAttribute('data-label') ?? th.textContent ?? '',
+    );
     for (const row of table.querySelectorAll('tbody tr, tfoot tr'))
       [...row.children].forEach((cell, i) => cell.setAttribute('data-label', headings[i] ?? ''));
   });

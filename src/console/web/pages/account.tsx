@@ -200,7 +200,9 @@ function Keys(props: { accountId: string; keys: KeyRow[]; onChanged: () => void 
             <th>State</th>
             <th class="num">Requests / min</th>
             <th class="num">Tokens / min</th>
-            <th />
+            <th class="row-action" data-label="">
+              Actions
+            </th>
           </tr>
         </thead>
         <tbody>

@@ -68,7 +68,11 @@ export function Ledger(props: { base: string; action?: (row: LedgerRow) => Compo
               <th class="num">Balance after</th>
               <th>Reference</th>
               <th>Cause</th>
-              {props.action ? <th /> : null}
+              {props.action ? (
+                <th class="row-action" data-label="">
+                  Actions
+                </th>
+              ) : null}
             </tr>
           </thead>
           <tbody>

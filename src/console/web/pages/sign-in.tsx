@@ -30,10 +30,10 @@ export function SignIn(props: { onSignedIn: (s: SessionAnswer) => void; notice?:
   return (
     <main class="signin">
       <div class="signin-card">
-        <div class="brand brand-large">
+        <h1 class="brand brand-large">
           <span class="brand-mark" aria-hidden="true" />
           Gateway console
-        </div>
+        </h1>
         <p class="muted">Your balance, usage and requests; for the operator, the accounts and the price book.</p>
         {props.notice ? (
           <p class="note note-info" role="status">
