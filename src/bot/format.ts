@@ -1,6 +1,6 @@
 // What the bot shows people: dollars from nano-USD (exact, BigInt only), times, HTML escaping.
 import { timestampDate, type Timestamp } from '@bufbuild/protobuf/wkt';
-import { NANO_PER_USD } from '../billing/money.ts';
+import { NANO_PER_USD } from '../money/money.ts';
 
 /**
  * Exact dollars with at least cents and every significant digit below them:

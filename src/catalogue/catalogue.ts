@@ -1,14 +1,14 @@
 // The catalogue at run time: the declarative list joined with which providers have
 // credentials, and the model aliases. Lookups are by the id callers use, or an alias of it.
 import type { Config, ProviderConfig } from '../config/config.ts';
-import { parseDecimal } from '../billing/money.ts';
+import { parseDecimal } from '../money/money.ts';
 import type { CatalogueEntry } from './models.ts';
 import { MODELS } from './shipped-book.ts';
 import { applyAliasSetting, modelAliases } from './aliases.ts';
 import { priceProblem, visionProblem } from './price-rules.ts';
 import type { BookState, MarkupVersion, PriceVersion } from './price-book.ts';
 import { applicableMarkup } from './book-diff.ts';
-import { gatewayError } from '../rpc/errors.ts';
+import { gatewayError } from '../errors/errors.ts';
 import { NO_MARKUP, markupOf, type Markup } from '../billing/markup.ts';
 
 export interface ResolvedModel extends CatalogueEntry {

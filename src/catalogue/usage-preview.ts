@@ -29,7 +29,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { customerNano, markupOf, NO_MARKUP, type Markup } from '../billing/markup.ts';
 import { audioSecondsCost, charactersCost, megapixelCost } from '../billing/media-pricing.ts';
-import { ceilDiv, costRational, parseDecimal, type PricedQuantity, type Rational } from '../billing/money.ts';
+import { ceilDiv, costRational, parseDecimal, type PricedQuantity, type Rational } from '../money/money.ts';
 import { PER_MILLION, tokenCostParts, variantPrices, type TokenPrices } from '../billing/pricing.ts';
 import type { Db } from '../db/db.ts';
 import type { PreviewBookResponseSchema } from '../gen/gateway/v1/catalogue_pb.js';

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import { timestampDate, timestampFromDate, type Timestamp } from '@bufbuild/protobuf/wkt';
 import type { Client } from '@connectrpc/connect';
 import type { CatalogueService, Markup, PreviewRow } from '../gen/gateway/v1/catalogue_pb.js';
-import { nanoToUsd } from '../billing/money.ts';
+import { nanoToUsd } from '../money/money.ts';
 import { BOOK_LIMITS, bookProblems, parseBookDocument, type BookProblem } from '../catalogue/book-document.ts';
 import { scopeName } from '../catalogue/book-diff.ts';
 import { isoSecond } from './usage-table.ts';

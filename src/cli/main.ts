@@ -10,7 +10,7 @@ import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { GatewayErrorSchema } from '../gen/gateway/v1/errors_pb.js';
-import { nanoToUsd, usdToNano } from '../billing/money.ts';
+import { nanoToUsd, usdToNano } from '../money/money.ts';
 import { loadCliConfig } from '../config/cli-config.ts';
 import { usageTable } from './usage-table.ts';
 import { CATALOGUE_COMMANDS, runCatalogue } from './catalogue-commands.ts';

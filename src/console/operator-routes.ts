@@ -5,7 +5,7 @@
 import type { FastifyInstance } from 'fastify';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { MarginGrouping } from '../gen/gateway/v1/billing_pb.js';
-import { usdToNano } from '../billing/money.ts';
+import { usdToNano } from '../money/money.ts';
 import { API, access, type RouteKit } from './kit.ts';
 import { dailyUsage, ledgerPage, requestsPage, sendRequestsCsv } from './holder-routes.ts';
 import {

@@ -6,7 +6,7 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { ConnectError } from '@connectrpc/connect';
-import { toGatewayError } from '../rpc/errors.ts';
+import { toGatewayError } from '../errors/errors.ts';
 import { setConsoleHeaders } from './headers.ts';
 import { ConsoleError } from './wire.ts';
 

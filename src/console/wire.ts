@@ -6,7 +6,7 @@ import type { AccountKey, AccountSummary, LedgerEntry, MarginRow, UsageRecord } 
 import { ModelKind, type Markup, type Model, type PreviewRow } from '../gen/gateway/v1/catalogue_pb.js';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { ListUsageRequestSchema } from '../gen/gateway/v1/billing_pb.js';
-import { nanoToUsd } from '../billing/money.ts';
+import { nanoToUsd } from '../money/money.ts';
 
 /** An answer other than 2xx, in the API's shape `{"error": {"code", "message"}}`. */
 export class ConsoleError extends Error {

@@ -21,7 +21,7 @@ import {
   type SseEvent,
 } from '../gen/gateway/v1/inference_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
-import { toGatewayError } from '../rpc/errors.ts';
+import { toGatewayError } from '../errors/errors.ts';
 import { newRequestId } from '../billing/ids.ts';
 import type { Metrics } from '../log/metrics.ts';
 import { errorBody, sendGatewayError, shouldRetry, type WireShape } from './errors.ts';

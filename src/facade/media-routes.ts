@@ -7,7 +7,7 @@ import type { Config } from '../config/config.ts';
 import { InferenceService, type FormPart, type InferenceResponse } from '../gen/gateway/v1/inference_pb.js';
 import { create } from '@bufbuild/protobuf';
 import { FormPartSchema } from '../gen/gateway/v1/inference_pb.js';
-import { toGatewayError } from '../rpc/errors.ts';
+import { toGatewayError } from '../errors/errors.ts';
 import { openAIError, sendGatewayError } from './errors.ts';
 import { refuseUnread } from './access.ts';
 import { writeChunk } from './write.ts';

@@ -7,7 +7,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { createClient, type ContextValues, type Transport } from '@connectrpc/connect';
 import { VideoService, type Video, type VideoContentChunk } from '../gen/gateway/v1/video_pb.js';
-import { toGatewayError } from '../rpc/errors.ts';
+import { toGatewayError } from '../errors/errors.ts';
 import { failureHttpStatus, FORM_ERROR_FIELD } from '../video/wire.ts';
 import { openAIError, sendGatewayError } from './errors.ts';
 import { callValues } from './access.ts';

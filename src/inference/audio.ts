@@ -5,7 +5,7 @@
 import { Blob } from 'node:buffer';
 import { FormData } from 'undici';
 import type { Caller } from '../billing/caller.ts';
-import { badRequest, gatewayError } from '../rpc/errors.ts';
+import { badRequest, gatewayError } from '../errors/errors.ts';
 import {
   audioSecondsCost,
   audioSecondsNano,
@@ -17,10 +17,9 @@ import {
 } from '../billing/media-pricing.ts';
 import type { FormPart } from '../gen/gateway/v1/inference_pb.js';
 import { openAICompatible } from './providers/openai-compatible.ts';
-import { isAbort } from './upstream.ts';
 import { countTextTokens } from './tokens.ts';
-import { zeroUsage, type ChargeInfo, type Json } from './types.ts';
-import { withOutcome } from './outcomes.ts';
+import { zeroUsage, type ChargeInfo, type Json } from '../metering/plan.ts';
+import { isAbort, withOutcome } from '../metering/outcomes.ts';
 import { readUpstreamError } from './replies.ts';
 import { parseBody } from './request-body.ts';
 import type { RouteDeps } from './deps.ts';

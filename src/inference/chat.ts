@@ -5,7 +5,7 @@
 import { modelNotAvailable, type ResolvedModel } from '../catalogue/catalogue.ts';
 import type { Caller } from '../billing/caller.ts';
 import { usageFromAnthropic, usageFromOpenAI } from '../billing/pricing.ts';
-import { badRequest, unknownModel } from '../rpc/errors.ts';
+import { badRequest, unknownModel } from '../errors/errors.ts';
 import {
   anthropicInputUpperBound,
   countAnthropicInput,
@@ -21,20 +21,12 @@ import {
   MessagesToChatStream,
   TranslationError,
 } from './translate/chat-messages.ts';
-import {
-  chargeField,
-  type ChargeInfo,
-  type Json,
-  type OutEvent,
-  type Plan,
-  type StepResult,
-  type StreamEvent,
-  type StreamProcessor,
-} from './types.ts';
-import { chatPolicy, messagesPolicy } from './bill-policy.ts';
+import { chargeField, type ChargeInfo, type Json, type Plan } from '../metering/plan.ts';
+import { type OutEvent, type StepResult, type StreamEvent, type StreamProcessor } from './stream-types.ts';
+import { chatPolicy, messagesPolicy } from '../metering/bill-policy.ts';
 import { errorMessage, providerErrorFields, readJson, readUpstreamError } from './replies.ts';
 import { parseBody } from './request-body.ts';
-import { BodyRewrite, preparePriced, refuseIfRefused } from './priced-request.ts';
+import { BodyRewrite, preparePriced, refuseIfRefused } from '../metering/priced-request.ts';
 import type { RouteDeps } from './deps.ts';
 import type { SseEvent } from './sse.ts';
 

@@ -6,7 +6,7 @@ import { Blob } from 'node:buffer';
 import { FormData } from 'undici';
 import type { Caller } from '../billing/caller.ts';
 import type { Config } from '../config/config.ts';
-import { badRequest, gatewayError } from '../rpc/errors.ts';
+import { badRequest, gatewayError } from '../errors/errors.ts';
 import {
   megapixelCost,
   megapixelNano,
@@ -19,8 +19,8 @@ import {
 import type { FormPart } from '../gen/gateway/v1/inference_pb.js';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { bfl, BFL_FAILED, BFL_MODERATED } from './providers/bfl.ts';
-import { zeroUsage, type ChargeInfo, type Json, type Plan } from './types.ts';
-import { withOutcome } from './outcomes.ts';
+import { zeroUsage, type ChargeInfo, type Json, type Plan } from '../metering/plan.ts';
+import { withOutcome } from '../metering/outcomes.ts';
 import { readJson, readUpstreamError } from './replies.ts';
 import { parseBody } from './request-body.ts';
 import type { RouteDeps } from './deps.ts';

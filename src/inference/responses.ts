@@ -10,7 +10,7 @@ import { modelNotAvailable, type ResolvedModel } from '../catalogue/catalogue.ts
 import type { Caller } from '../billing/caller.ts';
 import { usageFromOpenAI, usageFromOpenAIResponses, type TokenUsage } from '../billing/pricing.ts';
 import { randomBase62 } from '../billing/keys.ts';
-import { badRequest, gatewayError, unknownModel } from '../rpc/errors.ts';
+import { badRequest, gatewayError, unknownModel } from '../errors/errors.ts';
 import {
   countInputTokens,
   countResponsesInput,
@@ -20,11 +20,12 @@ import {
 } from './tokens.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { outputTextOfReply, deltaText } from './chat.ts';
-import type { ChargeInfo, Json, OutEvent, Plan, StepResult, StreamEvent, StreamProcessor } from './types.ts';
-import { chatPolicy, responsesPolicy } from './bill-policy.ts';
+import type { ChargeInfo, Json, Plan } from '../metering/plan.ts';
+import type { OutEvent, StepResult, StreamEvent, StreamProcessor } from './stream-types.ts';
+import { chatPolicy, responsesPolicy } from '../metering/bill-policy.ts';
 import { errorMessage, readJson, readUpstreamError } from './replies.ts';
 import { parseBody } from './request-body.ts';
-import { BodyRewrite, preparePriced, refuseIfRefused } from './priced-request.ts';
+import { BodyRewrite, preparePriced, refuseIfRefused } from '../metering/priced-request.ts';
 import type { RouteDeps } from './deps.ts';
 import type { SseEvent } from './sse.ts';
 import { storedIds, storedRefs, unknownStoredRef, type ResponseOwners } from '../tenancy/response-owners.ts';

@@ -8,20 +8,13 @@
 import { ConnectError } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import type { TokenUsage } from '../billing/pricing.ts';
-import { gatewayError } from '../rpc/errors.ts';
-import { markedOutcome } from './outcomes.ts';
+import { gatewayError } from '../errors/errors.ts';
+import { markedOutcome, isAbort } from '../metering/outcomes.ts';
 import { readUpstreamError } from './replies.ts';
 import { SseParser } from './sse.ts';
-import {
-  chargeField,
-  zeroUsage,
-  type ChargeInfo,
-  type OutEvent,
-  type Plan,
-  type StreamEvent,
-  type StreamProcessor,
-} from './types.ts';
-import { isAbort, upstreamFailure, type UpstreamResponse } from './upstream.ts';
+import { chargeField, zeroUsage, type ChargeInfo, type Plan } from '../metering/plan.ts';
+import { type OutEvent, type StreamEvent, type StreamProcessor } from './stream-types.ts';
+import { upstreamFailure, type UpstreamResponse } from './upstream.ts';
 
 /** What a stream run needs of the rest of the gateway: the one settle of its request, and a log. */
 export interface StreamRunDeps {

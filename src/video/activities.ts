@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import type { Metrics } from '../log/metrics.ts';
 import type { Config, ProviderConfig, ProviderName } from '../config/config.ts';
 import type { Ledger, SettleInput, SettleResult } from '../billing/ledger.ts';
-import { costRational, type Rational } from '../billing/money.ts';
+import { costRational, type Rational } from '../money/money.ts';
 import { customerNano, markupOf, NO_MARKUP, providerNano } from '../billing/markup.ts';
 import { FAILURE, type VideoActivities } from '../../workflows/video-types.ts';
 import type { VideoJobs } from './jobs.ts';

@@ -9,7 +9,7 @@ import type { Metrics } from '../log/metrics.ts';
 import type { Config } from '../config/config.ts';
 import type { Db } from '../db/db.ts';
 import type { Ledger } from '../billing/ledger.ts';
-import { gatewayError } from '../rpc/errors.ts';
+import { gatewayError } from '../errors/errors.ts';
 import { videoActivities } from './activities.ts';
 import { VideoJobs } from './jobs.ts';
 import { FolderVideoStore, removeAbandonedWrites, type VideoStore } from './store.ts';

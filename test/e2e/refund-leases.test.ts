@@ -9,7 +9,7 @@ import OpenAI from 'openai';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
-import { usdToNano } from '../../src/billing/money.ts';
+import { usdToNano } from '../../src/money/money.ts';
 import { loadBotConfig } from '../../src/config/bot-config.ts';
 import { formatUsd } from '../../src/bot/format.ts';
 import { paymentExternalId } from '../../src/bot/bot.ts';

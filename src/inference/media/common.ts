@@ -3,12 +3,12 @@
 import { modelNotAvailable, type Catalogue, type ResolvedModel } from '../../catalogue/catalogue.ts';
 import type { ModelKindName } from '../../catalogue/models.ts';
 import type { TokenPrices } from '../../billing/pricing.ts';
-import { badRequest, gatewayError, unknownModel } from '../../rpc/errors.ts';
+import { badRequest, gatewayError, unknownModel } from '../../errors/errors.ts';
 import type { FormPart } from '../../gen/gateway/v1/inference_pb.js';
 import type { Caller } from '../../billing/caller.ts';
-import type { Json, Plan } from '../types.ts';
+import type { Json, Plan } from '../../metering/plan.ts';
 import { duplicateMemberRefusal } from '../duplicate-members.ts';
-import { withOutcome } from '../outcomes.ts';
+import { withOutcome } from '../../metering/outcomes.ts';
 
 /** The catalogue model named `id`, of `kind`: 400 in the OpenAI shape otherwise. */
 export function modelOfKind(catalogue: Catalogue, id: unknown, kind: ModelKindName, route: string): ResolvedModel {

@@ -12,7 +12,7 @@ import {
   providerNano,
   type Markup,
 } from '../../../src/billing/markup.ts';
-import { costNano, costRational, type PricedQuantity } from '../../../src/billing/money.ts';
+import { costNano, costRational, type PricedQuantity } from '../../../src/money/money.ts';
 
 const SEED = 0x26_b00c;
 const RUNS = 3_000;

@@ -1,11 +1,10 @@
-// What the inference routes, the metering and the stream run share: the plan a route makes for
-// a priced request, the charge it ends with, and the events a stream hands to the facade.
+// What a priced request is to the metering: the plan a route makes for it (inference routes and
+// video alike), the state the metering keeps on it, and the charge it ends with.
 import type { ResolvedModel } from '../catalogue/catalogue.ts';
 import type { TokenPrices, TokenUsage, WorstCase } from '../billing/pricing.ts';
 import type { Caller } from '../billing/caller.ts';
 import type { Reservation } from '../billing/leases.ts';
 import type { Markup } from '../billing/markup.ts';
-import type { SseEvent } from './sse.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -27,41 +26,6 @@ export const zeroUsage = (): ChargeInfo['usage'] => ({
 /** The charge as a stream's last chunk carries it (`x_gateway`). */
 export function chargeField(c: ChargeInfo) {
   return { request_id: c.requestId, cost_nano_usd: c.costNano.toString(), usage_estimated: c.usage.estimated };
-}
-
-/** What the facade writes, in order. `event` is the SSE event name where the format has one. */
-export type StreamEvent =
-  | { kind: 'request_id'; requestId: string }
-  | { kind: 'data'; event?: string; json: string }
-  | { kind: 'error'; event?: string; json: string }
-  | { kind: 'charge'; charge: ChargeInfo };
-
-/** An event for the caller; `needsCharge` events wait for the settle and the last one carries it. */
-export interface OutEvent {
-  event?: string;
-  data: Json;
-  needsCharge?: boolean;
-}
-
-export interface StepResult {
-  out?: OutEvent[];
-  /** Usage reported so far (providers may report it in pieces). */
-  usage?: TokenUsage;
-  /** The usage is final: settle now, before the events that carry the charge go out. */
-  finalUsage?: boolean;
-  /** The upstream reported an error inside the stream. */
-  error?: { event?: string; json: string; message: string };
-  /** The upstream said it is done. */
-  done?: boolean;
-}
-
-/** Reads one upstream streaming format and writes the caller's. */
-export interface StreamProcessor {
-  step(ev: SseEvent): StepResult;
-  /** Text delivered so far, to count tokens when the upstream reports no usage. */
-  deliveredText(): string;
-  /** Events to send once the charge is known (e.g. a usage chunk the upstream never sent). */
-  finish?(charge: ChargeInfo, usageReported: boolean): OutEvent[];
 }
 
 /**

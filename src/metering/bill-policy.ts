@@ -13,8 +13,7 @@ import {
   type TokenPrices,
   type WorstCase,
 } from '../billing/pricing.ts';
-import type { PricedQuantity } from '../billing/money.ts';
-import { utf8Length } from './tokens.ts';
+import type { PricedQuantity } from '../money/money.ts';
 import {
   NOTHING_SHARED,
   operatorObjectRefusal,
@@ -131,7 +130,7 @@ export function chatPolicy(body: Json, model: ResolvedModel, shared = NOTHING_SH
       'Audio input (input_audio parts) is billed at audio token prices, which this gateway does not price.',
     );
   // Predicted output: rejected prediction tokens are billed as completion tokens.
-  if (body.prediction != null) worst.uncappedOutput += BigInt(utf8Length(JSON.stringify(body.prediction)));
+  if (body.prediction != null) worst.uncappedOutput += BigInt(Buffer.byteLength(JSON.stringify(body.prediction)));
   return { worst };
 }
 

@@ -5,8 +5,8 @@
 // of its own (BodyRewrite).
 import type { BillPolicy, Refusal } from './bill-policy.ts';
 import type { Metering } from './metering.ts';
-import type { Held, Json, Plan } from './types.ts';
-import { gatewayError } from '../rpc/errors.ts';
+import type { Held, Json, Plan } from './plan.ts';
+import { gatewayError } from '../errors/errors.ts';
 
 /** A policy refusal as the route's 400. */
 export function refusal(r: Refusal) {

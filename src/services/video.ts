@@ -12,10 +12,10 @@ import type { Config } from '../config/config.ts';
 import { markupFor, type Catalogue } from '../catalogue/catalogue.ts';
 import type { Ledger } from '../billing/ledger.ts';
 import { newId, newRequestId } from '../billing/ids.ts';
-import { costNano } from '../billing/money.ts';
+import { costNano } from '../money/money.ts';
 import { customerNano } from '../billing/markup.ts';
-import { badRequest, gatewayError } from '../rpc/errors.ts';
-import type { Metering } from '../inference/metering.ts';
+import { badRequest, gatewayError } from '../errors/errors.ts';
+import type { Metering } from '../metering/metering.ts';
 import { parseBody } from '../inference/request-body.ts';
 import { callerOf, type Caller } from '../billing/caller.ts';
 import { modelOfKind } from '../inference/media/common.ts';
@@ -30,10 +30,10 @@ import {
   type VideoCreation,
   type VideoJobInput,
 } from '../../workflows/video-types.ts';
-import { releaseVideoHold, VIDEO_ROUTE } from './activities.ts';
-import type { VideoJobRow } from './jobs.ts';
-import type { VideoRuntime } from './runtime.ts';
-import { failureHttpStatus, FORM_ERROR_FIELD, VIDEO_SECONDS, VIDEO_SIZES } from './wire.ts';
+import { releaseVideoHold, VIDEO_ROUTE } from '../video/activities.ts';
+import type { VideoJobRow } from '../video/jobs.ts';
+import type { VideoRuntime } from '../video/runtime.ts';
+import { failureHttpStatus, FORM_ERROR_FIELD, VIDEO_SECONDS, VIDEO_SIZES } from '../video/wire.ts';
 
 const FIELDS = ['model', 'prompt', 'seconds', 'size'];
 const MAX_PROMPT_CHARS = 32_000;

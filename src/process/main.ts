@@ -1,11 +1,11 @@
 // `npm start`: the gateway with configuration from the environment (embedded defaults). Logs
 // are human lines on a terminal and JSON otherwise (LOG_FORMAT); the address it listens on is
 // written to DATA_DIR/gateway.json for the operator CLI while it runs.
-import { loadConfig, type Config } from './config/config.ts';
-import { createLogger } from './log/logger.ts';
+import { loadConfig, type Config } from '../config/config.ts';
+import { createLogger } from '../log/logger.ts';
 import { startGateway } from './server.ts';
-import { removeGatewayAddress, writeGatewayAddress } from './config/gateway-address.ts';
-import { UnsafeExposureError } from './config/exposure.ts';
+import { removeGatewayAddress, writeGatewayAddress } from '../config/gateway-address.ts';
+import { UnsafeExposureError } from '../config/exposure.ts';
 
 let config: Config;
 try {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { costNano, nanoToUsd, parseDecimal, usdToNano } from '../../../src/billing/money.ts';
+import { costNano, nanoToUsd, parseDecimal, usdToNano } from '../../../src/money/money.ts';
 import {
   affordableOutputTokens,
   tokenCostNano,

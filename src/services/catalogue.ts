@@ -7,10 +7,10 @@ import { timestampDate, timestampFromDate, type Timestamp } from '@bufbuild/prot
 import type { ServiceImpl } from '@connectrpc/connect';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { ModelKind, type CatalogueService, type ModelSchema } from '../gen/gateway/v1/catalogue_pb.js';
-import { gatewayError } from '../rpc/errors.ts';
+import { gatewayError } from '../errors/errors.ts';
 import { customerPrice, markupPpm } from '../billing/markup.ts';
-import { markupFor, type Catalogue, type ResolvedModel } from './catalogue.ts';
-import { PriceBook, type MarkupVersion, type PriceVersion, type WriteMeta } from './price-book.ts';
+import { markupFor, type Catalogue, type ResolvedModel } from '../catalogue/catalogue.ts';
+import { PriceBook, type MarkupVersion, type PriceVersion, type WriteMeta } from '../catalogue/price-book.ts';
 import {
   BOOK_LIMITS,
   bookProblems,
@@ -22,8 +22,8 @@ import {
   tooLongMessage,
   type BookDocument,
   type BookProblem,
-} from './book-document.ts';
-import { priceVersionProblem } from './price-rules.ts';
+} from '../catalogue/book-document.ts';
+import { priceVersionProblem } from '../catalogue/price-rules.ts';
 import {
   bookMarkupOf,
   definitionOf,
@@ -33,9 +33,9 @@ import {
   scopeOf,
   type Change,
   type MarkupScope,
-} from './book-diff.ts';
-import type { CatalogueEntry, ModelKindName } from './models.ts';
-import type { BookPreview } from './preview.ts';
+} from '../catalogue/book-diff.ts';
+import type { CatalogueEntry, ModelKindName } from '../catalogue/models.ts';
+import type { BookPreview } from '../catalogue/preview.ts';
 
 const KINDS: Record<ModelKindName, ModelKind> = {
   chat: ModelKind.CHAT,

@@ -4,14 +4,15 @@
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { callerOf } from '../billing/caller.ts';
-import type { ChatRoute } from './chat.ts';
-import type { MessagesRoute } from './messages.ts';
-import type { ResponsesRoute } from './responses.ts';
-import type { EmbeddingsRoute } from './embeddings.ts';
-import type { ImagesRoute } from './images.ts';
-import type { AudioRoute } from './audio.ts';
+import type { ChatRoute } from '../inference/chat.ts';
+import type { MessagesRoute } from '../inference/messages.ts';
+import type { ResponsesRoute } from '../inference/responses.ts';
+import type { EmbeddingsRoute } from '../inference/embeddings.ts';
+import type { ImagesRoute } from '../inference/images.ts';
+import type { AudioRoute } from '../inference/audio.ts';
 import { newRequestId } from '../billing/ids.ts';
-import type { ChargeInfo, StreamEvent } from './types.ts';
+import type { ChargeInfo } from '../metering/plan.ts';
+import type { StreamEvent } from '../inference/stream-types.ts';
 
 const encoder = new TextEncoder();
 

@@ -3,17 +3,17 @@
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { ServiceImpl } from '@connectrpc/connect';
 import type { BillingService, KeyRef } from '../gen/gateway/v1/billing_pb.js';
-import { gatewayError, badRequest } from '../rpc/errors.ts';
-import { isWellFormedKey } from './keys.ts';
-import { LedgerError, type KeyRow, type Ledger } from './ledger.ts';
-import type { RateLimiter } from './rate-limits.ts';
-import type { LeaseBook } from './leases.ts';
-import type { KeyCheck } from './key-check.ts';
-import { setAccountGroup } from './account-groups.ts';
-import { getMarginReport } from './margin-report.ts';
-import { instant, usageFilters, usagePage, usageSummary } from './usage-log.ts';
-import { accountExists, getAccount, listAccounts } from './accounts.ts';
-import { createConsoleLink } from './console-sessions.ts';
+import { gatewayError, badRequest } from '../errors/errors.ts';
+import { isWellFormedKey } from '../billing/keys.ts';
+import { LedgerError, type KeyRow, type Ledger } from '../billing/ledger.ts';
+import type { RateLimiter } from '../billing/rate-limits.ts';
+import type { LeaseBook } from '../billing/leases.ts';
+import type { KeyCheck } from '../billing/key-check.ts';
+import { setAccountGroup } from '../billing/account-groups.ts';
+import { getMarginReport } from '../billing/margin-report.ts';
+import { instant, usageFilters, usagePage, usageSummary } from '../billing/usage-log.ts';
+import { accountExists, getAccount, listAccounts } from '../billing/accounts.ts';
+import { createConsoleLink } from '../billing/console-sessions.ts';
 import { VideoJobs } from '../video/jobs.ts';
 
 const keyNotFound = () =>
@@ -307,7 +307,7 @@ export function billingService(
           costNano: j.costNano,
           createdAt: timestampFromDate(j.createdAt),
           ...(j.completedAt ? { completedAt: timestampFromDate(j.completedAt) } : {}),
-          // The workflow runs under the job's id (src/video/service.ts).
+          // The workflow runs under the job's id (src/services/video.ts).
           workflowId: j.id,
           errorCode: j.errorCode ?? '',
           deleted: j.deletedAt !== null,

@@ -12,16 +12,16 @@ import type { Caller } from '../billing/caller.ts';
 import type { KeyCheck } from '../billing/key-check.ts';
 import { LedgerError, type Ledger } from '../billing/ledger.ts';
 import type { LeaseBook } from '../billing/leases.ts';
-import { costRational } from '../billing/money.ts';
+import { costRational } from '../money/money.ts';
 import { customerNano, providerBudgetNano, providerNano, type Markup, type ProviderCost } from '../billing/markup.ts';
 import { affordableCap, usageCostParts, worstCostNano } from '../billing/pricing.ts';
 import { markupFor } from '../catalogue/catalogue.ts';
 import type { RateDecision, RateLimiter } from '../billing/rate-limits.ts';
 import type { Metrics } from '../log/metrics.ts';
-import { gatewayError, unauthorized } from '../rpc/errors.ts';
+import { gatewayError, unauthorized } from '../errors/errors.ts';
 import { baseWorst } from './bill-policy.ts';
 import { outcomeOf } from './outcomes.ts';
-import { zeroUsage, type ChargeInfo, type Held, type MeterState, type Plan } from './types.ts';
+import { zeroUsage, type ChargeInfo, type Held, type MeterState, type Plan } from './plan.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface MeteringDeps {

@@ -1,8 +1,7 @@
 // Why a request ended without an answer to charge for: the status its zero settle records (the
 // usage row's status and HTTP status). Failures carry it from where they happen (the upstream
 // call, the reply) to the one place that settles them (Metering.run, the stream run).
-import { toGatewayError } from '../rpc/errors.ts';
-import { isAbort } from './upstream.ts';
+import { toGatewayError } from '../errors/errors.ts';
 
 export interface Unbilled {
   outcome: string;
@@ -29,4 +28,10 @@ export function outcomeOf(err: unknown): Unbilled {
   return isAbort(err)
     ? { outcome: 'client_closed', httpStatus: 499 }
     : { outcome: 'gateway_error', httpStatus: toGatewayError(err).httpStatus };
+}
+
+/** An abort: the caller left, or a timer gave up (undici's and Node's ways of saying so). */
+export function isAbort(err: unknown): boolean {
+  const e = err as { name?: string; code?: string };
+  return e?.name === 'AbortError' || e?.code === 'UND_ERR_ABORTED' || e?.code === 'ABORT_ERR';
 }

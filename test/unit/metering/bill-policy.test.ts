@@ -5,7 +5,7 @@ import { loadConfig } from '../../../src/config/config.ts';
 import { Catalogue } from '../../../src/catalogue/catalogue.ts';
 import type { CatalogueEntry } from '../../../src/catalogue/models.ts';
 import { MODELS } from '../../../src/catalogue/shipped-book.ts';
-import { costNano } from '../../../src/billing/money.ts';
+import { costNano } from '../../../src/money/money.ts';
 import {
   affordableBeyond,
   affordableCap,
@@ -22,9 +22,9 @@ import {
   DEFAULT_SERVER_TOOL_CALLS,
   messagesPolicy,
   responsesPolicy,
-} from '../../../src/inference/bill-policy.ts';
+} from '../../../src/metering/bill-policy.ts';
 import { providerErrorFields, upstreamErrorOf } from '../../../src/inference/replies.ts';
-import { toGatewayError } from '../../../src/rpc/errors.ts';
+import { toGatewayError } from '../../../src/errors/errors.ts';
 
 const catalogue = new Catalogue(
   loadConfig({ OPENAI_API_KEY: 'k', ANTHROPIC_API_KEY: 'k', XAI_API_KEY: 'k', DEEPSEEK_API_KEY: 'k' }),
