@@ -8,7 +8,8 @@ import type { Logger } from 'pino';
 import type { BillingService, KeyInfo } from '../gen/gateway/v1/billing_pb.js';
 import type { CatalogueService, Model } from '../gen/gateway/v1/catalogue_pb.js';
 import type { BotConfig } from '../config/bot-config.ts';
-import { escapeHtml, formatSignedUsd, formatTime, formatUsd, keyName } from './format.ts';
+import { formatSignedUsd, formatUsd } from '../money/format.ts';
+import { escapeHtml, formatTime, keyName } from './format.ts';
 
 export type BillingClient = Client<typeof BillingService>;
 export type CatalogueClient = Client<typeof CatalogueService>;

@@ -11,7 +11,7 @@ import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
 import { usdToNano } from '../../src/money/money.ts';
 import { loadBotConfig } from '../../src/config/bot-config.ts';
-import { formatUsd } from '../../src/bot/format.ts';
+import { formatUsd } from '../../src/money/format.ts';
 import { paymentExternalId } from '../../src/bot/bot.ts';
 import { networkTransport, startBot, type RunningBot } from '../../src/bot/start.ts';
 import { createLogger } from '../../src/log/logger.ts';
