@@ -29,7 +29,7 @@ export function markupPpm(rate: string): bigint | undefined {
   return BigInt(m[1]!) * SCALE + BigInt(frac);
 }
 
-export function markupOf(versionId: bigint, rate: string): Markup {
+export function parseMarkup(versionId: bigint, rate: string): Markup {
   const ppm = markupPpm(rate);
   if (ppm === undefined) throw new Error(`not a markup: ${JSON.stringify(rate)}`);
   return { versionId, rate, ppm };

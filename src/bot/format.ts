@@ -13,3 +13,6 @@ export const escapeHtml = (s: string): string => s.replace(/[&<>"]/g, (c) => HTM
 
 /** How a key is named to its owner: its visible prefix, never the key. */
 export const keyName = (prefix: string): string => `<code>${escapeHtml(prefix)}…</code>`;
+
+/** Reply options of every HTML answer: links shown as text, without a preview. */
+export const HTML = { parse_mode: 'HTML' as const, link_preview_options: { is_disabled: true } };

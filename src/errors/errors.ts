@@ -153,6 +153,22 @@ export const unauthorized = (requestId?: string): ConnectError =>
 export const badRequest = (message: string, code: string, param?: string): ConnectError =>
   gatewayError({ httpStatus: 400, type: 'invalid_request_error', code, message, ...(param ? { param } : {}) });
 
+/** 404: what the caller named is not there (or not theirs: the same answer). */
+export const notFound = (code: string, message: string, requestId?: string): ConnectError =>
+  gatewayError({ httpStatus: 404, type: 'invalid_request_error', code, message, requestId });
+
+/** 409: the request clashes with one already made (a reused id, another body under one idempotency key). */
+export const conflict = (code: string, message: string, requestId?: string): ConnectError =>
+  gatewayError({ httpStatus: 409, type: 'invalid_request_error', code, message, requestId });
+
+/** 503: the gateway cannot serve this now; asking again later may work. */
+export const unavailable = (code: string, message: string, requestId?: string): ConnectError =>
+  gatewayError({ httpStatus: 503, type: 'server_error', code, message, requestId });
+
+/** 402: the key's available balance does not cover the request. */
+export const insufficientQuota = (message: string, requestId?: string): ConnectError =>
+  gatewayError({ httpStatus: 402, type: 'insufficient_quota', code: 'insufficient_quota', message, requestId });
+
 /** 400 model_not_found for a name the catalogue does not serve; Anthropic's messages prefix the field name. */
 export const unknownModel = (id: string, prefix = ''): ConnectError =>
   badRequest(

@@ -18,7 +18,7 @@ import { affordableCap, usageCostParts, worstCostNano } from '../billing/pricing
 import { markupFor } from '../catalogue/catalogue.ts';
 import type { RateDecision, RateLimiter } from '../billing/rate-limits.ts';
 import type { Metrics } from '../log/metrics.ts';
-import { gatewayError, unauthorized } from '../errors/errors.ts';
+import { conflict, gatewayError, insufficientQuota, unauthorized } from '../errors/errors.ts';
 import { baseWorst } from './bill-policy.ts';
 import { outcomeOf } from './outcomes.ts';
 import { zeroUsage, type ChargeInfo, type Held, type MeterState, type Plan } from './plan.ts';
@@ -63,7 +63,7 @@ export class Metering {
   async hold(plan: Plan): Promise<Held> {
     await this.admit(plan.caller, plan.requestId);
     const keyHash = plan.caller.keyHash;
-    const markup = markupOf(plan);
+    const markup = requestMarkup(plan);
     const w = (plan.worst ??= baseWorst(plan.model, plan.prices));
     const cost = (input: bigint, capPerChoice: bigint) =>
       customerNano(worstCostNano(w, input, capPerChoice, plan.choices), markup);
@@ -98,13 +98,10 @@ export class Metering {
       const why = w.unseen
         ? ` It brings in ${w.unseen}, which the provider reads on its side where the gateway cannot see it, so its least cost is the model's full context window (${w.window} tokens${w.passes > 1n ? ` for each of ${w.passes} passes` : ''}) at the input price${w.fees.length ? ', plus the tool call fees' : ''}.`
         : '';
-      throw gatewayError({
-        httpStatus: 402,
-        type: 'insufficient_quota',
-        code: 'insufficient_quota',
-        requestId: plan.requestId,
-        message: `Insufficient credits: this request needs at least ${cost(input, 1n)} nano-USD and ${hold.availableNano} are available.${why} Top up the key's balance.`,
-      });
+      throw insufficientQuota(
+        `Insufficient credits: this request needs at least ${cost(input, 1n)} nano-USD and ${hold.availableNano} are available.${why} Top up the key's balance.`,
+        plan.requestId,
+      );
     }
     this.keepHold(plan);
     if (hold.amountNano >= maxCost) return { amountNano: hold.amountNano };
@@ -120,7 +117,7 @@ export class Metering {
    */
   async holdExact(plan: Plan, providerCost: ProviderCost): Promise<bigint> {
     await this.admit(plan.caller, plan.requestId);
-    const amountNano = customerNano(providerCost, markupOf(plan));
+    const amountNano = customerNano(providerCost, requestMarkup(plan));
     if (await this.reserveFromLease(plan, amountNano)) return amountNano;
     await this.placeExactHold(plan.caller, plan.requestId, amountNano, this.deps.holds.ttlSeconds);
     this.keepHold(plan);
@@ -149,13 +146,10 @@ export class Metering {
     }
     if (hold.kind === 'unknown_key') throw unauthorized();
     if (hold.kind === 'insufficient') {
-      throw gatewayError({
-        httpStatus: 402,
-        type: 'insufficient_quota',
-        code: 'insufficient_quota',
+      throw insufficientQuota(
+        `Insufficient credits: this request costs ${amountNano} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
         requestId,
-        message: `Insufficient credits: this request costs ${amountNano} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
-      });
+      );
     }
   }
 
@@ -222,7 +216,7 @@ export class Metering {
     }
     // Marked up before it is rounded: the charge is the usage at the listed customer prices, rounded up once.
     const exact = providerCost ?? costRational(usageCostParts(plan.model, usage));
-    const markup = markupOf(plan);
+    const markup = requestMarkup(plan);
     const cost = customerNano(exact, markup);
     // The usage row, the same whether it is written from a lease batch or by the hold's settle.
     const row = {
@@ -311,7 +305,7 @@ export class Metering {
 }
 
 /** The markup this request pays: its caller's group's on its model, taken once (at the hold) and kept for the settle. */
-function markupOf(plan: Plan): Markup {
+function requestMarkup(plan: Plan): Markup {
   return ((plan.meter ??= {}).markup ??= markupFor(plan.model, plan.caller.group));
 }
 
@@ -324,12 +318,7 @@ function requestedModel(plan: Plan): string {
 /** A reused request id is the caller's conflict (409); any other failure passes through. */
 function duplicateRequest(err: unknown): unknown {
   if (err instanceof LedgerError && err.code === 'duplicate_request')
-    return gatewayError({
-      httpStatus: 409,
-      type: 'invalid_request_error',
-      code: 'duplicate_request_id',
-      message: err.message,
-    });
+    return conflict('duplicate_request_id', err.message);
   return err;
 }
 

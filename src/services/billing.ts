@@ -3,7 +3,7 @@
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { ServiceImpl } from '@connectrpc/connect';
 import type { BillingService, KeyRef } from '../gen/gateway/v1/billing_pb.js';
-import { gatewayError, badRequest } from '../errors/errors.ts';
+import { badRequest, gatewayError, notFound } from '../errors/errors.ts';
 import { isWellFormedKey } from '../billing/keys.ts';
 import { LedgerError, type KeyRow, type Ledger } from '../billing/ledger.ts';
 import type { RateLimiter } from '../billing/rate-limits.ts';
@@ -16,21 +16,9 @@ import { accountExists, getAccount, listAccounts } from '../billing/accounts.ts'
 import { createConsoleLink } from '../billing/console-sessions.ts';
 import { VideoJobs } from '../video/jobs.ts';
 
-const keyNotFound = () =>
-  gatewayError({
-    httpStatus: 404,
-    type: 'invalid_request_error',
-    code: 'key_not_found',
-    message: 'No live key matches.',
-  });
+const keyNotFound = () => notFound('key_not_found', 'No live key matches.');
 
-const accountNotFound = () =>
-  gatewayError({
-    httpStatus: 404,
-    type: 'invalid_request_error',
-    code: 'account_not_found',
-    message: 'No account has this id.',
-  });
+const accountNotFound = () => notFound('account_not_found', 'No account has this id.');
 
 /** A page size: `asked` when it is in 1..max, the default when unset (0 or less), max above it. */
 const pageSize = (asked: number, fallback: number, max: number) => (asked <= 0 ? fallback : Math.min(asked, max));
@@ -238,13 +226,7 @@ export function billingService(
           });
         throw err;
       }
-      if (!r)
-        throw gatewayError({
-          httpStatus: 404,
-          type: 'invalid_request_error',
-          code: 'topup_not_found',
-          message: 'No top-up was applied with this external id.',
-        });
+      if (!r) throw notFound('topup_not_found', 'No top-up was applied with this external id.');
       return {
         applied: r.applied,
         accountId: r.accountId,

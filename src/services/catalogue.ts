@@ -30,7 +30,7 @@ import {
   describeChange,
   diffBooks,
   scopeName,
-  scopeOf,
+  markupScopeOf,
   type Change,
   type MarkupScope,
 } from '../catalogue/book-diff.ts';
@@ -186,7 +186,7 @@ export function catalogueService(
     return m;
   };
 
-  const serveBook = async () => catalogue.applyBook(await book.read());
+  const serveBook = async () => catalogue.load(await book.read());
 
   /**
    * Makes `edit` on the book in force and writes what it changes (nothing on a dry run), or
@@ -198,7 +198,7 @@ export function catalogueService(
         const current = PriceBook.documentOf(state);
         const proposed = structuredClone(current);
         edit(proposed);
-        return plan(current, proposed);
+        return checkedChanges(current, proposed);
       },
       meta,
       dryRun,
@@ -256,7 +256,14 @@ export function catalogueService(
       // Always a new version, even of the same prices: the operator asked for one (e.g. to date it).
       const prices = { ...req.prices };
       const { written } = await book.change(
-        () => ({ changes: [{ kind: 'set_prices', modelId: m.id, prices, before: m.prices } satisfies Change] }),
+        (state) => {
+          // The book with these prices checked whole, as every edit is (bookProblems).
+          const proposed = structuredClone(PriceBook.documentOf(state));
+          for (const e of proposed.models) if (e.id === m.id) e.prices = prices;
+          const problems = bookProblems(proposed);
+          if (problems.length) throw invalidBook(problems);
+          return { changes: [{ kind: 'set_prices', modelId: m.id, prices, before: m.prices } satisfies Change] };
+        },
         metaOf(req, effectiveFrom),
       );
       await serveBook();
@@ -332,7 +339,7 @@ export function catalogueService(
       const name = scopeName(scope);
       await change(
         (doc) => {
-          doc.markups = doc.markups.filter((m) => scopeName(scopeOf(m)) !== name);
+          doc.markups = doc.markups.filter((m) => scopeName(markupScopeOf(m)) !== name);
           if (req.markup !== '') doc.markups.push(bookMarkupOf(scope, req.markup));
         },
         metaOf(req, effectiveFrom),
@@ -426,7 +433,7 @@ export function catalogueService(
 }
 
 /** The changes `proposed` makes to `current`, or the refusal naming every problem it has. */
-function plan(current: BookDocument, proposed: BookDocument): { changes: Change[] } {
+function checkedChanges(current: BookDocument, proposed: BookDocument): { changes: Change[] } {
   const diff = diffBooks(current, proposed);
   const problems = [...bookProblems(proposed), ...diff.problems];
   if (problems.length) throw invalidBook(problems);

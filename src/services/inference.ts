@@ -3,7 +3,7 @@
 // the call's context value (src/billing/caller.ts); the key itself is not read again here.
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { InferenceService } from '../gen/gateway/v1/inference_pb.js';
-import { callerOf } from '../billing/caller.ts';
+import { callerOf, type Caller } from '../billing/caller.ts';
 import type { ChatRoute } from '../inference/chat.ts';
 import type { MessagesRoute } from '../inference/messages.ts';
 import type { ResponsesRoute } from '../inference/responses.ts';
@@ -65,6 +65,25 @@ export interface InferenceRoutes {
   audio: AudioRoute;
 }
 
+/** A unary route as an RPC: the caller the edge authenticated and a request id in; the answer, its charge as a message, out. */
+async function unary<R extends { charge: ChargeInfo }>(
+  ctx: HandlerContext,
+  requestId: string,
+  run: (caller: Caller, requestId: string) => Promise<R>,
+) {
+  const r = await run(callerOf(ctx), requestId || newRequestId());
+  return { ...r, charge: chargeMessage(r.charge) };
+}
+
+/** A streamed route as an RPC: its events as the stream's messages. */
+function streamed(
+  ctx: HandlerContext,
+  requestId: string,
+  run: (caller: Caller, requestId: string) => AsyncGenerator<StreamEvent>,
+) {
+  return events(run(callerOf(ctx), requestId || newRequestId()));
+}
+
 export function inferenceService({
   chat,
   messages,
@@ -79,22 +98,13 @@ export function inferenceService({
       callerOf(ctx);
       return {};
     },
-    async chatCompletion(req, ctx) {
-      const r = await chat.complete(callerOf(ctx), req.body, req.requestId || newRequestId());
-      return { body: r.body, charge: chargeMessage(r.charge) };
-    },
-    streamChatCompletion(req, ctx) {
-      return events(chat.stream(callerOf(ctx), req.body, req.requestId || newRequestId(), ctx.signal));
-    },
-    async createMessage(req, ctx) {
-      const r = await messages.create(callerOf(ctx), req.body, req.requestId || newRequestId(), anthropicHeaders(ctx));
-      return { body: r.body, charge: chargeMessage(r.charge) };
-    },
-    streamMessage(req, ctx) {
-      return events(
-        messages.stream(callerOf(ctx), req.body, req.requestId || newRequestId(), anthropicHeaders(ctx), ctx.signal),
-      );
-    },
+    chatCompletion: (req, ctx) => unary(ctx, req.requestId, (c, id) => chat.complete(c, req.body, id)),
+    streamChatCompletion: (req, ctx) =>
+      streamed(ctx, req.requestId, (c, id) => chat.stream(c, req.body, id, ctx.signal)),
+    createMessage: (req, ctx) =>
+      unary(ctx, req.requestId, (c, id) => messages.create(c, req.body, id, anthropicHeaders(ctx))),
+    streamMessage: (req, ctx) =>
+      streamed(ctx, req.requestId, (c, id) => messages.stream(c, req.body, id, anthropicHeaders(ctx), ctx.signal)),
     async countMessageTokens(req, ctx) {
       const r = await messages.countTokens(
         callerOf(ctx),
@@ -104,29 +114,13 @@ export function inferenceService({
       );
       return { body: r.body };
     },
-    async createResponse(req, ctx) {
-      const r = await responses.create(callerOf(ctx), req.body, req.requestId || newRequestId());
-      return { body: r.body, charge: chargeMessage(r.charge) };
-    },
-    streamResponse(req, ctx) {
-      return events(responses.stream(callerOf(ctx), req.body, req.requestId || newRequestId(), ctx.signal));
-    },
-    async createEmbedding(req, ctx) {
-      const r = await embeddings.create(callerOf(ctx), req.body, req.requestId || newRequestId());
-      return { body: r.body, charge: chargeMessage(r.charge) };
-    },
-    async generateImage(req, ctx) {
-      const r = await images.generate(callerOf(ctx), req.body, req.requestId || newRequestId());
-      return { body: r.body, charge: chargeMessage(r.charge) };
-    },
-    async editImage(req, ctx) {
-      const r = await images.edit(callerOf(ctx), req.parts, req.requestId || newRequestId());
-      return { body: r.body, charge: chargeMessage(r.charge) };
-    },
-    async transcribe(req, ctx) {
-      const r = await audio.transcribe(callerOf(ctx), req.parts, req.requestId || newRequestId());
-      return { body: r.body, contentType: r.contentType, charge: chargeMessage(r.charge) };
-    },
+    createResponse: (req, ctx) => unary(ctx, req.requestId, (c, id) => responses.create(c, req.body, id)),
+    streamResponse: (req, ctx) =>
+      streamed(ctx, req.requestId, (c, id) => responses.stream(c, req.body, id, ctx.signal)),
+    createEmbedding: (req, ctx) => unary(ctx, req.requestId, (c, id) => embeddings.create(c, req.body, id)),
+    generateImage: (req, ctx) => unary(ctx, req.requestId, (c, id) => images.generate(c, req.body, id)),
+    editImage: (req, ctx) => unary(ctx, req.requestId, (c, id) => images.edit(c, req.parts, id)),
+    transcribe: (req, ctx) => unary(ctx, req.requestId, (c, id) => audio.transcribe(c, req.parts, id)),
     async *createSpeech(req, ctx) {
       for await (const ev of audio.speech(callerOf(ctx), req.body, req.requestId || newRequestId(), ctx.signal)) {
         if (ev.kind === 'start')

@@ -12,7 +12,7 @@ import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
 import { usdToNano } from '../../src/money/money.ts';
 import { loadBotConfig } from '../../src/config/bot-config.ts';
 import { formatUsd } from '../../src/money/format.ts';
-import { paymentExternalId } from '../../src/bot/bot.ts';
+import { paymentExternalId } from '../../src/bot/stars.ts';
 import { networkTransport, startBot, type RunningBot } from '../../src/bot/start.ts';
 import { createLogger } from '../../src/log/logger.ts';
 import { FakeTelegram, callsOf, textsOf, tgUser, type ApiCall, type TgUser } from '../support/fake-telegram.ts';

@@ -2,10 +2,12 @@
 // them (each alias a separate entry with `alias_for`, so a client that looks a name up finds it).
 // OpenAI's list shape by default; Anthropic's when the caller sends anthropic-version (the
 // Anthropic SDK and Claude Code do), listing the models /v1/messages serves.
-import type { FastifyInstance, FastifyRequest } from 'fastify';
-import type { Client } from '@connectrpc/connect';
-import type { CatalogueService, Model } from '../gen/gateway/v1/catalogue_pb.js';
-import { anthropicError, openAIError } from './errors.ts';
+import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
+import { createClient, type Transport } from '@connectrpc/connect';
+import { CatalogueService, type Model } from '../../gen/gateway/v1/catalogue_pb.js';
+import { keyFromHeaders } from '../../billing/keys.ts';
+import type { AccessDeps } from '../access.ts';
+import { anthropicError, openAIError } from '../errors.ts';
 
 const CREATED = Math.floor(Date.parse('2026-01-01T00:00:00Z') / 1000);
 const CREATED_AT = new Date(CREATED * 1000).toISOString();
@@ -51,12 +53,22 @@ function anthropicEntry(e: Entry) {
   };
 }
 
-/** `groupOf`: the account group whose prices the caller sees ('' without a live key). */
-export function registerModelRoutes(
-  app: FastifyInstance,
-  catalogue: Client<typeof CatalogueService>,
-  groupOf: (req: FastifyRequest) => Promise<string>,
-): void {
+export interface ModelRouteOptions extends AccessDeps {
+  transport: Transport;
+}
+
+export const modelRoutes: FastifyPluginAsync<ModelRouteOptions> = async (app, deps) => {
+  const catalogue = createClient(CatalogueService, deps.transport);
+
+  /** The account group whose prices the caller sees ('' without a live key). */
+  const groupOf = async (req: FastifyRequest): Promise<string> => {
+    // A public route: a key is not needed, but one that is live shows its account group's prices.
+    const header = (name: string) => (typeof req.headers[name] === 'string' ? req.headers[name] : undefined);
+    const key = keyFromHeaders(header('authorization'), header('x-api-key'));
+    if (!key) return '';
+    return (deps.knownCaller(key) ?? (await deps.authenticate(key).catch(() => undefined)))?.group ?? '';
+  };
+
   app.get('/v1/models', async (req) => {
     const { models, aliases } = await catalogue.listModels({ availableOnly: true, accountGroup: await groupOf(req) });
     const byId = new Map(models.map((m) => [m.id, m]));
@@ -87,4 +99,4 @@ export function registerModelRoutes(
         );
     }
   });
-}
+};
