@@ -434,7 +434,7 @@ async function gatewayTarget(
   const grpcPort = await freePort();
   const logFile = path.join(WORK_DIR, `${name}.log`);
   const nodeArgs = diag ? ['--cpu-prof', `--cpu-prof-dir=${diag.profDir}`, '--import', './bench/loop-probe.ts'] : [];
-  const { child } = await startChild(process.execPath, [...nodeArgs, 'src/main.ts'], {
+  const { child } = await startChild(process.execPath, [...nodeArgs, 'src/process/main.ts'], {
     logFile,
     env: {
       ...db.env,

@@ -13,23 +13,22 @@ import path from 'node:path';
  * docs/design.md (Layout) explains each row.
  */
 export const LAYERS: readonly { name: string; parts: readonly string[] }[] = [
-  // The console's browser code: below everything, so it imports only itself (and npm packages).
+  // Exact money arithmetic and its formatting: pure, imported by everything that shows money.
+  { name: 'money', parts: ['src/money/'] },
+  // The console's browser code: it imports only itself and money (and npm packages).
   { name: 'the console page', parts: ['src/console/web/'] },
-  { name: 'contract and units', parts: ['src/gen/', 'src/billing/money.ts'] },
+  { name: 'contract', parts: ['src/gen/'] },
   { name: 'configuration', parts: ['src/config/'] },
   { name: 'infrastructure', parts: ['src/log/', 'src/db/'] },
-  { name: 'errors', parts: ['src/rpc/errors.ts'] },
+  { name: 'errors', parts: ['src/errors/'] },
   { name: 'billing', parts: ['src/billing/'] },
   { name: 'catalogue and tenancy', parts: ['src/catalogue/', 'src/tenancy/'] },
+  { name: 'metering', parts: ['src/metering/'] },
   { name: 'inference and video', parts: ['src/inference/', 'src/video/'] },
-  {
-    name: 'services',
-    parts: ['src/billing/service.ts', 'src/catalogue/service.ts', 'src/inference/service.ts', 'src/video/service.ts'],
-  },
+  { name: 'services', parts: ['src/services/'] },
   { name: 'transport', parts: ['src/rpc/'] },
   { name: 'edges', parts: ['src/facade/', 'src/bot/', 'src/cli/', 'src/console/'] },
-  { name: 'the gateway', parts: ['src/server.ts'] },
-  { name: 'the gateway process', parts: ['src/main.ts'] },
+  { name: 'the process', parts: ['src/process/'] },
 ];
 
 export interface ImportEdge {
@@ -53,20 +52,21 @@ export interface ImportProblems {
 const SOURCE = /\.(?:ts|mts|js|mjs)$/;
 
 /** Every source file under `dir` (type declarations are the .js files' shadows: left out). */
-export function sourceFiles(root: string, dir = 'src'): string[] {
+export function sourceFiles(root: string, dir = 'src', pattern = SOURCE): string[] {
   const out: string[] = [];
   const visit = (rel: string) => {
     for (const entry of fs.readdirSync(path.join(root, rel), { withFileTypes: true })) {
       const child = `${rel}/${entry.name}`;
       if (entry.isDirectory()) visit(child);
-      else if (SOURCE.test(entry.name) && !entry.name.endsWith('.d.ts')) out.push(child);
+      else if (pattern.test(entry.name) && !entry.name.endsWith('.d.ts')) out.push(child);
     }
   };
   visit(dir);
   return out.sort();
 }
 
-type Token = { kind: 'word' | 'punct'; text: string } | { kind: 'string'; text: string };
+/** `at`: where the token starts in the code. */
+type Token = { kind: 'word' | 'punct' | 'string'; text: string; at: number };
 
 /**
  * The tokens that matter for imports: words, punctuation and string literals, with comments,
@@ -82,7 +82,8 @@ export function tokens(code: string): Token[] {
     if (last.kind === 'string') return false;
     if (last.kind === 'word')
       return /^(?:return|typeof|instanceof|in|of|new|delete|void|throw|case|do|else|yield|await)$/.test(last.text);
-    return last.text !== ')' && last.text !== ']' && last.text !== '}';
+    // `</` closes a JSX element.
+    return last.text !== ')' && last.text !== ']' && last.text !== '}' && last.text !== '<';
   };
   while (i < code.length) {
     const c = code[i]!;
@@ -100,12 +101,13 @@ export function tokens(code: string): Token[] {
         text += code[j] ?? '';
         j++;
       }
-      out.push({ kind: 'string', text });
+      out.push({ kind: 'string', text, at: i });
       i = j + 1;
     } else if (c === '`') {
+      out.push({ kind: 'string', text: '', at: i }); // a value, never a specifier here
       i = skipTemplate(code, i + 1);
-      out.push({ kind: 'string', text: '' }); // a value, never a specifier here
     } else if (c === '/' && regexMayStart()) {
+      const at = i;
       let j = i + 1;
       let inClass = false;
       while (j < code.length && code[j] !== '\n') {
@@ -117,15 +119,21 @@ export function tokens(code: string): Token[] {
       }
       i = j + 1;
       while (i < code.length && /[a-z]/.test(code[i]!)) i++; // flags
-      out.push({ kind: 'string', text: '' });
+      out.push({ kind: 'string', text: '', at });
     } else if (/[A-Za-z_$0-9]/.test(c)) {
       let j = i + 1;
       while (j < code.length && /[A-Za-z_$0-9]/.test(code[j]!)) j++;
-      out.push({ kind: 'word', text: code.slice(i, j) });
+      out.push({ kind: 'word', text: code.slice(i, j), at: i });
       i = j;
     } else if (/\s/.test(c)) i++;
     else {
-      out.push({ kind: 'punct', text: c });
+      // `=>` is one token (arrow functions are found by it).
+      if (c === '=' && code[i + 1] === '>') {
+        out.push({ kind: 'punct', text: '=>', at: i });
+        i += 2;
+        continue;
+      }
+      out.push({ kind: 'punct', text: c, at: i });
       i++;
     }
   }

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # npm run lint: Biome (lint rules and the formatter, see biome.json), the import check (no import
-# circle in src/, no import from a higher layer: scripts/check-imports.ts), buf lint, and buf
+# circle in src/, no import from a higher layer: scripts/check-imports.ts), the function lengths
+# (scripts/function-lengths.ts), buf lint, and buf
 # breaking against the commit this one builds on: on a branch its merge base with main, on main
 # the previous commit. A clone without that history (shallow) skips only the breaking check, saying so.
 set -euo pipefail
@@ -8,6 +9,7 @@ cd "$(dirname "$0")/.."
 
 npx biome check .
 node scripts/check-imports.ts
+node scripts/function-lengths.ts
 npx buf lint
 
 base=""

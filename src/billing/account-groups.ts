@@ -8,7 +8,7 @@
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { KeyRef, SetAccountGroupRequest, SetAccountGroupResponseSchema } from '../gen/gateway/v1/billing_pb.js';
 import type { Db } from '../db/db.ts';
-import { badRequest } from '../rpc/errors.ts';
+import { badRequest } from '../errors/errors.ts';
 import type { KeyCheck } from './key-check.ts';
 import { KEY_CHANNEL } from './key-cache.ts';
 import type { KeyRow } from './ledger.ts';

@@ -7,7 +7,7 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { Db } from '../db/db.ts';
 import type { AccountKeySchema, AccountSummarySchema } from '../gen/gateway/v1/billing_pb.js';
-import { badRequest } from '../rpc/errors.ts';
+import { badRequest } from '../errors/errors.ts';
 import { visiblePrefix } from './keys.ts';
 import { IS_REQUEST, timestampFromMicros } from './usage-log.ts';
 

@@ -2,7 +2,7 @@
 // the RPC port before it reads a message) and carried through the call as a context value:
 // nothing after the edge reads the raw key again.
 import { createContextKey, type HandlerContext } from '@connectrpc/connect';
-import { unauthorized } from '../rpc/errors.ts';
+import { unauthorized } from '../errors/errors.ts';
 
 export interface Caller {
   /** The key's peppered hash: what holds, leases and rate windows know the key by. */

@@ -12,7 +12,7 @@ import {
   type GetMarginReportResponseSchema,
 } from '../gen/gateway/v1/billing_pb.js';
 import type { Db } from '../db/db.ts';
-import { badRequest } from '../rpc/errors.ts';
+import { badRequest } from '../errors/errors.ts';
 import { IS_REQUEST } from './usage-log.ts';
 
 export type MarginBy = 'model' | 'day' | 'account';

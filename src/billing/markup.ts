@@ -4,7 +4,7 @@
 // anything is rounded, so a request's charge equals its usage times the customer prices
 // /v1/models lists, rounded up once. (Marking up the provider cost already rounded to the nano
 // would round twice: up to ceil(1 + markup) nano-USD above the listed prices times the usage.)
-import { ceilDiv, type Rational } from './money.ts';
+import { ceilDiv, type Rational } from '../money/money.ts';
 
 /** Markups are decimal fractions with at most 6 places ("0.2" = 20%), kept as millionths. */
 const SCALE = 1_000_000n;
@@ -29,7 +29,7 @@ export function markupPpm(rate: string): bigint | undefined {
   return BigInt(m[1]!) * SCALE + BigInt(frac);
 }
 
-export function markupOf(versionId: bigint, rate: string): Markup {
+export function parseMarkup(versionId: bigint, rate: string): Markup {
   const ppm = markupPpm(rate);
   if (ppm === undefined) throw new Error(`not a markup: ${JSON.stringify(rate)}`);
   return { versionId, rate, ppm };

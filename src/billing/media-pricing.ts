@@ -2,7 +2,7 @@
 // megapixel, or by image tokens), audio (per second, or by audio tokens) and speech (per
 // character). Every figure goes through costNano: exact, rounded up once. The ...Cost forms are
 // the same figures before that rounding: what a charge marks up (src/billing/markup.ts).
-import { ceilDiv, costNano, costRational, type PricedQuantity, type Rational } from './money.ts';
+import { ceilDiv, costNano, costRational, type PricedQuantity, type Rational } from '../money/money.ts';
 import { PER_MILLION } from './pricing.ts';
 
 export type Prices = Readonly<Record<string, string>>;

@@ -2,7 +2,7 @@
 // the prices are the ones the provider billed the request at: the service tier it reports,
 // its long-context prices past the model's threshold, 1-hour cache writes apart from 5-minute
 // ones, and a fee per server tool call it reports (docs/billing.md).
-import { costNano, costRational, dearer, parseDecimal, type PricedQuantity } from './money.ts';
+import { costNano, costRational, dearer, parseDecimal, type PricedQuantity } from '../money/money.ts';
 
 export const PER_MILLION = 1_000_000n;
 
@@ -242,7 +242,7 @@ export function affordableBeyond(fixed: readonly PricedQuantity[], unitPriceUsd:
 }
 
 /**
- * The worst case a request can be billed, as the route's policy sees it (src/inference/bill-policy.ts):
+ * The worst case a request can be billed, as the route's policy sees it (src/metering/bill-policy.ts):
  * what the hold must cover.
  */
 export interface WorstCase {

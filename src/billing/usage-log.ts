@@ -12,7 +12,7 @@ import type {
   ListUsageRequest,
   UsageRecordSchema,
 } from '../gen/gateway/v1/billing_pb.js';
-import { badRequest } from '../rpc/errors.ts';
+import { badRequest } from '../errors/errors.ts';
 
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;

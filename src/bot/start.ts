@@ -10,11 +10,13 @@ import { webhookCallback, type Bot } from 'grammy';
 import type { Logger } from 'pino';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
-import { COMMANDS, createBot } from './bot.ts';
+import { createBot } from './bot.ts';
+import { COMMANDS } from './commands.ts';
+import type { BotContext } from './context.ts';
 import { botConfigOf, type BotConfig, type BotSettings } from '../config/bot-config.ts';
 
 export interface RunningBot {
-  bot: Bot;
+  bot: Bot<BotContext>;
   mode: 'polling' | 'webhook';
   stop(): Promise<void>;
 }
@@ -62,46 +64,49 @@ export async function startBot(opts: {
   });
   await bot.init(); // getMe: a wrong token fails here, loudly
   await bot.api.setMyCommands(COMMANDS).catch((err) => log.warn({ err }, 'telegram: setMyCommands failed'));
+  return config.webhook ? serveWebhook(bot, config.webhook, log) : startPolling(bot, log);
+}
 
-  if (config.webhook) {
-    const wh = config.webhook;
-    const path = new URL(wh.url).pathname;
-    const handle = webhookCallback(bot, 'http', { secretToken: wh.secret });
-    const secret = Buffer.from(wh.secret);
-    const server = http.createServer((req, res) => {
-      if (req.method !== 'POST' || new URL(req.url ?? '/', 'http://x').pathname !== path) {
-        res.statusCode = 404;
-        return void res.end();
-      }
-      // Nothing is read from a sender without the secret, nor more than an update can be: the
-      // secret is compared in constant time and the declared size checked before the body.
-      const given = Buffer.from(String(req.headers['x-telegram-bot-api-secret-token'] ?? ''));
-      if (given.length !== secret.length || !timingSafeEqual(given, secret)) return refuse(req, res, 401);
-      const declared = Number(req.headers['content-length']);
-      if (!Number.isSafeInteger(declared)) return refuse(req, res, 411);
-      if (declared > MAX_UPDATE_BYTES) return refuse(req, res, 413);
-      handle(req, res).catch((err: unknown) => {
-        log.error({ err }, 'telegram webhook update failed');
-        if (!res.headersSent) res.statusCode = 500; // Telegram delivers it again
-        res.end();
-      });
+type Webhook = NonNullable<BotConfig['webhook']>;
+
+/** A server that takes Telegram's updates at the webhook URL's path, and the webhook set to it. */
+async function serveWebhook(bot: Bot<BotContext>, wh: Webhook, log: Logger): Promise<RunningBot> {
+  const path = new URL(wh.url).pathname;
+  const handle = webhookCallback(bot, 'http', { secretToken: wh.secret });
+  const secret = Buffer.from(wh.secret);
+  const server = http.createServer((req, res) => {
+    if (req.method !== 'POST' || new URL(req.url ?? '/', 'http://x').pathname !== path) {
+      res.statusCode = 404;
+      return void res.end();
+    }
+    // Nothing is read from a sender without the secret, nor more than an update can be: the
+    // secret is compared in constant time and the declared size checked before the body.
+    const given = Buffer.from(String(req.headers['x-telegram-bot-api-secret-token'] ?? ''));
+    if (given.length !== secret.length || !timingSafeEqual(given, secret)) return refuse(req, res, 401);
+    const declared = Number(req.headers['content-length']);
+    if (!Number.isSafeInteger(declared)) return refuse(req, res, 411);
+    if (declared > MAX_UPDATE_BYTES) return refuse(req, res, 413);
+    handle(req, res).catch((err: unknown) => {
+      log.error({ err }, 'telegram webhook update failed');
+      if (!res.headersSent) res.statusCode = 500; // Telegram delivers it again
+      res.end();
     });
-    await new Promise<void>((resolve, reject) =>
-      server.once('error', reject).listen(wh.port, wh.host, () => resolve()),
-    );
-    await bot.api.setWebhook(wh.url, { secret_token: wh.secret, allowed_updates: [...ALLOWED_UPDATES] });
-    log.info({ bot: bot.botInfo.username, url: wh.url, port: wh.port }, 'telegram bot running by webhook');
-    return {
-      bot,
-      mode: 'webhook',
-      stop: () =>
-        new Promise<void>((resolve) => {
-          server.close(() => resolve());
-          server.closeIdleConnections();
-        }),
-    };
-  }
+  });
+  await new Promise<void>((resolve, reject) => server.once('error', reject).listen(wh.port, wh.host, () => resolve()));
+  await bot.api.setWebhook(wh.url, { secret_token: wh.secret, allowed_updates: [...ALLOWED_UPDATES] });
+  log.info({ bot: bot.botInfo.username, url: wh.url, port: wh.port }, 'telegram bot running by webhook');
+  return {
+    bot,
+    mode: 'webhook',
+    stop: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      }),
+  };
+}
 
+function startPolling(bot: Bot<BotContext>, log: Logger): RunningBot {
   const polling = bot
     .start({ allowed_updates: [...ALLOWED_UPDATES] })
     .catch((err: unknown) => log.error({ err }, 'telegram long polling stopped'));

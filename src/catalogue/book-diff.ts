@@ -44,7 +44,7 @@ export function bookMarkupOf(scope: MarkupScope, markup: string): BookMarkup {
   };
 }
 
-export function scopeOf(m: BookMarkup): MarkupScope {
+export function markupScopeOf(m: BookMarkup): MarkupScope {
   return { provider: m.provider ?? '', modelId: m.model ?? '', group: m.group ?? '' };
 }
 
@@ -128,16 +128,16 @@ export function diffBooks(
     else if (target !== before)
       changes.push({ kind: 'set_alias', alias, target, ...(before !== undefined ? { before } : {}) });
   }
-  const markupsNow = new Map(current.markups.map((m) => [scopeName(scopeOf(m)), m]));
-  const markupsNext = new Map(proposed.markups.map((m) => [scopeName(scopeOf(m)), m]));
+  const markupsNow = new Map(current.markups.map((m) => [scopeName(markupScopeOf(m)), m]));
+  const markupsNext = new Map(proposed.markups.map((m) => [scopeName(markupScopeOf(m)), m]));
   for (const name of [...new Set([...markupsNow.keys(), ...markupsNext.keys()])].sort()) {
     const before = markupsNow.get(name);
     const after = markupsNext.get(name);
-    if (!after) changes.push({ kind: 'clear_markup', scope: scopeOf(before!), before: before!.markup });
+    if (!after) changes.push({ kind: 'clear_markup', scope: markupScopeOf(before!), before: before!.markup });
     else if (after.markup !== before?.markup)
       changes.push({
         kind: 'set_markup',
-        scope: scopeOf(after),
+        scope: markupScopeOf(after),
         markup: after.markup,
         ...(before ? { before: before.markup } : {}),
       });

@@ -507,15 +507,19 @@ function fieldOfPath(path: readonly (string | number)[], root: unknown): string 
 export function bookProblems(doc: BookDocument): BookProblem[] {
   const out: BookProblem[] = [];
   const byId = new Map<string, CatalogueEntry>();
-  const listed = new Map<string, number>();
-  for (const m of doc.models) {
-    byId.set(m.id, m);
-    listed.set(m.id, (listed.get(m.id) ?? 0) + 1);
-  }
-  const isAlias = (name: string) => Object.hasOwn(doc.aliases, name);
-
+  for (const m of doc.models) byId.set(m.id, m);
   // Each list stops once the refusal is full (BOOK_LIMITS.problems); names are quoted clipped, as a
   // book built from an RPC's fields (service.ts) has not been through parseBookDocument's limits.
+  modelProblems(doc, out);
+  aliasProblems(doc, byId, out);
+  markupProblems(doc, byId, out);
+  return capped(out);
+}
+
+/** Each model's id (listed once, a model name), upstream id, provider, kind and prices. */
+function modelProblems(doc: BookDocument, out: BookProblem[]): void {
+  const listed = new Map<string, number>();
+  for (const m of doc.models) listed.set(m.id, (listed.get(m.id) ?? 0) + 1);
   for (const [i, m] of doc.models.entries()) {
     if (full(out)) break;
     const at = `models[${modelLabel(m, i)}]`;
@@ -547,7 +551,11 @@ export function bookProblems(doc: BookDocument): BookProblem[] {
     for (const p of [...priceMapProblems(m, m.prices), priceProblem(m), visionProblem(m)])
       if (p) out.push({ field: `${at}.${p.field}`, message: p.message });
   }
+}
 
+/** Each alias: a model name, not a model's, pointing at an enabled model of the book. */
+function aliasProblems(doc: BookDocument, byId: Map<string, CatalogueEntry>, out: BookProblem[]): void {
+  const isAlias = (name: string) => Object.hasOwn(doc.aliases, name);
   for (const [name, to] of Object.entries(doc.aliases)) {
     if (full(out)) break;
     const alias = clip(name);
@@ -574,7 +582,11 @@ export function bookProblems(doc: BookDocument): BookProblem[] {
         message: `alias ${alias}: points at ${target}, which is disabled; an alias serves an enabled model`,
       });
   }
+}
 
+/** Each markup: a markup rate, for a model or a provider of the book (not both), a group; one per scope. */
+function markupProblems(doc: BookDocument, byId: Map<string, CatalogueEntry>, out: BookProblem[]): void {
+  const isAlias = (name: string) => Object.hasOwn(doc.aliases, name);
   const scopes = new Map<string, number>();
   for (const mk of doc.markups) {
     if (full(out)) break;
@@ -613,7 +625,6 @@ export function bookProblems(doc: BookDocument): BookProblem[] {
   for (const [scope, n] of scopes)
     if (n > 1)
       out.push({ field: `markups[${scope}]`, message: `markup ${scope}: given ${n} times; a scope has one markup` });
-  return capped(out);
 }
 
 // ---------------------------------------------------------------------------------------------

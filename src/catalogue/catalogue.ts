@@ -1,15 +1,15 @@
 // The catalogue at run time: the declarative list joined with which providers have
 // credentials, and the model aliases. Lookups are by the id callers use, or an alias of it.
 import type { Config, ProviderConfig } from '../config/config.ts';
-import { parseDecimal } from '../billing/money.ts';
+import { parseDecimal } from '../money/money.ts';
 import type { CatalogueEntry } from './models.ts';
 import { MODELS } from './shipped-book.ts';
 import { applyAliasSetting, modelAliases } from './aliases.ts';
 import { priceProblem, visionProblem } from './price-rules.ts';
 import type { BookState, MarkupVersion, PriceVersion } from './price-book.ts';
 import { applicableMarkup } from './book-diff.ts';
-import { gatewayError } from '../rpc/errors.ts';
-import { NO_MARKUP, markupOf, type Markup } from '../billing/markup.ts';
+import { gatewayError } from '../errors/errors.ts';
+import { NO_MARKUP, parseMarkup, type Markup } from '../billing/markup.ts';
 
 export interface ResolvedModel extends CatalogueEntry {
   available: boolean;
@@ -37,7 +37,7 @@ export class Catalogue {
   private byAlias = new Map<string, ResolvedModel>();
   private readonly config: Config;
 
-  /** The shipped catalogue (or `entries`) at its shipped prices: what serves until the book is read (applyBook). */
+  /** The shipped catalogue (or `entries`) at its shipped prices: what serves until the book is read (load). */
   constructor(
     config: Config,
     entries: readonly CatalogueEntry[] = MODELS,
@@ -53,7 +53,7 @@ export class Catalogue {
    * book changes nothing. A model keeps its object until then: a request that resolved it goes on
    * at the prices, markups and versions it was planned with.
    */
-  applyBook(state: BookState): void {
+  load(state: BookState): void {
     const entries = [...state.definitions.values()].map((d) => ({
       ...d,
       prices: state.prices.get(d.id)?.prices ?? {},
@@ -130,7 +130,7 @@ function markupTable(model: CatalogueEntry, markups: readonly MarkupVersion[]): 
   const table = new Map<string, Markup>();
   for (const g of new Set(['', ...markups.map((m) => m.group)])) {
     const hit = applicableMarkup(markups, (m) => m, model, g);
-    if (hit && (g === '' || hit.group === g)) table.set(g, markupOf(hit.id, hit.markup!));
+    if (hit && (g === '' || hit.group === g)) table.set(g, parseMarkup(hit.id, hit.markup!));
   }
   return table;
 }

@@ -27,16 +27,16 @@
 // were).
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { customerNano, markupOf, NO_MARKUP, type Markup } from '../billing/markup.ts';
+import { customerNano, parseMarkup, NO_MARKUP, type Markup } from '../billing/markup.ts';
 import { audioSecondsCost, charactersCost, megapixelCost } from '../billing/media-pricing.ts';
-import { ceilDiv, costRational, parseDecimal, type PricedQuantity, type Rational } from '../billing/money.ts';
+import { ceilDiv, costRational, parseDecimal, type PricedQuantity, type Rational } from '../money/money.ts';
 import { PER_MILLION, tokenCostParts, variantPrices, type TokenPrices } from '../billing/pricing.ts';
 import type { Db } from '../db/db.ts';
 import type { PreviewBookResponseSchema } from '../gen/gateway/v1/catalogue_pb.js';
 import type { BookDocument, BookMarkup } from './book-document.ts';
 import type { CatalogueEntry } from './models.ts';
 import type { BookPreview } from './preview.ts';
-import { applicableMarkup, scopeOf } from './book-diff.ts';
+import { applicableMarkup, markupScopeOf } from './book-diff.ts';
 
 type Prices = Readonly<Record<string, string>>;
 
@@ -145,8 +145,8 @@ export function markupIn(
   model: Pick<CatalogueEntry, 'id' | 'provider'>,
   group: string,
 ): Markup {
-  const hit = applicableMarkup(markups, scopeOf, model, group);
-  return hit ? markupOf(0n, hit.markup) : NO_MARKUP;
+  const hit = applicableMarkup(markups, markupScopeOf, model, group);
+  return hit ? parseMarkup(0n, hit.markup) : NO_MARKUP;
 }
 
 /** A group's proposed figures: provider cost, revenue, and how many of its requests are inexact. */

@@ -8,7 +8,7 @@ import fs from 'node:fs';
 import { timestampDate, timestampFromDate, type Timestamp } from '@bufbuild/protobuf/wkt';
 import type { Client } from '@connectrpc/connect';
 import type { CatalogueService, Markup, PreviewRow } from '../gen/gateway/v1/catalogue_pb.js';
-import { nanoToUsd } from '../billing/money.ts';
+import { nanoToUsd } from '../money/money.ts';
 import { BOOK_LIMITS, bookProblems, parseBookDocument, type BookProblem } from '../catalogue/book-document.ts';
 import { scopeName } from '../catalogue/book-diff.ts';
 import { isoSecond } from './usage-table.ts';
@@ -55,155 +55,190 @@ export interface CatalogueCli {
 
 const SOURCE = 'operator-cli';
 
+/** One catalogue command, given what the command line said. */
+interface Command {
+  cli: CatalogueCli;
+  cmd: string;
+  /** The `i`th argument, or a usage error saying what it should be. */
+  arg(i: number, what: string): string;
+  args: string[];
+  /** Who writes, and why (--reason): on every change. */
+  meta: { reason: string; source: string };
+}
+
+const COMMANDS: Record<string, (c: Command) => Promise<void>> = {
+  history: (c) => history(c.cli, c.arg(0, 'a model id')),
+  'set-price': (c) => setPrice(c.cli, c.arg(0, 'a model id'), c.args.slice(1)),
+  export: exportBook,
+  diff: applyDocument,
+  apply: applyDocument,
+  preview: previewDocument,
+  upsert: upsertModel,
+  enable: setEnabled,
+  disable: setEnabled,
+  alias: setAlias,
+  unalias: deleteAlias,
+  markup: setMarkup,
+  markups: listMarkups,
+};
+
 export async function runCatalogue(cli: CatalogueCli, cmd: string | undefined, args: string[]): Promise<void> {
-  const { catalogue, options, out } = cli;
   if (!cmd) cli.usageError(`catalogue needs a command (${CATALOGUE_COMMANDS.join(', ')})`);
-  if (!CATALOGUE_COMMANDS.includes(cmd))
+  const run = CATALOGUE_COMMANDS.includes(cmd) ? COMMANDS[cmd] : undefined;
+  if (!run)
     cli.usageError(
       `unknown command "catalogue ${cmd}" (the commands are catalogue ${CATALOGUE_COMMANDS.join(', catalogue ')})`,
     );
   const arg = (i: number, what: string) => args[i] ?? cli.usageError(`catalogue ${cmd} needs ${what}`);
-  const meta = { reason: options.reason ?? '', source: SOURCE };
+  await run({ cli, cmd, arg, args, meta: { reason: cli.options.reason ?? '', source: SOURCE } });
+}
 
-  switch (cmd) {
-    case 'history':
-      return history(cli, arg(0, 'a model id'));
-    case 'set-price':
-      return setPrice(cli, arg(0, 'a model id'), args.slice(1));
-    case 'export': {
-      // The document is JSON already, in its canonical form: printed as it is, --json or not.
-      const { document } = await catalogue.exportBook({});
-      process.stdout.write(document);
-      return;
-    }
-    case 'diff':
-    case 'apply': {
-      const dryRun = cmd === 'diff';
-      if (dryRun && options.from !== undefined) cli.usageError('catalogue diff takes no --from (it writes nothing)');
-      const from = dateOption(cli);
-      const document = readDocument(cli, cmd);
-      const r = await catalogue.applyBook({
-        document,
-        dryRun,
-        ...(from ? { effectiveFrom: timestampFromDate(from) } : {}),
-        ...meta,
-      });
-      // One line per change (what a dry run would write, or what was written), as a reviewer reads a diff.
-      const lines = r.changes.map((c) => `${c.kind} ${c.subject} ${c.detail}`);
-      out(lines.length > 0 ? lines.join('\n') : 'no changes', {
-        applied: r.applied,
-        changes: r.changes.map((c) => ({ kind: c.kind, subject: c.subject, detail: c.detail })),
-      });
-      return;
-    }
-    case 'preview': {
-      const days = options.days === undefined ? 30 : Number(options.days);
-      if (!/^\d+$/.test(options.days ?? '30') || days < 1 || days > 366)
-        cli.usageError('--days must be a whole number of days from 1 to 366');
-      const document = readDocument(cli, cmd);
-      const r = await catalogue.previewBook({ document, days });
-      const when = (t: Timestamp | undefined) => (t ? isoSecond(timestampDate(t)) : '');
-      out(
-        `usage from ${when(r.from)} to ${when(r.to)} (${days === 1 ? '1 day' : `${days} days`})\n${previewTable(r.rows, r.total)}`,
-        {
-          from: when(r.from),
-          to: when(r.to),
-          rows: r.rows.map(previewJson),
-          total: r.total ? previewJson(r.total) : undefined,
-        },
-      );
-      return;
-    }
-    case 'upsert': {
-      const text = readFile(cli, cmd);
-      try {
-        JSON.parse(text);
-      } catch (e) {
-        cli.fail(`error: ${options.file === '-' ? 'stdin' : options.file}: not JSON: ${(e as Error).message}`, 1);
-      }
-      const parsed = parseBookDocument(`{"models":[${text}],"aliases":{},"markups":[]}`);
-      if ('problems' in parsed) refuseFile(cli, parsed.problems);
-      const r = await catalogue.upsertModel({ modelJson: text, ...meta });
-      const m = r.model!;
-      out(
-        `${r.created ? 'added' : 'updated'} ${m.id} (${m.available ? 'available' : `not available: ${m.unavailableReason}`}; price version ${m.priceVersionId})`,
-        { created: r.created, model_id: m.id, available: m.available, price_version_id: m.priceVersionId },
-      );
-      return;
-    }
-    case 'enable':
-    case 'disable': {
-      const r = await catalogue.setModelEnabled({ modelId: arg(0, 'a model id'), enabled: cmd === 'enable', ...meta });
-      const m = r.model!;
-      out(
-        `${m.id} ${m.enabled ? 'enabled' : 'disabled'}${m.enabled && !m.available ? ` (not available: ${m.unavailableReason})` : ''}`,
-        { model_id: m.id, enabled: m.enabled, available: m.available },
-      );
-      return;
-    }
-    case 'alias': {
-      const alias = arg(0, 'an alias and a model id');
-      const modelId = arg(1, 'a model id after the alias');
-      await catalogue.setAlias({ alias, modelId, ...meta });
-      out(`${alias} -> ${modelId}`, { alias, model_id: modelId });
-      return;
-    }
-    case 'unalias': {
-      const alias = arg(0, 'an alias');
-      const r = await catalogue.deleteAlias({ alias, ...meta });
-      out(r.deleted ? `${alias} deleted` : `no alias ${alias}`, { alias, deleted: r.deleted });
-      return;
-    }
-    case 'markup': {
-      const rate = arg(0, 'a markup ("0.2" for 20%) or clear');
-      if (options.provider !== undefined && options.model !== undefined)
-        cli.usageError('a markup is for a provider or a model, not both');
-      const from = dateOption(cli);
-      const r = await catalogue.setMarkup({
-        provider: options.provider ?? '',
-        modelId: options.model ?? '',
-        accountGroup: options.group ?? '',
-        markup: rate === 'clear' ? '' : rate,
-        ...(from ? { effectiveFrom: timestampFromDate(from) } : {}),
-        ...meta,
-      });
-      const m = r.markup;
-      if (!m) {
-        out('no changes', { changed: false });
-        return;
-      }
-      out(
-        `${markupScopeName(m)} ${m.markup === '' ? 'cleared' : `= ${m.markup}`} from ${markupFrom(m)} (version ${m.id})`,
-        markupJson(m),
-      );
-      return;
-    }
-    case 'markups': {
-      const r = await catalogue.listMarkups({});
-      const rows = [
-        ...r.inForce.map((m) => ({ m, state: 'in force' })),
-        ...r.scheduled.map((m) => ({ m, state: 'scheduled' })),
-      ];
-      out(
-        rows.length === 0
-          ? '(no markups: customers pay the providers’ prices)'
-          : cellTable(
-              ['SCOPE', 'MARKUP', 'STATE', 'FROM (UTC)', 'VERSION', 'SOURCE'],
-              ['left', 'point', 'left', 'left', 'right', 'left'],
-              rows.map(({ m, state }) => [
-                markupScopeName(m),
-                m.markup === '' ? 'cleared' : m.markup,
-                state,
-                markupFrom(m),
-                m.id.toString(),
-                m.reason ? `${m.source}: ${m.reason}` : m.source,
-              ]),
-            ),
-        { in_force: r.inForce.map(markupJson), scheduled: r.scheduled.map(markupJson) },
-      );
-      return;
-    }
+/** The book as a document (JSON already, in its canonical form: printed as it is, --json or not). */
+async function exportBook({ cli }: Command): Promise<void> {
+  const { catalogue } = cli;
+  const { document } = await catalogue.exportBook({});
+  process.stdout.write(document);
+}
+
+/** diff: what a document would change; apply: writes it. */
+async function applyDocument({ cli, cmd, meta }: Command): Promise<void> {
+  const { catalogue, options, out } = cli;
+  const dryRun = cmd === 'diff';
+  if (dryRun && options.from !== undefined) cli.usageError('catalogue diff takes no --from (it writes nothing)');
+  const from = dateOption(cli);
+  const document = readDocument(cli, cmd);
+  const r = await catalogue.applyBook({
+    document,
+    dryRun,
+    ...(from ? { effectiveFrom: timestampFromDate(from) } : {}),
+    ...meta,
+  });
+  // One line per change (what a dry run would write, or what was written), as a reviewer reads a diff.
+  const lines = r.changes.map((c) => `${c.kind} ${c.subject} ${c.detail}`);
+  out(lines.length > 0 ? lines.join('\n') : 'no changes', {
+    applied: r.applied,
+    changes: r.changes.map((c) => ({ kind: c.kind, subject: c.subject, detail: c.detail })),
+  });
+}
+
+/** A document's prices over the last --days of usage. */
+async function previewDocument({ cli, cmd }: Command): Promise<void> {
+  const { catalogue, options, out } = cli;
+  const days = options.days === undefined ? 30 : Number(options.days);
+  if (!/^\d+$/.test(options.days ?? '30') || days < 1 || days > 366)
+    cli.usageError('--days must be a whole number of days from 1 to 366');
+  const document = readDocument(cli, cmd);
+  const r = await catalogue.previewBook({ document, days });
+  const when = (t: Timestamp | undefined) => (t ? isoSecond(timestampDate(t)) : '');
+  out(
+    `usage from ${when(r.from)} to ${when(r.to)} (${days === 1 ? '1 day' : `${days} days`})\n${previewTable(r.rows, r.total)}`,
+    {
+      from: when(r.from),
+      to: when(r.to),
+      rows: r.rows.map(previewJson),
+      total: r.total ? previewJson(r.total) : undefined,
+    },
+  );
+}
+
+/** Adds or replaces one model from a file. */
+async function upsertModel({ cli, cmd, meta }: Command): Promise<void> {
+  const { catalogue, options, out } = cli;
+  const text = readFile(cli, cmd);
+  try {
+    JSON.parse(text);
+  } catch (e) {
+    cli.fail(`error: ${options.file === '-' ? 'stdin' : options.file}: not JSON: ${(e as Error).message}`, 1);
   }
+  const parsed = parseBookDocument(`{"models":[${text}],"aliases":{},"markups":[]}`);
+  if ('problems' in parsed) refuseFile(cli, parsed.problems);
+  const r = await catalogue.upsertModel({ modelJson: text, ...meta });
+  const m = r.model!;
+  out(
+    `${r.created ? 'added' : 'updated'} ${m.id} (${m.available ? 'available' : `not available: ${m.unavailableReason}`}; price version ${m.priceVersionId})`,
+    { created: r.created, model_id: m.id, available: m.available, price_version_id: m.priceVersionId },
+  );
+}
+
+/** Serves a model again, or stops serving it. */
+async function setEnabled({ cli, cmd, arg, meta }: Command): Promise<void> {
+  const { catalogue, out } = cli;
+  const r = await catalogue.setModelEnabled({ modelId: arg(0, 'a model id'), enabled: cmd === 'enable', ...meta });
+  const m = r.model!;
+  out(
+    `${m.id} ${m.enabled ? 'enabled' : 'disabled'}${m.enabled && !m.available ? ` (not available: ${m.unavailableReason})` : ''}`,
+    { model_id: m.id, enabled: m.enabled, available: m.available },
+  );
+}
+
+/** Points an alias at a model. */
+async function setAlias({ cli, arg, meta }: Command): Promise<void> {
+  const { catalogue, out } = cli;
+  const alias = arg(0, 'an alias and a model id');
+  const modelId = arg(1, 'a model id after the alias');
+  await catalogue.setAlias({ alias, modelId, ...meta });
+  out(`${alias} -> ${modelId}`, { alias, model_id: modelId });
+}
+
+/** Removes an alias. */
+async function deleteAlias({ cli, arg, meta }: Command): Promise<void> {
+  const { catalogue, out } = cli;
+  const alias = arg(0, 'an alias');
+  const r = await catalogue.deleteAlias({ alias, ...meta });
+  out(r.deleted ? `${alias} deleted` : `no alias ${alias}`, { alias, deleted: r.deleted });
+}
+
+/** Sets (or clears) a markup for everyone or a group, on the default, a provider or a model. */
+async function setMarkup({ cli, arg, meta }: Command): Promise<void> {
+  const { catalogue, options, out } = cli;
+  const rate = arg(0, 'a markup ("0.2" for 20%) or clear');
+  if (options.provider !== undefined && options.model !== undefined)
+    cli.usageError('a markup is for a provider or a model, not both');
+  const from = dateOption(cli);
+  const r = await catalogue.setMarkup({
+    provider: options.provider ?? '',
+    modelId: options.model ?? '',
+    accountGroup: options.group ?? '',
+    markup: rate === 'clear' ? '' : rate,
+    ...(from ? { effectiveFrom: timestampFromDate(from) } : {}),
+    ...meta,
+  });
+  const m = r.markup;
+  if (!m) {
+    out('no changes', { changed: false });
+    return;
+  }
+  out(
+    `${markupScopeName(m)} ${m.markup === '' ? 'cleared' : `= ${m.markup}`} from ${markupFrom(m)} (version ${m.id})`,
+    markupJson(m),
+  );
+}
+
+/** The markups in force and scheduled. */
+async function listMarkups({ cli }: Command): Promise<void> {
+  const { catalogue, out } = cli;
+  const r = await catalogue.listMarkups({});
+  const rows = [
+    ...r.inForce.map((m) => ({ m, state: 'in force' })),
+    ...r.scheduled.map((m) => ({ m, state: 'scheduled' })),
+  ];
+  out(
+    rows.length === 0
+      ? '(no markups: customers pay the providers’ prices)'
+      : cellTable(
+          ['SCOPE', 'MARKUP', 'STATE', 'FROM (UTC)', 'VERSION', 'SOURCE'],
+          ['left', 'point', 'left', 'left', 'right', 'left'],
+          rows.map(({ m, state }) => [
+            markupScopeName(m),
+            m.markup === '' ? 'cleared' : m.markup,
+            state,
+            markupFrom(m),
+            m.id.toString(),
+            m.reason ? `${m.source}: ${m.reason}` : m.source,
+          ]),
+        ),
+    { in_force: r.inForce.map(markupJson), scheduled: r.scheduled.map(markupJson) },
+  );
 }
 
 async function history(cli: CatalogueCli, model: string): Promise<void> {

@@ -10,7 +10,8 @@ import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { GatewayErrorSchema } from '../gen/gateway/v1/errors_pb.js';
-import { nanoToUsd, usdToNano } from '../billing/money.ts';
+import { usdToNano } from '../money/money.ts';
+import { formatUsd } from '../money/format.ts';
 import { loadCliConfig } from '../config/cli-config.ts';
 import { usageTable } from './usage-table.ts';
 import { CATALOGUE_COMMANDS, runCatalogue } from './catalogue-commands.ts';
@@ -116,7 +117,6 @@ const keyRef = (s: string | undefined, cmd: string) => {
   if (!s) usageError(`keys ${cmd} needs a key (prx-…) or a key id`);
   return { ref: s.startsWith('prx-') ? { case: 'apiKey' as const, value: s } : { case: 'keyId' as const, value: s } };
 };
-const usd = (nano: bigint) => `$${nanoToUsd(nano)}`;
 const out = (human: string, json: unknown) =>
   console.log(values.json ? JSON.stringify(json, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)) : human);
 
@@ -170,19 +170,22 @@ async function run(): Promise<void> {
       else {
         console.log(r.apiKey);
         console.error(
-          `key id ${r.keyId}, account ${r.accountId}, balance ${usd(r.balanceNano)}. The key is shown once; store it now.`,
+          `key id ${r.keyId}, account ${r.accountId}, balance ${formatUsd(r.balanceNano)}. The key is shown once; store it now.`,
         );
       }
       return;
     }
     case 'balance': {
       const b = await client.getBalance({ key: keyRef(arg, cmd) });
-      out(`balance   ${usd(b.balanceNano)}\nheld      ${usd(b.heldNano)}\navailable ${usd(b.availableNano)}`, {
-        account_id: b.accountId,
-        balance_nano: b.balanceNano,
-        held_nano: b.heldNano,
-        available_nano: b.availableNano,
-      });
+      out(
+        `balance   ${formatUsd(b.balanceNano)}\nheld      ${formatUsd(b.heldNano)}\navailable ${formatUsd(b.availableNano)}`,
+        {
+          account_id: b.accountId,
+          balance_nano: b.balanceNano,
+          held_nano: b.heldNano,
+          available_nano: b.availableNano,
+        },
+      );
       return;
     }
     case 'topup': {
@@ -190,7 +193,7 @@ async function run(): Promise<void> {
       const amountNano = dollars(values.amount, 'amount');
       const externalId = values['external-id'] ?? `cli:${randomUUID()}`;
       const r = await client.topUp({ key, amountNano, externalId, cause: 'operator-cli' });
-      out(`${r.applied ? 'applied' : 'already applied'} (${externalId}); balance ${usd(r.balanceNano)}`, {
+      out(`${r.applied ? 'applied' : 'already applied'} (${externalId}); balance ${formatUsd(r.balanceNano)}`, {
         applied: r.applied,
         external_id: externalId,
         balance_nano: r.balanceNano,

@@ -1,6 +1,6 @@
 // `report margin` for a person: one line per model, UTC day or account, then the total. Amounts
 // are exact dollars (up to nine decimals, a minus sign for a loss), aligned on the decimal point.
-import { nanoToUsd } from '../billing/money.ts';
+import { nanoToUsd } from '../money/money.ts';
 import { textTable, type Column } from './table.ts';
 
 export interface MarginLine {

@@ -1,7 +1,7 @@
 // `keys usage` for a person: an aligned table with a header. Times are UTC to the second in ISO
 // form (2025-06-01T12:00:05Z): the same on every machine, sortable, no `.000Z` noise. Costs are
 // exact dollars (up to nine decimals), aligned on the decimal point.
-import { nanoToUsd } from '../billing/money.ts';
+import { nanoToUsd } from '../money/money.ts';
 import { textTable, type Column } from './table.ts';
 
 export interface UsageRow {

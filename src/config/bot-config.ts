@@ -1,7 +1,7 @@
 // The Telegram bot's settings, read from the environment once. The bot runs inside the gateway
 // (when TELEGRAM_BOT_TOKEN is set: loadConfig reads these settings with the gateway's own) or
 // alone (`npm run bot`: loadBotProcessConfig, with what it needs to reach the gateway).
-import { usdToNano } from '../billing/money.ts';
+import { usdToNano } from '../money/money.ts';
 import { logFormat, logLevel, nonEmpty } from './env.ts';
 import { findGateway, type FoundGateway } from './gateway-address.ts';
 

@@ -5,7 +5,7 @@
 // a shared kind allows). `npm run bot` and the CLI have loaders of their own beside this one
 // (bot-config.ts, cli-config.ts).
 import path from 'node:path';
-import { usdToNano } from '../billing/money.ts';
+import { usdToNano } from '../money/money.ts';
 import { loadBotSettings, type BotSettings } from './bot-config.ts';
 import { logFormat, logLevel, nonEmpty } from './env.ts';
 import { dataDirOf } from './gateway-address.ts';

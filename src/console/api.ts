@@ -23,8 +23,15 @@ import { ConsoleError, jsonObject } from './wire.ts';
 import { registerHolderRoutes } from './holder-routes.ts';
 import { registerOperatorRoutes } from './operator-routes.ts';
 import { API, access, type Access, type ConsoleApiDeps, type RouteKit } from './kit.ts';
+import type { Me, SessionAnswer, SessionEnded, SignInRequest } from './web/wire-types.ts';
 
 export type { ConsoleApiDeps } from './kit.ts';
+
+/** The fields of any member of a union (keyof a union has only the fields all members share). */
+type FieldOfAny<U> = U extends unknown ? keyof U : never;
+/** The fields of a sign-in, exactly one of which is sent. */
+type SignInField = FieldOfAny<SignInRequest>;
+const SIGN_IN_FIELDS = ['key', 'admin_token', 'link'] as const satisfies readonly SignInField[];
 
 const isJson = (req: FastifyRequest) => /^application\/json\s*(;|$)/i.test(req.headers['content-type'] ?? '');
 
@@ -88,9 +95,9 @@ export function consoleApi(deps: ConsoleApiDeps): FastifyPluginAsync<{ claimPref
       return req.consoleSession;
     };
 
-    app.post(`${API}/session`, access('sign-in'), async (req, reply) => {
-      const body = jsonObject(req.body);
-      const given = (['key', 'admin_token', 'link'] as const).filter((k) => body[k] !== undefined);
+    app.post(`${API}/session`, access('sign-in'), async (req, reply): Promise<SessionAnswer> => {
+      const body = jsonObject<Record<SignInField, string>>(req.body);
+      const given = SIGN_IN_FIELDS.filter((k) => body[k] !== undefined);
       const kind = given[0];
       const value = kind === undefined ? undefined : body[kind];
       if (given.length !== 1 || typeof value !== 'string' || value === '' || value.length > 512)
@@ -144,13 +151,13 @@ export function consoleApi(deps: ConsoleApiDeps): FastifyPluginAsync<{ claimPref
       return { role: who.role, csrf: s.csrf, expires_at: s.expiresAt.toISOString() };
     });
 
-    app.post(`${API}/session/end`, access('session'), async (req, reply: FastifyReply) => {
+    app.post(`${API}/session/end`, access('session'), async (req, reply: FastifyReply): Promise<SessionEnded> => {
       await deps.sessions.end(sessionCookieOf(req));
       reply.header('set-cookie', clearedSessionCookie(req));
       return { ended: true };
     });
 
-    app.get(`${API}/me`, access('session'), async (req) => {
+    app.get(`${API}/me`, access('session'), async (req): Promise<Me> => {
       const s = sessionOf(req);
       return {
         role: s.role,

@@ -1,5 +1,6 @@
 // A key holder's routes (docs/console.md#api): their balance, spend per day, request log (and
-// its CSV), ledger, prices and key rotation. The account and key are the session's, always.
+// its CSV), ledger, prices and key rotation. The account and key are the session's, always. Each
+// answers a shape of web/wire-types.ts, the page's own.
 import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
@@ -7,11 +8,22 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { ListUsageRequestSchema } from '../gen/gateway/v1/billing_pb.js';
 import { API, access, type Billing, type RouteKit } from './kit.ts';
 import { sessionCookieOf } from './sessions.ts';
+import type {
+  Balance,
+  DailyUsage,
+  LedgerRow,
+  ModelList,
+  Page,
+  RequestRow,
+  RotatedKey,
+  RotateKeyRequest,
+} from './web/wire-types.ts';
 import {
   addDays,
   ConsoleError,
   CSV_HEADER,
   csvLine,
+  dailyUsageRow,
   dayOf,
   endOfUtcDay,
   intParam,
@@ -34,7 +46,7 @@ export function registerHolderRoutes(app: FastifyInstance, kit: RouteKit): void 
   const holder = access('holder');
   const keyRef = (keyId: string) => ({ ref: { case: 'keyId' as const, value: keyId } });
 
-  app.get(`${API}/balance`, holder, async (req) => {
+  app.get(`${API}/balance`, holder, async (req): Promise<Balance> => {
     const b = await billing.getBalance({ key: keyRef(sessionOf(req).keyId) });
     return {
       balance_nano: b.balanceNano.toString(),
@@ -57,13 +69,13 @@ export function registerHolderRoutes(app: FastifyInstance, kit: RouteKit): void 
 
   app.get(`${API}/ledger`, holder, async (req) => ledgerPage(billing, sessionOf(req).accountId, req.query as Query));
 
-  app.get(`${API}/models`, holder, async (req) => {
+  app.get(`${API}/models`, holder, async (req): Promise<ModelList> => {
     const { models } = await catalogue.listModels({ availableOnly: true, accountGroup: sessionOf(req).group });
     return { models: models.map(modelEntry) };
   });
 
-  app.post(`${API}/key/rotate`, holder, async (req) => {
-    const body = jsonObject(req.body);
+  app.post(`${API}/key/rotate`, holder, async (req): Promise<RotatedKey> => {
+    const body = jsonObject<RotateKeyRequest>(req.body);
     if (body.confirm !== true)
       throw new ConsoleError(
         400,
@@ -85,7 +97,7 @@ export function registerHolderRoutes(app: FastifyInstance, kit: RouteKit): void 
 type UsageAsk = MessageInitShape<typeof ListUsageRequestSchema> & { accountId: string };
 
 /** One page of the request log (the holder's, or the operator's view of an account). */
-export async function requestsPage(billing: Billing, ask: UsageAsk) {
+export async function requestsPage(billing: Billing, ask: UsageAsk): Promise<Page<RequestRow>> {
   const page = await billing.listUsage(ask);
   return { rows: page.records.map(requestRow), next_cursor: page.nextCursor };
 }
@@ -117,7 +129,7 @@ export async function sendRequestsCsv(billing: Billing, reply: FastifyReply, ask
 }
 
 /** Spend and tokens per UTC day and model over the last `days` days (today included). */
-export async function dailyUsage(billing: Billing, accountId: string, q: Query) {
+export async function dailyUsage(billing: Billing, accountId: string, q: Query): Promise<DailyUsage> {
   const days = intParam(q, 'days', 30, 1, 366);
   const to = endOfUtcDay();
   const from = addDays(to, -days);
@@ -125,20 +137,12 @@ export async function dailyUsage(billing: Billing, accountId: string, q: Query) 
   return {
     from: dayOf(from),
     to: dayOf(addDays(to, -1)),
-    rows: r.rows.map((row) => ({
-      day: row.day,
-      model: row.model,
-      requests: Number(row.requests),
-      input_tokens: Number(row.inputTokens),
-      output_tokens: Number(row.outputTokens),
-      cached_tokens: Number(row.cachedTokens),
-      cost_nano: row.costNano.toString(),
-    })),
+    rows: r.rows.map(dailyUsageRow),
   };
 }
 
 /** One page of an account's ledger, newest first. */
-export async function ledgerPage(billing: Billing, accountId: string, q: Query) {
+export async function ledgerPage(billing: Billing, accountId: string, q: Query): Promise<Page<LedgerRow>> {
   const cursor = param(q, 'cursor', 40) ?? '';
   const page = await billing.listLedger({ accountId, cursor, pageSize: 50, kinds: ledgerKinds(q) });
   return { rows: page.entries.map(ledgerRow), next_cursor: page.nextCursor };

@@ -2,15 +2,37 @@
 // logs, top-ups and refunds, rate limits and revocation, the margin report, the price book
 // (with a model's history, a proposed document's preview and its application) and video jobs.
 // Only an operator session reaches them (api.ts); what each does is the RPC's, as the CLI's is.
+// Each answers a shape of web/wire-types.ts, the page's own.
 import type { FastifyInstance } from 'fastify';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { MarginGrouping } from '../gen/gateway/v1/billing_pb.js';
-import { usdToNano } from '../billing/money.ts';
+import { usdToNano } from '../money/money.ts';
 import { API, access, type RouteKit } from './kit.ts';
 import { dailyUsage, ledgerPage, requestsPage, sendRequestsCsv } from './holder-routes.ts';
+import type {
+  AccountDetail,
+  AccountRow,
+  ApplyAnswer,
+  BookAnswer,
+  BookApplyRequest,
+  BookPreview,
+  BookPreviewRequest,
+  LimitsAnswer,
+  LimitsRequest,
+  MarginReport,
+  Page,
+  PriceHistory,
+  RefundAnswer,
+  RefundRequest,
+  RevokeAnswer,
+  TopUpAnswer,
+  TopUpRequest,
+  VideoRow,
+} from './web/wire-types.ts';
 import {
   accountRow,
   addDays,
+  bookChange,
   ConsoleError,
   endOfUtcDay,
   intParam,
@@ -20,11 +42,14 @@ import {
   keyRow,
   marginRow,
   markupRow,
+  modelDefinition,
   param,
   previewRow,
+  priceVersion,
   type Query,
   timeParam,
   usageQuery,
+  videoRow,
 } from './wire.ts';
 
 /** Ledger rows and changes the operator makes here name this cause. */
@@ -44,7 +69,7 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
   type WithId = { Params: { id: string } };
   const keyRef = (keyId: string) => ({ ref: { case: 'keyId' as const, value: keyId } });
 
-  app.get(`${API}/admin/accounts`, operator, async (req) => {
+  app.get(`${API}/admin/accounts`, operator, async (req): Promise<Page<AccountRow>> => {
     const q = req.query as Query;
     const r = await billing.listAccounts({
       query: param(q, 'q') ?? '',
@@ -54,7 +79,7 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     return { rows: r.accounts.map(accountRow), next_cursor: r.nextCursor };
   });
 
-  app.get<WithId>(`${API}/admin/accounts/:id`, operator, async (req) => {
+  app.get<WithId>(`${API}/admin/accounts/:id`, operator, async (req): Promise<AccountDetail> => {
     const r = await billing.getAccount({ accountId: req.params.id });
     const account = r.account!;
     return { ...accountRow(account), keys_list: r.keys.map((k) => keyRow(k, account.label)) };
@@ -76,8 +101,8 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     dailyUsage(billing, req.params.id, req.query as Query),
   );
 
-  app.post<WithId>(`${API}/admin/accounts/:id/topup`, operator, async (req) => {
-    const body = jsonObject(req.body);
+  app.post<WithId>(`${API}/admin/accounts/:id/topup`, operator, async (req): Promise<TopUpAnswer> => {
+    const body = jsonObject<TopUpRequest>(req.body);
     if (typeof body.amount_usd !== 'string') throw invalid('amount_usd', 'a decimal string of USD, e.g. "5.00"');
     if (typeof body.external_id !== 'string' || body.external_id === '' || body.external_id.length > 200)
       throw invalid('external_id', 'required (up to 200 characters): the same id again credits once');
@@ -96,8 +121,8 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     return { applied: r.applied, balance_nano: r.balanceNano.toString() };
   });
 
-  app.post(`${API}/admin/refunds`, operator, async (req) => {
-    const body = jsonObject(req.body);
+  app.post(`${API}/admin/refunds`, operator, async (req): Promise<RefundAnswer> => {
+    const body = jsonObject<RefundRequest>(req.body);
     if (typeof body.external_id !== 'string' || body.external_id === '')
       throw invalid('external_id', 'the external id the top-up was applied with');
     const r = await billing.refundTopUp({ externalId: body.external_id, cause: OPERATOR_CAUSE });
@@ -110,9 +135,9 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     };
   });
 
-  app.post<WithId>(`${API}/admin/keys/:id/limits`, operator, async (req) => {
-    const body = jsonObject(req.body);
-    const limit = (name: 'rpm' | 'tpm'): number | null => {
+  app.post<WithId>(`${API}/admin/keys/:id/limits`, operator, async (req): Promise<LimitsAnswer> => {
+    const body = jsonObject<LimitsRequest>(req.body);
+    const limit = (name: keyof LimitsRequest): number | null => {
       const v = body[name];
       if (v === null) return null;
       if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
@@ -129,12 +154,12 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     return { updated: r.updated };
   });
 
-  app.post<WithId>(`${API}/admin/keys/:id/revoke`, operator, async (req) => {
+  app.post<WithId>(`${API}/admin/keys/:id/revoke`, operator, async (req): Promise<RevokeAnswer> => {
     const r = await billing.revokeKey({ key: keyRef(req.params.id) });
     return { revoked: r.revoked };
   });
 
-  app.get(`${API}/admin/margin`, operator, async (req) => {
+  app.get(`${API}/admin/margin`, operator, async (req): Promise<MarginReport> => {
     const q = req.query as Query;
     const to = timeParam(q, 'to', true) ?? endOfUtcDay();
     const from = timeParam(q, 'from', false) ?? addDays(to, -30);
@@ -151,7 +176,7 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     };
   });
 
-  app.get(`${API}/admin/book`, operator, async () => {
+  app.get(`${API}/admin/book`, operator, async (): Promise<BookAnswer> => {
     const [book, markups] = await Promise.all([catalogue.exportBook({}), catalogue.listMarkups({})]);
     return {
       document: book.document,
@@ -159,29 +184,13 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     };
   });
 
-  app.get<WithId>(`${API}/admin/models/:id/history`, operator, async (req) => {
+  app.get<WithId>(`${API}/admin/models/:id/history`, operator, async (req): Promise<PriceHistory> => {
     const r = await catalogue.getPriceHistory({ modelId: req.params.id });
-    return {
-      versions: r.versions.map((v) => ({
-        id: Number(v.id),
-        prices: { ...v.prices },
-        effective_from: iso(v.effectiveFrom),
-        created_at: iso(v.createdAt),
-        source: v.source,
-        reason: v.reason,
-      })),
-      definitions: r.definitions.map((d) => ({
-        id: Number(d.id),
-        definition_json: d.definitionJson,
-        created_at: iso(d.createdAt),
-        source: d.source,
-        reason: d.reason,
-      })),
-    };
+    return { versions: r.versions.map(priceVersion), definitions: r.definitions.map(modelDefinition) };
   });
 
-  app.post(`${API}/admin/book/preview`, operatorDocument, async (req) => {
-    const body = jsonObject(req.body);
+  app.post(`${API}/admin/book/preview`, operatorDocument, async (req): Promise<BookPreview> => {
+    const body = jsonObject<BookPreviewRequest>(req.body);
     const document = bookDocument(body);
     const days = body.days ?? 30;
     if (typeof days !== 'number' || !Number.isInteger(days) || days < 1 || days > 366)
@@ -195,8 +204,8 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     };
   });
 
-  app.post(`${API}/admin/book/apply`, operatorDocument, async (req) => {
-    const body = jsonObject(req.body);
+  app.post(`${API}/admin/book/apply`, operatorDocument, async (req): Promise<ApplyAnswer> => {
+    const body = jsonObject<BookApplyRequest>(req.body);
     const document = bookDocument(body);
     if (body.dry_run !== undefined && typeof body.dry_run !== 'boolean') throw invalid('dry_run', 'true or false');
     if (body.reason !== undefined && (typeof body.reason !== 'string' || body.reason.length > 500))
@@ -215,11 +224,11 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     });
     return {
       applied: r.applied,
-      changes: r.changes.map((c) => ({ kind: c.kind, subject: c.subject, detail: c.detail })),
+      changes: r.changes.map(bookChange),
     };
   });
 
-  app.get(`${API}/admin/videos`, operator, async (req) => {
+  app.get(`${API}/admin/videos`, operator, async (req): Promise<Page<VideoRow>> => {
     const q = req.query as Query;
     const r = await billing.listVideoJobs({
       accountId: param(q, 'account_id') ?? '',
@@ -227,26 +236,13 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
       pageSize: intParam(q, 'limit', 50, 1, 200),
     });
     return {
-      rows: r.jobs.map((j) => ({
-        id: j.id,
-        account_id: j.accountId,
-        key_id: j.keyId,
-        model: j.model,
-        status: j.status,
-        seconds: j.seconds,
-        cost_nano: j.costNano.toString(),
-        created_at: iso(j.createdAt),
-        completed_at: iso(j.completedAt),
-        error_code: j.errorCode,
-        deleted: j.deleted,
-        temporal_url: kit.deps.workflowPage(j.workflowId),
-      })),
+      rows: r.jobs.map((j) => videoRow(j, kit.deps.workflowPage(j.workflowId))),
       next_cursor: r.nextCursor,
     };
   });
 }
 
-function bookDocument(body: Record<string, unknown>): string {
+function bookDocument(body: { document?: unknown }): string {
   if (typeof body.document !== 'string' || body.document === '')
     throw new ConsoleError(400, 'invalid_value', 'document: the book document, as JSON text');
   return body.document;

@@ -6,9 +6,10 @@
 import type { FastifyError, FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { Logger } from 'pino';
 import { ConnectError } from '@connectrpc/connect';
-import { toGatewayError } from '../rpc/errors.ts';
+import { toGatewayError } from '../errors/errors.ts';
 import { setConsoleHeaders } from './headers.ts';
 import { ConsoleError } from './wire.ts';
+import type { ErrorAnswer } from './web/wire-types.ts';
 
 export const CONSOLE_PREFIX = '/console';
 
@@ -19,7 +20,7 @@ export function sendConsoleError(reply: FastifyReply, status: number, code: stri
     .code(status)
     .header('cache-control', 'no-store')
     .type('application/json')
-    .send({ error: { code, message } });
+    .send({ error: { code, message } } satisfies ErrorAnswer);
 }
 
 /** What a request asked for, as far as it is worth repeating in an answer (it is the caller's text). */

@@ -1,12 +1,46 @@
 // The console API's JSON (docs/console.md#api): what the services answer, written for the page
 // (amounts as nano-USD decimal strings, times as ISO 8601 or null, counts as numbers), the
 // request log's filters read from a query string, the CSV export's lines, and the API's errors.
+// The shapes are the page's own (web/wire-types.ts): each mapper is typed with one, so the server
+// and the page cannot disagree on a field without the compiler saying so.
 import { timestampFromDate, type Timestamp } from '@bufbuild/protobuf/wkt';
-import type { AccountKey, AccountSummary, LedgerEntry, MarginRow, UsageRecord } from '../gen/gateway/v1/billing_pb.js';
-import { ModelKind, type Markup, type Model, type PreviewRow } from '../gen/gateway/v1/catalogue_pb.js';
+import type {
+  AccountKey,
+  AccountSummary,
+  LedgerEntry,
+  MarginRow,
+  UsageRecord,
+  UsageSummaryRow,
+  VideoJobSummary,
+} from '../gen/gateway/v1/billing_pb.js';
+import {
+  type BookChange,
+  type Markup,
+  type Model,
+  type ModelDefinitionVersion,
+  ModelKind,
+  type PreviewRow,
+  type PriceVersion,
+} from '../gen/gateway/v1/catalogue_pb.js';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { ListUsageRequestSchema } from '../gen/gateway/v1/billing_pb.js';
-import { nanoToUsd } from '../billing/money.ts';
+import { nanoToUsd } from '../money/money.ts';
+import type {
+  AccountRow,
+  BookChange as BookChangeJson,
+  DailyUsageRow,
+  KeyRow,
+  LedgerRow,
+  MarginRow as MarginRowJson,
+  Markup as MarkupJson,
+  ModelDefinition,
+  ModelPrices,
+  PreviewRow as PreviewRowJson,
+  PriceVersion as PriceVersionJson,
+  RequestFilters,
+  RequestRow,
+  VideoRow,
+} from './web/wire-types.ts';
 
 /** An answer other than 2xx, in the API's shape `{"error": {"code", "message"}}`. */
 export class ConsoleError extends Error {
@@ -83,14 +117,16 @@ export const addDays = (d: Date, days: number): Date => new Date(d.getTime() + d
 
 /** The request log's filters and page from a query string, as ListUsage takes them (the account set by the caller). */
 export function usageQuery(q: Query): MessageInitShape<typeof ListUsageRequestSchema> {
-  const status = param(q, 'status', 5);
+  // The filters' names are the page's (RequestFilters).
+  const filter = (name: keyof RequestFilters, maxLength: number) => param(q, name, maxLength);
+  const status = filter('status', 5);
   if (status !== undefined && status !== 'ok' && status !== 'error' && !/^[1-5]\d{2}$/.test(status))
     throw invalid('status', '"ok", "error" or an HTTP status such as 429');
-  const from = timeParam(q, 'from', false);
-  const to = timeParam(q, 'to', true);
+  const from = timeParam(q, 'from' satisfies keyof RequestFilters, false);
+  const to = timeParam(q, 'to' satisfies keyof RequestFilters, true);
   return {
-    model: param(q, 'model', 100) ?? '',
-    route: param(q, 'route', 100) ?? '',
+    model: filter('model', 100) ?? '',
+    route: filter('route', 100) ?? '',
     status: status ?? '',
     ...(from ? { from: timestampFromDate(from) } : {}),
     ...(to ? { to: timestampFromDate(to) } : {}),
@@ -99,7 +135,7 @@ export function usageQuery(q: Query): MessageInitShape<typeof ListUsageRequestSc
   };
 }
 
-export const requestRow = (r: UsageRecord) => ({
+export const requestRow = (r: UsageRecord): RequestRow => ({
   created_at: iso(r.createdAt),
   request_id: r.requestId,
   route: r.route,
@@ -113,6 +149,16 @@ export const requestRow = (r: UsageRecord) => ({
   http_status: r.httpStatus,
   latency_ms: r.latencyMs,
   key_prefix: r.keyPrefix,
+});
+
+export const dailyUsageRow = (row: UsageSummaryRow): DailyUsageRow => ({
+  day: row.day,
+  model: row.model,
+  requests: Number(row.requests),
+  input_tokens: Number(row.inputTokens),
+  output_tokens: Number(row.outputTokens),
+  cached_tokens: Number(row.cachedTokens),
+  cost_nano: row.costNano.toString(),
 });
 
 export const CSV_HEADER =
@@ -143,7 +189,7 @@ export function csvLine(r: UsageRecord): string {
   ].join(',')}\n`;
 }
 
-export const ledgerRow = (e: LedgerEntry) => ({
+export const ledgerRow = (e: LedgerEntry): LedgerRow => ({
   id: e.id,
   kind: e.kind,
   amount_nano: e.amountNano.toString(),
@@ -174,7 +220,7 @@ const KIND_NAMES: Record<number, string> = {
 };
 
 /** A model with the customer prices of the account group it was listed for. */
-export const modelEntry = (m: Model) => ({
+export const modelEntry = (m: Model): ModelPrices => ({
   id: m.id,
   kind: KIND_NAMES[m.kind] ?? 'unspecified',
   provider: m.provider,
@@ -182,7 +228,7 @@ export const modelEntry = (m: Model) => ({
   pricing: { ...m.customerPrices },
 });
 
-export const accountRow = (a: AccountSummary) => ({
+export const accountRow = (a: AccountSummary): AccountRow => ({
   account_id: a.accountId,
   label: a.label,
   owner: a.owner,
@@ -196,7 +242,7 @@ export const accountRow = (a: AccountSummary) => ({
   created_at: iso(a.createdAt),
 });
 
-export const keyRow = (k: AccountKey, label: string) => ({
+export const keyRow = (k: AccountKey, label: string): KeyRow => ({
   key_id: k.keyId,
   prefix: k.prefix,
   label,
@@ -206,7 +252,7 @@ export const keyRow = (k: AccountKey, label: string) => ({
   tpm: k.tokensPerMinute === undefined ? null : Number(k.tokensPerMinute),
 });
 
-export const marginRow = (r: MarginRow) => ({
+export const marginRow = (r: MarginRow): MarginRowJson => ({
   key: r.key,
   requests: Number(r.requests),
   revenue_nano: r.revenueNano.toString(),
@@ -214,7 +260,7 @@ export const marginRow = (r: MarginRow) => ({
   margin_nano: r.marginNano.toString(),
 });
 
-export const markupRow = (m: Markup) => ({
+export const markupRow = (m: Markup): MarkupJson => ({
   id: Number(m.id),
   provider: m.provider,
   model_id: m.modelId,
@@ -226,7 +272,7 @@ export const markupRow = (m: Markup) => ({
   reason: m.reason,
 });
 
-export const previewRow = (r: PreviewRow) => ({
+export const previewRow = (r: PreviewRow): PreviewRowJson => ({
   model_id: r.modelId,
   requests: Number(r.requests),
   revenue_nano: r.revenueNano.toString(),
@@ -236,8 +282,46 @@ export const previewRow = (r: PreviewRow) => ({
   inexact_requests: Number(r.inexactRequests),
 });
 
-/** The JSON body of a POST: an object, or a 400. */
-export function jsonObject(body: unknown): Record<string, unknown> {
+export const priceVersion = (v: PriceVersion): PriceVersionJson => ({
+  id: Number(v.id),
+  prices: { ...v.prices },
+  effective_from: iso(v.effectiveFrom),
+  created_at: iso(v.createdAt),
+  source: v.source,
+  reason: v.reason,
+});
+
+export const modelDefinition = (d: ModelDefinitionVersion): ModelDefinition => ({
+  id: Number(d.id),
+  definition_json: d.definitionJson,
+  created_at: iso(d.createdAt),
+  source: d.source,
+  reason: d.reason,
+});
+
+export const bookChange = (c: BookChange): BookChangeJson => ({ kind: c.kind, subject: c.subject, detail: c.detail });
+
+/** A video job, with its workflow's page in the Temporal UI ('' when unknown). */
+export const videoRow = (j: VideoJobSummary, temporalUrl: string): VideoRow => ({
+  id: j.id,
+  account_id: j.accountId,
+  key_id: j.keyId,
+  model: j.model,
+  status: j.status,
+  seconds: j.seconds,
+  cost_nano: j.costNano.toString(),
+  created_at: iso(j.createdAt),
+  completed_at: iso(j.completedAt),
+  error_code: j.errorCode,
+  deleted: j.deleted,
+  temporal_url: temporalUrl,
+});
+
+/** A request body's fields as sent: any may be missing or of another type until checked. */
+export type Unchecked<T> = { [K in keyof T]?: unknown };
+
+/** The JSON body of a POST: an object (its fields those of `T`, unchecked), or a 400. */
+export function jsonObject<T = Record<string, unknown>>(body: unknown): Unchecked<T> {
   const text = Buffer.isBuffer(body) ? body.toString('utf8') : '';
   let parsed: unknown;
   try {
@@ -247,5 +331,5 @@ export function jsonObject(body: unknown): Record<string, unknown> {
   }
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
     throw new ConsoleError(400, 'invalid_json', 'The body must be a JSON object.');
-  return parsed as Record<string, unknown>;
+  return parsed as Unchecked<T>;
 }

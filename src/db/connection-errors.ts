@@ -1,5 +1,5 @@
 // How a failed statement tells that the database connection went away, and whether the
-// statement can have applied. No dependencies: error reporting (rpc/errors.ts) uses it too.
+// statement can have applied. No dependencies: error reporting (errors/errors.ts) uses it too.
 
 const SESSION_ENDED = new Set(['57P01', '57P02', '57P03', 'ECONNREFUSED']);
 

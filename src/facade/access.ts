@@ -6,7 +6,7 @@
 // cost, refusals included (0), with the request id.
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { createContextValues, type ContextValues } from '@connectrpc/connect';
-import { toGatewayError, unauthorized, unexpectedFailure } from '../rpc/errors.ts';
+import { toGatewayError, unauthorized, unexpectedFailure } from '../errors/errors.ts';
 import { keyFromHeaders } from '../billing/keys.ts';
 import { CALLER, type Caller } from '../billing/caller.ts';
 import { errorBody, sendGatewayError, type WireShape } from './errors.ts';

@@ -2,10 +2,8 @@
 // whisper is billed per second of the audio's real length, counted from the audio itself (or
 // the seconds the provider reports, when more); the gpt-4o-*-transcribe models by tokens from
 // the usage they report, held for the counted length; speech per character.
-import { Blob } from 'node:buffer';
-import { FormData } from 'undici';
 import type { Caller } from '../billing/caller.ts';
-import { badRequest, gatewayError } from '../rpc/errors.ts';
+import { badRequest, gatewayError } from '../errors/errors.ts';
 import {
   audioSecondsCost,
   audioSecondsNano,
@@ -17,15 +15,14 @@ import {
 } from '../billing/media-pricing.ts';
 import type { FormPart } from '../gen/gateway/v1/inference_pb.js';
 import { openAICompatible } from './providers/openai-compatible.ts';
-import { isAbort } from './upstream.ts';
 import { countTextTokens } from './tokens.ts';
-import { zeroUsage, type ChargeInfo, type Json } from './types.ts';
-import { withOutcome } from './outcomes.ts';
+import { zeroUsage, type ChargeInfo, type Json } from '../metering/plan.ts';
+import { isAbort, withOutcome } from '../metering/outcomes.ts';
 import { readUpstreamError } from './replies.ts';
 import { parseBody } from './request-body.ts';
 import type { RouteDeps } from './deps.ts';
 import { audioLength, ceilSeconds, secondsText, sizeBoundSeconds } from './media/audio-duration.ts';
-import { Form, mediaPlan, modelOfKind } from './media/common.ts';
+import { Form, mediaPlan, modelOfKind, upstreamFormOf } from './media/common.ts';
 
 export const TRANSCRIPTIONS_ROUTE = '/v1/audio/transcriptions';
 export const SPEECH_ROUTE = '/v1/audio/speech';
@@ -155,16 +152,7 @@ export class AudioRoute {
         });
     await metering.holdExact(plan, hold);
 
-    const upstreamForm = new FormData();
-    for (const p of parts) {
-      if (p.filename !== '')
-        upstreamForm.append(
-          p.name,
-          new Blob([p.data], { type: p.contentType || 'application/octet-stream' }),
-          p.filename,
-        );
-      else upstreamForm.append(p.name, p.name === 'model' ? model.upstreamId : Buffer.from(p.data).toString('utf8'));
-    }
+    const upstreamForm = upstreamFormOf(parts, model.upstreamId);
     // The diarizing model needs a chunking strategy for audio over 30 s; 'auto' unless the caller chose.
     if (model.id === 'gpt-4o-transcribe-diarize' && !form.has('chunking_strategy'))
       upstreamForm.append('chunking_strategy', 'auto');

@@ -5,7 +5,7 @@
 import { modelNotAvailable, type ResolvedModel } from '../catalogue/catalogue.ts';
 import type { Caller } from '../billing/caller.ts';
 import { usageFromAnthropic, usageFromOpenAI } from '../billing/pricing.ts';
-import { badRequest, unknownModel } from '../rpc/errors.ts';
+import { badRequest, unknownModel } from '../errors/errors.ts';
 import {
   anthropicInputUpperBound,
   countAnthropicInput,
@@ -13,7 +13,7 @@ import {
   countInputTokens,
   inputTokensUpperBound,
 } from './tokens.ts';
-import { openAICompatible } from './providers/openai-compatible.ts';
+import { openAICompatible, type ChatProvider } from './providers/openai-compatible.ts';
 import { anthropic } from './providers/anthropic.ts';
 import {
   chatRequestToMessages,
@@ -21,20 +21,12 @@ import {
   MessagesToChatStream,
   TranslationError,
 } from './translate/chat-messages.ts';
-import {
-  chargeField,
-  type ChargeInfo,
-  type Json,
-  type OutEvent,
-  type Plan,
-  type StepResult,
-  type StreamEvent,
-  type StreamProcessor,
-} from './types.ts';
-import { chatPolicy, messagesPolicy } from './bill-policy.ts';
+import { chargeField, type ChargeInfo, type Json, type Plan } from '../metering/plan.ts';
+import { type OutEvent, type StepResult, type StreamEvent, type StreamProcessor } from './stream-types.ts';
+import { chatPolicy, messagesPolicy } from '../metering/bill-policy.ts';
 import { errorMessage, providerErrorFields, readJson, readUpstreamError } from './replies.ts';
 import { parseBody } from './request-body.ts';
-import { BodyRewrite, preparePriced, refuseIfRefused } from './priced-request.ts';
+import { BodyRewrite, preparePriced, refuseIfRefused } from '../metering/priced-request.ts';
 import type { RouteDeps } from './deps.ts';
 import type { SseEvent } from './sse.ts';
 
@@ -135,70 +127,13 @@ export class ChatRoute {
   ): Promise<PreparedChat> {
     const startedAt = performance.now();
     const body = parseBody(raw);
-    if (typeof body.model !== 'string' || body.model === '')
-      throw badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model');
-    if (!Array.isArray(body.messages) || body.messages.length === 0)
-      throw badRequest("Missing required parameter: 'messages'.", 'missing_required_parameter', 'messages');
-    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean')
-      throw badRequest("'stream' must be a boolean.", 'invalid_type', 'stream');
-    if (Boolean(body.stream) !== streamRoute)
-      throw badRequest(
-        streamRoute ? 'StreamChatCompletion needs "stream": true.' : 'Use StreamChatCompletion for "stream": true.',
-        'invalid_value',
-        'stream',
-      );
-    for (const f of ['max_tokens', 'max_completion_tokens', 'n'] as const) {
-      const v = body[f];
-      if (v !== undefined && v !== null && !(Number.isSafeInteger(v) && (v as number) >= 1))
-        throw badRequest(`'${f}' must be a positive integer.`, 'invalid_value', f);
-    }
-    const model = this.chatModel(body.model);
-    const shared = this.deps.sharedProviderObjects;
-    const policy = chatPolicy(body, model, shared);
+    checkChatBody(body, streamRoute);
+    const model = this.chatModel(body.model as string);
+    const policy = chatPolicy(body, model, this.deps.sharedProviderObjects);
     refuseIfRefused(policy);
-    const streamOptions = (body.stream_options ?? {}) as Json;
-    const clientWantsUsage = streamRoute && streamOptions.include_usage === true;
-
-    if (model.provider === 'anthropic') {
-      let messages: Json;
-      try {
-        messages = chatRequestToMessages(body, {
-          upstreamModel: model.upstreamId,
-          defaultMaxTokens: model.maxOutputTokens,
-        });
-      } catch (err) {
-        if (err instanceof TranslationError)
-          throw badRequest(err.message, 'unsupported_parameter', err.param ?? undefined);
-        throw err;
-      }
-      // Claude's own rules on what it reads (images by URL, PDFs), its cap as translated (thinking
-      // may raise it), and its input as Claude gets it (the tool-use tokens Anthropic adds).
-      const claude = messagesPolicy(messages, model, shared);
-      refuseIfRefused(claude);
-      const plan: Plan = {
-        requestId,
-        route: CHAT_ROUTE,
-        caller,
-        model,
-        prices: claude.worst.prices,
-        worst: claude.worst,
-        body,
-        inputUpper: BigInt(anthropicInputUpperBound(messages, model)),
-        countInput: () => BigInt(countAnthropicInput(messages, model)),
-        maxOutput: BigInt(messages.max_tokens as number),
-        choices: 1n,
-        startedAt,
-      };
-      const upstream = new BodyRewrite(messages);
-      await preparePriced(this.deps.metering, {
-        plan,
-        policy: { worst: claude.worst },
-        upstream,
-        capFields: ['max_tokens'],
-      });
-      return { plan, upstreamBody: upstream.bytes(), clientWantsUsage, viaMessages: true };
-    }
-
+    const clientWantsUsage = streamRoute && (body.stream_options as Json | undefined)?.include_usage === true;
+    const request = { caller, requestId, startedAt, body, model };
+    if (model.provider === 'anthropic') return { ...(await this.prepareClaude(request)), clientWantsUsage };
     const plan: Plan = {
       requestId,
       route: CHAT_ROUTE,
@@ -213,25 +148,8 @@ export class ChatRoute {
       choices: BigInt((body.n as number | undefined) ?? 1),
       startedAt,
     };
-    // The cap the provider honours: DeepSeek reads max_tokens only, so a max_completion_tokens
-    // goes to it as max_tokens; elsewhere the larger of the two is the worst case.
-    const deepseek = model.provider === 'deepseek';
-    const caps = (['max_completion_tokens', 'max_tokens'] as const).filter((f) => body[f] != null);
-    const honoured = deepseek
-      ? (body.max_tokens ?? body.max_completion_tokens)
-      : caps.map((f) => body[f] as number).reduce((a, b) => Math.max(a, b), 0) || undefined;
-    if (honoured != null) plan.maxOutput = BigInt(honoured as number);
-
     const upstream = new BodyRewrite(body, raw);
-    if (deepseek && body.max_completion_tokens != null) {
-      upstream.set('max_tokens', honoured);
-      upstream.delete('max_completion_tokens');
-    }
-    const capFields = deepseek
-      ? ['max_tokens']
-      : caps.length
-        ? caps
-        : [openAICompatible(model.providerConfig).maxTokensField];
+    const capFields = honouredCap(plan, upstream, openAICompatible(model.providerConfig));
     await preparePriced(this.deps.metering, { plan, policy, upstream, capFields });
     if (streamRoute && !clientWantsUsage) {
       // Usage asked for in front of the caller's bytes when nothing else changes: no re-encoding
@@ -243,9 +161,59 @@ export class ChatRoute {
           clientWantsUsage,
           viaMessages: false,
         };
-      upstream.set('stream_options', { ...streamOptions, include_usage: true });
+      upstream.set('stream_options', { ...(body.stream_options as Json | undefined), include_usage: true });
     }
     return { plan, upstreamBody: upstream.bytes(), clientWantsUsage, viaMessages: false };
+  }
+
+  /**
+   * Claude on the chat route: the request translated to Anthropic messages, held under Claude's
+   * own rules (images by URL, PDFs), its cap as translated (thinking may raise it) and its input
+   * as Claude gets it (the tool-use tokens Anthropic adds).
+   */
+  private async prepareClaude(r: {
+    caller: Caller;
+    requestId: string;
+    startedAt: number;
+    body: Json;
+    model: ResolvedModel;
+  }): Promise<Omit<PreparedChat, 'clientWantsUsage'>> {
+    const { body, model } = r;
+    let messages: Json;
+    try {
+      messages = chatRequestToMessages(body, {
+        upstreamModel: model.upstreamId,
+        defaultMaxTokens: model.maxOutputTokens,
+      });
+    } catch (err) {
+      if (err instanceof TranslationError)
+        throw badRequest(err.message, 'unsupported_parameter', err.param ?? undefined);
+      throw err;
+    }
+    const claude = messagesPolicy(messages, model, this.deps.sharedProviderObjects);
+    refuseIfRefused(claude);
+    const plan: Plan = {
+      requestId: r.requestId,
+      route: CHAT_ROUTE,
+      caller: r.caller,
+      model,
+      prices: claude.worst.prices,
+      worst: claude.worst,
+      body,
+      inputUpper: BigInt(anthropicInputUpperBound(messages, model)),
+      countInput: () => BigInt(countAnthropicInput(messages, model)),
+      maxOutput: BigInt(messages.max_tokens as number),
+      choices: 1n,
+      startedAt: r.startedAt,
+    };
+    const upstream = new BodyRewrite(messages);
+    await preparePriced(this.deps.metering, {
+      plan,
+      policy: { worst: claude.worst },
+      upstream,
+      capFields: ['max_tokens'],
+    });
+    return { plan, upstreamBody: upstream.bytes(), viaMessages: true };
   }
 
   /** A chat model this route can serve now, or the 400 that says why not. */
@@ -261,6 +229,49 @@ export class ChatRoute {
     if (!model.available) throw modelNotAvailable(model);
     return model;
   }
+}
+
+/** The chat body's own rules, before its model is looked up: 400 naming the field. */
+function checkChatBody(body: Json, streamRoute: boolean): void {
+  if (typeof body.model !== 'string' || body.model === '')
+    throw badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model');
+  if (!Array.isArray(body.messages) || body.messages.length === 0)
+    throw badRequest("Missing required parameter: 'messages'.", 'missing_required_parameter', 'messages');
+  if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean')
+    throw badRequest("'stream' must be a boolean.", 'invalid_type', 'stream');
+  if (Boolean(body.stream) !== streamRoute)
+    throw badRequest(
+      streamRoute ? 'StreamChatCompletion needs "stream": true.' : 'Use StreamChatCompletion for "stream": true.',
+      'invalid_value',
+      'stream',
+    );
+  for (const f of ['max_tokens', 'max_completion_tokens', 'n'] as const) {
+    const v = body[f];
+    if (v !== undefined && v !== null && !(Number.isSafeInteger(v) && (v as number) >= 1))
+      throw badRequest(`'${f}' must be a positive integer.`, 'invalid_value', f);
+  }
+}
+
+/**
+ * The output cap the provider honours, as the plan's worst case, and the fields that carry it
+ * upstream. A provider that reads max_tokens only (DeepSeek) gets a max_completion_tokens as
+ * max_tokens; elsewhere the larger of the two is the worst case.
+ */
+function honouredCap(plan: Plan, upstream: BodyRewrite, provider: ChatProvider): string[] {
+  const body = plan.body;
+  const caps = (['max_completion_tokens', 'max_tokens'] as const).filter((f) => body[f] != null);
+  const honoured = provider.readsMaxTokensOnly
+    ? (body.max_tokens ?? body.max_completion_tokens)
+    : caps.map((f) => body[f] as number).reduce((a, b) => Math.max(a, b), 0) || undefined;
+  if (honoured != null) plan.maxOutput = BigInt(honoured as number);
+  if (provider.readsMaxTokensOnly) {
+    if (body.max_completion_tokens != null) {
+      upstream.set('max_tokens', honoured);
+      upstream.delete('max_completion_tokens');
+    }
+    return ['max_tokens'];
+  }
+  return caps.length ? caps : [provider.maxTokensField];
 }
 
 /**

@@ -1,9 +1,9 @@
 // What the inference routes work with: the metering (hold and settle), the upstream calls (with
-// retry and fallback), the stream runs, and the catalogue. Made once at start (src/server.ts).
+// retry and fallback), the stream runs, and the catalogue. Made once at start (src/process/server.ts).
 import type { Logger } from 'pino';
 import type { Catalogue } from '../catalogue/catalogue.ts';
 import type { Config } from '../config/config.ts';
-import type { Metering } from './metering.ts';
+import type { Metering } from '../metering/metering.ts';
 import type { StreamRuns } from './stream-run.ts';
 import type { UpstreamCalls } from './upstream-calls.ts';
 import type { Upstream } from './upstream.ts';

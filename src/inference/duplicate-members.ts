@@ -13,7 +13,7 @@
 // text scanned again to name the first duplicate. It costs a fraction of the JSON.parse it
 // follows (measured in docs/routes.md#errors).
 import type { ConnectError } from '@connectrpc/connect';
-import { badRequest } from '../rpc/errors.ts';
+import { badRequest } from '../errors/errors.ts';
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;

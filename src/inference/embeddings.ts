@@ -2,10 +2,10 @@
 // ways). Input longer than the model's context is refused before any upstream call; the
 // charge is the upstream's token count at the catalogue's per-1M price.
 import type { Caller } from '../billing/caller.ts';
-import { badRequest } from '../rpc/errors.ts';
+import { badRequest } from '../errors/errors.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { cohere, COHERE_MAX_TEXTS, embedReply, embedRequest } from './providers/cohere.ts';
-import { zeroUsage, type ChargeInfo, type Json } from './types.ts';
+import { zeroUsage, type ChargeInfo, type Json } from '../metering/plan.ts';
 import { badUpstreamReply, mediaPlan, modelOfKind } from './media/common.ts';
 import { readJson, readUpstreamError } from './replies.ts';
 import { parseBody } from './request-body.ts';

@@ -2,11 +2,9 @@
 // API and are billed from the usage it reports (per image tier when it reports none); FLUX
 // goes to Black Forest Labs' job API and is billed per megapixel of the image it made.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { Blob } from 'node:buffer';
-import { FormData } from 'undici';
 import type { Caller } from '../billing/caller.ts';
 import type { Config } from '../config/config.ts';
-import { badRequest, gatewayError } from '../rpc/errors.ts';
+import { badRequest, gatewayError } from '../errors/errors.ts';
 import {
   megapixelCost,
   megapixelNano,
@@ -19,14 +17,14 @@ import {
 import type { FormPart } from '../gen/gateway/v1/inference_pb.js';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { bfl, BFL_FAILED, BFL_MODERATED } from './providers/bfl.ts';
-import { zeroUsage, type ChargeInfo, type Json, type Plan } from './types.ts';
-import { withOutcome } from './outcomes.ts';
+import { zeroUsage, type ChargeInfo, type Json, type Plan } from '../metering/plan.ts';
+import { withOutcome } from '../metering/outcomes.ts';
 import { readJson, readUpstreamError } from './replies.ts';
 import { parseBody } from './request-body.ts';
 import type { RouteDeps } from './deps.ts';
 import type { UpstreamResponse } from './upstream.ts';
 import { imageSize } from './media/image-size.ts';
-import { badUpstreamReply, Form, intField, mediaPlan, modelOfKind } from './media/common.ts';
+import { badUpstreamReply, Form, intField, mediaPlan, modelOfKind, upstreamFormOf } from './media/common.ts';
 
 export const GENERATIONS_ROUTE = '/v1/images/generations';
 export const EDITS_ROUTE = '/v1/images/edits';
@@ -151,17 +149,7 @@ export class ImagesRoute {
 
     const plan = mediaPlan(requestId, EDITS_ROUTE, caller, model, { model: model.id }, startedAt);
     await metering.holdExact(plan, gptImageHold(model.prices, prompt, opts, BigInt(n ?? 1), BigInt(images.length)));
-    // The same parts in the same order; only the model is the gateway's to change.
-    const upstreamForm = new FormData();
-    for (const p of parts) {
-      if (p.filename !== '')
-        upstreamForm.append(
-          p.name,
-          new Blob([p.data], { type: p.contentType || 'application/octet-stream' }),
-          p.filename,
-        );
-      else upstreamForm.append(p.name, p.name === 'model' ? model.upstreamId : Buffer.from(p.data).toString('utf8'));
-    }
+    const upstreamForm = upstreamFormOf(parts, model.upstreamId);
     const provider = openAICompatible(model.providerConfig);
     return metering.run(plan, async () =>
       this.settleGptImage(

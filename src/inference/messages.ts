@@ -6,16 +6,17 @@
 import { modelNotAvailable, type ResolvedModel } from '../catalogue/catalogue.ts';
 import type { Caller } from '../billing/caller.ts';
 import { usageFromAnthropic, type TokenUsage } from '../billing/pricing.ts';
-import { badRequest, unknownModel } from '../rpc/errors.ts';
+import { badRequest, unknownModel } from '../errors/errors.ts';
 import { anthropicInputUpperBound, countAnthropicInput, countedUsage } from './tokens.ts';
 import { anthropic } from './providers/anthropic.ts';
 import { upstreamFailure } from './upstream.ts';
-import type { ChargeInfo, Json, Plan, StepResult, StreamEvent, StreamProcessor } from './types.ts';
-import { messagesPolicy } from './bill-policy.ts';
+import type { ChargeInfo, Json, Plan } from '../metering/plan.ts';
+import type { StepResult, StreamEvent, StreamProcessor } from './stream-types.ts';
+import { messagesPolicy } from '../metering/bill-policy.ts';
 import { operatorObjectRefusal } from '../tenancy/operator-objects.ts';
 import { errorMessage, readJson, readUpstreamError, upstreamErrorOf } from './replies.ts';
 import { parseBody } from './request-body.ts';
-import { BodyRewrite, preparePriced, refusal, refuseIfRefused } from './priced-request.ts';
+import { BodyRewrite, preparePriced, refusal, refuseIfRefused } from '../metering/priced-request.ts';
 import type { RouteDeps } from './deps.ts';
 import type { SseEvent } from './sse.ts';
 

@@ -4,9 +4,9 @@
 // outcome (outcomes.ts) for the metering to settle.
 import { isUtf8 } from 'node:buffer';
 import type { ConnectError } from '@connectrpc/connect';
-import { gatewayError } from '../rpc/errors.ts';
-import { withOutcome } from './outcomes.ts';
-import type { Json } from './types.ts';
+import { gatewayError } from '../errors/errors.ts';
+import { withOutcome } from '../metering/outcomes.ts';
+import type { Json } from '../metering/plan.ts';
 import { bomLength, upstreamFailure, type UpstreamResponse } from './upstream.ts';
 
 const MAX_ERROR_BODY = 64 * 1024;

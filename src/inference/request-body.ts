@@ -1,8 +1,8 @@
 // A request's JSON body, read once: it must parse to an object, nest no deeper than a real
 // request does, carry no key that could poison a prototype, and name no member twice.
-import { badRequest } from '../rpc/errors.ts';
+import { badRequest } from '../errors/errors.ts';
 import { duplicateMember, duplicateMemberRefusal } from './duplicate-members.ts';
-import type { Json } from './types.ts';
+import type { Json } from '../metering/plan.ts';
 
 const MAX_JSON_DEPTH = 64;
 

@@ -10,7 +10,7 @@ import { modelNotAvailable, type ResolvedModel } from '../catalogue/catalogue.ts
 import type { Caller } from '../billing/caller.ts';
 import { usageFromOpenAI, usageFromOpenAIResponses, type TokenUsage } from '../billing/pricing.ts';
 import { randomBase62 } from '../billing/keys.ts';
-import { badRequest, gatewayError, unknownModel } from '../rpc/errors.ts';
+import { badRequest, gatewayError, unknownModel } from '../errors/errors.ts';
 import {
   countInputTokens,
   countResponsesInput,
@@ -20,11 +20,12 @@ import {
 } from './tokens.ts';
 import { openAICompatible } from './providers/openai-compatible.ts';
 import { outputTextOfReply, deltaText } from './chat.ts';
-import type { ChargeInfo, Json, OutEvent, Plan, StepResult, StreamEvent, StreamProcessor } from './types.ts';
-import { chatPolicy, responsesPolicy } from './bill-policy.ts';
+import type { ChargeInfo, Json, Plan } from '../metering/plan.ts';
+import type { OutEvent, StepResult, StreamEvent, StreamProcessor } from './stream-types.ts';
+import { chatPolicy, responsesPolicy } from '../metering/bill-policy.ts';
 import { errorMessage, readJson, readUpstreamError } from './replies.ts';
 import { parseBody } from './request-body.ts';
-import { BodyRewrite, preparePriced, refuseIfRefused } from './priced-request.ts';
+import { BodyRewrite, preparePriced, refuseIfRefused } from '../metering/priced-request.ts';
 import type { RouteDeps } from './deps.ts';
 import type { SseEvent } from './sse.ts';
 import { storedIds, storedRefs, unknownStoredRef, type ResponseOwners } from '../tenancy/response-owners.ts';
@@ -146,59 +147,52 @@ export class ResponsesRoute {
   private async prepare(caller: Caller, raw: Uint8Array, requestId: string, streamRoute: boolean): Promise<Prepared> {
     const startedAt = performance.now();
     const body = parseBody(raw);
-    if (typeof body.model !== 'string' || body.model === '')
-      throw badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model');
-    if (typeof body.input !== 'string' && !Array.isArray(body.input))
-      throw badRequest("Missing required parameter: 'input'.", 'missing_required_parameter', 'input');
-    if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean')
-      throw badRequest("'stream' must be a boolean.", 'invalid_type', 'stream');
-    if (Boolean(body.stream) !== streamRoute)
-      throw badRequest(
-        streamRoute ? 'StreamResponse needs "stream": true.' : 'Use StreamResponse for "stream": true.',
-        'invalid_value',
-        'stream',
-      );
-    const cap = body.max_output_tokens;
-    if (cap !== undefined && cap !== null && !(Number.isSafeInteger(cap) && (cap as number) >= 1))
-      throw badRequest("'max_output_tokens' must be a positive integer.", 'invalid_value', 'max_output_tokens');
-    const model = this.responsesModel(body.model);
-    const maxOutput = BigInt((cap as number | undefined) ?? model.maxOutputTokens);
+    checkResponsesBody(body, streamRoute);
+    const model = this.responsesModel(body.model as string);
+    const maxOutput = BigInt((body.max_output_tokens as number | undefined) ?? model.maxOutputTokens);
+    const request = { caller, raw, requestId, startedAt, body, model, maxOutput };
+    return model.responsesPassthrough ? this.preparePassthrough(request) : this.prepareViaChat(request, streamRoute);
+  }
 
-    if (model.responsesPassthrough) {
-      const policy = responsesPolicy(body, model, this.deps.sharedProviderObjects);
-      refuseIfRefused(policy);
-      // Stored responses and their items are their creator's account's alone: others get the provider's not-found.
-      const refs = storedRefs(body);
-      const notFound = refs && (await unknownStoredRef(this.owners, caller.keyHash, refs, body));
-      if (notFound) throw notFound;
-      const plan: Plan = {
-        requestId,
-        route: RESPONSES_ROUTE,
-        caller,
-        model,
-        prices: policy.worst.prices,
-        worst: policy.worst,
-        body,
-        maxOutput,
-        choices: 1n,
-        startedAt,
-        inputUpper: BigInt(responsesInputUpperBound(body, model)),
-        countInput: () => BigInt(countResponsesInput(body, model)),
-      };
-      const upstream = new BodyRewrite(body, raw);
-      await preparePriced(this.deps.metering, { plan, policy, upstream, capFields: ['max_output_tokens'] });
-      const provider = openAICompatible(model.providerConfig);
-      return {
-        plan,
-        upstreamUrl: `${model.providerConfig.baseUrl}/responses`,
-        headers: provider.headers,
-        upstreamBody: upstream.bytes(),
-        passthrough: true,
-        stores: body.store !== false,
-      };
-    }
+  /** A model with its provider's own Responses API: the caller's body, held under the Responses rules. */
+  private async preparePassthrough(r: ResponsesRequest): Promise<Prepared> {
+    const { caller, body, model } = r;
+    const policy = responsesPolicy(body, model, this.deps.sharedProviderObjects);
+    refuseIfRefused(policy);
+    // Stored responses and their items are their creator's account's alone: others get the provider's not-found.
+    const refs = storedRefs(body);
+    const notFound = refs && (await unknownStoredRef(this.owners, caller.keyHash, refs, body));
+    if (notFound) throw notFound;
+    const plan: Plan = {
+      requestId: r.requestId,
+      route: RESPONSES_ROUTE,
+      caller,
+      model,
+      prices: policy.worst.prices,
+      worst: policy.worst,
+      body,
+      maxOutput: r.maxOutput,
+      choices: 1n,
+      startedAt: r.startedAt,
+      inputUpper: BigInt(responsesInputUpperBound(body, model)),
+      countInput: () => BigInt(countResponsesInput(body, model)),
+    };
+    const upstream = new BodyRewrite(body, r.raw);
+    await preparePriced(this.deps.metering, { plan, policy, upstream, capFields: ['max_output_tokens'] });
+    const provider = openAICompatible(model.providerConfig);
+    return {
+      plan,
+      upstreamUrl: `${model.providerConfig.baseUrl}/responses`,
+      headers: provider.headers,
+      upstreamBody: upstream.bytes(),
+      passthrough: true,
+      stores: body.store !== false,
+    };
+  }
 
-    // A chat-only model: only what chat completions can express.
+  /** A chat-only model: only what chat completions can express, translated there and back. */
+  private async prepareViaChat(r: ResponsesRequest, streamRoute: boolean): Promise<Prepared> {
+    const { caller, requestId, startedAt, body, model, maxOutput } = r;
     if (body.previous_response_id != null) {
       throw badRequest(
         `previous_response_id cannot be used with ${model.id}: it is answered through chat completions, so its response ids are the gateway's own and nothing is stored to continue. Send the earlier turns in input.`,
@@ -293,6 +287,36 @@ export class ResponsesRoute {
     if (!model.available) throw modelNotAvailable(model);
     return model;
   }
+}
+
+/** A Responses request as the route has read it, before its plan. */
+interface ResponsesRequest {
+  caller: Caller;
+  raw: Uint8Array;
+  requestId: string;
+  startedAt: number;
+  body: Json;
+  model: ResolvedModel;
+  maxOutput: bigint;
+}
+
+/** The Responses body's own rules, before its model is looked up: 400 naming the field. */
+function checkResponsesBody(body: Json, streamRoute: boolean): void {
+  if (typeof body.model !== 'string' || body.model === '')
+    throw badRequest("Missing required parameter: 'model'.", 'missing_required_parameter', 'model');
+  if (typeof body.input !== 'string' && !Array.isArray(body.input))
+    throw badRequest("Missing required parameter: 'input'.", 'missing_required_parameter', 'input');
+  if (body.stream !== undefined && body.stream !== null && typeof body.stream !== 'boolean')
+    throw badRequest("'stream' must be a boolean.", 'invalid_type', 'stream');
+  if (Boolean(body.stream) !== streamRoute)
+    throw badRequest(
+      streamRoute ? 'StreamResponse needs "stream": true.' : 'Use StreamResponse for "stream": true.',
+      'invalid_value',
+      'stream',
+    );
+  const cap = body.max_output_tokens;
+  if (cap !== undefined && cap !== null && !(Number.isSafeInteger(cap) && (cap as number) >= 1))
+    throw badRequest("'max_output_tokens' must be a positive integer.", 'invalid_value', 'max_output_tokens');
 }
 
 function chatUsage(u: TokenUsage) {

@@ -8,20 +8,13 @@
 import { ConnectError } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import type { TokenUsage } from '../billing/pricing.ts';
-import { gatewayError } from '../rpc/errors.ts';
-import { markedOutcome } from './outcomes.ts';
+import { gatewayError } from '../errors/errors.ts';
+import { markedOutcome, isAbort } from '../metering/outcomes.ts';
 import { readUpstreamError } from './replies.ts';
-import { SseParser } from './sse.ts';
-import {
-  chargeField,
-  zeroUsage,
-  type ChargeInfo,
-  type OutEvent,
-  type Plan,
-  type StreamEvent,
-  type StreamProcessor,
-} from './types.ts';
-import { isAbort, upstreamFailure, type UpstreamResponse } from './upstream.ts';
+import { SseParser, type SseEvent } from './sse.ts';
+import { chargeField, zeroUsage, type ChargeInfo, type Plan } from '../metering/plan.ts';
+import { type OutEvent, type StreamEvent, type StreamProcessor } from './stream-types.ts';
+import { upstreamFailure, type UpstreamResponse } from './upstream.ts';
 
 /** What a stream run needs of the rest of the gateway: the one settle of its request, and a log. */
 export interface StreamRunDeps {
@@ -169,155 +162,210 @@ export class StreamRun {
 
   /** Reads the upstream and settles exactly once, however the stream ends. */
   private async produce(): Promise<void> {
-    const { plan, opts } = this;
-    const { settle, log } = this.runs.deps;
-    const p = opts.processor;
-    let usage: TokenUsage | undefined;
-    let charge: ChargeInfo | undefined;
-    let started = false;
-    let sawContent = false;
-    let outcome = 'ok';
-    let httpStatus = 200;
-    const waiting: OutEvent[] = [];
-    const out = (e: OutEvent): StreamEvent => ({
-      kind: 'data',
-      ...(e.event ? { event: e.event } : {}),
-      json: JSON.stringify(e.data),
-    });
-    const stamp = (events: OutEvent[], c: ChargeInfo) => {
-      const last = [...events].reverse().find((e) => e.needsCharge);
-      if (last) last.data.x_gateway = chargeField(c);
-    };
-    const start = () => {
-      if (!started) {
-        started = true;
-        this.emit({ kind: 'request_id', requestId: plan.requestId });
-      }
-    };
-    // A failure reaches the caller after the settle, as the last thing: whoever sees it can
-    // already see what was charged.
-    let failure: { err: unknown } | undefined;
-    const fail = (err: unknown) => {
-      failure ??= { err };
-    };
-
     try {
-      let res: UpstreamResponse;
-      try {
-        res = await opts.send(this.upstreamAbort.signal, opts.signal);
-      } catch (err) {
-        if (isAbort(err)) {
-          outcome = 'client_closed';
-          httpStatus = 499;
-          return;
-        }
-        // The upstream call's own outcome (a timeout, a deployment that kept failing), else unreachable.
-        ({ outcome, httpStatus } = markedOutcome(err) ?? { outcome: 'upstream_unreachable', httpStatus: 502 });
-        return fail(err instanceof ConnectError ? err : upstreamFailure(err, plan.requestId));
-      }
-      if (res.statusCode < 200 || res.statusCode >= 300) {
-        outcome = 'upstream_error';
-        httpStatus = res.statusCode;
-        return fail(await readUpstreamError(res, plan.requestId));
-      }
-
-      // A network read's events are handled in one pass; backpressure is checked per read.
-      const body = res.body[Symbol.asyncIterator]();
-      const parser = new SseParser();
-      try {
-        reading: for (;;) {
-          await this.roomForMore();
-          const read = await body.next();
-          for (const ev of read.done ? parser.end() : parser.push(read.value as Uint8Array)) {
-            const r = p.step(ev);
-            if (r.usage) usage = r.usage;
-            if (r.error) {
-              outcome = 'upstream_stream_error';
-              if (this.abandoned) return;
-              if (!started) {
-                httpStatus = 502;
-                return fail(
-                  gatewayError({
-                    httpStatus: 502,
-                    type: 'server_error',
-                    code: 'upstream_stream_error',
-                    message: r.error.message,
-                    requestId: plan.requestId,
-                  }),
-                );
-              }
-              this.emit({ kind: 'error', ...(r.error.event ? { event: r.error.event } : {}), json: r.error.json });
-              return;
-            }
-            if (p.deliveredText().length > 0) sawContent = true;
-            if (r.finalUsage && usage && !charge) {
-              charge = this.abandoned
-                ? await settle(plan, { ...usage, estimated: false }, 'client_closed', 499)
-                : await settle(plan, { ...usage, estimated: false }, 'ok', 200);
-            }
-            if (this.abandoned) {
-              if (charge) return; // the usage is in: nothing more to read
-              continue;
-            }
-            for (const e of r.out ?? []) {
-              if (e.needsCharge && !charge) {
-                waiting.push(e);
-                continue;
-              }
-              if (e.needsCharge && charge) stamp([e], charge);
-              start();
-              this.emit(out(e));
-            }
-            if (charge && waiting.length) {
-              stamp(waiting, charge);
-              for (const e of waiting.splice(0)) this.emit(out(e));
-            }
-            if (r.done) break reading;
-          }
-          if (read.done) break;
-        }
-      } catch (err) {
-        if (err instanceof ConnectError) throw err;
-        if (isAbort(err) || this.abandoned) {
-          outcome = 'client_closed';
-          httpStatus = 499;
-          return;
-        }
-        outcome = sawContent ? 'upstream_cut' : 'upstream_unreachable';
-        httpStatus = 502;
-        if (!started && !sawContent) return fail(upstreamFailure(err, plan.requestId));
-        log.warn({ requestId: plan.requestId, err: (err as Error).message }, 'upstream stream broke');
-        start();
-        const broken = opts.brokenStreamEvent('The upstream provider connection broke during the stream.');
-        this.emit({ kind: 'error', ...(broken.event ? { event: broken.event } : {}), json: broken.json });
-        return;
-      }
-      if (this.abandoned) return;
-
-      const reported = charge !== undefined || usage !== undefined;
-      if (!charge) charge = await settle(plan, deliveredUsage(usage, p.deliveredText(), opts.countUsage), 'ok', 200);
-      const tail = [...waiting.splice(0), ...(p.finish?.(charge, reported) ?? [])];
-      stamp(tail, charge);
-      start();
-      for (const e of tail) this.emit(out(e));
-      this.emit({ kind: 'charge', charge });
+      const res = await this.connect();
+      if (res && (await this.read(res))) await this.finishRead();
     } catch (err) {
-      fail(err);
+      this.fail(err);
     } finally {
-      this.settledOrDone = true;
-      clearTimeout(this.deadline);
-      this.runs.abandoned.delete(this);
-      this.upstreamAbort.abort(RUN_DONE);
-      if (!charge) {
-        const u = deliveredUsage(usage, p.deliveredText(), opts.countUsage);
-        const left = outcome === 'ok' || outcome === 'client_closed';
-        await settle(plan, u, left ? 'client_closed' : outcome, left ? 499 : httpStatus).catch((err) =>
-          log.error({ err, requestId: plan.requestId }, 'settle failed; the hold will expire'),
-        );
-      }
-      this.push(failure ? { kind: 'throw', err: failure.err } : { kind: 'end' });
+      await this.settleLeftover();
     }
   }
+
+  // What the producer knows as it goes (one stream's state, set by the steps below).
+  private usage: TokenUsage | undefined;
+  private charge: ChargeInfo | undefined;
+  /** The request id went out: the caller's answer has begun. */
+  private started = false;
+  private sawContent = false;
+  private outcome = 'ok';
+  private httpStatus = 200;
+  /** Events that carry the charge, held until it is known. */
+  private readonly waiting: OutEvent[] = [];
+  /**
+   * A failure reaches the caller after the settle, as the last thing: whoever sees it can
+   * already see what was charged.
+   */
+  private failure: { err: unknown } | undefined;
+
+  private fail(err: unknown): void {
+    this.failure ??= { err };
+  }
+
+  private end(outcome: string, httpStatus: number): void {
+    this.outcome = outcome;
+    this.httpStatus = httpStatus;
+  }
+
+  private start(): void {
+    if (!this.started) {
+      this.started = true;
+      this.emit({ kind: 'request_id', requestId: this.plan.requestId });
+    }
+  }
+
+  private send(e: OutEvent): void {
+    this.emit({ kind: 'data', ...(e.event ? { event: e.event } : {}), json: JSON.stringify(e.data) });
+  }
+
+  /** The upstream's answer when it is a stream to read; otherwise the outcome and failure are set. */
+  private async connect(): Promise<UpstreamResponse | undefined> {
+    const { plan, opts } = this;
+    let res: UpstreamResponse;
+    try {
+      res = await opts.send(this.upstreamAbort.signal, opts.signal);
+    } catch (err) {
+      if (isAbort(err)) {
+        this.end('client_closed', 499);
+        return undefined;
+      }
+      // The upstream call's own outcome (a timeout, a deployment that kept failing), else unreachable.
+      const marked = markedOutcome(err) ?? { outcome: 'upstream_unreachable', httpStatus: 502 };
+      this.end(marked.outcome, marked.httpStatus);
+      this.fail(err instanceof ConnectError ? err : upstreamFailure(err, plan.requestId));
+      return undefined;
+    }
+    if (res.statusCode < 200 || res.statusCode >= 300) {
+      this.end('upstream_error', res.statusCode);
+      this.fail(await readUpstreamError(res, plan.requestId));
+      return undefined;
+    }
+    return res;
+  }
+
+  /**
+   * Reads the upstream's events to their end, handing on what the caller gets. True when the
+   * stream ended normally and the caller is still there (the charge then goes out).
+   */
+  private async read(res: UpstreamResponse): Promise<boolean> {
+    // A network read's events are handled in one pass; backpressure is checked per read.
+    const body = res.body[Symbol.asyncIterator]();
+    const parser = new SseParser();
+    try {
+      for (;;) {
+        await this.roomForMore();
+        const read = await body.next();
+        for (const ev of read.done ? parser.end() : parser.push(read.value as Uint8Array)) {
+          const step = await this.step(ev);
+          if (step === 'stop') return false;
+          if (step === 'done') return !this.abandoned;
+        }
+        if (read.done) return !this.abandoned;
+      }
+    } catch (err) {
+      if (err instanceof ConnectError) throw err;
+      this.broke(err);
+      return false;
+    }
+  }
+
+  /** One upstream event: usage noted, the settle as soon as the usage is final, events handed on. */
+  private async step(ev: SseEvent): Promise<'more' | 'done' | 'stop'> {
+    const { plan } = this;
+    const r = this.opts.processor.step(ev);
+    if (r.usage) this.usage = r.usage;
+    if (r.error) {
+      this.outcome = 'upstream_stream_error';
+      if (this.abandoned) return 'stop';
+      if (!this.started) {
+        this.httpStatus = 502;
+        this.fail(
+          gatewayError({
+            httpStatus: 502,
+            type: 'server_error',
+            code: 'upstream_stream_error',
+            message: r.error.message,
+            requestId: plan.requestId,
+          }),
+        );
+        return 'stop';
+      }
+      this.emit({ kind: 'error', ...(r.error.event ? { event: r.error.event } : {}), json: r.error.json });
+      return 'stop';
+    }
+    if (this.opts.processor.deliveredText().length > 0) this.sawContent = true;
+    if (r.finalUsage && this.usage && !this.charge) {
+      const usage = { ...this.usage, estimated: false };
+      this.charge = this.abandoned
+        ? await this.runs.deps.settle(plan, usage, 'client_closed', 499)
+        : await this.runs.deps.settle(plan, usage, 'ok', 200);
+    }
+    // The caller left: read on only until the usage is in.
+    if (this.abandoned) return this.charge ? 'stop' : 'more';
+    this.handOn(r.out ?? []);
+    return r.done ? 'done' : 'more';
+  }
+
+  /** Events for the caller: those that carry the charge wait for it, and the last of them carries it. */
+  private handOn(events: OutEvent[]): void {
+    const { charge, waiting } = this;
+    for (const e of events) {
+      if (e.needsCharge && !charge) {
+        waiting.push(e);
+        continue;
+      }
+      if (e.needsCharge && charge) stamp([e], charge);
+      this.start();
+      this.send(e);
+    }
+    if (charge && waiting.length) {
+      stamp(waiting, charge);
+      for (const e of waiting.splice(0)) this.send(e);
+    }
+  }
+
+  /** The upstream's body failed mid-read: the caller left, or the provider's connection broke. */
+  private broke(err: unknown): void {
+    if (isAbort(err) || this.abandoned) return this.end('client_closed', 499);
+    this.end(this.sawContent ? 'upstream_cut' : 'upstream_unreachable', 502);
+    if (!this.started && !this.sawContent) return this.fail(upstreamFailure(err, this.plan.requestId));
+    this.runs.deps.log.warn({ requestId: this.plan.requestId, err: (err as Error).message }, 'upstream stream broke');
+    this.start();
+    const broken = this.opts.brokenStreamEvent('The upstream provider connection broke during the stream.');
+    this.emit({ kind: 'error', ...(broken.event ? { event: broken.event } : {}), json: broken.json });
+  }
+
+  /** The stream ended: settled (on what was reported, or counted), then the held events and the charge go out. */
+  private async finishRead(): Promise<void> {
+    const { plan, opts } = this;
+    const reported = this.charge !== undefined || this.usage !== undefined;
+    const charge = (this.charge ??= await this.runs.deps.settle(
+      plan,
+      deliveredUsage(this.usage, opts.processor.deliveredText(), opts.countUsage),
+      'ok',
+      200,
+    ));
+    const tail = [...this.waiting.splice(0), ...(opts.processor.finish?.(charge, reported) ?? [])];
+    stamp(tail, charge);
+    this.start();
+    for (const e of tail) this.send(e);
+    this.emit({ kind: 'charge', charge });
+  }
+
+  /** However the run ended: the upstream call let go, and a request not yet settled settled now. */
+  private async settleLeftover(): Promise<void> {
+    const { plan, opts } = this;
+    this.settledOrDone = true;
+    clearTimeout(this.deadline);
+    this.runs.abandoned.delete(this);
+    this.upstreamAbort.abort(RUN_DONE);
+    if (!this.charge) {
+      const u = deliveredUsage(this.usage, opts.processor.deliveredText(), opts.countUsage);
+      const left = this.outcome === 'ok' || this.outcome === 'client_closed';
+      await this.runs.deps
+        .settle(plan, u, left ? 'client_closed' : this.outcome, left ? 499 : this.httpStatus)
+        .catch((err) =>
+          this.runs.deps.log.error({ err, requestId: plan.requestId }, 'settle failed; the hold will expire'),
+        );
+    }
+    this.push(this.failure ? { kind: 'throw', err: this.failure.err } : { kind: 'end' });
+  }
+}
+
+/** Marks the last of `events` that waits for the charge with it (`x_gateway`). */
+function stamp(events: OutEvent[], c: ChargeInfo): void {
+  const last = [...events].reverse().find((e) => e.needsCharge);
+  if (last) last.data.x_gateway = chargeField(c);
 }
 
 /**

@@ -10,7 +10,7 @@ import type { CatalogueEntry, ToolUseTokens, VisionBilling } from '../catalogue/
 import type { TokenUsage } from '../billing/pricing.ts';
 import type { WireFormat } from '../tenancy/operator-objects.ts';
 import { base64ImageSize, dataUrlBase64, imageTokens } from './media/image-tokens.ts';
-import type { Plan } from './types.ts';
+import type { Plan } from '../metering/plan.ts';
 
 // The encoder builds its tables on the first count, which is slow: here, at start-up, rather than in
 // the middle of the first request that needs a count.

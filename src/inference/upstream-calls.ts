@@ -6,10 +6,10 @@ import { Code, type ConnectError } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
 import type { Metrics } from '../log/metrics.ts';
-import { gatewayError, toGatewayError } from '../rpc/errors.ts';
-import { withOutcome } from './outcomes.ts';
-import type { Plan } from './types.ts';
-import { isAbort, upstreamFailure, type Upstream, type UpstreamBody, type UpstreamResponse } from './upstream.ts';
+import { gatewayError, toGatewayError } from '../errors/errors.ts';
+import { withOutcome, isAbort } from '../metering/outcomes.ts';
+import type { Plan } from '../metering/plan.ts';
+import { upstreamFailure, type Upstream, type UpstreamBody, type UpstreamResponse } from './upstream.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 /** One deployment's result: an answer to use, or its failure. */

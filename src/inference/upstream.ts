@@ -2,7 +2,7 @@
 // that matter (connect, first byte, silence between body chunks).
 import { Agent, errors, request, type Dispatcher, type FormData } from 'undici';
 import type { Config } from '../config/config.ts';
-import { gatewayError } from '../rpc/errors.ts';
+import { gatewayError } from '../errors/errors.ts';
 
 /** An upstream POST's answer: the status and headers, and a body to read once. */
 export interface UpstreamResponse {
@@ -247,12 +247,6 @@ export class ReplyBody implements Dispatcher.DispatchHandler, AsyncIterator<Buff
 /** 3 when `b` starts with a UTF-8 byte order mark (which text decoding skips), else 0. */
 export function bomLength(b: Uint8Array): number {
   return b.length > 2 && b[0] === 0xef && b[1] === 0xbb && b[2] === 0xbf ? 3 : 0;
-}
-
-/** True for errors that mean the caller went away, not the upstream. */
-export function isAbort(err: unknown): boolean {
-  const e = err as { name?: string; code?: string };
-  return e?.name === 'AbortError' || e?.code === 'UND_ERR_ABORTED' || e?.code === 'ABORT_ERR';
 }
 
 /** Maps a transport failure talking to the upstream to the status the caller gets. */

@@ -58,7 +58,7 @@ export interface StartedParts {
   bot: { mode: 'polling' | 'webhook'; username: string } | undefined;
 }
 
-export function scopeOf(host: string): Scope {
+export function listenScope(host: string): Scope {
   if (host === '0.0.0.0' || host === '::' || host === '') return 'all interfaces';
   if (host === 'localhost' || host === '::1' || /^127\./.test(host)) return 'loopback';
   return 'one address';
@@ -66,7 +66,7 @@ export function scopeOf(host: string): Scope {
 
 /** http://host:port a client on this machine can use; all-interfaces binds are reached on loopback. */
 export function connectableUrl(host: string, port: number): string {
-  const shown = scopeOf(host) === 'all interfaces' ? '127.0.0.1' : host;
+  const shown = listenScope(host) === 'all interfaces' ? '127.0.0.1' : host;
   return `http://${shown.includes(':') ? `[${shown}]` : shown}:${port}`;
 }
 
@@ -121,14 +121,14 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
       url: httpUrl,
       host: config.host,
       port: parts.httpPort,
-      scope: scopeOf(config.host),
+      scope: listenScope(config.host),
       metricsToken: config.metricsToken !== undefined,
     },
     rpc: {
       url: connectableUrl(config.grpcHost, parts.rpcPort),
       host: config.grpcHost,
       port: parts.rpcPort,
-      scope: scopeOf(config.grpcHost),
+      scope: listenScope(config.grpcHost),
       adminToken: config.adminToken !== undefined,
     },
     console: { url: `${httpUrl}/console`, operatorSignIn: config.adminToken !== undefined },

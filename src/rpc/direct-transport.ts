@@ -28,7 +28,7 @@ import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { VideoService } from '../gen/gateway/v1/video_pb.js';
 import type { Services } from './services.ts';
-import { unexpectedFailure } from './errors.ts';
+import { unexpectedFailure } from '../errors/errors.ts';
 import { OneMessage } from './server-stream.ts';
 
 type Impl = (req: unknown, ctx: HandlerContext) => unknown;

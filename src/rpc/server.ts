@@ -23,7 +23,7 @@ import { bearerMatches } from '../config/bearer.ts';
 import { isLoopbackPeer } from '../config/exposure.ts';
 import { newRequestId } from '../billing/ids.ts';
 import { GatewayErrorSchema } from '../gen/gateway/v1/errors_pb.js';
-import { gatewayError, unauthorized, unexpectedFailure, withGatewayDetail } from './errors.ts';
+import { gatewayError, unauthorized, unexpectedFailure, withGatewayDetail } from '../errors/errors.ts';
 import type { Services } from './services.ts';
 import { BOOK_LIMITS, CATALOGUE_READ_MAX_BYTES } from '../catalogue/book-document.ts';
 

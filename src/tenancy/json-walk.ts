@@ -1,5 +1,5 @@
 // Visiting every object of a parsed request body, for the checks that must see all of it
-// (whose objects it names, here; what the provider will bill, in src/inference/bill-policy.ts).
+// (whose objects it names, here; what the provider will bill, in src/metering/bill-policy.ts).
 
 type Json = Record<string, unknown>;
 

@@ -3,7 +3,7 @@
 // containers and custom skills. The gateway serves every tenant from that one account, so an id
 // of one of these reaches whatever the operator (or anyone with the account) put there. They are
 // refused with a 400 naming the parameter, unless the operator shares a kind with every tenant
-// (SHARED_PROVIDER_OBJECTS, parsed in src/config/config.ts). src/inference/bill-policy.ts asks
+// (SHARED_PROVIDER_OBJECTS, parsed in src/config/config.ts). src/metering/bill-policy.ts asks
 // here first, so one place refuses a request's fields; a kind that is shared can still be
 // refused there for billing (containers, vector stores).
 import type { SharedKind } from '../config/config.ts';

@@ -9,7 +9,7 @@
 // upstream call, so nobody can tell another account's id from one that never existed. The
 // account owns them, not the key: a rotated key keeps them.
 import type { Db } from '../db/db.ts';
-import { gatewayError } from '../rpc/errors.ts';
+import { gatewayError } from '../errors/errors.ts';
 
 type Json = Record<string, unknown>;
 

@@ -7,8 +7,8 @@ import type { Logger } from 'pino';
 import type { Metrics } from '../log/metrics.ts';
 import type { Config, ProviderConfig, ProviderName } from '../config/config.ts';
 import type { Ledger, SettleInput, SettleResult } from '../billing/ledger.ts';
-import { costRational, type Rational } from '../billing/money.ts';
-import { customerNano, markupOf, NO_MARKUP, providerNano } from '../billing/markup.ts';
+import { costRational, type Rational } from '../money/money.ts';
+import { customerNano, parseMarkup, NO_MARKUP, providerNano } from '../billing/markup.ts';
 import { FAILURE, type VideoActivities } from '../../workflows/video-types.ts';
 import type { VideoJobs } from './jobs.ts';
 import { durationMs, measureMp4, Mp4Error } from './mp4.ts';
@@ -159,7 +159,7 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
     async settleCharge(a) {
       const cost = videoCost(a.producedMs, a.seconds, a.pricePerSecondUsd);
       // At the markup the hold was taken at; a job started before markups has none.
-      const markup = a.markupRate === undefined ? NO_MARKUP : markupOf(BigInt(a.markupVersion ?? '0'), a.markupRate);
+      const markup = a.markupRate === undefined ? NO_MARKUP : parseMarkup(BigInt(a.markupVersion ?? '0'), a.markupRate);
       const r = await deps.ledger.settle({
         requestId: a.requestId,
         costNano: customerNano(cost, markup),

@@ -9,7 +9,7 @@ import type { Metrics } from '../log/metrics.ts';
 import type { Config } from '../config/config.ts';
 import type { Db } from '../db/db.ts';
 import type { Ledger } from '../billing/ledger.ts';
-import { gatewayError } from '../rpc/errors.ts';
+import { unavailable } from '../errors/errors.ts';
 import { videoActivities } from './activities.ts';
 import { VideoJobs } from './jobs.ts';
 import { FolderVideoStore, removeAbandonedWrites, type VideoStore } from './store.ts';
@@ -39,13 +39,8 @@ const PUBLIC_REASON = {
   starting: 'its Temporal service for video jobs is still starting; try again shortly.',
 } as const;
 
-const unavailable = (why: keyof typeof PUBLIC_REASON) =>
-  gatewayError({
-    httpStatus: 503,
-    type: 'server_error',
-    code: 'video_jobs_unavailable',
-    message: `Video generation is unavailable on this gateway: ${PUBLIC_REASON[why]}`,
-  });
+const videoUnavailable = (why: keyof typeof PUBLIC_REASON) =>
+  unavailable('video_jobs_unavailable', `Video generation is unavailable on this gateway: ${PUBLIC_REASON[why]}`);
 
 export class VideoRuntime {
   readonly jobs: VideoJobs;
@@ -91,7 +86,7 @@ export class VideoRuntime {
     if (this.state.kind === 'starting') await Promise.race([this.started, sleep(waitMs, undefined, { ref: false })]);
     const s = this.state as State;
     if (s.kind === 'ready') return s.ready;
-    throw unavailable(s.kind === 'unavailable' ? (s.permanent ? 'none' : 'down') : 'starting');
+    throw videoUnavailable(s.kind === 'unavailable' ? (s.permanent ? 'none' : 'down') : 'starting');
   }
 
   /**
@@ -99,7 +94,7 @@ export class VideoRuntime {
    * configured Temporal is only unreachable, finished jobs are still read from the database.)
    */
   assertEnabled(): void {
-    if (this.state.kind === 'unavailable' && this.state.permanent) throw unavailable('none');
+    if (this.state.kind === 'unavailable' && this.state.permanent) throw videoUnavailable('none');
   }
 
   private async connect(): Promise<void> {

@@ -1,5 +1,6 @@
-// Request facts the facade and the video service share; no dependencies, so the facade can
-// import it without pulling in the service.
+// Request facts the facade and the video service share, and a job as the service answers it;
+// types are all it imports, so the facade can import it without pulling in the service.
+import type { VideoJobRow } from './jobs.ts';
 
 /** Seconds and sizes sora-2 accepts (as OpenAI's video API lists them). */
 export const VIDEO_SECONDS = [4, 8, 12] as const;
@@ -23,4 +24,25 @@ export function failureHttpStatus(code: string): number {
     default:
       return 502;
   }
+}
+
+/** A job's row as the Video message answers it (the facade adds OpenAI's object fields). */
+export function toVideo(row: VideoJobRow) {
+  return {
+    id: row.id,
+    model: row.model,
+    prompt: row.prompt,
+    seconds: row.seconds,
+    size: row.size,
+    status: row.status,
+    progress: row.progress,
+    createdAt: BigInt(Math.floor(row.createdAt.getTime() / 1000)),
+    completedAt: row.completedAt ? BigInt(Math.floor(row.completedAt.getTime() / 1000)) : 0n,
+    ...(row.errorCode ? { error: { code: row.errorCode, message: row.errorMessage ?? '' } } : {}),
+    requestId: row.requestId,
+    holdNano: row.holdNano,
+    costNano: row.costNano,
+    producedMs: row.producedMs,
+    contentBytes: row.contentBytes,
+  };
 }

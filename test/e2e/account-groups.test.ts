@@ -14,7 +14,7 @@ import { GatewayErrorSchema } from '../../src/gen/gateway/v1/errors_pb.js';
 import { migrate, openDb, type Db } from '../../src/db/db.ts';
 import { migrationSource } from '../../src/db/migrations/index.ts';
 import { loadBotConfig } from '../../src/config/bot-config.ts';
-import { ownerOf } from '../../src/bot/bot.ts';
+import { ownerOf } from '../../src/bot/owner.ts';
 import { networkTransport, startBot, type RunningBot } from '../../src/bot/start.ts';
 import { createLogger } from '../../src/log/logger.ts';
 import { FakeTelegram, textsOf, tgUser } from '../support/fake-telegram.ts';

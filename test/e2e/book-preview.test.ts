@@ -10,7 +10,7 @@ import { timestampDate } from '@bufbuild/protobuf/wkt';
 import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
 import { CatalogueService, type PreviewRow } from '../../src/gen/gateway/v1/catalogue_pb.js';
 import { GatewayErrorSchema } from '../../src/gen/gateway/v1/errors_pb.js';
-import { usdToNano } from '../../src/billing/money.ts';
+import { usdToNano } from '../../src/money/money.ts';
 import type { BookDocument } from '../../src/catalogue/book-document.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';

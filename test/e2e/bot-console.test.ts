@@ -3,7 +3,8 @@
 // gRPC; the link it sends signs its user into the console once, over real HTTP.
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { loadBotConfig } from '../../src/config/bot-config.ts';
-import { COMMANDS, ownerOf } from '../../src/bot/bot.ts';
+import { COMMANDS } from '../../src/bot/commands.ts';
+import { ownerOf } from '../../src/bot/owner.ts';
 import { networkTransport, startBot, type RunningBot } from '../../src/bot/start.ts';
 import { createLogger } from '../../src/log/logger.ts';
 import { FakeTelegram, callsOf, textsOf, tgUser, type TgUser } from '../support/fake-telegram.ts';

@@ -9,10 +9,11 @@ import OpenAI from 'openai';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { CatalogueService } from '../../src/gen/gateway/v1/catalogue_pb.js';
-import { nanoToUsd, usdToNano } from '../../src/billing/money.ts';
+import { nanoToUsd, usdToNano } from '../../src/money/money.ts';
 import { loadBotConfig, type BotConfig } from '../../src/config/bot-config.ts';
-import { formatUsd } from '../../src/bot/format.ts';
-import { ownerOf, paymentExternalId } from '../../src/bot/bot.ts';
+import { formatUsd } from '../../src/money/format.ts';
+import { ownerOf } from '../../src/bot/owner.ts';
+import { paymentExternalId } from '../../src/bot/stars.ts';
 import { networkTransport, startBot, type RunningBot } from '../../src/bot/start.ts';
 import { createLogger } from '../../src/log/logger.ts';
 import {

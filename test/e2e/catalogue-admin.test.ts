@@ -1,4 +1,4 @@
-// The price book's admin side (src/catalogue/service.ts, src/cli/catalogue-commands.ts): the
+// The price book's admin side (src/services/catalogue.ts, src/cli/catalogue-commands.ts): the
 // whole book as a document that round-trips byte for byte, each kind of bad change refused whole
 // with nothing written, models, aliases and markups changed one at a time and served at once here
 // and within PRICE_BOOK_REFRESH_MS on another instance, and what /v1/models lists for a caller
@@ -14,7 +14,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../../src/gen/gateway/v1/catalogue_pb.js';
 import { GatewayErrorSchema } from '../../src/gen/gateway/v1/errors_pb.js';
-import { usdToNano } from '../../src/billing/money.ts';
+import { usdToNano } from '../../src/money/money.ts';
 import { openDb, type Db } from '../../src/db/db.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';

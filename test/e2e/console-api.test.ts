@@ -10,7 +10,7 @@ import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { MarginGrouping } from '../../src/gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../../src/gen/gateway/v1/catalogue_pb.js';
-import { nanoToUsd, usdToNano } from '../../src/billing/money.ts';
+import { nanoToUsd, usdToNano } from '../../src/money/money.ts';
 import { billing, db, newKey, uniqueMarker, type TestKey } from '../support/context.ts';
 import { gatewayForFile } from '../support/extra-gateway.ts';
 import { ConsoleClient } from '../support/console-api.ts';

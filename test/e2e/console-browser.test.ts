@@ -9,7 +9,7 @@ import fs from 'node:fs';
 import zlib from 'node:zlib';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { usdToNano } from '../../src/billing/money.ts';
+import { usdToNano } from '../../src/money/money.ts';
 import { type AxeFinding, axeFindings, withAxe } from '../support/axe.ts';
 import { launchBrowser, screenshot } from '../support/browser.ts';
 import {

@@ -5,7 +5,7 @@
 import { beforeAll, describe, expect, it } from 'vitest';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { timestampDate, timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { usdToNano } from '../../src/billing/money.ts';
+import { usdToNano } from '../../src/money/money.ts';
 import { billing, db, newKey, openai, uniqueMarker, type TestKey } from '../support/context.ts';
 
 const byKeyId = (keyId: string) => ({ ref: { case: 'keyId' as const, value: keyId } });

@@ -14,7 +14,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { usdToNano } from '../../src/billing/money.ts';
+import { usdToNano } from '../../src/money/money.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import { db, gatewayUrl, newKey } from '../support/context.ts';
@@ -125,7 +125,7 @@ describe('README quick start', () => {
     expect(balances).toHaveLength(2);
     expect(balances[0]).toBe(5_000_000_000n);
     expect(balances[1]).toBeLessThan(balances[0]!);
-    expect(r.out).toMatch(/^held\s+\$0$/m);
+    expect(r.out).toMatch(/^held\s+\$0\.00$/m);
 
     // The drop is exactly the call's charge, as its usage row records it (written in the next batch).
     const cli = async (...args: string[]) =>

@@ -6,7 +6,7 @@
 // cannot pay what the provider would bill, and otherwise charged all of it (nothing uncovered).
 import { describe, expect, it } from 'vitest';
 import Anthropic from '@anthropic-ai/sdk';
-import { costNano } from '../../src/billing/money.ts';
+import { costNano } from '../../src/money/money.ts';
 import { MODELS } from '../../src/catalogue/shipped-book.ts';
 import {
   accountActivity,

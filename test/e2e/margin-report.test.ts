@@ -13,7 +13,7 @@ import { createGrpcTransport } from '@connectrpc/connect-node';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { BillingService, MarginGrouping } from '../../src/gen/gateway/v1/billing_pb.js';
 import { GatewayErrorSchema } from '../../src/gen/gateway/v1/errors_pb.js';
-import { nanoToUsd, usdToNano } from '../../src/billing/money.ts';
+import { nanoToUsd, usdToNano } from '../../src/money/money.ts';
 import { openDb, type Db } from '../../src/db/db.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';

@@ -17,14 +17,14 @@ import { LeaseBook } from '../../src/billing/leases.ts';
 import { KeyCheck } from '../../src/billing/key-check.ts';
 import { RateLimiter } from '../../src/billing/rate-limits.ts';
 import { newRequestId } from '../../src/billing/ids.ts';
-import { costNano, costRational, usdToNano, type PricedQuantity } from '../../src/billing/money.ts';
-import { customerPrice, markupOf, type Markup } from '../../src/billing/markup.ts';
+import { costNano, costRational, usdToNano, type PricedQuantity } from '../../src/money/money.ts';
+import { customerPrice, parseMarkup, type Markup } from '../../src/billing/markup.ts';
 import { worstCostNano, type TokenPrices } from '../../src/billing/pricing.ts';
 import { loadConfig } from '../../src/config/config.ts';
 import { Catalogue, type ResolvedModel } from '../../src/catalogue/catalogue.ts';
-import { Metering } from '../../src/inference/metering.ts';
-import { baseWorst } from '../../src/inference/bill-policy.ts';
-import type { Plan } from '../../src/inference/types.ts';
+import { Metering } from '../../src/metering/metering.ts';
+import { baseWorst } from '../../src/metering/bill-policy.ts';
+import type { Plan } from '../../src/metering/plan.ts';
 import { Metrics } from '../../src/log/metrics.ts';
 import { videoActivities, type ActivityDeps } from '../../src/video/activities.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
@@ -123,7 +123,7 @@ describe('the money path with a markup, against the real ledger', () => {
 
   it('holds the worst case at the customer price and charges the usage at the listed customer prices, rounded up once; the usage row keeps the provider cost and the markup version', async () => {
     const key = await newKey('1');
-    const m = markupOf(9_000_001n, '0.37');
+    const m = parseMarkup(9_000_001n, '0.37');
     const plan = planFor(key, markedUp(m));
     const meter = metering();
     const held = await meter.hold(plan);
@@ -146,7 +146,7 @@ describe('the money path with a markup, against the real ledger', () => {
   });
 
   it("refuses 402 a balance that covers the provider's least cost but not the customer's, naming the customer's figure", async () => {
-    const m = markupOf(9_000_002n, '0.5');
+    const m = parseMarkup(9_000_002n, '0.5');
     const model = markedUp(m);
     const leastProvider = worstCostNano(baseWorst(model), 1000n, 1n, 1n);
     const leastCustomer = customerOf(leastProvider, '0.5');
@@ -163,7 +163,7 @@ describe('the money path with a markup, against the real ledger', () => {
   });
 
   it('a balance below the worst case lowers the output cap to the most whose marked-up worst case fits the hold', async () => {
-    const m = markupOf(9_000_003n, '2.5');
+    const m = parseMarkup(9_000_003n, '2.5');
     const model = markedUp(m);
     const worstAt = (cap: bigint) => customerOf(worstCostNano(baseWorst(model), 1000n, cap, 1n), '2.5');
     const balance = worstAt(200n) + 7n;
@@ -183,7 +183,7 @@ describe('the money path with a markup, against the real ledger', () => {
 
   it('a price known up front is held and charged at the customer price of its exact cost: 62 s at $0.017 a minute with 20% is 21,080,000 nano-USD, not the 21,080,001 of marking up the rounded 17,566,667', async () => {
     const key = await newKey('1');
-    const m = markupOf(9_000_004n, '0.2');
+    const m = parseMarkup(9_000_004n, '0.2');
     const plan = planFor(key, markedUp(m));
     const meter = metering();
     const cost = costRational([{ quantity: 62n, priceUsd: '0.017', perUnits: 60n }]);
@@ -200,7 +200,7 @@ describe('the money path with a markup, against the real ledger', () => {
 
   it('with credit leases the reservation is the customer price and the batched usage row carries the same figures', async () => {
     const key = await newKey('1');
-    const m = markupOf(9_000_005n, '0.37');
+    const m = parseMarkup(9_000_005n, '0.37');
     const leases = new LeaseBook(
       knex,
       ledger,
@@ -315,7 +315,7 @@ describe('markups through the gateway', () => {
       ).rows[0].id;
     }
     // In force on both instances within the refresh: /v1/models lists the marked-up price.
-    const want = customerPrice(await providerPrice(MODEL, 'input_per_mtok'), markupOf(1n, RATES[MODEL]!));
+    const want = customerPrice(await providerPrice(MODEL, 'input_per_mtok'), parseMarkup(1n, RATES[MODEL]!));
     for (const g of [hold, lease]) {
       const key = await keyOn(g, '0.01');
       await until(`the markup in force on ${g.httpUrl}`, async () => {

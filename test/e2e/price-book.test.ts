@@ -12,7 +12,7 @@ import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../../src/gen/gateway/v1/catalogue_pb.js';
 import { GatewayErrorSchema } from '../../src/gen/gateway/v1/errors_pb.js';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
-import { usdToNano } from '../../src/billing/money.ts';
+import { usdToNano } from '../../src/money/money.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import { openDb, migrate, type Db } from '../../src/db/db.ts';

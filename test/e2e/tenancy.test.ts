@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
-import { costNano } from '../../src/billing/money.ts';
+import { costNano } from '../../src/money/money.ts';
 import { MODELS } from '../../src/catalogue/shipped-book.ts';
 import {
   accountActivity,

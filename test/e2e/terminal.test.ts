@@ -258,7 +258,7 @@ describe('npm start at a terminal', () => {
     const databaseUrl = new URL(inject('databaseUrl'));
     databaseUrl.password = DB_PASSWORD;
     const term = onTerminal(
-      `${JSON.stringify(process.execPath)} src/main.ts`,
+      `${JSON.stringify(process.execPath)} src/process/main.ts`,
       baseEnv({
         LOG_FORMAT: 'json',
         DATABASE_URL: databaseUrl.toString(),

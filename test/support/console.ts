@@ -10,7 +10,7 @@ import OpenAI from 'openai';
 import pg from 'pg';
 import type { Browser, BrowserContext, Page } from 'playwright-core';
 import { inject } from 'vitest';
-import { usdToNano } from '../../src/billing/money.ts';
+import { usdToNano } from '../../src/money/money.ts';
 import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../../src/gen/gateway/v1/catalogue_pb.js';
 import { startGatewayProcess, type GatewayProcess } from './gateway-process.ts';

@@ -7,7 +7,7 @@ import OpenAI from 'openai';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
-import { usdToNano } from '../../src/billing/money.ts';
+import { usdToNano } from '../../src/money/money.ts';
 
 export const gatewayUrl = () => inject('gatewayUrl');
 export const simulatorUrl = () => inject('simulatorUrl');

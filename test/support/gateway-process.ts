@@ -24,7 +24,7 @@ export async function startGatewayProcess(
   const grpcPort = Number(opts.env.GRPC_PORT) || (await freePort());
   const logStart = fs.existsSync(opts.logFile) ? fs.statSync(opts.logFile).size : 0;
   const log = fs.openSync(opts.logFile, 'a');
-  const [cmd, ...args] = opts.command ?? [process.execPath, 'src/main.ts'];
+  const [cmd, ...args] = opts.command ?? [process.execPath, 'src/process/main.ts'];
   const child = spawn(cmd!, args, {
     cwd: ROOT,
     // A DATA_DIR of its own unless the test names one: a test gateway never writes its address

@@ -1,197 +1,42 @@
-// The console's JSON API (/console/api, docs/console.md#api) as the page calls it: the session
-// cookie goes along by itself (same origin), every state change carries the session's CSRF token
-// in x-csrf-token, and a 401 anywhere means the session is gone: the page shows the sign-in form.
-// The key is posted once, at sign-in, and is kept nowhere (no storage, no URL): only in the
-// HttpOnly cookie's session on the server.
-import type { Int } from './format.ts';
+// The console's JSON API (/console/api, docs/console.md#api) as the page calls it: one named
+// function per endpoint (`api.requests(filters, cursor)`, `api.topUp(id, …)`), typed with the
+// answers the server's mappers are typed with (wire-types.ts), so no page spells an API address.
+// The session cookie goes along by itself (same origin), every state change carries the
+// session's CSRF token in x-csrf-token, and a 401 anywhere means the session is gone: the page
+// shows the sign-in form. The key is posted once, at sign-in, and is kept nowhere (no storage, no
+// URL): only in the HttpOnly cookie's session on the server.
+import type {
+  AccountDetail,
+  AccountRow,
+  ApplyAnswer,
+  Balance,
+  BookAnswer,
+  BookPreview,
+  BookPreviewRequest,
+  DailyUsage,
+  ErrorAnswer,
+  LedgerRow,
+  LimitsAnswer,
+  LimitsRequest,
+  MarginReport,
+  Me,
+  ModelList,
+  Page,
+  PriceHistory,
+  RefundAnswer,
+  RequestFilters,
+  RequestRow,
+  RevokeAnswer,
+  RotatedKey,
+  SessionAnswer,
+  SessionEnded,
+  SignInRequest,
+  TopUpAnswer,
+  TopUpRequest,
+  VideoRow,
+} from './wire-types.ts';
 
-export const API = '/console/api';
-
-export type Role = 'holder' | 'operator';
-
-export interface Me {
-  role: Role;
-  account_id?: string;
-  key_id?: string;
-  key_prefix?: string;
-  group?: string;
-  csrf: string;
-  expires_at: string;
-}
-
-export interface SessionAnswer {
-  role: Role;
-  csrf: string;
-  expires_at: string;
-}
-
-export interface Balance {
-  balance_nano: string;
-  held_nano: string;
-  available_nano: string;
-}
-
-export interface DailyUsageRow {
-  day: string;
-  model: string;
-  requests: Int;
-  input_tokens: Int;
-  output_tokens: Int;
-  cost_nano: string;
-}
-
-export interface DailyUsage {
-  from: string;
-  to: string;
-  rows: DailyUsageRow[];
-}
-
-export interface RequestRow {
-  created_at: string;
-  request_id: string;
-  route: string;
-  model: string;
-  requested_model: string;
-  input_tokens: Int;
-  output_tokens: Int;
-  cached_tokens: Int;
-  cost_nano: string;
-  status: string;
-  http_status: Int;
-  latency_ms: Int;
-  key_prefix: string;
-}
-
-export interface Page<T> {
-  rows: T[];
-  next_cursor: string;
-}
-
-export interface LedgerRow {
-  id: string;
-  kind: string;
-  amount_nano: string;
-  balance_after_nano?: string;
-  external_id?: string;
-  request_id?: string;
-  cause: string;
-  created_at: string;
-}
-
-export interface ModelPrices {
-  id: string;
-  kind: string;
-  provider: string;
-  aliases: string[];
-  pricing: Record<string, string>;
-}
-
-export interface AccountRow {
-  account_id: string;
-  label: string;
-  owner: string;
-  group: string;
-  balance_nano: string;
-  held_nano: string;
-  spend_30d_nano: string;
-  last_used_at: string | null;
-  keys: Int;
-}
-
-export interface KeyRow {
-  key_id: string;
-  prefix: string;
-  label: string;
-  created_at: string;
-  revoked_at: string | null;
-  rpm: Int | null;
-  tpm: Int | null;
-}
-
-export interface AccountDetail extends AccountRow {
-  available_nano?: string;
-  keys_list?: KeyRow[];
-}
-
-export interface MarginRow {
-  key: string;
-  requests: Int;
-  revenue_nano: string;
-  provider_cost_nano: string;
-  margin_nano: string;
-}
-
-export interface MarginReport {
-  rows: MarginRow[];
-  total: MarginRow | null;
-}
-
-export interface Markup {
-  id: Int;
-  provider: string;
-  model_id: string;
-  account_group: string;
-  markup: string;
-  effective_from: string | null;
-  created_at?: string | null;
-  source?: string;
-  reason?: string;
-}
-
-export interface BookAnswer {
-  document: string;
-  markups: { in_force: Markup[]; scheduled: Markup[] };
-}
-
-export interface PriceVersion {
-  id: Int;
-  prices: Record<string, string>;
-  effective_from: string | null;
-  created_at: string | null;
-  source: string;
-  reason: string;
-}
-
-export interface PriceHistory {
-  versions: PriceVersion[];
-}
-
-export interface PreviewRow {
-  model_id: string;
-  requests: Int;
-  revenue_nano: string;
-  provider_cost_nano: string;
-  proposed_revenue_nano: string;
-  proposed_provider_cost_nano: string;
-  inexact_requests: Int;
-}
-
-export interface BookPreview {
-  rows: PreviewRow[];
-  total: PreviewRow | null;
-  from: string | null;
-  to: string | null;
-}
-
-export interface BookChange {
-  kind: string;
-  subject: string;
-  detail: string;
-}
-
-export interface ApplyAnswer {
-  changes: BookChange[];
-  applied: boolean;
-}
-
-export interface VideoRow {
-  id: string;
-  account_id: string;
-  model: string;
-  status: string;
-  created_at: string;
-  temporal_url: string;
-}
+const API = '/console/api';
 
 /** An answer other than 2xx, with the API's own code and message. */
 export class ApiError extends Error {
@@ -247,7 +92,7 @@ async function call<T>(method: string, path: string, body?: unknown, opts: { sig
     parsed = undefined;
   }
   if (res.ok) return parsed as T;
-  const error = (parsed as { error?: { code?: string; message?: string } } | undefined)?.error;
+  const error = (parsed as Partial<ErrorAnswer> | undefined)?.error;
   const retry = Number(res.headers.get('retry-after'));
   const err = new ApiError(
     res.status,
@@ -260,15 +105,6 @@ async function call<T>(method: string, path: string, body?: unknown, opts: { sig
   throw err;
 }
 
-export const get = <T>(path: string): Promise<T> => call<T>('GET', path);
-export const post = <T>(path: string, body: unknown = {}): Promise<T> => call<T>('POST', path, body);
-
-/** Exchanges a key, an admin token or a one-time link token for a session (the cookie). */
-export const signIn = (credential: { key: string } | { admin_token: string } | { link: string }) =>
-  call<SessionAnswer>('POST', '/session', credential, { signIn: true });
-
-export const signOut = () => call<unknown>('POST', '/session/end', {}, { signIn: true });
-
 /** "?a=1&b=2" from the set values only (empty strings left out). */
 export function query(params: Record<string, string | number | undefined>): string {
   const q = new URLSearchParams();
@@ -276,3 +112,78 @@ export function query(params: Record<string, string | number | undefined>): stri
   const s = q.toString();
   return s ? `?${s}` : '';
 }
+
+/**
+ * A GET, not yet sent: the page asks for it when it draws (data.ts, useApi), or at start beside
+ * /me (prefetch), and the two meet by `path`.
+ */
+export interface Read<T> {
+  /** The API path with its query: two reads of one path are one answer. */
+  readonly path: string;
+  load(): Promise<T>;
+}
+
+const read = <T>(path: string): Read<T> => ({ path, load: () => call<T>('GET', path) });
+const post = <T>(path: string, body: unknown): Promise<T> => call<T>('POST', path, body);
+
+/** Rows per page of the request log. */
+export const REQUESTS_PAGE_SIZE = 50;
+
+/** The request log's filters, in the order the address has always had them. */
+const filterQuery = (f: RequestFilters) => ({
+  model: f.model,
+  route: f.route,
+  status: f.status,
+  from: f.from,
+  to: f.to,
+});
+
+const accountPath = (id: string) => `/admin/accounts/${encodeURIComponent(id)}`;
+
+/**
+ * Whose request log, ledger and daily usage: the session's own (a key holder's), or an account's
+ * (the operator's view of it, under /admin/accounts/:id). Both answer the same shapes.
+ */
+export type AccountScope = 'own' | { accountId: string };
+
+const under = (scope: AccountScope) => (scope === 'own' ? '' : accountPath(scope.accountId));
+
+/** Every endpoint of the console API, by what it does. */
+export const api = {
+  me: () => read<Me>('/me'),
+  /** Exchanges a key, an admin token or a one-time link token for a session (the cookie). */
+  signIn: (credential: SignInRequest) => call<SessionAnswer>('POST', '/session', credential, { signIn: true }),
+  signOut: () => call<SessionEnded>('POST', '/session/end', {}, { signIn: true }),
+
+  balance: () => read<Balance>('/balance'),
+  dailyUsage: (scope: AccountScope, days: number) => read<DailyUsage>(`${under(scope)}/usage/daily?days=${days}`),
+  requests: (scope: AccountScope, filters: RequestFilters, cursor = '') =>
+    read<Page<RequestRow>>(
+      `${under(scope)}/requests${query({ ...filterQuery(filters), cursor, limit: REQUESTS_PAGE_SIZE })}`,
+    ),
+  /** The address of the CSV download of every request the filters select (a link's href). */
+  requestsCsvHref: (scope: AccountScope, filters: RequestFilters) =>
+    `${API}${under(scope)}/requests.csv${query(filterQuery(filters))}`,
+  /** `kinds`: a comma list (topup,refund), '' for every entry. */
+  ledger: (scope: AccountScope, kinds: string, cursor = '') =>
+    read<Page<LedgerRow>>(`${under(scope)}/ledger${query({ kind: kinds, cursor })}`),
+  models: () => read<ModelList>('/models'),
+  rotateKey: () => post<RotatedKey>('/key/rotate', { confirm: true }),
+
+  accounts: (q: string, cursor = '') => read<Page<AccountRow>>(`/admin/accounts${query({ q, cursor })}`),
+  account: (id: string) => read<AccountDetail>(accountPath(id)),
+  topUp: (accountId: string, body: TopUpRequest) => post<TopUpAnswer>(`${accountPath(accountId)}/topup`, body),
+  refund: (externalId: string) => post<RefundAnswer>('/admin/refunds', { external_id: externalId }),
+  setKeyLimits: (keyId: string, limits: LimitsRequest) =>
+    post<LimitsAnswer>(`/admin/keys/${encodeURIComponent(keyId)}/limits`, limits),
+  revokeKey: (keyId: string) => post<RevokeAnswer>(`/admin/keys/${encodeURIComponent(keyId)}/revoke`, {}),
+  margin: (range: { from: string; to: string }, by: 'day' | 'model') =>
+    read<MarginReport>(`/admin/margin${query({ ...range, by })}`),
+  book: () => read<BookAnswer>('/admin/book'),
+  priceHistory: (modelId: string) => read<PriceHistory>(`/admin/models/${encodeURIComponent(modelId)}/history`),
+  previewBook: (body: BookPreviewRequest) => post<BookPreview>('/admin/book/preview', body),
+  /** Applies the book document, or with `dryRun` only says what it would change. */
+  applyBook: (document: string, dryRun: boolean) =>
+    post<ApplyAnswer>('/admin/book/apply', { document, dry_run: dryRun }),
+  videos: (cursor = '') => read<Page<VideoRow>>(`/admin/videos${query({ cursor })}`),
+};

@@ -2,7 +2,8 @@
 // BigInt arithmetic only, so what the page shows is exactly what the ledger holds (a float would
 // turn 0.000123456 into 0.00012345599999). Times are UTC, as the daily figures are.
 
-const NANO_PER_USD = 1_000_000_000n;
+import { NANO_PER_USD } from '../../money/money.ts';
+import { formatUsd, groupDigits } from '../../money/format.ts';
 
 /** An integer that may arrive as a JSON number or a decimal string (int64 fields). */
 export type Int = number | string;
@@ -13,20 +14,13 @@ export const big = (v: Int | bigint | null | undefined): bigint =>
 /** 1234567 -> "1,234,567". */
 export function grouped(v: Int | bigint): string {
   const n = big(v);
-  const digits = (n < 0n ? -n : n).toString();
-  return (n < 0n ? '−' : '') + digits.replace(/\B(?=(\d{3})+(?!\d))/g, ',');
+  return (n < 0n ? '−' : '') + groupDigits((n < 0n ? -n : n).toString());
 }
 
 /**
  * nano-USD -> "$1,234.50", "$0.000123456", "−$0.02": every digit the amount has, at least cents.
  */
-export function usd(nano: Int | bigint): string {
-  const n = big(nano);
-  const abs = n < 0n ? -n : n;
-  const whole = abs / NANO_PER_USD;
-  const frac = (abs % NANO_PER_USD).toString().padStart(9, '0').replace(/0+$/, '').padEnd(2, '0');
-  return `${n < 0n ? '−' : ''}$${grouped(whole)}.${frac}`;
-}
+export const usd = (nano: Int | bigint): string => formatUsd(big(nano), { grouped: true, minus: '−' });
 
 /** A price per unit as the book writes it ("2.50" USD) -> "$2.50". */
 export function usdText(decimal: string): string {

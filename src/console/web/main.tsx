@@ -8,46 +8,47 @@ import './styles.css';
 import type { ComponentChildren } from 'preact';
 import { render } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import { ApiError, get, type Me, onSignedOut, type Role, setCsrf, signIn, signOut } from './api.ts';
+import { ApiError, api, onSignedOut, type Read, setCsrf } from './api.ts';
 import { type NavItem, Shell } from './components/shell.tsx';
 import { ErrorNote, Loading } from './components/ui.tsx';
 import { dropPrefetched, prefetch } from './data.ts';
-import { Account, accountUrls } from './pages/account.tsx';
-import { Accounts, accountsUrls } from './pages/accounts.tsx';
-import { Billing, billingUrls } from './pages/billing.tsx';
-import { Book, bookUrls } from './pages/book.tsx';
+import { Account, accountData } from './pages/account.tsx';
+import { Accounts, accountsData } from './pages/accounts.tsx';
+import { Billing, billingData } from './pages/billing.tsx';
+import { Book, bookData } from './pages/book.tsx';
 import { KeyPage } from './pages/key.tsx';
-import { Margin, marginUrls } from './pages/margin.tsx';
-import { Models, modelsUrls } from './pages/models.tsx';
-import { Overview, overviewUrls } from './pages/overview.tsx';
-import { Requests, requestsPageUrls } from './pages/requests.tsx';
+import { Margin, marginData } from './pages/margin.tsx';
+import { Models, modelsData } from './pages/models.tsx';
+import { Overview, overviewData } from './pages/overview.tsx';
+import { Requests, requestsData } from './pages/requests.tsx';
 import { SignIn, signInProblem } from './pages/sign-in.tsx';
-import { Videos, videosUrls } from './pages/videos.tsx';
+import { Videos, videosData } from './pages/videos.tsx';
 import { BASE, currentLocation, interceptLinks, type Location, navigate, useLocation } from './router.ts';
+import type { Me, Role } from './wire-types.ts';
 
 interface Route {
   role: Role;
   /** The nav item it belongs to. */
   nav: string;
   /** The data it shows, asked for at start beside /me. */
-  urls: (loc: Location, params: string[]) => string[];
+  data: (loc: Location, params: string[]) => Read<unknown>[];
   view: (ctx: { loc: Location; params: string[]; me: Me; setMe: (me: Me) => void }) => ComponentChildren;
 }
 
 const ROUTES: [RegExp, Route][] = [
-  [/^\/console$/, { role: 'holder', nav: '/console', urls: overviewUrls, view: ({ loc }) => <Overview loc={loc} /> }],
+  [/^\/console$/, { role: 'holder', nav: '/console', data: overviewData, view: ({ loc }) => <Overview loc={loc} /> }],
   [
     /^\/console\/requests$/,
-    { role: 'holder', nav: '/console/requests', urls: requestsPageUrls, view: ({ loc }) => <Requests loc={loc} /> },
+    { role: 'holder', nav: '/console/requests', data: requestsData, view: ({ loc }) => <Requests loc={loc} /> },
   ],
-  [/^\/console\/billing$/, { role: 'holder', nav: '/console/billing', urls: billingUrls, view: () => <Billing /> }],
-  [/^\/console\/models$/, { role: 'holder', nav: '/console/models', urls: modelsUrls, view: () => <Models /> }],
+  [/^\/console\/billing$/, { role: 'holder', nav: '/console/billing', data: billingData, view: () => <Billing /> }],
+  [/^\/console\/models$/, { role: 'holder', nav: '/console/models', data: modelsData, view: () => <Models /> }],
   [
     /^\/console\/key$/,
     {
       role: 'holder',
       nav: '/console/key',
-      urls: () => [],
+      data: () => [],
       view: ({ me, setMe }) => <KeyPage me={me} onRotated={(prefix) => setMe({ ...me, key_prefix: prefix })} />,
     },
   ],
@@ -56,7 +57,7 @@ const ROUTES: [RegExp, Route][] = [
     {
       role: 'operator',
       nav: '/console/admin/accounts',
-      urls: accountsUrls,
+      data: accountsData,
       view: ({ loc }) => <Accounts loc={loc} />,
     },
   ],
@@ -65,21 +66,21 @@ const ROUTES: [RegExp, Route][] = [
     {
       role: 'operator',
       nav: '/console/admin/accounts',
-      urls: (loc, [id]) => accountUrls(loc, decodeURIComponent(id!)),
+      data: (loc, [id]) => accountData(loc, decodeURIComponent(id!)),
       view: ({ loc, params: [id] }) => <Account loc={loc} id={decodeURIComponent(id!)} />,
     },
   ],
   [
     /^\/console\/admin\/margin$/,
-    { role: 'operator', nav: '/console/admin/margin', urls: marginUrls, view: ({ loc }) => <Margin loc={loc} /> },
+    { role: 'operator', nav: '/console/admin/margin', data: marginData, view: ({ loc }) => <Margin loc={loc} /> },
   ],
   [
     /^\/console\/admin\/book$/,
-    { role: 'operator', nav: '/console/admin/book', urls: bookUrls, view: ({ loc }) => <Book loc={loc} /> },
+    { role: 'operator', nav: '/console/admin/book', data: bookData, view: ({ loc }) => <Book loc={loc} /> },
   ],
   [
     /^\/console\/admin\/videos$/,
-    { role: 'operator', nav: '/console/admin/videos', urls: videosUrls, view: () => <Videos /> },
+    { role: 'operator', nav: '/console/admin/videos', data: videosData, view: () => <Videos /> },
   ],
 ];
 
@@ -113,11 +114,11 @@ function match(path: string): { route: Route; params: string[] } | undefined {
 function startLoading(): Promise<Me> {
   const loc = currentLocation();
   const found = match(loc.path);
-  const me = get<Me>('/me');
+  const me = api.me().load();
   // Handled from the start: App takes the answer in an effect, which may run after a quick 401
   // (without a handler by then, the browser reports an unhandled rejection).
   me.catch(() => {});
-  if (found) for (const url of found.route.urls(loc, found.params)) prefetch(url);
+  if (found) for (const read of found.route.data(loc, found.params)) prefetch(read);
   return me;
 }
 
@@ -165,7 +166,7 @@ function App(props: { first: Promise<Me>; linkProblem?: string }) {
           setCsrf(s.csrf);
           dropPrefetched();
           try {
-            const me = await get<Me>('/me');
+            const me = await api.me().load();
             adopt(me);
             const here = match(currentLocation().path);
             if (!here || here.route.role !== me.role) navigate(HOME[me.role], true);
@@ -180,7 +181,7 @@ function App(props: { first: Promise<Me>; linkProblem?: string }) {
   const me = session.me;
   const found = match(loc.path);
   const end = async () => {
-    await signOut().catch(() => {});
+    await api.signOut().catch(() => {});
     setCsrf('');
     dropPrefetched();
     setSession({ state: 'signed-out', notice: 'You are signed out.' });
@@ -231,7 +232,7 @@ async function redeemLink(): Promise<string | undefined> {
   window.history.replaceState(null, '', window.location.pathname + window.location.search);
   if (!m) return undefined;
   try {
-    await signIn({ link: m[1]! });
+    await api.signIn({ link: m[1]! });
     return undefined;
   } catch (err) {
     return signInProblem(err, 'link');

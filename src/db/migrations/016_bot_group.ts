@@ -1,4 +1,4 @@
-// Accounts the Telegram bot creates (owner "telegram:<user id>", src/bot/bot.ts) are in price
+// Accounts the Telegram bot creates (owner "telegram:<user id>", src/bot/owner.ts) are in price
 // group `bot` (docs/billing.md#account-groups): set as the account row is inserted, so no
 // account of the bot's is ever in another group for a moment, whoever creates it and however a
 // create call ends. Accounts the bot made before this are moved too, unless an operator already

@@ -3,12 +3,14 @@
 import { modelNotAvailable, type Catalogue, type ResolvedModel } from '../../catalogue/catalogue.ts';
 import type { ModelKindName } from '../../catalogue/models.ts';
 import type { TokenPrices } from '../../billing/pricing.ts';
-import { badRequest, gatewayError, unknownModel } from '../../rpc/errors.ts';
+import { badRequest, gatewayError, unknownModel } from '../../errors/errors.ts';
+import { Blob } from 'node:buffer';
+import { FormData } from 'undici';
 import type { FormPart } from '../../gen/gateway/v1/inference_pb.js';
 import type { Caller } from '../../billing/caller.ts';
-import type { Json, Plan } from '../types.ts';
+import type { Json, Plan } from '../../metering/plan.ts';
 import { duplicateMemberRefusal } from '../duplicate-members.ts';
-import { withOutcome } from '../outcomes.ts';
+import { withOutcome } from '../../metering/outcomes.ts';
 
 /** The catalogue model named `id`, of `kind`: 400 in the OpenAI shape otherwise. */
 export function modelOfKind(catalogue: Catalogue, id: unknown, kind: ModelKindName, route: string): ResolvedModel {
@@ -115,4 +117,18 @@ export function badUpstreamReply(requestId: string, what: string) {
     'upstream_bad_reply',
     502,
   );
+}
+
+/**
+ * A caller's multipart form as it goes upstream: the same parts in the same order, files as
+ * files; only the model is the gateway's to change (to the name its provider knows it by).
+ */
+export function upstreamFormOf(parts: readonly FormPart[], upstreamModelId: string): FormData {
+  const form = new FormData();
+  for (const p of parts) {
+    if (p.filename !== '')
+      form.append(p.name, new Blob([p.data], { type: p.contentType || 'application/octet-stream' }), p.filename);
+    else form.append(p.name, p.name === 'model' ? upstreamModelId : Buffer.from(p.data).toString('utf8'));
+  }
+  return form;
 }

@@ -6,7 +6,7 @@
 // shrinks an image to a budget, the budget; where it rounds a scaled side, the side rounded up.
 // Integer arithmetic only; a patch multiplier is applied as an exact fraction, rounded up.
 import type { VisionBilling } from '../../catalogue/models.ts';
-import { ceilDiv as ceilDivBig, parseDecimal } from '../../billing/money.ts';
+import { ceilDiv as ceilDivBig, parseDecimal } from '../../money/money.ts';
 import { inputImageSize } from './image-size.ts';
 
 /** The rules that put a number on an image (the others are the window, or no images at all). */

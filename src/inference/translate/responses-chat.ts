@@ -146,6 +146,43 @@ function outputText(output: unknown): string {
 
 /** Responses request -> chat completions request. */
 export function responsesRequestToChat(req: Json, opts: { upstreamModel: string }): Json {
+  refuseWhatChatCannotDo(req);
+  const names = new ChatToolNames(req);
+  const chat: Json = { model: opts.upstreamModel, messages: inputToMessages(req, names) };
+  const tools = toolsToChat(req, names);
+  if (tools.length) chat.tools = tools;
+  const tc = req.tool_choice as Json | string | undefined;
+  if (typeof tc === 'string') chat.tool_choice = tc;
+  else if (tc && (tc.type === 'function' || tc.type === 'custom'))
+    chat.tool_choice = {
+      type: 'function',
+      function: { name: names.chatName(String(tc.name), nsOf(tc), tc.type === 'custom') },
+    };
+  if (typeof req.max_output_tokens === 'number') chat.max_completion_tokens = req.max_output_tokens;
+  for (const k of ['temperature', 'top_p', 'parallel_tool_calls', 'metadata', 'user'] as const)
+    if (req[k] !== undefined && req[k] !== null) chat[k] = req[k];
+  const effort = (req.reasoning as Json | undefined)?.effort;
+  if (typeof effort === 'string') chat.reasoning_effort = effort;
+  const format = ((req.text as Json | undefined)?.format ?? undefined) as Json | undefined;
+  if (format?.type === 'json_schema')
+    chat.response_format = {
+      type: 'json_schema',
+      json_schema: {
+        name: format.name,
+        schema: format.schema,
+        ...(format.strict !== undefined ? { strict: format.strict } : {}),
+      },
+    };
+  else if (format?.type === 'json_object') chat.response_format = { type: 'json_object' };
+  if (req.stream === true) {
+    chat.stream = true;
+    chat.stream_options = { include_usage: true };
+  }
+  return chat;
+}
+
+/** What only the provider's own Responses API can do: stored state and built-in tools. */
+function refuseWhatChatCannotDo(req: Json): void {
   if (req.previous_response_id)
     throw new TranslationError(
       'previous_response_id needs a passthrough model (chat-only models keep no stored responses)',
@@ -167,8 +204,10 @@ export function responsesRequestToChat(req: Json, opts: { upstreamModel: string 
       'unsupported_responses_tools',
       'tools',
     );
-  const names = new ChatToolNames(req);
+}
 
+/** Instructions and input items as chat messages (tool calls joined to the assistant turn before them). */
+function inputToMessages(req: Json, names: ChatToolNames): Json[] {
   const messages: Json[] = [];
   if (typeof req.instructions === 'string' && req.instructions)
     messages.push({ role: 'system', content: req.instructions });
@@ -211,8 +250,11 @@ export function responsesRequestToChat(req: Json, opts: { upstreamModel: string 
     }
   }
 
-  const chat: Json = { model: opts.upstreamModel, messages };
-  // Namespaces are flattened into the one list of functions chat completions has.
+  return messages;
+}
+
+/** The tools as chat functions: namespaces flattened into the one list chat completions has. */
+function toolsToChat(req: Json, names: ChatToolNames): Json[] {
   const tools: Json[] = [];
   for (const t of (Array.isArray(req.tools) ? req.tools : []) as Json[]) {
     if (t.type === 'namespace')
@@ -220,35 +262,7 @@ export function responsesRequestToChat(req: Json, opts: { upstreamModel: string 
         tools.push(chatToolDef(inner, names.chatName(String(inner.name), String(t.name), inner.type === 'custom')));
     else tools.push(chatToolDef(t, String(t.name)));
   }
-  if (tools.length) chat.tools = tools;
-  const tc = req.tool_choice as Json | string | undefined;
-  if (typeof tc === 'string') chat.tool_choice = tc;
-  else if (tc && (tc.type === 'function' || tc.type === 'custom'))
-    chat.tool_choice = {
-      type: 'function',
-      function: { name: names.chatName(String(tc.name), nsOf(tc), tc.type === 'custom') },
-    };
-  if (typeof req.max_output_tokens === 'number') chat.max_completion_tokens = req.max_output_tokens;
-  for (const k of ['temperature', 'top_p', 'parallel_tool_calls', 'metadata', 'user'] as const)
-    if (req[k] !== undefined && req[k] !== null) chat[k] = req[k];
-  const effort = (req.reasoning as Json | undefined)?.effort;
-  if (typeof effort === 'string') chat.reasoning_effort = effort;
-  const format = ((req.text as Json | undefined)?.format ?? undefined) as Json | undefined;
-  if (format?.type === 'json_schema')
-    chat.response_format = {
-      type: 'json_schema',
-      json_schema: {
-        name: format.name,
-        schema: format.schema,
-        ...(format.strict !== undefined ? { strict: format.strict } : {}),
-      },
-    };
-  else if (format?.type === 'json_object') chat.response_format = { type: 'json_object' };
-  if (req.stream === true) {
-    chat.stream = true;
-    chat.stream_options = { include_usage: true };
-  }
-  return chat;
+  return tools;
 }
 
 /** The Responses usage object, with every field OpenAI's schema requires (strict clients validate them). */

@@ -6,13 +6,13 @@ import { describe, expect, it } from 'vitest';
 import {
   customerNano,
   customerPrice,
-  markupOf,
+  parseMarkup,
   markupPpm,
   providerBudgetNano,
   providerNano,
   type Markup,
 } from '../../../src/billing/markup.ts';
-import { costNano, costRational, type PricedQuantity } from '../../../src/billing/money.ts';
+import { costNano, costRational, type PricedQuantity } from '../../../src/money/money.ts';
 
 const SEED = 0x26_b00c;
 const RUNS = 3_000;
@@ -44,7 +44,7 @@ function prng(seed: number) {
 function markups(r: ReturnType<typeof prng>): Markup[] {
   const rates = ['0', '100', '0.000001', '99.999999', '1', '0.2'];
   for (let i = 0; i < RUNS; i++) rates.push(r.decimal(100, 6));
-  return rates.map((rate, i) => markupOf(BigInt(i + 1), rate));
+  return rates.map((rate, i) => parseMarkup(BigInt(i + 1), rate));
 }
 
 /** ceil(x) of an exact decimal x (precision 60 holds every product here exactly). */
@@ -57,7 +57,7 @@ describe(`markup arithmetic (seed ${SEED.toString(16)})`, () => {
       const cost = r.big(10n ** 15n);
       expect(customerNano(cost, m)).toBe(ceilOf(new D(cost.toString()).times(new D(1).plus(m.rate))));
     }
-    const m = markupOf(1n, '0.2');
+    const m = parseMarkup(1n, '0.2');
     expect([0n, 1n, 4n, 5n, 6n].map((c) => customerNano(c, m))).toEqual([0n, 2n, 5n, 6n, 8n]);
   });
 
@@ -82,7 +82,7 @@ describe(`markup arithmetic (seed ${SEED.toString(16)})`, () => {
       const reference = new D(budget.toString()).div(new D(1).plus(m.rate)).toDecimalPlaces(0, Decimal.ROUND_FLOOR);
       expect(p).toBe(BigInt(reference.toFixed(0)));
     }
-    expect(() => providerBudgetNano(-1n, markupOf(1n, '0.2'))).toThrow();
+    expect(() => providerBudgetNano(-1n, parseMarkup(1n, '0.2'))).toThrow();
   });
 
   it(`a usage at the listed customer prices, rounded up once, is exactly the customer charge for its provider cost, over random token usages and prices (seed ${(SEED + 3).toString(16)})`, () => {
@@ -120,7 +120,7 @@ describe(`markup arithmetic (seed ${SEED.toString(16)})`, () => {
   });
 
   it('the markup applies before the one rounding: 1 second of audio at $0.017 a minute with 20% is charged 340,000 nano-USD (at its listed $0.0204 a minute), not 340,001 (283,333.3… rounded up first, then marked up)', () => {
-    const m = markupOf(1n, '0.2');
+    const m = parseMarkup(1n, '0.2');
     const parts = [{ quantity: 1n, priceUsd: '0.017', perUnits: 60n }];
     expect(providerNano(costRational(parts))).toBe(283_334n);
     expect(customerNano(costRational(parts), m)).toBe(340_000n);
@@ -155,6 +155,6 @@ describe(`markup arithmetic (seed ${SEED.toString(16)})`, () => {
       'Infinity',
     ])
       expect(markupPpm(bad), JSON.stringify(bad)).toBeUndefined();
-    expect(() => markupOf(1n, '-0.2')).toThrow(/not a markup/);
+    expect(() => parseMarkup(1n, '-0.2')).toThrow(/not a markup/);
   });
 });

@@ -3,7 +3,7 @@ import { loadConfig } from '../../../src/config/config.ts';
 import { Catalogue } from '../../../src/catalogue/catalogue.ts';
 import { MODELS } from '../../../src/catalogue/shipped-book.ts';
 import { DEFAULT_MODEL_ALIASES } from '../../../src/catalogue/aliases.ts';
-import { parseDecimal } from '../../../src/billing/money.ts';
+import { parseDecimal } from '../../../src/money/money.ts';
 
 describe('catalogue', () => {
   it('lists every model the spec names, on every route', () => {

@@ -16,7 +16,7 @@ describe('configuration', () => {
       .edges.filter((e) => e.from.startsWith('src/config/'))
       .map((e) => e.to)
       .filter((to) => !to.startsWith('src/config/'));
-    expect([...new Set(targets)]).toEqual(['src/billing/money.ts']);
+    expect([...new Set(targets)]).toEqual(['src/money/money.ts']);
     expect(checkImports(ROOT).cycles.filter((c) => c.some((f) => f.startsWith('src/config/')))).toEqual([]);
   });
 

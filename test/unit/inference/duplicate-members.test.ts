@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { duplicateMember, duplicateMemberRefusal } from '../../../src/inference/duplicate-members.ts';
 import { Form } from '../../../src/inference/media/common.ts';
-import { toGatewayError } from '../../../src/rpc/errors.ts';
+import { toGatewayError } from '../../../src/errors/errors.ts';
 import { create } from '@bufbuild/protobuf';
 import { FormPartSchema } from '../../../src/gen/gateway/v1/inference_pb.js';
 

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { worstInput } from '../../../src/billing/pricing.ts';
 import { Catalogue } from '../../../src/catalogue/catalogue.ts';
-import { chatPolicy } from '../../../src/inference/bill-policy.ts';
+import { chatPolicy } from '../../../src/metering/bill-policy.ts';
 import type { CatalogueEntry } from '../../../src/catalogue/models.ts';
 import { MODELS } from '../../../src/catalogue/shipped-book.ts';
 import { loadConfig } from '../../../src/config/config.ts';

@@ -5,8 +5,9 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../../src/config/config.ts';
-import { toGatewayError } from '../../../src/rpc/errors.ts';
-import { isAbort, Upstream, upstreamFailure } from '../../../src/inference/upstream.ts';
+import { toGatewayError } from '../../../src/errors/errors.ts';
+import { isAbort } from '../../../src/metering/outcomes.ts';
+import { Upstream, upstreamFailure } from '../../../src/inference/upstream.ts';
 
 const BIG = 1024 * 1024; // well past the 64 KiB a reader may leave unread
 const closed: string[] = [];

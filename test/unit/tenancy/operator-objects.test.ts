@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { operatorObjectRefusal, NOTHING_SHARED, type WireFormat } from '../../../src/tenancy/operator-objects.ts';
 import { storedIds, storedRefs } from '../../../src/tenancy/response-owners.ts';
-import { chatPolicy, messagesPolicy, responsesPolicy } from '../../../src/inference/bill-policy.ts';
+import { chatPolicy, messagesPolicy, responsesPolicy } from '../../../src/metering/bill-policy.ts';
 import { Catalogue } from '../../../src/catalogue/catalogue.ts';
 import { loadConfig, parseSharedKinds, SHARED_KINDS, type SharedKind } from '../../../src/config/config.ts';
 

@@ -2,7 +2,7 @@
 // is signed in and Sign out. On a narrow screen the pages fold behind a Menu button.
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
-import type { Me } from '../api.ts';
+import type { Me } from '../wire-types.ts';
 
 export interface NavItem {
   path: string;

@@ -3,6 +3,7 @@
 import type { ComponentChildren } from 'preact';
 import { useEffect, useId, useRef } from 'preact/hooks';
 import { ApiError } from '../api.ts';
+import type { Paged, PagerState } from '../data.ts';
 
 export function PageHeader(props: { title: string; children?: ComponentChildren }) {
   return (
@@ -141,12 +142,8 @@ export function Segmented<T extends string | number>(props: {
   );
 }
 
-/** Newer / Older for keyset pages: the cursors seen so far are a stack kept by the page. */
-/**
- * Newer / Older over keyset pages: `cursors` is the stack of cursors of the pages seen (the first
- * page's is ''), `next` the cursor of the page after the last one ('' or unset: none).
- */
-export function Pager(props: { cursors: string[]; next: string | undefined; onChange: (cursors: string[]) => void }) {
+/** Newer / Older over keyset pages (the cursor stack is the list's: usePaged in data.ts). */
+export function Pager(props: PagerState) {
   const { cursors, next, onChange } = props;
   const newer = cursors.length > 1;
   if (!newer && !next) return null;
@@ -160,6 +157,28 @@ export function Pager(props: { cursors: string[]; next: string | undefined; onCh
         Older ›
       </button>
     </nav>
+  );
+}
+
+/**
+ * A paged list's body: its error, Loading… before the first answer, `empty` for a page without
+ * rows, the rows as `children` draws them, and the Pager.
+ */
+export function PagedRows<T>(props: {
+  list: Paged<T>;
+  empty: ComponentChildren;
+  children: (rows: T[]) => ComponentChildren;
+}) {
+  const { list } = props;
+  const rows = list.data?.rows;
+  return (
+    <>
+      {list.error ? <ErrorNote error={list.error} /> : null}
+      {list.loading && !list.data ? <Loading /> : null}
+      {rows && rows.length === 0 ? <Empty>{props.empty}</Empty> : null}
+      {rows && rows.length > 0 ? props.children(rows) : null}
+      <Pager {...list.pager} />
+    </>
   );
 }
 

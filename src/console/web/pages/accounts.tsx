@@ -1,22 +1,20 @@
 // The operator's list of accounts: balance, held, spend over 30 days, last use and live keys,
 // searchable by account id, key id or prefix, label or owner, newest first in pages.
 import { useEffect, useState } from 'preact/hooks';
-import { type AccountRow, type Page, query } from '../api.ts';
-import { Card, Empty, ErrorNote, Loading, PageHeader, Pager, Table } from '../components/ui.tsx';
-import { useApi } from '../data.ts';
+import { api, query } from '../api.ts';
+import { Card, PagedRows, PageHeader, Table } from '../components/ui.tsx';
+import { usePaged } from '../data.ts';
 import { grouped, time, usd } from '../format.ts';
 import { type Location, navigate } from '../router.ts';
 
-export const accountsUrl = (q: string, cursor = '') => `/admin/accounts${query({ q, cursor })}`;
-export const accountsUrls = (loc: Location) => [accountsUrl(loc.query.get('q') ?? '')];
+const searchOf = (loc: Location) => loc.query.get('q') ?? '';
+export const accountsData = (loc: Location) => [api.accounts(searchOf(loc))];
 
 export function Accounts(props: { loc: Location }) {
-  const q = props.loc.query.get('q') ?? '';
+  const q = searchOf(props.loc);
   const [draft, setDraft] = useState(q);
   useEffect(() => setDraft(q), [q]);
-  const [paging, setPaging] = useState({ q, cursors: [''] });
-  const cursors = paging.q === q ? paging.cursors : [''];
-  const page = useApi<Page<AccountRow>>(accountsUrl(q, cursors[cursors.length - 1]));
+  const list = usePaged((cursor) => api.accounts(q, cursor));
   const search = (e: Event) => {
     e.preventDefault();
     navigate(`/console/admin/accounts${query({ q: draft.trim() })}`);
@@ -40,51 +38,47 @@ export function Accounts(props: { loc: Location }) {
         </form>
       </Card>
       <Card>
-        {page.error ? <ErrorNote error={page.error} /> : null}
-        {page.loading && !page.data ? <Loading /> : null}
-        {page.data && page.data.rows.length === 0 ? (
-          <Empty>{q ? `No account matches “${q}”.` : 'No accounts yet.'}</Empty>
-        ) : null}
-        {page.data && page.data.rows.length > 0 ? (
-          <Table stack label="Accounts" id="account-rows">
-            <thead>
-              <tr>
-                <th>Account</th>
-                <th>Owner</th>
-                <th>Group</th>
-                <th class="num">Balance</th>
-                <th class="num">Held</th>
-                <th class="num">Spend, 30 days</th>
-                <th>Last used (UTC)</th>
-                <th class="num">Keys</th>
-              </tr>
-            </thead>
-            <tbody>
-              {page.data.rows.map((a) => (
-                <tr key={a.account_id} data-account-id={a.account_id}>
-                  <td>
-                    <a class="mono" href={`/console/admin/accounts/${encodeURIComponent(a.account_id)}`}>
-                      {a.account_id}
-                    </a>
-                    {a.label ? <div class="muted small">{a.label}</div> : null}
-                  </td>
-                  <td class="small">{a.owner || '—'}</td>
-                  <td>{a.group || 'default'}</td>
-                  <td class="num nowrap" data-figure="balance">
-                    {usd(a.balance_nano)}
-                  </td>
-                  <td class="num nowrap">{usd(a.held_nano)}</td>
-                  <td class="num nowrap" data-figure="spend-30d">
-                    {usd(a.spend_30d_nano)}
-                  </td>
-                  <td class="nowrap">{a.last_used_at ? time(a.last_used_at) : 'never'}</td>
-                  <td class="num">{grouped(a.keys)}</td>
+        <PagedRows list={list} empty={q ? `No account matches “${q}”.` : 'No accounts yet.'}>
+          {(rows) => (
+            <Table stack label="Accounts" id="account-rows">
+              <thead>
+                <tr>
+                  <th>Account</th>
+                  <th>Owner</th>
+                  <th>Group</th>
+                  <th class="num">Balance</th>
+                  <th class="num">Held</th>
+                  <th class="num">Spend, 30 days</th>
+                  <th>Last used (UTC)</th>
+                  <th class="num">Keys</th>
                 </tr>
-              ))}
-            </tbody>
-          </Table>
-        ) : null}
-        <Pager cursors={cursors} next={page.data?.next_cursor} onChange={(c) => setPaging({ q, cursors: c })} />
+              </thead>
+              <tbody>
+                {rows.map((a) => (
+                  <tr key={a.account_id} data-account-id={a.account_id}>
+                    <td>
+                      <a class="mono" href={`/console/admin/accounts/${encodeURIComponent(a.account_id)}`}>
+                        {a.account_id}
+                      </a>
+                      {a.label ? <div class="muted small">{a.label}</div> : null}
+                    </td>
+                    <td class="small">{a.owner || '—'}</td>
+                    <td>{a.group || 'default'}</td>
+                    <td class="num nowrap" data-figure="balance">
+                      {usd(a.balance_nano)}
+                    </td>
+                    <td class="num nowrap">{usd(a.held_nano)}</td>
+                    <td class="num nowrap" data-figure="spend-30d">
+                      {usd(a.spend_30d_nano)}
+                    </td>
+                    <td class="nowrap">{a.last_used_at ? time(a.last_used_at) : 'never'}</td>
+                    <td class="num">{grouped(a.keys)}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </Table>
+          )}
+        </PagedRows>
       </Card>
     </>
   );

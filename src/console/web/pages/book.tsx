@@ -3,16 +3,8 @@
 // see what it changes and what the last 30 days would have earned under it (Preview), then apply
 // it in one transaction (with a confirmation).
 import { useEffect, useState } from 'preact/hooks';
-import {
-  type ApplyAnswer,
-  type BookAnswer,
-  type BookChange,
-  type BookPreview,
-  type Markup,
-  post,
-  query,
-  type PriceHistory,
-} from '../api.ts';
+import { useAction } from '../action.ts';
+import { api, query } from '../api.ts';
 import {
   Badge,
   Card,
@@ -28,6 +20,7 @@ import {
 import { useApi } from '../data.ts';
 import { big, grouped, percent, since, usd } from '../format.ts';
 import { type Location, navigate } from '../router.ts';
+import type { BookAnswer, BookChange, BookPreview, Markup } from '../wire-types.ts';
 import { PriceList, PricesByKind } from './models.tsx';
 
 interface BookModel {
@@ -43,15 +36,14 @@ interface BookDocument {
   aliases: Record<string, string>;
 }
 
-const historyUrl = (id: string) => `/admin/models/${encodeURIComponent(id)}/history`;
-export const bookUrls = (loc: Location) => {
+export const bookData = (loc: Location) => {
   const model = loc.query.get('model');
-  return ['/admin/book', ...(model ? [historyUrl(model)] : [])];
+  return [api.book(), ...(model ? [api.priceHistory(model)] : [])];
 };
 
 export function Book(props: { loc: Location }) {
   const tab = props.loc.query.get('tab') === 'edit' ? 'edit' : 'prices';
-  const book = useApi<BookAnswer>('/admin/book');
+  const book = useApi(api.book());
   const model = props.loc.query.get('model') ?? '';
   return (
     <>
@@ -156,7 +148,7 @@ function MarkupTable(props: { rows: Markup[]; id: string }) {
 }
 
 function History(props: { id: string }) {
-  const history = useApi<PriceHistory>(historyUrl(props.id));
+  const history = useApi(api.priceHistory(props.id));
   return (
     <Card
       title={`Price history of ${props.id}`}
@@ -203,48 +195,40 @@ function pretty(text: string): string {
   }
 }
 
+/**
+ * Preview (a dry-run apply, for what the document changes, and the usage priced again under it,
+ * together) and Apply, with one error shown: the last step's.
+ */
+function useBookChange(onApplied: () => void) {
+  const check = useAction(async (document: string, days: number) => {
+    const [dry, preview] = await Promise.all([api.applyBook(document, true), api.previewBook({ document, days })]);
+    return { text: document, changes: dry.changes, preview };
+  });
+  const apply = useAction(async (document: string) => {
+    const r = await api.applyBook(document, false);
+    check.reset();
+    onApplied();
+    return r.changes;
+  });
+  const preview = (document: string, days: number) => {
+    apply.reset();
+    void check.run(document, days);
+  };
+  return { check, apply, preview, busy: check.busy || apply.busy, error: check.error ?? apply.error };
+}
+
 function Editor(props: { book: BookAnswer; onApplied: () => void }) {
   const [text, setText] = useState(() => pretty(props.book.document));
   const [days, setDays] = useState(30);
-  const [checked, setChecked] = useState<{ text: string; changes: BookChange[]; preview: BookPreview } | undefined>();
-  const [busy, setBusy] = useState<'preview' | 'apply' | undefined>();
-  const [error, setError] = useState<unknown>();
-  const [applied, setApplied] = useState<BookChange[] | undefined>();
   const [confirming, setConfirming] = useState(false);
   useEffect(() => setText(pretty(props.book.document)), [props.book.document]);
-
-  const preview = async () => {
-    setBusy('preview');
-    setError(undefined);
-    setApplied(undefined);
-    try {
-      const [dry, p] = await Promise.all([
-        post<ApplyAnswer>('/admin/book/apply', { document: text, dry_run: true }),
-        post<BookPreview>('/admin/book/preview', { document: text, days }),
-      ]);
-      setChecked({ text, changes: dry.changes, preview: p });
-    } catch (err) {
-      setChecked(undefined);
-      setError(err);
-    } finally {
-      setBusy(undefined);
-    }
+  const { check, apply, preview, busy, error } = useBookChange(props.onApplied);
+  const confirmApply = async () => {
+    await apply.run(text);
+    setConfirming(false);
   };
-  const apply = async () => {
-    setBusy('apply');
-    setError(undefined);
-    try {
-      const r = await post<ApplyAnswer>('/admin/book/apply', { document: text, dry_run: false });
-      setApplied(r.changes);
-      setChecked(undefined);
-      props.onApplied();
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(undefined);
-      setConfirming(false);
-    }
-  };
+  const checked = check.done;
+  const applied = apply.done;
   const current = checked && checked.text === text ? checked : undefined;
 
   return (
@@ -264,34 +248,21 @@ function Editor(props: { book: BookAnswer; onApplied: () => void }) {
           onInput={(e) => setText((e.target as HTMLTextAreaElement).value)}
         />
         <div class="button-row">
-          <label class="field field-inline">
-            <span>Usage of the last</span>
-            <select
-              name="days"
-              value={String(days)}
-              onChange={(e) => setDays(Number((e.target as HTMLSelectElement).value))}
-            >
-              {[7, 30, 90].map((d) => (
-                <option key={d} value={String(d)}>
-                  {d} days
-                </option>
-              ))}
-            </select>
-          </label>
+          <UsagePeriod days={days} onChange={setDays} />
           <button
             type="button"
             class="button button-primary"
             id="preview-book"
-            disabled={busy !== undefined}
-            onClick={preview}
+            disabled={busy}
+            onClick={() => preview(text, days)}
           >
-            {busy === 'preview' ? 'Checking…' : 'Preview'}
+            {check.busy ? 'Checking…' : 'Preview'}
           </button>
           <button
             type="button"
             class="button button-danger"
             id="apply-book"
-            disabled={!current || current.changes.length === 0 || busy !== undefined}
+            disabled={!current || current.changes.length === 0 || busy}
             onClick={() => setConfirming(true)}
           >
             Apply…
@@ -312,21 +283,59 @@ function Editor(props: { book: BookAnswer; onApplied: () => void }) {
       </Card>
       {current ? <Changes changes={current.changes} /> : null}
       {current ? <PreviewTable preview={current.preview} /> : null}
-      <ConfirmDialog
+      <ApplyDialog
         open={confirming}
-        title="Apply this book?"
-        confirmText="Apply the book"
-        danger
-        busy={busy === 'apply'}
+        changes={current?.changes.length ?? 0}
+        busy={apply.busy}
         onCancel={() => setConfirming(false)}
-        onConfirm={apply}
-      >
-        <p>
-          {current?.changes.length ?? 0} change{current?.changes.length === 1 ? '' : 's'} take effect now, for every new
-          request, on every instance within its refresh interval.
-        </p>
-      </ConfirmDialog>
+        onConfirm={confirmApply}
+      />
     </>
+  );
+}
+
+/** How many days of recorded usage the preview prices again. */
+function UsagePeriod(props: { days: number; onChange: (days: number) => void }) {
+  return (
+    <label class="field field-inline">
+      <span>Usage of the last</span>
+      <select
+        name="days"
+        value={String(props.days)}
+        onChange={(e) => props.onChange(Number((e.target as HTMLSelectElement).value))}
+      >
+        {[7, 30, 90].map((d) => (
+          <option key={d} value={String(d)}>
+            {d} days
+          </option>
+        ))}
+      </select>
+    </label>
+  );
+}
+
+function ApplyDialog(props: {
+  open: boolean;
+  changes: number;
+  busy: boolean;
+  onCancel: () => void;
+  onConfirm: () => void;
+}) {
+  return (
+    <ConfirmDialog
+      open={props.open}
+      title="Apply this book?"
+      confirmText="Apply the book"
+      danger
+      busy={props.busy}
+      onCancel={props.onCancel}
+      onConfirm={props.onConfirm}
+    >
+      <p>
+        {props.changes} change{props.changes === 1 ? '' : 's'} take effect now, for every new request, on every instance
+        within its refresh interval.
+      </p>
+    </ConfirmDialog>
   );
 }
 

@@ -2,40 +2,23 @@
 // the old one refused at once). The new key is shown once, here, with a copy button; the session
 // moves to the new key, and nothing keeps the key after this page is left.
 import { useState } from 'preact/hooks';
-import { type Me, post } from '../api.ts';
+import { useAction } from '../action.ts';
+import { api } from '../api.ts';
 import { Card, ConfirmDialog, ErrorNote, Note, PageHeader } from '../components/ui.tsx';
+import type { Me } from '../wire-types.ts';
 
 export function KeyPage(props: { me: Me; onRotated: (prefix: string) => void }) {
   const [confirming, setConfirming] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>();
-  const [fresh, setFresh] = useState<string | undefined>();
-  const [copied, setCopied] = useState<'yes' | 'no' | undefined>();
-
+  // The new key is the rotation's answer: shown until "I have saved it" forgets it.
+  const rotation = useAction(async () => {
+    const r = await api.rotateKey();
+    props.onRotated(r.key_prefix);
+    return r;
+  });
+  const fresh = rotation.done?.api_key;
   const rotate = async () => {
-    setBusy(true);
-    setError(undefined);
-    try {
-      const r = await post<{ api_key: string; key_prefix: string }>('/key/rotate', { confirm: true });
-      setFresh(r.api_key);
-      setCopied(undefined);
-      props.onRotated(r.key_prefix);
-    } catch (err) {
-      setError(err);
-    } finally {
-      setBusy(false);
-      setConfirming(false);
-    }
-  };
-
-  const copy = async () => {
-    if (!fresh) return;
-    try {
-      await navigator.clipboard.writeText(fresh);
-      setCopied('yes');
-    } catch {
-      setCopied('no');
-    }
+    await rotation.run();
+    setConfirming(false);
   };
 
   return (
@@ -62,32 +45,14 @@ export function KeyPage(props: { me: Me; onRotated: (prefix: string) => void }) 
         </dl>
       </Card>
       {fresh ? (
-        <Card title="Your new key">
-          <Note kind="warn">
-            Copy it now: it is shown this once. The old key no longer works; put this one wherever the old one was used.
-          </Note>
-          <div class="secret-row">
-            <code class="secret" id="new-key">
-              {fresh}
-            </code>
-            <button type="button" class="button button-primary" onClick={copy}>
-              {copied === 'yes' ? 'Copied' : 'Copy'}
-            </button>
-          </div>
-          {copied === 'no' ? (
-            <p class="muted small">The browser did not allow copying: select the key and copy it.</p>
-          ) : null}
-          <button type="button" class="button" onClick={() => setFresh(undefined)}>
-            I have saved it: hide the key
-          </button>
-        </Card>
+        <NewKey apiKey={fresh} onHide={rotation.reset} />
       ) : (
         <Card title="Rotate the key">
           <p>
             Rotating issues a new key for the same account, balance and history, and stops the current key at once. Use
             it when the key may have been seen by someone else.
           </p>
-          {error ? <ErrorNote error={error} /> : null}
+          {rotation.error ? <ErrorNote error={rotation.error} /> : null}
           <button type="button" class="button button-danger" id="rotate" onClick={() => setConfirming(true)}>
             Rotate key…
           </button>
@@ -98,7 +63,7 @@ export function KeyPage(props: { me: Me; onRotated: (prefix: string) => void }) 
         title="Rotate this key?"
         confirmText="Rotate now"
         danger
-        busy={busy}
+        busy={rotation.busy}
         onConfirm={rotate}
         onCancel={() => setConfirming(false)}
       >
@@ -108,5 +73,39 @@ export function KeyPage(props: { me: Me; onRotated: (prefix: string) => void }) 
         </p>
       </ConfirmDialog>
     </>
+  );
+}
+
+/** The new key, shown this once, with Copy. */
+function NewKey(props: { apiKey: string; onHide: () => void }) {
+  const [copied, setCopied] = useState<'yes' | 'no' | undefined>();
+  const copy = async () => {
+    try {
+      await navigator.clipboard.writeText(props.apiKey);
+      setCopied('yes');
+    } catch {
+      setCopied('no');
+    }
+  };
+  return (
+    <Card title="Your new key">
+      <Note kind="warn">
+        Copy it now: it is shown this once. The old key no longer works; put this one wherever the old one was used.
+      </Note>
+      <div class="secret-row">
+        <code class="secret" id="new-key">
+          {props.apiKey}
+        </code>
+        <button type="button" class="button button-primary" onClick={copy}>
+          {copied === 'yes' ? 'Copied' : 'Copy'}
+        </button>
+      </div>
+      {copied === 'no' ? (
+        <p class="muted small">The browser did not allow copying: select the key and copy it.</p>
+      ) : null}
+      <button type="button" class="button" onClick={props.onHide}>
+        I have saved it: hide the key
+      </button>
+    </Card>
   );
 }

@@ -2,79 +2,109 @@
 // book priced: by UTC day as a chart and a table, and by model, over a date range (default: the
 // last 30 UTC days).
 import { useEffect, useState } from 'preact/hooks';
-import { type MarginReport, type MarginRow, query } from '../api.ts';
+import { api, query } from '../api.ts';
 import { StackedBars, type StackSeries, usdTick } from '../components/chart.tsx';
 import { Card, Empty, ErrorNote, Loading, PageHeader, Table, Tiles } from '../components/ui.tsx';
 import { useApi } from '../data.ts';
 import { big, grouped, usd, usdFloat, utcDate } from '../format.ts';
 import { type Location, navigate } from '../router.ts';
+import type { MarginReport, MarginRow } from '../wire-types.ts';
 
 const rangeOf = (loc: Location) => ({ from: loc.query.get('from') ?? '', to: loc.query.get('to') ?? '' });
-export const marginUrl = (r: { from: string; to: string }, by: 'day' | 'model') =>
-  `/admin/margin${query({ ...r, by })}`;
-export const marginUrls = (loc: Location) => [marginUrl(rangeOf(loc), 'day'), marginUrl(rangeOf(loc), 'model')];
+export const marginData = (loc: Location) => [api.margin(rangeOf(loc), 'day'), api.margin(rangeOf(loc), 'model')];
 
 export function Margin(props: { loc: Location }) {
   const range = rangeOf(props.loc);
-  const byDay = useApi<MarginReport & { from?: string; to?: string }>(marginUrl(range, 'day'));
-  const byModel = useApi<MarginReport>(marginUrl(range, 'model'));
+  const byDay = useApi(api.margin(range, 'day'));
+  const byModel = useApi(api.margin(range, 'model'));
+  return (
+    <>
+      <PageHeader title="Margin" />
+      <PeriodForm range={range} />
+      {byDay.error ? <ErrorNote error={byDay.error} /> : null}
+      {byDay.loading && !byDay.data ? <Loading /> : null}
+      {byDay.data ? <MarginByDay report={byDay.data} range={range} /> : null}
+      <Card title="By model">
+        {byModel.error ? <ErrorNote error={byModel.error} /> : null}
+        {byModel.loading && !byModel.data ? <Loading /> : null}
+        {byModel.data && byModel.data.rows.length === 0 ? <Empty>No priced usage in this period.</Empty> : null}
+        {byModel.data && byModel.data.rows.length > 0 ? (
+          <MarginTable
+            rows={[...byModel.data.rows].sort((a, b) => (big(b.revenue_nano) > big(a.revenue_nano) ? 1 : -1))}
+            total={byModel.data.total}
+            first="Model"
+            id="margin-by-model"
+          />
+        ) : null}
+      </Card>
+    </>
+  );
+}
+
+type Range = { from: string; to: string };
+
+/** The period's dates, written into the address when shown. */
+function PeriodForm(props: { range: Range }) {
+  const { range } = props;
   const [draft, setDraft] = useState(range);
   useEffect(() => setDraft(range), [range.from, range.to]);
-  const total = byDay.data?.total;
   const apply = (e: Event) => {
     e.preventDefault();
     navigate(`/console/admin/margin${query(draft)}`);
   };
-  const days = byDay.data ? dayList(byDay.data, range) : [];
-  const series: StackSeries[] = byDay.data
-    ? [
-        { label: 'Provider cost', values: days.map((d) => big(rowOf(byDay.data!, d)?.provider_cost_nano)) },
-        {
-          label: 'Margin',
-          values: days.map((d) => {
-            const m = big(rowOf(byDay.data!, d)?.margin_nano);
-            return m > 0n ? m : 0n;
-          }),
-        },
-      ]
-    : [];
+  return (
+    <Card>
+      <form class="filters" onSubmit={apply} aria-label="Period">
+        <label class="field">
+          <span>From (UTC)</span>
+          <input
+            type="date"
+            name="from"
+            value={draft.from}
+            onInput={(e) => setDraft({ ...draft, from: (e.target as HTMLInputElement).value })}
+          />
+        </label>
+        <label class="field">
+          <span>To (UTC, inclusive)</span>
+          <input
+            type="date"
+            name="to"
+            value={draft.to}
+            onInput={(e) => setDraft({ ...draft, to: (e.target as HTMLInputElement).value })}
+          />
+        </label>
+        <div class="filter-actions">
+          <button type="submit" class="button button-primary">
+            Show
+          </button>
+          {range.from || range.to ? (
+            <a class="button" href="/console/admin/margin">
+              Last 30 days
+            </a>
+          ) : null}
+        </div>
+      </form>
+    </Card>
+  );
+}
+
+/** The period's totals as tiles, and per day as bars (provider cost with the margin on top) and a table. */
+function MarginByDay(props: { report: MarginReport; range: Range }) {
+  const { report } = props;
+  const total = report.total;
+  const days = dayList(report, props.range);
+  const series: StackSeries[] = [
+    { label: 'Provider cost', values: days.map((d) => big(rowOf(report, d)?.provider_cost_nano)) },
+    {
+      label: 'Margin',
+      values: days.map((d) => {
+        const m = big(rowOf(report, d)?.margin_nano);
+        return m > 0n ? m : 0n;
+      }),
+    },
+  ];
   return (
     <>
-      <PageHeader title="Margin" />
-      <Card>
-        <form class="filters" onSubmit={apply} aria-label="Period">
-          <label class="field">
-            <span>From (UTC)</span>
-            <input
-              type="date"
-              name="from"
-              value={draft.from}
-              onInput={(e) => setDraft({ ...draft, from: (e.target as HTMLInputElement).value })}
-            />
-          </label>
-          <label class="field">
-            <span>To (UTC, inclusive)</span>
-            <input
-              type="date"
-              name="to"
-              value={draft.to}
-              onInput={(e) => setDraft({ ...draft, to: (e.target as HTMLInputElement).value })}
-            />
-          </label>
-          <div class="filter-actions">
-            <button type="submit" class="button button-primary">
-              Show
-            </button>
-            {range.from || range.to ? (
-              <a class="button" href="/console/admin/margin">
-                Last 30 days
-              </a>
-            ) : null}
-          </div>
-        </form>
-      </Card>
-      {byDay.error ? <ErrorNote error={byDay.error} /> : null}
-      {byDay.loading && !byDay.data ? <Loading /> : null}
       {total ? (
         <Tiles
           tiles={[
@@ -94,41 +124,26 @@ export function Margin(props: { loc: Location }) {
           ]}
         />
       ) : null}
-      {byDay.data ? (
-        <Card title="Revenue per day: provider cost and margin (UTC)">
-          {byDay.data.rows.length === 0 ? (
-            <Empty>No priced usage in this period.</Empty>
-          ) : (
-            <>
-              <StackedBars
-                label="Provider cost and margin per day"
-                days={days}
-                series={series}
-                format={usd}
-                toFloat={usdFloat}
-                tick={usdTick}
-              />
-              <MarginTable
-                rows={[...byDay.data.rows].sort((a, b) => b.key.localeCompare(a.key))}
-                first="Day"
-                id="margin-by-day"
-              />
-            </>
-          )}
-        </Card>
-      ) : null}
-      <Card title="By model">
-        {byModel.error ? <ErrorNote error={byModel.error} /> : null}
-        {byModel.loading && !byModel.data ? <Loading /> : null}
-        {byModel.data && byModel.data.rows.length === 0 ? <Empty>No priced usage in this period.</Empty> : null}
-        {byModel.data && byModel.data.rows.length > 0 ? (
-          <MarginTable
-            rows={[...byModel.data.rows].sort((a, b) => (big(b.revenue_nano) > big(a.revenue_nano) ? 1 : -1))}
-            total={byModel.data.total}
-            first="Model"
-            id="margin-by-model"
-          />
-        ) : null}
+      <Card title="Revenue per day: provider cost and margin (UTC)">
+        {report.rows.length === 0 ? (
+          <Empty>No priced usage in this period.</Empty>
+        ) : (
+          <>
+            <StackedBars
+              label="Provider cost and margin per day"
+              days={days}
+              series={series}
+              format={usd}
+              toFloat={usdFloat}
+              tick={usdTick}
+            />
+            <MarginTable
+              rows={[...report.rows].sort((a, b) => b.key.localeCompare(a.key))}
+              first="Day"
+              id="margin-by-day"
+            />
+          </>
+        )}
       </Card>
     </>
   );
@@ -195,7 +210,7 @@ function marginShare(r: MarginRow): string {
 const rowOf = (report: MarginReport, day: string) => report.rows.find((r) => r.key === day);
 
 /** Every UTC day of the period (the answer's from/to, else the last 30 days), plus any day a row names. */
-function dayList(report: MarginReport & { from?: string; to?: string }, range: { from: string; to: string }): string[] {
+function dayList(report: MarginReport, range: Range): string[] {
   // The answer's `to` is exclusive (the next day's 00:00 UTC): its last day is the one before.
   const lastOf = (iso: string | undefined) =>
     iso && Number.isFinite(Date.parse(iso)) ? new Date(Date.parse(iso) - 1).toISOString().slice(0, 10) : '';

@@ -2,16 +2,16 @@
 // with the account group's markup: the customer's prices), grouped by kind. The operator's price
 // book page lists the book's own (provider) prices with the same tables.
 import type { ComponentChildren } from 'preact';
-import type { ModelPrices } from '../api.ts';
+import { api } from '../api.ts';
 import { Card, Empty, ErrorNote, Loading, PageHeader, Table } from '../components/ui.tsx';
 import { useApi } from '../data.ts';
 import { priceKeyLabel, usdText } from '../format.ts';
 import type { Location } from '../router.ts';
 
-export const modelsUrls = (_loc: Location) => ['/models'];
+export const modelsData = (_loc: Location) => [api.models()];
 
 export function Models() {
-  const models = useApi<{ models: ModelPrices[] }>('/models');
+  const models = useApi(api.models());
   return (
     <>
       <PageHeader title="Models and prices" />

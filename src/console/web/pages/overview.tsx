@@ -1,25 +1,24 @@
 // A key holder's first page: balance, held and available (GetBalance's figures), then spend and
 // tokens per UTC day by model for the last 30 or 90 days, as stacked bars and as tables.
 import { useMemo } from 'preact/hooks';
-import type { Balance, DailyUsage, DailyUsageRow } from '../api.ts';
+import { api } from '../api.ts';
 import { compact, StackedBars, type StackSeries, usdTick } from '../components/chart.tsx';
 import { Card, Empty, ErrorNote, Loading, PageHeader, Segmented, Table, Tiles } from '../components/ui.tsx';
 import { useApi } from '../data.ts';
 import { big, grouped, usd, usdFloat } from '../format.ts';
 import { type Location, navigate } from '../router.ts';
+import type { DailyUsage, DailyUsageRow } from '../wire-types.ts';
 
 export const daysOf = (loc: Location): 30 | 90 => (loc.query.get('days') === '90' ? 90 : 30);
-export const balanceUrl = '/balance';
-export const dailyUrl = (days: number) => `/usage/daily?days=${days}`;
-export const overviewUrls = (loc: Location) => [balanceUrl, dailyUrl(daysOf(loc))];
+export const overviewData = (loc: Location) => [api.balance(), api.dailyUsage('own', daysOf(loc))];
 
 /** At most this many models get a colour of their own; the rest are one "Other models" band. */
 const MAX_SERIES = 8;
 
 export function Overview(props: { loc: Location }) {
   const days = daysOf(props.loc);
-  const balance = useApi<Balance>(balanceUrl);
-  const daily = useApi<DailyUsage>(dailyUrl(days));
+  const balance = useApi(api.balance());
+  const daily = useApi(api.dailyUsage('own', days));
   return (
     <>
       <PageHeader title="Overview" />
@@ -110,72 +109,80 @@ export function UsageCharts(props: {
               tick={compact}
             />
           </Card>
-          <div class="columns">
-            <Card title="By model">
-              <Table stack label="Usage by model" id="usage-by-model">
-                <thead>
-                  <tr>
-                    <th>Model</th>
-                    <th class="num">Requests</th>
-                    <th class="num">Input tokens</th>
-                    <th class="num">Output tokens</th>
-                    <th class="num">Spend</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {shaped.byModel.map((m) => (
-                    <tr key={m.model} data-model={m.model}>
-                      <td class="mono">{m.model}</td>
-                      <td class="num">{grouped(m.requests)}</td>
-                      <td class="num">{grouped(m.input)}</td>
-                      <td class="num">{grouped(m.output)}</td>
-                      <td class="num" data-figure="cost">
-                        {usd(m.cost)}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-                <tfoot>
-                  <tr>
-                    <th>Total</th>
-                    <td class="num">{grouped(shaped.total.requests)}</td>
-                    <td class="num">{grouped(shaped.total.input)}</td>
-                    <td class="num">{grouped(shaped.total.output)}</td>
-                    <td class="num" data-figure="total-cost">
-                      {usd(shaped.total.cost)}
-                    </td>
-                  </tr>
-                </tfoot>
-              </Table>
-            </Card>
-            <Card title="By day">
-              <Table label="Usage by day" id="usage-by-day">
-                <thead>
-                  <tr>
-                    <th>Day (UTC)</th>
-                    <th class="num">Requests</th>
-                    <th class="num">Tokens</th>
-                    <th class="num">Spend</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  {shaped.byDay.map((d) => (
-                    <tr key={d.day} data-day={d.day}>
-                      <td class="nowrap">{d.day}</td>
-                      <td class="num">{grouped(d.requests)}</td>
-                      <td class="num">{grouped(d.input + d.output)}</td>
-                      <td class="num" data-figure="cost">
-                        {usd(d.cost)}
-                      </td>
-                    </tr>
-                  ))}
-                </tbody>
-              </Table>
-            </Card>
-          </div>
+          <UsageTables shaped={shaped} />
         </>
       ) : null}
     </>
+  );
+}
+
+/** The period's figures as tables: by model (with the total) and by day. */
+function UsageTables(props: { shaped: Shaped }) {
+  const { shaped } = props;
+  return (
+    <div class="columns">
+      <Card title="By model">
+        <Table stack label="Usage by model" id="usage-by-model">
+          <thead>
+            <tr>
+              <th>Model</th>
+              <th class="num">Requests</th>
+              <th class="num">Input tokens</th>
+              <th class="num">Output tokens</th>
+              <th class="num">Spend</th>
+            </tr>
+          </thead>
+          <tbody>
+            {shaped.byModel.map((m) => (
+              <tr key={m.model} data-model={m.model}>
+                <td class="mono">{m.model}</td>
+                <td class="num">{grouped(m.requests)}</td>
+                <td class="num">{grouped(m.input)}</td>
+                <td class="num">{grouped(m.output)}</td>
+                <td class="num" data-figure="cost">
+                  {usd(m.cost)}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+          <tfoot>
+            <tr>
+              <th>Total</th>
+              <td class="num">{grouped(shaped.total.requests)}</td>
+              <td class="num">{grouped(shaped.total.input)}</td>
+              <td class="num">{grouped(shaped.total.output)}</td>
+              <td class="num" data-figure="total-cost">
+                {usd(shaped.total.cost)}
+              </td>
+            </tr>
+          </tfoot>
+        </Table>
+      </Card>
+      <Card title="By day">
+        <Table label="Usage by day" id="usage-by-day">
+          <thead>
+            <tr>
+              <th>Day (UTC)</th>
+              <th class="num">Requests</th>
+              <th class="num">Tokens</th>
+              <th class="num">Spend</th>
+            </tr>
+          </thead>
+          <tbody>
+            {shaped.byDay.map((d) => (
+              <tr key={d.day} data-day={d.day}>
+                <td class="nowrap">{d.day}</td>
+                <td class="num">{grouped(d.requests)}</td>
+                <td class="num">{grouped(d.input + d.output)}</td>
+                <td class="num" data-figure="cost">
+                  {usd(d.cost)}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </Table>
+      </Card>
+    </div>
   );
 }
 
@@ -186,6 +193,8 @@ interface ModelTotals {
   output: bigint;
   cost: bigint;
 }
+
+type Shaped = ReturnType<typeof shape>;
 
 /** The API's rows (day × model) as the charts' series and the tables' totals. */
 function shape(rows: DailyUsageRow[], days: number) {

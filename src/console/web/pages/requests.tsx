@@ -3,11 +3,12 @@
 // keyset pages (the server's cursor), and the same filters as a CSV download. The filters live
 // in the address (?model=…&status=…), so a filtered view can be reloaded and shared.
 import { useEffect, useState } from 'preact/hooks';
-import { API, type ModelPrices, type Page, query, type RequestRow } from '../api.ts';
-import { Badge, Card, Empty, ErrorNote, Loading, PageHeader, Pager, Table } from '../components/ui.tsx';
-import { useApi } from '../data.ts';
+import { type AccountScope, api, query } from '../api.ts';
+import { Badge, Card, PagedRows, PageHeader, Table } from '../components/ui.tsx';
+import { useApi, usePaged } from '../data.ts';
 import { big, grouped, time, usd } from '../format.ts';
 import { type Location, navigate } from '../router.ts';
+import type { RequestFilters, RequestRow } from '../wire-types.ts';
 
 export const ROUTES = [
   '/v1/chat/completions',
@@ -21,31 +22,23 @@ export const ROUTES = [
   '/v1/videos',
 ];
 
-export const FILTER_NAMES = ['model', 'route', 'status', 'from', 'to'] as const;
-export type Filters = Record<(typeof FILTER_NAMES)[number], string>;
+export const FILTER_NAMES: readonly (keyof RequestFilters)[] = ['model', 'route', 'status', 'from', 'to'];
 
-export const PAGE_SIZE = 50;
-
-export function filtersOf(loc: Location): Filters {
-  const f = {} as Filters;
+export function filtersOf(loc: Location): RequestFilters {
+  const f = {} as RequestFilters;
   for (const name of FILTER_NAMES) f[name] = loc.query.get(name) ?? '';
   return f;
 }
 
-/** The API path of a page of rows: `base` is /requests, or an account's under /admin. */
-export const requestsUrl = (base: string, f: Filters, cursor = '') =>
-  `${base}${query({ ...f, cursor, limit: PAGE_SIZE })}`;
-
-export const requestsPageUrls = (loc: Location) => [requestsUrl('/requests', filtersOf(loc)), '/models'];
+export const requestsData = (loc: Location) => [api.requests('own', filtersOf(loc)), api.models()];
 
 export function Requests(props: { loc: Location }) {
-  const models = useApi<{ models: ModelPrices[] }>('/models');
+  const models = useApi(api.models());
   return (
     <>
       <PageHeader title="Requests" />
       <RequestLog
-        base="/requests"
-        csv={`${API}/requests.csv`}
+        scope="own"
         loc={props.loc}
         pagePath="/console/requests"
         models={models.data?.models.map((m) => m.id) ?? []}
@@ -54,11 +47,10 @@ export function Requests(props: { loc: Location }) {
   );
 }
 
-/** Filters, the table and the pager; also on the operator's account page. */
+/** Filters, the table, the pager and the CSV download; also on the operator's account page. */
 export function RequestLog(props: {
-  base: string;
-  /** The CSV download's path (without the query), when there is one. */
-  csv?: string;
+  /** Whose requests: the session's own, or an account's. */
+  scope: AccountScope;
   loc: Location;
   /** The page's own path, where filters are written into the address. */
   pagePath: string;
@@ -68,14 +60,8 @@ export function RequestLog(props: {
 }) {
   const filters = filtersOf(props.loc);
   const filterKey = JSON.stringify(filters);
-  // Cursors of the pages up to this one (the first page's is ''), for these filters only.
-  const pagingKey = `${props.base} ${filterKey}`;
-  const [paging, setPaging] = useState({ key: pagingKey, cursors: [''] });
-  const cursors = paging.key === pagingKey ? paging.cursors : [''];
-  const setCursors = (next: string[]) => setPaging({ key: pagingKey, cursors: next });
-  const cursor = cursors[cursors.length - 1] ?? '';
-  const page = useApi<Page<RequestRow>>(requestsUrl(props.base, filters, cursor));
-  const [draft, setDraft] = useState<Filters>(filters);
+  const list = usePaged((cursor) => api.requests(props.scope, filters, cursor));
+  const [draft, setDraft] = useState<RequestFilters>(filters);
   useEffect(() => setDraft(filters), [filterKey]);
 
   const apply = (e: Event) => {
@@ -84,7 +70,7 @@ export function RequestLog(props: {
   };
   const clear = () => navigate(`${props.pagePath}${query({ ...props.keep })}`);
   const anyFilter = FILTER_NAMES.some((n) => filters[n] !== '');
-  const field = (name: keyof Filters) => ({
+  const field = (name: keyof RequestFilters): FieldProps => ({
     name,
     value: draft[name],
     onInput: (e: Event) => setDraft({ ...draft, [name]: (e.target as HTMLInputElement).value }),
@@ -94,47 +80,7 @@ export function RequestLog(props: {
     <>
       <Card>
         <form class="filters" onSubmit={apply} aria-label="Filters">
-          <label class="field field-span">
-            <span>Model</span>
-            <input {...field('model')} list="model-names" placeholder="Any model" autocomplete="off" />
-            <datalist id="model-names">
-              {props.models.map((m) => (
-                <option key={m} value={m} />
-              ))}
-            </datalist>
-          </label>
-          <label class="field">
-            <span>Route</span>
-            <select {...field('route')}>
-              <option value="">Any route</option>
-              {ROUTES.map((r) => (
-                <option key={r} value={r}>
-                  {r}
-                </option>
-              ))}
-            </select>
-          </label>
-          <label class="field">
-            <span>Status</span>
-            <select {...field('status')}>
-              <option value="">Any status</option>
-              <option value="ok">Succeeded</option>
-              <option value="error">Failed</option>
-              {['400', '402', '429', '499', '500', '502', '503', '504'].map((s) => (
-                <option key={s} value={s}>
-                  HTTP {s}
-                </option>
-              ))}
-            </select>
-          </label>
-          <label class="field">
-            <span>From (UTC)</span>
-            <input type="date" {...field('from')} />
-          </label>
-          <label class="field">
-            <span>To (UTC, inclusive)</span>
-            <input type="date" {...field('to')} />
-          </label>
+          <FilterFields field={field} models={props.models} />
           <div class="filter-actions">
             <button type="submit" class="button button-primary">
               Apply
@@ -144,23 +90,70 @@ export function RequestLog(props: {
                 Clear
               </button>
             ) : null}
-            {props.csv ? (
-              <a class="button" id="csv-link" href={`${props.csv}${query({ ...filters })}`} download>
-                Download CSV
-              </a>
-            ) : null}
+            <a class="button" id="csv-link" href={api.requestsCsvHref(props.scope, filters)} download>
+              Download CSV
+            </a>
           </div>
         </form>
       </Card>
       <Card>
-        {page.error ? <ErrorNote error={page.error} /> : null}
-        {page.loading && !page.data ? <Loading /> : null}
-        {page.data && page.data.rows.length === 0 ? (
-          <Empty>{anyFilter ? 'No request matches these filters.' : 'No requests yet.'}</Empty>
-        ) : null}
-        {page.data && page.data.rows.length > 0 ? <RequestTable rows={page.data.rows} /> : null}
-        <Pager cursors={cursors} next={page.data?.next_cursor} onChange={setCursors} />
+        <PagedRows list={list} empty={anyFilter ? 'No request matches these filters.' : 'No requests yet.'}>
+          {(rows) => <RequestTable rows={rows} />}
+        </PagedRows>
       </Card>
+    </>
+  );
+}
+
+/** What a filter's input or select takes: its name, its draft value and the edit. */
+type FieldProps = { name: keyof RequestFilters; value: string; onInput: (e: Event) => void };
+
+/** The filters' inputs: model (with the names the page knows), route, status, and the UTC dates. */
+function FilterFields(props: { field: (name: keyof RequestFilters) => FieldProps; models: string[] }) {
+  const { field } = props;
+  return (
+    <>
+      <label class="field field-span">
+        <span>Model</span>
+        <input {...field('model')} list="model-names" placeholder="Any model" autocomplete="off" />
+        <datalist id="model-names">
+          {props.models.map((m) => (
+            <option key={m} value={m} />
+          ))}
+        </datalist>
+      </label>
+      <label class="field">
+        <span>Route</span>
+        <select {...field('route')}>
+          <option value="">Any route</option>
+          {ROUTES.map((r) => (
+            <option key={r} value={r}>
+              {r}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label class="field">
+        <span>Status</span>
+        <select {...field('status')}>
+          <option value="">Any status</option>
+          <option value="ok">Succeeded</option>
+          <option value="error">Failed</option>
+          {['400', '402', '429', '499', '500', '502', '503', '504'].map((s) => (
+            <option key={s} value={s}>
+              HTTP {s}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label class="field">
+        <span>From (UTC)</span>
+        <input type="date" {...field('from')} />
+      </label>
+      <label class="field">
+        <span>To (UTC, inclusive)</span>
+        <input type="date" {...field('to')} />
+      </label>
     </>
   );
 }

@@ -1,30 +1,32 @@
 // Sign-in: a key holder pastes their key, the operator the ADMIN_TOKEN. Either is posted once to
-// /console/api/session, which answers with an HttpOnly cookie; the field is cleared at once and
-// the secret is kept nowhere in the page.
+// the API's session endpoint (api.signIn), which answers with an HttpOnly cookie; the field is
+// cleared at once and the secret is kept nowhere in the page.
 import { useState } from 'preact/hooks';
-import { ApiError, type SessionAnswer, signIn } from '../api.ts';
+import { useAction } from '../action.ts';
+import { ApiError, api } from '../api.ts';
+import type { SessionAnswer, SignInRequest } from '../wire-types.ts';
+
+type Mode = 'key' | 'admin';
 
 export function SignIn(props: { onSignedIn: (s: SessionAnswer) => void; notice?: string }) {
-  const [mode, setMode] = useState<'key' | 'admin'>('key');
+  const [mode, setMode] = useState<Mode>('key');
   const [secret, setSecret] = useState('');
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<string | undefined>();
+  const signIn = useAction(async (credential: SignInRequest) => {
+    const session = await api.signIn(credential);
+    setSecret('');
+    props.onSignedIn(session);
+  });
+  const error = signIn.error === undefined ? undefined : signInProblem(signIn.error, mode);
 
-  const submit = async (e: Event) => {
+  const submit = (e: Event) => {
     e.preventDefault();
     const value = secret.trim();
-    if (!value) return setError(mode === 'key' ? 'Paste your API key.' : 'Paste the admin token.');
-    setBusy(true);
-    setError(undefined);
-    try {
-      const session = await signIn(mode === 'key' ? { key: value } : { admin_token: value });
-      setSecret('');
-      props.onSignedIn(session);
-    } catch (err) {
-      setError(signInProblem(err, mode));
-    } finally {
-      setBusy(false);
-    }
+    if (!value) return signIn.fail(new Error(mode === 'key' ? 'Paste your API key.' : 'Paste the admin token.'));
+    void signIn.run(mode === 'key' ? { key: value } : { admin_token: value });
+  };
+  const choose = (next: Mode) => {
+    setMode(next);
+    signIn.reset();
   };
 
   return (
@@ -40,32 +42,7 @@ export function SignIn(props: { onSignedIn: (s: SessionAnswer) => void; notice?:
             {props.notice}
           </p>
         ) : null}
-        <div class="segmented segmented-wide" role="tablist" aria-label="Sign in with">
-          <button
-            type="button"
-            role="tab"
-            aria-selected={mode === 'key'}
-            class={mode === 'key' ? 'active' : ''}
-            onClick={() => {
-              setMode('key');
-              setError(undefined);
-            }}
-          >
-            API key
-          </button>
-          <button
-            type="button"
-            role="tab"
-            aria-selected={mode === 'admin'}
-            class={mode === 'admin' ? 'active' : ''}
-            onClick={() => {
-              setMode('admin');
-              setError(undefined);
-            }}
-          >
-            Operator
-          </button>
-        </div>
+        <ModeTabs mode={mode} onChoose={choose} />
         <form class="form" onSubmit={submit} autocomplete="off">
           <label class="field">
             <span>{mode === 'key' ? 'API key' : 'Admin token'}</span>
@@ -85,8 +62,8 @@ export function SignIn(props: { onSignedIn: (s: SessionAnswer) => void; notice?:
               {error}
             </p>
           ) : null}
-          <button type="submit" class="button button-primary button-block" disabled={busy}>
-            {busy ? 'Signing in…' : 'Sign in'}
+          <button type="submit" class="button button-primary button-block" disabled={signIn.busy}>
+            {signIn.busy ? 'Signing in…' : 'Sign in'}
           </button>
         </form>
         <p class="muted small">
@@ -96,6 +73,32 @@ export function SignIn(props: { onSignedIn: (s: SessionAnswer) => void; notice?:
         </p>
       </div>
     </main>
+  );
+}
+
+/** API key or Operator: what the one field takes. */
+function ModeTabs(props: { mode: Mode; onChoose: (mode: Mode) => void }) {
+  return (
+    <div class="segmented segmented-wide" role="tablist" aria-label="Sign in with">
+      <button
+        type="button"
+        role="tab"
+        aria-selected={props.mode === 'key'}
+        class={props.mode === 'key' ? 'active' : ''}
+        onClick={() => props.onChoose('key')}
+      >
+        API key
+      </button>
+      <button
+        type="button"
+        role="tab"
+        aria-selected={props.mode === 'admin'}
+        class={props.mode === 'admin' ? 'active' : ''}
+        onClick={() => props.onChoose('admin')}
+      >
+        Operator
+      </button>
+    </div>
   );
 }
 

@@ -1,0 +1,14 @@
+// The command menu: registered with Telegram (setMyCommands) in this order, and listed by /help.
+export const COMMANDS = [
+  { command: 'start', description: 'What this is and where to point your SDK' },
+  { command: 'newkey', description: 'Create an API key (shown once)' },
+  { command: 'balance', description: 'Balance, held and available' },
+  { command: 'topup', description: 'Buy credit with Telegram Stars' },
+  { command: 'usage', description: 'Your last requests and what they cost' },
+  { command: 'prices', description: 'What each model costs, as charged' },
+  { command: 'history', description: 'Top-ups, charges and refunds' },
+  { command: 'rotate', description: 'Replace a key; the old one stops at once' },
+  { command: 'console', description: 'A one-time sign-in link to the web console' },
+  { command: 'paysupport', description: 'Help with payments and refunds' },
+  { command: 'help', description: 'All commands' },
+];

@@ -1,0 +1,325 @@
+// The console API's JSON (docs/console.md#api), declared once: the server's mappers
+// (src/console/wire.ts, api.ts, holder-routes.ts, operator-routes.ts) are typed with these, and
+// so is the page (api.ts here), so a field renamed on one side fails to compile on the other.
+// Amounts are nano-USD decimal strings, counts JSON numbers, times ISO 8601 strings or null.
+// Types only: the server imports this file from the page's folder (the page imports nothing of
+// the server's), so it must hold nothing that runs.
+
+export type Role = 'holder' | 'operator';
+
+/** Every answer other than 2xx. */
+export interface ErrorAnswer {
+  error: { code: string; message: string };
+}
+
+/** A keyset page: `next_cursor` is '' after the last page. */
+export interface Page<T> {
+  rows: T[];
+  next_cursor: string;
+}
+
+// --- The session -------------------------------------------------------------------------
+
+/** POST /session: exactly one of the three. */
+export type SignInRequest = { key: string } | { admin_token: string } | { link: string };
+
+export interface SessionAnswer {
+  role: Role;
+  csrf: string;
+  expires_at: string;
+}
+
+/** POST /session/end. */
+export interface SessionEnded {
+  ended: true;
+}
+
+/** GET /me ('' for the operator's account, key and group). */
+export interface Me {
+  role: Role;
+  account_id: string;
+  key_id: string;
+  key_prefix: string;
+  group: string;
+  csrf: string;
+  expires_at: string;
+}
+
+// --- A key holder's account (and the operator's view of one) ------------------------------
+
+/** GET /balance. */
+export interface Balance {
+  balance_nano: string;
+  held_nano: string;
+  available_nano: string;
+}
+
+export interface DailyUsageRow {
+  day: string;
+  model: string;
+  requests: number;
+  input_tokens: number;
+  output_tokens: number;
+  cached_tokens: number;
+  cost_nano: string;
+}
+
+/** GET /usage/daily: `from` and `to` the first and last UTC day included. */
+export interface DailyUsage {
+  from: string;
+  to: string;
+  rows: DailyUsageRow[];
+}
+
+/** The request log's filters (query parameters of /requests and /requests.csv; '' = any). */
+export interface RequestFilters {
+  model: string;
+  route: string;
+  status: string;
+  from: string;
+  to: string;
+}
+
+/** A row of GET /requests. */
+export interface RequestRow {
+  created_at: string | null;
+  request_id: string;
+  route: string;
+  model: string;
+  requested_model: string;
+  input_tokens: number;
+  output_tokens: number;
+  cached_tokens: number;
+  cost_nano: string;
+  status: string;
+  http_status: number;
+  latency_ms: number;
+  key_prefix: string;
+}
+
+/** A row of GET /ledger. */
+export interface LedgerRow {
+  id: string;
+  kind: string;
+  amount_nano: string;
+  balance_after_nano: string;
+  external_id: string;
+  request_id: string;
+  cause: string;
+  created_at: string | null;
+}
+
+/** A model at the account's customer prices (USD per unit). */
+export interface ModelPrices {
+  id: string;
+  kind: string;
+  provider: string;
+  aliases: string[];
+  pricing: Record<string, string>;
+}
+
+/** GET /models. */
+export interface ModelList {
+  models: ModelPrices[];
+}
+
+/** POST /key/rotate. */
+export interface RotateKeyRequest {
+  confirm: true;
+}
+
+export interface RotatedKey {
+  api_key: string;
+  key_prefix: string;
+  key_id: string;
+}
+
+// --- The operator -------------------------------------------------------------------------
+
+/** A row of GET /admin/accounts. */
+export interface AccountRow {
+  account_id: string;
+  label: string;
+  owner: string;
+  group: string;
+  balance_nano: string;
+  held_nano: string;
+  available_nano: string;
+  spend_30d_nano: string;
+  last_used_at: string | null;
+  /** Live keys. */
+  keys: number;
+  created_at: string | null;
+}
+
+/** A key of an account: `rpm`/`tpm` null = the gateway's default, 0 = unlimited. */
+export interface KeyRow {
+  key_id: string;
+  prefix: string;
+  label: string;
+  created_at: string | null;
+  revoked_at: string | null;
+  rpm: number | null;
+  tpm: number | null;
+}
+
+/** GET /admin/accounts/:id. */
+export interface AccountDetail extends AccountRow {
+  keys_list: KeyRow[];
+}
+
+/** POST /admin/accounts/:id/topup: applied once per `external_id`. */
+export interface TopUpRequest {
+  amount_usd: string;
+  external_id: string;
+}
+
+export interface TopUpAnswer {
+  applied: boolean;
+  balance_nano: string;
+}
+
+/** POST /admin/refunds. */
+export interface RefundRequest {
+  external_id: string;
+}
+
+export interface RefundAnswer {
+  applied: boolean;
+  account_id: string;
+  topup_nano: string;
+  refunded_nano: string;
+  balance_nano: string;
+}
+
+/** POST /admin/keys/:id/limits: both required, null for the gateway's default. */
+export interface LimitsRequest {
+  rpm: number | null;
+  tpm: number | null;
+}
+
+export interface LimitsAnswer {
+  updated: boolean;
+}
+
+/** POST /admin/keys/:id/revoke. */
+export interface RevokeAnswer {
+  revoked: boolean;
+}
+
+export interface MarginRow {
+  /** The day, model or account, as grouped by. */
+  key: string;
+  requests: number;
+  revenue_nano: string;
+  provider_cost_nano: string;
+  margin_nano: string;
+}
+
+/** GET /admin/margin: `to` exclusive. */
+export interface MarginReport {
+  from: string;
+  to: string;
+  by: string;
+  rows: MarginRow[];
+  total: MarginRow | null;
+}
+
+export interface Markup {
+  id: number;
+  provider: string;
+  model_id: string;
+  account_group: string;
+  markup: string;
+  effective_from: string | null;
+  created_at: string | null;
+  source: string;
+  reason: string;
+}
+
+/** GET /admin/book: the book document as JSON text, and the markups. */
+export interface BookAnswer {
+  document: string;
+  markups: { in_force: Markup[]; scheduled: Markup[] };
+}
+
+export interface PriceVersion {
+  id: number;
+  prices: Record<string, string>;
+  effective_from: string | null;
+  created_at: string | null;
+  source: string;
+  reason: string;
+}
+
+export interface ModelDefinition {
+  id: number;
+  definition_json: string;
+  created_at: string | null;
+  source: string;
+  reason: string;
+}
+
+/** GET /admin/models/:id/history. */
+export interface PriceHistory {
+  versions: PriceVersion[];
+  definitions: ModelDefinition[];
+}
+
+/** POST /admin/book/preview. */
+export interface BookPreviewRequest {
+  document: string;
+  days: number;
+}
+
+export interface PreviewRow {
+  model_id: string;
+  requests: number;
+  revenue_nano: string;
+  provider_cost_nano: string;
+  proposed_revenue_nano: string;
+  proposed_provider_cost_nano: string;
+  inexact_requests: number;
+}
+
+export interface BookPreview {
+  from: string | null;
+  to: string | null;
+  rows: PreviewRow[];
+  total: PreviewRow | null;
+}
+
+/** POST /admin/book/apply. */
+export interface BookApplyRequest {
+  document: string;
+  dry_run?: boolean;
+  effective_from?: string | null;
+  reason?: string;
+}
+
+export interface BookChange {
+  kind: string;
+  subject: string;
+  detail: string;
+}
+
+export interface ApplyAnswer {
+  applied: boolean;
+  changes: BookChange[];
+}
+
+/** A row of GET /admin/videos: `temporal_url` '' when the gateway does not know the UI's address. */
+export interface VideoRow {
+  id: string;
+  account_id: string;
+  key_id: string;
+  model: string;
+  status: string;
+  seconds: number;
+  cost_nano: string;
+  created_at: string | null;
+  completed_at: string | null;
+  error_code: string;
+  deleted: boolean;
+  temporal_url: string;
+}

@@ -1,0 +1,341 @@
+// Metering: what a priced request holds before its upstream call and what it is charged after.
+// The rule: a request is charged what the provider bills for it times (1 + the markup its
+// caller's group pays on the model), rounded up once (src/billing/markup.ts), never more than its
+// hold, and it settles exactly once (`plan.meter.settling ??= …`), in both billing modes: a
+// database hold per request, or a reservation in this instance's credit lease
+// (src/billing/leases.ts). Every amount held is in the customer's money. A request that ends
+// without an answer to charge for settles at zero with the reason its failure carries
+// (outcomes.ts), in one place: `run`.
+import type { Logger } from 'pino';
+import type { Config } from '../config/config.ts';
+import type { Caller } from '../billing/caller.ts';
+import type { KeyCheck } from '../billing/key-check.ts';
+import { LedgerError, type Ledger } from '../billing/ledger.ts';
+import type { LeaseBook } from '../billing/leases.ts';
+import { costRational } from '../money/money.ts';
+import { customerNano, providerBudgetNano, providerNano, type Markup, type ProviderCost } from '../billing/markup.ts';
+import { affordableCap, usageCostParts, worstCostNano } from '../billing/pricing.ts';
+import { markupFor } from '../catalogue/catalogue.ts';
+import type { RateDecision, RateLimiter } from '../billing/rate-limits.ts';
+import type { Metrics } from '../log/metrics.ts';
+import { conflict, gatewayError, insufficientQuota, unauthorized } from '../errors/errors.ts';
+import { baseWorst } from './bill-policy.ts';
+import { outcomeOf } from './outcomes.ts';
+import { zeroUsage, type ChargeInfo, type Held, type MeterState, type Plan } from './plan.ts';
+import { setTimeout as sleep } from 'node:timers/promises';
+
+export interface MeteringDeps {
+  holds: Config['holds'];
+  ledger: Ledger;
+  limiter: RateLimiter;
+  keys: KeyCheck;
+  metrics: Metrics;
+  log: Logger;
+  /** Set when BILLING_MODE=lease. */
+  leases?: LeaseBook;
+}
+
+export class Metering {
+  private readonly deps: MeteringDeps;
+  /** Holds and reservations made by this process and not yet settled. */
+  private inFlight = 0;
+
+  constructor(deps: MeteringDeps) {
+    this.deps = deps;
+  }
+
+  /** Counts the request against its key's per-minute limits: 429 past them, 401 for a key revoked since the edge checked it. */
+  async admit(caller: Caller, requestId: string): Promise<RateDecision> {
+    const d = await this.deps.limiter.admit(caller.keyHash);
+    if (!d) throw unauthorized();
+    this.deps.keys.remember({ ...caller, group: d.group });
+    if (!d.allowed) throw rateLimited(d, requestId);
+    return d;
+  }
+
+  /**
+   * Admits the request and holds the worst case on the cheap input bound; when that does not
+   * fit, counts the input precisely and holds what the balance affords, with a lowered output
+   * cap (402 below the least possible cost). The worst case is the route's (plan.worst): input
+   * the provider adds on its side is held at the model's full context window per pass, server
+   * tool fees at their cap. Every figure is at the customer's price (the markup applied).
+   */
+  async hold(plan: Plan): Promise<Held> {
+    await this.admit(plan.caller, plan.requestId);
+    const keyHash = plan.caller.keyHash;
+    const markup = requestMarkup(plan);
+    const w = (plan.worst ??= baseWorst(plan.model, plan.prices));
+    const cost = (input: bigint, capPerChoice: bigint) =>
+      customerNano(worstCostNano(w, input, capPerChoice, plan.choices), markup);
+    let input = plan.inputUpper;
+    const maxCost = cost(input, plan.maxOutput);
+    if (await this.reserveFromLease(plan, maxCost)) return { amountNano: maxCost };
+    const ttlSeconds = this.deps.holds.ttlSeconds;
+    let hold;
+    try {
+      const place = (minNano: bigint) =>
+        this.deps.ledger.placeHold({
+          apiKeyHash: keyHash,
+          requestId: plan.requestId,
+          minNano,
+          maxNano: maxCost,
+          ttlSeconds,
+        });
+      hold = await place(cost(input, 1n));
+      if (hold.kind === 'insufficient' && (await this.leasesGaveBack(hold.accountId)))
+        hold = await place(cost(input, 1n));
+      if (hold.kind === 'insufficient') {
+        // With input the gateway cannot see, the window dominates: the tokenizer would change nothing.
+        if (!w.unseen) input = plan.countInput();
+        const min = cost(input, 1n);
+        if (hold.availableNano >= min) hold = await place(min);
+      }
+    } catch (err) {
+      throw duplicateRequest(err);
+    }
+    if (hold.kind === 'unknown_key') throw unauthorized();
+    if (hold.kind === 'insufficient') {
+      const why = w.unseen
+        ? ` It brings in ${w.unseen}, which the provider reads on its side where the gateway cannot see it, so its least cost is the model's full context window (${w.window} tokens${w.passes > 1n ? ` for each of ${w.passes} passes` : ''}) at the input price${w.fees.length ? ', plus the tool call fees' : ''}.`
+        : '';
+      throw insufficientQuota(
+        `Insufficient credits: this request needs at least ${cost(input, 1n)} nano-USD and ${hold.availableNano} are available.${why} Top up the key's balance.`,
+        plan.requestId,
+      );
+    }
+    this.keepHold(plan);
+    if (hold.amountNano >= maxCost) return { amountNano: hold.amountNano };
+    // The cap whose worst case, marked up, still fits in the hold.
+    const perChoice = affordableCap(w, input, plan.choices, providerBudgetNano(hold.amountNano, markup));
+    return { amountNano: hold.amountNano, loweredOutputCap: perChoice < 1n ? 1n : perChoice };
+  }
+
+  /**
+   * Admits the request and holds a provider cost known up front (a price per image, second or
+   * character) at the customer's price: 402 when the available balance is below it. The amount
+   * held, in nano-USD.
+   */
+  async holdExact(plan: Plan, providerCost: ProviderCost): Promise<bigint> {
+    await this.admit(plan.caller, plan.requestId);
+    const amountNano = customerNano(providerCost, requestMarkup(plan));
+    if (await this.reserveFromLease(plan, amountNano)) return amountNano;
+    await this.placeExactHold(plan.caller, plan.requestId, amountNano, this.deps.holds.ttlSeconds);
+    this.keepHold(plan);
+    return amountNano;
+  }
+
+  /**
+   * One database hold of exactly `amountNano`, in the customer's money (a video job's, settled by
+   * its workflow, is marked up by the video service): 409 for a reused request id, 401, or 402 below it.
+   */
+  async placeExactHold(caller: Caller, requestId: string, amountNano: bigint, ttlSeconds: number): Promise<void> {
+    let hold;
+    try {
+      const place = () =>
+        this.deps.ledger.placeHold({
+          apiKeyHash: caller.keyHash,
+          requestId,
+          minNano: amountNano,
+          maxNano: amountNano,
+          ttlSeconds,
+        });
+      hold = await place();
+      if (hold.kind === 'insufficient' && (await this.leasesGaveBack(hold.accountId))) hold = await place();
+    } catch (err) {
+      throw duplicateRequest(err);
+    }
+    if (hold.kind === 'unknown_key') throw unauthorized();
+    if (hold.kind === 'insufficient') {
+      throw insufficientQuota(
+        `Insufficient credits: this request costs ${amountNano} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
+        requestId,
+      );
+    }
+  }
+
+  /**
+   * Runs a held request's upstream work. If it fails, the request settles at zero with the
+   * reason its failure carries (outcomes.ts), and the failure goes on to the caller. A request
+   * the work already settled is not settled again.
+   */
+  async run<T>(plan: Plan, work: () => Promise<T>): Promise<T> {
+    try {
+      return await work();
+    } catch (err) {
+      await this.release(plan, err);
+      throw err;
+    }
+  }
+
+  /** Settles a request that got no answer to charge for at zero, recording why (`failure`'s outcome). */
+  async release(plan: Plan, failure: unknown): Promise<void> {
+    const { outcome, httpStatus } = outcomeOf(failure);
+    await this.settle(plan, zeroUsage(), outcome, httpStatus);
+  }
+
+  /**
+   * Settles at the provider cost `providerCost` when given (routes not billed by tokens; exact
+   * where it is a fraction of a nano-USD), else at what the provider billed for `usage` (its tier,
+   * long-context prices, tool fees); charges that times (1 + the markup held at), rounded up once,
+   * never above the hold. Exactly once: a later call gets the first charge.
+   */
+  settle(
+    plan: Plan,
+    usage: ChargeInfo['usage'],
+    status: string,
+    httpStatus: number,
+    providerCost?: ProviderCost,
+  ): Promise<ChargeInfo> {
+    const meter = (plan.meter ??= {});
+    return (meter.settling ??= this.settleOnce(plan, meter, usage, status, httpStatus, providerCost));
+  }
+
+  /**
+   * Resolves once every hold this process placed is settled, or after `timeoutMs`: shutdown
+   * waits here so no request is left to the sweeper. The number still open.
+   */
+  async drain(timeoutMs: number): Promise<number> {
+    const until = performance.now() + timeoutMs;
+    while (this.inFlight > 0 && performance.now() < until) await sleep(20);
+    return this.inFlight;
+  }
+
+  private async settleOnce(
+    plan: Plan,
+    meter: MeterState,
+    usage: ChargeInfo['usage'],
+    status: string,
+    httpStatus: number,
+    providerCost?: ProviderCost,
+  ): Promise<ChargeInfo> {
+    const { ledger, leases, limiter, metrics } = this.deps;
+    if (meter.renewal) {
+      clearInterval(meter.renewal);
+      meter.renewal = undefined;
+      this.closed();
+    }
+    // Marked up before it is rounded: the charge is the usage at the listed customer prices, rounded up once.
+    const exact = providerCost ?? costRational(usageCostParts(plan.model, usage));
+    const markup = requestMarkup(plan);
+    const cost = customerNano(exact, markup);
+    // The usage row, the same whether it is written from a lease batch or by the hold's settle.
+    const row = {
+      requestId: plan.requestId,
+      model: plan.model.id,
+      requestedModel: requestedModel(plan),
+      priceVersion: plan.model.priceVersion,
+      providerCostNano: providerNano(exact),
+      markupVersion: markup.versionId,
+      route: plan.route,
+      inputTokens: usage.inputTokens,
+      outputTokens: usage.outputTokens,
+      cachedTokens: usage.cachedTokens,
+      cacheWriteTokens: usage.cacheWriteTokens,
+      usageEstimated: usage.estimated,
+      units: usage.units ?? 0n,
+      unit: usage.unit ?? '',
+      status,
+      httpStatus,
+      latencyMs: Math.round(performance.now() - plan.startedAt),
+    };
+    const tokens = usage.inputTokens + usage.outputTokens;
+    if (meter.lease) {
+      const lease = meter.lease;
+      meter.lease = undefined;
+      this.closed();
+      const charged = leases!.settle(lease, { ...row, keyId: plan.caller.keyId }, cost);
+      if (charged > 0n) metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(charged));
+      limiter.addTokens(plan.caller.keyHash, tokens);
+      return { requestId: plan.requestId, costNano: charged, usage };
+    }
+    const r = await ledger.settle({ ...row, costNano: cost });
+    if (r.firstSettle && r.chargedNano > 0n)
+      metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(r.chargedNano));
+    if (r.firstSettle) limiter.addTokens(plan.caller.keyHash, tokens);
+    return { requestId: plan.requestId, costNano: r.chargedNano, usage };
+  }
+
+  /** With credit leases on: reserves `amountNano` in memory; false when the lease cannot cover it (the caller then holds in the database). */
+  private async reserveFromLease(plan: Plan, amountNano: bigint): Promise<boolean> {
+    const leases = this.deps.leases;
+    if (!leases) return false;
+    const r = await leases.reserve(plan.caller.keyHash, plan.caller.accountId, amountNano);
+    if (!r) return false;
+    (plan.meter ??= {}).lease = r;
+    this.opened();
+    return true;
+  }
+
+  /**
+   * A hold the balance refused while credit leases (this instance's or another's) hold part of
+   * it: a lease is the gateway's reservation, not the customer's spending, so the leases give
+   * back what their requests in flight do not use (a bounded wait) and the hold is tried again.
+   */
+  private async leasesGaveBack(accountId: string): Promise<boolean> {
+    return (await this.deps.ledger.reclaimLeases(accountId, { waitMs: 1_000, pauseMs: 2_000 })) !== 'none';
+  }
+
+  /** A database hold lives HOLD_TTL_SECONDS unless renewed: a request renews its own until settled, so only a dead process's holds expire. */
+  private keepHold(plan: Plan): void {
+    const { ledger, log } = this.deps;
+    const ttlSeconds = this.deps.holds.ttlSeconds;
+    // Renewals stop after two hours, so a request lost to a bug cannot pin a balance forever.
+    const renewEveryMs = Math.max(1000, (ttlSeconds * 1000) / 3);
+    let renewalsLeft = Math.ceil(7_200_000 / renewEveryMs);
+    const meter = (plan.meter ??= {});
+    meter.renewal = setInterval(() => {
+      if (--renewalsLeft < 0) return clearInterval(meter.renewal);
+      ledger
+        .renewHold(plan.requestId, ttlSeconds)
+        .catch((err) => log.warn({ err, requestId: plan.requestId }, 'hold renewal failed'));
+    }, renewEveryMs);
+    meter.renewal.unref();
+    this.opened();
+  }
+
+  private opened(): void {
+    this.inFlight++;
+    this.deps.metrics.holdsOpen.inc();
+  }
+
+  private closed(): void {
+    this.inFlight--;
+    this.deps.metrics.holdsOpen.dec();
+  }
+}
+
+/** The markup this request pays: its caller's group's on its model, taken once (at the hold) and kept for the settle. */
+function requestMarkup(plan: Plan): Markup {
+  return ((plan.meter ??= {}).markup ??= markupFor(plan.model, plan.caller.group));
+}
+
+/** The name the caller asked for: an alias of the model that served (src/catalogue/aliases.ts), or its own id. */
+function requestedModel(plan: Plan): string {
+  const asked = plan.body.model;
+  return typeof asked === 'string' && asked !== '' ? asked : plan.model.id;
+}
+
+/** A reused request id is the caller's conflict (409); any other failure passes through. */
+function duplicateRequest(err: unknown): unknown {
+  if (err instanceof LedgerError && err.code === 'duplicate_request')
+    return conflict('duplicate_request_id', err.message);
+  return err;
+}
+
+function rateLimited(d: RateDecision, requestId: string) {
+  const err = gatewayError({
+    httpStatus: 429,
+    type: 'rate_limit_error',
+    code: 'rate_limit_exceeded',
+    requestId,
+    retryAfterSeconds: d.resetSeconds,
+    message: `Rate limit reached for this key: ${d.limitRequests} requests and ${d.limitTokens} tokens per minute (0 = unlimited). Try again in ${d.resetSeconds}s.`,
+  });
+  err.metadata.set('x-ratelimit-limit-requests', String(d.limitRequests));
+  err.metadata.set('x-ratelimit-remaining-requests', String(d.remainingRequests));
+  err.metadata.set('x-ratelimit-reset-requests', `${d.resetSeconds}s`);
+  err.metadata.set('x-ratelimit-limit-tokens', String(d.limitTokens));
+  err.metadata.set('x-ratelimit-remaining-tokens', String(d.remainingTokens));
+  err.metadata.set('x-ratelimit-reset-tokens', `${d.resetSeconds}s`);
+  return err;
+}

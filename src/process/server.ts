@@ -1,0 +1,427 @@
+// The composition root: wires the parts into one running gateway (database, catalogue, billing,
+// metering and routes, services, the RPC port, the HTTP facade and the housekeeping sweeper),
+// each started by a named step below. main.ts runs it; tests and tools can too.
+import fs from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import path from 'node:path';
+import type http2 from 'node:http2';
+import type { FastifyInstance } from 'fastify';
+import type { Logger } from 'pino';
+import type { Config } from '../config/config.ts';
+import { migrate, openDb, type Db } from '../db/db.ts';
+import { startEmbeddedPostgres } from '../db/embedded-postgres.ts';
+import { Ledger } from '../billing/ledger.ts';
+import { RateLimiter } from '../billing/rate-limits.ts';
+import { LeaseBook } from '../billing/leases.ts';
+import { KeyCache } from '../billing/key-cache.ts';
+import { KeyCheck } from '../billing/key-check.ts';
+import { describeExposure, exposureOf, unsafeExposure, UnsafeExposureError } from '../config/exposure.ts';
+import { usdToNano } from '../money/money.ts';
+import { Metrics } from '../log/metrics.ts';
+import { connectableUrl, startupSummary } from '../log/startup-summary.ts';
+import { billingService } from '../services/billing.ts';
+import { Catalogue } from '../catalogue/catalogue.ts';
+import { PriceBook } from '../catalogue/price-book.ts';
+import { serveBookInForce } from '../catalogue/book-refresh.ts';
+import { shippedBook } from '../catalogue/shipped-book.ts';
+import { UsagePreview } from '../catalogue/usage-preview.ts';
+import { catalogueService } from '../services/catalogue.ts';
+import { ChatRoute } from '../inference/chat.ts';
+import { MessagesRoute } from '../inference/messages.ts';
+import { ResponsesRoute } from '../inference/responses.ts';
+import { ResponseOwners } from '../tenancy/response-owners.ts';
+import { EmbeddingsRoute } from '../inference/embeddings.ts';
+import { ImagesRoute } from '../inference/images.ts';
+import { AudioRoute } from '../inference/audio.ts';
+import { Metering } from '../metering/metering.ts';
+import { StreamRuns } from '../inference/stream-run.ts';
+import { UpstreamCalls } from '../inference/upstream-calls.ts';
+import type { RouteDeps } from '../inference/deps.ts';
+import { inferenceService } from '../services/inference.ts';
+import { Upstream } from '../inference/upstream.ts';
+import { startRpcServer } from '../rpc/server.ts';
+import { directTransport } from '../rpc/direct-transport.ts';
+import type { Services } from '../rpc/services.ts';
+import { buildFacade } from '../facade/app.ts';
+import { VideoRuntime } from '../video/runtime.ts';
+import { videoService } from '../services/video.ts';
+import { startBotIfConfigured } from '../bot/start.ts';
+import { ConsoleSessions } from '../billing/console-sessions.ts';
+import { consoleApi } from '../console/api.ts';
+import { registerConsolePages } from '../console/pages.ts';
+
+/** How long a console session lasts: 12 h from sign-in at most, 1 h without a request. */
+const CONSOLE_SESSION_LIFETIMES = { absoluteMs: 12 * 3_600_000, idleMs: 3_600_000 };
+
+export interface Gateway {
+  httpUrl: string;
+  rpcUrl: string;
+  db: Db;
+  ledger: Ledger;
+  close(): Promise<void>;
+}
+
+/**
+ * The gateway on DATABASE_URL, or else on the embedded PostgreSQL server it starts itself in
+ * DATA_DIR/postgres (src/db/embedded-postgres.ts) and stops last when it closes.
+ */
+export async function startGateway(config: Config, log: Logger): Promise<Gateway> {
+  // Before anything listens (the embedded database included): an open billing port without a
+  // token is refused outright.
+  const unsafe = unsafeExposure(config);
+  if (unsafe) throw new UnsafeExposureError(unsafe);
+  if (config.databaseUrl) return startOn(config, log, config.databaseUrl);
+  if (fs.existsSync(path.join(config.dataDir, 'pglite'))) {
+    log.warn(
+      `${path.join(config.dataDir, 'pglite')} holds a database of an older version (PGlite), which is no longer read: the embedded database is now a PostgreSQL server in ${path.join(config.dataDir, 'postgres')}`,
+    );
+  }
+  const embedded = await startEmbeddedPostgres({
+    dataDir: path.join(config.dataDir, 'postgres'),
+    durable: true,
+    database: 'gateway',
+    log: { info: (m) => log.info(m), warn: (m) => log.warn(m) },
+  });
+  let gateway: Gateway;
+  try {
+    gateway = await startOn(config, log, embedded.url, embedded.dataDir);
+  } catch (err) {
+    await embedded.stop();
+    throw err;
+  }
+  let closing: Promise<void> | undefined;
+  return { ...gateway, close: () => (closing ??= gateway.close().finally(() => embedded.stop())) };
+}
+
+/** The gateway's parts on one database, started in order; `close` stops them in the reverse. */
+async function startOn(config: Config, log: Logger, databaseUrl: string, embeddedDir?: string): Promise<Gateway> {
+  const db = await openDatabase(databaseUrl, embeddedDir, log);
+  const ledger = new Ledger(db, await Ledger.loadSecret(db, config.keyHashSecret));
+  // Every provider, configured or not, is listed once in the start-up summary below.
+  const catalogue = new Catalogue(config);
+  // What is served and charged comes from the price book: the shipped book is only each model's
+  // and alias's first version, written on the first start that finds none.
+  const priceBook = new PriceBook(db);
+  await priceBook.seed(shippedBook());
+  const stopBookRefresh = await serveBookInForce(catalogue, priceBook, config.priceBookRefreshMs, log);
+  const metrics = new Metrics();
+  const billing = await startBilling(config, { db, ledger, databaseUrl, metrics, log });
+  const upstream = new Upstream(config);
+  const { metering, streams, routeDeps } = inferenceParts(config, {
+    ledger,
+    catalogue,
+    upstream,
+    metrics,
+    billing,
+    log,
+  });
+  const owners = new ResponseOwners(db);
+  // Video jobs run on Temporal, found or started in the background (see src/video/runtime.ts).
+  const video = new VideoRuntime({ config, log, db, ledger, metrics });
+  const services: Services = {
+    billing: billingService(ledger, billing.limiter, billing.keys, billing.leases),
+    catalogue: catalogueService(catalogue, priceBook, new UsagePreview(db)),
+    inference: inferenceService({
+      chat: new ChatRoute(routeDeps),
+      messages: new MessagesRoute(routeDeps),
+      responses: new ResponsesRoute(routeDeps, owners),
+      embeddings: new EmbeddingsRoute(routeDeps),
+      images: new ImagesRoute(routeDeps, config.media),
+      audio: new AudioRoute(routeDeps),
+    }),
+    video: videoService({ config, ledger, catalogue, metering, runtime: video, log }),
+  };
+  const rpc = await startRpc(config, services, billing.keys, log);
+  // The browser console (docs/console.md): its API and pages on the HTTP port, its sessions in the database.
+  const consoleSessions = new ConsoleSessions(db, CONSOLE_SESSION_LIFETIMES);
+  const facade = await startHttp(config, {
+    services,
+    catalogue,
+    keys: billing.keys,
+    db,
+    video,
+    consoleSessions,
+    metrics,
+    log,
+  });
+  // Holds of a crashed process are released here; safe with many instances (see Ledger.expireHolds).
+  const stopSweeper = startSweeper(config.holds.sweepIntervalMs, log, [
+    [
+      'hold sweep',
+      () =>
+        ledger.expireHolds().then(
+          (n) => {
+            if (n > 0) log.warn({ released: n }, 'released expired holds');
+          },
+          (err) => log.error({ err }, 'hold sweep failed'),
+        ),
+    ],
+    ['rate window prune', () => billing.limiter.prune()],
+    ['response owner prune', () => owners.prune()],
+    ['console session prune', () => consoleSessions.prune()],
+  ]);
+  const { httpUrl, rpcUrl, bot } = await announce(config, {
+    facade,
+    rpc: rpc.server,
+    services,
+    catalogue,
+    video,
+    embeddedDir,
+    log,
+  });
+  return {
+    httpUrl,
+    rpcUrl,
+    db,
+    ledger,
+    close: closeOnce(async () => {
+      stopSweeper();
+      stopBookRefresh();
+      await bot?.stop();
+      await stopListening(config, facade, rpc);
+      // Every hold this process placed is settled before the database goes.
+      // Streams read on for a caller who left get most of this wait to see their usage.
+      streams.cutAbandoned(8_000);
+      const unsettled = await metering.drain(10_000);
+      if (unsettled > 0) log.error({ unsettled }, 'shutting down with unsettled holds; the sweeper will release them');
+      await billing.leases?.close(); // pending charges written, leases returned
+      await billing.limiter.close(); // settled tokens written, unused rate grants handed back
+      await upstream.close();
+      await billing.keyCache?.close();
+      await video.close(); // the worker finishes its running activities, which need the database
+      await db.destroy();
+    }),
+  };
+}
+
+/** `close` made once: later calls wait for the same closing. */
+function closeOnce(close: () => Promise<void>): () => Promise<void> {
+  let closing: Promise<void> | undefined;
+  return () => (closing ??= close());
+}
+
+async function openDatabase(databaseUrl: string, embeddedDir: string | undefined, log: Logger): Promise<Db> {
+  const db = await openDb({ databaseUrl });
+  await migrate(db);
+  log.info(
+    { database: embeddedDir ? `embedded PostgreSQL in ${embeddedDir}` : 'postgresql (DATABASE_URL)' },
+    'database ready',
+  );
+  return db;
+}
+
+interface BillingParts {
+  keyCache: KeyCache | undefined;
+  limiter: RateLimiter;
+  leases: LeaseBook | undefined;
+  keys: KeyCheck;
+}
+
+/** The key check, rate limits and (in lease mode) credit leases with the key cache they need. */
+async function startBilling(
+  config: Config,
+  p: { db: Db; ledger: Ledger; databaseUrl: string; metrics: Metrics; log: Logger },
+): Promise<BillingParts> {
+  const leasing = config.billingMode === 'lease';
+  // The key cache listens for key changes on a connection of its own; with leases only (a hold
+  // per request checks the key in its own statement anyway).
+  const keyCache =
+    leasing && config.keyCacheMaxAgeMs > 0
+      ? new KeyCache({
+          databaseUrl: p.databaseUrl,
+          maxAgeMs: config.keyCacheMaxAgeMs,
+          log: p.log,
+          lookups: p.metrics.keyCacheLookupsOf,
+        })
+      : undefined;
+  await keyCache?.start();
+  const limiter = new RateLimiter(p.db, config.rateLimits, keyCache, p.log);
+  const leases = leasing
+    ? new LeaseBook(
+        p.db,
+        p.ledger,
+        {
+          sliceNano: usdToNano(config.lease.sliceUsd),
+          flushMs: config.lease.flushMs,
+          idleMs: config.lease.idleMs,
+          ttlSeconds: config.holds.ttlSeconds,
+        },
+        p.log,
+      )
+    : undefined;
+  await leases?.listen(p.databaseUrl);
+  return { keyCache, limiter, leases, keys: new KeyCheck(p.ledger, keyCache) };
+}
+
+/** The inference routes' parts: metering (holds and settles), upstream calls, stream runs. */
+function inferenceParts(
+  config: Config,
+  p: { ledger: Ledger; catalogue: Catalogue; upstream: Upstream; metrics: Metrics; billing: BillingParts; log: Logger },
+): { metering: Metering; streams: StreamRuns; routeDeps: RouteDeps } {
+  const { billing, log } = p;
+  const metering = new Metering({
+    holds: config.holds,
+    ledger: p.ledger,
+    limiter: billing.limiter,
+    keys: billing.keys,
+    metrics: p.metrics,
+    log,
+    ...(billing.leases ? { leases: billing.leases } : {}),
+  });
+  const streams = new StreamRuns({
+    settle: (plan, usage, status, httpStatus) => metering.settle(plan, usage, status, httpStatus),
+    log,
+    abandonedDrainMs: config.upstream.abandonedDrainMs,
+  });
+  const calls = new UpstreamCalls({ upstream: p.upstream, config: config.upstream, metrics: p.metrics, log });
+  const routeDeps: RouteDeps = {
+    metering,
+    calls,
+    streams,
+    upstream: p.upstream,
+    catalogue: p.catalogue,
+    sharedProviderObjects: config.sharedProviderObjects,
+    log,
+  };
+  return { metering, streams, routeDeps };
+}
+
+interface RpcPort {
+  server: http2.Http2Server;
+  sessions: Set<http2.ServerHttp2Session>;
+}
+
+async function startRpc(config: Config, services: Services, keys: KeyCheck, log: Logger): Promise<RpcPort> {
+  const server = await startRpcServer(services, {
+    host: config.grpcHost,
+    port: config.grpcPort,
+    adminToken: config.adminToken,
+    log,
+    // One message carries a whole request: the largest JSON body or multipart upload, and its framing.
+    readMaxBytes: Math.max(config.bodyLimitBytes, config.media.uploadTotalLimitBytes) + 64 * 1024,
+    authenticate: (apiKey) => keys.authenticate(apiKey),
+  });
+  const sessions = new Set<http2.ServerHttp2Session>();
+  server.on('session', (session) => {
+    sessions.add(session);
+    session.once('close', () => sessions.delete(session));
+  });
+  return { server, sessions };
+}
+
+/** The HTTP port: the facade, with the console's API and pages on it. */
+async function startHttp(
+  config: Config,
+  p: {
+    services: Services;
+    catalogue: Catalogue;
+    keys: KeyCheck;
+    db: Db;
+    video: VideoRuntime;
+    consoleSessions: ConsoleSessions;
+    metrics: Metrics;
+    log: Logger;
+  },
+): Promise<FastifyInstance> {
+  const { keys, log } = p;
+  const facade = buildFacade({
+    transport: directTransport(p.services, log),
+    log,
+    bodyLimitBytes: config.bodyLimitBytes,
+    uploads: config.media,
+    metrics: p.metrics,
+    metricsToken: config.metricsToken,
+    servedModel: (name) => p.catalogue.get(name)?.id,
+    knownCaller: (apiKey) => keys.known(apiKey),
+    authenticate: (apiKey) => keys.authenticate(apiKey),
+    ready: async () => {
+      await p.db.raw('SELECT 1');
+    },
+    plugins: [
+      consoleApi({
+        transport: directTransport(p.services, log),
+        sessions: p.consoleSessions,
+        authenticate: (apiKey) => keys.authenticate(apiKey),
+        adminToken: config.adminToken,
+        workflowPage: (workflowId) => p.video.workflowPage(workflowId),
+        log,
+      }),
+      async (app) => registerConsolePages(app, { log }),
+    ],
+  });
+  await facade.listen({ host: config.host, port: config.port });
+  return facade;
+}
+
+/** Runs each housekeeping task every `everyMs`, a failure logged under its name; the answer stops them. */
+function startSweeper(everyMs: number, log: Logger, tasks: [string, () => Promise<unknown>][]): () => void {
+  const timer = setInterval(() => {
+    for (const [name, task] of tasks) task().catch((err) => log.warn({ err }, `${name} failed`));
+  }, everyMs);
+  timer.unref();
+  return () => clearInterval(timer);
+}
+
+/** Where the gateway answers, said once it does: exposure, video, the bot, the start-up summary. */
+async function announce(
+  config: Config,
+  p: {
+    facade: FastifyInstance;
+    rpc: http2.Http2Server;
+    services: Services;
+    catalogue: Catalogue;
+    video: VideoRuntime;
+    embeddedDir: string | undefined;
+    log: Logger;
+  },
+) {
+  const { log } = p;
+  const httpPort = (p.facade.server.address() as AddressInfo).port;
+  const rpcPort = (p.rpc.address() as AddressInfo).port;
+  const httpUrl = connectableUrl(config.host, httpPort);
+  const rpcUrl = connectableUrl(config.grpcHost, rpcPort);
+  const exposure = exposureOf(config, { http: httpPort, rpc: rpcPort });
+  log.info({ exposure }, `exposed: ${describeExposure(exposure)}`);
+  p.video.start();
+  // The Telegram bot, when TELEGRAM_BOT_TOKEN is set, on the same services (see src/bot/).
+  const bot = await startBotIfConfigured({
+    settings: config.bot,
+    transport: directTransport(p.services),
+    publicBaseUrl: httpUrl,
+    log,
+  });
+  const summary = startupSummary(config, {
+    httpPort,
+    rpcPort,
+    models: p.catalogue.list(),
+    leasing: config.billingMode === 'lease',
+    embeddedDir: p.embeddedDir,
+    botConfigured: config.bot !== undefined,
+    bot: bot && { mode: bot.mode, username: bot.bot.botInfo.username },
+  });
+  if (config.sharedProviderObjects.size > 0) {
+    log.warn(
+      { shared: [...config.sharedProviderObjects] },
+      "SHARED_PROVIDER_OBJECTS: every API key may use these kinds of objects in the operator's provider accounts",
+    );
+  }
+  log.info(
+    { http: httpUrl, rpc: rpcUrl, summary },
+    `gateway ready: OpenAI-compatible base URL ${httpUrl}/v1; Connect/gRPC services on ${rpcUrl}`,
+  );
+  return { httpUrl, rpcUrl, bot };
+}
+
+/**
+ * Stops accepting; in-flight requests and streams run on for the grace period, then their
+ * connections are cut (a cut stream is charged for what it delivered, as always).
+ */
+async function stopListening(config: Config, facade: FastifyInstance, rpc: RpcPort): Promise<void> {
+  const cut = setTimeout(() => {
+    facade.server.closeAllConnections();
+    for (const session of rpc.sessions) session.destroy();
+  }, config.shutdownGraceMs);
+  for (const session of rpc.sessions) session.close(); // GOAWAY: open RPC streams finish
+  await Promise.all([facade.close(), new Promise<void>((resolve) => rpc.server.close(() => resolve()))]);
+  clearTimeout(cut);
+}
