@@ -153,21 +153,24 @@ export const unauthorized = (requestId?: string): ConnectError =>
 export const badRequest = (message: string, code: string, param?: string): ConnectError =>
   gatewayError({ httpStatus: 400, type: 'invalid_request_error', code, message, ...(param ? { param } : {}) });
 
+/** What a common refusal may carry beside its code and message. */
+export type ErrorExtras = Pick<GatewayErrorInit, 'requestId' | 'param' | 'retryAfterSeconds' | 'rpcCode'>;
+
 /** 404: what the caller named is not there (or not theirs: the same answer). */
-export const notFound = (code: string, message: string, requestId?: string): ConnectError =>
-  gatewayError({ httpStatus: 404, type: 'invalid_request_error', code, message, requestId });
+export const notFound = (code: string, message: string, extras: ErrorExtras = {}): ConnectError =>
+  gatewayError({ httpStatus: 404, type: 'invalid_request_error', code, message, ...extras });
 
 /** 409: the request clashes with one already made (a reused id, another body under one idempotency key). */
-export const conflict = (code: string, message: string, requestId?: string): ConnectError =>
-  gatewayError({ httpStatus: 409, type: 'invalid_request_error', code, message, requestId });
+export const conflict = (code: string, message: string, extras: ErrorExtras = {}): ConnectError =>
+  gatewayError({ httpStatus: 409, type: 'invalid_request_error', code, message, ...extras });
 
 /** 503: the gateway cannot serve this now; asking again later may work. */
-export const unavailable = (code: string, message: string, requestId?: string): ConnectError =>
-  gatewayError({ httpStatus: 503, type: 'server_error', code, message, requestId });
+export const unavailable = (code: string, message: string, extras: ErrorExtras = {}): ConnectError =>
+  gatewayError({ httpStatus: 503, type: 'server_error', code, message, ...extras });
 
 /** 402: the key's available balance does not cover the request. */
-export const insufficientQuota = (message: string, requestId?: string): ConnectError =>
-  gatewayError({ httpStatus: 402, type: 'insufficient_quota', code: 'insufficient_quota', message, requestId });
+export const insufficientQuota = (message: string, extras: ErrorExtras = {}): ConnectError =>
+  gatewayError({ httpStatus: 402, type: 'insufficient_quota', code: 'insufficient_quota', message, ...extras });
 
 /** 400 model_not_found for a name the catalogue does not serve; Anthropic's messages prefix the field name. */
 export const unknownModel = (id: string, prefix = ''): ConnectError =>

@@ -100,7 +100,7 @@ export class Metering {
         : '';
       throw insufficientQuota(
         `Insufficient credits: this request needs at least ${cost(input, 1n)} nano-USD and ${hold.availableNano} are available.${why} Top up the key's balance.`,
-        plan.requestId,
+        { requestId: plan.requestId },
       );
     }
     this.keepHold(plan);
@@ -148,7 +148,7 @@ export class Metering {
     if (hold.kind === 'insufficient') {
       throw insufficientQuota(
         `Insufficient credits: this request costs ${amountNano} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
-        requestId,
+        { requestId },
       );
     }
   }

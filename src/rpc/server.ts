@@ -23,7 +23,14 @@ import { bearerMatches } from '../config/bearer.ts';
 import { isLoopbackPeer } from '../config/exposure.ts';
 import { newRequestId } from '../billing/ids.ts';
 import { GatewayErrorSchema } from '../gen/gateway/v1/errors_pb.js';
-import { gatewayError, unauthorized, unexpectedFailure, withGatewayDetail } from '../errors/errors.ts';
+import {
+  gatewayError,
+  notFound,
+  unauthorized,
+  unavailable,
+  unexpectedFailure,
+  withGatewayDetail,
+} from '../errors/errors.ts';
 import type { Services } from './services.ts';
 import { BOOK_LIMITS, CATALOGUE_READ_MAX_BYTES } from '../catalogue/book-document.ts';
 
@@ -217,14 +224,11 @@ const adminTokenRequired = (httpStatus: 401 | 403, message: string) =>
 
 /** No such method: the facade's unknown_route, with the status gRPC gives an unknown method. */
 const unknownMethod = (req: http2.Http2ServerRequest) =>
-  gatewayError({
-    httpStatus: 404,
-    type: 'invalid_request_error',
-    code: 'unknown_route',
-    message: `Unknown RPC: ${methodPath(req)}. proto/gateway/v1/ defines the services and their methods.`,
-    requestId: newRequestId(),
-    rpcCode: Code.Unimplemented,
-  });
+  notFound(
+    'unknown_route',
+    `Unknown RPC: ${methodPath(req)}. proto/gateway/v1/ defines the services and their methods.`,
+    { requestId: newRequestId(), rpcCode: Code.Unimplemented },
+  );
 
 /** The path a call names, as far as it is worth repeating (it is the caller's text). */
 const methodPath = (req: http2.Http2ServerRequest): string => req.url.split('?')[0]!.slice(0, 200);
@@ -311,14 +315,11 @@ export function startRpcServer(s: Services, opts: RpcServerOptions): Promise<htt
         (err: unknown) => {
           const requestId = newRequestId();
           opts.log?.error({ err, requestId }, 'RPC access check failed');
-          const failed = gatewayError({
-            httpStatus: 503,
-            type: 'server_error',
-            code: 'access_check_failed',
-            retryAfterSeconds: 1,
-            message: "The gateway could not check this call's credentials; retry it.",
-            requestId,
-          });
+          const failed = unavailable(
+            'access_check_failed',
+            "The gateway could not check this call's credentials; retry it.",
+            { retryAfterSeconds: 1, requestId },
+          );
           refuse(req, res, failed, opts.log);
         },
       );

@@ -3,7 +3,7 @@
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { ServiceImpl } from '@connectrpc/connect';
 import type { BillingService, KeyRef } from '../gen/gateway/v1/billing_pb.js';
-import { badRequest, gatewayError, notFound } from '../errors/errors.ts';
+import { badRequest, conflict, notFound, unavailable } from '../errors/errors.ts';
 import { isWellFormedKey } from '../billing/keys.ts';
 import { LedgerError, type KeyRow, type Ledger } from '../billing/ledger.ts';
 import type { RateLimiter } from '../billing/rate-limits.ts';
@@ -106,13 +106,7 @@ export function billingService(
       } catch (err) {
         // ALREADY_EXISTS: the id is taken by a top-up with other parameters; nothing was credited.
         if (err instanceof LedgerError && err.code === 'idempotency_conflict')
-          throw gatewayError({
-            httpStatus: 409,
-            type: 'invalid_request_error',
-            code: 'idempotency_conflict',
-            param: 'external_id',
-            message: err.message,
-          });
+          throw conflict('idempotency_conflict', err.message, { param: 'external_id' });
         throw err;
       }
     },
@@ -217,13 +211,7 @@ export function billingService(
       } catch (err) {
         // Nothing was recorded: the refund can be asked again once the lease is given back or expires.
         if (err instanceof LedgerError && err.code === 'leases_busy')
-          throw gatewayError({
-            httpStatus: 503,
-            type: 'server_error',
-            code: 'leases_busy',
-            retryAfterSeconds: 1,
-            message: err.message,
-          });
+          throw unavailable('leases_busy', err.message, { retryAfterSeconds: 1 });
         throw err;
       }
       if (!r) throw notFound('topup_not_found', 'No top-up was applied with this external id.');

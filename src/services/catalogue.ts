@@ -7,7 +7,7 @@ import { timestampDate, timestampFromDate, type Timestamp } from '@bufbuild/prot
 import type { ServiceImpl } from '@connectrpc/connect';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { ModelKind, type CatalogueService, type ModelSchema } from '../gen/gateway/v1/catalogue_pb.js';
-import { gatewayError } from '../errors/errors.ts';
+import { gatewayError, notFound } from '../errors/errors.ts';
 import { customerPrice, markupPpm } from '../billing/markup.ts';
 import { markupFor, type Catalogue, type ResolvedModel } from '../catalogue/catalogue.ts';
 import { PriceBook, type MarkupVersion, type PriceVersion, type WriteMeta } from '../catalogue/price-book.ts';
@@ -416,14 +416,7 @@ export function catalogueService(
     },
     getModel(req) {
       const m = catalogue.get(req.id);
-      if (!m)
-        throw gatewayError({
-          httpStatus: 404,
-          type: 'invalid_request_error',
-          code: 'model_not_found',
-          param: 'id',
-          message: `No model '${clip(req.id)}' in the catalogue.`,
-        });
+      if (!m) throw notFound('model_not_found', `No model '${clip(req.id)}' in the catalogue.`, { param: 'id' });
       return {
         model: toMessage(m, req.accountGroup, aliasesOf().get(m.id) ?? []),
         alias: m.id === req.id ? '' : req.id,

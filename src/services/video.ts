@@ -11,7 +11,7 @@ import type { Ledger } from '../billing/ledger.ts';
 import { newId, newRequestId } from '../billing/ids.ts';
 import { customerNano, type Markup } from '../billing/markup.ts';
 import { costNano } from '../money/money.ts';
-import { badRequest, conflict, gatewayError } from '../errors/errors.ts';
+import { badRequest, conflict, gatewayError, notFound } from '../errors/errors.ts';
 import type { Metering } from '../metering/metering.ts';
 import { parseBody } from '../inference/request-body.ts';
 import { callerOf, type Caller } from '../billing/caller.ts';
@@ -177,7 +177,7 @@ async function recordJob(
   if (row) return { row, isNew: true };
   const earlier = await earlierJobUnderKey(deps, create, job);
   if (earlier) return { row: earlier, isNew: false };
-  throw conflict('duplicate_request', `Request id '${requestId}' was already used.`, requestId);
+  throw conflict('duplicate_request', `Request id '${requestId}' was already used.`, { requestId });
 }
 
 /** Holds the job's price for its lifetime (402 when the balance cannot cover it: the row is taken back). */
@@ -270,13 +270,7 @@ async function ownJob(deps: VideoServiceDeps, ctx: HandlerContext, id: string): 
 }
 
 const videoNotFound = (id: string) =>
-  gatewayError({
-    httpStatus: 404,
-    type: 'invalid_request_error',
-    code: 'video_not_found',
-    param: 'video_id',
-    message: `No video found with id '${id}'.`,
-  });
+  notFound('video_not_found', `No video found with id '${id}'.`, { param: 'video_id' });
 
 const isTerminal = (row: VideoJobRow) => TERMINAL_STATUSES.includes(row.status);
 

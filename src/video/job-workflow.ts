@@ -65,7 +65,7 @@ export async function startJobWorkflow(
     throw unavailable(
       'video_jobs_unavailable',
       'Video generation is unavailable right now: the job could not be started. Nothing was charged.',
-      input.requestId,
+      { requestId: input.requestId },
     );
   }
 }

@@ -245,7 +245,8 @@ describe('credit leases', () => {
           model: 'gpt-4o-mini',
           stream: true,
           messages: [
-            { role: 'user', content: `leave ${uniqueMarker()} [sim tokens=4 reasoning=2000 usage_delay=300]` },
+            // The usage comes 1.5 s after the words: the caller's leaving reaches the gateway first, even under load.
+            { role: 'user', content: `leave ${uniqueMarker()} [sim tokens=4 reasoning=2000 usage_delay=1500]` },
           ],
         },
         { signal: abort.signal },

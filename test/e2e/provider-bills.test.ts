@@ -448,8 +448,9 @@ async function readThenLeave<T>(
 const words = (n: number) => Array.from({ length: n }, (_, i) => `w${i + 1}`).join(' ');
 
 describe('a caller that leaves a stream pays what the provider bills (item 6)', () => {
-  // The stand-in sends 5 visible words, then holds the usage (with 10,000 reasoning tokens) back 400 ms.
-  const directive = '[sim tokens=5 reasoning=10000 usage_delay=400]';
+  // The stand-in sends 5 visible words, then holds the usage (with 10,000 reasoning tokens) back
+  // 1.5 s: long enough for the caller's leaving to reach the gateway first on a loaded machine.
+  const directive = '[sim tokens=5 reasoning=10000 usage_delay=1500]';
 
   it('chat: $0.20 unstreamed; streamed and left right after the visible answer, still $0.20', async () => {
     const key = await newKey('5');
