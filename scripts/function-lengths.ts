@@ -5,6 +5,7 @@
 // comments, templates and regular expressions skipped): declarations, methods, and arrow functions
 // with a block or a parenthesised body.
 import fs from 'node:fs';
+import path from 'node:path';
 import { sourceFiles, tokens } from './check-imports.ts';
 
 export const MOST_OWN_LINES = 100;
@@ -155,8 +156,9 @@ export function lengthProblems(all: FunctionLength[]): string[] {
   ];
 }
 
-if (import.meta.main) {
-  const all = allFunctionLengths(process.cwd());
+const invoked = process.argv[1] !== undefined && path.resolve(process.argv[1]) === import.meta.filename;
+if (invoked) {
+  const all = allFunctionLengths(path.resolve(import.meta.dirname, '..'));
   const top = process.argv.indexOf('--top');
   if (top > 0) {
     for (const f of all.slice(0, Number(process.argv[top + 1] ?? 20)))
