@@ -35,6 +35,8 @@ export interface ModelAlias {
 export class Catalogue {
   private byId = new Map<string, ResolvedModel>();
   private byAlias = new Map<string, ResolvedModel>();
+  /** When the book snapshot served was taken (none before the first load). */
+  private loadedAt: Date | undefined;
   private readonly config: Config;
 
   /** The shipped catalogue (or `entries`) at its shipped prices: what serves until the book is read (load). */
@@ -54,12 +56,16 @@ export class Catalogue {
    * at the prices, markups and versions it was planned with.
    */
   load(state: BookState): void {
+    // A refresh that began reading before a write and ended after the writer loaded its change
+    // would put the older book back: the snapshot served is never replaced by an older one.
+    if (this.loadedAt !== undefined && state.takenAt < this.loadedAt) return;
     const entries = [...state.definitions.values()].map((d) => ({
       ...d,
       prices: state.prices.get(d.id)?.prices ?? {},
     }));
     const aliases = applyAliasSetting(Object.fromEntries(state.aliases), this.config.modelAliases);
     this.install(entries, state.prices, aliases, state.markups);
+    this.loadedAt = state.takenAt;
   }
 
   private install(

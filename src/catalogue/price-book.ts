@@ -51,6 +51,11 @@ export interface DefinitionVersion {
 
 /** The book in force at one moment, read in one snapshot: what each instance's catalogue serves from. */
 export interface BookState {
+  /**
+   * When the snapshot was taken (the reading transaction's start): a snapshot taken earlier than
+   * the one a catalogue serves is older, and is not loaded over it.
+   */
+  takenAt: Date;
   definitions: Map<string, ModelDefinition>;
   /** Each model's price version in force (a model without one is not served). */
   prices: Map<string, PriceVersion>;
@@ -134,6 +139,8 @@ export class PriceBook {
   }
 
   private async readWith(trx: Executor): Promise<BookState> {
+    // First, so the snapshot is taken here (repeatable read takes it at the first statement).
+    const takenAt = rowsOf(await trx.raw('SELECT now() AS taken_at'))[0]!.taken_at as Date;
     const definitions = rowsOf(
       await trx.raw(
         'SELECT DISTINCT ON (model_id) model_id, definition FROM model_versions ORDER BY model_id, id DESC',
@@ -152,6 +159,7 @@ export class PriceBook {
       ),
     );
     return {
+      takenAt,
       definitions: new Map(definitions.map((r) => [r.model_id as string, r.definition as ModelDefinition])),
       prices: new Map(prices.map((r) => [r.model_id as string, versionOf(r)])),
       aliases: new Map(aliases.map((r) => [r.alias as string, r.target as string])),

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/config.ts';
 import { Catalogue } from '../../../src/catalogue/catalogue.ts';
+import type { BookState } from '../../../src/catalogue/price-book.ts';
 import { MODELS } from '../../../src/catalogue/shipped-book.ts';
 import { DEFAULT_MODEL_ALIASES } from '../../../src/catalogue/aliases.ts';
 import { parseDecimal } from '../../../src/money/money.ts';
@@ -117,5 +118,30 @@ describe('catalogue', () => {
     expect(() => new Catalogue(loadConfig({ MODEL_ALIASES: 'gpt-5.5=gpt-4.1' }))).toThrow(/is a catalogue model/);
     expect(() => new Catalogue(loadConfig({ MODEL_ALIASES: 'x=claude-opus-9' }))).toThrow(/not in the catalogue/);
     expect(() => new Catalogue(loadConfig({ MODEL_ALIASES: 'x=claude-opus-5-5' }))).toThrow(/not in the catalogue/);
+  });
+});
+
+describe('the book a catalogue serves', () => {
+  /** A book snapshot of the shipped models, gpt-4.1 enabled or not, taken at `takenAt`. */
+  const snapshot = (takenAt: Date, enabled: boolean): BookState => ({
+    takenAt,
+    definitions: new Map(
+      MODELS.map(({ prices: _, ...d }) => [d.id, d.id === 'gpt-4.1' ? { ...d, enabled } : d] as const),
+    ),
+    prices: new Map(
+      MODELS.map((m) => [m.id, { id: 1n, modelId: m.id, prices: m.prices, effectiveFrom: new Date(0) }] as const),
+    ),
+    aliases: new Map(),
+    markups: [],
+  });
+
+  it('is never replaced by an older snapshot: a refresh that read before a write and ended after it is ignored', () => {
+    const c = new Catalogue(loadConfig({ OPENAI_API_KEY: 'k' }));
+    c.load(snapshot(new Date(2_000), false)); // the writer's own load, after its write
+    expect(c.get('gpt-4.1')?.enabled).toBe(false);
+    c.load(snapshot(new Date(1_000), true)); // a refresh whose snapshot predates the write
+    expect(c.get('gpt-4.1')?.enabled).toBe(false);
+    c.load(snapshot(new Date(3_000), true)); // a later snapshot is served
+    expect(c.get('gpt-4.1')?.enabled).toBe(true);
   });
 });
