@@ -14,22 +14,6 @@ import { scopeName } from '../catalogue/book-diff.ts';
 import { isoSecond } from './usage-table.ts';
 import { textTable, type Align } from './table.ts';
 
-export const CATALOGUE_COMMANDS = [
-  'history',
-  'set-price',
-  'export',
-  'diff',
-  'apply',
-  'preview',
-  'upsert',
-  'enable',
-  'disable',
-  'alias',
-  'unalias',
-  'markup',
-  'markups',
-];
-
 /** The command-line options the catalogue commands read. */
 export interface CatalogueOptions {
   file?: string | undefined;
@@ -82,9 +66,12 @@ const COMMANDS: Record<string, (c: Command) => Promise<void>> = {
   markups: listMarkups,
 };
 
+/** The catalogue commands, in the order help and errors list them. */
+export const CATALOGUE_COMMANDS = Object.keys(COMMANDS);
+
 export async function runCatalogue(cli: CatalogueCli, cmd: string | undefined, args: string[]): Promise<void> {
   if (!cmd) cli.usageError(`catalogue needs a command (${CATALOGUE_COMMANDS.join(', ')})`);
-  const run = CATALOGUE_COMMANDS.includes(cmd) ? COMMANDS[cmd] : undefined;
+  const run = Object.hasOwn(COMMANDS, cmd) ? COMMANDS[cmd] : undefined;
   if (!run)
     cli.usageError(
       `unknown command "catalogue ${cmd}" (the commands are catalogue ${CATALOGUE_COMMANDS.join(', catalogue ')})`,

@@ -5,14 +5,12 @@
 // port's read limit, 64 MiB), a field past its limit is refused naming the field's, every answer
 // is small, and nothing is written; the CLI refuses such a file before sending it. A gateway and
 // a database of this file's own, so that nothing else writes to the book it counts.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import http2 from 'node:http2';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { fromBinary } from '@bufbuild/protobuf';
 import { AnySchema } from '@bufbuild/protobuf/wkt';
-import { BinaryReader, type WireType } from '@bufbuild/protobuf/wire';
 import { Code, ConnectError, createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { CatalogueService } from '../../src/gen/gateway/v1/catalogue_pb.js';
@@ -21,8 +19,9 @@ import { openDb, type Db } from '../../src/db/db.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { createDatabase } from '../support/postgres.ts';
 import { uniqueMarker } from '../support/context.ts';
+import { runCatalogueCli } from '../support/catalogue-cli.ts';
+import { readStatus, sendOversizedFrame } from '../support/grpc-wire.ts';
 
-const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const MiB = 1024 * 1024;
 /** docs/price-book.md#limits */
 const DOCUMENT_LIMIT = 4 * MiB;
@@ -191,39 +190,11 @@ describe('a price book document past its limits (issue 31)', () => {
 
   it("a message past the port's read limit is RESOURCE_EXHAUSTED from its declared length, naming the document limit too", async () => {
     // A gRPC frame declaring 600 MB, of which 64 KiB are sent (as test/e2e/rpc-refusals.test.ts does).
-    const trailers = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
-      const session = http2.connect(gw.rpcUrl);
-      session.on('error', reject);
-      const stream = session.request({
-        ':method': 'POST',
-        ':path': '/gateway.v1.CatalogueService/ApplyBook',
-        'content-type': 'application/grpc+proto',
-        te: 'trailers',
-      });
-      const done = (h: http2.IncomingHttpHeaders) => {
-        if (h['grpc-status'] === undefined) return;
-        resolve(h);
-        stream.close();
-        session.close();
-      };
-      stream.on('response', done);
-      stream.on('trailers', done);
-      stream.on('error', reject);
-      stream.resume();
-      const prefix = Buffer.alloc(5);
-      prefix.writeUInt32BE(600 * 1024 * 1024, 1);
-      stream.write(Buffer.concat([prefix, Buffer.alloc(64 * 1024)]));
-    });
+    const trailers = await sendOversizedFrame(gw.rpcUrl, '/gateway.v1.CatalogueService/ApplyBook');
     expect(Number(trailers['grpc-status'])).toBe(Code.ResourceExhausted);
-    // google.rpc.Status read field by field: its details (3) hold one Any, the GatewayError.
-    const r = new BinaryReader(Buffer.from(String(trailers['grpc-status-details-bin']), 'base64'));
-    let any: Uint8Array | undefined;
-    while (r.pos < r.len) {
-      const [field, wire] = r.tag();
-      if (field === 3) any = r.bytes();
-      else r.skip(wire as WireType, field);
-    }
-    const detail = fromBinary(GatewayErrorSchema, fromBinary(AnySchema, any!).value);
+    // google.rpc.Status: its details hold one Any, the GatewayError.
+    const { details } = readStatus(Buffer.from(String(trailers['grpc-status-details-bin']), 'base64'));
+    const detail = fromBinary(GatewayErrorSchema, fromBinary(AnySchema, details[0]!).value);
     expect(detail).toMatchObject({ httpStatus: 413, code: 'request_too_large' });
     expect(detail.message).toMatch(
       new RegExp(
@@ -339,24 +310,7 @@ describe('the single-change RPCs bound their fields by the same limits', () => {
 });
 
 describe('the operator CLI', { timeout: 120_000 }, () => {
-  /** `npm run cli -- catalogue …` against this file's gateway; `stdin` is written to its standard input. */
-  function cli(args: string[], stdin = ''): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, ['src/cli/main.ts', 'catalogue', ...args], {
-        cwd: ROOT,
-        env: { ...process.env, GATEWAY_RPC_URL: gw.rpcUrl, ADMIN_TOKEN: '' },
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => (stdout += d));
-      child.stderr.on('data', (d) => (stderr += d));
-      child.on('error', reject);
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
-      // A CLI that stops reading early closes its stdin: what is left unwritten is not an error here.
-      child.stdin.on('error', () => {});
-      child.stdin.end(stdin);
-    });
-  }
+  const cli = (args: string[], stdin?: string) => runCatalogueCli(gw.rpcUrl, args, stdin);
 
   it('apply -f refuses a file past the document limit, from a file or stdin, with one line naming the limit, and sends nothing', async () => {
     const dir = fs.mkdtempSync(path.join(inject('workDir'), 'book-limits-cli-'));

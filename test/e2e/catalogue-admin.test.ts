@@ -3,7 +3,6 @@
 // with nothing written, models, aliases and markups changed one at a time and served at once here
 // and within PRICE_BOOK_REFRESH_MS on another instance, and what /v1/models lists for a caller
 // being what the caller is charged. Two gateways on a database of this file's own.
-import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -20,8 +19,8 @@ import { startGatewayProcess, type GatewayProcess } from '../support/gateway-pro
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import { createDatabase } from '../support/postgres.ts';
 import { uniqueMarker, upstreamRequests } from '../support/context.ts';
+import { runCatalogueCli } from '../support/catalogue-cli.ts';
 
-const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const REFRESH_MS = 200;
 /** How long a second instance may take to serve a change: a few refreshes, with room for a loaded machine. */
 const SPREAD_BOUND_MS = 3_000;
@@ -566,22 +565,7 @@ describe('single changes, served at once', () => {
 
 // Each test runs the CLI a dozen times, a Node process each: seconds apiece on a loaded machine.
 describe('the operator CLI', { timeout: 120_000 }, () => {
-  /** Runs `npm run cli -- catalogue …` against gateway A; `stdin` is written to the CLI's standard input. */
-  function cli(args: string[], stdin?: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    return new Promise((resolve, reject) => {
-      const child = spawn(process.execPath, ['src/cli/main.ts', 'catalogue', ...args], {
-        cwd: ROOT,
-        env: { ...process.env, GATEWAY_RPC_URL: a.rpcUrl, ADMIN_TOKEN: '' },
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (d) => (stdout += d));
-      child.stderr.on('data', (d) => (stderr += d));
-      child.on('error', reject);
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
-      child.stdin.end(stdin ?? '');
-    });
-  }
+  const cli = (args: string[], stdin?: string) => runCatalogueCli(a.rpcUrl, args, stdin);
 
   it('export and apply round trip through a file, diff lists what an edit changes, and a bad file exits 1 naming each problem and changes nothing', async () => {
     const dir = fs.mkdtempSync(path.join(inject('workDir'), 'book-cli-'));

@@ -3,14 +3,12 @@
 // grpc-status-details-bin metadata (a google.rpc.Status whose Any holds the detail), and with
 // Connect's own clients for gRPC-Web and Connect; refusals made before the message is read
 // included.
-import http2 from 'node:http2';
 import path from 'node:path';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
 import { fromBinary } from '@bufbuild/protobuf';
 import { AnySchema } from '@bufbuild/protobuf/wkt';
-import { BinaryReader, WireType } from '@bufbuild/protobuf/wire';
 import { Code, ConnectError, createClient, type Interceptor, type Transport } from '@connectrpc/connect';
 import { createConnectTransport, createGrpcWebTransport } from '@connectrpc/connect-node';
 import { GatewayErrorSchema, type GatewayError } from '../../src/gen/gateway/v1/errors_pb.js';
@@ -18,6 +16,7 @@ import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
 import { InferenceService } from '../../src/gen/gateway/v1/inference_pb.js';
 import { generateKey } from '../../src/billing/keys.ts';
 import { gatewayForFile } from '../support/extra-gateway.ts';
+import { readStatus, sendOversizedFrame } from '../support/grpc-wire.ts';
 
 const PROTO_DIR = path.resolve(import.meta.dirname, '..', '..', 'proto');
 const def = protoLoader.loadSync(['gateway/v1/billing.proto', 'gateway/v1/inference.proto', 'gateway/v1/video.proto'], {
@@ -59,20 +58,10 @@ const bearer = (token: string) => {
  * Any must name gateway.v1.GatewayError.
  */
 function detailOf(statusBin: Uint8Array, status: { code: number; message: string }): GatewayError {
-  const r = new BinaryReader(statusBin);
-  const anys: Uint8Array[] = [];
-  let code = 0;
-  let message = '';
-  while (r.pos < r.len) {
-    const [field, wire] = r.tag();
-    if (field === 1) code = r.int32();
-    else if (field === 2) message = r.string();
-    else if (field === 3) anys.push(r.bytes());
-    else r.skip(wire as WireType, field);
-  }
+  const { code, message, details } = readStatus(statusBin);
   expect({ code, message }).toEqual(status);
-  expect(anys).toHaveLength(1);
-  const any = fromBinary(AnySchema, anys[0]!);
+  expect(details).toHaveLength(1);
+  const any = fromBinary(AnySchema, details[0]!);
   expect(any.typeUrl).toBe('type.googleapis.com/gateway.v1.GatewayError');
   return fromBinary(GatewayErrorSchema, any.value);
 }
@@ -206,29 +195,7 @@ describe('refusals on the RPC port carry the GatewayError detail', () => {
 
   it('a message over the read limit is RESOURCE_EXHAUSTED with request_too_large, before the rest of it is sent', async () => {
     // A gRPC frame declaring 600 MB, of which 64 KiB are sent: Connect refuses it from the length prefix.
-    const status = await new Promise<http2.IncomingHttpHeaders>((resolve, reject) => {
-      const session = http2.connect(rpcUrl);
-      session.on('error', reject);
-      const stream = session.request({
-        ':method': 'POST',
-        ':path': '/gateway.v1.BillingService/CreateKey',
-        'content-type': 'application/grpc+proto',
-        te: 'trailers',
-      });
-      const done = (h: http2.IncomingHttpHeaders) => {
-        if (h['grpc-status'] === undefined) return;
-        resolve(h);
-        stream.close();
-        session.close();
-      };
-      stream.on('response', done);
-      stream.on('trailers', done);
-      stream.on('error', reject);
-      stream.resume();
-      const prefix = Buffer.alloc(5);
-      prefix.writeUInt32BE(600 * 1024 * 1024, 1);
-      stream.write(Buffer.concat([prefix, Buffer.alloc(64 * 1024)]));
-    });
+    const status = await sendOversizedFrame(rpcUrl, '/gateway.v1.BillingService/CreateKey');
     const code = Number(status['grpc-status']);
     expect(code).toBe(grpc.status.RESOURCE_EXHAUSTED);
     expect(status['grpc-status-details-bin']).toBeDefined();

@@ -8,6 +8,7 @@ import OpenAI from 'openai';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
+import { mulberry32 } from '../support/random.ts';
 
 export interface SoakGateway {
   httpUrl: string;
@@ -34,16 +35,9 @@ export interface SoakResult {
   failures: string[];
 }
 
-/** mulberry32: small, fast, and the same sequence for the same seed everywhere. */
+/** A seeded sequence (mulberry32) with the picks the soak makes. */
 export function rng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = mulberry32(seed);
   return {
     next,
     int: (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1)),

@@ -24,7 +24,11 @@ const tokJson = (v: unknown): number =>
 const arr = (v: unknown): Json[] => (Array.isArray(v) ? (v as Json[]) : []);
 const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** What the providers document as no part of the prompt: the model, caps, sampling and delivery settings. */
+/**
+ * What the providers document as no part of the prompt: the model, caps, sampling and delivery
+ * settings. The stand-in's own list, not the gateway's NOT_INPUT: borrowing that would have the
+ * property test check the gateway against itself.
+ */
 const SETTINGS = new Set([
   'model',
   'stream',

@@ -13,21 +13,15 @@ import {
   type Markup,
 } from '../../../src/billing/markup.ts';
 import { costNano, costRational, type PricedQuantity } from '../../../src/money/money.ts';
+import { mulberry32 } from '../../support/random.ts';
 
 const SEED = 0x26_b00c;
 const RUNS = 3_000;
 const D = Decimal.clone({ precision: 60, rounding: Decimal.ROUND_CEIL });
 
-/** mulberry32: small, fast, and the same sequence for the same seed on every machine. */
+/** A seeded sequence (mulberry32) with the draws these tests make. */
 function prng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = mulberry32(seed);
   const int = (n: number) => Math.floor(next() * n); // 0..n-1
   /** 0..max inclusive, for max up to about 10^18. */
   const big = (max: bigint) => ((BigInt(int(2 ** 32)) << 32n) | BigInt(int(2 ** 32))) % (max + 1n);

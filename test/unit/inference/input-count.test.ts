@@ -14,20 +14,14 @@ import {
   responsesInputUpperBound,
 } from '../../../src/inference/tokens.ts';
 import { chatInputTokens, messagesInputTokens, responsesInputTokens } from '../../upstream/provider-tokens.ts';
+import { mulberry32 } from '../../support/random.ts';
 
 type Json = Record<string, unknown>;
 const model = (id: string) => MODELS.find((m) => m.id === id)!;
 
-/** A small seeded generator (mulberry32), so a failing body can be made again from its seed. */
+/** Generated bodies from a seeded sequence (mulberry32), so a failing body can be made again from its seed. */
 function generator(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = mulberry32(seed);
   const int = (n: number) => Math.floor(next() * n);
   const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)]!;
   const chance = (p: number) => next() < p;

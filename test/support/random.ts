@@ -1,0 +1,14 @@
+// Seeded randomness for the property tests and the soak: the same sequence for the same seed on
+// every machine, so a failing case can be made again from its seed.
+
+/** mulberry32: small and fast; each call gives the next number in [0, 1). */
+export function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
