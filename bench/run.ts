@@ -4,7 +4,8 @@
 // rate limits off. Not a test: figures. docs/benchmark.md says how to read them.
 //
 //   npm run bench [-- --reps 3 --seconds 10 --warmup 2 --targets direct,bare,gateway-embedded,gateway-postgres,portkey,litellm
-//                     (also raw,raw-fastify: the floor of a Node proxy, only when named)
+//                     (also raw,raw-fastify: the floor of a Node proxy, and gateway-3-deployments: gpt-4o-mini
+//                     on three deployments of the simulator; only when named)
 //                     --no-streams --diagnose --log-level info --quiet-wait 15 --nice=-5 --quick]
 //
 // --diagnose adds, per gateway target: a CPU profile (node --cpu-prof) of the c=32 window,
@@ -20,6 +21,8 @@ import { parseArgs } from 'node:util';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../src/gen/gateway/v1/billing_pb.js';
+import { CatalogueService } from '../src/gen/gateway/v1/catalogue_pb.js';
+import { CredentialStore } from '../src/catalogue/credentials.ts';
 import { openDb, type Db } from '../src/db/db.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded-postgres.ts';
 import { createDatabase, startPostgres, type TestPostgres } from '../test/support/postgres.ts';
@@ -424,10 +427,19 @@ interface TargetDatabase {
   pids?: () => number[];
 }
 
+/** What a gateway target adds to a plain gateway: settings, and a step once it is ready (before the bench key is made). */
+interface GatewayExtras {
+  env?: Record<string, string>;
+  setup?: (gateway: { rpcUrl: string; db: TargetDatabase }) => Promise<void>;
+  /** The billing line also counts the usage rows by the deployment that served them. */
+  byDeployment?: boolean;
+}
+
 async function gatewayTarget(
   name: string,
   database: () => Promise<TargetDatabase>,
   diag: Diagnose | undefined,
+  extras: GatewayExtras = {},
 ): Promise<Running> {
   const db = await database();
   const port = await freePort();
@@ -452,9 +464,11 @@ async function gatewayTarget(
       TEMPORAL_CLI: '/nonexistent',
       VIDEO_WORKER: '0',
       ...(diag ? { LOOP_PROBE_FILE: diag.probeFile } : {}),
+      ...extras.env,
     },
   });
   await waitHttp(`http://127.0.0.1:${port}/readyz`, 120, (s) => s === 200);
+  await extras.setup?.({ rpcUrl: `http://127.0.0.1:${grpcPort}`, db });
   // The database server's processes run at the measured processes' nice level too (later backends inherit it).
   if (NICE) for (const pid of db.pids?.() ?? []) spawnSync('renice', ['-n', String(NICE), '-p', String(pid)]);
   const billing = createClient(BillingService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${grpcPort}` }));
@@ -486,6 +500,15 @@ async function gatewayTarget(
           ),
         );
         if (!a) return 'billing: account not found: NOT EXACT';
+        const served = extras.byDeployment
+          ? rows(
+              await d.raw(
+                `SELECT COALESCE(deployment, '-') AS deployment, count(*)::text AS n FROM usage_records
+                 WHERE account_id = ? AND status <> 'lease_returned' GROUP BY 1 ORDER BY 1`,
+                [created.accountId],
+              ),
+            )
+          : [];
         const exact =
           BigInt(a.balance!) + BigInt(a.charged!) === OPENING_NANO &&
           a.held === '0' &&
@@ -495,7 +518,8 @@ async function gatewayTarget(
         return (
           `billing: ${a.ok} requests charged ok (${a.other} other), ${a.charged} nano-USD in usage rows, ${a.ledger_charged} in ledger charges; ` +
           `balance ${a.balance} + charges = opening ${OPENING_NANO}: ${BigInt(a.balance!) + BigInt(a.charged!) === OPENING_NANO ? 'yes' : 'NO'}; held ${a.held}, active holds ${a.active_holds}; ` +
-          `${a.leases} leases, ${a.own_holds} requests held on their own => ${exact ? 'EXACT' : 'NOT EXACT'}`
+          `${a.leases} leases, ${a.own_holds} requests held on their own => ${exact ? 'EXACT' : 'NOT EXACT'}` +
+          (served.length ? `; usage rows by deployment: ${served.map((r) => `${r.deployment} ${r.n}`).join(', ')}` : '')
         );
       } finally {
         await d.destroy();
@@ -583,25 +607,21 @@ const TARGETS: TargetDef[] = [
   {
     name: 'gateway-postgres',
     what: 'this gateway with DATABASE_URL: a PostgreSQL server of its own (credit leases, key cache)',
+    start: (diag) => gatewayTarget('gateway-postgres', postgresDatabase, diag),
+  },
+  {
+    // gateway-postgres with the model the bench requests served on three deployments: three
+    // providers at the same simulator with the same key (an env-named credential), equal weights.
+    // What routing over deployments costs per request; its billing line counts the rows of each.
+    name: 'gateway-3-deployments',
+    what: 'gateway-postgres with gpt-4o-mini on three deployments (three providers at the simulator, equal weights)',
+    optional: true,
     start: (diag) =>
-      gatewayTarget(
-        'gateway-postgres',
-        async () => {
-          pgServer = await startPostgres({ durable: true }); // fsync on, as a production server runs
-          await createDatabase(pgServer.url(), 'bench');
-          const url = pgServer.url('bench');
-          return {
-            env: { DATABASE_URL: url },
-            pids: pgProcesses,
-            open: () => openDb({ databaseUrl: url, poolMax: 1 }),
-            stop: async () => {
-              await pgServer?.stop();
-              pgServer = undefined;
-            },
-          };
-        },
-        diag,
-      ),
+      gatewayTarget('gateway-3-deployments', postgresDatabase, diag, {
+        env: { [DEPLOYMENT_KEY_ENV]: UPSTREAM_KEY },
+        setup: threeDeployments,
+        byDeployment: true,
+      }),
   },
   {
     name: 'portkey',
@@ -671,6 +691,65 @@ const TARGETS: TargetDef[] = [
 ];
 
 let SIM_PID = 0;
+
+/** gateway-postgres's database: a durable PostgreSQL server of its own (counted as the target's CPU). */
+async function postgresDatabase(): Promise<TargetDatabase> {
+  pgServer = await startPostgres({ durable: true }); // fsync on, as a production server runs
+  await createDatabase(pgServer.url(), 'bench');
+  const url = pgServer.url('bench');
+  return {
+    env: { DATABASE_URL: url },
+    pids: pgProcesses,
+    open: () => openDb({ databaseUrl: url, poolMax: 1 }),
+    stop: async () => {
+      await pgServer?.stop();
+      pgServer = undefined;
+    },
+  };
+}
+
+/** The gateway setting that holds the three deployments' credential (the simulator's key). */
+const DEPLOYMENT_KEY_ENV = 'BENCH_DEPLOYMENT_KEY';
+const DEPLOYMENTS = ['sim-1', 'sim-2', 'sim-3'];
+
+/**
+ * gpt-4o-mini on three deployments (docs/providers.md): three openai-dialect providers at the
+ * simulator, each with its credential named by DEPLOYMENT_KEY_ENV, then the book with the model's
+ * deployments, applied over the RPC; ready once this gateway serves all three.
+ */
+async function threeDeployments({ rpcUrl, db }: { rpcUrl: string; db: TargetDatabase }): Promise<void> {
+  const d = await db.open();
+  try {
+    // One transaction: the gateway reads all three credentials or none.
+    await d.transaction(async (trx) => {
+      const store = new CredentialStore(trx as unknown as Db, undefined, {});
+      for (const id of DEPLOYMENTS) await store.setEnv(id, DEPLOYMENT_KEY_ENV, 'bench');
+    });
+  } finally {
+    await d.destroy();
+  }
+  const catalogue = createClient(CatalogueService, createGrpcTransport({ baseUrl: rpcUrl }));
+  const doc = JSON.parse((await catalogue.exportBook({})).document) as {
+    providers: Record<string, unknown>[];
+    models: Record<string, unknown>[];
+  };
+  const model = doc.models.find((m) => m.id === 'gpt-4o-mini');
+  if (!model) throw new Error('the book has no gpt-4o-mini');
+  doc.providers.push(...DEPLOYMENTS.map((id) => ({ id, dialect: 'openai', baseUrl: `${SIM_URL}/v1` })));
+  model.routing = 'weighted';
+  model.deployments = DEPLOYMENTS.map((id) => ({ id, provider: id, weight: 1 }));
+  const applied = await catalogue.applyBook({ document: JSON.stringify(doc), reason: 'bench: three deployments' });
+  if (!applied.applied) throw new Error('the three deployments were not applied');
+  // Served once the gateway has read the credentials (within PRICE_BOOK_REFRESH_MS, 5 s by default).
+  const until = Date.now() + 30_000;
+  for (;;) {
+    const listed = await catalogue.listDeployments({ modelId: 'gpt-4o-mini' });
+    const served = listed.models.flatMap((m) => m.deployments).filter((x) => x.served && DEPLOYMENTS.includes(x.id));
+    if (served.length === DEPLOYMENTS.length) return;
+    if (Date.now() > until) throw new Error(`gpt-4o-mini: ${served.length} of 3 deployments served after 30 s`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
 
 function pgProcesses(): number[] {
   // The postmaster (started with `-c port=N …`, as another user when we are root); its backends
@@ -995,7 +1074,9 @@ function report(results: TargetResult[], machine: string): string {
   out.push(
     'work not charged to a process) during a repetition; steal: most cores taken from this VM by its hypervisor during a repetition',
   );
-  const w = [18, 16, 7, 7, 8, 16, 7, 7, 8, 9, 7, 7, 7];
+  // The name column fits the longest target name measured (18 unless gateway-3-deployments is).
+  const nameWidth = Math.max(18, ...results.map((r) => r.name.length));
+  const w = [nameWidth, 16, 7, 7, 8, 16, 7, 7, 8, 9, 7, 7, 7];
   out.push(
     pad(
       [
@@ -1018,7 +1099,7 @@ function report(results: TargetResult[], machine: string): string {
   );
   for (const r of results) {
     if (!r.chat[1]?.length) {
-      out.push(`${r.name.padEnd(18)} ${r.error ?? 'not measured'}`);
+      out.push(`${r.name.padEnd(nameWidth)} ${r.error ?? 'not measured'}`);
       continue;
     }
     const c1 = r.chat[1]!;
@@ -1062,12 +1143,21 @@ function report(results: TargetResult[], machine: string): string {
     parts.push(`added p50 at c=1 ${f(med(g, 1, 'p50') - direct.p50c1)} ms (target <= 0.3)`);
     out.push(parts.join('; '));
   }
+  // Routing over three deployments against the same gateway on one (both measured in this run).
+  if (byName.get('gateway-3-deployments')?.chat[32]?.length && byName.get('gateway-postgres')?.chat[32]?.length) {
+    const [three, one] = ['gateway-3-deployments', 'gateway-postgres'];
+    const cpu = (g: string) => med(g, 32, 'cpuUsPerReq');
+    out.push(
+      `${three} against ${one}: c=32 ${f(ratio(three, one))}x the throughput, c=1 ${f(med(three, 1, 'rps') / med(one, 1, 'rps'))}x; ` +
+        `CPU ${f(cpu(three), 0)} against ${f(cpu(one), 0)} µs/req (${cpu(three) >= cpu(one) ? '+' : ''}${f(cpu(three) - cpu(one), 0)})`,
+    );
+  }
   if (!values['no-streams']) {
     out.push('');
     out.push(
       'streamed chat (16 chunks, 2 ms apart upstream): time to first token and gaps between chunks, ms, median of the repetitions',
     );
-    const ws = [18, 10, 9, 9, 9, 9, 11, 9, 9, 9, 9, 7];
+    const ws = [nameWidth, 10, 9, 9, 9, 9, 11, 9, 9, 9, 9, 7];
     out.push(
       pad(
         [

@@ -45,6 +45,8 @@ export interface LeasedCharge {
   providerCostNano: bigint;
   /** The markup version the charge was computed at (0: none). */
   markupVersion: bigint;
+  /** The deployment that answered ('' when none did). */
+  deployment: string;
   route: string;
   inputTokens: bigint;
   outputTokens: bigint;
@@ -354,10 +356,10 @@ export class LeaseBook {
              SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[]),
                CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS boolean[]), CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]),
                CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]),
-               CAST(? AS bigint[]), CAST(? AS bigint[])) WITH ORDINALITY
+               CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[])) WITH ORDINALITY
                AS r(request_id, key_id, model, route, input_tokens, output_tokens, cached_tokens, cache_write_tokens, usage_estimated,
                     cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model, price_version,
-                    provider_cost_nano, markup_version, n)
+                    provider_cost_nano, markup_version, deployment, n)
            ), total AS (
              SELECT COALESCE(sum(cost_nano), 0) AS t FROM r
            ), lease AS (
@@ -372,10 +374,10 @@ export class LeaseBook {
            ), u AS (
              INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
                cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model,
-               price_version_id, provider_cost_nano, markup_version_id)
+               price_version_id, provider_cost_nano, markup_version_id, deployment)
              SELECT r.request_id, lease.account_id, r.key_id, r.model, r.route, r.input_tokens, r.output_tokens, r.cached_tokens,
                r.cache_write_tokens, r.usage_estimated, r.cost_nano, r.uncovered_nano, r.status, r.http_status, r.latency_ms, r.units, r.unit,
-               r.requested_model, NULLIF(r.price_version, 0), r.provider_cost_nano, NULLIF(r.markup_version, 0)
+               r.requested_model, NULLIF(r.price_version, 0), r.provider_cost_nano, NULLIF(r.markup_version, 0), NULLIF(r.deployment, '')
              FROM r, lease
            )
            SELECT count(*)::int AS applied FROM lease`,
@@ -400,6 +402,7 @@ export class LeaseBook {
               col('priceVersion'),
               col('providerCostNano'),
               col('markupVersion'),
+              col('deployment'),
               lease.id,
             ],
           ),

@@ -34,6 +34,8 @@ export interface SettleInput {
   model: string;
   /** The name the caller asked for (the model's id or an alias of it); the model's id when unset. */
   requestedModel?: string;
+  /** The deployment that answered (`<model>/<deployment>`); unset when no upstream answered. */
+  deployment?: string;
   /** The price book version the request was priced at (0: none). */
   priceVersion?: bigint;
   route: string;
@@ -405,10 +407,10 @@ export class Ledger {
          ), u AS (
            INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
              cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model,
-             price_version_id, provider_cost_nano, markup_version_id)
+             price_version_id, provider_cost_nano, markup_version_id, deployment)
            SELECT ?, h.account_id, h.key_id, ?, ?, CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), ?,
              h.charged_nano, CAST(? AS bigint) - h.charged_nano, ?, ?, ?, CAST(? AS bigint), ?, ?, NULLIF(CAST(? AS bigint), 0),
-             CAST(? AS bigint), NULLIF(CAST(? AS bigint), 0) FROM h
+             CAST(? AS bigint), NULLIF(CAST(? AS bigint), 0), ? FROM h
          )
          SELECT charged_nano::text AS charged FROM h`,
           [
@@ -433,6 +435,7 @@ export class Ledger {
             (s.priceVersion ?? 0n).toString(),
             (s.providerCostNano ?? s.costNano).toString(),
             (s.markupVersion ?? 0n).toString(),
+            s.deployment || null,
           ],
         ),
       ),

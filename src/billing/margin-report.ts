@@ -15,10 +15,10 @@ import type { Db } from '../db/db.ts';
 import { badRequest } from '../errors/errors.ts';
 import { IS_REQUEST } from './usage-log.ts';
 
-export type MarginBy = 'model' | 'day' | 'account';
+export type MarginBy = 'model' | 'day' | 'account' | 'deployment';
 
 export interface MarginFigures {
-  /** The model id, the UTC day (YYYY-MM-DD) or the account id; "" for the total. */
+  /** The model id, the UTC day (YYYY-MM-DD), the account id or the deployment; "" for the total. */
   key: string;
   requests: bigint;
   revenueNano: bigint;
@@ -34,6 +34,7 @@ const KEY_OF: Record<MarginBy, string> = {
   model: 'model',
   day: `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
   account: 'account_id',
+  deployment: 'COALESCE(deployment, model)',
 };
 
 type Row = Record<string, unknown>;
@@ -78,6 +79,7 @@ const BY: Partial<Record<MarginGrouping, MarginBy>> = {
   [MarginGrouping.MODEL]: 'model',
   [MarginGrouping.DAY]: 'day',
   [MarginGrouping.ACCOUNT]: 'account',
+  [MarginGrouping.DEPLOYMENT]: 'deployment',
 };
 
 /** BillingService.GetMarginReport: the range checked (from < to, at most MAX_REPORT_DAYS), then the report. */
@@ -95,7 +97,7 @@ export async function getMarginReport(
       'to',
     );
   const by = BY[req.by];
-  if (!by) throw badRequest('by must be MODEL, DAY or ACCOUNT', 'invalid_value', 'by');
+  if (!by) throw badRequest('by must be MODEL, DAY, ACCOUNT or DEPLOYMENT', 'invalid_value', 'by');
   return marginReport(db, { from, to, by });
 }
 

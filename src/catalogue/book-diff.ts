@@ -4,10 +4,14 @@
 // leaves one out is refused; `enabled: false` retires it.
 import type { BookDocument, BookMarkup } from './book-document.ts';
 import type { CatalogueEntry } from './models.ts';
+import type { ProviderDefinition } from './providers.ts';
 
 export type ModelDefinition = Omit<CatalogueEntry, 'prices'>;
 
 export type Change =
+  | { kind: 'add_provider'; provider: ProviderDefinition }
+  | { kind: 'change_provider'; provider: ProviderDefinition; before: ProviderDefinition }
+  | { kind: 'remove_provider'; providerId: string; before: ProviderDefinition }
   | { kind: 'add_model'; definition: ModelDefinition; prices: Record<string, string> }
   | { kind: 'change_model' | 'enable_model' | 'disable_model'; definition: ModelDefinition; before: ModelDefinition }
   | { kind: 'set_prices'; modelId: string; prices: Record<string, string>; before: Record<string, string> }
@@ -95,6 +99,18 @@ export function diffBooks(
 ): { changes: Change[]; problems: DiffProblem[] } {
   const changes: Change[] = [];
   const problems: DiffProblem[] = [];
+  // A document without providers keeps those in force.
+  if (proposed.providers) {
+    const was = new Map((current.providers ?? []).map((p) => [p.id, p]));
+    const will = new Map(proposed.providers.map((p) => [p.id, p]));
+    for (const id of [...new Set([...was.keys(), ...will.keys()])].sort()) {
+      const before = was.get(id);
+      const after = will.get(id);
+      if (!after) changes.push({ kind: 'remove_provider', providerId: id, before: before! });
+      else if (!before) changes.push({ kind: 'add_provider', provider: after });
+      else if (!same(after, before)) changes.push({ kind: 'change_provider', provider: after, before });
+    }
+  }
   const now = new Map(current.models.map((m) => [m.id, m]));
   const next = new Map(proposed.models.map((m) => [m.id, m]));
   for (const id of [...now.keys()].sort())
@@ -153,6 +169,20 @@ export function describeChange(c: Change): { kind: string; subject: string; deta
       .map(([k, v]) => `${k}=${v}`)
       .join(' ');
   switch (c.kind) {
+    case 'add_provider':
+      return {
+        kind: c.kind,
+        subject: c.provider.id,
+        detail: `new ${c.provider.dialect} provider at ${c.provider.baseUrl}`,
+      };
+    case 'change_provider':
+      return { kind: c.kind, subject: c.provider.id, detail: fieldChanges(c.before, c.provider) };
+    case 'remove_provider':
+      return {
+        kind: c.kind,
+        subject: c.providerId,
+        detail: `${c.before.dialect} provider at ${c.before.baseUrl} removed`,
+      };
     case 'add_model':
       return {
         kind: c.kind,
@@ -161,16 +191,8 @@ export function describeChange(c: Change): { kind: string; subject: string; deta
       };
     case 'change_model':
     case 'enable_model':
-    case 'disable_model': {
-      const fields = [...new Set([...Object.keys(c.definition), ...Object.keys(c.before)])]
-        .filter((k) => !same((c.before as never)[k], (c.definition as never)[k]))
-        .sort()
-        .map(
-          (k) =>
-            `${k}: ${JSON.stringify((c.before as never)[k]) ?? 'unset'} -> ${JSON.stringify((c.definition as never)[k]) ?? 'unset'}`,
-        );
-      return { kind: c.kind, subject: c.definition.id, detail: fields.join('; ') };
-    }
+    case 'disable_model':
+      return { kind: c.kind, subject: c.definition.id, detail: fieldChanges(c.before, c.definition) };
     case 'set_prices': {
       const keys = [...new Set([...Object.keys(c.before), ...Object.keys(c.prices)])].sort();
       const detail = keys
@@ -188,4 +210,15 @@ export function describeChange(c: Change): { kind: string; subject: string; deta
     case 'clear_markup':
       return { kind: c.kind, subject: scopeName(c.scope), detail: `${c.before} -> unset` };
   }
+}
+
+/** `field: before -> after` for each top-level field that differs, sorted by field. */
+function fieldChanges(before: object, after: object): string {
+  const b = before as Record<string, unknown>;
+  const a = after as Record<string, unknown>;
+  return [...new Set([...Object.keys(a), ...Object.keys(b)])]
+    .filter((k) => !same(b[k], a[k]))
+    .sort()
+    .map((k) => `${k}: ${JSON.stringify(b[k]) ?? 'unset'} -> ${JSON.stringify(a[k]) ?? 'unset'}`)
+    .join('; ');
 }

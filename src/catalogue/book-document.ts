@@ -8,13 +8,27 @@
 // nothing. formatBookDocument writes the one canonical text of a document, so export -> apply ->
 // export gives the same bytes and two books differ in text only where they differ in meaning.
 import { markupPpm } from '../billing/markup.ts';
-import type { ProviderName } from '../config/config.ts';
 import type { CatalogueEntry, ModelKindName, PatchBudget, ToolUseTokens, VisionBilling } from './models.ts';
 import { priceMapProblems, priceProblem, visionProblem } from './price-rules.ts';
+import {
+  baseUrlProblem,
+  deploymentsOf,
+  dialectServes,
+  DEPLOYMENT_ID,
+  DIALECTS,
+  headerProblem,
+  PROVIDER_ID,
+  PROVIDER_LIMITS,
+  ROUTING_STRATEGIES,
+  sameFamily,
+  type Deployment,
+  type DeploymentLimits,
+  type ProviderDefinition,
+} from './providers.ts';
 
 /** A markup over the provider's prices for one scope: a model, a provider's models, or (neither) every model. */
 export interface BookMarkup {
-  /** A provider name (ProviderName); a string, as the database and the RPCs carry it, and checked by bookProblems. */
+  /** A provider id of the book; checked by bookProblems. */
   provider?: string;
   model?: string;
   /** The account group it applies to (accounts.price_group); absent: every account without one of its own. */
@@ -25,6 +39,11 @@ export interface BookMarkup {
 
 /** A whole book. Mutable, so a change can be made on a copy of the book in force and checked whole. */
 export interface BookDocument {
+  /**
+   * Every provider (providers.ts). A document may leave the list out (one model's change, an
+   * export from before providers were book data): the providers in force are kept.
+   */
+  providers?: ProviderDefinition[];
   models: CatalogueEntry[];
   /** Alias -> the id of the model that serves it. */
   aliases: Record<string, string>;
@@ -54,15 +73,6 @@ const MODEL_KINDS: Record<ModelKindName, true> = {
   speech: true,
   video: true,
 };
-// Written out so the compiler says when config.ts gains a provider (the type has no runtime list).
-const PROVIDERS: Record<ProviderName, true> = {
-  openai: true,
-  anthropic: true,
-  xai: true,
-  deepseek: true,
-  cohere: true,
-  bfl: true,
-};
 const VISION_KINDS: Record<VisionBilling['kind'], true> = {
   tiles: true,
   patches: true,
@@ -72,7 +82,6 @@ const VISION_KINDS: Record<VisionBilling['kind'], true> = {
 };
 const names = (r: Record<string, true>) => Object.keys(r).join(', ');
 const isKind = (k: unknown): k is ModelKindName => typeof k === 'string' && Object.hasOwn(MODEL_KINDS, k);
-const isProvider = (p: unknown): p is ProviderName => typeof p === 'string' && Object.hasOwn(PROVIDERS, p);
 
 /** The names a model or an alias can have: the ones MODEL_ALIASES accepts (src/config/config.ts). */
 const MODEL_NAME = /^[A-Za-z0-9][A-Za-z0-9._:@/-]{0,127}$/;
@@ -179,6 +188,7 @@ export function parseBookDocument(text: string): ParsedBookDocument {
   const root = json.value as Record<string, unknown>;
   return {
     doc: {
+      ...(root.providers !== undefined ? { providers: root.providers as ProviderDefinition[] } : {}),
       models: root.models as CatalogueEntry[],
       aliases: root.aliases as Record<string, string>,
       markups: root.markups as BookMarkup[],
@@ -369,11 +379,54 @@ const prices: FieldSpec['check'] = (v, at) => {
   return out;
 };
 
+const aProviderId = aString(BOOK_LIMITS.name, 'a provider id');
+
+const LIMIT_FIELDS: { [K in keyof DeploymentLimits]-?: FieldSpec } = {
+  rpm: { optional: true, check: aPositiveCount },
+  tpm: { optional: true, check: aPositiveCount },
+  concurrency: { optional: true, check: aPositiveCount },
+};
+const DEPLOYMENT_FIELDS: { [K in keyof Deployment]-?: FieldSpec } = {
+  id: { check: aString(BOOK_LIMITS.name, 'a deployment id') },
+  provider: { check: aProviderId },
+  upstreamId: { optional: true, check: aString(BOOK_LIMITS.upstreamId, "the provider's name for the model") },
+  // A weight below 0 is a number of the right type: bookProblems names it.
+  weight: { optional: true, check: mustBe((v) => Number.isSafeInteger(v), 'a whole number') },
+  priority: { optional: true, check: aCount },
+  limits: {
+    optional: true,
+    check: (v, at) => objectProblems(v, at, LIMIT_FIELDS, 'a limits object {rpm, tpm, concurrency}'),
+  },
+  prices: { optional: true, check: (v, at) => prices(v, at) },
+};
+const deployments: FieldSpec['check'] = (v, at) => {
+  if (!Array.isArray(v))
+    return [
+      { field: at.field, message: `${at.who}: deployments must be an array of deployment objects, not ${show(v)}` },
+    ];
+  if (v.length > PROVIDER_LIMITS.deployments)
+    return [
+      {
+        field: at.field,
+        message: `${at.who}: ${v.length} deployments; a model has at most ${PROVIDER_LIMITS.deployments}`,
+      },
+    ];
+  const out: BookProblem[] = [];
+  for (const [i, d] of v.entries()) {
+    const id = isObject(d) && typeof d.id === 'string' ? clip(d.id) : String(i);
+    const place = { field: `${at.field}[${id}]`, rel: `${at.rel}[${id}]`, who: at.who };
+    out.push(...objectProblems(d, place, DEPLOYMENT_FIELDS, 'a deployment object'));
+  }
+  return out;
+};
+
 /** Every field of a CatalogueEntry (the compiler keeps this table and the type together). */
 const MODEL_FIELDS: { [K in keyof CatalogueEntry]-?: FieldSpec } = {
   id: { check: aString(BOOK_LIMITS.name, 'a model id') },
   kind: { check: oneOf(MODEL_KINDS) },
-  provider: { check: oneOf(PROVIDERS) },
+  provider: { check: aProviderId },
+  deployments: { optional: true, check: deployments },
+  routing: { optional: true, check: oneOf(ROUTING_STRATEGIES) },
   upstreamId: { check: aString(BOOK_LIMITS.upstreamId, "the provider's name for the model") },
   enabled: { check: aBoolean },
   responsesPassthrough: { optional: true, check: aBoolean },
@@ -386,8 +439,30 @@ const MODEL_FIELDS: { [K in keyof CatalogueEntry]-?: FieldSpec } = {
   toolUse: { optional: true, check: toolUse },
 };
 
+const headers: FieldSpec['check'] = (v, at) => {
+  if (!isObject(v))
+    return [{ field: at.field, message: `${at.who}: headers must be an object of strings, not ${show(v)}` }];
+  const names = Object.keys(v);
+  if (names.length > PROVIDER_LIMITS.headers)
+    return [{ field: at.field, message: `${at.who}: ${names.length} headers; at most ${PROVIDER_LIMITS.headers}` }];
+  const out: BookProblem[] = [];
+  for (const name of names) {
+    const problem = headerProblem(name, v[name]);
+    if (problem) out.push({ field: child(at, clip(name, 64)).field, message: `${at.who}: header ${problem}` });
+  }
+  return out;
+};
+const PROVIDER_FIELDS: { [K in keyof ProviderDefinition]-?: FieldSpec } = {
+  id: { check: aProviderId },
+  dialect: { check: oneOf(DIALECTS) },
+  baseUrl: { check: aString(PROVIDER_LIMITS.baseUrl, 'a URL') },
+  apiVersion: { optional: true, check: aString(PROVIDER_LIMITS.apiVersion, 'an api-version') },
+  headers: { optional: true, check: headers },
+  timeoutMs: { optional: true, check: aPositiveCount },
+};
+
 const MARKUP_FIELDS: { [K in keyof BookMarkup]-?: FieldSpec } = {
-  provider: { optional: true, check: oneOf(PROVIDERS) },
+  provider: { optional: true, check: aProviderId },
   model: { optional: true, check: aString(BOOK_LIMITS.name, 'a model id') },
   group: { optional: true, check: aString(BOOK_LIMITS.group, 'an account group') },
   markup: { check: aString(BOOK_LIMITS.decimal, 'a decimal') },
@@ -414,14 +489,14 @@ export function markupScope(m: { provider?: unknown; model?: unknown; group?: un
   return m.group !== undefined ? `${scope}@${text(m.group)}` : scope;
 }
 
-const TOP_FIELDS = ['$schema', 'models', 'aliases', 'markups'];
+const TOP_FIELDS = ['$schema', 'providers', 'models', 'aliases', 'markups'];
 
 function shapeProblems(root: unknown): BookProblem[] {
   if (!isObject(root))
     return [
       {
         field: 'document',
-        message: `a book document is a JSON object with models, aliases and markups, not ${show(root)}`,
+        message: `a book document is a JSON object with providers, models, aliases and markups, not ${show(root)}`,
       },
     ];
   const out: BookProblem[] = [];
@@ -437,6 +512,22 @@ function shapeProblems(root: unknown): BookProblem[] {
     out.push({ field: '$schema', message: `$schema ${tooLongMessage(root.$schema, BOOK_LIMITS.schemaRef)}` });
 
   // Each list stops once the refusal is full: a document of a million bad models costs no more to refuse.
+  if (root.providers !== undefined && !Array.isArray(root.providers))
+    out.push({
+      field: 'providers',
+      message: `providers must be an array of provider objects, not ${show(root.providers)}`,
+    });
+  else
+    for (const [i, p] of (root.providers ?? []).entries()) {
+      if (full(out)) break;
+      const id = labelId(p);
+      const place = {
+        field: `providers[${id ?? i}]`,
+        rel: '',
+        who: id ? `provider ${id}` : `the provider at index ${i}`,
+      };
+      out.push(...objectProblems(p, place, PROVIDER_FIELDS, 'a provider object'));
+    }
   if (!Array.isArray(root.models))
     out.push({ field: 'models', message: `models must be an array of model objects, not ${show(root.models)}` });
   else
@@ -504,20 +595,144 @@ function fieldOfPath(path: readonly (string | number)[], root: unknown): string 
  * Every problem with what a well-shaped document says (all of them, in document order): model ids
  * and their prices (price-rules.ts, no date: a book states what is in force), aliases, markups.
  */
-export function bookProblems(doc: BookDocument): BookProblem[] {
+export function bookProblems(doc: BookDocument, providersInForce?: readonly ProviderDefinition[]): BookProblem[] {
   const out: BookProblem[] = [];
   const byId = new Map<string, CatalogueEntry>();
   for (const m of doc.models) byId.set(m.id, m);
+  // A document without providers keeps those in force; with neither known (a model checked on
+  // its own, away from the gateway) references to providers go unchecked.
+  const providers = doc.providers ?? providersInForce;
+  const dialects = providers && new Map(providers.map((p) => [p.id, p.dialect]));
   // Each list stops once the refusal is full (BOOK_LIMITS.problems); names are quoted clipped, as a
   // book built from an RPC's fields (service.ts) has not been through parseBookDocument's limits.
-  modelProblems(doc, out);
+  if (doc.providers) providerProblems(doc.providers, out);
+  modelProblems(doc, dialects, out);
   aliasProblems(doc, byId, out);
-  markupProblems(doc, byId, out);
+  markupProblems(doc, byId, dialects, out);
   return capped(out);
 }
 
+/** Each provider: an id listed once, a base URL, an api-version where its dialect takes one. */
+function providerProblems(providers: readonly ProviderDefinition[], out: BookProblem[]): void {
+  const listed = new Map<string, number>();
+  for (const p of providers) listed.set(p.id, (listed.get(p.id) ?? 0) + 1);
+  for (const [i, p] of providers.entries()) {
+    if (full(out)) break;
+    const at = `providers[${labelId(p) ?? i}]`;
+    const who = `provider ${clip(p.id)}`;
+    if ((listed.get(p.id) ?? 0) > 1) {
+      out.push({
+        field: `${at}.id`,
+        message: `${who}: listed ${listed.get(p.id)} times; a provider id is listed once`,
+      });
+      listed.set(p.id, 0);
+    }
+    if (!PROVIDER_ID.test(p.id))
+      out.push({
+        field: `${at}.id`,
+        message: `${who}: id ${show(p.id)} is not a provider id (a lower-case letter or digit, then a-z, 0-9, - and _, at most 64)`,
+      });
+    if (!Object.hasOwn(DIALECTS, p.dialect))
+      out.push({
+        field: `${at}.dialect`,
+        message: `${who}: dialect ${show(p.dialect)} is not one of ${names(DIALECTS)}`,
+      });
+    const url = baseUrlProblem(p.baseUrl);
+    if (url) out.push({ field: `${at}.baseUrl`, message: `${who}: baseUrl ${url}` });
+    if (p.dialect === 'azure-openai' && !p.apiVersion)
+      out.push({
+        field: `${at}.apiVersion`,
+        message: `${who}: an azure-openai provider needs apiVersion (the api-version every call carries, e.g. "2024-10-21")`,
+      });
+    if (p.dialect !== 'azure-openai' && p.apiVersion !== undefined)
+      out.push({ field: `${at}.apiVersion`, message: `${who}: apiVersion is for azure-openai providers only` });
+  }
+}
+
+/** Each deployment of `m`: an id once, a provider of the book speaking the model's family, weights and prices that make sense. */
+function deploymentProblems(
+  m: CatalogueEntry,
+  at: string,
+  who: string,
+  dialects: ReadonlyMap<string, ProviderDefinition['dialect']> | undefined,
+  out: BookProblem[],
+): void {
+  if (m.deployments?.length === 0) {
+    out.push({
+      field: `${at}.deployments`,
+      message: `${who}: deployments is empty; a model is served by at least one (leave it out to serve on ${clip(m.provider)})`,
+    });
+    return;
+  }
+  const own = dialects?.get(m.provider);
+  const seen = new Set<string>();
+  const weights = new Map<number, number>();
+  for (const d of deploymentsOf(m)) {
+    const place = `${at}.deployments[${clip(d.id)}]`;
+    const whose = `${who}: deployment ${clip(d.id)}`;
+    if (!DEPLOYMENT_ID.test(d.id))
+      out.push({
+        field: `${place}.id`,
+        message: `${whose}: id is not a deployment id (a-z, 0-9, ., - and _, at most 64)`,
+      });
+    if (seen.has(d.id))
+      out.push({ field: `${place}.id`, message: `${whose}: listed twice; a deployment id is listed once per model` });
+    seen.add(d.id);
+    // A model without deployments is served on its own provider, whose problems are the model's.
+    const dialect = m.deployments === undefined ? undefined : dialects?.get(d.provider);
+    if (dialects && m.deployments !== undefined && dialect === undefined)
+      out.push({
+        field: `${place}.provider`,
+        message: `${whose}: provider ${show(d.provider)} is not a provider in the book`,
+      });
+    else if (dialect && own && !sameFamily(dialect, own))
+      out.push({
+        field: `${place}.provider`,
+        message: `${whose}: provider ${clip(d.provider)} speaks ${dialect}, and ${clip(m.id)}'s requests take ${own}'s form`,
+      });
+    else if (dialect && !dialectServes(dialect, m.kind))
+      out.push({
+        field: `${place}.provider`,
+        message: `${whose}: a ${dialect} provider does not serve ${m.kind} models`,
+      });
+    if (d.upstreamId === '')
+      out.push({
+        field: `${place}.upstreamId`,
+        message: `${whose}: upstreamId is empty; leave it out to use the model's`,
+      });
+    const weight = d.weight ?? 1;
+    if (weight < 0) out.push({ field: `${place}.weight`, message: `${whose}: weight ${weight} is below 0` });
+    weights.set(d.priority ?? 0, (weights.get(d.priority ?? 0) ?? 0) + Math.max(0, weight));
+    const ownPrices = d.prices ?? {};
+    for (const k of Object.keys(ownPrices))
+      if (!Object.hasOwn(m.prices, k))
+        out.push({
+          field: `${place}.prices.${clip(k, BOOK_LIMITS.priceKey)}`,
+          message: `${whose}: price ${clip(k, BOOK_LIMITS.priceKey)} is not one of the model's prices; a deployment's prices replace some of them`,
+        });
+    // Each of its prices checked as the model's price map with it in place.
+    if (Object.keys(ownPrices).length > 0)
+      for (const p of priceMapProblems(m, { ...m.prices, ...ownPrices }))
+        if (
+          Object.hasOwn(ownPrices, p.field.slice('prices.'.length)) &&
+          Object.hasOwn(m.prices, p.field.slice('prices.'.length))
+        )
+          out.push({ field: `${place}.${p.field}`, message: `${whose}: ${p.message}` });
+  }
+  for (const [priority, total] of weights)
+    if (total === 0)
+      out.push({
+        field: `${at}.deployments`,
+        message: `${who}: every deployment of priority ${priority} has weight 0; one of them needs a weight above 0 to take traffic`,
+      });
+}
+
 /** Each model's id (listed once, a model name), upstream id, provider, kind and prices. */
-function modelProblems(doc: BookDocument, out: BookProblem[]): void {
+function modelProblems(
+  doc: BookDocument,
+  dialects: ReadonlyMap<string, ProviderDefinition['dialect']> | undefined,
+  out: BookProblem[],
+): void {
   const listed = new Map<string, number>();
   for (const m of doc.models) listed.set(m.id, (listed.get(m.id) ?? 0) + 1);
   for (const [i, m] of doc.models.entries()) {
@@ -539,15 +754,19 @@ function modelProblems(doc: BookDocument, out: BookProblem[]): void {
         field: `${at}.upstreamId`,
         message: `${who}: upstreamId is empty; it is the name the provider knows the model by`,
       });
-    if (!isProvider(m.provider))
+    const dialect = dialects?.get(m.provider);
+    if (dialects && dialect === undefined)
       out.push({
         field: `${at}.provider`,
-        message: `${who}: provider ${show(m.provider)} is not one of ${names(PROVIDERS)}`,
+        message: `${who}: provider ${show(m.provider)} is not a provider in the book (${[...dialects.keys()].map((p) => clip(p)).join(', ')})`,
       });
     if (!isKind(m.kind)) {
       out.push({ field: `${at}.kind`, message: `${who}: kind ${show(m.kind)} is not one of ${names(MODEL_KINDS)}` });
       continue; // its prices cannot be checked without a kind
     }
+    if (dialect && !dialectServes(dialect, m.kind))
+      out.push({ field: `${at}.provider`, message: `${who}: a ${dialect} provider does not serve ${m.kind} models` });
+    deploymentProblems(m, at, who, dialects, out);
     for (const p of [...priceMapProblems(m, m.prices), priceProblem(m), visionProblem(m)])
       if (p) out.push({ field: `${at}.${p.field}`, message: p.message });
   }
@@ -585,7 +804,12 @@ function aliasProblems(doc: BookDocument, byId: Map<string, CatalogueEntry>, out
 }
 
 /** Each markup: a markup rate, for a model or a provider of the book (not both), a group; one per scope. */
-function markupProblems(doc: BookDocument, byId: Map<string, CatalogueEntry>, out: BookProblem[]): void {
+function markupProblems(
+  doc: BookDocument,
+  byId: Map<string, CatalogueEntry>,
+  dialects: ReadonlyMap<string, unknown> | undefined,
+  out: BookProblem[],
+): void {
   const isAlias = (name: string) => Object.hasOwn(doc.aliases, name);
   const scopes = new Map<string, number>();
   for (const mk of doc.markups) {
@@ -603,10 +827,10 @@ function markupProblems(doc: BookDocument, byId: Map<string, CatalogueEntry>, ou
         field: at,
         message: `${who}: a markup is for a model or a provider (or neither: every model), not both`,
       });
-    if (mk.provider !== undefined && !isProvider(mk.provider))
+    if (mk.provider !== undefined && dialects && !dialects.has(mk.provider))
       out.push({
         field: `${at}.provider`,
-        message: `${who}: provider ${show(mk.provider)} is not one of ${names(PROVIDERS)}`,
+        message: `${who}: provider ${show(mk.provider)} is not a provider in the book`,
       });
     if (mk.model !== undefined && !byId.has(mk.model))
       out.push({
@@ -639,6 +863,8 @@ const MODEL_FIELD_ORDER = Object.keys({
   provider: true,
   upstreamId: true,
   enabled: true,
+  routing: true,
+  deployments: true,
   responsesPassthrough: true,
   contextWindow: true,
   maxOutputTokens: true,
@@ -659,6 +885,30 @@ const VISION_FIELD_ORDER = [
   'original',
 ];
 const BUDGET_FIELD_ORDER = ['patches', 'maxEdge'];
+const DEPLOYMENT_FIELD_ORDER = Object.keys({
+  id: true,
+  provider: true,
+  upstreamId: true,
+  weight: true,
+  priority: true,
+  limits: true,
+  prices: true,
+} satisfies { [K in keyof Deployment]-?: true });
+const PROVIDER_FIELD_ORDER = Object.keys({
+  id: true,
+  dialect: true,
+  baseUrl: true,
+  apiVersion: true,
+  headers: true,
+  timeoutMs: true,
+} satisfies { [K in keyof ProviderDefinition]-?: true });
+
+/** A provider with its fields in canonical order and its headers sorted by name. */
+export function canonicalProvider(p: ProviderDefinition): ProviderDefinition {
+  const out = ordered(p, PROVIDER_FIELD_ORDER);
+  if (p.headers) out.headers = Object.fromEntries(Object.entries(p.headers).sort(([a], [b]) => byText(a, b)));
+  return out;
+}
 
 /**
  * `o`'s fields named in `order`, in that order, and no others: an object that carries more (a
@@ -682,6 +932,13 @@ export function canonicalEntry(e: CatalogueEntry): CatalogueEntry {
     for (const k of ['high', 'original']) if (isObject(v[k])) v[k] = ordered(v[k], BUDGET_FIELD_ORDER);
     out.vision = v as unknown as VisionBilling;
   }
+  if (e.deployments)
+    out.deployments = e.deployments.map((d) => {
+      const o = ordered(d, DEPLOYMENT_FIELD_ORDER);
+      if (d.limits) o.limits = ordered(d.limits, ['rpm', 'tpm', 'concurrency']);
+      if (d.prices) o.prices = Object.fromEntries(Object.entries(d.prices).sort(([a], [b]) => byText(a, b)));
+      return o;
+    });
   if (e.toolUse)
     out.toolUse = {
       systemPrompt: ordered(e.toolUse.systemPrompt, ['auto', 'any']),
@@ -713,7 +970,12 @@ export function formatBookDocument(doc: BookDocument): string {
       }
       return 0;
     });
-  const text = JSON.stringify({ $schema: BOOK_SCHEMA_REF, models: models.map((x) => x.m), aliases, markups }, null, 2);
+  const providers = doc.providers?.map(canonicalProvider).sort((a, b) => byText(a.id, b.id));
+  const text = JSON.stringify(
+    { $schema: BOOK_SCHEMA_REF, providers, models: models.map((x) => x.m), aliases, markups },
+    null,
+    2,
+  );
   return `${text}\n`;
 }
 

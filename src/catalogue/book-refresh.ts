@@ -5,16 +5,35 @@
 import type { Logger } from 'pino';
 import type { Catalogue } from './catalogue.ts';
 import type { PriceBook } from './price-book.ts';
+import type { CredentialStore } from './credentials.ts';
 
-/** Loads the book into `catalogue` now and keeps it loaded; the answer stops the refresh. */
+/**
+ * Loads the book and the providers' credentials into `catalogue` now and keeps them loaded; the
+ * answer stops the refresh. Credentials are read again only when a row of theirs changed.
+ */
 export async function serveBookInForce(
   catalogue: Catalogue,
   book: PriceBook,
   everyMs: number,
   log: Logger,
+  credentials?: CredentialStore,
 ): Promise<() => void> {
+  let stamp = '';
+  const loadSecrets = async () => {
+    if (!credentials) return;
+    const now = await credentials.versionStamp();
+    if (now === stamp) return;
+    // Never the secret: a provider and what is wrong with its credential.
+    const secrets = await credentials.secrets((provider, problem) =>
+      log.warn({ provider }, `provider credential not usable: ${problem}`),
+    );
+    catalogue.setStoredSecrets(secrets);
+    stamp = now;
+  };
+  await loadSecrets();
   catalogue.load(await book.read());
   const timer = setInterval(() => {
+    loadSecrets().catch((err) => log.warn({ err }, 'reading the provider credentials failed; the ones in use stay'));
     book.read().then(
       (state) => {
         try {

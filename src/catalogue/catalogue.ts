@@ -1,21 +1,60 @@
-// The catalogue at run time: the declarative list joined with which providers have
-// credentials, and the model aliases. Lookups are by the id callers use, or an alias of it.
-import type { Config, ProviderConfig } from '../config/config.ts';
+// The catalogue at run time: the book's providers and models joined with the credentials this
+// instance has, each model's deployments resolved, and the model aliases. Lookups are by the id
+// callers use, or an alias of it.
+import type { Config } from '../config/config.ts';
 import { parseDecimal } from '../money/money.ts';
 import type { CatalogueEntry } from './models.ts';
-import { MODELS } from './shipped-book.ts';
+import { MODELS, shippedBook } from './shipped-book.ts';
 import { applyAliasSetting, modelAliases } from './aliases.ts';
 import { priceProblem, visionProblem } from './price-rules.ts';
 import type { BookState, MarkupVersion, PriceVersion } from './price-book.ts';
 import { applicableMarkup } from './book-diff.ts';
 import { gatewayError } from '../errors/errors.ts';
 import { NO_MARKUP, parseMarkup, type Markup } from '../billing/markup.ts';
+import {
+  deploymentsOf,
+  trimmedBase,
+  type DeploymentLimits,
+  type Dialect,
+  type ProviderDefinition,
+  type RoutingStrategy,
+} from './providers.ts';
+
+/** A provider as this instance calls it: the book's definition, with this instance's base URL setting over it. */
+export interface ResolvedProvider {
+  id: string;
+  dialect: Dialect;
+  baseUrl: string;
+  apiVersion?: string;
+  headers: Readonly<Record<string, string>>;
+  timeoutMs?: number;
+}
+
+/** One place a model is served. */
+export interface ResolvedDeployment {
+  /** `<model>/<deployment>`: names it in health, metrics and usage rows. */
+  key: string;
+  id: string;
+  provider: ResolvedProvider;
+  upstreamId: string;
+  weight: number;
+  priority: number;
+  limits?: DeploymentLimits;
+  /** What it costs the operator: the model's prices with the deployment's own over them. */
+  providerPrices: Readonly<Record<string, string>>;
+  /** Its prices differ from the model's. */
+  ownPrices: boolean;
+}
 
 export interface ResolvedModel extends CatalogueEntry {
   available: boolean;
   /** For operators (logs, the admin CatalogueService): names the missing setting. */
   unavailableReason: string;
-  providerConfig: ProviderConfig;
+  /** The dialect of the model's own provider: the form its requests take. */
+  dialect: Dialect;
+  /** Where it is served, in the book's order; only those whose provider has a credential here. */
+  served: readonly ResolvedDeployment[];
+  strategy: RoutingStrategy;
   /** The price book version `prices` come from (price-book.ts); 0 before the book is read. */
   priceVersion: bigint;
   /** The markup in force for each account group on this model ('' = every group without one of its own). */
@@ -32,9 +71,18 @@ export interface ModelAlias {
   model: ResolvedModel;
 }
 
+/** The provider a `<NAME>_FALLBACK_*` setting adds, and the deployment it gives each of that provider's models. */
+const FALLBACK_SUFFIX = '-fallback';
+
 export class Catalogue {
   private byId = new Map<string, ResolvedModel>();
   private byAlias = new Map<string, ResolvedModel>();
+  private providersById = new Map<string, ResolvedProvider>();
+  /** Each provider's credential on this instance (settings, then the credential store over them). */
+  private secrets = new Map<string, string>();
+  private stored = new Map<string, string>();
+  /** The last book installed, to install again when credentials change. */
+  private last: Parameters<Catalogue['install']> | undefined;
   /** When the book snapshot served was taken (none before the first load). */
   private loadedAt: Date | undefined;
   private readonly config: Config;
@@ -46,7 +94,47 @@ export class Catalogue {
     aliases: Readonly<Record<string, string>> = modelAliases(config.modelAliases),
   ) {
     this.config = config;
-    this.install(entries, undefined, aliases, []);
+    this.secrets = this.settingSecrets();
+    this.install(shippedBook().providers ?? [], entries, undefined, aliases, []);
+  }
+
+  /** Credentials from settings: `<NAME>_API_KEY` for the shipped providers, and their `<NAME>_FALLBACK_*`. */
+  private settingSecrets(): Map<string, string> {
+    const out = new Map<string, string>();
+    for (const pc of Object.values(this.config.providers)) {
+      if (pc.apiKey) out.set(pc.name, pc.apiKey);
+      if (pc.fallback) out.set(pc.name + FALLBACK_SUFFIX, pc.fallback.apiKey);
+    }
+    return out;
+  }
+
+  /**
+   * The credential store's secrets (credentials.ts), over the settings': a provider gets served
+   * once it has one. Models keep their objects; a call reads its provider's credential when it
+   * is made, so a replaced credential is used from the next call on.
+   */
+  setStoredSecrets(stored: ReadonlyMap<string, string>): void {
+    const changed = stored.size !== this.stored.size || [...stored].some(([k, v]) => this.stored.get(k) !== v);
+    if (!changed) return;
+    const hadBefore = new Set(this.secrets.keys());
+    this.stored = new Map(stored);
+    this.secrets = new Map([...this.settingSecrets(), ...this.stored]);
+    const same = hadBefore.size === this.secrets.size && [...hadBefore].every((k) => this.secrets.has(k));
+    if (!same && this.last) this.install(...this.last);
+  }
+
+  /** The credential a call to `providerId` carries now; undefined when there is none. */
+  secretOf(providerId: string): string | undefined {
+    return this.secrets.get(providerId);
+  }
+
+  /** Whether a credential of the provider comes from the credential store (else from a setting). */
+  storedSecret(providerId: string): boolean {
+    return this.stored.has(providerId);
+  }
+
+  providers(): ResolvedProvider[] {
+    return [...this.providersById.values()];
   }
 
   /**
@@ -64,16 +152,18 @@ export class Catalogue {
       prices: state.prices.get(d.id)?.prices ?? {},
     }));
     const aliases = applyAliasSetting(Object.fromEntries(state.aliases), this.config.modelAliases);
-    this.install(entries, state.prices, aliases, state.markups);
+    this.install([...state.providers.values()], entries, state.prices, aliases, state.markups);
     this.loadedAt = state.takenAt;
   }
 
   private install(
+    providerList: readonly ProviderDefinition[],
     entries: readonly CatalogueEntry[],
     versions: ReadonlyMap<string, PriceVersion> | undefined,
     aliases: Readonly<Record<string, string>>,
     markups: readonly MarkupVersion[],
   ): void {
+    const providers = this.resolveProviders(providerList);
     const byId = new Map<string, ResolvedModel>();
     const byAlias = new Map<string, ResolvedModel>();
     for (const e of entries) {
@@ -85,20 +175,24 @@ export class Catalogue {
         if (problem) throw new Error(`catalogue entry ${e.id}: ${problem.field}: ${problem.message}`);
       }
       if (byId.has(e.id)) throw new Error(`catalogue lists ${e.id} twice`);
-      const pc = this.config.providers[e.provider];
+      const own = providers.get(e.provider);
+      if (!own) throw new Error(`catalogue entry ${e.id}: provider ${e.provider} is not in the book`);
+      const served = this.deploymentsServing(e, providers);
       const reason = !e.enabled
         ? 'disabled in the catalogue'
         : !priced
           ? 'no price in force in the price book'
-          : pc.apiKey
+          : served.length > 0
             ? ''
-            : `${e.provider.toUpperCase()}_API_KEY is not set`;
+            : this.missingCredential(e);
       byId.set(e.id, {
         ...e,
         prices: { ...e.prices },
         available: reason === '',
         unavailableReason: reason,
-        providerConfig: pc,
+        dialect: own.dialect,
+        served,
+        strategy: e.routing ?? 'weighted',
         priceVersion: version?.id ?? 0n,
         markups: markupTable(e, markups),
       });
@@ -112,6 +206,69 @@ export class Catalogue {
     }
     this.byId = byId;
     this.byAlias = byAlias;
+    this.providersById = providers;
+    this.last = [providerList, entries, versions, aliases, markups];
+  }
+
+  /** The book's providers, with this instance's `<NAME>_BASE_URL` over the shipped ones', and a provider per `<NAME>_FALLBACK_*` setting. */
+  private resolveProviders(list: readonly ProviderDefinition[]): Map<string, ResolvedProvider> {
+    const out = new Map<string, ResolvedProvider>();
+    for (const p of list) {
+      const setting = (this.config.providers as Record<string, Config['providers'][keyof Config['providers']]>)[p.id];
+      const resolved: ResolvedProvider = {
+        id: p.id,
+        dialect: p.dialect,
+        baseUrl: trimmedBase(setting?.baseUrlSet ? setting.baseUrl : p.baseUrl),
+        headers: { ...p.headers },
+        ...(p.apiVersion !== undefined ? { apiVersion: p.apiVersion } : {}),
+        ...(p.timeoutMs !== undefined ? { timeoutMs: p.timeoutMs } : {}),
+      };
+      out.set(p.id, resolved);
+      if (setting?.fallback) {
+        const id = p.id + FALLBACK_SUFFIX;
+        if (!list.some((x) => x.id === id))
+          out.set(id, { ...resolved, id, baseUrl: trimmedBase(setting.fallback.baseUrl) });
+      }
+    }
+    return out;
+  }
+
+  /** The model's deployments whose provider has a credential here; a `<NAME>_FALLBACK_*` setting adds one of priority 1 below the model's own. */
+  private deploymentsServing(e: CatalogueEntry, providers: Map<string, ResolvedProvider>): ResolvedDeployment[] {
+    const listed = deploymentsOf(e);
+    const fallback = e.deployments === undefined && providers.has(e.provider + FALLBACK_SUFFIX);
+    const all = fallback
+      ? [...listed, { id: 'fallback', provider: e.provider + FALLBACK_SUFFIX, priority: 1 }]
+      : listed;
+    const out: ResolvedDeployment[] = [];
+    for (const d of all) {
+      const provider = providers.get(d.provider);
+      if (!provider || !this.secrets.has(d.provider)) continue;
+      out.push({
+        key: `${e.id}/${d.id}`,
+        id: d.id,
+        provider,
+        upstreamId: d.upstreamId ?? e.upstreamId,
+        weight: d.weight ?? 1,
+        priority: d.priority ?? 0,
+        ...(d.limits ? { limits: d.limits } : {}),
+        providerPrices: { ...e.prices, ...d.prices },
+        ownPrices: d.prices !== undefined && Object.keys(d.prices).length > 0,
+      });
+    }
+    return out;
+  }
+
+  /** Why no deployment of `e` can serve: the setting or credential each of its providers lacks. */
+  private missingCredential(e: CatalogueEntry): string {
+    const names = [...new Set(deploymentsOf(e).map((d) => d.provider))];
+    return names
+      .map((p) =>
+        Object.hasOwn(this.config.providers, p)
+          ? `${p.toUpperCase()}_API_KEY is not set`
+          : `provider ${p} has no credential (providers set-credential)`,
+      )
+      .join('; ');
   }
 
   /** The model named `name`, or the one its alias points at. The result's `id` is the model that serves. */

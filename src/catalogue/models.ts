@@ -10,7 +10,7 @@
 // (web_search_per_call). A request that could be billed at anything not priced here is refused
 // (docs/billing.md), so these keys are the whole list of what the gateway can bill
 // (PRICE_KEYS in price-rules.ts).
-import type { ProviderName } from '../config/config.ts';
+import type { Deployment, RoutingStrategy } from './providers.ts';
 
 export type ModelKindName = 'chat' | 'embedding' | 'image' | 'transcription' | 'speech' | 'video';
 
@@ -57,8 +57,13 @@ export interface PatchBudget {
 export interface CatalogueEntry {
   id: string;
   kind: ModelKindName;
-  provider: ProviderName;
+  /** The provider whose API the model speaks (providers.ts): its requests take that provider's form, and markups by provider apply. */
+  provider: string;
   upstreamId: string;
+  /** Where it is served (providers.ts); absent: on its provider, as upstreamId. */
+  deployments?: Deployment[];
+  /** How a request picks among the deployments (default weighted). */
+  routing?: RoutingStrategy;
   enabled: boolean;
   /** Served natively on /v1/responses (others are rewritten to chat completions). */
   responsesPassthrough?: boolean;

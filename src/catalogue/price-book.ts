@@ -1,5 +1,5 @@
-// The price book in PostgreSQL (migrations 014, 015): every model's definition, its prices as
-// dated versions, the aliases and the dated markups, all append-only. The shipped book
+// The price book in PostgreSQL (migrations 014, 015, 018): the providers, every model's
+// definition, its prices as dated versions, the aliases and the dated markups, all append-only. The shipped book
 // (shipped-book.json) is only the first version of each model and alias, written when the book
 // has none for it; from then on the book is what is charged. Each request is priced at the
 // versions in force when its route resolved the model, and its usage row names them, so a charge
@@ -9,6 +9,7 @@ import type { Knex } from 'knex';
 import type { Db } from '../db/db.ts';
 import type { BookDocument } from './book-document.ts';
 import { bookMarkupOf, definitionOf, type Change, type MarkupScope, type ModelDefinition } from './book-diff.ts';
+import type { ProviderDefinition } from './providers.ts';
 
 export interface PriceVersion {
   id: bigint;
@@ -56,6 +57,7 @@ export interface BookState {
    * the one a catalogue serves is older, and is not loaded over it.
    */
   takenAt: Date;
+  providers: Map<string, ProviderDefinition>;
   definitions: Map<string, ModelDefinition>;
   /** Each model's price version in force (a model without one is not served). */
   prices: Map<string, PriceVersion>;
@@ -98,7 +100,12 @@ export class PriceBook {
       const haveAliases = new Set(
         rowsOf(await trx.raw('SELECT DISTINCT alias FROM alias_versions')).map((r) => r.alias as string),
       );
+      const haveProviders = new Set(
+        rowsOf(await trx.raw('SELECT DISTINCT provider_id FROM provider_versions')).map((r) => r.provider_id as string),
+      );
       const meta = { source: 'shipped', reason: 'the gateway as shipped' };
+      for (const p of shipped.providers ?? [])
+        if (!haveProviders.has(p.id)) await this.writeProvider(trx, p.id, p, meta);
       for (const m of shipped.models) {
         if (!haveDefinitions.has(m.id)) await this.writeDefinition(trx, definitionOf(m), meta);
         if (havePrices.has(m.id)) continue;
@@ -158,8 +165,15 @@ export class PriceBook {
              WHERE target IS NOT NULL`,
       ),
     );
+    const providers = rowsOf(
+      await trx.raw(
+        `SELECT provider_id, definition FROM (SELECT DISTINCT ON (provider_id) provider_id, definition
+           FROM provider_versions ORDER BY provider_id, id DESC) p WHERE definition IS NOT NULL`,
+      ),
+    );
     return {
       takenAt,
+      providers: new Map(providers.map((r) => [r.provider_id as string, r.definition as ProviderDefinition])),
       definitions: new Map(definitions.map((r) => [r.model_id as string, r.definition as ModelDefinition])),
       prices: new Map(prices.map((r) => [r.model_id as string, versionOf(r)])),
       aliases: new Map(aliases.map((r) => [r.alias as string, r.target as string])),
@@ -170,6 +184,7 @@ export class PriceBook {
   /** The book in force as a document (models sorted, prices in force, aliases, markups in force). */
   static documentOf(state: BookState): BookDocument {
     return {
+      providers: [...state.providers.values()].sort((a, b) => a.id.localeCompare(b.id)),
       models: [...state.definitions.values()]
         .sort((a, b) => a.id.localeCompare(b.id))
         .map((d) => ({ ...d, prices: { ...(state.prices.get(d.id)?.prices ?? {}) } })),
@@ -183,6 +198,13 @@ export class PriceBook {
     const written: PriceVersion[] = [];
     for (const c of changes) {
       switch (c.kind) {
+        case 'add_provider':
+        case 'change_provider':
+          await this.writeProvider(trx, c.provider.id, c.provider, meta);
+          break;
+        case 'remove_provider':
+          await this.writeProvider(trx, c.providerId, null, meta);
+          break;
         case 'add_model':
           await this.writeDefinition(trx, c.definition, meta);
           written.push(await this.writePrices(trx, c.definition.id, c.prices, meta));
@@ -276,6 +298,18 @@ export class PriceBook {
       ),
     )[0]!;
     return versionOf(r);
+  }
+
+  private async writeProvider(
+    trx: Executor,
+    id: string,
+    definition: ProviderDefinition | null,
+    meta: WriteMeta,
+  ): Promise<void> {
+    await trx.raw(
+      'INSERT INTO provider_versions (provider_id, definition, source, reason) VALUES (?, CAST(? AS jsonb), ?, ?)',
+      [id, definition === null ? null : JSON.stringify(definition), meta.source, meta.reason],
+    );
   }
 
   private async writeAlias(trx: Executor, alias: string, target: string | null, meta: WriteMeta): Promise<void> {

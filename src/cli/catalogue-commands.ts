@@ -308,7 +308,7 @@ function readFile(cli: CatalogueCli, cmd: string): string {
 }
 
 /** Up to `limit` bytes of a file or descriptor, read in chunks (stdin has no size to ask first). */
-function readAtMost(file: string | number, limit: number): Buffer {
+export function readAtMost(file: string | number, limit: number): Buffer {
   const fd = typeof file === 'number' ? file : fs.openSync(file, 'r');
   try {
     const chunks: Buffer[] = [];

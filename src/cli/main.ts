@@ -1,5 +1,6 @@
-// Operator CLI: `npm run cli -- keys <command>`, `catalogue <command>`, `accounts set-group` and
-// `report margin`. Talks to the BillingService and the CatalogueService over the RPC port,
+// Operator CLI: `npm run cli -- keys <command>`, `catalogue <command>`, `providers <command>`,
+// `deployments list`, `accounts set-group` and `report margin`. Talks to the BillingService and
+// the CatalogueService over the RPC port,
 // never to the database directly; finds the gateway as src/config/gateway-address.ts says. Every
 // failure is one line on stderr (exit 2: wrong usage; exit 1: the call failed).
 import { randomUUID } from 'node:crypto';
@@ -15,10 +16,11 @@ import { formatUsd } from '../money/format.ts';
 import { loadCliConfig } from '../config/cli-config.ts';
 import { usageTable } from './usage-table.ts';
 import { CATALOGUE_COMMANDS, runCatalogue } from './catalogue-commands.ts';
+import { DEPLOYMENT_COMMANDS, PROVIDER_COMMANDS, runProviders } from './provider-commands.ts';
 import { marginTable, type MarginLine } from './margin-table.ts';
 import { MarginGrouping } from '../gen/gateway/v1/billing_pb.js';
 
-const USAGE = `usage: npm run cli -- keys|catalogue|accounts|report <command> [options]
+const USAGE = `usage: npm run cli -- keys|catalogue|providers|deployments|accounts|report <command> [options]
   keys create --credits <usd> [--label <text>]   create an account and key; prints the key once
   keys balance <key|key_id>                       balance, held and available
   keys topup <key|key_id> --amount <usd> [--external-id <id>]
@@ -43,8 +45,19 @@ const USAGE = `usage: npm run cli -- keys|catalogue|accounts|report <command> [o
   catalogue markup [--provider <p> | --model <m>] [--group <g>] <rate>|clear [--from <iso date>]
                                                   the scope's markup over provider prices ("0.2" = 20%)
   catalogue markups                               the markups in force and scheduled
+  providers list                                  the book's providers, each credential's state here (never the secret), their models
+  providers add -f <provider.json> | --id <id> --dialect <d> --base-url <url> [--api-version <v>]
+                [--timeout-ms <n>] [--header 'Name: value']... [--reason <text>]
+                                                  adds a provider to the book, or replaces one's definition
+  providers remove <id> [--reason <text>]         removes a provider (and its credential); refused while a model names it
+  providers set-credential <id> --from-env <VAR> | --stdin | --env-name <NAME>
+                                                  the provider's credential: the secret in this shell's VAR or on stdin
+                                                  (sealed by the gateway), or the gateway's own variable NAME
+  providers remove-credential <id>                removes the provider's stored credential
+  providers test <id>                             one authenticated GET to the provider with its credential; exit 1 if refused
+  deployments list [--model <id>]                 each model's deployments, with their health on the instance that answers
   accounts set-group <key|key_id> <group>         the account's price group for markups ('' = the default)
-  report margin --from <date> --to <date> [--by model|day|account]
+  report margin --from <date> --to <date> [--by model|day|account|deployment]
                                                   revenue, provider cost and margin of the requests in [from, to), UTC
 options: --json for machine-readable output; -f - reads the file from stdin; -h, --help for this text
 finding the gateway: GATEWAY_RPC_URL, else GRPC_PORT (and GRPC_HOST), else the address a running
@@ -83,6 +96,15 @@ try {
       provider: { type: 'string' },
       model: { type: 'string' },
       group: { type: 'string' },
+      id: { type: 'string' },
+      dialect: { type: 'string' },
+      'base-url': { type: 'string' },
+      'api-version': { type: 'string' },
+      'timeout-ms': { type: 'string' },
+      header: { type: 'string', multiple: true },
+      'from-env': { type: 'string' },
+      stdin: { type: 'boolean' },
+      'env-name': { type: 'string' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -96,7 +118,7 @@ try {
 }
 const { values, positionals } = parsed!;
 
-const { gateway, adminToken } = loadCliConfig();
+const { gateway, adminToken, variable } = loadCliConfig();
 const transport = createGrpcTransport({
   baseUrl: gateway.rpcUrl,
   // An address that swallows packets fails here rather than hanging the terminal.
@@ -144,11 +166,18 @@ async function run(): Promise<void> {
   if (group === undefined) fail(USAGE);
   if (group === 'catalogue')
     return runCatalogue({ catalogue, options: values, out, usageError, fail }, cmd, positionals.slice(2));
+  if (group === 'providers' || group === 'deployments')
+    return runProviders(
+      { catalogue, options: values, out, usageError, fail, variable },
+      group,
+      cmd,
+      positionals.slice(2),
+    );
   if (group === 'accounts') return runAccounts(cmd, arg, positionals[3]);
   if (group === 'report') return runReport(cmd);
   if (group !== 'keys')
     usageError(
-      `unknown command "${group}" (the commands are keys ${COMMANDS.join(', keys ')}, catalogue ${CATALOGUE_COMMANDS.join(', catalogue ')}, accounts set-group, report margin)`,
+      `unknown command "${group}" (the commands are keys ${COMMANDS.join(', keys ')}, catalogue ${CATALOGUE_COMMANDS.join(', catalogue ')}, providers ${PROVIDER_COMMANDS.join(', providers ')}, deployments ${DEPLOYMENT_COMMANDS.join(', deployments ')}, accounts set-group, report margin)`,
     );
   if (!cmd) fail(USAGE);
   switch (cmd) {
@@ -265,7 +294,12 @@ async function runAccounts(cmd: string | undefined, key: string | undefined, gro
   });
 }
 
-const GROUPINGS = { model: MarginGrouping.MODEL, day: MarginGrouping.DAY, account: MarginGrouping.ACCOUNT } as const;
+const GROUPINGS = {
+  model: MarginGrouping.MODEL,
+  day: MarginGrouping.DAY,
+  account: MarginGrouping.ACCOUNT,
+  deployment: MarginGrouping.DEPLOYMENT,
+} as const;
 
 /** The margin report (docs/billing.md#the-margin-report). */
 async function runReport(cmd: string | undefined): Promise<void> {
@@ -273,7 +307,7 @@ async function runReport(cmd: string | undefined): Promise<void> {
   const from = utcTime(values.from, 'from');
   const to = utcTime(values.to, 'to');
   const by = (values.by ?? 'model') as keyof typeof GROUPINGS;
-  if (!Object.hasOwn(GROUPINGS, by)) usageError('--by must be model, day or account');
+  if (!Object.hasOwn(GROUPINGS, by)) usageError('--by must be model, day, account or deployment');
   const r = await client.getMarginReport({
     from: timestampFromDate(from),
     to: timestampFromDate(to),

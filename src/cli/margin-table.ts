@@ -11,7 +11,7 @@ export interface MarginLine {
   marginNano: bigint;
 }
 
-const KEY_HEADER = { model: 'MODEL', day: 'DAY (UTC)', account: 'ACCOUNT' } as const;
+const KEY_HEADER = { model: 'MODEL', day: 'DAY (UTC)', account: 'ACCOUNT', deployment: 'DEPLOYMENT' } as const;
 
 export function marginTable(by: keyof typeof KEY_HEADER, rows: readonly MarginLine[], total: MarginLine): string {
   if (rows.length === 0) return '(no usage in this range)';

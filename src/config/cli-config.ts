@@ -7,8 +7,14 @@ export interface CliConfig {
   gateway: FoundGateway;
   /** ADMIN_TOKEN, sent as a bearer token when set; the gateway requires it when it has one. */
   adminToken: string | undefined;
+  /** A variable of the CLI's own environment: `providers set-credential --from-env VAR` sends its value. */
+  variable(name: string): string | undefined;
 }
 
 export function loadCliConfig(env: NodeJS.ProcessEnv = process.env, cwd = process.cwd()): CliConfig {
-  return { gateway: findGateway(env, cwd), adminToken: nonEmpty(env.ADMIN_TOKEN) };
+  return {
+    gateway: findGateway(env, cwd),
+    adminToken: nonEmpty(env.ADMIN_TOKEN),
+    variable: (name) => (Object.hasOwn(env, name) ? env[name] : undefined),
+  };
 }

@@ -16,10 +16,13 @@ export interface ProviderConfig {
   name: ProviderName;
   /** Same form as the provider SDK's own default, e.g. https://api.openai.com/v1. */
   baseUrl: string;
+  /** `<NAME>_BASE_URL` is set: it wins over the book's base URL for this provider on this instance. */
+  baseUrlSet: boolean;
   apiKey: string | undefined;
   /**
-   * A second deployment of the same models (another account, region or compatible host),
-   * tried when the first fails before the caller got anything.
+   * `<NAME>_FALLBACK_*`: a second deployment of the provider's models (another account, region or
+   * compatible host), as the catalogue maps it: a provider `<name>-fallback` and, on each model
+   * that lists no deployments, a deployment of priority 1 (docs/providers.md).
    */
   fallback?: { baseUrl: string; apiKey: string };
 }
@@ -33,6 +36,10 @@ export interface Config {
   dataDir: string;
   /** Pepper for key hashes; when unset one is generated and kept in the database. */
   keyHashSecret: string | undefined;
+  /** CREDENTIALS_KEY: the AES-256 key (base64, 32 bytes) that seals provider credentials in the database; on embedded defaults a key file in DATA_DIR instead. */
+  credentialsKey: string | undefined;
+  /** The environment itself, read only for provider credentials that name a variable (credentials.ts). */
+  environment: Readonly<Record<string, string | undefined>>;
   /** Bearer token for GET /metrics; unset means loopback callers only (see src/config/exposure.ts). */
   metricsToken: string | undefined;
   /**
@@ -61,6 +68,15 @@ export interface Config {
     /** A hold not settled by then (crashed process) is released by the sweeper. */
     ttlSeconds: number;
     sweepIntervalMs: number;
+  };
+  /** How requests are spread over a model's deployments (docs/providers.md). */
+  routing: {
+    /** Consecutive failures a deployment may have before it cools down. */
+    allowedFails: number;
+    cooldownMs: number;
+    maxCooldownMs: number;
+    /** Answers name the deployment that served them in x-gateway-deployment. */
+    deploymentHeader: boolean;
   };
   media: {
     /** Largest file in a multipart upload (image edits, transcriptions); OpenAI's own limit is 25 MB. */
@@ -221,7 +237,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   for (const name of Object.keys(DEFAULT_BASE_URLS) as ProviderName[]) {
     const upper = name.toUpperCase();
     const baseUrl = (nonEmpty(env[`${upper}_BASE_URL`]) ?? DEFAULT_BASE_URLS[name]).replace(/\/+$/, '');
-    providers[name] = { name, baseUrl, apiKey: nonEmpty(env[`${upper}_API_KEY`]) };
+    const baseUrlSet = nonEmpty(env[`${upper}_BASE_URL`]) !== undefined;
+    providers[name] = { name, baseUrl, baseUrlSet, apiKey: nonEmpty(env[`${upper}_API_KEY`]) };
     const fallbackUrl = nonEmpty(env[`${upper}_FALLBACK_BASE_URL`]);
     const fallbackKey = nonEmpty(env[`${upper}_FALLBACK_API_KEY`]);
     if (fallbackUrl && fallbackKey)
@@ -236,6 +253,8 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     databaseUrl: nonEmpty(env.DATABASE_URL),
     dataDir,
     keyHashSecret: nonEmpty(env.KEY_HASH_SECRET),
+    credentialsKey: nonEmpty(env.CREDENTIALS_KEY),
+    environment: env,
     adminToken: nonEmpty(env.ADMIN_TOKEN),
     metricsToken: nonEmpty(env.METRICS_TOKEN),
     providers,
@@ -248,6 +267,12 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       retryBaseMs: int(env, 'UPSTREAM_RETRY_BASE_MS', 250),
       retryMaxWaitMs: int(env, 'UPSTREAM_RETRY_MAX_WAIT_MS', 4_000),
       abandonedDrainMs: int(env, 'ABANDONED_STREAM_DRAIN_MS', 120_000),
+    },
+    routing: {
+      allowedFails: Math.max(1, int(env, 'DEPLOYMENT_ALLOWED_FAILS', 3)),
+      cooldownMs: int(env, 'DEPLOYMENT_COOLDOWN_MS', 5_000),
+      maxCooldownMs: int(env, 'DEPLOYMENT_MAX_COOLDOWN_MS', 300_000),
+      deploymentHeader: ['1', 'true', 'yes', 'on'].includes((nonEmpty(env.DEPLOYMENT_HEADER) ?? '').toLowerCase()),
     },
     media: {
       uploadLimitBytes: int(env, 'UPLOAD_LIMIT_BYTES', 25 * 1024 * 1024),

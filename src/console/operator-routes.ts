@@ -1,6 +1,7 @@
 // The operator's routes (docs/console.md#api): accounts and their keys, ledgers and request
 // logs, top-ups and refunds, rate limits and revocation, the margin report, the price book
-// (with a model's history, a proposed document's preview and its application) and video jobs.
+// (with a model's history, a proposed document's preview and its application), the providers
+// (with a test call) and the models' deployments with their live state, and video jobs.
 // Only an operator session reaches them (api.ts); what each does is the RPC's, as the CLI's is.
 // Each answers a shape of web/wire-types.ts, the page's own.
 import type { FastifyInstance } from 'fastify';
@@ -17,11 +18,14 @@ import type {
   BookApplyRequest,
   BookPreview,
   BookPreviewRequest,
+  DeploymentList,
   LimitsAnswer,
   LimitsRequest,
   MarginReport,
   Page,
   PriceHistory,
+  ProviderList,
+  ProviderTest,
   RefundAnswer,
   RefundRequest,
   RevokeAnswer,
@@ -43,9 +47,12 @@ import {
   marginRow,
   markupRow,
   modelDefinition,
+  modelDeployments,
   param,
   previewRow,
   priceVersion,
+  providerRow,
+  providerTest,
   type Query,
   timeParam,
   usageQuery,
@@ -59,6 +66,7 @@ const BY: Record<string, MarginGrouping> = {
   day: MarginGrouping.DAY,
   model: MarginGrouping.MODEL,
   account: MarginGrouping.ACCOUNT,
+  deployment: MarginGrouping.DEPLOYMENT,
 };
 
 export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): void {
@@ -165,7 +173,7 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     const from = timeParam(q, 'from', false) ?? addDays(to, -30);
     const by = param(q, 'by', 10) ?? 'day';
     const grouping = BY[by];
-    if (grouping === undefined) throw invalid('by', 'day, model or account');
+    if (grouping === undefined) throw invalid('by', 'day, model, account or deployment');
     const r = await billing.getMarginReport({ from: timestampFromDate(from), to: timestampFromDate(to), by: grouping });
     return {
       from: from.toISOString(),
@@ -226,6 +234,25 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
       applied: r.applied,
       changes: r.changes.map(bookChange),
     };
+  });
+
+  // Providers and deployments (docs/providers.md). No answer carries a credential: the RPCs give
+  // a credential's form and state only, and the mappers (wire.ts) leave out headers and definitions.
+  app.get(`${API}/admin/providers`, operator, async (): Promise<ProviderList> => {
+    const r = await catalogue.listProviders({});
+    return { providers: r.providers.map(providerRow) };
+  });
+
+  // One authenticated GET to the provider with its credential on this instance (at most 10 s).
+  app.post<WithId>(
+    `${API}/admin/providers/:id/test`,
+    operator,
+    async (req): Promise<ProviderTest> => providerTest(await catalogue.testProvider({ providerId: req.params.id })),
+  );
+
+  app.get(`${API}/admin/deployments`, operator, async (req): Promise<DeploymentList> => {
+    const r = await catalogue.listDeployments({ modelId: param(req.query as Query, 'model') ?? '' });
+    return { models: r.models.map(modelDeployments) };
   });
 
   app.get(`${API}/admin/videos`, operator, async (req): Promise<Page<VideoRow>> => {

@@ -15,12 +15,17 @@ import type {
 } from '../gen/gateway/v1/billing_pb.js';
 import {
   type BookChange,
+  type Deployment,
   type Markup,
   type Model,
   type ModelDefinitionVersion,
+  type ModelDeployments,
   ModelKind,
   type PreviewRow,
   type PriceVersion,
+  type Provider,
+  type ProviderCredential,
+  type TestProviderResponse,
 } from '../gen/gateway/v1/catalogue_pb.js';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { ListUsageRequestSchema } from '../gen/gateway/v1/billing_pb.js';
@@ -33,10 +38,15 @@ import type {
   LedgerRow,
   MarginRow as MarginRowJson,
   Markup as MarkupJson,
+  DeploymentRow,
   ModelDefinition,
+  ModelDeployments as ModelDeploymentsJson,
   ModelPrices,
   PreviewRow as PreviewRowJson,
   PriceVersion as PriceVersionJson,
+  ProviderCredential as ProviderCredentialJson,
+  ProviderRow,
+  ProviderTest,
   RequestFilters,
   RequestRow,
   VideoRow,
@@ -315,6 +325,90 @@ export const videoRow = (j: VideoJobSummary, temporalUrl: string): VideoRow => (
   error_code: j.errorCode,
   deleted: j.deleted,
   temporal_url: temporalUrl,
+});
+
+// Providers and deployments. Only these fields leave the gateway: a provider's headers and its
+// definition's JSON are not sent (the book refuses a credential header, but a proxy's routing
+// header is nobody's business here), and no field of these messages carries a credential.
+
+const noCredential: ProviderCredentialJson = {
+  form: 'none',
+  env_name: '',
+  version: 0,
+  updated_at: null,
+  source: '',
+  unreadable: false,
+  usable: false,
+  problem: '',
+};
+
+export const providerCredential = (c: ProviderCredential | undefined): ProviderCredentialJson =>
+  c
+    ? {
+        form: c.form,
+        env_name: c.envName,
+        version: Number(c.version),
+        updated_at: iso(c.updatedAt),
+        source: c.source,
+        unreadable: c.unreadable,
+        usable: c.usable,
+        problem: c.problem,
+      }
+    : noCredential;
+
+export const providerRow = (p: Provider): ProviderRow => ({
+  id: p.id,
+  dialect: p.dialect,
+  base_url: p.baseUrl,
+  served_base_url: p.servedBaseUrl,
+  api_version: p.apiVersion,
+  timeout_ms: Number(p.timeoutMs),
+  credential: providerCredential(p.credential),
+  models: p.models,
+  served_models: p.servedModels,
+});
+
+export const providerTest = (r: TestProviderResponse): ProviderTest => ({
+  ok: r.ok,
+  http_status: r.httpStatus,
+  latency_ms: Number(r.latencyMs),
+  message: r.message,
+  url: r.url,
+});
+
+const optionalNumber = (v: bigint | number | undefined): number | null => (v === undefined ? null : Number(v));
+
+export const deploymentRow = (d: Deployment): DeploymentRow => ({
+  key: d.key,
+  id: d.id,
+  provider: d.provider,
+  upstream_id: d.upstreamId,
+  weight: d.weight,
+  priority: d.priority,
+  own_prices: d.ownPrices,
+  served: d.served,
+  from_setting: d.fromSetting,
+  admission: d.admission,
+  cool_until: iso(d.coolUntil),
+  consecutive_fails: d.consecutiveFails,
+  cooldowns: d.cooldowns,
+  latency_ms: optionalNumber(d.latencyMs),
+  p50_latency_ms: optionalNumber(d.p50LatencyMs),
+  error_rate: optionalNumber(d.errorRate),
+  rpm: d.rpm,
+  tpm: Number(d.tpm),
+  window_requests: d.windowRequests,
+  window_tokens: Number(d.windowTokens),
+  concurrency: d.concurrency,
+  in_flight: d.inFlight,
+});
+
+export const modelDeployments = (m: ModelDeployments): ModelDeploymentsJson => ({
+  model_id: m.modelId,
+  strategy: m.strategy,
+  enabled: m.enabled,
+  available: m.available,
+  deployments: m.deployments.map(deploymentRow),
 });
 
 /** A request body's fields as sent: any may be missing or of another type until checked. */

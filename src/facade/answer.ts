@@ -40,7 +40,8 @@ export interface InferenceRouteOptions {
 const DATA_FIELD = Buffer.from('data: ');
 const EVENT_END = Buffer.from('\n\n');
 
-export function createAnswers(servedModel: ServedModel): Answers {
+/** `deploymentHeader`: answers name the deployment that served them (DEPLOYMENT_HEADER; off by default, as it tells callers the operator's suppliers). */
+export function createAnswers(servedModel: ServedModel, deploymentHeader = false): Answers {
   async function unary(req: FastifyRequest, reply: FastifyReply, shape: WireShape, call: UnaryCall) {
     const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
     try {
@@ -50,6 +51,7 @@ export function createAnswers(servedModel: ServedModel): Answers {
       const served = servedModelOf(req, servedModel);
       if (served) reply.header('x-gateway-model', served);
       if (r.charge) reply.header('x-gateway-cost-nano-usd', String(r.charge.costNano));
+      if (deploymentHeader && r.charge?.deployment) reply.header('x-gateway-deployment', r.charge.deployment);
       return reply
         .type(r.contentType || 'application/json')
         .send(Buffer.from(r.body.buffer, r.body.byteOffset, r.body.byteLength));

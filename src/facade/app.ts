@@ -43,6 +43,8 @@ export interface FacadeDeps {
   metricsToken: string | undefined;
   /** The catalogue id that serves a model name (itself, or an alias's model; the book in force), or undefined: the only model names used as metric labels. */
   servedModel: ServedModel;
+  /** Unary answers carry x-gateway-deployment (DEPLOYMENT_HEADER). */
+  deploymentHeader?: boolean;
   knownCaller: AccessDeps['knownCaller'];
   authenticate: AccessDeps['authenticate'];
   /** Throws when a dependency (database, …) is not reachable. */
@@ -105,7 +107,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   app.setNotFoundHandler(unknownRoute); // (access.ts answers unknown routes before their body is read)
 
   // The routes, one plugin per family; they run under the hooks above.
-  const answers = createAnswers(deps.servedModel);
+  const answers = createAnswers(deps.servedModel, deps.deploymentHeader);
   const inferenceOptions = { transport: deps.transport, answers };
   app.register(opsRoutes, { metrics: deps.metrics, metricsToken: deps.metricsToken, ready: deps.ready });
   app.register(modelRoutes, {

@@ -14,7 +14,8 @@ import {
   type MediaTokens,
 } from '../billing/media-pricing.ts';
 import type { FormPart } from '../gen/gateway/v1/inference_pb.js';
-import { openAICompatible } from './providers/openai-compatible.ts';
+import { openAICompatible, openAIForm } from './providers/openai-compatible.ts';
+import type { Endpoint } from './providers/target.ts';
 import { countTextTokens } from './tokens.ts';
 import { zeroUsage, type ChargeInfo, type Json } from '../metering/plan.ts';
 import { isAbort, withOutcome } from '../metering/outcomes.ts';
@@ -55,6 +56,12 @@ export type SpeechOut =
   | { kind: 'charge'; charge: ChargeInfo };
 
 /** POST /v1/audio/transcriptions and /v1/audio/speech. */
+/** Speech answers audio of any type the caller asked for. */
+const SPEECH_UPSTREAM: Endpoint = (t) => {
+  const p = openAICompatible(t);
+  return { url: p.url('/audio/speech'), headers: { ...p.headers, accept: '*/*' } };
+};
+
 export class AudioRoute {
   private readonly deps: RouteDeps;
 
@@ -156,9 +163,8 @@ export class AudioRoute {
     // The diarizing model needs a chunking strategy for audio over 30 s; 'auto' unless the caller chose.
     if (model.id === 'gpt-4o-transcribe-diarize' && !form.has('chunking_strategy'))
       upstreamForm.append('chunking_strategy', 'auto');
-    const provider = openAICompatible(model.providerConfig);
     return metering.run(plan, async () => {
-      const res = await calls.post(plan, provider.url('/audio/transcriptions'), provider.authHeaders, upstreamForm);
+      const res = await calls.post(plan, openAIForm('/audio/transcriptions'), upstreamForm);
       if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
       const contentType = String(res.headers['content-type'] ?? 'application/json')
         .split(';')[0]!
@@ -195,7 +201,7 @@ export class AudioRoute {
           unit: 'audio_seconds',
           estimated: counted === undefined && reportedSeconds === undefined,
         };
-        charge = await metering.settle(plan, usage, 'ok', 200, audioSecondsCost(model.prices, billed));
+        charge = await metering.settle(plan, usage, 'ok', 200, (p) => audioSecondsCost(p, billed));
       } else {
         const reported =
           json?.usage && typeof json.usage === 'object' && (json.usage as Json).type !== 'duration'
@@ -216,12 +222,8 @@ export class AudioRoute {
           units: heard,
           unit: 'audio_seconds',
         };
-        charge = await metering.settle(
-          plan,
-          usage,
-          'ok',
-          200,
-          mediaTokensCost(model.prices, 'audio_input_per_mtok', tokens),
+        charge = await metering.settle(plan, usage, 'ok', 200, (p) =>
+          mediaTokensCost(p, 'audio_input_per_mtok', tokens),
         );
       }
       return {
@@ -271,10 +273,11 @@ export class AudioRoute {
       );
 
     const plan = mediaPlan(requestId, SPEECH_ROUTE, caller, model, body, startedAt);
-    const cost = charactersCost(model.prices, characters);
+    // At the model's prices for the charge, at the serving deployment's for the operator's cost.
+    const costAt = (prices: Readonly<Record<string, string>>) => charactersCost(prices, characters);
+    const cost = costAt(model.prices);
     // What is held is what is charged (the customer's price): the start of the reply says it.
     const charged = await metering.holdExact(plan, cost);
-    const provider = openAICompatible(model.providerConfig);
     const upstreamBody =
       body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
     const upstreamAbort = new AbortController();
@@ -287,20 +290,14 @@ export class AudioRoute {
       upstreamAbort.abort();
       if (answered)
         metering
-          .settle(plan, usage, 'client_closed', 499, cost)
+          .settle(plan, usage, 'client_closed', 499, costAt)
           .catch((err) => log.error({ err, requestId }, 'settle failed; the hold will expire'));
     };
     signal.addEventListener('abort', onAbort, { once: true });
     try {
       let res;
       try {
-        res = await calls.post(
-          plan,
-          provider.url('/audio/speech'),
-          { ...provider.headers, accept: '*/*' },
-          upstreamBody,
-          upstreamAbort.signal,
-        );
+        res = await calls.post(plan, SPEECH_UPSTREAM, upstreamBody, upstreamAbort.signal);
         if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
       } catch (err) {
         await metering.release(plan, err);
@@ -324,14 +321,14 @@ export class AudioRoute {
           requestId,
         });
       }
-      yield { kind: 'charge', charge: await metering.settle(plan, usage, 'ok', 200, cost) };
+      yield { kind: 'charge', charge: await metering.settle(plan, usage, 'ok', 200, costAt) };
     } finally {
       signal.removeEventListener('abort', onAbort);
       upstreamAbort.abort();
       // However this ended, the request settles here unless it already did (settle is once per
       // request, in both billing modes). Still open means the caller left (see onAbort).
       await metering
-        .settle(plan, answered ? usage : zeroUsage(), 'client_closed', 499, answered ? cost : 0n)
+        .settle(plan, answered ? usage : zeroUsage(), 'client_closed', 499, answered ? costAt : 0n)
         .catch((err) => log.error({ err, requestId }, 'settle failed; the hold will expire'));
     }
   }

@@ -13,8 +13,8 @@ import {
   countInputTokens,
   inputTokensUpperBound,
 } from './tokens.ts';
-import { openAICompatible, type ChatProvider } from './providers/openai-compatible.ts';
-import { anthropic } from './providers/anthropic.ts';
+import { capFieldsOf, openAIJson, type CapFields } from './providers/openai-compatible.ts';
+import { messagesEndpoint } from './providers/anthropic.ts';
 import {
   chatRequestToMessages,
   messagesResponseToChat,
@@ -32,6 +32,7 @@ import type { SseEvent } from './sse.ts';
 
 export const CHAT_ROUTE = '/v1/chat/completions';
 const encoder = new TextEncoder();
+const CHAT_COMPLETIONS = openAIJson('/chat/completions');
 
 interface PreparedChat {
   plan: Plan;
@@ -58,8 +59,7 @@ export class ChatRoute {
     const { metering, calls } = this.deps;
     return metering.run(plan, async () => {
       if (viaMessages) return this.completeViaMessages(plan, upstreamBody as string);
-      const provider = openAICompatible(plan.model.providerConfig);
-      const res = await calls.post(plan, provider.chatUrl, provider.headers, upstreamBody);
+      const res = await calls.post(plan, CHAT_COMPLETIONS, upstreamBody);
       if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
       const { bytes, json } = await readJson(res, plan.requestId);
       const usage =
@@ -80,8 +80,7 @@ export class ChatRoute {
     plan: Plan,
     upstreamBody: string,
   ): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
-    const call = anthropic(plan.model.providerConfig);
-    const res = await this.deps.calls.post(plan, call.messagesUrl, call.headers, upstreamBody);
+    const res = await this.deps.calls.post(plan, messagesEndpoint(), upstreamBody);
     if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
     const { json } = await readJson(res, plan.requestId);
     const reply = messagesResponseToChat(json, { model: plan.model.id, created: Math.floor(Date.now() / 1000) });
@@ -96,13 +95,9 @@ export class ChatRoute {
   async *stream(caller: Caller, raw: Uint8Array, requestId: string, signal: AbortSignal): AsyncGenerator<StreamEvent> {
     const { plan, upstreamBody, clientWantsUsage, viaMessages } = await this.prepare(caller, raw, requestId, true);
     const { calls } = this.deps;
-    const target = viaMessages ? anthropic(plan.model.providerConfig) : undefined;
-    const provider = openAICompatible(plan.model.providerConfig);
+    const endpoint = viaMessages ? messagesEndpoint() : CHAT_COMPLETIONS;
     yield* this.deps.streams.start(plan, {
-      send: (s, gone) =>
-        target
-          ? calls.post(plan, target.messagesUrl, target.headers, upstreamBody, s, gone)
-          : calls.post(plan, provider.chatUrl, provider.headers, upstreamBody, s, gone),
+      send: (s, gone) => calls.post(plan, endpoint, upstreamBody, s, gone),
       processor: viaMessages
         ? new ClaudeChatProcessor(
             new MessagesToChatStream({
@@ -133,7 +128,7 @@ export class ChatRoute {
     refuseIfRefused(policy);
     const clientWantsUsage = streamRoute && (body.stream_options as Json | undefined)?.include_usage === true;
     const request = { caller, requestId, startedAt, body, model };
-    if (model.provider === 'anthropic') return { ...(await this.prepareClaude(request)), clientWantsUsage };
+    if (model.dialect === 'anthropic') return { ...(await this.prepareClaude(request)), clientWantsUsage };
     const plan: Plan = {
       requestId,
       route: CHAT_ROUTE,
@@ -149,7 +144,7 @@ export class ChatRoute {
       startedAt,
     };
     const upstream = new BodyRewrite(body, raw);
-    const capFields = honouredCap(plan, upstream, openAICompatible(model.providerConfig));
+    const capFields = honouredCap(plan, upstream, capFieldsOf(model));
     await preparePriced(this.deps.metering, { plan, policy, upstream, capFields });
     if (streamRoute && !clientWantsUsage) {
       // Usage asked for in front of the caller's bytes when nothing else changes: no re-encoding
@@ -257,7 +252,7 @@ function checkChatBody(body: Json, streamRoute: boolean): void {
  * upstream. A provider that reads max_tokens only (DeepSeek) gets a max_completion_tokens as
  * max_tokens; elsewhere the larger of the two is the worst case.
  */
-function honouredCap(plan: Plan, upstream: BodyRewrite, provider: ChatProvider): string[] {
+function honouredCap(plan: Plan, upstream: BodyRewrite, provider: CapFields): string[] {
   const body = plan.body;
   const caps = (['max_completion_tokens', 'max_tokens'] as const).filter((f) => body[f] != null);
   const honoured = provider.readsMaxTokensOnly

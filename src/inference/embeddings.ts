@@ -3,7 +3,9 @@
 // charge is the upstream's token count at the catalogue's per-1M price.
 import type { Caller } from '../billing/caller.ts';
 import { badRequest } from '../errors/errors.ts';
-import { openAICompatible } from './providers/openai-compatible.ts';
+import { openAIJson } from './providers/openai-compatible.ts';
+
+const EMBEDDINGS_UPSTREAM = openAIJson('/embeddings');
 import { cohere, COHERE_MAX_TEXTS, embedReply, embedRequest } from './providers/cohere.ts';
 import { zeroUsage, type ChargeInfo, type Json } from '../metering/plan.ts';
 import { badUpstreamReply, mediaPlan, modelOfKind } from './media/common.ts';
@@ -35,7 +37,7 @@ export class EmbeddingsRoute {
     const { metering, calls } = this.deps;
     const body = parseBody(raw);
     const model = modelOfKind(this.deps.catalogue, body.model, 'embedding', EMBEDDINGS_ROUTE);
-    const isCohere = model.provider === 'cohere';
+    const isCohere = model.dialect === 'cohere';
 
     const inputs = readInputs(body.input);
     if (inputs instanceof Error) throw inputs;
@@ -98,12 +100,13 @@ export class EmbeddingsRoute {
     };
     return metering.run(plan, async () => {
       if (isCohere) {
-        const call = cohere(model.providerConfig);
         const texts = inputs.map((i) => (i as { text: string }).text);
         const res = await calls.post(
           plan,
-          call.embedUrl,
-          call.headers,
+          (t) => {
+            const call = cohere(t);
+            return { url: call.embedUrl, headers: call.headers };
+          },
           JSON.stringify(embedRequest(model.upstreamId, texts, body.input_type)),
         );
         if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
@@ -116,10 +119,9 @@ export class EmbeddingsRoute {
         return { body: encoder.encode(JSON.stringify(out.body)), charge };
       }
 
-      const provider = openAICompatible(model.providerConfig);
       const upstreamBody =
         body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
-      const res = await calls.post(plan, provider.url('/embeddings'), provider.headers, upstreamBody);
+      const res = await calls.post(plan, EMBEDDINGS_UPSTREAM, upstreamBody);
       if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
       const { text, json } = await readJson(res, plan.requestId);
       const prompt = (json.usage as Json | undefined)?.prompt_tokens;

@@ -15,7 +15,7 @@ import {
   type Prices,
 } from '../billing/media-pricing.ts';
 import type { FormPart } from '../gen/gateway/v1/inference_pb.js';
-import { openAICompatible } from './providers/openai-compatible.ts';
+import { openAIForm, openAIJson } from './providers/openai-compatible.ts';
 import { bfl, BFL_FAILED, BFL_MODERATED } from './providers/bfl.ts';
 import { zeroUsage, type ChargeInfo, type Json, type Plan } from '../metering/plan.ts';
 import { withOutcome } from '../metering/outcomes.ts';
@@ -66,7 +66,7 @@ export class ImagesRoute {
     if (n instanceof Error) throw n;
     const plan = mediaPlan(requestId, GENERATIONS_ROUTE, caller, model, body, startedAt);
 
-    if (model.provider === 'bfl') {
+    if (model.dialect === 'bfl') {
       const flux = fluxOptions(body, model.id, n ?? 1);
       if (flux instanceof Error) throw flux;
       return this.generateFlux(plan, prompt, flux);
@@ -75,15 +75,10 @@ export class ImagesRoute {
     const opts = gptImageOptions(body, model.id);
     if (opts instanceof Error) throw opts;
     await metering.holdExact(plan, gptImageHold(model.prices, prompt, opts, BigInt(n ?? 1), 0n));
-    const provider = openAICompatible(model.providerConfig);
     const upstreamBody =
       body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
     return metering.run(plan, async () =>
-      this.settleGptImage(
-        plan,
-        await calls.post(plan, provider.url('/images/generations'), provider.headers, upstreamBody),
-        opts,
-      ),
+      this.settleGptImage(plan, await calls.post(plan, openAIJson('/images/generations'), upstreamBody), opts),
     );
   }
 
@@ -150,13 +145,8 @@ export class ImagesRoute {
     const plan = mediaPlan(requestId, EDITS_ROUTE, caller, model, { model: model.id }, startedAt);
     await metering.holdExact(plan, gptImageHold(model.prices, prompt, opts, BigInt(n ?? 1), BigInt(images.length)));
     const upstreamForm = upstreamFormOf(parts, model.upstreamId);
-    const provider = openAICompatible(model.providerConfig);
     return metering.run(plan, async () =>
-      this.settleGptImage(
-        plan,
-        await calls.post(plan, provider.url('/images/edits'), provider.authHeaders, upstreamForm),
-        opts,
-      ),
+      this.settleGptImage(plan, await calls.post(plan, openAIForm('/images/edits'), upstreamForm), opts),
     );
   }
 
@@ -181,38 +171,31 @@ export class ImagesRoute {
         units: images,
         unit: 'images',
       };
-      charge = await metering.settle(
-        plan,
-        usage,
-        'ok',
-        200,
-        mediaTokensCost(plan.model.prices, 'image_input_per_mtok', tokens),
-      );
+      charge = await metering.settle(plan, usage, 'ok', 200, (p) => mediaTokensCost(p, 'image_input_per_mtok', tokens));
     } else {
       const quality = QUALITIES.includes(String(json.quality))
         ? String(json.quality)
         : opts.quality === 'auto'
           ? 'high'
           : opts.quality;
-      let cost = 0n;
-      for (const d of data) {
+      // Each image's size from the image itself where it can be read; priced at a price map, so the
+      // provider cost can be the serving deployment's.
+      const sizes = data.map((d) => {
         const made = typeof d.b64_json === 'string' ? imageSize(Buffer.from(d.b64_json, 'base64')) : undefined;
-        const size =
-          made && GPT_IMAGE_SIZES.includes(`${made.width}x${made.height}`)
-            ? `${made.width}x${made.height}`
-            : GPT_IMAGE_SIZES.includes(String(json.size))
-              ? String(json.size)
-              : opts.size === 'auto'
-                ? worstSize(plan.model.prices, quality)
-                : opts.size;
-        cost += perImageNano(plan.model.prices, quality, size, 1n);
-      }
+        return made && GPT_IMAGE_SIZES.includes(`${made.width}x${made.height}`)
+          ? `${made.width}x${made.height}`
+          : GPT_IMAGE_SIZES.includes(String(json.size))
+            ? String(json.size)
+            : opts.size === 'auto'
+              ? worstSize(plan.model.prices, quality)
+              : opts.size;
+      });
       charge = await metering.settle(
         plan,
         { ...zeroUsage(), units: images, unit: 'images', estimated: true },
         'ok',
         200,
-        cost,
+        (prices) => sizes.reduce((sum, size) => sum + perImageNano(prices, quality, size, 1n), 0n),
       );
     }
     return { body: encoder.encode(text), charge };
@@ -232,11 +215,18 @@ export class ImagesRoute {
   /** A FLUX job: created, polled until ready, its image fetched and measured. */
   private async fluxJob(plan: Plan, prompt: string, o: FluxOptions): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
     const { calls, upstream } = this.deps;
-    const api = bfl(plan.model.providerConfig);
-
     const job: Json = { prompt, width: o.width, height: o.height, output_format: o.outputFormat };
     if (o.seed !== undefined) job.seed = o.seed;
-    const res = await calls.post(plan, api.createUrl(plan.model.upstreamId), api.headers, JSON.stringify(job));
+    const res = await calls.post(
+      plan,
+      (t) => {
+        const api = bfl(t);
+        return { url: api.createUrl, headers: api.headers };
+      },
+      JSON.stringify(job),
+    );
+    // Polling goes to the deployment that took the job, with its key.
+    const api = bfl(calls.targetFor(plan.servedBy!));
     if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
     const { json: created } = await readJson(res, plan.requestId);
     const pollingUrl = typeof created.polling_url === 'string' ? created.polling_url : undefined;
@@ -248,7 +238,7 @@ export class ImagesRoute {
       throw withOutcome(err, status, httpStatus);
     };
     const keyFor = (url: string): Record<string, string> =>
-      api.mayCarryKey(url) ? { 'x-key': api.headers['x-key'] } : {};
+      api.mayCarryKey(url) ? { 'x-key': api.headers['x-key']! } : {};
     const deadline = performance.now() + this.polling.pollTimeoutMs;
     let sample: string | undefined;
     while (!sample) {
@@ -344,7 +334,7 @@ export class ImagesRoute {
       { ...zeroUsage(), units: pixels, unit: 'pixels' },
       'ok',
       200,
-      megapixelCost(plan.model.prices, pixels),
+      (p) => megapixelCost(p, pixels),
     );
     const reply = {
       created: Math.floor(Date.now() / 1000),

@@ -8,7 +8,7 @@ import type { Caller } from '../billing/caller.ts';
 import { usageFromAnthropic, type TokenUsage } from '../billing/pricing.ts';
 import { badRequest, unknownModel } from '../errors/errors.ts';
 import { anthropicInputUpperBound, countAnthropicInput, countedUsage } from './tokens.ts';
-import { anthropic } from './providers/anthropic.ts';
+import { anthropic, messagesEndpoint } from './providers/anthropic.ts';
 import { upstreamFailure } from './upstream.ts';
 import type { ChargeInfo, Json, Plan } from '../metering/plan.ts';
 import type { StepResult, StreamEvent, StreamProcessor } from './stream-types.ts';
@@ -45,8 +45,7 @@ export class MessagesRoute {
     const { plan, upstreamBody } = await this.prepare(caller, raw, requestId, false);
     const { metering, calls } = this.deps;
     return metering.run(plan, async () => {
-      const call = anthropic(plan.model.providerConfig, h);
-      const res = await calls.post(plan, call.messagesUrl, call.headers, upstreamBody);
+      const res = await calls.post(plan, messagesEndpoint(h), upstreamBody);
       if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
       const { bytes, json } = await readJson(res, plan.requestId);
       const usage =
@@ -69,9 +68,9 @@ export class MessagesRoute {
     signal: AbortSignal,
   ): AsyncGenerator<StreamEvent> {
     const { plan, upstreamBody } = await this.prepare(caller, raw, requestId, true);
-    const call = anthropic(plan.model.providerConfig, h);
+    const endpoint = messagesEndpoint(h);
     yield* this.deps.streams.start(plan, {
-      send: (s, gone) => this.deps.calls.post(plan, call.messagesUrl, call.headers, upstreamBody, s, gone),
+      send: (s, gone) => this.deps.calls.post(plan, endpoint, upstreamBody, s, gone),
       processor: new AnthropicEventProcessor(plan.model.id),
       countUsage: (d) => countedUsage(plan, d),
       brokenStreamEvent: (message) => ({
@@ -99,8 +98,10 @@ export class MessagesRoute {
     const owned = operatorObjectRefusal('messages', body, this.deps.sharedProviderObjects);
     if (owned) throw refusal(owned);
     await this.deps.metering.admit(caller, requestId);
-    const call = anthropic(model.providerConfig, h);
-    const upstreamBody = body.model === model.upstreamId ? raw : JSON.stringify({ ...body, model: model.upstreamId });
+    // Unpriced and never retried: the model's first deployment counts.
+    const target = this.deps.calls.targetFor(model.served[0]!);
+    const call = anthropic(target, h);
+    const upstreamBody = body.model === target.upstreamId ? raw : JSON.stringify({ ...body, model: target.upstreamId });
     let res;
     try {
       res = await this.deps.upstream.post(call.countTokensUrl, call.headers, upstreamBody);
@@ -160,7 +161,7 @@ export class MessagesRoute {
   private claudeModel(id: string): ResolvedModel {
     const model = this.deps.catalogue.get(id);
     if (!model) throw unknownModel(id, 'model: ');
-    if (model.kind !== 'chat' || model.provider !== 'anthropic') {
+    if (model.kind !== 'chat' || model.dialect !== 'anthropic') {
       throw badRequest(
         `model: '${model.id}' is not a Claude model. /v1/messages serves Claude models only; use POST /v1/chat/completions for ${model.id}.`,
         'model_not_supported',

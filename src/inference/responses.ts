@@ -18,7 +18,11 @@ import {
   inputTokensUpperBound,
   responsesInputUpperBound,
 } from './tokens.ts';
-import { openAICompatible } from './providers/openai-compatible.ts';
+import { capFieldsOf, openAIJson } from './providers/openai-compatible.ts';
+import type { Endpoint } from './providers/target.ts';
+
+const RESPONSES_UPSTREAM = openAIJson('/responses');
+const CHAT_COMPLETIONS = openAIJson('/chat/completions');
 import { outputTextOfReply, deltaText } from './chat.ts';
 import type { ChargeInfo, Json, Plan } from '../metering/plan.ts';
 import type { OutEvent, StepResult, StreamEvent, StreamProcessor } from './stream-types.ts';
@@ -42,8 +46,7 @@ const encoder = new TextEncoder();
 
 interface Prepared {
   plan: Plan;
-  upstreamUrl: string;
-  headers: Record<string, string>;
+  endpoint: Endpoint;
   upstreamBody: string | Uint8Array;
   passthrough: boolean;
   /** The provider stores the response (passthrough, store not false): its ids are recorded as the caller's account's. */
@@ -80,7 +83,7 @@ export class ResponsesRoute {
 
   private async answer(p: Prepared): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
     const { metering, calls } = this.deps;
-    const res = await calls.post(p.plan, p.upstreamUrl, p.headers, p.upstreamBody);
+    const res = await calls.post(p.plan, p.endpoint, p.upstreamBody);
     if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, p.plan.requestId);
     const { bytes, json } = await readJson(res, p.plan.requestId);
     const model = p.plan.model.id;
@@ -125,7 +128,7 @@ export class ResponsesRoute {
         }),
       );
     const events = this.deps.streams.start(p.plan, {
-      send: (s, gone) => this.deps.calls.post(p.plan, p.upstreamUrl, p.headers, p.upstreamBody, s, gone),
+      send: (s, gone) => this.deps.calls.post(p.plan, p.endpoint, p.upstreamBody, s, gone),
       processor,
       countUsage: (d) => countedUsage(p.plan, d),
       brokenStreamEvent: (message) => ({
@@ -179,11 +182,9 @@ export class ResponsesRoute {
     };
     const upstream = new BodyRewrite(body, r.raw);
     await preparePriced(this.deps.metering, { plan, policy, upstream, capFields: ['max_output_tokens'] });
-    const provider = openAICompatible(model.providerConfig);
     return {
       plan,
-      upstreamUrl: `${model.providerConfig.baseUrl}/responses`,
-      headers: provider.headers,
+      endpoint: RESPONSES_UPSTREAM,
       upstreamBody: upstream.bytes(),
       passthrough: true,
       stores: body.store !== false,
@@ -221,7 +222,6 @@ export class ResponsesRoute {
         message: `The model '${model.id}' is served on /v1/responses through chat completions, which cannot run built-in tools (${builtins.join(', ')}). Use a passthrough model for them: ${passthroughs.join(', ')}.`,
       });
     }
-    const provider = openAICompatible(model.providerConfig);
     let chat: Json;
     try {
       chat = responsesRequestToChat(body, { upstreamModel: model.upstreamId });
@@ -252,7 +252,7 @@ export class ResponsesRoute {
       countInput: () => BigInt(countInputTokens(chat, model)),
     };
     const upstream = new BodyRewrite(chat);
-    const capField = provider.maxTokensField;
+    const capField = capFieldsOf(model).maxTokensField;
     const held = await preparePriced(this.deps.metering, { plan, policy, upstream, capFields: [capField] });
     // A lowered cap goes in the one field the provider reads.
     if (held.loweredOutputCap !== undefined)
@@ -261,8 +261,7 @@ export class ResponsesRoute {
       upstream.set('stream_options', { ...((chat.stream_options as Json | undefined) ?? {}), include_usage: true });
     return {
       plan,
-      upstreamUrl: provider.chatUrl,
-      headers: provider.headers,
+      endpoint: CHAT_COMPLETIONS,
       upstreamBody: upstream.bytes(),
       passthrough: false,
       stores: false,
@@ -278,7 +277,7 @@ export class ResponsesRoute {
         'model_not_supported',
         'model',
       );
-    if (model.provider === 'anthropic')
+    if (model.dialect === 'anthropic')
       throw badRequest(
         `Claude models are served on /v1/messages (and /v1/chat/completions), not on ${RESPONSES_ROUTE}.`,
         'model_not_supported',

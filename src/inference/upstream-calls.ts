@@ -1,22 +1,32 @@
-// A priced request's upstream call: retried with backoff on 429, 5xx and connection failures
-// (safe: the caller has received nothing yet), and once more on the model's fallback deployment
-// when the first one failed. It charges nothing: a call that fails throws a failure marked with
-// the outcome its zero settle records (outcomes.ts), and the caller's metering settles it.
+// A priced request's upstream call, routed over the model's deployments (docs/providers.md): the
+// router's order, each failure before the caller got anything (429, 5xx, timeouts, refused
+// connections) moving the request on to the next deployment, and a deployment tried again after a
+// backoff only once the others have had their turn. Every answer feeds the deployments' passive
+// health. It charges nothing: a call that fails throws a failure marked with the outcome its zero
+// settle records (outcomes.ts), and the caller's metering settles it once, at the deployment that
+// answered (plan.servedBy).
 import { Code, type ConnectError } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
 import type { Metrics } from '../log/metrics.ts';
+import type { Catalogue, ResolvedDeployment } from '../catalogue/catalogue.ts';
 import { gatewayError, toGatewayError } from '../errors/errors.ts';
 import { withOutcome, isAbort } from '../metering/outcomes.ts';
 import type { Plan } from '../metering/plan.ts';
 import { upstreamFailure, type Upstream, type UpstreamBody, type UpstreamResponse } from './upstream.ts';
+import { targetOf, type Endpoint, type Target } from './providers/target.ts';
+import type { DeploymentHealth } from './routing/deployment-health.ts';
+import type { Router } from './routing/router.ts';
+import type { DeploymentLimits } from './routing/deployment-limits.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { FormData } from 'undici';
 
-/** One deployment's result: an answer to use, or its failure. */
-interface Attempted {
-  res?: UpstreamResponse;
-  failure?: ConnectError;
-  outcome?: 'upstream_timeout' | 'upstream_unreachable' | 'upstream_error';
+type Outcome = 'upstream_timeout' | 'upstream_unreachable' | 'upstream_error';
+
+/** The last failure of a request whose deployments all failed. */
+interface Failed {
+  failure: ConnectError;
+  outcome: Outcome;
 }
 
 export class UpstreamCalls {
@@ -24,23 +34,46 @@ export class UpstreamCalls {
   private readonly config: Config['upstream'];
   private readonly metrics: Metrics;
   private readonly log: Logger;
+  private readonly catalogue: Catalogue;
+  private readonly router: Router;
+  private readonly limits: DeploymentLimits | undefined;
+  readonly health: DeploymentHealth;
 
-  constructor(deps: { upstream: Upstream; config: Config['upstream']; metrics: Metrics; log: Logger }) {
+  constructor(deps: {
+    upstream: Upstream;
+    config: Config['upstream'];
+    metrics: Metrics;
+    log: Logger;
+    catalogue: Catalogue;
+    router: Router;
+    health: DeploymentHealth;
+    /** The shared windows of deployments with rpm / tpm limits. */
+    limits?: DeploymentLimits;
+  }) {
     this.upstream = deps.upstream;
     this.config = deps.config;
     this.metrics = deps.metrics;
     this.log = deps.log;
+    this.catalogue = deps.catalogue;
+    this.router = deps.router;
+    this.health = deps.health;
+    this.limits = deps.limits;
+  }
+
+  /** A deployment as a call reaches it now: its credential read at this moment (a replaced one applies at once). */
+  targetFor(d: ResolvedDeployment): Target {
+    return targetOf(d, this.catalogue.secretOf(d.provider.id) ?? '');
   }
 
   /**
-   * POST upstream, with retries only while the caller is there (`callerGone`: no new request for
-   * a caller who left). What still fails is thrown: a transport failure as 502/504, the last
-   * 429/5xx of an exhausted deployment as itself; any other HTTP answer is returned as it is.
+   * POST upstream over the model's deployments, with retries only while the caller is there
+   * (`callerGone`: no new request for a caller who left). What still fails is thrown: a
+   * transport failure as 502/504, the last 429/5xx as itself; any other HTTP answer is returned
+   * as it is, and the deployment that gave it is `plan.servedBy`.
    */
   async post(
     plan: Plan,
-    url: string,
-    headers: Record<string, string>,
+    endpoint: Endpoint,
     body: UpstreamBody,
     signal?: AbortSignal,
     callerGone?: AbortSignal,
@@ -49,106 +82,214 @@ export class UpstreamCalls {
       plan.upstreamStartedAt = performance.now();
       this.metrics.addedLatencyOf(plan.route).observe((plan.upstreamStartedAt - plan.startedAt) / 1000);
     }
-    const canFall =
-      plan.model.providerConfig.fallback !== undefined && url.startsWith(plan.model.providerConfig.baseUrl);
-    const first = await this.attempts(plan, url, headers, body, signal, canFall, callerGone);
-    if (first.res || !canFall) return answerOf(first);
-    if (callerGone?.aborted) throw callerGone.reason;
-    // The first deployment failed before the caller got anything: the same request, once more,
-    // on the fallback deployment (its URL and credentials; the caller's body unchanged).
-    const primary = plan.model.providerConfig;
-    const fallback = primary.fallback!;
-    const swap = (v: string) => (primary.apiKey ? v.split(primary.apiKey).join(fallback.apiKey) : v);
-    const fbHeaders = Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, swap(v)]));
-    this.metrics.upstreamRetries.inc({ provider: plan.model.provider, reason: 'fallback' });
-    this.log.warn(
-      { requestId: plan.requestId, provider: plan.model.provider },
-      'first deployment failed; trying the fallback deployment',
+    const order = this.router.order(
+      plan.model,
+      { inputTokens: plan.inputUpper, outputTokens: plan.maxOutput * plan.choices },
+      plan.requestId,
     );
-    return answerOf(
-      await this.attempts(
-        plan,
-        fallback.baseUrl + url.slice(primary.baseUrl.length),
-        fbHeaders,
-        body,
-        signal,
-        false,
-        callerGone,
-      ),
-    );
-  }
-
-  /**
-   * One deployment's attempts with backoff. Returns the answer to use, or (when `keepFailure`)
-   * the failure, for a fallback to try.
-   */
-  private async attempts(
-    plan: Plan,
-    url: string,
-    headers: Record<string, string>,
-    body: UpstreamBody,
-    signal: AbortSignal | undefined,
-    keepFailure: boolean,
-    callerGone?: AbortSignal,
-  ): Promise<Attempted> {
+    if (order.length === 0) throw withOutcome(noDeployment(plan), 'upstream_unreachable', 503);
     const { retries, retryBaseMs, retryMaxWaitMs } = this.config;
-    const provider = plan.model.provider;
+    // Every deployment once; a model on fewer deployments than attempts goes round again.
+    const attempts = Math.max(order.length, retries + 1);
     // Only a retry waits on both signals: linked lazily (AbortSignal.any costs on every stream).
     let linked: AbortSignal | undefined;
     const waits = () =>
       (linked ??= signal && callerGone ? AbortSignal.any([signal, callerGone]) : (signal ?? callerGone));
-    for (let attempt = 0; ; attempt++) {
+    let last: Failed | undefined;
+    let waitMs = 0;
+    /** Set while every deployment tried was at its limits: when the soonest has room again. */
+    let fullForMs: number | undefined;
+    for (let attempt = 0; attempt < attempts; attempt++) {
+      const d = order[attempt % order.length]!;
       if (attempt > 0 && callerGone?.aborted) throw callerGone.reason;
-      const started = performance.now();
-      const backoff = Math.min(retryMaxWaitMs, retryBaseMs * 2 ** attempt * (0.5 + Math.random() / 2));
-      let res: UpstreamResponse;
-      try {
-        res = await this.upstream.post(url, headers, body, signal);
-      } catch (err) {
-        if (isAbort(err)) throw err;
-        const failure = upstreamFailure(err, plan.requestId);
-        const timedOut = failure.code === Code.DeadlineExceeded;
-        if (!timedOut && attempt < retries) {
-          this.metrics.upstreamRetries.inc({ provider, reason: 'connection' });
-          await sleep(backoff, undefined, { signal: waits() });
+      const round = Math.floor(attempt / order.length);
+      if (round > 0 && attempt % order.length === 0) {
+        // A second round: the same deployments again, after a backoff (or their retry-after).
+        const backoff = Math.min(retryMaxWaitMs, retryBaseMs * 2 ** round * (0.5 + Math.random() / 2));
+        await sleep(Math.min(retryMaxWaitMs, waitMs > 0 ? waitMs : backoff), undefined, { signal: waits() });
+        waitMs = 0;
+      }
+      // A deployment whose cooldown is over takes one trial request; one cooling since the order was made takes none.
+      // (The model's own count, not the order's: a model on two whose other is cooling still cools this one.)
+      const admission = plan.model.served.length > 1 ? this.health.admission(d.key) : 'open';
+      if (admission === 'cooling' || (admission === 'trial' && !this.health.claimTrial(d.key))) continue;
+      if (d.limits && this.limits) {
+        const full = await this.takeLimits(plan, d);
+        if (full !== undefined) {
+          if (admission === 'trial') this.health.releaseTrial(d.key);
+          this.metrics.deploymentLimitWaits.of(d.key).inc();
+          fullForMs = Math.min(fullForMs ?? Infinity, full);
           continue;
         }
-        return { failure, outcome: timedOut ? 'upstream_timeout' : 'upstream_unreachable' };
       }
-      this.metrics.upstreamLatencyOf(provider, String(res.statusCode)).observe((performance.now() - started) / 1000);
-      const retryable = res.statusCode === 429 || res.statusCode >= 500;
-      if (retryable && (attempt < retries || keepFailure)) {
-        const retryAfter = Number(res.headers['retry-after']) * 1000;
-        await res.body.dump().catch(() => {});
-        if (attempt >= retries)
-          return { failure: upstreamStatusFailure(res.statusCode, plan.requestId), outcome: 'upstream_error' };
-        this.metrics.upstreamRetries.inc({ provider, reason: String(res.statusCode) });
-        await sleep(
-          Math.min(retryMaxWaitMs, Number.isFinite(retryAfter) && retryAfter > 0 ? retryAfter : backoff),
-          undefined,
-          { signal: waits() },
-        );
-        continue;
+      if (last) this.metrics.upstreamRetries.inc({ provider: d.provider.id, reason: 'next_deployment' });
+      const result = await this.attempt(plan, d, endpoint, body, signal, {
+        lastAttempt: attempt === attempts - 1,
+        trial: admission === 'trial',
+      });
+      if ('res' in result) {
+        plan.servedBy = d;
+        return result.res;
       }
-      return { res };
+      this.giveBackLimits(plan);
+      last = result;
+      if (result.retryAfterMs) waitMs = Math.max(waitMs, result.retryAfterMs);
     }
+    if (!last && fullForMs !== undefined) throw withOutcome(atLimits(plan, fullForMs), 'deployment_limits', 503);
+    if (!last) throw withOutcome(noDeployment(plan), 'upstream_unreachable', 503);
+    throw withOutcome(last.failure, last.outcome, toGatewayError(last.failure).httpStatus);
+  }
+
+  /**
+   * `d`'s limits for this request: a concurrent slot, then the minute window (rpm, and tpm at the
+   * request's bound). Undefined when it took them; else in how many ms the deployment has room.
+   */
+  private async takeLimits(plan: Plan, d: ResolvedDeployment): Promise<number | undefined> {
+    const limits = this.limits!;
+    if (d.limits?.concurrency !== undefined) {
+      if (!(await limits.acquire(d))) return 1000;
+      plan.deploymentSlot = d.key;
+    }
+    if (d.limits?.rpm === undefined && d.limits?.tpm === undefined) return undefined;
+    const took = await limits.take(d, plan.inputUpper + plan.maxOutput * plan.choices);
+    if ('full' in took) {
+      this.giveBackLimits(plan);
+      return took.retryAfterMs;
+    }
+    plan.deploymentWindow = took.taken;
+    return undefined;
+  }
+
+  /**
+   * What an attempt that failed (or never went out) took goes back at once: its slot, and its
+   * tokens from the window (its request still counts, as the provider counts it). The settle
+   * gives back what the attempt that answered took.
+   */
+  private giveBackLimits(plan: Plan): void {
+    const { deploymentSlot: slot, deploymentWindow: window } = plan;
+    plan.deploymentSlot = undefined;
+    plan.deploymentWindow = undefined;
+    const warn = (what: string) => (err: unknown) =>
+      this.log.warn({ err, deployment: slot ?? window?.deployment }, what);
+    if (slot !== undefined) this.limits!.release(slot).catch(warn('giving back a deployment slot failed'));
+    if (window !== undefined) this.limits!.settle(window, 0n).catch(warn('setting a deployment window right failed'));
+  }
+
+  /** One call to one deployment; its answer, or its failure (recorded in the deployment's health). */
+  private async attempt(
+    plan: Plan,
+    d: ResolvedDeployment,
+    endpoint: Endpoint,
+    body: UpstreamBody,
+    signal: AbortSignal | undefined,
+    how: { lastAttempt: boolean; trial: boolean },
+  ): Promise<{ res: UpstreamResponse } | (Failed & { retryAfterMs?: number })> {
+    const target = this.targetFor(d);
+    const { url, headers } = endpoint(target);
+    const provider = d.provider.id;
+    const started = performance.now();
+    let res: UpstreamResponse;
+    try {
+      res = await this.upstream.post(url, headers, bodyFor(plan, d, body), signal, d.provider.timeoutMs);
+    } catch (err) {
+      if (isAbort(err)) {
+        if (how.trial) this.health.releaseTrial(d.key);
+        throw err;
+      }
+      const failure = upstreamFailure(err, plan.requestId);
+      const timedOut = failure.code === Code.DeadlineExceeded;
+      const reason = timedOut ? 'timeout' : 'connection';
+      this.failed(d, reason, undefined, how.trial);
+      this.metrics.upstreamRetries.inc({ provider, reason });
+      return { failure, outcome: timedOut ? 'upstream_timeout' : 'upstream_unreachable' };
+    }
+    const seconds = (performance.now() - started) / 1000;
+    this.metrics.upstreamLatencyOf(provider, String(res.statusCode)).observe(seconds);
+    this.metrics.deploymentLatencyOf(d.key).observe(seconds);
+    if (res.statusCode === 429 || res.statusCode >= 500) {
+      const retryAfter = retryAfterMs(res.headers['retry-after']);
+      this.failed(d, String(res.statusCode), res.statusCode === 429 ? retryAfter : undefined, how.trial);
+      // The last attempt's answer goes to the caller as the provider gave it (its error's own words).
+      if (how.lastAttempt) return { res };
+      await res.body.dump().catch(() => {});
+      this.metrics.upstreamRetries.inc({ provider, reason: String(res.statusCode) });
+      return {
+        failure: upstreamStatusFailure(res.statusCode, plan.requestId, retryAfter),
+        outcome: 'upstream_error',
+        ...(retryAfter !== undefined ? { retryAfterMs: retryAfter } : {}),
+      };
+    }
+    this.health.succeeded(d.key, seconds * 1000);
+    this.metrics.deploymentRequestsOf(d.key, provider, 'ok').inc();
+    return { res };
+  }
+
+  private failed(d: ResolvedDeployment, reason: string, retryAfter: number | undefined, trial: boolean): void {
+    this.metrics.deploymentRequestsOf(d.key, d.provider.id, reason).inc();
+    this.health.failed(d.key, reason, retryAfter, trial);
   }
 }
 
-/** The answer, or the failure marked with its outcome and the status the caller gets. */
-function answerOf(r: Attempted): UpstreamResponse {
-  if (r.res) return r.res;
-  throw withOutcome(r.failure!, r.outcome!, toGatewayError(r.failure).httpStatus);
+/** The body for `d`: the route's, with the upstream model id swapped where the deployment names the model otherwise. */
+function bodyFor(plan: Plan, d: ResolvedDeployment, body: UpstreamBody): UpstreamBody {
+  if (d.upstreamId === plan.model.upstreamId) return body;
+  if (body instanceof FormData) {
+    if (!body.has('model')) return body;
+    const copy = new FormData();
+    for (const [k, v] of body.entries()) copy.append(k, k === 'model' ? d.upstreamId : v);
+    return copy;
+  }
+  const text = typeof body === 'string' ? body : Buffer.from(body).toString('utf8');
+  try {
+    const json = JSON.parse(text) as Record<string, unknown>;
+    if (typeof json !== 'object' || json === null || json.model === undefined) return body;
+    return JSON.stringify({ ...json, model: d.upstreamId });
+  } catch {
+    return body;
+  }
 }
 
-/** The last status of a deployment whose answers were all 429/5xx, once a fallback failed too. */
-function upstreamStatusFailure(status: number, requestId: string) {
+/** A retry-after header's delay in ms (seconds or an HTTP date); undefined when absent or unreadable. */
+function retryAfterMs(header: string | string[] | undefined): number | undefined {
+  const v = Array.isArray(header) ? header[0] : header;
+  if (!v) return undefined;
+  const seconds = Number(v);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const at = Date.parse(v);
+  return Number.isFinite(at) ? Math.max(0, at - Date.now()) : undefined;
+}
+
+function noDeployment(plan: Plan) {
+  return gatewayError({
+    httpStatus: 503,
+    type: 'server_error',
+    code: 'no_deployment',
+    message: `No deployment of '${plan.model.id}' can take the request now; try again shortly.`,
+    retryAfterSeconds: 1,
+    requestId: plan.requestId,
+  });
+}
+
+/** Every deployment of the model used its rpm / tpm for this minute: nothing was sent, nothing is charged. */
+function atLimits(plan: Plan, retryAfterMs: number) {
+  return gatewayError({
+    httpStatus: 503,
+    type: 'server_error',
+    code: 'deployments_at_limit',
+    message: `Every deployment of '${plan.model.id}' is at its request or token limit for this minute; try again shortly.`,
+    retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
+    requestId: plan.requestId,
+  });
+}
+
+/** The last status of a request whose every attempt was answered 429/5xx. */
+function upstreamStatusFailure(status: number, requestId: string, retryAfter?: number) {
   return gatewayError({
     httpStatus: status,
     type: status === 429 ? 'rate_limit_error' : 'server_error',
     code: status === 429 ? 'upstream_rate_limited' : 'upstream_error',
     message: `The upstream provider answered ${status}.`,
-    retryAfterSeconds: status === 429 ? 1 : 0,
+    retryAfterSeconds: status === 429 ? Math.max(1, Math.ceil((retryAfter ?? 1000) / 1000)) : 0,
     requestId,
   });
 }

@@ -37,13 +37,22 @@ export class Upstream {
     headers: Record<string, string>,
     body: UpstreamBody,
     signal?: AbortSignal,
+    headersTimeoutMs?: number,
   ): Promise<UpstreamResponse> {
     if (signal?.aborted) return Promise.reject(signal.reason);
     const { origin, path } = originAndPath(url);
     const call = new ReplyBody(signal);
     const answered = call.answered();
     this.agent.dispatch(
-      { origin, path, method: 'POST', headers, body: body as Dispatcher.DispatchOptions['body'] },
+      {
+        origin,
+        path,
+        method: 'POST',
+        headers,
+        body: body as Dispatcher.DispatchOptions['body'],
+        // A provider's own timeout (the book's timeoutMs) over the agent's.
+        ...(headersTimeoutMs !== undefined ? { headersTimeout: headersTimeoutMs } : {}),
+      },
       call,
     );
     return answered;

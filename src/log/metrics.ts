@@ -53,7 +53,35 @@ export class Metrics {
 
   // The per-request series, found by their label values (in labelNames order).
   readonly requestsOf = (route: string, model: string, status: string) => this.requests.of(route, model, status);
+  readonly deploymentRequests = new FastCounter(
+    this.registry,
+    'gateway_deployment_requests_total',
+    'Upstream attempts by deployment (model/deployment) and how each ended: ok, 429, 5xx status, timeout, connection',
+    ['deployment', 'provider', 'outcome'],
+  );
+  readonly deploymentLatency = new FastHistogram(
+    this.registry,
+    'gateway_deployment_latency_seconds',
+    'Time to the upstream response headers, by deployment',
+    ['deployment'],
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60],
+  );
+  readonly deploymentCooldowns = new FastCounter(
+    this.registry,
+    'gateway_deployment_cooldowns_total',
+    'Times a deployment was cooled down after failures or a retry-after',
+    ['deployment'],
+  );
+  readonly deploymentLimitWaits = new FastCounter(
+    this.registry,
+    'gateway_deployment_limit_waits_total',
+    'Requests a deployment could not take because its rpm / tpm for the minute was used (they went to another deployment, or got a 503)',
+    ['deployment'],
+  );
   readonly upstreamLatencyOf = (provider: string, status: string) => this.upstreamLatency.of(provider, status);
+  readonly deploymentRequestsOf = (deployment: string, provider: string, outcome: string) =>
+    this.deploymentRequests.of(deployment, provider, outcome);
+  readonly deploymentLatencyOf = (deployment: string) => this.deploymentLatency.of(deployment);
   readonly addedLatencyOf = (route: string) => this.addedLatency.of(route);
   readonly chargedNanoOf = (route: string, model: string) => this.chargedNano.of(route, model);
   readonly keyCacheLookupsOf = (result: string) => this.keyCacheLookups.of(result);

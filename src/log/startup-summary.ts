@@ -5,7 +5,7 @@
 // summaryLines() (src/log/pretty.ts). Never a secret: tokens and keys only as "set / not set",
 // URLs without user, password or query.
 import path from 'node:path';
-import type { Config, ProviderName } from '../config/config.ts';
+import type { Config } from '../config/config.ts';
 import { addressFilePath } from '../config/gateway-address.ts';
 
 /** Who can connect to a listening address. */
@@ -28,13 +28,17 @@ export interface StartupSummary {
   database: { kind: 'embedded'; dir: string } | { kind: 'postgresql'; server: string };
   billing: { mode: 'lease' | 'hold'; sliceUsd: string };
   providers: {
-    name: ProviderName;
+    name: string;
     models: number;
     key: boolean;
     keyVariable: string;
     baseUrl?: string;
     fallback: boolean;
   }[];
+  /** Where the key that seals provider credentials is (never the key); none: only credentials naming a variable work. */
+  credentials: { key: string | 'none' };
+  /** Models served on more than one deployment (docs/providers.md), with their deployments' ids. */
+  deployments: { model: string; deployments: string[]; strategy: string }[];
   /** At start Temporal is always still being found or started (in the background). */
   temporal:
     | { kind: 'cluster'; address: string; namespace: string; status: 'starting'; worker: boolean }
@@ -48,7 +52,17 @@ export interface StartedParts {
   httpPort: number;
   rpcPort: number;
   /** The catalogue's entries (only enabled ones count). */
-  models: readonly { provider: ProviderName; enabled: boolean }[];
+  models: readonly {
+    id: string;
+    provider: string;
+    enabled: boolean;
+    deployments?: readonly { id: string }[];
+    strategy?: string;
+  }[];
+  /** Providers of the book beyond the shipped six, and whether each has a credential here. */
+  bookProviders?: readonly { id: string; baseUrl: string; credential: boolean }[];
+  /** Where the credentials key is ('CREDENTIALS_KEY' or its file), or undefined: none. */
+  credentialsKey?: string;
   /** Credit leases run (BILLING_MODE=lease). */
   leasing: boolean;
   /** The embedded server's cluster folder (DATA_DIR/postgres, or where root keeps it); unset with DATABASE_URL. */
@@ -84,7 +98,7 @@ export function withoutSecrets(raw: string): string | undefined {
   }
 }
 
-const DEFAULT_HOSTS: Record<ProviderName, string> = {
+const DEFAULT_HOSTS: Record<string, string> = {
   openai: 'api.openai.com',
   anthropic: 'api.anthropic.com',
   xai: 'api.x.ai',
@@ -94,7 +108,7 @@ const DEFAULT_HOSTS: Record<ProviderName, string> = {
 };
 
 export function startupSummary(config: Config, parts: StartedParts): StartupSummary {
-  const providers = Object.values(config.providers).map((p) => {
+  const providers: StartupSummary['providers'] = Object.values(config.providers).map((p) => {
     const baseUrl = withoutSecrets(p.baseUrl);
     const custom = baseUrl !== undefined && new URL(baseUrl).hostname !== DEFAULT_HOSTS[p.name];
     return {
@@ -106,6 +120,18 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
       fallback: p.fallback !== undefined,
     };
   });
+  for (const b of parts.bookProviders ?? [])
+    providers.push({
+      name: b.id,
+      models: parts.models.filter((m) => m.enabled && m.provider === b.id).length,
+      key: b.credential,
+      keyVariable: `npm run cli -- providers set-credential ${b.id}`,
+      ...(withoutSecrets(b.baseUrl) ? { baseUrl: withoutSecrets(b.baseUrl)! } : {}),
+      fallback: false,
+    });
+  const deployments = parts.models
+    .filter((m) => m.enabled && (m.deployments?.length ?? 0) > 1)
+    .map((m) => ({ model: m.id, deployments: m.deployments!.map((d) => d.id), strategy: m.strategy ?? 'weighted' }));
   let database: StartupSummary['database'] = {
     kind: 'embedded',
     dir: parts.embeddedDir ?? path.join(config.dataDir, 'postgres'),
@@ -135,6 +161,8 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
     database,
     billing: { mode: parts.leasing ? 'lease' : 'hold', sliceUsd: config.lease.sliceUsd },
     providers,
+    credentials: { key: parts.credentialsKey ?? 'none' },
+    deployments,
     temporal: v.temporalAddress
       ? {
           kind: 'cluster',
@@ -201,6 +229,15 @@ export function summaryLines(s: StartupSummary): string[] {
       `${p.name.padEnd(nameWidth)} ${String(p.models).padStart(countWidth)} ${(p.models === 1 ? 'model' : 'models').padEnd(6)}  ${facts.join(', ')}`,
     ]);
   });
+  rows.push([
+    'credentials',
+    s.credentials.key === 'none'
+      ? 'provider credentials name variables only (set CREDENTIALS_KEY to seal them in the database)'
+      : `provider credentials sealed in the database with ${s.credentials.key === 'CREDENTIALS_KEY' ? 'CREDENTIALS_KEY' : `the key in ${s.credentials.key}`}`,
+  ]);
+  for (const [i, d] of s.deployments.slice(0, 5).entries())
+    rows.push([i === 0 ? 'deployments' : '', `${d.model} on ${d.deployments.join(', ')} (${d.strategy})`]);
+  if (s.deployments.length > 5) rows.push(['', `and ${s.deployments.length - 5} more models on several deployments`]);
   const t = s.temporal;
   const worker = t.worker ? '' : '; no video worker here (VIDEO_WORKER=0)';
   rows.push([

@@ -76,12 +76,13 @@ export function listPrices(model: ResolvedModel): TokenPrices {
 /**
  * OpenAI's service_tier (chat and Responses): default and auto at list prices; priority (also
  * asked as "fast") and flex at the catalogue's tier prices; anything else, or a tier the model
- * has no prices for, refused. Other providers take no tier.
+ * has no prices for, refused. Models that do not speak OpenAI's API take no tier; an OpenAI-API
+ * model takes the tiers the book prices for it (whichever provider serves it).
  */
 function tierPrices(model: ResolvedModel, value: unknown): TokenPrices | BillPolicy {
   if (value === undefined || value === null || value === 'auto' || value === 'default') return listPrices(model);
   const asked = String(value);
-  if (model.provider !== 'openai')
+  if (model.dialect !== 'openai' && model.dialect !== 'azure-openai')
     return refuse('service_tier', `service_tier '${asked}' is not available for ${model.id} on this gateway; omit it.`);
   const tier = asked === 'fast' ? 'priority' : asked;
   const prices = (PRICED_TIERS as readonly string[]).includes(tier)

@@ -21,7 +21,7 @@ import type { Metrics } from '../log/metrics.ts';
 import { conflict, gatewayError, insufficientQuota, unauthorized } from '../errors/errors.ts';
 import { baseWorst } from './bill-policy.ts';
 import { outcomeOf } from './outcomes.ts';
-import { zeroUsage, type ChargeInfo, type Held, type MeterState, type Plan } from './plan.ts';
+import { zeroUsage, type ChargeInfo, type DeploymentWindow, type Held, type MeterState, type Plan } from './plan.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface MeteringDeps {
@@ -33,7 +33,15 @@ export interface MeteringDeps {
   log: Logger;
   /** Set when BILLING_MODE=lease. */
   leases?: LeaseBook;
+  /**
+   * Told, when a request that took from a deployment's shared limits settles: the window it took
+   * tokens from at its bound (to set right with the tokens it used), the concurrent slot it held.
+   */
+  deploymentSettled?: (done: { window?: DeploymentWindow; slot?: string; usedTokens: bigint }) => void;
 }
+
+/** A provider cost at a price map: the model's for the customer's charge, the serving deployment's for the operator's cost. */
+export type PricedAt = (prices: Readonly<Record<string, string>>) => ProviderCost;
 
 export class Metering {
   private readonly deps: MeteringDeps;
@@ -175,16 +183,18 @@ export class Metering {
 
   /**
    * Settles at the provider cost `providerCost` when given (routes not billed by tokens; exact
-   * where it is a fraction of a nano-USD), else at what the provider billed for `usage` (its tier,
-   * long-context prices, tool fees); charges that times (1 + the markup held at), rounded up once,
-   * never above the hold. Exactly once: a later call gets the first charge.
+   * where it is a fraction of a nano-USD; a function of the prices where the deployment's own
+   * prices should count), else at what the provider billed for `usage` (its tier, long-context
+   * prices, tool fees); charges that, at the model's prices, times (1 + the markup held at),
+   * rounded up once, never above the hold. The usage row's provider cost is at the prices of the
+   * deployment that answered. Exactly once: a later call gets the first charge.
    */
   settle(
     plan: Plan,
     usage: ChargeInfo['usage'],
     status: string,
     httpStatus: number,
-    providerCost?: ProviderCost,
+    providerCost?: ProviderCost | PricedAt,
   ): Promise<ChargeInfo> {
     const meter = (plan.meter ??= {});
     return (meter.settling ??= this.settleOnce(plan, meter, usage, status, httpStatus, providerCost));
@@ -206,7 +216,7 @@ export class Metering {
     usage: ChargeInfo['usage'],
     status: string,
     httpStatus: number,
-    providerCost?: ProviderCost,
+    providerCost?: ProviderCost | PricedAt,
   ): Promise<ChargeInfo> {
     const { ledger, leases, limiter, metrics } = this.deps;
     if (meter.renewal) {
@@ -215,7 +225,19 @@ export class Metering {
       this.closed();
     }
     // Marked up before it is rounded: the charge is the usage at the listed customer prices, rounded up once.
-    const exact = providerCost ?? costRational(usageCostParts(plan.model, usage));
+    const exact =
+      typeof providerCost === 'function'
+        ? providerCost(plan.model.prices)
+        : (providerCost ?? costRational(usageCostParts(plan.model, usage)));
+    const served = plan.servedBy;
+    // What the operator pays: the deployment's own prices where it has them (a fixed cost stays fixed).
+    const operatorCost = !served?.ownPrices
+      ? exact
+      : typeof providerCost === 'function'
+        ? providerCost(served.providerPrices)
+        : providerCost === undefined
+          ? costRational(usageCostParts({ ...plan.model, prices: { ...served.providerPrices } }, usage))
+          : exact;
     const markup = requestMarkup(plan);
     const cost = customerNano(exact, markup);
     // The usage row, the same whether it is written from a lease batch or by the hold's settle.
@@ -224,7 +246,8 @@ export class Metering {
       model: plan.model.id,
       requestedModel: requestedModel(plan),
       priceVersion: plan.model.priceVersion,
-      providerCostNano: providerNano(exact),
+      providerCostNano: providerNano(operatorCost),
+      deployment: served?.key ?? '',
       markupVersion: markup.versionId,
       route: plan.route,
       inputTokens: usage.inputTokens,
@@ -239,6 +262,8 @@ export class Metering {
       latencyMs: Math.round(performance.now() - plan.startedAt),
     };
     const tokens = usage.inputTokens + usage.outputTokens;
+    if (plan.deploymentWindow || plan.deploymentSlot)
+      this.deps.deploymentSettled?.({ window: plan.deploymentWindow, slot: plan.deploymentSlot, usedTokens: tokens });
     if (meter.lease) {
       const lease = meter.lease;
       meter.lease = undefined;
@@ -246,13 +271,13 @@ export class Metering {
       const charged = leases!.settle(lease, { ...row, keyId: plan.caller.keyId }, cost);
       if (charged > 0n) metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(charged));
       limiter.addTokens(plan.caller.keyHash, tokens);
-      return { requestId: plan.requestId, costNano: charged, usage };
+      return { requestId: plan.requestId, costNano: charged, usage, ...(served ? { deployment: served.key } : {}) };
     }
     const r = await ledger.settle({ ...row, costNano: cost });
     if (r.firstSettle && r.chargedNano > 0n)
       metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(r.chargedNano));
     if (r.firstSettle) limiter.addTokens(plan.caller.keyHash, tokens);
-    return { requestId: plan.requestId, costNano: r.chargedNano, usage };
+    return { requestId: plan.requestId, costNano: r.chargedNano, usage, ...(served ? { deployment: served.key } : {}) };
   }
 
   /** With credit leases on: reserves `amountNano` in memory; false when the lease cannot cover it (the caller then holds in the database). */

@@ -1,6 +1,6 @@
 // What a priced request is to the metering: the plan a route makes for it (inference routes and
 // video alike), the state the metering keeps on it, and the charge it ends with.
-import type { ResolvedModel } from '../catalogue/catalogue.ts';
+import type { ResolvedDeployment, ResolvedModel } from '../catalogue/catalogue.ts';
 import type { TokenPrices, TokenUsage, WorstCase } from '../billing/pricing.ts';
 import type { Caller } from '../billing/caller.ts';
 import type { Reservation } from '../billing/leases.ts';
@@ -11,6 +11,8 @@ export type Json = Record<string, unknown>;
 export interface ChargeInfo {
   requestId: string;
   costNano: bigint;
+  /** The deployment that answered (`<model>/<deployment>`), when one did. */
+  deployment?: string;
   /** Tokens, and for routes billed otherwise the billed quantity (`units` of `unit`). */
   usage: TokenUsage & { estimated: boolean; units?: bigint; unit?: string };
 }
@@ -52,8 +54,21 @@ export interface Plan {
   readonly startedAt: number;
   /** When the first upstream attempt started (for the added-latency metric). */
   upstreamStartedAt?: number;
+  /** The deployment whose answer the request uses (set by the upstream call): its usage row names it and its prices are the provider cost. */
+  servedBy?: ResolvedDeployment;
+  /** What the request took from that deployment's shared limits window, at its bound; set right at the settle. */
+  deploymentWindow?: DeploymentWindow;
+  /** The deployment whose concurrent slot the request holds (a deployment with a concurrency limit); given back at the settle. */
+  deploymentSlot?: string;
   /** The metering's own state for this request (metering.ts): set by the hold, closed by the settle. */
   meter?: MeterState;
+}
+
+/** A deployment's limits window a request took `tokens` from (inference/routing/deployment-limits.ts). */
+export interface DeploymentWindow {
+  deployment: string;
+  windowStart: string;
+  tokens: bigint;
 }
 
 export interface MeterState {

@@ -23,6 +23,7 @@ import { billingService } from '../services/billing.ts';
 import { Catalogue } from '../catalogue/catalogue.ts';
 import { PriceBook } from '../catalogue/price-book.ts';
 import { serveBookInForce } from '../catalogue/book-refresh.ts';
+import { CredentialStore, credentialKey } from '../catalogue/credentials.ts';
 import { shippedBook } from '../catalogue/shipped-book.ts';
 import { UsagePreview } from '../catalogue/usage-preview.ts';
 import { catalogueService } from '../services/catalogue.ts';
@@ -36,6 +37,9 @@ import { AudioRoute } from '../inference/audio.ts';
 import { Metering } from '../metering/metering.ts';
 import { StreamRuns } from '../inference/stream-run.ts';
 import { UpstreamCalls } from '../inference/upstream-calls.ts';
+import { DeploymentHealth } from '../inference/routing/deployment-health.ts';
+import { Router } from '../inference/routing/router.ts';
+import { DeploymentLimits } from '../inference/routing/deployment-limits.ts';
 import type { RouteDeps } from '../inference/deps.ts';
 import { inferenceService } from '../services/inference.ts';
 import { Upstream } from '../inference/upstream.ts';
@@ -103,10 +107,20 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
   // and alias's first version, written on the first start that finds none.
   const priceBook = new PriceBook(db);
   await priceBook.seed(shippedBook());
-  const stopBookRefresh = await serveBookInForce(catalogue, priceBook, config.priceBookRefreshMs, log);
+  // Provider credentials, sealed in the database under CREDENTIALS_KEY or (embedded) a key file in DATA_DIR.
+  const credentialsKey = credentialKey({
+    ...(config.credentialsKey ? { configured: config.credentialsKey } : {}),
+    dataDir: config.dataDir,
+    embedded: embeddedDir !== undefined,
+  });
+  const credentials = new CredentialStore(db, credentialsKey, config.environment);
+  const stopBookRefresh = await serveBookInForce(catalogue, priceBook, config.priceBookRefreshMs, log, credentials);
   const metrics = new Metrics();
   const billing = await startBilling(config, { db, ledger, databaseUrl, metrics, log });
   const upstream = new Upstream(config);
+  // Deployments' rpm / tpm, shared by every instance on the database.
+  const deploymentLimits = new DeploymentLimits(db);
+  deploymentLimits.startSweeping();
   const { metering, streams, routeDeps } = inferenceParts(config, {
     ledger,
     catalogue,
@@ -114,13 +128,18 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     metrics,
     billing,
     log,
+    deploymentLimits,
   });
   const owners = new ResponseOwners(db);
   // Video jobs run on Temporal, found or started in the background (see src/video/runtime.ts).
   const video = new VideoRuntime({ config, log, db, ledger, metrics });
   const services: Services = {
     billing: billingService(ledger, billing.limiter, billing.keys, billing.leases),
-    catalogue: catalogueService(catalogue, priceBook, new UsagePreview(db)),
+    catalogue: catalogueService(catalogue, priceBook, new UsagePreview(db), {
+      credentials,
+      deploymentLimits,
+      ...routeDeps,
+    }),
     inference: inferenceService({
       chat: new ChatRoute(routeDeps),
       messages: new MessagesRoute(routeDeps),
@@ -167,6 +186,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     catalogue,
     video,
     embeddedDir,
+    credentialsKey: credentialsKey?.where,
     log,
   });
   return {
@@ -177,6 +197,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     close: closeOnce(async () => {
       stopSweeper();
       stopBookRefresh();
+      deploymentLimits.stop();
       await bot?.stop();
       await stopListening(config, facade, rpc);
       // Every hold this process placed is settled before the database goes.
@@ -256,7 +277,15 @@ async function startBilling(
 /** The inference routes' parts: metering (holds and settles), upstream calls, stream runs. */
 function inferenceParts(
   config: Config,
-  p: { ledger: Ledger; catalogue: Catalogue; upstream: Upstream; metrics: Metrics; billing: BillingParts; log: Logger },
+  p: {
+    ledger: Ledger;
+    catalogue: Catalogue;
+    upstream: Upstream;
+    metrics: Metrics;
+    billing: BillingParts;
+    log: Logger;
+    deploymentLimits: DeploymentLimits;
+  },
 ): { metering: Metering; streams: StreamRuns; routeDeps: RouteDeps } {
   const { billing, log } = p;
   const metering = new Metering({
@@ -267,13 +296,37 @@ function inferenceParts(
     metrics: p.metrics,
     log,
     ...(billing.leases ? { leases: billing.leases } : {}),
+    deploymentSettled: ({ window, slot, usedTokens }) => {
+      if (window)
+        p.deploymentLimits
+          .settle(window, usedTokens)
+          .catch((err) => log.warn({ err, deployment: window.deployment }, 'setting a deployment window right failed'));
+      if (slot)
+        p.deploymentLimits
+          .release(slot)
+          .catch((err) => log.warn({ err, deployment: slot }, 'giving back a deployment slot failed'));
+    },
   });
   const streams = new StreamRuns({
     settle: (plan, usage, status, httpStatus) => metering.settle(plan, usage, status, httpStatus),
     log,
     abandonedDrainMs: config.upstream.abandonedDrainMs,
   });
-  const calls = new UpstreamCalls({ upstream: p.upstream, config: config.upstream, metrics: p.metrics, log });
+  const health = new DeploymentHealth(config.routing);
+  health.onCooldown = (key, until, reason) => {
+    p.metrics.deploymentCooldowns.of(key).inc();
+    log.warn({ deployment: key, reason, until: new Date(until).toISOString() }, 'deployment cooling down');
+  };
+  const calls = new UpstreamCalls({
+    upstream: p.upstream,
+    config: config.upstream,
+    metrics: p.metrics,
+    log,
+    catalogue: p.catalogue,
+    router: new Router(health),
+    health,
+    limits: p.deploymentLimits,
+  });
   const routeDeps: RouteDeps = {
     metering,
     calls,
@@ -332,6 +385,7 @@ async function startHttp(
     metrics: p.metrics,
     metricsToken: config.metricsToken,
     servedModel: (name) => p.catalogue.get(name)?.id,
+    deploymentHeader: config.routing.deploymentHeader,
     knownCaller: (apiKey) => keys.known(apiKey),
     authenticate: (apiKey) => keys.authenticate(apiKey),
     ready: async () => {
@@ -372,6 +426,7 @@ async function announce(
     catalogue: Catalogue;
     video: VideoRuntime;
     embeddedDir: string | undefined;
+    credentialsKey: string | undefined;
     log: Logger;
   },
 ) {
@@ -393,7 +448,18 @@ async function announce(
   const summary = startupSummary(config, {
     httpPort,
     rpcPort,
-    models: p.catalogue.list(),
+    models: p.catalogue.list().map((m) => ({
+      id: m.id,
+      provider: m.provider,
+      enabled: m.enabled,
+      deployments: m.served,
+      strategy: m.strategy,
+    })),
+    bookProviders: p.catalogue
+      .providers()
+      .filter((b) => !Object.hasOwn(config.providers, b.id) && !b.id.endsWith('-fallback'))
+      .map((b) => ({ id: b.id, baseUrl: b.baseUrl, credential: p.catalogue.secretOf(b.id) !== undefined })),
+    ...(p.credentialsKey ? { credentialsKey: p.credentialsKey } : {}),
     leasing: config.billingMode === 'lease',
     embeddedDir: p.embeddedDir,
     botConfigured: config.bot !== undefined,

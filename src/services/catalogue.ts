@@ -36,6 +36,7 @@ import {
 } from '../catalogue/book-diff.ts';
 import type { CatalogueEntry, ModelKindName } from '../catalogue/models.ts';
 import type { BookPreview } from '../catalogue/preview.ts';
+import { providerMethods, type ProviderParts } from './providers.ts';
 
 const KINDS: Record<ModelKindName, ModelKind> = {
   chat: ModelKind.CHAT,
@@ -48,7 +49,16 @@ const KINDS: Record<ModelKindName, ModelKind> = {
 
 /** The catalogue entry a resolved model was built from (its definition and prices), as a book document holds it. */
 export function entryOf(m: ResolvedModel): CatalogueEntry {
-  const { available: _a, unavailableReason: _u, providerConfig: _p, priceVersion: _v, markups: _m, ...entry } = m;
+  const {
+    available: _a,
+    unavailableReason: _u,
+    dialect: _d,
+    served: _s,
+    strategy: _r,
+    priceVersion: _v,
+    markups: _m,
+    ...entry
+  } = m;
   return entry;
 }
 
@@ -58,6 +68,7 @@ function toMessage(m: ResolvedModel, group: string, aliases: readonly string[]):
     id: m.id,
     kind: KINDS[m.kind],
     provider: m.provider,
+    dialect: m.dialect,
     upstreamId: m.upstreamId,
     enabled: m.enabled,
     available: m.available,
@@ -170,6 +181,7 @@ export function catalogueService(
   catalogue: Catalogue,
   book: PriceBook,
   preview: BookPreview,
+  providerParts: ProviderParts,
 ): ServiceImpl<typeof CatalogueService> {
   /** A catalogue model by its own id (not an alias: a price belongs to the model that serves). */
   const modelNamed = (id: string, code: string): ResolvedModel => {
@@ -187,6 +199,9 @@ export function catalogueService(
   };
 
   const serveBook = async () => catalogue.load(await book.read());
+  /** The providers a document without its own is checked against: those the catalogue serves. */
+  const providersInForce = () =>
+    catalogue.providers().map((p) => ({ id: p.id, dialect: p.dialect, baseUrl: p.baseUrl }));
 
   /**
    * Makes `edit` on the book in force and writes what it changes (nothing on a dry run), or
@@ -220,6 +235,12 @@ export function catalogueService(
   };
 
   return {
+    // Providers, their credentials and the deployments (services/providers.ts).
+    ...providerMethods(
+      { catalogue, book, change, metaOf, metaFields, checkLengths, refused, invalidBook },
+      providerParts,
+    ),
+
     async getPriceHistory(req) {
       const m = modelNamed(req.modelId, 'invalid_price');
       const [versions, definitions] = await Promise.all([book.history(m.id), book.definitionHistory(m.id)]);
@@ -366,6 +387,7 @@ export function catalogueService(
       const parsed = parseBookDocument(req.document);
       if ('problems' in parsed) throw invalidBook(parsed.problems);
       const edit = (doc: BookDocument) => {
+        if (parsed.doc.providers) doc.providers = parsed.doc.providers;
         doc.models = parsed.doc.models;
         doc.aliases = parsed.doc.aliases;
         doc.markups = parsed.doc.markups;
@@ -391,7 +413,7 @@ export function catalogueService(
     async previewBook(req) {
       const parsed = parseBookDocument(req.document);
       if ('problems' in parsed) throw invalidBook(parsed.problems);
-      const problems = bookProblems(parsed.doc);
+      const problems = bookProblems(parsed.doc, providersInForce());
       if (problems.length) throw invalidBook(problems);
       const days = req.days === 0 ? 30 : req.days;
       if (!Number.isInteger(days) || days < 1 || days > 366)

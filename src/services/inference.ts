@@ -20,6 +20,7 @@ function chargeMessage(c: ChargeInfo) {
   return {
     requestId: c.requestId,
     costNano: c.costNano,
+    deployment: c.deployment ?? '',
     usage: {
       inputTokens: c.usage.inputTokens,
       outputTokens: c.usage.outputTokens,

@@ -3,8 +3,6 @@
 // HOME and a clean environment; its requests pass a recorder on the way to the gateway; any
 // attempt to reach another host goes to a proxy that refuses it, and fails the test.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import fs from 'node:fs';
-import path from 'node:path';
 import { MODELS } from '../../src/catalogue/shipped-book.ts';
 import {
   billing,
@@ -17,15 +15,11 @@ import {
   type TestKey,
 } from '../support/context.ts';
 import {
-  CLAUDE_QUIET,
-  claudeExecutable,
-  codexConfig,
-  codexEntry,
-  runAgent,
-  scratchDirs,
+  billedNano as billedNanoAt,
+  runClaude,
+  runCodex,
   startRecorder,
   startRefusingProxy,
-  type AgentRun,
 } from '../support/coding-agents.ts';
 
 type Json = Record<string, unknown>;
@@ -46,37 +40,9 @@ afterAll(async () => {
   await proxy?.close();
 });
 
-/** `claude -p <prompt>` with the base URL, the key and Claude Code's quiet switches; nothing about models. */
-async function claude(key: string, args: string[]): Promise<AgentRun> {
-  const dirs = scratchDirs();
-  try {
-    return await runAgent(claudeExecutable(), args, {
-      cwd: dirs.cwd,
-      proxyUrl: proxy.url,
-      timeoutMs: RUN_TIMEOUT_MS,
-      env: { HOME: dirs.home, ANTHROPIC_BASE_URL: recorder.url, ANTHROPIC_API_KEY: key, ...CLAUDE_QUIET },
-    });
-  } finally {
-    dirs.cleanup();
-  }
-}
-
-/** `codex exec <prompt>` with ~/.codex/config.toml pointing at the gateway and the key in GATEWAY_API_KEY. */
-async function codex(key: string, model: string, prompt: string): Promise<AgentRun> {
-  const dirs = scratchDirs();
-  try {
-    fs.mkdirSync(path.join(dirs.home, '.codex'));
-    fs.writeFileSync(path.join(dirs.home, '.codex', 'config.toml'), codexConfig({ baseUrl: recorder.url, model }));
-    return await runAgent(process.execPath, [codexEntry(), 'exec', '--skip-git-repo-check', prompt], {
-      cwd: dirs.cwd,
-      proxyUrl: proxy.url,
-      timeoutMs: RUN_TIMEOUT_MS,
-      env: { HOME: dirs.home, GATEWAY_API_KEY: key },
-    });
-  } finally {
-    dirs.cleanup();
-  }
-}
+const agents = () => ({ recorderUrl: recorder.url, proxyUrl: proxy.url, timeoutMs: RUN_TIMEOUT_MS });
+const claude = (key: string, args: string[]) => runClaude(agents(), key, args);
+const codex = (key: string, model: string, prompt: string) => runCodex(agents(), key, model, prompt);
 
 interface SimRecord {
   path: string;
@@ -92,39 +58,9 @@ async function upstreamCalls(marker: string): Promise<SimRecord[]> {
 
 const seenWith = (marker: string) => recorder.seen.filter((s) => s.body.includes(marker));
 
-/** Price in nano-USD per million tokens, exactly (catalogue prices are decimal USD strings). */
-function nanoPerMtok(usd: string | undefined): bigint {
-  const [whole, frac = ''] = (usd ?? '0').split('.');
-  return BigInt(whole!) * 1_000_000_000n + BigInt((frac + '000000000').slice(0, 9));
-}
-
 /** What the provider bills for one reply: its reported usage at the served model's list prices, rounded up once. */
-function billedNano(servedModel: string, record: SimRecord): bigint {
-  const p = MODELS.find((m) => m.id === servedModel)!.prices;
-  const u = record.usage as Record<string, number | Record<string, number>>;
-  const n = (v: unknown) => BigInt(Number(v ?? 0));
-  let sum: bigint;
-  if (record.path === '/v1/messages') {
-    sum =
-      n(u.input_tokens) * nanoPerMtok(p.input_per_mtok) +
-      n(u.cache_creation_input_tokens) * nanoPerMtok(p.cache_write_per_mtok) +
-      n(u.cache_read_input_tokens) * nanoPerMtok(p.cached_input_per_mtok) +
-      n(u.output_tokens) * nanoPerMtok(p.output_per_mtok);
-  } else if (record.path === '/v1/chat/completions') {
-    const cached = n((u.prompt_tokens_details as Record<string, number> | undefined)?.cached_tokens);
-    sum =
-      (n(u.prompt_tokens) - cached) * nanoPerMtok(p.input_per_mtok) +
-      cached * nanoPerMtok(p.cached_input_per_mtok) +
-      n(u.completion_tokens) * nanoPerMtok(p.output_per_mtok);
-  } else {
-    const cached = n((u.input_tokens_details as Record<string, number> | undefined)?.cached_tokens);
-    sum =
-      (n(u.input_tokens) - cached) * nanoPerMtok(p.input_per_mtok) +
-      cached * nanoPerMtok(p.cached_input_per_mtok) +
-      n(u.output_tokens) * nanoPerMtok(p.output_per_mtok);
-  }
-  return (sum + 999_999n) / 1_000_000n;
-}
+const billedNano = (servedModel: string, record: SimRecord): bigint =>
+  billedNanoAt(MODELS.find((m) => m.id === servedModel)!.prices, record.path, record.usage as Record<string, unknown>);
 
 /**
  * The key paid exactly what the provider billed for the run: one usage row per upstream reply,

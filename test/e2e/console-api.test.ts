@@ -398,7 +398,7 @@ describe('the console API for the operator', () => {
     );
   });
 
-  it("the margin report by day, model and account is GetMarginReport's", async () => {
+  it("the margin report by day, model, account and deployment is GetMarginReport's", async () => {
     // On a closed range of the past, so requests of tests running meanwhile do not move it.
     const key = await newKey('2');
     await chat(key.apiKey, 'gpt-4o-mini', 'tokens=5');
@@ -412,6 +412,7 @@ describe('the console API for the operator', () => {
       ['day', MarginGrouping.DAY],
       ['model', MarginGrouping.MODEL],
       ['account', MarginGrouping.ACCOUNT],
+      ['deployment', MarginGrouping.DEPLOYMENT],
     ] as const) {
       const r = await operator.get<{ rows: Row[]; total: Row; from: string; to: string }>(
         `/admin/margin?from=${day}&to=${day}&by=${by}`,

@@ -3,7 +3,8 @@
 // rows only), with its own Temporal dev server and web UI (as `npm start` has it), customers'
 // real requests through the official openai SDK against the simulator; then the operator's pages
 // read back and compared with the database, each change made from a page checked there, and
-// screenshots of every operator page at desktop and phone width, each page checked by axe.
+// screenshots of every operator page at desktop and phone width, each page checked by axe. (The
+// Providers page with deployments of its own: console-browser-providers.test.ts.)
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { type AxeFinding, axeFindings, withAxe } from '../support/axe.ts';
@@ -12,12 +13,10 @@ import {
   type ConsoleGateway,
   countIs,
   countOf,
-  loaded,
   nanoOf,
   open,
-  recordingContext,
+  operatorPageOf,
   sidewaysOverflow,
-  signIn,
   startConsoleGateway,
   tableRows,
 } from '../support/console.ts';
@@ -111,14 +110,8 @@ afterAll(async () => {
   await gw?.stop();
 });
 
-async function operatorPage(path: string, viewport?: { width: number; height: number }) {
-  const { context, problems } = await recordingContext(browser, viewport);
-  const page = await context.newPage();
-  await page.goto(`${gw.url}${path}`);
-  await signIn(page, ADMIN_TOKEN, 'operator');
-  await loaded(page);
-  return { context, page, problems };
-}
+const operatorPage = (path: string, viewport?: { width: number; height: number }) =>
+  operatorPageOf(browser, gw.url, ADMIN_TOKEN, path, viewport);
 
 /** Clicks a dialog's confirming button and waits for the dialog to close. */
 async function confirm(page: Page, title: string, button: string) {
@@ -250,7 +243,7 @@ describe('the console, for the operator, in a browser', () => {
     await context.close();
   });
 
-  it('the margin page’s revenue, provider cost and margin, in total, by day and by model, are the sums of the usage rows', async () => {
+  it('the margin page’s revenue, provider cost and margin, in total, by day, by model and by deployment, are the sums of the usage rows', async () => {
     const { context, page, problems } = await operatorPage('/console/admin/margin');
     const q = async (key: string) =>
       (
@@ -262,6 +255,9 @@ describe('the console, for the operator, in a browser', () => {
       ).rows;
     const byModel = await q('model');
     const byDay = await q(`to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`);
+    // The deployment that answered: here each model's one, named after its provider (gpt-4o-mini/openai).
+    const byDeployment = await q('COALESCE(deployment, model)');
+    expect(byDeployment.map((r) => r.key)).toContain('gpt-4o-mini/openai');
     // Every row here was priced by the book: the provider's cost is on each.
     for (const r of byModel) expect(r.priced).toBe(r.requests);
     const total = byModel.reduce(
@@ -278,6 +274,7 @@ describe('the console, for the operator, in a browser', () => {
     for (const [table, want] of [
       ['#margin-by-day', byDay],
       ['#margin-by-model', byModel],
+      ['#margin-by-deployment', byDeployment],
     ] as const) {
       const rows = await tableRows(page, table);
       expect(new Set(rows.map((r) => r[0]))).toEqual(new Set(want.map((w) => w.key)));
@@ -402,6 +399,7 @@ describe('the console, for the operator, in a browser', () => {
         ['book', '/console/admin/book'],
         ['book-history', '/console/admin/book?model=gpt-4o-mini'],
         ['book-edit', '/console/admin/book?tab=edit'],
+        ['providers', '/console/admin/providers'],
         ['videos', '/console/admin/videos'],
       ] as const) {
         await open(page, `${gw.url}${path}`);

@@ -442,6 +442,9 @@ describe('who reaches what', () => {
     '/admin/margin',
     '/admin/book',
     '/admin/models/gpt-4o-mini/history',
+    '/admin/providers',
+    '/admin/deployments',
+    '/admin/deployments?model=gpt-4o-mini',
     '/admin/videos',
   ];
   const OPERATOR_POSTS: [string, Row][] = [
@@ -451,6 +454,7 @@ describe('who reaches what', () => {
     ['/admin/keys/KEY/revoke', {}],
     ['/admin/accounts/ACCOUNT/topup', { amount_usd: '100', external_id: 'x' }],
     ['/admin/refunds', { external_id: 'x' }],
+    ['/admin/providers/openai/test', {}],
   ];
   const HOLDER_GETS = ['/balance', '/usage/daily', '/requests', '/requests.csv', '/ledger', '/models'];
 

@@ -136,16 +136,17 @@ interface Figures {
 }
 
 /** The report worked out here from the usage rows themselves. */
-async function expectedReport(range: { from: Date; to: Date }, by: 'model' | 'day' | 'account') {
+async function expectedReport(range: { from: Date; to: Date }, by: 'model' | 'day' | 'account' | 'deployment') {
   const rows = (
     await knex.raw(
-      `SELECT model, account_id, created_at, cost_nano::text AS cost, uncovered_nano::text AS uncovered,
+      `SELECT model, deployment, account_id, created_at, cost_nano::text AS cost, uncovered_nano::text AS uncovered,
               provider_cost_nano::text AS provider
        FROM usage_records WHERE created_at >= ? AND created_at < ? AND status <> 'lease_returned'`,
       [range.from, range.to],
     )
   ).rows as {
     model: string;
+    deployment: string | null;
     account_id: string;
     created_at: Date;
     cost: string;
@@ -155,7 +156,14 @@ async function expectedReport(range: { from: Date; to: Date }, by: 'model' | 'da
   const groups = new Map<string, Figures>();
   const total: Figures = { key: '', requests: 0n, revenueNano: 0n, providerCostNano: 0n, marginNano: 0n };
   for (const r of rows) {
-    const key = by === 'model' ? r.model : by === 'account' ? r.account_id : r.created_at.toISOString().slice(0, 10);
+    const key =
+      by === 'model'
+        ? r.model
+        : by === 'account'
+          ? r.account_id
+          : by === 'deployment'
+            ? (r.deployment ?? r.model)
+            : r.created_at.toISOString().slice(0, 10);
     const revenue = BigInt(r.cost);
     const provider = r.provider === null ? BigInt(r.cost) + BigInt(r.uncovered) : BigInt(r.provider);
     if (!groups.has(key)) groups.set(key, { key, requests: 0n, revenueNano: 0n, providerCostNano: 0n, marginNano: 0n });
@@ -238,6 +246,10 @@ describe('the margin report', () => {
     const byAccount = await expectedReport({ from, to }, 'account');
     expect(account).toEqual({ rows: byAccount.rows, total: model.total });
     expect(account.rows).toHaveLength(2);
+
+    // By the deployment that answered; rows from before deployments (as these are) under their model.
+    const deployment = await report({ from, to }, MarginGrouping.DEPLOYMENT);
+    expect(deployment).toEqual({ rows: (await expectedReport({ from, to }, 'deployment')).rows, total: model.total });
   });
 
   it('a range that excludes rows leaves them out, and a range with none is empty with a zero total', async () => {
@@ -291,6 +303,7 @@ describe('the margin report', () => {
       ['model', MarginGrouping.MODEL, 'MODEL'],
       ['day', MarginGrouping.DAY, 'DAY (UTC)'],
       ['account', MarginGrouping.ACCOUNT, 'ACCOUNT'],
+      ['deployment', MarginGrouping.DEPLOYMENT, 'DEPLOYMENT'],
     ] as const) {
       const rpc = await report({ from, to }, grouping);
       const { stdout } = await cli('--by', by);
@@ -345,6 +358,6 @@ describe('the margin report', () => {
       (e: { code: number; stderr: string }) => e,
     );
     expect(bad?.code).toBe(2);
-    expect(bad?.stderr.trim()).toBe('error: --by must be model, day or account; see npm run cli -- --help');
+    expect(bad?.stderr.trim()).toBe('error: --by must be model, day, account or deployment; see npm run cli -- --help');
   });
 });

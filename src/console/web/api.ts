@@ -14,6 +14,7 @@ import type {
   BookPreview,
   BookPreviewRequest,
   DailyUsage,
+  DeploymentList,
   ErrorAnswer,
   LedgerRow,
   LimitsAnswer,
@@ -23,6 +24,8 @@ import type {
   ModelList,
   Page,
   PriceHistory,
+  ProviderList,
+  ProviderTest,
   RefundAnswer,
   RequestFilters,
   RequestRow,
@@ -177,7 +180,7 @@ export const api = {
   setKeyLimits: (keyId: string, limits: LimitsRequest) =>
     post<LimitsAnswer>(`/admin/keys/${encodeURIComponent(keyId)}/limits`, limits),
   revokeKey: (keyId: string) => post<RevokeAnswer>(`/admin/keys/${encodeURIComponent(keyId)}/revoke`, {}),
-  margin: (range: { from: string; to: string }, by: 'day' | 'model') =>
+  margin: (range: { from: string; to: string }, by: 'day' | 'model' | 'deployment') =>
     read<MarginReport>(`/admin/margin${query({ ...range, by })}`),
   book: () => read<BookAnswer>('/admin/book'),
   priceHistory: (modelId: string) => read<PriceHistory>(`/admin/models/${encodeURIComponent(modelId)}/history`),
@@ -185,5 +188,9 @@ export const api = {
   /** Applies the book document, or with `dryRun` only says what it would change. */
   applyBook: (document: string, dryRun: boolean) =>
     post<ApplyAnswer>('/admin/book/apply', { document, dry_run: dryRun }),
+  providers: () => read<ProviderList>('/admin/providers'),
+  /** One authenticated call to the provider with its credential on the gateway that answers. */
+  testProvider: (id: string) => post<ProviderTest>(`/admin/providers/${encodeURIComponent(id)}/test`, {}),
+  deployments: () => read<DeploymentList>('/admin/deployments'),
   videos: (cursor = '') => read<Page<VideoRow>>(`/admin/videos${query({ cursor })}`),
 };

@@ -64,6 +64,31 @@ export function useApi<T>(read: Read<T> | null): Loaded<T> {
   };
 }
 
+export interface Live<T> extends Loaded<T> {
+  /** When the answer shown arrived (the browser's clock). */
+  at: Date | undefined;
+}
+
+/**
+ * useApi, asked again every `everyMs` while the browser shows the page (not in a hidden tab). The
+ * answer shown stays until the next one arrives, so nothing flickers; a failed round shows its
+ * error until a later one succeeds.
+ */
+export function useLive<T>(read: Read<T>, everyMs: number): Live<T> {
+  const loaded = useApi(read);
+  const [at, setAt] = useState<Date>();
+  useEffect(() => {
+    if (loaded.data !== undefined) setAt(new Date());
+  }, [loaded.data]);
+  useEffect(() => {
+    const timer = setInterval(() => {
+      if (document.visibilityState === 'visible') loaded.reload();
+    }, everyMs);
+    return () => clearInterval(timer);
+  }, [everyMs, loaded.reload]);
+  return { ...loaded, at };
+}
+
 /** What the Pager shows and changes: the cursors of the pages seen (the first page's is ''), and the next one's. */
 export interface PagerState {
   cursors: string[];

@@ -20,6 +20,7 @@ import { KeyPage } from './pages/key.tsx';
 import { Margin, marginData } from './pages/margin.tsx';
 import { Models, modelsData } from './pages/models.tsx';
 import { Overview, overviewData } from './pages/overview.tsx';
+import { Providers, providersData } from './pages/providers.tsx';
 import { Requests, requestsData } from './pages/requests.tsx';
 import { SignIn, signInProblem } from './pages/sign-in.tsx';
 import { Videos, videosData } from './pages/videos.tsx';
@@ -79,6 +80,10 @@ const ROUTES: [RegExp, Route][] = [
     { role: 'operator', nav: '/console/admin/book', data: bookData, view: ({ loc }) => <Book loc={loc} /> },
   ],
   [
+    /^\/console\/admin\/providers$/,
+    { role: 'operator', nav: '/console/admin/providers', data: providersData, view: () => <Providers /> },
+  ],
+  [
     /^\/console\/admin\/videos$/,
     { role: 'operator', nav: '/console/admin/videos', data: videosData, view: () => <Videos /> },
   ],
@@ -96,6 +101,7 @@ const NAV: Record<Role, NavItem[]> = {
     { path: '/console/admin/accounts', text: 'Accounts' },
     { path: '/console/admin/margin', text: 'Margin' },
     { path: '/console/admin/book', text: 'Price book' },
+    { path: '/console/admin/providers', text: 'Providers' },
     { path: '/console/admin/videos', text: 'Video jobs' },
   ],
 };

@@ -208,7 +208,7 @@ export interface RevokeAnswer {
 }
 
 export interface MarginRow {
-  /** The day, model or account, as grouped by. */
+  /** The day, model, account or deployment (`<model>/<deployment>`, or the model's id for rows without one), as grouped by. */
   key: string;
   requests: number;
   revenue_nano: string;
@@ -322,4 +322,116 @@ export interface VideoRow {
   error_code: string;
   deleted: boolean;
   temporal_url: string;
+}
+
+// --- Providers and deployments (docs/providers.md) ----------------------------------------
+
+/**
+ * A provider's credential as the answering instance sees it: its form and state, never the
+ * credential. `form`: "sealed" (in the database), "env" (the variable `env_name` of each gateway
+ * process), "setting" (none stored: this instance's <NAME>_API_KEY) or "none".
+ */
+export interface ProviderCredential {
+  form: string;
+  env_name: string;
+  /** Of the stored credential (each write adds one); 0 when none is stored. */
+  version: number;
+  updated_at: string | null;
+  /** Who stored it. */
+  source: string;
+  /** Sealed under another credentials key (or none is available here): it cannot be used. */
+  unreadable: boolean;
+  /** This instance has a credential to call the provider with now. */
+  usable: boolean;
+  /** Why the stored credential cannot be used here, never quoting it ('' when it can). */
+  problem: string;
+}
+
+/** A row of GET /admin/providers. */
+export interface ProviderRow {
+  id: string;
+  /** openai, azure-openai, anthropic, cohere or bfl. */
+  dialect: string;
+  /** The book's. */
+  base_url: string;
+  /** The one this instance calls (a <NAME>_BASE_URL setting replaces the book's). */
+  served_base_url: string;
+  /** azure-openai only. */
+  api_version: string;
+  /** Time to the response headers; 0: the gateway's UPSTREAM_HEADERS_TIMEOUT_MS. */
+  timeout_ms: number;
+  credential: ProviderCredential;
+  /** Models with a deployment on it. */
+  models: number;
+  /** Of those, the ones this instance serves on it now. */
+  served_models: number;
+}
+
+/** GET /admin/providers (ListProviders). */
+export interface ProviderList {
+  providers: ProviderRow[];
+}
+
+/** POST /admin/providers/:id/test (TestProvider): one authenticated GET with its credential. */
+export interface ProviderTest {
+  /** The provider answered 2xx. */
+  ok: boolean;
+  /** 0 when nothing answered (no credential, a connection error, the time limit). */
+  http_status: number;
+  latency_ms: number;
+  /** "200 OK", "401 Unauthorized", or what failed; never the credential or the answer's body. */
+  message: string;
+  /** The URL called (no credential is ever in a URL). */
+  url: string;
+}
+
+/** A deployment of a model, with its live state on the answering instance. */
+export interface DeploymentRow {
+  /** `<model>/<deployment>`: the name in usage rows, metrics and the margin report. */
+  key: string;
+  id: string;
+  provider: string;
+  upstream_id: string;
+  weight: number;
+  priority: number;
+  /** It has prices of its own (what it costs the operator). */
+  own_prices: boolean;
+  /** This instance can call it (its provider has a credential here). */
+  served: boolean;
+  /** Not in the book: added by a <NAME>_FALLBACK_* setting of this instance. */
+  from_setting: boolean;
+  /** "open", "trial" (one request let through after a cooldown) or "cooling". */
+  admission: string;
+  /** While cooling: until when. */
+  cool_until: string | null;
+  consecutive_fails: number;
+  cooldowns: number;
+  /** Smoothed time to the response headers (ms); null until measured. */
+  latency_ms: number | null;
+  /** The median time to the response headers of its recent calls (ms); null until measured. */
+  p50_latency_ms: number | null;
+  /** Failures among its recent calls, 0 to 1; null until called. */
+  error_rate: number | null;
+  /** Its limits per minute (0: none), and what the current minute has used of them on every instance. */
+  rpm: number;
+  tpm: number;
+  window_requests: number;
+  window_tokens: number;
+  /** Its concurrency limit (0: none), and its requests in flight on every instance now. */
+  concurrency: number;
+  in_flight: number;
+}
+
+export interface ModelDeployments {
+  model_id: string;
+  /** weighted, cheapest or fastest. */
+  strategy: string;
+  enabled: boolean;
+  available: boolean;
+  deployments: DeploymentRow[];
+}
+
+/** GET /admin/deployments?model= (ListDeployments). */
+export interface DeploymentList {
+  models: ModelDeployments[];
 }

@@ -18,6 +18,8 @@ import * as m014 from './014_price_versions.ts';
 import * as m015 from './015_catalogue_book.ts';
 import * as m016 from './016_bot_group.ts';
 import * as m017 from './017_console.ts';
+import * as m018 from './018_providers.ts';
+import * as m019 from './019_deployment_windows.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -37,6 +39,8 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '015_catalogue_book': m015,
   '016_bot_group': m016,
   '017_console': m017,
+  '018_providers': m018,
+  '019_deployment_windows': m019,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -77,7 +77,7 @@ export const modelRoutes: FastifyPluginAsync<ModelRouteOptions> = async (app, de
       ...aliases.map((a) => ({ id: a.alias, model: byId.get(a.modelId)!, aliasFor: a.modelId })),
     ];
     if (!wantsAnthropic(req)) return { object: 'list', data: entries.map(openAIEntry) };
-    const data = entries.filter((e) => e.model.provider === 'anthropic').map(anthropicEntry);
+    const data = entries.filter((e) => e.model.dialect === 'anthropic').map(anthropicEntry);
     return { data, has_more: false, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null };
   });
 
@@ -85,7 +85,7 @@ export const modelRoutes: FastifyPluginAsync<ModelRouteOptions> = async (app, de
     const anthropic = wantsAnthropic(req);
     try {
       const { model, alias } = await catalogue.getModel({ id: req.params.id, accountGroup: await groupOf(req) });
-      if (!model?.available || (anthropic && model.provider !== 'anthropic')) throw new Error('unavailable');
+      if (!model?.available || (anthropic && model.dialect !== 'anthropic')) throw new Error('unavailable');
       const entry: Entry = alias ? { id: alias, model, aliasFor: model.id } : { id: model.id, model };
       return anthropic ? anthropicEntry(entry) : openAIEntry(entry);
     } catch {

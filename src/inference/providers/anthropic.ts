@@ -1,5 +1,5 @@
 // Anthropic's Messages API: x-api-key auth, a version header, optional beta flags.
-import type { ProviderConfig } from '../../config/config.ts';
+import { withProviderHeaders, type Endpoint, type Target } from './target.ts';
 
 export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
 
@@ -10,20 +10,25 @@ export interface AnthropicCall {
 }
 
 /** The caller's anthropic-version and anthropic-beta pass on; nothing else of theirs does. */
-export function anthropic(
-  pc: ProviderConfig,
-  passed: { version?: string | null; beta?: string | null } = {},
-): AnthropicCall {
-  const headers: Record<string, string> = {
-    'x-api-key': pc.apiKey ?? '',
+export function anthropic(t: Target, passed: { version?: string | null; beta?: string | null } = {}): AnthropicCall {
+  const headers: Record<string, string> = withProviderHeaders(t, {
+    'x-api-key': t.apiKey,
     'anthropic-version': passed.version || DEFAULT_ANTHROPIC_VERSION,
     'content-type': 'application/json',
     accept: 'application/json, text/event-stream',
-  };
+  });
   if (passed.beta) headers['anthropic-beta'] = passed.beta;
   return {
-    messagesUrl: `${pc.baseUrl}/v1/messages`,
-    countTokensUrl: `${pc.baseUrl}/v1/messages/count_tokens`,
+    messagesUrl: `${t.provider.baseUrl}/v1/messages`,
+    countTokensUrl: `${t.provider.baseUrl}/v1/messages/count_tokens`,
     headers,
   };
 }
+
+/** A Messages API call with the caller's version and beta headers. */
+export const messagesEndpoint =
+  (passed: { version?: string | null; beta?: string | null } = {}): Endpoint =>
+  (t) => {
+    const call = anthropic(t, passed);
+    return { url: call.messagesUrl, headers: call.headers };
+  };

@@ -1,12 +1,16 @@
 // Black Forest Labs (FLUX): an asynchronous API. POST /<model> starts a job and answers an id
 // and a polling URL; polling answers a status and, when Ready, a signed URL of the image.
-import type { ProviderConfig } from '../../config/config.ts';
+import { withProviderHeaders, type Target } from './target.ts';
 
-export function bfl(pc: ProviderConfig) {
-  const base = new URL(pc.baseUrl);
+export function bfl(t: Target) {
+  const base = new URL(t.provider.baseUrl);
   return {
-    createUrl: (upstreamModel: string) => `${pc.baseUrl}/${upstreamModel}`,
-    headers: { 'x-key': pc.apiKey ?? '', 'content-type': 'application/json', accept: 'application/json' },
+    createUrl: `${t.provider.baseUrl}/${t.upstreamId}`,
+    headers: withProviderHeaders(t, {
+      'x-key': t.apiKey,
+      'content-type': 'application/json',
+      accept: 'application/json',
+    }),
     /** The key goes only to the provider's own hosts (polling may be regional: api.eu.bfl.ai). */
     mayCarryKey(url: string): boolean {
       const u = new URL(url);

@@ -1,19 +1,19 @@
 // Cohere's Embed API v2: its own request and reply shapes, translated to and from OpenAI's
 // embeddings format here (pure functions; the service does the I/O).
-import type { ProviderConfig } from '../../config/config.ts';
+import { withProviderHeaders, type Target } from './target.ts';
 
 type Json = Record<string, unknown>;
 
 export const COHERE_MAX_TEXTS = 96;
 
-export function cohere(pc: ProviderConfig) {
+export function cohere(t: Target) {
   return {
-    embedUrl: `${pc.baseUrl}/v2/embed`,
-    headers: {
-      authorization: `Bearer ${pc.apiKey ?? ''}`,
+    embedUrl: `${t.provider.baseUrl}/v2/embed`,
+    headers: withProviderHeaders(t, {
+      authorization: `Bearer ${t.apiKey}`,
       'content-type': 'application/json',
       accept: 'application/json',
-    },
+    }),
   };
 }
 

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../../src/config/config.ts';
 import { Catalogue } from '../../../src/catalogue/catalogue.ts';
 import type { BookState } from '../../../src/catalogue/price-book.ts';
-import { MODELS } from '../../../src/catalogue/shipped-book.ts';
+import { MODELS, shippedBook } from '../../../src/catalogue/shipped-book.ts';
 import { DEFAULT_MODEL_ALIASES } from '../../../src/catalogue/aliases.ts';
 import { parseDecimal } from '../../../src/money/money.ts';
 
@@ -78,7 +78,10 @@ describe('catalogue', () => {
       available: false,
       unavailableReason: 'ANTHROPIC_API_KEY is not set',
     });
-    expect(c.get('gpt-5.5')!.providerConfig.baseUrl).toBe('https://api.openai.com/v1');
+    expect(c.get('gpt-5.5')!.served.map((d) => [d.key, d.provider.baseUrl])).toEqual([
+      ['gpt-5.5/openai', 'https://api.openai.com/v1'],
+    ]);
+    expect(c.get('claude-opus-4-8')!.served).toEqual([]);
   });
 
   it('refuses a catalogue with a bad price or a duplicate id at start', () => {
@@ -125,6 +128,7 @@ describe('the book a catalogue serves', () => {
   /** A book snapshot of the shipped models, gpt-4.1 enabled or not, taken at `takenAt`. */
   const snapshot = (takenAt: Date, enabled: boolean): BookState => ({
     takenAt,
+    providers: new Map((shippedBook().providers ?? []).map((p) => [p.id, p])),
     definitions: new Map(
       MODELS.map(({ prices: _, ...d }) => [d.id, d.id === 'gpt-4.1' ? { ...d, enabled } : d] as const),
     ),

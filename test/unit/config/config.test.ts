@@ -110,15 +110,20 @@ describe('configuration', () => {
     expect(() => loadBotProcessConfig({ TELEGRAM_BOT_TOKEN: '1:tok', LOG_LEVEL: 'loud' })).toThrow(/LOG_LEVEL must be/);
   });
 
-  it('the CLI reads its environment in one place: where the gateway is, and the admin token', () => {
-    expect(loadCliConfig({ GATEWAY_RPC_URL: 'http://10.0.0.5:8081', ADMIN_TOKEN: 'admin-token' })).toEqual({
+  it('the CLI reads its environment in one place: where the gateway is, the admin token, and a variable --from-env names', () => {
+    const env = { GATEWAY_RPC_URL: 'http://10.0.0.5:8081', ADMIN_TOKEN: 'admin-token', AZURE_KEY: 'sk-az' };
+    expect(loadCliConfig(env)).toEqual({
       gateway: { rpcUrl: 'http://10.0.0.5:8081', source: 'GATEWAY_RPC_URL', ignored: [] },
       adminToken: 'admin-token',
+      variable: expect.any(Function),
     });
+    expect(loadCliConfig(env).variable('AZURE_KEY')).toBe('sk-az');
+    expect(loadCliConfig(env).variable('toString')).toBeUndefined();
     // Empty is unset: no authorization header is sent.
     expect(loadCliConfig({ GRPC_PORT: '9100', ADMIN_TOKEN: '' })).toEqual({
       gateway: { rpcUrl: 'http://127.0.0.1:9100', source: 'GRPC_PORT=9100', ignored: [] },
       adminToken: undefined,
+      variable: expect.any(Function),
     });
   });
 });

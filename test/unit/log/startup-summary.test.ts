@@ -301,7 +301,9 @@ describe('the CLI command line', () => {
     for (const args of [['--help'], ['-h'], ['help'], ['keys', '--help']]) {
       const r = cli(...args);
       expect(r.code, args.join(' ')).toBe(0);
-      expect(r.stdout).toMatch(/^usage: npm run cli -- keys\|catalogue\|accounts\|report <command>/);
+      expect(r.stdout).toMatch(
+        /^usage: npm run cli -- keys\|catalogue\|providers\|deployments\|accounts\|report <command>/,
+      );
       expect(r.stdout).toContain('catalogue set-price <model>');
       expect(r.stdout).toContain('DATA_DIR/gateway.json');
     }
@@ -316,7 +318,7 @@ describe('the CLI command line', () => {
       ],
       [
         ['key', 'create'],
-        'error: unknown command "key" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits, catalogue history, catalogue set-price, catalogue export, catalogue diff, catalogue apply, catalogue preview, catalogue upsert, catalogue enable, catalogue disable, catalogue alias, catalogue unalias, catalogue markup, catalogue markups, accounts set-group, report margin); see npm run cli -- --help',
+        'error: unknown command "key" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits, catalogue history, catalogue set-price, catalogue export, catalogue diff, catalogue apply, catalogue preview, catalogue upsert, catalogue enable, catalogue disable, catalogue alias, catalogue unalias, catalogue markup, catalogue markups, providers list, providers add, providers remove, providers set-credential, providers remove-credential, providers test, deployments list, accounts set-group, report margin); see npm run cli -- --help',
       ],
       [
         ['catalogue', 'nope'],

@@ -1,22 +1,27 @@
 // Revenue (what customers were charged), provider cost and margin, from the usage rows the price
-// book priced: by UTC day as a chart and a table, and by model, over a date range (default: the
-// last 30 UTC days).
+// book priced: by UTC day as a chart and a table, by model and by the deployment that answered,
+// over a date range (default: the last 30 UTC days).
 import { useEffect, useState } from 'preact/hooks';
 import { api, query } from '../api.ts';
 import { StackedBars, type StackSeries, usdTick } from '../components/chart.tsx';
 import { Card, Empty, ErrorNote, Loading, PageHeader, Table, Tiles } from '../components/ui.tsx';
-import { useApi } from '../data.ts';
+import { type Loaded, useApi } from '../data.ts';
 import { big, grouped, usd, usdFloat, utcDate } from '../format.ts';
 import { type Location, navigate } from '../router.ts';
 import type { MarginReport, MarginRow } from '../wire-types.ts';
 
 const rangeOf = (loc: Location) => ({ from: loc.query.get('from') ?? '', to: loc.query.get('to') ?? '' });
-export const marginData = (loc: Location) => [api.margin(rangeOf(loc), 'day'), api.margin(rangeOf(loc), 'model')];
+export const marginData = (loc: Location) => [
+  api.margin(rangeOf(loc), 'day'),
+  api.margin(rangeOf(loc), 'model'),
+  api.margin(rangeOf(loc), 'deployment'),
+];
 
 export function Margin(props: { loc: Location }) {
   const range = rangeOf(props.loc);
   const byDay = useApi(api.margin(range, 'day'));
   const byModel = useApi(api.margin(range, 'model'));
+  const byDeployment = useApi(api.margin(range, 'deployment'));
   return (
     <>
       <PageHeader title="Margin" />
@@ -24,20 +29,36 @@ export function Margin(props: { loc: Location }) {
       {byDay.error ? <ErrorNote error={byDay.error} /> : null}
       {byDay.loading && !byDay.data ? <Loading /> : null}
       {byDay.data ? <MarginByDay report={byDay.data} range={range} /> : null}
-      <Card title="By model">
-        {byModel.error ? <ErrorNote error={byModel.error} /> : null}
-        {byModel.loading && !byModel.data ? <Loading /> : null}
-        {byModel.data && byModel.data.rows.length === 0 ? <Empty>No priced usage in this period.</Empty> : null}
-        {byModel.data && byModel.data.rows.length > 0 ? (
-          <MarginTable
-            rows={[...byModel.data.rows].sort((a, b) => (big(b.revenue_nano) > big(a.revenue_nano) ? 1 : -1))}
-            total={byModel.data.total}
-            first="Model"
-            id="margin-by-model"
-          />
-        ) : null}
-      </Card>
+      <Grouped title="By model" first="Model" id="margin-by-model" report={byModel} />
+      <Grouped
+        title="By deployment"
+        first="Deployment"
+        id="margin-by-deployment"
+        report={byDeployment}
+        note="The deployment that answered (model/deployment), its provider cost at that deployment’s prices. Requests from before deployments, and those no deployment answered, are under the model’s id."
+      />
     </>
+  );
+}
+
+/** One grouping's table, largest revenue first, with its total. */
+function Grouped(props: { title: string; first: string; id: string; report: Loaded<MarginReport>; note?: string }) {
+  const { data, error, loading } = props.report;
+  return (
+    <Card title={props.title}>
+      {props.note ? <p class="muted small">{props.note}</p> : null}
+      {error ? <ErrorNote error={error} /> : null}
+      {loading && !data ? <Loading /> : null}
+      {data && data.rows.length === 0 ? <Empty>No priced usage in this period.</Empty> : null}
+      {data && data.rows.length > 0 ? (
+        <MarginTable
+          rows={[...data.rows].sort((a, b) => (big(b.revenue_nano) > big(a.revenue_nano) ? 1 : -1))}
+          total={data.total}
+          first={props.first}
+          id={props.id}
+        />
+      ) : null}
+    </Card>
   );
 }
 

@@ -1479,6 +1479,14 @@ export enum MarginGrouping {
    * @generated from enum value: MARGIN_GROUPING_ACCOUNT = 3;
    */
   ACCOUNT = 3,
+
+  /**
+   * By the deployment that answered (`<model>/<deployment>`); rows from before deployments, or
+   * of requests no deployment answered, under the model's id.
+   *
+   * @generated from enum value: MARGIN_GROUPING_DEPLOYMENT = 4;
+   */
+  DEPLOYMENT = 4,
 }
 
 /**

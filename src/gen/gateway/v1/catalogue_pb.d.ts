@@ -31,6 +31,14 @@ export declare type Model = Message<"gateway.v1.Model"> & {
   provider: string;
 
   /**
+   * The wire format of the model's own provider (docs/providers.md#dialects): openai,
+   * azure-openai, anthropic, cohere or bfl.
+   *
+   * @generated from field: string dialect = 18;
+   */
+  dialect: string;
+
+  /**
    * @generated from field: string upstream_id = 4;
    */
   upstreamId: string;
@@ -1017,6 +1025,674 @@ export declare type PreviewBookResponse = Message<"gateway.v1.PreviewBookRespons
 export declare const PreviewBookResponseSchema: GenMessage<PreviewBookResponse>;
 
 /**
+ * A provider's credential as this instance sees it; never the credential itself.
+ *
+ * @generated from message gateway.v1.ProviderCredential
+ */
+export declare type ProviderCredential = Message<"gateway.v1.ProviderCredential"> & {
+  /**
+   * "sealed" (in the database, under CREDENTIALS_KEY), "env" (the environment variable env_name
+   * of each gateway process), "setting" (none stored: this instance's <NAME>_API_KEY setting), or
+   * "none".
+   *
+   * @generated from field: string form = 1;
+   */
+  form: string;
+
+  /**
+   * @generated from field: string env_name = 2;
+   */
+  envName: string;
+
+  /**
+   * Of the stored credential: each write adds one.
+   *
+   * @generated from field: int64 version = 3;
+   */
+  version: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp updated_at = 4;
+   */
+  updatedAt?: Timestamp | undefined;
+
+  /**
+   * Who stored it.
+   *
+   * @generated from field: string source = 5;
+   */
+  source: string;
+
+  /**
+   * Sealed under another credentials key (or none is available here): it cannot be used.
+   *
+   * @generated from field: bool unreadable = 6;
+   */
+  unreadable: boolean;
+
+  /**
+   * This instance has a credential to call the provider with now.
+   *
+   * @generated from field: bool usable = 7;
+   */
+  usable: boolean;
+
+  /**
+   * Why the stored credential cannot be used here (its variable unset, another key), never quoting it.
+   *
+   * @generated from field: string problem = 8;
+   */
+  problem: string;
+};
+
+/**
+ * Describes the message gateway.v1.ProviderCredential.
+ * Use `create(ProviderCredentialSchema)` to create a new message.
+ */
+export declare const ProviderCredentialSchema: GenMessage<ProviderCredential>;
+
+/**
+ * @generated from message gateway.v1.Provider
+ */
+export declare type Provider = Message<"gateway.v1.Provider"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * openai, azure-openai, anthropic, cohere or bfl.
+   *
+   * @generated from field: string dialect = 2;
+   */
+  dialect: string;
+
+  /**
+   * @generated from field: string base_url = 3;
+   */
+  baseUrl: string;
+
+  /**
+   * azure-openai only.
+   *
+   * @generated from field: string api_version = 4;
+   */
+  apiVersion: string;
+
+  /**
+   * Sent on every call (never a credential: the book refuses those).
+   *
+   * @generated from field: map<string, string> headers = 5;
+   */
+  headers: { [key: string]: string };
+
+  /**
+   * Time to the response headers in ms; 0: UPSTREAM_HEADERS_TIMEOUT_MS.
+   *
+   * @generated from field: int64 timeout_ms = 6;
+   */
+  timeoutMs: bigint;
+
+  /**
+   * The base URL this instance calls: a <NAME>_BASE_URL setting replaces the book's.
+   *
+   * @generated from field: string served_base_url = 7;
+   */
+  servedBaseUrl: string;
+
+  /**
+   * @generated from field: gateway.v1.ProviderCredential credential = 8;
+   */
+  credential?: ProviderCredential | undefined;
+
+  /**
+   * Models with a deployment on it (a model that lists none is deployed on its own provider).
+   *
+   * @generated from field: int32 models = 9;
+   */
+  models: number;
+
+  /**
+   * Of those, the ones this instance serves on it now (enabled, priced, with a credential here).
+   *
+   * @generated from field: int32 served_models = 10;
+   */
+  servedModels: number;
+
+  /**
+   * As a book document's provider entry (JSON).
+   *
+   * @generated from field: string definition_json = 11;
+   */
+  definitionJson: string;
+};
+
+/**
+ * Describes the message gateway.v1.Provider.
+ * Use `create(ProviderSchema)` to create a new message.
+ */
+export declare const ProviderSchema: GenMessage<Provider>;
+
+/**
+ * @generated from message gateway.v1.ListProvidersRequest
+ */
+export declare type ListProvidersRequest = Message<"gateway.v1.ListProvidersRequest"> & {
+};
+
+/**
+ * Describes the message gateway.v1.ListProvidersRequest.
+ * Use `create(ListProvidersRequestSchema)` to create a new message.
+ */
+export declare const ListProvidersRequestSchema: GenMessage<ListProvidersRequest>;
+
+/**
+ * @generated from message gateway.v1.ListProvidersResponse
+ */
+export declare type ListProvidersResponse = Message<"gateway.v1.ListProvidersResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.Provider providers = 1;
+   */
+  providers: Provider[];
+};
+
+/**
+ * Describes the message gateway.v1.ListProvidersResponse.
+ * Use `create(ListProvidersResponseSchema)` to create a new message.
+ */
+export declare const ListProvidersResponseSchema: GenMessage<ListProvidersResponse>;
+
+/**
+ * @generated from message gateway.v1.UpsertProviderRequest
+ */
+export declare type UpsertProviderRequest = Message<"gateway.v1.UpsertProviderRequest"> & {
+  /**
+   * A book document's provider entry (JSON): id, dialect, baseUrl, and apiVersion, headers,
+   * timeoutMs where they apply.
+   *
+   * @generated from field: string provider_json = 1;
+   */
+  providerJson: string;
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string source = 3;
+   */
+  source: string;
+};
+
+/**
+ * Describes the message gateway.v1.UpsertProviderRequest.
+ * Use `create(UpsertProviderRequestSchema)` to create a new message.
+ */
+export declare const UpsertProviderRequestSchema: GenMessage<UpsertProviderRequest>;
+
+/**
+ * @generated from message gateway.v1.UpsertProviderResponse
+ */
+export declare type UpsertProviderResponse = Message<"gateway.v1.UpsertProviderResponse"> & {
+  /**
+   * @generated from field: gateway.v1.Provider provider = 1;
+   */
+  provider?: Provider | undefined;
+
+  /**
+   * @generated from field: bool created = 2;
+   */
+  created: boolean;
+
+  /**
+   * The changes written (none when the definition was already in force).
+   *
+   * @generated from field: repeated gateway.v1.BookChange changes = 3;
+   */
+  changes: BookChange[];
+};
+
+/**
+ * Describes the message gateway.v1.UpsertProviderResponse.
+ * Use `create(UpsertProviderResponseSchema)` to create a new message.
+ */
+export declare const UpsertProviderResponseSchema: GenMessage<UpsertProviderResponse>;
+
+/**
+ * @generated from message gateway.v1.RemoveProviderRequest
+ */
+export declare type RemoveProviderRequest = Message<"gateway.v1.RemoveProviderRequest"> & {
+  /**
+   * @generated from field: string provider_id = 1;
+   */
+  providerId: string;
+
+  /**
+   * @generated from field: string reason = 2;
+   */
+  reason: string;
+
+  /**
+   * @generated from field: string source = 3;
+   */
+  source: string;
+};
+
+/**
+ * Describes the message gateway.v1.RemoveProviderRequest.
+ * Use `create(RemoveProviderRequestSchema)` to create a new message.
+ */
+export declare const RemoveProviderRequestSchema: GenMessage<RemoveProviderRequest>;
+
+/**
+ * @generated from message gateway.v1.RemoveProviderResponse
+ */
+export declare type RemoveProviderResponse = Message<"gateway.v1.RemoveProviderResponse"> & {
+  /**
+   * False when the book had no such provider.
+   *
+   * @generated from field: bool removed = 1;
+   */
+  removed: boolean;
+
+  /**
+   * Its stored credential was removed with it.
+   *
+   * @generated from field: bool credential_removed = 2;
+   */
+  credentialRemoved: boolean;
+};
+
+/**
+ * Describes the message gateway.v1.RemoveProviderResponse.
+ * Use `create(RemoveProviderResponseSchema)` to create a new message.
+ */
+export declare const RemoveProviderResponseSchema: GenMessage<RemoveProviderResponse>;
+
+/**
+ * @generated from message gateway.v1.SetProviderCredentialRequest
+ */
+export declare type SetProviderCredentialRequest = Message<"gateway.v1.SetProviderCredentialRequest"> & {
+  /**
+   * @generated from field: string provider_id = 1;
+   */
+  providerId: string;
+
+  /**
+   * @generated from oneof gateway.v1.SetProviderCredentialRequest.credential
+   */
+  credential: {
+    /**
+     * The secret itself (an API key), sealed before it is stored; at most 8192 characters.
+     *
+     * @generated from field: string secret = 2;
+     */
+    value: string;
+    case: "secret";
+  } | {
+    /**
+     * The environment variable of each gateway process that holds it: capitals, digits and _.
+     *
+     * @generated from field: string env_name = 3;
+     */
+    value: string;
+    case: "envName";
+  } | { case: undefined; value?: undefined };
+
+  /**
+   * Who sets it (e.g. "operator-cli"); empty: "catalogue-rpc".
+   *
+   * @generated from field: string source = 4;
+   */
+  source: string;
+};
+
+/**
+ * Describes the message gateway.v1.SetProviderCredentialRequest.
+ * Use `create(SetProviderCredentialRequestSchema)` to create a new message.
+ */
+export declare const SetProviderCredentialRequestSchema: GenMessage<SetProviderCredentialRequest>;
+
+/**
+ * @generated from message gateway.v1.SetProviderCredentialResponse
+ */
+export declare type SetProviderCredentialResponse = Message<"gateway.v1.SetProviderCredentialResponse"> & {
+  /**
+   * @generated from field: string provider_id = 1;
+   */
+  providerId: string;
+
+  /**
+   * @generated from field: gateway.v1.ProviderCredential credential = 2;
+   */
+  credential?: ProviderCredential | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.SetProviderCredentialResponse.
+ * Use `create(SetProviderCredentialResponseSchema)` to create a new message.
+ */
+export declare const SetProviderCredentialResponseSchema: GenMessage<SetProviderCredentialResponse>;
+
+/**
+ * @generated from message gateway.v1.RemoveProviderCredentialRequest
+ */
+export declare type RemoveProviderCredentialRequest = Message<"gateway.v1.RemoveProviderCredentialRequest"> & {
+  /**
+   * @generated from field: string provider_id = 1;
+   */
+  providerId: string;
+};
+
+/**
+ * Describes the message gateway.v1.RemoveProviderCredentialRequest.
+ * Use `create(RemoveProviderCredentialRequestSchema)` to create a new message.
+ */
+export declare const RemoveProviderCredentialRequestSchema: GenMessage<RemoveProviderCredentialRequest>;
+
+/**
+ * @generated from message gateway.v1.RemoveProviderCredentialResponse
+ */
+export declare type RemoveProviderCredentialResponse = Message<"gateway.v1.RemoveProviderCredentialResponse"> & {
+  /**
+   * False when it had no stored credential.
+   *
+   * @generated from field: bool removed = 1;
+   */
+  removed: boolean;
+
+  /**
+   * What is left: a <NAME>_API_KEY setting, or none.
+   *
+   * @generated from field: gateway.v1.ProviderCredential credential = 2;
+   */
+  credential?: ProviderCredential | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.RemoveProviderCredentialResponse.
+ * Use `create(RemoveProviderCredentialResponseSchema)` to create a new message.
+ */
+export declare const RemoveProviderCredentialResponseSchema: GenMessage<RemoveProviderCredentialResponse>;
+
+/**
+ * @generated from message gateway.v1.TestProviderRequest
+ */
+export declare type TestProviderRequest = Message<"gateway.v1.TestProviderRequest"> & {
+  /**
+   * @generated from field: string provider_id = 1;
+   */
+  providerId: string;
+};
+
+/**
+ * Describes the message gateway.v1.TestProviderRequest.
+ * Use `create(TestProviderRequestSchema)` to create a new message.
+ */
+export declare const TestProviderRequestSchema: GenMessage<TestProviderRequest>;
+
+/**
+ * @generated from message gateway.v1.TestProviderResponse
+ */
+export declare type TestProviderResponse = Message<"gateway.v1.TestProviderResponse"> & {
+  /**
+   * The provider answered 2xx.
+   *
+   * @generated from field: bool ok = 1;
+   */
+  ok: boolean;
+
+  /**
+   * 0 when nothing answered (no credential, a connection error, the time limit).
+   *
+   * @generated from field: int32 http_status = 2;
+   */
+  httpStatus: number;
+
+  /**
+   * Time to the answer's headers (or to the failure).
+   *
+   * @generated from field: int64 latency_ms = 3;
+   */
+  latencyMs: bigint;
+
+  /**
+   * The status and its text ("401 Unauthorized"), or what failed ("ECONNREFUSED"); never the
+   * credential, the headers or the provider's answer body.
+   *
+   * @generated from field: string message = 4;
+   */
+  message: string;
+
+  /**
+   * The URL called (no credential is ever in a URL).
+   *
+   * @generated from field: string url = 5;
+   */
+  url: string;
+};
+
+/**
+ * Describes the message gateway.v1.TestProviderResponse.
+ * Use `create(TestProviderResponseSchema)` to create a new message.
+ */
+export declare const TestProviderResponseSchema: GenMessage<TestProviderResponse>;
+
+/**
+ * @generated from message gateway.v1.ListDeploymentsRequest
+ */
+export declare type ListDeploymentsRequest = Message<"gateway.v1.ListDeploymentsRequest"> & {
+  /**
+   * Only this model (or the model an alias names); empty: every model.
+   *
+   * @generated from field: string model_id = 1;
+   */
+  modelId: string;
+};
+
+/**
+ * Describes the message gateway.v1.ListDeploymentsRequest.
+ * Use `create(ListDeploymentsRequestSchema)` to create a new message.
+ */
+export declare const ListDeploymentsRequestSchema: GenMessage<ListDeploymentsRequest>;
+
+/**
+ * @generated from message gateway.v1.Deployment
+ */
+export declare type Deployment = Message<"gateway.v1.Deployment"> & {
+  /**
+   * <model>/<deployment>: the name in usage rows, metrics and logs.
+   *
+   * @generated from field: string key = 1;
+   */
+  key: string;
+
+  /**
+   * @generated from field: string id = 2;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string provider = 3;
+   */
+  provider: string;
+
+  /**
+   * @generated from field: string upstream_id = 4;
+   */
+  upstreamId: string;
+
+  /**
+   * @generated from field: int32 weight = 5;
+   */
+  weight: number;
+
+  /**
+   * @generated from field: int32 priority = 6;
+   */
+  priority: number;
+
+  /**
+   * It has prices of its own (what it costs the operator), not the model's.
+   *
+   * @generated from field: bool own_prices = 7;
+   */
+  ownPrices: boolean;
+
+  /**
+   * This instance can call it (its provider has a credential here).
+   *
+   * @generated from field: bool served = 8;
+   */
+  served: boolean;
+
+  /**
+   * Its health on the answering instance: "open", "trial" (one request let through after a
+   * cooldown) or "cooling".
+   *
+   * @generated from field: string admission = 9;
+   */
+  admission: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp cool_until = 10;
+   */
+  coolUntil?: Timestamp | undefined;
+
+  /**
+   * @generated from field: int32 consecutive_fails = 11;
+   */
+  consecutiveFails: number;
+
+  /**
+   * Smoothed time to the response headers; unset until measured.
+   *
+   * @generated from field: optional int64 latency_ms = 12;
+   */
+  latencyMs?: bigint | undefined;
+
+  /**
+   * Failures among its recent calls (0 to 1); unset until called.
+   *
+   * @generated from field: optional double error_rate = 13;
+   */
+  errorRate?: number | undefined;
+
+  /**
+   * @generated from field: int32 cooldowns = 14;
+   */
+  cooldowns: number;
+
+  /**
+   * Not in the book: added by a <NAME>_FALLBACK_* setting of this instance.
+   *
+   * @generated from field: bool from_setting = 15;
+   */
+  fromSetting: boolean;
+
+  /**
+   * The median time to the response headers of its recent calls; unset until measured.
+   *
+   * @generated from field: optional int64 p50_latency_ms = 16;
+   */
+  p50LatencyMs?: bigint | undefined;
+
+  /**
+   * Its limits (0: none), and what the current minute window of every instance has used of them.
+   *
+   * @generated from field: int32 rpm = 17;
+   */
+  rpm: number;
+
+  /**
+   * @generated from field: int64 tpm = 18;
+   */
+  tpm: bigint;
+
+  /**
+   * @generated from field: int32 window_requests = 19;
+   */
+  windowRequests: number;
+
+  /**
+   * @generated from field: int64 window_tokens = 20;
+   */
+  windowTokens: bigint;
+
+  /**
+   * Its concurrency limit (0: none), and its requests in flight on every instance now.
+   *
+   * @generated from field: int32 concurrency = 21;
+   */
+  concurrency: number;
+
+  /**
+   * @generated from field: int32 in_flight = 22;
+   */
+  inFlight: number;
+};
+
+/**
+ * Describes the message gateway.v1.Deployment.
+ * Use `create(DeploymentSchema)` to create a new message.
+ */
+export declare const DeploymentSchema: GenMessage<Deployment>;
+
+/**
+ * @generated from message gateway.v1.ModelDeployments
+ */
+export declare type ModelDeployments = Message<"gateway.v1.ModelDeployments"> & {
+  /**
+   * @generated from field: string model_id = 1;
+   */
+  modelId: string;
+
+  /**
+   * weighted, cheapest or fastest.
+   *
+   * @generated from field: string strategy = 2;
+   */
+  strategy: string;
+
+  /**
+   * @generated from field: bool enabled = 3;
+   */
+  enabled: boolean;
+
+  /**
+   * @generated from field: bool available = 4;
+   */
+  available: boolean;
+
+  /**
+   * @generated from field: repeated gateway.v1.Deployment deployments = 5;
+   */
+  deployments: Deployment[];
+};
+
+/**
+ * Describes the message gateway.v1.ModelDeployments.
+ * Use `create(ModelDeploymentsSchema)` to create a new message.
+ */
+export declare const ModelDeploymentsSchema: GenMessage<ModelDeployments>;
+
+/**
+ * @generated from message gateway.v1.ListDeploymentsResponse
+ */
+export declare type ListDeploymentsResponse = Message<"gateway.v1.ListDeploymentsResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.ModelDeployments models = 1;
+   */
+  models: ModelDeployments[];
+};
+
+/**
+ * Describes the message gateway.v1.ListDeploymentsResponse.
+ * Use `create(ListDeploymentsResponseSchema)` to create a new message.
+ */
+export declare const ListDeploymentsResponseSchema: GenMessage<ListDeploymentsResponse>;
+
+/**
  * @generated from enum gateway.v1.ModelKind
  */
 export enum ModelKind {
@@ -1200,6 +1876,88 @@ export declare const CatalogueService: GenService<{
     methodKind: "unary";
     input: typeof PreviewBookRequestSchema;
     output: typeof PreviewBookResponseSchema;
+  },
+  /**
+   * Providers and deployments (docs/providers.md). Every provider of the book in force, with its
+   * credential's state on this instance (never the credential) and how many models it serves.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.ListProviders
+   */
+  listProviders: {
+    methodKind: "unary";
+    input: typeof ListProvidersRequestSchema;
+    output: typeof ListProvidersResponseSchema;
+  },
+  /**
+   * Adds a provider to the book or replaces one's definition: a change of the book like any
+   * other, checked whole (an unknown dialect, a base URL that is not http(s), an azure-openai
+   * provider without apiVersion, a credential header: INVALID_ARGUMENT invalid_book naming the
+   * field, nothing written), served on this instance at once and on the others within
+   * PRICE_BOOK_REFRESH_MS.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.UpsertProvider
+   */
+  upsertProvider: {
+    methodKind: "unary";
+    input: typeof UpsertProviderRequestSchema;
+    output: typeof UpsertProviderResponseSchema;
+  },
+  /**
+   * Removes a provider from the book, and its credential with it. Refused (invalid_book, nothing
+   * written) while a model, a deployment or a markup names it.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.RemoveProvider
+   */
+  removeProvider: {
+    methodKind: "unary";
+    input: typeof RemoveProviderRequestSchema;
+    output: typeof RemoveProviderResponseSchema;
+  },
+  /**
+   * Sets a provider's credential: a secret, sealed in PostgreSQL under CREDENTIALS_KEY, or the
+   * name of an environment variable of each gateway process. Used by this instance from the next
+   * call on, by the others within PRICE_BOOK_REFRESH_MS. The answer never carries the secret, and
+   * no refusal quotes it: FAILED_PRECONDITION unknown_provider (a provider not in the book) or
+   * no_credentials_key (a secret on a gateway without CREDENTIALS_KEY); INVALID_ARGUMENT
+   * invalid_secret or invalid_env_name.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.SetProviderCredential
+   */
+  setProviderCredential: {
+    methodKind: "unary";
+    input: typeof SetProviderCredentialRequestSchema;
+    output: typeof SetProviderCredentialResponseSchema;
+  },
+  /**
+   * Removes a provider's stored credential (a `<NAME>_API_KEY` setting, if any, serves again).
+   *
+   * @generated from rpc gateway.v1.CatalogueService.RemoveProviderCredential
+   */
+  removeProviderCredential: {
+    methodKind: "unary";
+    input: typeof RemoveProviderCredentialRequestSchema;
+    output: typeof RemoveProviderCredentialResponseSchema;
+  },
+  /**
+   * One cheap authenticated GET to the provider with its credential on this instance (a list of
+   * models; BFL: its credits), bounded by 10 seconds: whether the provider accepts it.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.TestProvider
+   */
+  testProvider: {
+    methodKind: "unary";
+    input: typeof TestProviderRequestSchema;
+    output: typeof TestProviderResponseSchema;
+  },
+  /**
+   * Each model's deployments, with their live health on the instance that answers.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.ListDeployments
+   */
+  listDeployments: {
+    methodKind: "unary";
+    input: typeof ListDeploymentsRequestSchema;
+    output: typeof ListDeploymentsResponseSchema;
   },
 }>;
 

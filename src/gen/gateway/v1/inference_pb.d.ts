@@ -258,6 +258,13 @@ export declare type Charge = Message<"gateway.v1.Charge"> & {
    * @generated from field: gateway.v1.Usage usage = 3;
    */
   usage?: Usage | undefined;
+
+  /**
+   * The deployment that answered, `<model>/<deployment>` (docs/providers.md); empty when none did.
+   *
+   * @generated from field: string deployment = 4;
+   */
+  deployment: string;
 };
 
 /**

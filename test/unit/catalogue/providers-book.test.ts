@@ -1,0 +1,217 @@
+// Providers and deployments in the book document (docs/providers.md): each bad input refused with
+// one problem naming its field, a good one accepted, and the canonical text stable.
+import { describe, expect, it } from 'vitest';
+import {
+  bookProblems,
+  formatBookDocument,
+  parseBookDocument,
+  type BookProblem,
+} from '../../../src/catalogue/book-document.ts';
+import { diffBooks } from '../../../src/catalogue/book-diff.ts';
+import { shippedBook } from '../../../src/catalogue/shipped-book.ts';
+
+/** A document under test: any JSON, to break at will. */
+type Json = any;
+
+const base = (): Json => JSON.parse(formatBookDocument(shippedBook()));
+const model = (doc: Json, id: string) => doc.models.find((m: Json) => m.id === id);
+const provider = (doc: Json, id: string) => doc.providers.find((p: Json) => p.id === id);
+
+function problemsOf(doc: Json): BookProblem[] {
+  const parsed = parseBookDocument(JSON.stringify(doc));
+  return 'doc' in parsed ? bookProblems(parsed.doc) : parsed.problems;
+}
+
+/** The shipped book with an Azure provider and gpt-4o on OpenAI and Azure. */
+function withDeployments(): Json {
+  const doc = base();
+  doc.providers.push({
+    id: 'azure-east',
+    dialect: 'azure-openai',
+    baseUrl: 'https://east.openai.azure.com',
+    apiVersion: '2024-10-21',
+  });
+  model(doc, 'gpt-4o').deployments = [
+    { id: 'openai', provider: 'openai', weight: 3 },
+    {
+      id: 'azure',
+      provider: 'azure-east',
+      upstreamId: 'gpt4o-prod',
+      weight: 1,
+      limits: { rpm: 500, tpm: 200000 },
+      prices: { input_per_mtok: '2.25' },
+    },
+  ];
+  model(doc, 'gpt-4o').routing = 'weighted';
+  return doc;
+}
+
+const CASES: { name: string; edit: (d: Json) => void; field: string; message: RegExp }[] = [
+  {
+    name: 'an unknown dialect',
+    edit: (d) => (provider(d, 'openai').dialect = 'bedrock'),
+    field: 'providers[openai].dialect',
+    message: /dialect must be one of openai, azure-openai, anthropic, cohere, bfl, not "bedrock"/,
+  },
+  {
+    name: 'a base URL that is not http(s)',
+    edit: (d) => (provider(d, 'openai').baseUrl = 'ftp://api.openai.com/v1'),
+    field: 'providers[openai].baseUrl',
+    message: /baseUrl must be an http\(s\) URL, not ftp:/,
+  },
+  {
+    name: 'a base URL carrying a password',
+    edit: (d) => (provider(d, 'openai').baseUrl = 'https://user:sk-secret@api.openai.com/v1'),
+    field: 'providers[openai].baseUrl',
+    message: /must not carry a user or password/,
+  },
+  {
+    name: 'an azure-openai provider without apiVersion',
+    edit: (d) => delete provider(d, 'azure-east').apiVersion,
+    field: 'providers[azure-east].apiVersion',
+    message: /an azure-openai provider needs apiVersion/,
+  },
+  {
+    name: 'a credential in a provider header',
+    edit: (d) => (provider(d, 'openai').headers = { Authorization: 'Bearer sk-x' }),
+    field: 'providers[openai].headers.Authorization',
+    message: /never in the book/,
+  },
+  {
+    name: 'a provider listed twice',
+    edit: (d) => d.providers.push({ ...provider(d, 'openai') }),
+    field: 'providers[openai].id',
+    message: /listed 2 times/,
+  },
+  {
+    name: 'a weight below 0',
+    edit: (d) => (model(d, 'gpt-4o').deployments[1].weight = -1),
+    field: 'models[gpt-4o].deployments[azure].weight',
+    message: /weight -1 is below 0/,
+  },
+  {
+    name: 'a priority with only zero weights',
+    edit: (d) => {
+      model(d, 'gpt-4o').deployments[0].weight = 0;
+      model(d, 'gpt-4o').deployments[1].weight = 0;
+    },
+    field: 'models[gpt-4o].deployments',
+    message: /every deployment of priority 0 has weight 0/,
+  },
+  {
+    name: 'a deployment of a missing provider',
+    edit: (d) => (model(d, 'gpt-4o').deployments[1].provider = 'azure-west'),
+    field: 'models[gpt-4o].deployments[azure].provider',
+    message: /provider "azure-west" is not a provider in the book/,
+  },
+  {
+    name: 'a deployment on a provider of another family',
+    edit: (d) => (model(d, 'gpt-4o').deployments[1].provider = 'anthropic'),
+    field: 'models[gpt-4o].deployments[azure].provider',
+    message: /speaks anthropic, and gpt-4o's requests take openai's form/,
+  },
+  {
+    name: 'a model left with no deployment',
+    edit: (d) => (model(d, 'gpt-4o').deployments = []),
+    field: 'models[gpt-4o].deployments',
+    message: /deployments is empty; a model is served by at least one/,
+  },
+  {
+    name: 'a deployment id given twice',
+    edit: (d) => (model(d, 'gpt-4o').deployments[1].id = 'openai'),
+    field: 'models[gpt-4o].deployments[openai].id',
+    message: /listed twice/,
+  },
+  {
+    name: 'a deployment price the model has none of',
+    edit: (d) => (model(d, 'gpt-4o').deployments[1].prices = { per_image: '0.01' }),
+    field: 'models[gpt-4o].deployments[azure].prices.per_image',
+    message: /not one of the model's prices/,
+  },
+  {
+    name: 'an unknown routing strategy',
+    edit: (d) => (model(d, 'gpt-4o').routing = 'random'),
+    field: 'models[gpt-4o].routing',
+    message: /routing must be one of weighted, cheapest, fastest/,
+  },
+  {
+    name: 'a limit of 0',
+    edit: (d) => (model(d, 'gpt-4o').deployments[1].limits = { rpm: 0 }),
+    field: 'models[gpt-4o].deployments[azure].limits.rpm',
+    message: /rpm must be a whole number above 0/,
+  },
+  {
+    name: 'a provider removed while a model names it',
+    edit: (d) => (d.providers = d.providers.filter((p: Json) => p.id !== 'azure-east')),
+    field: 'models[gpt-4o].deployments[azure].provider',
+    message: /provider "azure-east" is not a provider in the book/,
+  },
+  {
+    name: 'a markup for a provider not in the book',
+    edit: (d) => d.markups.push({ provider: 'groq', markup: '0.1' }),
+    field: 'markups[provider:groq].provider',
+    message: /provider "groq" is not a provider in the book/,
+  },
+];
+
+describe('providers and deployments in the book', () => {
+  it('accepts providers, deployments with weights, limits and their own prices, and writes them canonically', () => {
+    const doc = withDeployments();
+    expect(problemsOf(doc)).toEqual([]);
+    const parsed = parseBookDocument(JSON.stringify(doc));
+    if (!('doc' in parsed)) throw new Error('parse');
+    const text = formatBookDocument(parsed.doc);
+    const again = parseBookDocument(text);
+    if (!('doc' in again)) throw new Error('parse');
+    expect(formatBookDocument(again.doc)).toBe(text);
+    // Providers sorted by id, a deployment's fields in their order.
+    expect(again.doc.providers!.map((p) => p.id)).toEqual([...again.doc.providers!.map((p) => p.id)].sort());
+    expect(Object.keys(again.doc.models.find((m) => m.id === 'gpt-4o')!.deployments![1]!)).toEqual([
+      'id',
+      'provider',
+      'upstreamId',
+      'weight',
+      'limits',
+      'prices',
+    ]);
+  });
+
+  it.each(CASES)('refuses $name with one problem naming the field', ({ edit, field, message }) => {
+    const doc = withDeployments();
+    edit(doc);
+    const problems = problemsOf(doc);
+    expect(problems, JSON.stringify(problems)).toHaveLength(1);
+    expect(problems[0]!.field).toBe(field);
+    expect(problems[0]!.message).toMatch(message);
+  });
+
+  it('keeps the providers in force for a document that leaves them out, and checks its models against those', () => {
+    const inForce = withDeployments();
+    const { providers, ...withoutProviders } = inForce;
+    const parsed = parseBookDocument(JSON.stringify(withoutProviders));
+    if (!('doc' in parsed)) throw new Error('parse');
+    expect(parsed.doc.providers).toBeUndefined();
+    expect(bookProblems(parsed.doc, providers)).toEqual([]);
+    expect(
+      bookProblems(
+        parsed.doc,
+        providers.filter((p: Json) => p.id !== 'azure-east'),
+      ),
+    ).toHaveLength(1);
+    // And the diff writes no provider change for it.
+    const current = parseBookDocument(JSON.stringify(inForce));
+    if (!('doc' in current)) throw new Error('parse');
+    expect(diffBooks(current.doc, parsed.doc).changes).toEqual([]);
+  });
+
+  it('diffs providers: added, changed and removed', () => {
+    const before = parseBookDocument(JSON.stringify(base()));
+    const doc = withDeployments();
+    provider(doc, 'xai').baseUrl = 'https://eu.api.x.ai/v1';
+    doc.providers = doc.providers.filter((p: Json) => p.id !== 'deepseek');
+    const after = parseBookDocument(JSON.stringify(doc));
+    if (!('doc' in before) || !('doc' in after)) throw new Error('parse');
+    const kinds = diffBooks(before.doc, after.doc).changes.map((c) => c.kind);
+    expect(kinds).toEqual(['add_provider', 'remove_provider', 'change_provider', 'change_model']);
+  });
+});
