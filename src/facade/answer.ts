@@ -80,9 +80,11 @@ export function createAnswers(servedModel: ServedModel, deploymentHeader = false
     }
     reply.hijack();
     const requestId = first.value?.event.case === 'requestId' ? first.value.event.value : req.id;
+    const deployment = deploymentHeader ? first.value?.deployment : undefined;
     const served = servedModelOf(req, servedModel);
     res.writeHead(200, {
       ...(served ? { 'x-gateway-model': served } : {}),
+      ...(deployment ? { 'x-gateway-deployment': deployment } : {}),
       'content-type': 'text/event-stream; charset=utf-8',
       'cache-control': 'no-cache',
       connection: 'keep-alive',

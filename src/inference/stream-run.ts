@@ -200,7 +200,9 @@ export class StreamRun {
   private start(): void {
     if (!this.started) {
       this.started = true;
-      this.emit({ kind: 'request_id', requestId: this.plan.requestId });
+      // Content is handed on only once an upstream answered: the deployment that did is known.
+      const served = this.plan.servedBy;
+      this.emit({ kind: 'request_id', requestId: this.plan.requestId, ...(served ? { deployment: served.key } : {}) });
     }
   }
 

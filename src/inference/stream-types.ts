@@ -6,7 +6,7 @@ import type { SseEvent } from './sse.ts';
 
 /** What the facade writes, in order. `event` is the SSE event name where the format has one. */
 export type StreamEvent =
-  | { kind: 'request_id'; requestId: string }
+  | { kind: 'request_id'; requestId: string; deployment?: string }
   | { kind: 'data'; event?: string; json: string }
   | { kind: 'error'; event?: string; json: string }
   | { kind: 'charge'; charge: ChargeInfo };

@@ -42,7 +42,7 @@ async function* events(source: AsyncGenerator<StreamEvent>) {
   for await (const ev of source) {
     switch (ev.kind) {
       case 'request_id':
-        yield { event: { case: 'requestId' as const, value: ev.requestId } };
+        yield { event: { case: 'requestId' as const, value: ev.requestId }, deployment: ev.deployment ?? '' };
         break;
       case 'data':
         yield { event: { case: 'data' as const, value: { event: ev.event ?? '', data: encoder.encode(ev.json) } } };

@@ -606,6 +606,8 @@ describe('deployments of a model', () => {
       }
       expect(text).toBe('w1 w2 w3 w4 w5');
       expect(usage?.completion_tokens).toBe(5);
+      // The stream's headers name the deployment that answered, not the one tried first.
+      expect(response.headers.get('x-gateway-deployment')).toBe(`${M.stream}/third`);
       expect(received(plain) - p0).toBe(1);
       expect(received(third) - t0).toBe(1);
       const requestId = response.headers.get('x-request-id')!;

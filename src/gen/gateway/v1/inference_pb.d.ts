@@ -371,6 +371,13 @@ export declare type InferenceEvent = Message<"gateway.v1.InferenceEvent"> & {
     value: Charge;
     case: "charge";
   } | { case: undefined; value?: undefined };
+
+  /**
+   * On the first message: the deployment that answered (`<model>/<deployment>`), known by then.
+   *
+   * @generated from field: string deployment = 5;
+   */
+  deployment: string;
 };
 
 /**
