@@ -710,14 +710,13 @@ function deploymentProblems(
           field: `${place}.prices.${clip(k, BOOK_LIMITS.priceKey)}`,
           message: `${whose}: price ${clip(k, BOOK_LIMITS.priceKey)} is not one of the model's prices; a deployment's prices replace some of them`,
         });
-    // Each of its prices checked as the model's price map with it in place.
+    // Each of its prices checked as the model's price map with it in place (one the model lacks is refused above).
     if (Object.keys(ownPrices).length > 0)
-      for (const p of priceMapProblems(m, { ...m.prices, ...ownPrices }))
-        if (
-          Object.hasOwn(ownPrices, p.field.slice('prices.'.length)) &&
-          Object.hasOwn(m.prices, p.field.slice('prices.'.length))
-        )
+      for (const p of priceMapProblems(m, { ...m.prices, ...ownPrices })) {
+        const key = p.field.slice('prices.'.length);
+        if (Object.hasOwn(ownPrices, key) && Object.hasOwn(m.prices, key))
           out.push({ field: `${place}.${p.field}`, message: `${whose}: ${p.message}` });
+      }
   }
   for (const [priority, total] of weights)
     if (total === 0)

@@ -28,6 +28,8 @@ export interface ResolvedProvider {
   apiVersion?: string;
   headers: Readonly<Record<string, string>>;
   timeoutMs?: number;
+  /** Not in the book: added by this instance's `<NAME>_FALLBACK_*` setting. */
+  fromSetting?: true;
 }
 
 /** One place a model is served. */
@@ -114,13 +116,12 @@ export class Catalogue {
    * is made, so a replaced credential is used from the next call on.
    */
   setStoredSecrets(stored: ReadonlyMap<string, string>): void {
-    const changed = stored.size !== this.stored.size || [...stored].some(([k, v]) => this.stored.get(k) !== v);
-    if (!changed) return;
-    const hadBefore = new Set(this.secrets.keys());
+    const before = this.secrets;
     this.stored = new Map(stored);
     this.secrets = new Map([...this.settingSecrets(), ...this.stored]);
-    const same = hadBefore.size === this.secrets.size && [...hadBefore].every((k) => this.secrets.has(k));
-    if (!same && this.last) this.install(...this.last);
+    // Which providers have a credential decides which deployments serve; a new value of one needs nothing more.
+    const sameProviders = before.size === this.secrets.size && [...before.keys()].every((k) => this.secrets.has(k));
+    if (!sameProviders && this.last) this.install(...this.last);
   }
 
   /** The credential a call to `providerId` carries now; undefined when there is none. */
@@ -227,7 +228,7 @@ export class Catalogue {
       if (setting?.fallback) {
         const id = p.id + FALLBACK_SUFFIX;
         if (!list.some((x) => x.id === id))
-          out.set(id, { ...resolved, id, baseUrl: trimmedBase(setting.fallback.baseUrl) });
+          out.set(id, { ...resolved, id, baseUrl: trimmedBase(setting.fallback.baseUrl), fromSetting: true });
       }
     }
     return out;

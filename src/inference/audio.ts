@@ -14,8 +14,7 @@ import {
   type MediaTokens,
 } from '../billing/media-pricing.ts';
 import type { FormPart } from '../gen/gateway/v1/inference_pb.js';
-import { openAICompatible, openAIForm } from './providers/openai-compatible.ts';
-import type { Endpoint } from './providers/target.ts';
+import { SPEECH, TRANSCRIPTIONS } from './providers/openai-compatible.ts';
 import { countTextTokens } from './tokens.ts';
 import { zeroUsage, type ChargeInfo, type Json } from '../metering/plan.ts';
 import { isAbort, withOutcome } from '../metering/outcomes.ts';
@@ -56,11 +55,6 @@ export type SpeechOut =
   | { kind: 'charge'; charge: ChargeInfo };
 
 /** POST /v1/audio/transcriptions and /v1/audio/speech. */
-/** Speech answers audio of any type the caller asked for. */
-const SPEECH_UPSTREAM: Endpoint = (t) => {
-  const p = openAICompatible(t);
-  return { url: p.url('/audio/speech'), headers: { ...p.headers, accept: '*/*' } };
-};
 
 export class AudioRoute {
   private readonly deps: RouteDeps;
@@ -164,7 +158,7 @@ export class AudioRoute {
     if (model.id === 'gpt-4o-transcribe-diarize' && !form.has('chunking_strategy'))
       upstreamForm.append('chunking_strategy', 'auto');
     return metering.run(plan, async () => {
-      const res = await calls.post(plan, openAIForm('/audio/transcriptions'), upstreamForm);
+      const res = await calls.post(plan, TRANSCRIPTIONS, upstreamForm);
       if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
       const contentType = String(res.headers['content-type'] ?? 'application/json')
         .split(';')[0]!
@@ -297,7 +291,7 @@ export class AudioRoute {
     try {
       let res;
       try {
-        res = await calls.post(plan, SPEECH_UPSTREAM, upstreamBody, upstreamAbort.signal);
+        res = await calls.post(plan, SPEECH, upstreamBody, upstreamAbort.signal);
         if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
       } catch (err) {
         await metering.release(plan, err);

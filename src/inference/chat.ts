@@ -13,7 +13,7 @@ import {
   countInputTokens,
   inputTokensUpperBound,
 } from './tokens.ts';
-import { capFieldsOf, openAIJson, type CapFields } from './providers/openai-compatible.ts';
+import { capFieldsOf, CHAT_COMPLETIONS, type CapFields } from './providers/openai-compatible.ts';
 import { messagesEndpoint } from './providers/anthropic.ts';
 import {
   chatRequestToMessages,
@@ -32,7 +32,6 @@ import type { SseEvent } from './sse.ts';
 
 export const CHAT_ROUTE = '/v1/chat/completions';
 const encoder = new TextEncoder();
-const CHAT_COMPLETIONS = openAIJson('/chat/completions');
 
 interface PreparedChat {
   plan: Plan;

@@ -3,9 +3,7 @@
 // charge is the upstream's token count at the catalogue's per-1M price.
 import type { Caller } from '../billing/caller.ts';
 import { badRequest } from '../errors/errors.ts';
-import { openAIJson } from './providers/openai-compatible.ts';
-
-const EMBEDDINGS_UPSTREAM = openAIJson('/embeddings');
+import { EMBEDDINGS } from './providers/openai-compatible.ts';
 import { cohere, COHERE_MAX_TEXTS, embedReply, embedRequest } from './providers/cohere.ts';
 import { zeroUsage, type ChargeInfo, type Json } from '../metering/plan.ts';
 import { badUpstreamReply, mediaPlan, modelOfKind } from './media/common.ts';
@@ -121,7 +119,7 @@ export class EmbeddingsRoute {
 
       const upstreamBody =
         body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
-      const res = await calls.post(plan, EMBEDDINGS_UPSTREAM, upstreamBody);
+      const res = await calls.post(plan, EMBEDDINGS, upstreamBody);
       if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
       const { text, json } = await readJson(res, plan.requestId);
       const prompt = (json.usage as Json | undefined)?.prompt_tokens;

@@ -15,7 +15,7 @@ import {
   type Prices,
 } from '../billing/media-pricing.ts';
 import type { FormPart } from '../gen/gateway/v1/inference_pb.js';
-import { openAIForm, openAIJson } from './providers/openai-compatible.ts';
+import { IMAGE_EDITS, IMAGE_GENERATIONS } from './providers/openai-compatible.ts';
 import { bfl, BFL_FAILED, BFL_MODERATED } from './providers/bfl.ts';
 import { zeroUsage, type ChargeInfo, type Json, type Plan } from '../metering/plan.ts';
 import { withOutcome } from '../metering/outcomes.ts';
@@ -78,7 +78,7 @@ export class ImagesRoute {
     const upstreamBody =
       body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
     return metering.run(plan, async () =>
-      this.settleGptImage(plan, await calls.post(plan, openAIJson('/images/generations'), upstreamBody), opts),
+      this.settleGptImage(plan, await calls.post(plan, IMAGE_GENERATIONS, upstreamBody), opts),
     );
   }
 
@@ -146,7 +146,7 @@ export class ImagesRoute {
     await metering.holdExact(plan, gptImageHold(model.prices, prompt, opts, BigInt(n ?? 1), BigInt(images.length)));
     const upstreamForm = upstreamFormOf(parts, model.upstreamId);
     return metering.run(plan, async () =>
-      this.settleGptImage(plan, await calls.post(plan, openAIForm('/images/edits'), upstreamForm), opts),
+      this.settleGptImage(plan, await calls.post(plan, IMAGE_EDITS, upstreamForm), opts),
     );
   }
 

@@ -18,11 +18,8 @@ import {
   inputTokensUpperBound,
   responsesInputUpperBound,
 } from './tokens.ts';
-import { capFieldsOf, openAIJson } from './providers/openai-compatible.ts';
+import { capFieldsOf, CHAT_COMPLETIONS, RESPONSES } from './providers/openai-compatible.ts';
 import type { Endpoint } from './providers/target.ts';
-
-const RESPONSES_UPSTREAM = openAIJson('/responses');
-const CHAT_COMPLETIONS = openAIJson('/chat/completions');
 import { outputTextOfReply, deltaText } from './chat.ts';
 import type { ChargeInfo, Json, Plan } from '../metering/plan.ts';
 import type { OutEvent, StepResult, StreamEvent, StreamProcessor } from './stream-types.ts';
@@ -184,7 +181,7 @@ export class ResponsesRoute {
     await preparePriced(this.deps.metering, { plan, policy, upstream, capFields: ['max_output_tokens'] });
     return {
       plan,
-      endpoint: RESPONSES_UPSTREAM,
+      endpoint: RESPONSES,
       upstreamBody: upstream.bytes(),
       passthrough: true,
       stores: body.store !== false,

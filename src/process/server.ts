@@ -457,7 +457,7 @@ async function announce(
     })),
     bookProviders: p.catalogue
       .providers()
-      .filter((b) => !Object.hasOwn(config.providers, b.id) && !b.id.endsWith('-fallback'))
+      .filter((b) => !Object.hasOwn(config.providers, b.id) && !b.fromSetting)
       .map((b) => ({ id: b.id, baseUrl: b.baseUrl, credential: p.catalogue.secretOf(b.id) !== undefined })),
     ...(p.credentialsKey ? { credentialsKey: p.credentialsKey } : {}),
     leasing: config.billingMode === 'lease',

@@ -177,6 +177,14 @@ function effectiveFromOf(t: Timestamp | undefined, subjects: readonly string[] =
   return at;
 }
 
+/** The providers a document without its own is checked against: the book's, as the catalogue serves them. */
+function providersInForce(catalogue: Catalogue) {
+  return catalogue
+    .providers()
+    .filter((p) => !p.fromSetting)
+    .map((p) => ({ id: p.id, dialect: p.dialect, baseUrl: p.baseUrl }));
+}
+
 export function catalogueService(
   catalogue: Catalogue,
   book: PriceBook,
@@ -199,9 +207,6 @@ export function catalogueService(
   };
 
   const serveBook = async () => catalogue.load(await book.read());
-  /** The providers a document without its own is checked against: those the catalogue serves. */
-  const providersInForce = () =>
-    catalogue.providers().map((p) => ({ id: p.id, dialect: p.dialect, baseUrl: p.baseUrl }));
 
   /**
    * Makes `edit` on the book in force and writes what it changes (nothing on a dry run), or
@@ -413,7 +418,7 @@ export function catalogueService(
     async previewBook(req) {
       const parsed = parseBookDocument(req.document);
       if ('problems' in parsed) throw invalidBook(parsed.problems);
-      const problems = bookProblems(parsed.doc, providersInForce());
+      const problems = bookProblems(parsed.doc, providersInForce(catalogue));
       if (problems.length) throw invalidBook(problems);
       const days = req.days === 0 ? 30 : req.days;
       if (!Number.isInteger(days) || days < 1 || days > 366)

@@ -11,28 +11,20 @@
 // The failing deployment is the priority-0 one and DEPLOYMENT_ALLOWED_FAILS is high, so it never
 // cools down: every request of a run really is tried there first and moves on, rather than some
 // going straight to the healthy one by the weighted draw or a cooldown.
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../../src/gen/gateway/v1/catalogue_pb.js';
 import { usdToNano } from '../../src/money/money.ts';
 import { openDb, type Db } from '../../src/db/db.ts';
-import { CredentialStore } from '../../src/catalogue/credentials.ts';
 import { startSimulator, type RecordedRequest, type Simulator } from '../upstream/simulator.ts';
 import { gatewayForFile } from '../support/extra-gateway.ts';
 import type { GatewayProcess } from '../support/gateway-process.ts';
-import { createDatabase } from '../support/postgres.ts';
 import { uniqueMarker } from '../support/context.ts';
-import { until } from '../support/deployments.ts';
-import {
-  type AgentRun,
-  billedNano,
-  runClaude,
-  runCodex,
-  startRecorder,
-  startRefusingProxy,
-} from '../support/coding-agents.ts';
+import { nameCredentials, ownDatabase, until } from '../support/deployments.ts';
+import { type AgentRun, runClaude, runCodex, startRecorder, startRefusingProxy } from '../support/coding-agents.ts';
+import { billedNano } from '../support/prices.ts';
 
 type Json = Record<string, unknown>;
 
@@ -48,11 +40,8 @@ const CODEX_MODEL = 'gpt-5.3-codex';
 
 const RUN = Math.random().toString(36).slice(2, 8);
 const DB_NAME = `coding_agents_deployments_${RUN}`;
-const DATABASE_URL = (() => {
-  const url = new URL(inject('adminDatabaseUrl'));
-  url.pathname = `/${DB_NAME}`;
-  return url.toString();
-})();
+const DB = ownDatabase(DB_NAME);
+const DATABASE_URL = DB.url;
 
 const gatewayOf = gatewayForFile('coding-agents-deployments', {
   DATABASE_URL,
@@ -92,19 +81,22 @@ beforeAll(async () => {
     startSimulator({ apiKey: KEY_A, name: 'agents-a' }),
     startSimulator({ apiKey: KEY_B, name: 'agents-b' }),
   ]);
-  await createDatabase(inject('adminDatabaseUrl'), DB_NAME);
+  await DB.create();
   gw = await gatewayOf();
   knex = await openDb({ databaseUrl: DATABASE_URL, poolMax: 4 });
   billing = createClient(BillingService, createGrpcTransport({ baseUrl: gw.rpcUrl }));
   catalogue = createClient(CatalogueService, createGrpcTransport({ baseUrl: gw.rpcUrl }));
-  // Each instance's key serves both of its wires; in one transaction, so a refresh reads all or none.
-  await knex.transaction(async (trx) => {
-    const store = new CredentialStore(trx as unknown as Db, undefined, {});
-    await store.setEnv('agents-a', 'AGENTS_SIM_A_KEY', 'coding agents deployments test');
-    await store.setEnv('claude-a', 'AGENTS_SIM_A_KEY', 'coding agents deployments test');
-    await store.setEnv('agents-b', 'AGENTS_SIM_B_KEY', 'coding agents deployments test');
-    await store.setEnv('claude-b', 'AGENTS_SIM_B_KEY', 'coding agents deployments test');
-  });
+  // Each instance's key serves both of its wires.
+  await nameCredentials(
+    knex,
+    {
+      'agents-a': 'AGENTS_SIM_A_KEY',
+      'claude-a': 'AGENTS_SIM_A_KEY',
+      'agents-b': 'AGENTS_SIM_B_KEY',
+      'claude-b': 'AGENTS_SIM_B_KEY',
+    },
+    'coding agents deployments test',
+  );
 
   const doc = JSON.parse((await catalogue.exportBook({})).document) as Doc;
   expect(doc.aliases[CLAUDE_ALIAS]).toBe(CLAUDE_MODEL);

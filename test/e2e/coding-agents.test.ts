@@ -14,13 +14,8 @@ import {
   uniqueMarker,
   type TestKey,
 } from '../support/context.ts';
-import {
-  billedNano as billedNanoAt,
-  runClaude,
-  runCodex,
-  startRecorder,
-  startRefusingProxy,
-} from '../support/coding-agents.ts';
+import { runClaude, runCodex, startRecorder, startRefusingProxy } from '../support/coding-agents.ts';
+import { billedNano as billedNanoAt } from '../support/prices.ts';
 
 type Json = Record<string, unknown>;
 

@@ -19,6 +19,7 @@ import {
   sidewaysOverflow,
   startConsoleGateway,
   tableRows,
+  VIEWPORTS,
 } from '../support/console.ts';
 import { freePort } from '../support/ports.ts';
 
@@ -383,10 +384,7 @@ describe('the console, for the operator, in a browser', () => {
   it('every operator page, at desktop (1280×800) and phone (390×844) width, fits its width, passes axe (accessibility) and is written to test-results/screenshots', {
     timeout: 120_000,
   }, async () => {
-    for (const [label, viewport] of [
-      ['desktop', { width: 1280, height: 800 }],
-      ['phone', { width: 390, height: 844 }],
-    ] as const) {
+    for (const [label, viewport] of VIEWPORTS) {
       const { context, page, problems } = await operatorPage('/console/admin/accounts', viewport);
       await withAxe(context); // in every page from here: each is opened anew below
       const findings: Record<string, AxeFinding[]> = {};

@@ -22,6 +22,7 @@ import {
   sidewaysOverflow,
   startConsoleGateway,
   tableRows,
+  VIEWPORTS,
 } from '../support/console.ts';
 import { addProviders, addRoutedModel } from '../support/console-providers.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
@@ -266,10 +267,7 @@ describe('the Providers page, for the operator, in a browser', () => {
   it('at desktop (1280×800) and phone (390×844) width the page fits its width (its tables scroll inside their cards), passes axe and is written to test-results/screenshots', {
     timeout: 120_000,
   }, async () => {
-    for (const [label, viewport] of [
-      ['desktop', { width: 1280, height: 800 }],
-      ['phone', { width: 390, height: 844 }],
-    ] as const) {
+    for (const [label, viewport] of VIEWPORTS) {
       const { context, page, problems } = await operatorPage('/console/admin/providers', viewport);
       await withAxe(context);
       await open(page, `${gw.url}/console/admin/providers`);

@@ -27,6 +27,7 @@ import {
   signIn,
   startConsoleGateway,
   tableRows,
+  VIEWPORTS,
 } from '../support/console.ts';
 
 interface Holder {
@@ -607,10 +608,7 @@ describe('the console, for a key holder, in a browser', () => {
     timeout: 120_000,
   }, async () => {
     const { alice } = holders;
-    for (const [label, viewport] of [
-      ['desktop', { width: 1280, height: 800 }],
-      ['phone', { width: 390, height: 844 }],
-    ] as const) {
+    for (const [label, viewport] of VIEWPORTS) {
       const { context, problems } = await recordingContext(browser, viewport);
       await withAxe(context);
       const findings: Record<string, AxeFinding[]> = {};

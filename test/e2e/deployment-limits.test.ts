@@ -3,7 +3,7 @@
 // database of this file's own (providers added here would show in other files' start-up
 // summaries otherwise), with a CREDENTIALS_KEY so credentials are sealed in it.
 import { randomBytes } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
@@ -15,15 +15,11 @@ import { CredentialStore, credentialKey } from '../../src/catalogue/credentials.
 import { startSimulator, type Simulator } from '../upstream/simulator.ts';
 import { gatewayForFile } from '../support/extra-gateway.ts';
 import type { GatewayProcess } from '../support/gateway-process.ts';
-import { createDatabase } from '../support/postgres.ts';
-import { inPool, sleep, until } from '../support/deployments.ts';
+import { inPool, ownDatabase, sleep, until } from '../support/deployments.ts';
 
 const RUN = Math.random().toString(36).slice(2, 8);
-const DATABASE_URL = (() => {
-  const url = new URL(inject('adminDatabaseUrl'));
-  url.pathname = `/deployment_limits_${RUN}`;
-  return url.toString();
-})();
+const DB = ownDatabase(`deployment_limits_${RUN}`);
+const DATABASE_URL = DB.url;
 const CREDENTIALS_KEY = randomBytes(32).toString('base64');
 const RPM = 40;
 const LIMITED = `limited-${RUN}`;
@@ -59,7 +55,7 @@ beforeAll(async () => {
     startSimulator({ apiKeys: ['key-old'], name: 'rotated' }),
     startSimulator({ apiKey: 'key-slow', name: 'slow' }),
   ]);
-  await createDatabase(inject('adminDatabaseUrl'), `deployment_limits_${RUN}`);
+  await DB.create();
   [a, b] = await Promise.all([gatewayA(), gatewayB()]);
   knex = await openDb({ databaseUrl: DATABASE_URL, poolMax: 4 });
   store = new CredentialStore(

@@ -6,7 +6,7 @@
 // the shared book would show in the startup summary of every gateway other files start on it
 // (terminal.test.ts checks that list). Each scenario has a model of its own, so the passive health
 // of one scenario's deployments never leaks into another's.
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import OpenAI from 'openai';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
@@ -14,23 +14,19 @@ import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../../src/gen/gateway/v1/catalogue_pb.js';
 import { usdToNano } from '../../src/money/money.ts';
 import { openDb, type Db } from '../../src/db/db.ts';
-import { CredentialStore } from '../../src/catalogue/credentials.ts';
 import { startSimulator, type Simulator } from '../upstream/simulator.ts';
 import { gatewayForFile } from '../support/extra-gateway.ts';
 import type { GatewayProcess } from '../support/gateway-process.ts';
-import { createDatabase } from '../support/postgres.ts';
 import { gatewayUrl, newKey as newMainKey, uniqueMarker } from '../support/context.ts';
-import { chatCostNano, inPool, until } from '../support/deployments.ts';
+import { inPool, nameCredentials, ownDatabase, until } from '../support/deployments.ts';
+import { chatCostNano } from '../support/prices.ts';
 
 const COOLDOWN_MS = 1500;
 const AZURE_API_VERSION = '2024-10-21';
 const AZURE_DEPLOYMENT = 'my-azure-deployment';
 const RUN = Math.random().toString(36).slice(2, 8);
-const DATABASE_URL = (() => {
-  const url = new URL(inject('adminDatabaseUrl'));
-  url.pathname = `/deployments_${RUN}`;
-  return url.toString();
-})();
+const DB = ownDatabase(`deployments_${RUN}`);
+const DATABASE_URL = DB.url;
 const M = {
   weighted: `routed-weighted-${RUN}`,
   cheapest: `routed-cheapest-${RUN}`,
@@ -91,17 +87,15 @@ beforeAll(async () => {
     startSimulator({ apiKey: 'key-az', name: 'azure', azure: { apiVersion: AZURE_API_VERSION } }),
     startSimulator({ apiKey: 'key-third', name: 'third' }),
   ]);
-  await createDatabase(inject('adminDatabaseUrl'), `deployments_${RUN}`);
+  await DB.create();
   gw = await gatewayOf();
   knex = await openDb({ databaseUrl: DATABASE_URL, poolMax: 4 });
   billing = createClient(BillingService, createGrpcTransport({ baseUrl: gw.rpcUrl }));
-  // In one transaction: the gateway's refresh reads all three credentials or none.
-  await knex.transaction(async (trx) => {
-    const store = new CredentialStore(trx as unknown as Db, undefined, {});
-    await store.setEnv('sim-plain', 'SIM_A_KEY', 'deployments test');
-    await store.setEnv('sim-azure', 'SIM_AZ_KEY', 'deployments test');
-    await store.setEnv('sim-third', 'SIM_THIRD_KEY', 'deployments test');
-  });
+  await nameCredentials(
+    knex,
+    { 'sim-plain': 'SIM_A_KEY', 'sim-azure': 'SIM_AZ_KEY', 'sim-third': 'SIM_THIRD_KEY' },
+    'deployments test',
+  );
 
   catalogue = createClient(CatalogueService, createGrpcTransport({ baseUrl: gw.rpcUrl }));
   const doc = JSON.parse((await catalogue.exportBook({})).document) as Doc;

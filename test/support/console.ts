@@ -73,6 +73,12 @@ export interface PageProblems {
   cspViolations: string[];
 }
 
+/** The widths every console page is checked at: a desktop and a phone. */
+export const VIEWPORTS = [
+  ['desktop', { width: 1280, height: 800 }],
+  ['phone', { width: 390, height: 844 }],
+] as const;
+
 /**
  * A browser context at a viewport that records every page's problems. A 401 answer is not one:
  * the page asks /me at start, and that is how it learns there is no session.

@@ -1,5 +1,30 @@
-// Helpers for the deployment routing tests (test/e2e/deployments.test.ts): bounded-concurrency
-// request runs, polling with a deadline, and a chat charge computed exactly from a usage row.
+// Helpers for the tests of providers and deployments (deployments, deployment-limits,
+// coding-agents-deployments): a database of the file's own, credentials named by variables,
+// bounded-concurrency request runs and polling with a deadline.
+import { inject } from 'vitest';
+import type { Db } from '../../src/db/db.ts';
+import { CredentialStore } from '../../src/catalogue/credentials.ts';
+import { createDatabase } from './postgres.ts';
+
+/**
+ * A database named `name` on the test server, for a file whose book has providers of its own
+ * (on the shared database they would show in every other file's gateways): its URL, and create()
+ * to make it before a gateway starts on it.
+ */
+export function ownDatabase(name: string): { url: string; create: () => Promise<void> } {
+  const admin = inject('adminDatabaseUrl');
+  const url = new URL(admin);
+  url.pathname = `/${name}`;
+  return { url: url.toString(), create: () => createDatabase(admin, name) };
+}
+
+/** Each provider's credential named as a variable of the gateway's, in one transaction: a refresh reads all or none. */
+export async function nameCredentials(db: Db, variables: Record<string, string>, source: string): Promise<void> {
+  await db.transaction(async (trx) => {
+    const store = new CredentialStore(trx as unknown as Db, undefined, {});
+    for (const [provider, variable] of Object.entries(variables)) await store.setEnv(provider, variable, source);
+  });
+}
 
 /** Runs `fn(0..n-1)` with at most `concurrency` in flight; the results in index order. */
 export async function inPool<T>(n: number, concurrency: number, fn: (i: number) => Promise<T>): Promise<T[]> {
@@ -31,21 +56,4 @@ export async function until<T>(
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
     await sleep(everyMs);
   }
-}
-
-/** A decimal USD price in 1e-15 USD (book prices have at most 9 decimal places). */
-export function femtoUsd(price: string): bigint {
-  const [whole, frac = ''] = price.split('.');
-  if (frac.length > 15) throw new Error(`${price} has more than 15 decimal places`);
-  return BigInt(whole! + frac.padEnd(15, '0'));
-}
-
-/**
- * A chat request's cost in nano-USD at per-million-token prices: the exact cost rounded up once.
- * tokens x 1e-15 USD per million tokens = 1e-21 USD; a nano-USD is 1e12 of those.
- */
-export function chatCostNano(prices: Record<string, string>, input: bigint, output: bigint): bigint {
-  const exact = input * femtoUsd(prices.input_per_mtok!) + output * femtoUsd(prices.output_per_mtok!);
-  const perNano = 10n ** 12n;
-  return (exact + perNano - 1n) / perNano;
 }

@@ -4,15 +4,6 @@
 import type { ResolvedModel } from '../../catalogue/catalogue.ts';
 import { withProviderHeaders, type Endpoint, type Target } from './target.ts';
 
-export interface ChatProvider {
-  chatUrl: string;
-  headers: Record<string, string>;
-  /** Another endpoint of the same API, e.g. url('/embeddings'). */
-  url(path: string): string;
-  /** Authorization only, for multipart bodies (the form sets its own content type). */
-  authHeaders: Record<string, string>;
-}
-
 export interface CapFields {
   /** Field that caps output tokens when the gateway must lower or set it. */
   maxTokensField: 'max_tokens' | 'max_completion_tokens';
@@ -30,39 +21,39 @@ export function capFieldsOf(model: Pick<ResolvedModel, 'provider' | 'dialect'>):
   };
 }
 
-export function openAICompatible(t: Target): ChatProvider {
+/** `path` on the deployment (Azure: under its deployment, with the api-version), and its credential as the dialect sends it. */
+function urlAndAuth(t: Target, path: string): { url: string; auth: Record<string, string> } {
   const p = t.provider;
-  const azure = p.dialect === 'azure-openai';
-  const url = azure
-    ? (path: string) =>
-        `${p.baseUrl}/openai/deployments/${encodeURIComponent(t.upstreamId)}${path}?api-version=${encodeURIComponent(p.apiVersion ?? '')}`
-    : (path: string) => `${p.baseUrl}${path}`;
-  const auth: Record<string, string> = azure ? { 'api-key': t.apiKey } : { authorization: `Bearer ${t.apiKey}` };
-  return {
-    chatUrl: url('/chat/completions'),
-    // Only what the upstream needs; nothing of the caller's request headers is passed on.
-    headers: withProviderHeaders(t, {
-      ...auth,
-      'content-type': 'application/json',
-      accept: 'application/json, text/event-stream',
-    }),
-    url,
-    authHeaders: withProviderHeaders(t, auth),
+  if (p.dialect === 'azure-openai')
+    return {
+      url: `${p.baseUrl}/openai/deployments/${encodeURIComponent(t.upstreamId)}${path}?api-version=${encodeURIComponent(p.apiVersion ?? '')}`,
+      auth: { 'api-key': t.apiKey },
+    };
+  return { url: `${p.baseUrl}${path}`, auth: { authorization: `Bearer ${t.apiKey}` } };
+}
+
+/**
+ * A call to `path` of an OpenAI-API deployment: a JSON body answered as JSON or SSE (`accept`
+ * otherwise), or a multipart form, which sets its own content type. Only what the upstream needs:
+ * nothing of the caller's request headers is passed on.
+ */
+function openAIEndpoint(
+  path: string,
+  body: 'json' | 'form' = 'json',
+  accept = 'application/json, text/event-stream',
+): Endpoint {
+  return (t) => {
+    const { url, auth } = urlAndAuth(t, path);
+    const own = body === 'form' ? auth : { ...auth, 'content-type': 'application/json', accept };
+    return { url, headers: withProviderHeaders(t, own) };
   };
 }
 
-/** A JSON call to `path` of an OpenAI-API deployment. */
-export const openAIJson =
-  (path: string): Endpoint =>
-  (t) => {
-    const p = openAICompatible(t);
-    return { url: p.url(path), headers: p.headers };
-  };
-
-/** A multipart call to `path` (the form sets its own content type). */
-export const openAIForm =
-  (path: string): Endpoint =>
-  (t) => {
-    const p = openAICompatible(t);
-    return { url: p.url(path), headers: p.authHeaders };
-  };
+export const CHAT_COMPLETIONS = openAIEndpoint('/chat/completions');
+export const RESPONSES = openAIEndpoint('/responses');
+export const EMBEDDINGS = openAIEndpoint('/embeddings');
+export const IMAGE_GENERATIONS = openAIEndpoint('/images/generations');
+export const IMAGE_EDITS = openAIEndpoint('/images/edits', 'form');
+export const TRANSCRIPTIONS = openAIEndpoint('/audio/transcriptions', 'form');
+/** Speech answers audio of whatever type the caller asked for. */
+export const SPEECH = openAIEndpoint('/audio/speech', 'json', '*/*');

@@ -19,6 +19,5 @@ export function targetOf(deployment: ResolvedDeployment, apiKey: string): Target
 /** The provider's extra headers from the book, under the dialect's own (which win). */
 export function withProviderHeaders(t: Target, own: Record<string, string>): Record<string, string> {
   const extra = t.provider.headers;
-  for (const _ in extra) return { ...extra, ...own };
-  return own;
+  return Object.keys(extra).length === 0 ? own : { ...extra, ...own };
 }

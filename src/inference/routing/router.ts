@@ -29,9 +29,9 @@ export class Router {
    * reorders; nothing cools a model down to nothing). When every deployment is cooling: the 503
    * a caller gets, with retry-after at the soonest one back.
    */
-  order(model: ResolvedModel, shape: RequestShape, requestId: string): ResolvedDeployment[] {
+  order(model: ResolvedModel, shape: RequestShape, requestId: string): readonly ResolvedDeployment[] {
     const all = model.served;
-    if (all.length <= 1) return [...all];
+    if (all.length <= 1) return all;
     const able = all.filter((d) => this.health.admission(d.key) !== 'cooling');
     if (able.length === 0) {
       const now = this.health.now();
