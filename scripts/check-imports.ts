@@ -19,6 +19,8 @@ export const LAYERS: readonly { name: string; parts: readonly string[] }[] = [
   { name: 'the console page', parts: ['src/console/web/'] },
   { name: 'contract', parts: ['src/gen/'] },
   { name: 'configuration', parts: ['src/config/'] },
+  // OpenTelemetry spans and their export (docs/observability.md): every layer above makes spans.
+  { name: 'tracing', parts: ['src/tracing/'] },
   { name: 'infrastructure', parts: ['src/log/', 'src/db/'] },
   { name: 'errors', parts: ['src/errors/'] },
   { name: 'billing', parts: ['src/billing/'] },

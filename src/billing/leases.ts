@@ -18,7 +18,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { retryIfConnectionLost, type Db } from '../db/db.ts';
-import { LEASE_RECLAIM_CHANNEL, type Balance, type Ledger } from './ledger.ts';
+import { LEASE_RECLAIM_CHANNEL, storedTraceId, type Balance, type Ledger } from './ledger.ts';
 import { newId } from './ids.ts';
 
 type Row = Record<string, unknown>;
@@ -47,6 +47,8 @@ export interface LeasedCharge {
   markupVersion: bigint;
   /** The deployment that answered ('' when none did). */
   deployment: string;
+  /** The request's trace id (32 lowercase hex) when its trace was sampled; unset or '' otherwise (stored NULL). */
+  traceId?: string;
   route: string;
   inputTokens: bigint;
   outputTokens: bigint;
@@ -356,10 +358,10 @@ export class LeaseBook {
              SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[]),
                CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS boolean[]), CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]),
                CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]),
-               CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[])) WITH ORDINALITY
+               CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[])) WITH ORDINALITY
                AS r(request_id, key_id, model, route, input_tokens, output_tokens, cached_tokens, cache_write_tokens, usage_estimated,
                     cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model, price_version,
-                    provider_cost_nano, markup_version, deployment, n)
+                    provider_cost_nano, markup_version, deployment, trace_id, n)
            ), total AS (
              SELECT COALESCE(sum(cost_nano), 0) AS t FROM r
            ), lease AS (
@@ -374,10 +376,11 @@ export class LeaseBook {
            ), u AS (
              INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
                cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model,
-               price_version_id, provider_cost_nano, markup_version_id, deployment)
+               price_version_id, provider_cost_nano, markup_version_id, deployment, trace_id)
              SELECT r.request_id, lease.account_id, r.key_id, r.model, r.route, r.input_tokens, r.output_tokens, r.cached_tokens,
                r.cache_write_tokens, r.usage_estimated, r.cost_nano, r.uncovered_nano, r.status, r.http_status, r.latency_ms, r.units, r.unit,
-               r.requested_model, NULLIF(r.price_version, 0), r.provider_cost_nano, NULLIF(r.markup_version, 0), NULLIF(r.deployment, '')
+               r.requested_model, NULLIF(r.price_version, 0), r.provider_cost_nano, NULLIF(r.markup_version, 0), NULLIF(r.deployment, ''),
+               NULLIF(r.trace_id, '')
              FROM r, lease
            )
            SELECT count(*)::int AS applied FROM lease`,
@@ -403,6 +406,7 @@ export class LeaseBook {
               col('providerCostNano'),
               col('markupVersion'),
               col('deployment'),
+              batch.map((c) => storedTraceId(c.traceId)),
               lease.id,
             ],
           ),

@@ -36,6 +36,8 @@ export interface SettleInput {
   requestedModel?: string;
   /** The deployment that answered (`<model>/<deployment>`); unset when no upstream answered. */
   deployment?: string;
+  /** The request's trace id (32 lowercase hex) when its trace was sampled; unset or '' otherwise (stored NULL). */
+  traceId?: string;
   /** The price book version the request was priced at (0: none). */
   priceVersion?: bigint;
   route: string;
@@ -100,6 +102,14 @@ export class LedgerError extends Error {
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
 const big = (v: unknown): bigint => BigInt(v as string);
+
+/**
+ * The trace id a usage row stores: the id when it is a trace id (32 lowercase hex), '' (NULL in
+ * the row) otherwise. A malformed one is dropped here rather than refused by the column's check
+ * (migration 020): a request's trace never stops its charge from being written.
+ */
+export const storedTraceId = (traceId: string | undefined): string =>
+  traceId !== undefined && /^[0-9a-f]{32}$/.test(traceId) ? traceId : '';
 
 /** Where a refund asks instances to give back their credit leases on an account (payload: the account id). */
 export const LEASE_RECLAIM_CHANNEL = 'lease_reclaim';
@@ -407,10 +417,10 @@ export class Ledger {
          ), u AS (
            INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
              cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model,
-             price_version_id, provider_cost_nano, markup_version_id, deployment)
+             price_version_id, provider_cost_nano, markup_version_id, deployment, trace_id)
            SELECT ?, h.account_id, h.key_id, ?, ?, CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), ?,
              h.charged_nano, CAST(? AS bigint) - h.charged_nano, ?, ?, ?, CAST(? AS bigint), ?, ?, NULLIF(CAST(? AS bigint), 0),
-             CAST(? AS bigint), NULLIF(CAST(? AS bigint), 0), ? FROM h
+             CAST(? AS bigint), NULLIF(CAST(? AS bigint), 0), ?, NULLIF(CAST(? AS text), '') FROM h
          )
          SELECT charged_nano::text AS charged FROM h`,
           [
@@ -436,6 +446,7 @@ export class Ledger {
             (s.providerCostNano ?? s.costNano).toString(),
             (s.markupVersion ?? 0n).toString(),
             s.deployment || null,
+            storedTraceId(s.traceId),
           ],
         ),
       ),

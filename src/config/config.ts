@@ -9,6 +9,7 @@ import { usdToNano } from '../money/money.ts';
 import { loadBotSettings, type BotSettings } from './bot-config.ts';
 import { logFormat, logLevel, nonEmpty } from './env.ts';
 import { dataDirOf } from './gateway-address.ts';
+import { loadTracingConfig, type TracingConfig } from './tracing-config.ts';
 
 export type ProviderName = 'openai' | 'anthropic' | 'xai' | 'deepseek' | 'cohere' | 'bfl';
 
@@ -114,6 +115,8 @@ export interface Config {
   sharedProviderObjects: ReadonlySet<SharedKind>;
   /** The Telegram bot run inside the gateway (src/bot/); undefined when TELEGRAM_BOT_TOKEN is not set. */
   bot: BotSettings | undefined;
+  /** OpenTelemetry traces over OTLP (tracing-config.ts, docs/observability.md); off unless an endpoint is set. */
+  tracing: TracingConfig;
 }
 
 export interface VideoConfig {
@@ -321,5 +324,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     modelAliases: parseModelAliases(env.MODEL_ALIASES),
     sharedProviderObjects: parseSharedKinds(env.SHARED_PROVIDER_OBJECTS),
     bot: loadBotSettings(env),
+    tracing: loadTracingConfig(env),
   };
 }

@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import type { FastifyInstance, FastifyReply } from 'fastify';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { MessageInitShape } from '@bufbuild/protobuf';
-import type { ListUsageRequestSchema } from '../gen/gateway/v1/billing_pb.js';
+import type { ListUsageRequestSchema, UsageRecord } from '../gen/gateway/v1/billing_pb.js';
 import { API, access, type Billing, type RouteKit } from './kit.ts';
 import { sessionCookieOf } from './sessions.ts';
 import type {
@@ -96,10 +96,17 @@ export function registerHolderRoutes(app: FastifyInstance, kit: RouteKit): void 
 
 type UsageAsk = MessageInitShape<typeof ListUsageRequestSchema> & { accountId: string };
 
-/** One page of the request log (the holder's, or the operator's view of an account). */
-export async function requestsPage(billing: Billing, ask: UsageAsk): Promise<Page<RequestRow>> {
+/**
+ * One page of the request log (the holder's, or the operator's view of an account, whose rows
+ * `row` writes with their traces).
+ */
+export async function requestsPage(
+  billing: Billing,
+  ask: UsageAsk,
+  row: (r: UsageRecord) => RequestRow = requestRow,
+): Promise<Page<RequestRow>> {
   const page = await billing.listUsage(ask);
-  return { rows: page.records.map(requestRow), next_cursor: page.nextCursor };
+  return { rows: page.records.map((r) => row(r)), next_cursor: page.nextCursor };
 }
 
 /**

@@ -21,6 +21,11 @@ export interface ConsoleApiDeps {
   adminToken: string | undefined;
   /** A video job's workflow page in the Temporal UI ('' when unknown). */
   workflowPage: (workflowId: string) => string;
+  /**
+   * TRACE_UI_URL (config.tracing.uiUrl): a trace's address in the operator's trace UI, `{trace_id}`
+   * standing for its id; the operator's request rows link there. Unset: no links.
+   */
+  traceUiUrl?: string | undefined;
   log: Logger;
   throttle?: SignInThrottle;
 }

@@ -48,6 +48,7 @@ import {
   markupRow,
   modelDefinition,
   modelDeployments,
+  operatorRequestRow,
   param,
   previewRow,
   priceVersion,
@@ -97,8 +98,11 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     ledgerPage(billing, req.params.id, req.query as Query),
   );
 
+  // The operator's rows carry their traces (the trace UI is the operator's: docs/console.md#the-trace-link).
   app.get<WithId>(`${API}/admin/accounts/:id/requests`, operator, async (req) =>
-    requestsPage(billing, { ...usageQuery(req.query as Query), accountId: req.params.id }),
+    requestsPage(billing, { ...usageQuery(req.query as Query), accountId: req.params.id }, (r) =>
+      operatorRequestRow(r, kit.deps.traceUiUrl),
+    ),
   );
 
   app.get<WithId>(`${API}/admin/accounts/:id/requests.csv`, operator, async (req, reply) =>

@@ -161,6 +161,23 @@ export const requestRow = (r: UsageRecord): RequestRow => ({
   key_prefix: r.keyPrefix,
 });
 
+/**
+ * A trace's address in the operator's trace UI: the TRACE_UI_URL template with each `{trace_id}`
+ * replaced by the id; '' without a template, or when the id is not a trace id (32 lowercase hex),
+ * so nothing else is ever put into the address.
+ */
+export function traceUrl(template: string | undefined, traceId: string): string {
+  if (template === undefined || !/^[0-9a-f]{32}$/.test(traceId)) return '';
+  return template.split('{trace_id}').join(traceId);
+}
+
+/** The operator's request row: the holder's, with the request's trace id and its trace's address ('' for none). */
+export const operatorRequestRow = (r: UsageRecord, traceUiUrl: string | undefined): RequestRow => ({
+  ...requestRow(r),
+  trace_id: r.traceId,
+  trace_url: traceUrl(traceUiUrl, r.traceId),
+});
+
 export const dailyUsageRow = (row: UsageSummaryRow): DailyUsageRow => ({
   day: row.day,
   model: row.model,

@@ -10,6 +10,7 @@ import { toGatewayError, unauthorized, unexpectedFailure } from '../errors/error
 import { keyFromHeaders } from '../billing/keys.ts';
 import { CALLER, type Caller } from '../billing/caller.ts';
 import { errorBody, sendGatewayError, type WireShape } from './errors.ts';
+import { TRACE_CONTEXT } from '../tracing/spans.ts';
 
 /** Keyed routes: everything under /v1/ but the model list, which is public. */
 export const isKeyedRoute = (url: string): boolean => url.startsWith('/v1/') && !url.startsWith('/v1/models');
@@ -79,6 +80,7 @@ export function callValues(req: FastifyRequest): ContextValues {
   if (!req.callValues) {
     req.callValues = createContextValues();
     if (req.caller) req.callValues.set(CALLER, req.caller);
+    if (req.traceContext) req.callValues.set(TRACE_CONTEXT, req.traceContext);
   }
   return req.callValues;
 }

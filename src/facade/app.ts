@@ -32,6 +32,8 @@ import { modelRoutes } from './routes/models.ts';
 import { opsRoutes } from './routes/ops.ts';
 import { responsesRoutes } from './routes/responses.ts';
 import { videoRoutes } from './routes/video.ts';
+import { registerTracing } from './tracing.ts';
+import { type Context, spanIdsOf } from '../tracing/spans.ts';
 
 export interface FacadeDeps {
   transport: Transport;
@@ -45,6 +47,8 @@ export interface FacadeDeps {
   servedModel: ServedModel;
   /** Unary answers carry x-gateway-deployment (DEPLOYMENT_HEADER). */
   deploymentHeader?: boolean;
+  /** What a keyed caller's traceparent does (TRACE_CALLER_CONTEXT; tracing-config.ts). */
+  traceCallerContext?: 'link' | 'continue' | 'ignore';
   knownCaller: AccessDeps['knownCaller'];
   authenticate: AccessDeps['authenticate'];
   /** Throws when a dependency (database, …) is not reachable. */
@@ -91,6 +95,8 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   // Declared, so every request object has the same shape from the start.
   app.decorateRequest('modelName', null);
 
+  // The server span first, so a refusal is traced too (nothing is registered while tracing is off).
+  registerTracing(app, deps.traceCallerContext ?? 'link');
   // Keys are confirmed before any body is read; every keyed answer carries its cost.
   registerAccess(app, { knownCaller: deps.knownCaller, authenticate: deps.authenticate });
 
@@ -167,12 +173,16 @@ function countAndLog(deps: Pick<FacadeDeps, 'log' | 'metrics' | 'servedModel'>):
         url: route ?? req.url.split('?')[0],
         status: reply.statusCode,
         ms: Math.round(reply.elapsedTime),
+        ...traceIds(req.traceContext),
       },
       'request',
     );
     done();
   };
 }
+
+/** The request line's trace and span ids (it is written outside the request's context). */
+const traceIds = (ctx: Context | null) => (ctx ? spanIdsOf(ctx) : undefined);
 
 /** The facade's error handler (and its answer to what Fastify cannot route), in the shape of the path's route family. */
 function errorAnswer(bodyLimitBytes: number) {

@@ -2,6 +2,7 @@
 // the provider wrote it, turned into the gateway's error (the facade writes it in the route's own
 // shape). Reading charges nothing: a reply that cannot be used is a failure marked with its
 // outcome (outcomes.ts) for the metering to settle.
+import { noteAnswer } from './attempt-spans.ts';
 import { isUtf8 } from 'node:buffer';
 import type { ConnectError } from '@connectrpc/connect';
 import { gatewayError } from '../errors/errors.ts';
@@ -27,6 +28,7 @@ export async function readJson(
     const text = buf.toString('utf8', bom);
     const json = JSON.parse(text) as Json;
     if (json === null || typeof json !== 'object') throw new Error('not an object');
+    noteAnswer(res.span, json);
     const bytes = bom === 0 && isUtf8(buf) ? buf : new TextEncoder().encode(text);
     return { text, json, bytes };
   } catch (err) {

@@ -11,6 +11,7 @@ import type { TokenUsage } from '../billing/pricing.ts';
 import { gatewayError } from '../errors/errors.ts';
 import { markedOutcome, isAbort } from '../metering/outcomes.ts';
 import { readUpstreamError } from './replies.ts';
+import { noteAnswerText, noteStreamEvent } from './attempt-spans.ts';
 import { SseParser, type SseEvent } from './sse.ts';
 import { chargeField, zeroUsage, type ChargeInfo, type Plan } from '../metering/plan.ts';
 import { type OutEvent, type StreamEvent, type StreamProcessor } from './stream-types.ts';
@@ -178,6 +179,8 @@ export class StreamRun {
   /** The request id went out: the caller's answer has begun. */
   private started = false;
   private sawContent = false;
+  /** An upstream event was read (the first is read for the answer's model and id: tracing on). */
+  private sawEvent = false;
   private outcome = 'ok';
   private httpStatus = 200;
   /** Events that carry the charge, held until it is known. */
@@ -265,6 +268,10 @@ export class StreamRun {
   private async step(ev: SseEvent): Promise<'more' | 'done' | 'stop'> {
     const { plan } = this;
     const r = this.opts.processor.step(ev);
+    if (plan.answerSpan) {
+      noteStreamEvent(plan.answerSpan, ev.data, !this.sawEvent);
+      this.sawEvent = true;
+    }
     if (r.usage) this.usage = r.usage;
     if (r.error) {
       this.outcome = 'upstream_stream_error';
@@ -285,8 +292,12 @@ export class StreamRun {
       this.emit({ kind: 'error', ...(r.error.event ? { event: r.error.event } : {}), json: r.error.json });
       return 'stop';
     }
-    if (this.opts.processor.deliveredText().length > 0) this.sawContent = true;
+    if (!this.sawContent && this.opts.processor.deliveredText().length > 0) {
+      this.sawContent = true;
+      plan.answerSpan?.addEvent('gen_ai.first_token');
+    }
     if (r.finalUsage && this.usage && !this.charge) {
+      noteAnswerText(plan.answerSpan, this.opts.processor.deliveredText());
       const usage = { ...this.usage, estimated: false };
       this.charge = this.abandoned
         ? await this.runs.deps.settle(plan, usage, 'client_closed', 499)
@@ -331,6 +342,7 @@ export class StreamRun {
   private async finishRead(): Promise<void> {
     const { plan, opts } = this;
     const reported = this.charge !== undefined || this.usage !== undefined;
+    if (!this.charge) noteAnswerText(plan.answerSpan, opts.processor.deliveredText());
     const charge = (this.charge ??= await this.runs.deps.settle(
       plan,
       deliveredUsage(this.usage, opts.processor.deliveredText(), opts.countUsage),
@@ -352,6 +364,7 @@ export class StreamRun {
     this.runs.abandoned.delete(this);
     this.upstreamAbort.abort(RUN_DONE);
     if (!this.charge) {
+      noteAnswerText(plan.answerSpan, opts.processor.deliveredText());
       const u = deliveredUsage(this.usage, opts.processor.deliveredText(), opts.countUsage);
       const left = this.outcome === 'ok' || this.outcome === 'client_closed';
       await this.runs.deps

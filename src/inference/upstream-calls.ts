@@ -18,6 +18,8 @@ import { targetOf, type Endpoint, type Target } from './providers/target.ts';
 import type { DeploymentHealth } from './routing/deployment-health.ts';
 import type { Router } from './routing/router.ts';
 import type { DeploymentLimits } from './routing/deployment-limits.ts';
+import { endFailedAttempt, notePrompt, startAttemptSpan } from './attempt-spans.ts';
+import { failSpan, traceparentOf } from '../tracing/spans.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FormData } from 'undici';
 
@@ -37,6 +39,8 @@ export class UpstreamCalls {
   private readonly catalogue: Catalogue;
   private readonly router: Router;
   private readonly limits: DeploymentLimits | undefined;
+  /** TRACE_UPSTREAM_TRACEPARENT: each attempt tells the provider its traceparent. */
+  private readonly upstreamTraceparent: boolean;
   readonly health: DeploymentHealth;
 
   constructor(deps: {
@@ -49,7 +53,9 @@ export class UpstreamCalls {
     health: DeploymentHealth;
     /** The shared windows of deployments with rpm / tpm limits. */
     limits?: DeploymentLimits;
+    upstreamTraceparent?: boolean;
   }) {
+    this.upstreamTraceparent = deps.upstreamTraceparent ?? false;
     this.upstream = deps.upstream;
     this.config = deps.config;
     this.metrics = deps.metrics;
@@ -96,6 +102,7 @@ export class UpstreamCalls {
     const waits = () =>
       (linked ??= signal && callerGone ? AbortSignal.any([signal, callerGone]) : (signal ?? callerGone));
     let last: Failed | undefined;
+    let lastKey: string | undefined;
     let waitMs = 0;
     /** Set while every deployment tried was at its limits: when the soonest has room again. */
     let fullForMs: number | undefined;
@@ -126,13 +133,18 @@ export class UpstreamCalls {
       const result = await this.attempt(plan, d, endpoint, body, signal, {
         lastAttempt: attempt === attempts - 1,
         trial: admission === 'trial',
+        number: attempt,
+        after: last ? (lastKey === d.key ? 'retry' : 'failover') : undefined,
       });
       if ('res' in result) {
         plan.servedBy = d;
+        plan.answerSpan?.end(); // a route's earlier call for this request (an end twice is ignored)
+        plan.answerSpan = result.res.span;
         return result.res;
       }
       this.giveBackLimits(plan);
       last = result;
+      lastKey = d.key;
       if (result.retryAfterMs) waitMs = Math.max(waitMs, result.retryAfterMs);
     }
     if (!last && fullForMs !== undefined) throw withOutcome(atLimits(plan, fullForMs), 'deployment_limits', 503);
@@ -182,23 +194,34 @@ export class UpstreamCalls {
     endpoint: Endpoint,
     body: UpstreamBody,
     signal: AbortSignal | undefined,
-    how: { lastAttempt: boolean; trial: boolean },
+    how: { lastAttempt: boolean; trial: boolean; number: number; after: 'retry' | 'failover' | undefined },
   ): Promise<{ res: UpstreamResponse } | (Failed & { retryAfterMs?: number })> {
     const target = this.targetFor(d);
     const { url, headers } = endpoint(target);
     const provider = d.provider.id;
+    const span = startAttemptSpan(plan, d, url, how.number, how.after, how.trial);
+    notePrompt(span, plan.body);
+    const traceparent = this.upstreamTraceparent ? traceparentOf(span) : undefined;
     const started = performance.now();
     let res: UpstreamResponse;
     try {
-      res = await this.upstream.post(url, headers, bodyFor(plan, d, body), signal, d.provider.timeoutMs);
+      res = await this.upstream.post(
+        url,
+        traceparent ? { ...headers, traceparent } : headers,
+        bodyFor(plan, d, body),
+        signal,
+        d.provider.timeoutMs,
+      );
     } catch (err) {
       if (isAbort(err)) {
         if (how.trial) this.health.releaseTrial(d.key);
+        endFailedAttempt(span, 'caller_left');
         throw err;
       }
       const failure = upstreamFailure(err, plan.requestId);
       const timedOut = failure.code === Code.DeadlineExceeded;
       const reason = timedOut ? 'timeout' : 'connection';
+      endFailedAttempt(span, reason);
       this.failed(d, reason, undefined, how.trial);
       this.metrics.upstreamRetries.inc({ provider, reason });
       return { failure, outcome: timedOut ? 'upstream_timeout' : 'upstream_unreachable' };
@@ -207,6 +230,7 @@ export class UpstreamCalls {
     this.metrics.upstreamLatencyOf(provider, String(res.statusCode)).observe(seconds);
     this.metrics.deploymentLatencyOf(d.key).observe(seconds);
     if (res.statusCode === 429 || res.statusCode >= 500) {
+      endFailedAttempt(span, String(res.statusCode), res.statusCode);
       const retryAfter = retryAfterMs(res.headers['retry-after']);
       this.failed(d, String(res.statusCode), res.statusCode === 429 ? retryAfter : undefined, how.trial);
       // The last attempt's answer goes to the caller as the provider gave it (its error's own words).
@@ -221,6 +245,11 @@ export class UpstreamCalls {
     }
     this.health.succeeded(d.key, seconds * 1000);
     this.metrics.deploymentRequestsOf(d.key, provider, 'ok').inc();
+    if (span.isRecording()) {
+      span.setAttribute('http.response.status_code', res.statusCode);
+      if (res.statusCode >= 400) failSpan(span, String(res.statusCode));
+      res.span = span; // ended by the settle, with the usage (a 4xx answer too: it settles at zero)
+    }
     return { res };
   }
 

@@ -1,5 +1,6 @@
 // HTTP to the providers: one keep-alive undici Agent for all of them, with the three timeouts
 // that matter (connect, first byte, silence between body chunks).
+import type { Span } from '../tracing/spans.ts';
 import { Agent, errors, request, type Dispatcher, type FormData } from 'undici';
 import type { Config } from '../config/config.ts';
 import { gatewayError } from '../errors/errors.ts';
@@ -9,6 +10,8 @@ export interface UpstreamResponse {
   statusCode: number;
   headers: Dispatcher.ResponseData['headers'];
   body: ReplyBody;
+  /** The attempt's span (tracing on): the answer's model, id and finish reasons go on it as it is read. */
+  span?: Span;
 }
 /** JSON text, bytes, or a multipart form (undici writes the boundary and content type). */
 export type UpstreamBody = string | Uint8Array | FormData;

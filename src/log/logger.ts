@@ -14,6 +14,7 @@
 // queued instead of growing without bound.
 import pino, { type Logger } from 'pino';
 import { prettyDestination } from './pretty.ts';
+import { logIds } from '../tracing/spans.ts';
 
 const KEY_PATTERN = /prx-[0-9A-Za-z]{6,}/g;
 
@@ -24,10 +25,12 @@ export function resolveLogFormat(setting: 'auto' | LogFormat, stdoutIsTty: boole
   return setting === 'auto' ? (stdoutIsTty ? 'pretty' : 'json') : setting;
 }
 
+/** `traceIds`: every line written inside a traced request carries its trace_id and span_id (tracing on). */
 export function createLogger(
   level: string,
   destination?: pino.DestinationStream,
   format: 'auto' | LogFormat = 'json',
+  traceIds = false,
 ): Logger {
   const out = destination ?? process.stdout;
   const pretty = resolveLogFormat(format, destination ? false : process.stdout.isTTY === true) === 'pretty';
@@ -35,6 +38,7 @@ export function createLogger(
     {
       level,
       base: { service: 'gateway' },
+      ...(traceIds ? { mixin: () => logIds() ?? {} } : {}),
       redact: {
         paths: [
           'req.headers.authorization',

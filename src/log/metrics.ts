@@ -6,6 +6,7 @@
 // call, a measurable cost on every request (docs/benchmark.md). The rarer ones (upstream retries)
 // and the process metrics stay prom-client's; the exposition format is the same for all.
 import { Counter, Registry, collectDefaultMetrics, type Metric } from 'prom-client';
+import { exportCounts } from '../tracing/tracing.ts';
 
 export class Metrics {
   readonly registry = new Registry();
@@ -88,6 +89,28 @@ export class Metrics {
 
   constructor() {
     collectDefaultMetrics({ register: this.registry, prefix: 'gateway_process_' });
+    // The trace export queue's counts (src/tracing/export-queue.ts), read when /metrics is written.
+    new Counter({
+      name: 'gateway_trace_spans_exported_total',
+      help: 'Spans exported to the OTLP collector',
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        this.inc(exportCounts().exported);
+      },
+    });
+    new Counter({
+      name: 'gateway_trace_spans_dropped_total',
+      help: 'Spans not exported: the export queue was full (a slow collector), or their export failed (a collector down)',
+      labelNames: ['reason'] as const,
+      registers: [this.registry],
+      collect() {
+        const c = exportCounts();
+        this.reset();
+        this.inc({ reason: 'queue_full' }, c.droppedQueueFull);
+        this.inc({ reason: 'export_failed' }, c.droppedExportFailed);
+      },
+    });
   }
 }
 

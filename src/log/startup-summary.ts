@@ -44,6 +44,10 @@ export interface StartupSummary {
     | { kind: 'cluster'; address: string; namespace: string; status: 'starting'; worker: boolean }
     | { kind: 'dev server'; address: string; uiUrl: string; status: 'starting'; worker: boolean };
   bot: { state: 'off' } | { state: 'failed' } | { state: 'on'; mode: 'polling' | 'webhook'; username: string };
+  /** OpenTelemetry traces (docs/observability.md): where they go, how many, and what a caller's traceparent does. */
+  traces:
+    | { state: 'off' }
+    | { state: 'on'; protocol: string; endpoint: string; sampler: string; callerContext: string; content: boolean };
   /** Where the operator CLI finds this gateway (written by `npm start`). */
   addressFile: string;
 }
@@ -179,7 +183,23 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
           worker: v.runWorker,
         },
     bot: parts.bot ? { state: 'on', ...parts.bot } : parts.botConfigured ? { state: 'failed' } : { state: 'off' },
+    traces: tracesOf(config),
     addressFile: addressFilePath(config.dataDir),
+  };
+}
+
+function tracesOf(config: Config): StartupSummary['traces'] {
+  const t = config.tracing;
+  if (!t.enabled) return { state: 'off' };
+  const env = config.environment;
+  const endpoint = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_ENDPOINT || '';
+  return {
+    state: 'on',
+    protocol: t.protocol,
+    endpoint: withoutSecrets(endpoint) ?? 'OTEL_EXPORTER_OTLP_ENDPOINT (not shown: it does not parse as a URL)',
+    sampler: 'ratio' in t.sampler ? `${t.sampler.kind} ${t.sampler.ratio}` : t.sampler.kind,
+    callerContext: t.callerContext,
+    content: t.content.capture,
   };
 }
 
@@ -253,6 +273,12 @@ export function summaryLines(s: StartupSummary): string[] {
       : s.bot.state === 'failed'
         ? 'not started (see the error above)'
         : 'off (set TELEGRAM_BOT_TOKEN for the Telegram bot)',
+  ]);
+  rows.push([
+    'traces',
+    s.traces.state === 'off'
+      ? 'off (set OTEL_EXPORTER_OTLP_ENDPOINT to export OpenTelemetry traces)'
+      : `OTLP ${s.traces.protocol} to ${s.traces.endpoint}, sampler ${s.traces.sampler}; callers' traceparent: ${s.traces.callerContext}${s.traces.content ? '; prompts and answers captured' : ''}`,
   ]);
   const relative = path.relative(process.cwd(), s.addressFile);
   rows.push([

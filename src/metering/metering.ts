@@ -21,6 +21,8 @@ import type { Metrics } from '../log/metrics.ts';
 import { conflict, gatewayError, insufficientQuota, unauthorized } from '../errors/errors.ts';
 import { baseWorst } from './bill-policy.ts';
 import { outcomeOf } from './outcomes.ts';
+import { endHoldSpan, endSettleSpan, startHoldSpan, startSettleSpan } from './money-spans.ts';
+import { sampledTraceId } from '../tracing/spans.ts';
 import { zeroUsage, type ChargeInfo, type DeploymentWindow, type Held, type MeterState, type Plan } from './plan.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
@@ -69,6 +71,18 @@ export class Metering {
    * tool fees at their cap. Every figure is at the customer's price (the markup applied).
    */
   async hold(plan: Plan): Promise<Held> {
+    const span = startHoldSpan(plan);
+    try {
+      const held = await this.holdWorstCase(plan);
+      endHoldSpan(span, plan, held);
+      return held;
+    } catch (err) {
+      endHoldSpan(span, plan, undefined, err);
+      throw err;
+    }
+  }
+
+  private async holdWorstCase(plan: Plan): Promise<Held> {
     await this.admit(plan.caller, plan.requestId);
     const keyHash = plan.caller.keyHash;
     const markup = requestMarkup(plan);
@@ -124,12 +138,20 @@ export class Metering {
    * held, in nano-USD.
    */
   async holdExact(plan: Plan, providerCost: ProviderCost): Promise<bigint> {
-    await this.admit(plan.caller, plan.requestId);
-    const amountNano = customerNano(providerCost, requestMarkup(plan));
-    if (await this.reserveFromLease(plan, amountNano)) return amountNano;
-    await this.placeExactHold(plan.caller, plan.requestId, amountNano, this.deps.holds.ttlSeconds);
-    this.keepHold(plan);
-    return amountNano;
+    const span = startHoldSpan(plan);
+    try {
+      await this.admit(plan.caller, plan.requestId);
+      const amountNano = customerNano(providerCost, requestMarkup(plan));
+      if (!(await this.reserveFromLease(plan, amountNano))) {
+        await this.placeExactHold(plan.caller, plan.requestId, amountNano, this.deps.holds.ttlSeconds);
+        this.keepHold(plan);
+      }
+      endHoldSpan(span, plan, { amountNano });
+      return amountNano;
+    } catch (err) {
+      endHoldSpan(span, plan, undefined, err);
+      throw err;
+    }
   }
 
   /**
@@ -218,7 +240,7 @@ export class Metering {
     httpStatus: number,
     providerCost?: ProviderCost | PricedAt,
   ): Promise<ChargeInfo> {
-    const { ledger, leases, limiter, metrics } = this.deps;
+    const span = startSettleSpan(plan);
     if (meter.renewal) {
       clearInterval(meter.renewal);
       meter.renewal = undefined;
@@ -239,31 +261,30 @@ export class Metering {
           ? costRational(usageCostParts({ ...plan.model, prices: { ...served.providerPrices } }, usage))
           : exact;
     const markup = requestMarkup(plan);
-    const cost = customerNano(exact, markup);
-    // The usage row, the same whether it is written from a lease batch or by the hold's settle.
-    const row = {
-      requestId: plan.requestId,
-      model: plan.model.id,
-      requestedModel: requestedModel(plan),
-      priceVersion: plan.model.priceVersion,
-      providerCostNano: providerNano(operatorCost),
-      deployment: served?.key ?? '',
-      markupVersion: markup.versionId,
-      route: plan.route,
-      inputTokens: usage.inputTokens,
-      outputTokens: usage.outputTokens,
-      cachedTokens: usage.cachedTokens,
-      cacheWriteTokens: usage.cacheWriteTokens,
-      usageEstimated: usage.estimated,
-      units: usage.units ?? 0n,
-      unit: usage.unit ?? '',
-      status,
-      httpStatus,
-      latencyMs: Math.round(performance.now() - plan.startedAt),
-    };
+    const row = usageRow(plan, usage, status, httpStatus, providerNano(operatorCost), markup.versionId);
     const tokens = usage.inputTokens + usage.outputTokens;
     if (plan.deploymentWindow || plan.deploymentSlot)
       this.deps.deploymentSettled?.({ window: plan.deploymentWindow, slot: plan.deploymentSlot, usedTokens: tokens });
+    const { charged, billingMode } = await this.write(plan, meter, row, customerNano(exact, markup), tokens);
+    const charge = {
+      requestId: plan.requestId,
+      costNano: charged,
+      usage,
+      ...(served ? { deployment: served.key } : {}),
+    };
+    endSettleSpan(span, plan, { charge, ...row, billingMode });
+    return charge;
+  }
+
+  /** The charge and its usage row written: into this instance's lease (batched), or by the hold's settle in the database. */
+  private async write(
+    plan: Plan,
+    meter: MeterState,
+    row: UsageRow,
+    cost: bigint,
+    tokens: bigint,
+  ): Promise<{ charged: bigint; billingMode: 'lease' | 'hold' }> {
+    const { ledger, leases, limiter, metrics } = this.deps;
     if (meter.lease) {
       const lease = meter.lease;
       meter.lease = undefined;
@@ -271,13 +292,13 @@ export class Metering {
       const charged = leases!.settle(lease, { ...row, keyId: plan.caller.keyId }, cost);
       if (charged > 0n) metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(charged));
       limiter.addTokens(plan.caller.keyHash, tokens);
-      return { requestId: plan.requestId, costNano: charged, usage, ...(served ? { deployment: served.key } : {}) };
+      return { charged, billingMode: 'lease' };
     }
     const r = await ledger.settle({ ...row, costNano: cost });
     if (r.firstSettle && r.chargedNano > 0n)
       metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(r.chargedNano));
     if (r.firstSettle) limiter.addTokens(plan.caller.keyHash, tokens);
-    return { requestId: plan.requestId, costNano: r.chargedNano, usage, ...(served ? { deployment: served.key } : {}) };
+    return { charged: r.chargedNano, billingMode: 'hold' };
   }
 
   /** With credit leases on: reserves `amountNano` in memory; false when the lease cannot cover it (the caller then holds in the database). */
@@ -327,6 +348,41 @@ export class Metering {
     this.inFlight--;
     this.deps.metrics.holdsOpen.dec();
   }
+}
+
+type UsageRow = ReturnType<typeof usageRow>;
+
+/** The usage row, the same whether it is written from a lease batch or by the hold's settle. */
+function usageRow(
+  plan: Plan,
+  usage: ChargeInfo['usage'],
+  status: string,
+  httpStatus: number,
+  providerCostNano: bigint,
+  markupVersion: bigint,
+) {
+  return {
+    requestId: plan.requestId,
+    model: plan.model.id,
+    requestedModel: requestedModel(plan),
+    priceVersion: plan.model.priceVersion,
+    providerCostNano,
+    deployment: plan.servedBy?.key ?? '',
+    // The request's trace, when it was sampled: the console links the row to it (TRACE_UI_URL).
+    traceId: plan.meter?.span ? sampledTraceId(plan.meter.span) : '',
+    markupVersion,
+    route: plan.route,
+    inputTokens: usage.inputTokens,
+    outputTokens: usage.outputTokens,
+    cachedTokens: usage.cachedTokens,
+    cacheWriteTokens: usage.cacheWriteTokens,
+    usageEstimated: usage.estimated,
+    units: usage.units ?? 0n,
+    unit: usage.unit ?? '',
+    status,
+    httpStatus,
+    latencyMs: Math.round(performance.now() - plan.startedAt),
+  };
 }
 
 /** The markup this request pays: its caller's group's on its model, taken once (at the hold) and kept for the settle. */

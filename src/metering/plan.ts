@@ -5,6 +5,7 @@ import type { TokenPrices, TokenUsage, WorstCase } from '../billing/pricing.ts';
 import type { Caller } from '../billing/caller.ts';
 import type { Reservation } from '../billing/leases.ts';
 import type { Markup } from '../billing/markup.ts';
+import type { Span } from '../tracing/spans.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -62,6 +63,8 @@ export interface Plan {
   deploymentSlot?: string;
   /** The metering's own state for this request (metering.ts): set by the hold, closed by the settle. */
   meter?: MeterState;
+  /** The upstream attempt's span whose answer the request uses: the settle ends it with the usage (tracing on). */
+  answerSpan?: Span;
 }
 
 /** A deployment's limits window a request took `tokens` from (inference/routing/deployment-limits.ts). */
@@ -80,6 +83,10 @@ export interface MeterState {
   settling?: Promise<ChargeInfo>;
   /** The markup the caller's group pays on plan.model, taken once at the hold: the settle charges at it. */
   markup?: Markup;
+  /** The request's span (its RPC's), where the settle writes the money (tracing on). */
+  span?: Span;
+  /** What the hold reserved, for the request's span. */
+  heldNano?: bigint;
 }
 
 export interface Held {

@@ -15,7 +15,7 @@ try {
   console.error(`gateway: ${(err as Error).message}`);
   process.exit(1);
 }
-const log = createLogger(config.logLevel, undefined, config.logFormat);
+const log = createLogger(config.logLevel, undefined, config.logFormat, config.tracing.enabled);
 
 try {
   const gateway = await startGateway(config, log);

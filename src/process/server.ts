@@ -16,6 +16,8 @@ import { LeaseBook } from '../billing/leases.ts';
 import { KeyCache } from '../billing/key-cache.ts';
 import { KeyCheck } from '../billing/key-check.ts';
 import { describeExposure, exposureOf, unsafeExposure, UnsafeExposureError } from '../config/exposure.ts';
+import { runningTracing, startTracing } from '../tracing/tracing.ts';
+import { captureContent } from '../inference/attempt-spans.ts';
 import { usdToNano } from '../money/money.ts';
 import { Metrics } from '../log/metrics.ts';
 import { connectableUrl, startupSummary } from '../log/startup-summary.ts';
@@ -74,6 +76,8 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   // token is refused outright.
   const unsafe = unsafeExposure(config);
   if (unsafe) throw new UnsafeExposureError(unsafe);
+  // Before anything that makes spans (off unless an OTLP endpoint is set: docs/observability.md).
+  startTracing(config.tracing, 'gateway');
   if (config.databaseUrl) return startOn(config, log, config.databaseUrl);
   if (fs.existsSync(path.join(config.dataDir, 'pglite'))) {
     log.warn(
@@ -211,6 +215,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
       await billing.keyCache?.close();
       await video.close(); // the worker finishes its running activities, which need the database
       await db.destroy();
+      await runningTracing()?.shutdown(); // the last spans exported (bounded by the export timeout)
     }),
   };
 }
@@ -326,7 +331,9 @@ function inferenceParts(
     router: new Router(health),
     health,
     limits: p.deploymentLimits,
+    upstreamTraceparent: config.tracing.upstreamTraceparent,
   });
+  if (config.tracing.enabled && config.tracing.content.capture) captureContent(config.tracing.content.maxBytes);
   const routeDeps: RouteDeps = {
     metering,
     calls,
@@ -353,6 +360,7 @@ async function startRpc(config: Config, services: Services, keys: KeyCheck, log:
     // One message carries a whole request: the largest JSON body or multipart upload, and its framing.
     readMaxBytes: Math.max(config.bodyLimitBytes, config.media.uploadTotalLimitBytes) + 64 * 1024,
     authenticate: (apiKey) => keys.authenticate(apiKey),
+    traceCallerContext: config.tracing.callerContext,
   });
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on('session', (session) => {
@@ -386,6 +394,7 @@ async function startHttp(
     metricsToken: config.metricsToken,
     servedModel: (name) => p.catalogue.get(name)?.id,
     deploymentHeader: config.routing.deploymentHeader,
+    traceCallerContext: config.tracing.callerContext,
     knownCaller: (apiKey) => keys.known(apiKey),
     authenticate: (apiKey) => keys.authenticate(apiKey),
     ready: async () => {
@@ -398,6 +407,7 @@ async function startHttp(
         authenticate: (apiKey) => keys.authenticate(apiKey),
         adminToken: config.adminToken,
         workflowPage: (workflowId) => p.video.workflowPage(workflowId),
+        traceUiUrl: config.tracing.uiUrl,
         log,
       }),
       async (app) => registerConsolePages(app, { log }),

@@ -30,6 +30,8 @@ import { VideoService } from '../gen/gateway/v1/video_pb.js';
 import type { Services } from './services.ts';
 import { unexpectedFailure } from '../errors/errors.ts';
 import { OneMessage } from './server-stream.ts';
+import { endRpcSpan, startRpcSpan } from './rpc-spans.ts';
+import { iterateIn, runIn, TRACE_CONTEXT, tracingOn } from '../tracing/spans.ts';
 
 type Impl = (req: unknown, ctx: HandlerContext) => unknown;
 
@@ -97,8 +99,11 @@ export function directTransport(s: Services, log?: Logger): Transport {
     async unary(method, signal, timeoutMs, header, input, contextValues) {
       const ctx = unaryContext(method, signal, timeoutMs, header, contextValues);
       const req = message(method.input, input);
+      // The call's span, under the edge's (TRACE_CONTEXT), while tracing is on.
+      const traced = tracingOn() ? startRpcSpan(method, 'in-process', contextValues?.get(TRACE_CONTEXT)) : undefined;
       try {
-        const out = await implOf(method)(req, ctx);
+        const out = await runIn(traced?.ctx, () => implOf(method)(req, ctx));
+        if (traced) endRpcSpan(traced.span);
         return {
           stream: false,
           service: method.parent,
@@ -108,7 +113,9 @@ export function directTransport(s: Services, log?: Logger): Transport {
           message: message(method.output, out),
         } as UnaryResponse<typeof method.input, typeof method.output>;
       } catch (err) {
-        throw failure(method, req, err);
+        const f = failure(method, req, err);
+        if (traced) endRpcSpan(traced.span, f);
+        throw f;
       }
     },
     async stream(method, signal, timeoutMs, header, input, contextValues) {
@@ -127,12 +134,19 @@ export function directTransport(s: Services, log?: Logger): Transport {
           ? contextFor(method, signal, timeoutMs, header, contextValues)
           : new StreamContext(method, signal, header, contextValues ?? createContextValues());
       const req = message(method.input, first ?? {});
+      const traced = tracingOn() ? startRpcSpan(method, 'in-process', contextValues?.get(TRACE_CONTEXT)) : undefined;
       let outputs: AsyncIterable<unknown>;
       try {
-        outputs = implOf(method)(req, ctx) as AsyncIterable<unknown>;
+        // A generator runs in the context of whoever steps it: each step is given the call's.
+        outputs = iterateIn(
+          traced?.ctx,
+          runIn(traced?.ctx, () => implOf(method)(req, ctx) as AsyncIterable<unknown>),
+        );
       } catch (err) {
         ctx.abort();
-        throw failure(method, req, err);
+        const f = failure(method, req, err);
+        if (traced) endRpcSpan(traced.span, f);
+        throw f;
       }
       // A caller that goes away aborts its signal, but Connect's client gives it no way to close
       // the stream (its iterator has no return()): the handler, suspended where it yielded its
@@ -146,13 +160,16 @@ export function directTransport(s: Services, log?: Logger): Transport {
       ctx.signal.addEventListener('abort', close, { once: true });
       async function* forward() {
         let ended = false;
+        let failed: ConnectError | undefined;
         try {
           for (let r = await it.next(); !r.done; r = await it.next()) yield message(method.output, r.value);
           ended = true;
         } catch (err) {
           ended = true;
-          throw failure(method, req, err);
+          failed = failure(method, req, err);
+          throw failed;
         } finally {
+          if (traced) endRpcSpan(traced.span, failed);
           ctx.signal.removeEventListener('abort', close);
           // As over the network: a caller that stops reading cancels the handler.
           if (!ended) {

@@ -32,6 +32,8 @@ import {
   withGatewayDetail,
 } from '../errors/errors.ts';
 import type { Services } from './services.ts';
+import { rpcTracing } from './rpc-spans.ts';
+import { tracingOn } from '../tracing/spans.ts';
 import { BOOK_LIMITS, CATALOGUE_READ_MAX_BYTES } from '../catalogue/book-document.ts';
 
 /**
@@ -284,12 +286,18 @@ export interface RpcServerOptions extends RpcAccess {
   /** Largest request message; Connect's default (4 GiB) would let any caller fill memory. */
   readMaxBytes: number;
   log?: Logger;
+  /** What a keyed caller's traceparent does (TRACE_CALLER_CONTEXT). */
+  traceCallerContext?: 'link' | 'continue' | 'ignore';
 }
 
 export function startRpcServer(s: Services, opts: RpcServerOptions): Promise<http2.Http2Server> {
   const handler = connectNodeAdapter({
     routes: routes(s, opts.readMaxBytes),
-    interceptors: [gatewayErrorDetails(opts.log)],
+    // The span first, so it sees the call's final error (nothing while tracing is off).
+    interceptors: [
+      ...(tracingOn() ? [rpcTracing(opts.traceCallerContext ?? 'link')] : []),
+      gatewayErrorDetails(opts.log),
+    ],
     requestGate: callRequestIds(opts.log),
     contextValues: callerValues,
     // A path no service serves (this server speaks HTTP/2 only, hence the casts).

@@ -3,6 +3,7 @@
 // workflow writes progress and the outcome there), so answers need no worker and survive
 // restarts. The caller's key comes from the call metadata, as for InferenceService; a key sees
 // only its own account's jobs. The steps live in src/video/; this file composes them.
+import { noteJobHold } from '../metering/money-spans.ts';
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
@@ -184,6 +185,7 @@ async function recordJob(
 async function holdCredit(deps: VideoServiceDeps, create: Create, job: JobIdentity, hold: Hold): Promise<void> {
   try {
     await deps.metering.placeExactHold(create.caller, create.requestId, hold.nano, deps.config.video.holdTtlSeconds);
+    noteJobHold(create.requestId, create.caller.accountId, hold.nano);
   } catch (err) {
     await deps.runtime.jobs.remove(job.id);
     throw err;

@@ -2,6 +2,7 @@
 // activity again whenever it cannot know the last attempt finished (a worker killed mid-call,
 // a lost reply): the create carries an idempotency key, the download rewrites the same object,
 // the settle and the release are one statement each that acts once per request id.
+import { noteJobCharge } from '../metering/money-spans.ts';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import type { Metrics } from '../log/metrics.ts';
@@ -177,6 +178,13 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
         status: 'ok',
         httpStatus: 200,
         latencyMs: Math.max(0, Math.min(2_147_483_647, Date.now() - a.createdAtMs)),
+        ...(a.priceVersion !== undefined ? { priceVersion: BigInt(a.priceVersion) } : {}),
+      });
+      noteJobCharge({
+        requestId: a.requestId,
+        chargedNano: r.chargedNano,
+        providerCostNano: providerNano(cost),
+        markupVersion: markup.versionId,
         ...(a.priceVersion !== undefined ? { priceVersion: BigInt(a.priceVersion) } : {}),
       });
       if (!r.firstSettle)

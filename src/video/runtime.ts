@@ -1,6 +1,7 @@
 // Video jobs inside the gateway process: finds or starts Temporal in the background (the
 // gateway never waits for it to serve other routes), runs a worker unless VIDEO_WORKER=0, and
 // tells the video service whether Temporal can be used right now.
+import { clientTracing } from './job-tracing.ts';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
@@ -138,7 +139,7 @@ export class VideoRuntime {
     }
     const namespace = cfg.temporalNamespace;
     const searchAttributes = await ensureSearchAttributes(this.connection, namespace, this.log);
-    const client = new Client({ connection: this.connection, namespace });
+    const client = new Client({ connection: this.connection, namespace, interceptors: clientTracing() });
     this.state = { kind: 'ready', ready: { client, searchAttributes, taskQueue: cfg.taskQueue } };
     this.log.info(
       { address: target.address, namespace, taskQueue: cfg.taskQueue, ui: target.uiUrl, store: this.store.describe() },

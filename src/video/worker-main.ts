@@ -13,6 +13,7 @@ import { FolderVideoStore, removeAbandonedWrites } from './store.ts';
 import { resolveTemporal } from './temporal.ts';
 import { VideoUpstream } from './upstream.ts';
 import { startVideoWorker } from './worker.ts';
+import { runningTracing, startTracing } from '../tracing/tracing.ts';
 
 let config: Config;
 try {
@@ -22,7 +23,11 @@ try {
   console.error(`worker: ${(err as Error).message}`);
   process.exit(1);
 }
-const log = createLogger(config.logLevel, undefined, config.logFormat).child({ component: 'video-worker' });
+// Traces (off unless OTEL_EXPORTER_OTLP_ENDPOINT is set): the jobs' workflows and activities join the trace that created each job.
+startTracing(config.tracing, 'video-worker');
+const log = createLogger(config.logLevel, undefined, config.logFormat, config.tracing.enabled).child({
+  component: 'video-worker',
+});
 
 if (!config.databaseUrl) {
   log.fatal(
@@ -55,7 +60,7 @@ try {
     log.info({ signal }, 'video worker stopping: finishing running activities');
     worker
       .shutdown()
-      .then(() => Promise.all([upstream.close(), db.destroy(), target.devServer?.stop()]))
+      .then(() => Promise.all([upstream.close(), db.destroy(), target.devServer?.stop(), runningTracing()?.shutdown()]))
       .then(
         () => process.exit(0),
         (err) => {

@@ -16,6 +16,7 @@ import {
 } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import type { VideoActivities } from '../../workflows/video-types.ts';
+import { workerTracing, workflowTracingModules } from './job-tracing.ts';
 
 const WORKFLOWS_DIR = path.resolve(import.meta.dirname, '..', '..', 'workflows');
 const WORKFLOWS_ENTRY = path.join(WORKFLOWS_DIR, 'index.ts');
@@ -52,6 +53,9 @@ export async function workflowBundle(log: Logger): Promise<{ code: string }> {
     .sort()) {
     hash.update(name).update(fs.readFileSync(path.join(WORKFLOWS_DIR, name)));
   }
+  // The trace interceptors are in the bundle only while tracing is on: a bundle of each kind.
+  const interceptorModules = workflowTracingModules();
+  for (const m of interceptorModules) hash.update(m);
   const cacheDir = path.join(os.tmpdir(), 'gateway-workflow-bundles');
   const cached = path.join(cacheDir, `${hash.digest('hex').slice(0, 24)}.js`);
   try {
@@ -62,6 +66,7 @@ export async function workflowBundle(log: Logger): Promise<{ code: string }> {
   const started = Date.now();
   const { code } = await bundleWorkflowCode({
     workflowsPath: WORKFLOWS_ENTRY,
+    workflowInterceptorModules: interceptorModules,
     logger: new DefaultLogger('WARN', (e) => log.warn({ component: 'temporal-bundler' }, e.message)),
   });
   log.info({ ms: Date.now() - started }, 'built the video workflow bundle');
@@ -104,6 +109,7 @@ export async function startVideoWorker(opts: {
       activities: opts.activities,
       shutdownGraceTime: '10 seconds',
       maxConcurrentActivityTaskExecutions: 20,
+      ...workerTracing(),
     });
   } catch (err) {
     await connection.close();

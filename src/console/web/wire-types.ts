@@ -95,6 +95,13 @@ export interface RequestRow {
   http_status: number;
   latency_ms: number;
   key_prefix: string;
+  /**
+   * The operator's rows only (a key holder's have neither field): the request's trace id, '' when
+   * it was not traced or its trace not sampled; and the trace's address in the operator's trace UI
+   * (TRACE_UI_URL), '' without a trace id or a UI address.
+   */
+  trace_id?: string;
+  trace_url?: string;
 }
 
 /** A row of GET /ledger. */

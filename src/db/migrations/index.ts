@@ -20,6 +20,7 @@ import * as m016 from './016_bot_group.ts';
 import * as m017 from './017_console.ts';
 import * as m018 from './018_providers.ts';
 import * as m019 from './019_deployment_windows.ts';
+import * as m020 from './020_trace_ids.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -41,6 +42,7 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '017_console': m017,
   '018_providers': m018,
   '019_deployment_windows': m019,
+  '020_trace_ids': m020,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

@@ -137,6 +137,33 @@ describe('start-up summary', () => {
     }
   });
 
+  it("says whether traces are exported, where to, how many, and what a caller's traceparent does (no credentials)", () => {
+    const off = summaryLines(startupSummary(loadConfig({}), parts)).join('\n');
+    expect(off).toMatch(/traces\s+off \(set OTEL_EXPORTER_OTLP_ENDPOINT/);
+    const on = startupSummary(
+      loadConfig({
+        OTEL_EXPORTER_OTLP_ENDPOINT: 'https://user:otlp-pass-13@collector.example:4317',
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+        OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
+        OTEL_TRACES_SAMPLER_ARG: '0.01',
+      }),
+      parts,
+    );
+    expect(on.traces).toEqual({
+      state: 'on',
+      protocol: 'grpc',
+      endpoint: 'https://collector.example:4317',
+      sampler: 'parentbased_traceidratio 0.01',
+      callerContext: 'link',
+      content: false,
+    });
+    const line = summaryLines(on).find((l) => l.includes('OTLP'))!;
+    expect(line).toContain(
+      "OTLP grpc to https://collector.example:4317, sampler parentbased_traceidratio 0.01; callers' traceparent: link",
+    );
+    expect(JSON.stringify(on)).not.toMatch(/otlp-pass|user:/);
+  });
+
   it('gives IPv6 listeners a URL a client can use', () => {
     expect(connectableUrl('::1', 8081)).toBe('http://[::1]:8081');
     expect(connectableUrl('::', 8081)).toBe('http://127.0.0.1:8081');

@@ -1,7 +1,8 @@
 // The request log: one row per request (time, route, model asked for and served, tokens, cost,
-// status, latency, request id), filtered by model, route, status and UTC date, newest first, in
-// keyset pages (the server's cursor), and the same filters as a CSV download. The filters live
-// in the address (?model=…&status=…), so a filtered view can be reloaded and shared.
+// status, latency, request id, and for the operator the request's trace), filtered by model,
+// route, status and UTC date, newest first, in keyset pages (the server's cursor), and the same
+// filters as a CSV download. The filters live in the address (?model=…&status=…), so a filtered
+// view can be reloaded and shared.
 import { useEffect, useState } from 'preact/hooks';
 import { type AccountScope, api, query } from '../api.ts';
 import { Badge, Card, PagedRows, PageHeader, Table } from '../components/ui.tsx';
@@ -200,10 +201,44 @@ export function RequestTable(props: { rows: RequestRow[] }) {
               </Badge>
             </td>
             <td class="num nowrap">{grouped(r.latency_ms)} ms</td>
-            <td class="mono small">{r.request_id}</td>
+            <td class="mono small">
+              {r.request_id}
+              <TraceOf row={r} />
+            </td>
           </tr>
         ))}
       </tbody>
     </Table>
+  );
+}
+
+/**
+ * The request's trace, on the operator's rows that have one: a link to it in the trace UI (a new
+ * tab; the address is the server's, built from TRACE_UI_URL), or its id when the gateway knows no
+ * UI address. Nothing on a key holder's rows, which carry no trace.
+ */
+function TraceOf(props: { row: RequestRow }) {
+  const { trace_id: id, trace_url: url } = props.row;
+  if (!id) return null;
+  // The server writes only http(s) addresses (TRACE_UI_URL must be one); nothing else is linked.
+  if (url && /^https?:\/\//i.test(url))
+    return (
+      <div>
+        <a
+          href={url}
+          target="_blank"
+          rel="noopener noreferrer"
+          class="external"
+          title={`Trace ${id}`}
+          data-trace-id={id}
+        >
+          Trace
+        </a>
+      </div>
+    );
+  return (
+    <div class="muted" data-trace-id={id}>
+      trace {id}
+    </div>
   );
 }

@@ -485,6 +485,13 @@ export declare type UsageRecord = Message<"gateway.v1.UsageRecord"> & {
    * @generated from field: string key_prefix = 18;
    */
   keyPrefix: string;
+
+  /**
+   * The request's trace id (32 lowercase hex) when it was traced and its trace sampled; empty otherwise.
+   *
+   * @generated from field: string trace_id = 19;
+   */
+  traceId: string;
 };
 
 /**

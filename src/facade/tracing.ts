@@ -1,0 +1,76 @@
+// The facade's server span (OpenTelemetry HTTP conventions): started before anything else looks at
+// a request (so a 401 is traced too), ended when its response closes (a caller that leaves
+// included). A keyed caller's traceparent continues, links or is ignored as TRACE_CALLER_CONTEXT
+// says; the span travels to the service in the call's context values (callValues). Nothing is
+// registered while tracing is off. Scrapes of /metrics and the health routes are not traced.
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { TracingConfig } from '../config/tracing-config.ts';
+import {
+  type Context,
+  callerParent,
+  contextWith,
+  failSpan,
+  runIn,
+  type Span,
+  SpanKind,
+  startSpan,
+  tracingOn,
+} from '../tracing/spans.ts';
+
+const UNTRACED = new Set(['/metrics', '/healthz', '/readyz']);
+const KEY_IN_PATH = /prx-[0-9A-Za-z]{6,}/g;
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** The request's server span and the context that carries it, while tracing is on (null otherwise). */
+    traceContext: Context | null;
+  }
+}
+
+export function registerTracing(app: FastifyInstance, callerContext: TracingConfig['callerContext']): void {
+  app.decorateRequest('traceContext', null);
+  if (!tracingOn()) return;
+  app.addHook('onRequest', (req, reply, done) => {
+    const route = req.routeOptions.url;
+    if (route !== undefined && UNTRACED.has(route)) return done();
+    // Keyed callers are the operator's customers: TRACE_CALLER_CONTEXT decides; the console's own callers are the operator.
+    const { parent, links } = callerParent(req.headers, route?.startsWith('/console') ? 'continue' : callerContext);
+    const path = req.url.split('?')[0]!;
+    const span = startSpan(
+      route ? `${req.method} ${route}` : req.method,
+      SpanKind.SERVER,
+      {
+        'http.request.method': req.method,
+        ...(route ? { 'http.route': route } : {}),
+        // The caller's text: cut short, and a gateway key in it masked as the log masks it.
+        'url.path': path.slice(0, 512).replace(KEY_IN_PATH, 'prx-…'),
+        'url.scheme': 'http',
+        'server.port': req.socket.localPort ?? 0,
+        'network.protocol.version': req.raw.httpVersion,
+        ...(typeof req.headers['user-agent'] === 'string'
+          ? { 'user_agent.original': req.headers['user-agent'].slice(0, 256) }
+          : {}),
+        'gateway.request_id': req.id,
+      },
+      parent,
+      links,
+    );
+    req.traceContext = contextWith(span, parent);
+    reply.raw.once('close', () => endServerSpan(span, req, reply));
+    done();
+  });
+  // The handler runs in the span's context (the body was read in the socket's): what it calls in
+  // process, the console's RPCs included, is the span's child.
+  app.addHook('preHandler', (req, _reply, done) => runIn(req.traceContext ?? undefined, done));
+}
+
+function endServerSpan(span: Span, req: FastifyRequest, reply: FastifyReply): void {
+  const status = reply.raw.statusCode;
+  span.setAttribute('http.response.status_code', status);
+  if (!reply.raw.writableFinished) span.setAttribute('gateway.caller_left', true);
+  if (req.caller) span.setAttribute('gateway.key.id', req.caller.keyId);
+  // A server span is failed by a 5xx only: a 4xx is the caller's (OpenTelemetry's HTTP conventions).
+  if (status >= 500) failSpan(span, String(status));
+  else if (status >= 400) span.setAttribute('error.type', String(status));
+  span.end();
+}

@@ -1,0 +1,94 @@
+// A span per RPC (OpenTelemetry's RPC conventions), the same for a call in process (the facade's)
+// and one over the network: its service and method, its code when it fails. The handler runs with
+// it in force, so the hold, the upstream attempts and the settle are its children; it is the
+// request's span, where the metering writes the money. A network caller's traceparent continues
+// (admin services) or is taken as TRACE_CALLER_CONTEXT says (keyed services).
+import { Code, ConnectError, type Interceptor } from '@connectrpc/connect';
+import type { DescMethod } from '@bufbuild/protobuf';
+import { GatewayErrorSchema } from '../gen/gateway/v1/errors_pb.js';
+import type { TracingConfig } from '../config/tracing-config.ts';
+import {
+  type Context,
+  callerParent,
+  contextWith,
+  failSpan,
+  iterateIn,
+  type Link,
+  runIn,
+  type Span,
+  SpanKind,
+  startSpan,
+} from '../tracing/spans.ts';
+
+const KEYED = new Set(['gateway.v1.InferenceService', 'gateway.v1.VideoService']);
+
+/** The span of a call to `method` under `parent`, and the context that carries it. */
+export function startRpcSpan(
+  method: DescMethod,
+  transport: 'in-process' | 'network',
+  parent?: Context,
+  links?: Link[],
+): { span: Span; ctx: Context } {
+  const service = method.parent.typeName;
+  const span = startSpan(
+    `${service}/${method.name}`,
+    transport === 'network' ? SpanKind.SERVER : SpanKind.INTERNAL,
+    {
+      'rpc.system': 'connect_rpc',
+      'rpc.service': service,
+      'rpc.method': method.name,
+      'gateway.rpc.transport': transport,
+    },
+    parent,
+    links,
+  );
+  return { span, ctx: contextWith(span, parent) };
+}
+
+/** Ends an RPC span, failed with the call's gateway error code (or its RPC code) when `err` is set. */
+export function endRpcSpan(span: Span, err?: unknown): void {
+  if (err !== undefined && span.isRecording()) {
+    const e = ConnectError.from(err);
+    const detail = e.findDetails(GatewayErrorSchema)[0];
+    span.setAttribute('rpc.connect_rpc.error_code', Code[e.code] ?? String(e.code));
+    // A caller that left is not the call's failure.
+    if (e.code === Code.Canceled) span.setAttribute('gateway.caller_left', true);
+    else failSpan(span, detail?.code || Code[e.code] || 'error', e.rawMessage);
+  }
+  span.end();
+}
+
+/** The network port's interceptor: each call's span, its handler (and a stream's every step) run under it. */
+export function rpcTracing(callerContext: TracingConfig['callerContext']): Interceptor {
+  return (next) => async (req) => {
+    const mode = KEYED.has(req.service.typeName) ? callerContext : 'continue';
+    const { parent, links } = callerParent(req.header, mode);
+    const { span, ctx } = startRpcSpan(req.method, 'network', parent, links);
+    let res: Awaited<ReturnType<typeof next>>;
+    try {
+      res = await runIn(ctx, () => next(req));
+    } catch (err) {
+      endRpcSpan(span, err);
+      throw err;
+    }
+    if (!res.stream) {
+      endRpcSpan(span);
+      return res;
+    }
+    const messages = iterateIn(ctx, res.message);
+    return {
+      ...res,
+      message: (async function* () {
+        let failure: unknown;
+        try {
+          yield* messages;
+        } catch (err) {
+          failure = err;
+          throw err;
+        } finally {
+          endRpcSpan(span, failure);
+        }
+      })(),
+    };
+  };
+}
