@@ -3,6 +3,7 @@
 // a lost reply): the create carries an idempotency key, the download rewrites the same object,
 // the settle and the release are one statement each that acts once per request id.
 import { noteJobCharge } from '../metering/money-spans.ts';
+import { activeSpan, sampledTraceId } from '../tracing/spans.ts';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import type { Metrics } from '../log/metrics.ts';
@@ -25,6 +26,8 @@ export function releaseVideoHold(
 ): Promise<SettleResult> {
   return ledger.settle({
     ...r,
+    // The job's trace, when it runs in one (an activity of a traced job): the console links the row to it.
+    traceId: sampledTraceId(activeSpan()),
     costNano: 0n,
     route: VIDEO_ROUTE,
     inputTokens: 0n,
@@ -163,6 +166,7 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
       const markup = a.markupRate === undefined ? NO_MARKUP : parseMarkup(BigInt(a.markupVersion ?? '0'), a.markupRate);
       const r = await deps.ledger.settle({
         requestId: a.requestId,
+        traceId: sampledTraceId(activeSpan()),
         costNano: customerNano(cost, markup),
         providerCostNano: providerNano(cost),
         markupVersion: markup.versionId,

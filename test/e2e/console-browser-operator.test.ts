@@ -87,6 +87,10 @@ beforeAll(async () => {
       VIDEO_POLL_INITIAL_MS: '100',
       VIDEO_POLL_MAX_MS: '400',
       VIDEO_WAIT_MS: '60000',
+      // Traced, with a trace UI: the request rows link to each request's trace. (No collector
+      // listens: the spans are dropped, the trace ids are kept on the usage rows all the same.)
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${await freePort()}`,
+      TRACE_UI_URL: 'http://traces.example/trace/{trace_id}',
     }),
     launchBrowser(),
   ]);
@@ -237,6 +241,30 @@ describe('the console, for the operator, in a browser', () => {
       [erin.accountId],
     );
     expect(ids).toEqual(db.rows.map((r) => r.request_id));
+    // Each row links to its request's trace in the trace UI, in a new tab.
+    const traces = await page.$$eval('#request-rows tbody tr', (trs) =>
+      trs.map((t) => {
+        const a = t.querySelector('a[data-trace-id]');
+        return {
+          id: t.dataset.requestId,
+          href: a?.getAttribute('href'),
+          target: a?.getAttribute('target'),
+          rel: a?.getAttribute('rel'),
+        };
+      }),
+    );
+    const traceIds = await gw.db.query('SELECT request_id, trace_id FROM usage_records WHERE account_id = $1', [
+      erin.accountId,
+    ]);
+    for (const row of traceIds.rows) {
+      expect(row.trace_id).toMatch(/^[0-9a-f]{32}$/);
+      expect(traces.find((t) => t.id === row.request_id)).toEqual({
+        id: row.request_id,
+        href: `http://traces.example/trace/${row.trace_id}`,
+        target: '_blank',
+        rel: 'noopener noreferrer',
+      });
+    }
     expect(await page.getAttribute('#csv-link', 'href')).toBe(
       `/console/api/admin/accounts/${erin.accountId}/requests.csv`,
     );

@@ -646,6 +646,9 @@ describe('video jobs', () => {
     expect(create.parentSpanId).toBe(server!.spanId);
     // The money: held when the job was made, charged by its settle activity (4 s of sora-2 at $0.10).
     expect(create.attributes).toMatchObject({ 'gateway.hold_nano': 400_000_000n, 'gateway.account.id': k.accountId });
+    // The job's usage row names its trace (the settle activity's).
+    const row = await db().query('SELECT trace_id FROM usage_records WHERE request_id = $1', [requestId]);
+    expect(row.rows[0]?.trace_id).toBe(traceId);
     expect(named(spans, 'RunActivity:settleCharge').attributes).toMatchObject({
       'gateway.charge_nano': 400_000_000n,
       'gateway.provider_cost_nano': 400_000_000n,
