@@ -4,8 +4,10 @@
 // rate limits off. Not a test: figures. docs/benchmark.md says how to read them.
 //
 //   npm run bench [-- --reps 3 --seconds 10 --warmup 2 --targets direct,bare,gateway-embedded,gateway-postgres,portkey,litellm
-//                     (also raw,raw-fastify: the floor of a Node proxy, and gateway-3-deployments: gpt-4o-mini
-//                     on three deployments of the simulator; only when named)
+//                     (also raw,raw-fastify: the floor of a Node proxy, gateway-3-deployments: gpt-4o-mini
+//                     on three deployments of the simulator, and gateway-trace-100, gateway-trace-1:
+//                     gateway-postgres with OpenTelemetry traces, every trace / 1 %, exported to
+//                     bench/otlp-sink.ts; only when named)
 //                     --no-streams --diagnose --log-level info --quiet-wait 15 --nice=-5 --quick]
 //
 // --diagnose adds, per gateway target: a CPU profile (node --cpu-prof) of the c=32 window,
@@ -402,6 +404,23 @@ interface Running {
   stop(): Promise<void>;
   /** Billing check after stop (gateway targets). */
   check?: () => Promise<string>;
+  /**
+   * Processes the target needs whose CPU is not the target's (the trace targets' OTLP sink):
+   * counted apart, neither in the target's CPU per request nor in `others`.
+   */
+  sidePids?: () => number[];
+  /** The trace targets: the gateway's span counts (/metrics) and what the sink received. */
+  spans?: () => Promise<SpanCounts>;
+}
+
+interface SpanCounts {
+  exported: number;
+  droppedQueueFull: number;
+  droppedExportFailed: number;
+  /** gateway_requests_total (the /v1/ routes) summed over its labels: what spans per request are counted over. */
+  requests: number;
+  sinkPosts: number;
+  sinkBytes: number;
 }
 
 interface TargetDef {
@@ -543,6 +562,25 @@ let EXACT_ALL = true;
 let WORK_DIR = '';
 let pgServer: TestPostgres | undefined;
 
+/**
+ * The trace targets' sampling: the default sampler samples every trace (parentbased_always_on);
+ * 1 % is parentbased_traceidratio at 0.01 (docs/observability.md). The export queue keeps the
+ * defaults (OTEL_BSP_*: 5 s schedule delay, 2048 spans, batches of 512), named in TRACE_QUEUE.
+ */
+const TRACE_SAMPLING: { percent: number; what: string; env: Record<string, string> }[] = [
+  { percent: 100, what: 'every trace sampled (the default sampler)', env: {} },
+  {
+    percent: 1,
+    what: '1 % of traces sampled (parentbased_traceidratio 0.01)',
+    env: { OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.01' },
+  },
+];
+const TRACE_QUEUE = {
+  OTEL_BSP_SCHEDULE_DELAY: '5000',
+  OTEL_BSP_MAX_QUEUE_SIZE: '2048',
+  OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '512',
+};
+
 const TARGETS: TargetDef[] = [
   {
     name: 'direct',
@@ -623,6 +661,17 @@ const TARGETS: TargetDef[] = [
         byDeployment: true,
       }),
   },
+  // gateway-postgres with OpenTelemetry traces on (issue 34), every trace or 1 % of them, exported
+  // over OTLP/HTTP to bench/otlp-sink.ts (a process of its own, its CPU counted apart). After
+  // the run: the spans exported and dropped (/metrics). Run only when named.
+  ...TRACE_SAMPLING.map(
+    ({ percent, what, env }): TargetDef => ({
+      name: `gateway-trace-${percent}`,
+      what: `gateway-postgres with traces on, ${what}, exported over OTLP/HTTP to bench/otlp-sink.ts (a process of its own)`,
+      optional: true,
+      start: (diag) => tracedGateway(`gateway-trace-${percent}`, env, diag),
+    }),
+  ),
   {
     name: 'portkey',
     what: 'Portkey gateway (@portkey-ai/gateway, npm), provider openai with a custom host',
@@ -708,6 +757,63 @@ async function postgresDatabase(): Promise<TargetDatabase> {
   };
 }
 
+/**
+ * gateway-postgres exporting its traces to an OTLP sink (bench/otlp-sink.ts) that this target
+ * starts first and stops last (the gateway's shutdown exports what it still holds). The sink's CPU
+ * is counted apart (sidePids): not in the gateway's CPU per request, not in `others`.
+ */
+async function tracedGateway(
+  name: string,
+  sampling: Record<string, string>,
+  diag: Diagnose | undefined,
+): Promise<Running> {
+  const sink = await startChild(process.execPath, ['bench/otlp-sink.ts'], {
+    logFile: path.join(WORK_DIR, `${name}-sink.log`),
+    readyLine: /^http/,
+  });
+  const sinkUrl = sink.line.trim();
+  let gateway: Running;
+  try {
+    gateway = await gatewayTarget(name, postgresDatabase, diag, {
+      env: {
+        OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl, // OTLP/HTTP protobuf, POST /v1/traces
+        ...sampling,
+        ...TRACE_QUEUE,
+      },
+    });
+  } catch (err) {
+    await stopChild(sink.child);
+    throw err;
+  }
+  return {
+    ...gateway,
+    sidePids: () => [sink.child.pid!],
+    async stop() {
+      await gateway.stop();
+      await stopChild(sink.child);
+    },
+    async spans() {
+      const [metrics, counts] = await Promise.all([
+        fetch(`${gateway.url}/metrics`).then((r) => r.text()),
+        fetch(`${sinkUrl}/counts`).then((r) => r.json() as Promise<{ posts: number; bytes: number }>),
+      ]);
+      const sum = (pattern: RegExp) =>
+        metrics
+          .split('\n')
+          .filter((l) => pattern.test(l))
+          .reduce((a, l) => a + Number(l.slice(l.lastIndexOf(' ') + 1)), 0);
+      return {
+        exported: sum(/^gateway_trace_spans_exported_total /),
+        droppedQueueFull: sum(/^gateway_trace_spans_dropped_total\{reason="queue_full"\} /),
+        droppedExportFailed: sum(/^gateway_trace_spans_dropped_total\{reason="export_failed"\} /),
+        requests: sum(/^gateway_requests_total[{ ]/),
+        sinkPosts: counts.posts,
+        sinkBytes: counts.bytes,
+      };
+    },
+  };
+}
+
 /** The gateway setting that holds the three deployments' credential (the simulator's key). */
 const DEPLOYMENT_KEY_ENV = 'BENCH_DEPLOYMENT_KEY';
 const DEPLOYMENTS = ['sim-1', 'sim-2', 'sim-3'];
@@ -776,6 +882,8 @@ interface Rep {
   othersBusy: number;
   /** Cores' worth of time the hypervisor took from this VM during the measurement. */
   steal: number;
+  /** The CPU per request of the target's side processes (the OTLP sink), when it has any. */
+  sideUsPerReq?: number;
 }
 interface StreamRep {
   streamsPerS: number;
@@ -821,11 +929,14 @@ async function measureChat(t: Running, connections: number, window?: { begin(): 
   const pids = t.pids();
   const cpu0 = cpuMsOf(pids);
   const sim0 = cpuMsOf([SIM_PID]);
+  const sidePids = t.sidePids?.() ?? [];
+  const side0 = cpuMsOf(sidePids);
   const times0 = machineTimes();
   const w = await wrk(t, '/v1/chat/completions', CHAT, connections, SECONDS);
   window?.end();
   const cpu = cpuMsOf(pids) - cpu0;
   const sim = t.pids().includes(SIM_PID) ? 0 : cpuMsOf([SIM_PID]) - sim0;
+  const side = cpuMsOf(sidePids) - side0;
   const times1 = machineTimes();
   const busy = times1.busy - times0.busy;
   const ok = w.rps * w.durationS;
@@ -839,8 +950,9 @@ async function measureChat(t: Running, connections: number, window?: { begin(): 
     wrkCpuShare: w.wrkCpuMs / (w.durationS * 1000 + WARMUP * 1000),
     // What the rest of the machine (other users of these two cores) used meanwhile, in cores.
     othersBusy:
-      Math.max(0, busy - cpu - sim - w.wrkCpuMs * (w.durationS / (w.durationS + WARMUP))) / (w.durationS * 1000),
+      Math.max(0, busy - cpu - sim - side - w.wrkCpuMs * (w.durationS / (w.durationS + WARMUP))) / (w.durationS * 1000),
     steal: (times1.steal - times0.steal) / (w.durationS * 1000),
+    ...(sidePids.length ? { sideUsPerReq: (side * 1000) / Math.max(1, ok) } : {}),
   };
 }
 
@@ -881,6 +993,8 @@ interface TargetResult {
   check?: string;
   diagnosis?: string;
   error?: string;
+  /** The trace targets: span counts once the run's spans were exported (before the gateway stopped). */
+  spans?: SpanCounts;
 }
 
 async function diagnose(t: Running, diag: Diagnose, window: { from: bigint; to: bigint }): Promise<string> {
@@ -960,11 +1074,13 @@ async function runTarget(def: TargetDef): Promise<TargetResult> {
     for (const c of [1, 32]) {
       r.chat[c] = [];
       for (let i = 0; i < REPS; i++) {
+        const before = await t.spans?.();
         const rep = await measureChat(t, c);
         r.chat[c].push(rep);
         console.log(
           `  ${def.name} chat c=${c} rep ${i + 1}: ${rep.rps.toFixed(0)} req/s, p50 ${rep.p50.toFixed(2)} ms, p99 ${rep.p99.toFixed(2)} ms, errors ${rep.errors}, ` +
-            `${rep.cpuUsPerReq.toFixed(0)} µs CPU/req, wrk ${(rep.wrkCpuShare * 100).toFixed(0)}% of a core, others ${rep.othersBusy.toFixed(2)} cores, steal ${rep.steal.toFixed(2)} cores`,
+            `${rep.cpuUsPerReq.toFixed(0)} µs CPU/req, wrk ${(rep.wrkCpuShare * 100).toFixed(0)}% of a core, others ${rep.othersBusy.toFixed(2)} cores, steal ${rep.steal.toFixed(2)} cores` +
+            (before ? `${spanDelta(before, await t.spans!())}, sink ${rep.sideUsPerReq!.toFixed(0)} µs CPU/req` : ''),
         );
       }
     }
@@ -980,6 +1096,12 @@ async function runTarget(def: TargetDef): Promise<TargetResult> {
         }
       }
     }
+    if (t.spans) {
+      // What is still queued leaves within the schedule delay (fewer than a batch, no load now).
+      await new Promise((res) => setTimeout(res, Number(TRACE_QUEUE.OTEL_BSP_SCHEDULE_DELAY) + 1000));
+      r.spans = await t.spans();
+      console.log(`  ${def.name} ${spanLine(r.spans)}`);
+    }
   } catch (err) {
     r.error = (err as Error).message;
     console.log(`  ${def.name}: ${r.error}`);
@@ -993,6 +1115,22 @@ async function runTarget(def: TargetDef): Promise<TargetResult> {
     console.log(r.diagnosis);
   }
   return r;
+}
+
+/** A trace target's span counts: exported, dropped, per request served, what the sink received. */
+function spanLine(s: SpanCounts): string {
+  const dropped = s.droppedQueueFull + s.droppedExportFailed;
+  return (
+    `spans: ${s.exported} exported, ${dropped} dropped (queue full ${s.droppedQueueFull}, export failed ${s.droppedExportFailed}) ` +
+    `over ${s.requests} requests (${((s.exported + dropped) / Math.max(1, s.requests)).toFixed(2)} spans/request); ` +
+    `sink: ${s.sinkPosts} exports, ${(s.sinkBytes / 2 ** 20).toFixed(1)} MiB${dropped ? ' => SPANS DROPPED' : ''}`
+  );
+}
+
+/** What one repetition (its warm-up included) added to the span counts; exports lag by up to the schedule delay. */
+function spanDelta(a: SpanCounts, b: SpanCounts): string {
+  const dropped = b.droppedQueueFull + b.droppedExportFailed - a.droppedQueueFull - a.droppedExportFailed;
+  return `, spans +${b.exported - a.exported} exported, +${dropped} dropped`;
 }
 
 /** The billing check of a gateway target after it stopped (undefined for the others); a check that fails counts as not exact. */
@@ -1058,7 +1196,8 @@ function report(results: TargetResult[], machine: string): string {
   const pad = (cells: string[], widths: number[]) =>
     cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join(' ');
   const byName = new Map(results.map((r) => [r.name, r]));
-  const med = (name: string, c: number, k: keyof Rep) => median((byName.get(name)?.chat[c] ?? []).map((x) => x[k]));
+  const med = (name: string, c: number, k: keyof Rep) =>
+    median((byName.get(name)?.chat[c] ?? []).map((x) => x[k] ?? NaN));
   const direct = { p50c1: med('direct', 1, 'p50') };
   out.push(`machine: ${machine}`);
   out.push(
@@ -1152,6 +1291,19 @@ function report(results: TargetResult[], machine: string): string {
         `CPU ${f(cpu(three), 0)} against ${f(cpu(one), 0)} µs/req (${cpu(three) >= cpu(one) ? '+' : ''}${f(cpu(three) - cpu(one), 0)})`,
     );
   }
+  // Tracing on against off (gateway-postgres), when both are measured in this run; the sink's CPU apart.
+  for (const { percent } of TRACE_SAMPLING) {
+    const traced = `gateway-trace-${percent}`;
+    const off = 'gateway-postgres';
+    if (!byName.get(traced)?.chat[32]?.length || !byName.get(off)?.chat[32]?.length) continue;
+    const cpu = (g: string) => med(g, 32, 'cpuUsPerReq');
+    const d = cpu(traced) - cpu(off);
+    out.push(
+      `${traced} against ${off}: c=32 ${f(ratio(traced, off))}x the throughput, c=1 ${f(med(traced, 1, 'rps') / med(off, 1, 'rps'))}x; ` +
+        `CPU ${f(cpu(traced), 0)} against ${f(cpu(off), 0)} µs/req (${d >= 0 ? '+' : ''}${f(d, 0)}, ${d >= 0 ? '+' : ''}${f((d / cpu(off)) * 100, 0)}%); ` +
+        `the OTLP sink ${f(med(traced, 32, 'sideUsPerReq'), 0)} µs/req more, in its own process`,
+    );
+  }
   if (!values['no-streams']) {
     out.push('');
     out.push(
@@ -1205,6 +1357,7 @@ function report(results: TargetResult[], machine: string): string {
   }
   out.push('');
   for (const r of results) if (r.check) out.push(`${r.name} ${r.check}`);
+  for (const r of results) if (r.spans) out.push(`${r.name} ${spanLine(r.spans)}`);
   return out.join('\n');
 }
 
@@ -1213,6 +1366,12 @@ function report(results: TargetResult[], machine: string): string {
 async function main() {
   WRK = findWrk();
   if (NICE) os.setPriority(NICE);
+  // Tracing is what the trace targets set, nothing else: OpenTelemetry settings of this shell
+  // would turn it on in every gateway target (or send the trace targets' spans elsewhere).
+  const inherited = Object.keys(process.env).filter((k) => k.startsWith('OTEL_'));
+  for (const k of inherited) delete process.env[k];
+  if (inherited.length)
+    console.log(`not passed to the targets: ${inherited.join(', ')} (tracing only where a target sets it)`);
   WORK_DIR = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-bench-'));
   fs.chmodSync(WORK_DIR, 0o755); // the embedded target's PostgreSQL server (as root: another user) reaches its DATA_DIR in here
   const wanted = values.targets ? values.targets.split(',') : TARGETS.filter((t) => !t.optional).map((t) => t.name);

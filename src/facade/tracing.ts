@@ -35,15 +35,14 @@ export function registerTracing(app: FastifyInstance, callerContext: TracingConf
     if (route !== undefined && UNTRACED.has(route)) return done();
     // Keyed callers are the operator's customers: TRACE_CALLER_CONTEXT decides; the console's own callers are the operator.
     const { parent, links } = callerParent(req.headers, route?.startsWith('/console') ? 'continue' : callerContext);
-    const path = req.url.split('?')[0]!;
     const span = startSpan(
       route ? `${req.method} ${route}` : req.method,
       SpanKind.SERVER,
-      {
+      () => ({
         'http.request.method': req.method,
         ...(route ? { 'http.route': route } : {}),
         // The caller's text: cut short, and a gateway key in it masked as the log masks it.
-        'url.path': path.slice(0, 512).replace(KEY_IN_PATH, 'prx-…'),
+        'url.path': req.url.split('?')[0]!.slice(0, 512).replace(KEY_IN_PATH, 'prx-…'),
         'url.scheme': 'http',
         'server.port': req.socket.localPort ?? 0,
         'network.protocol.version': req.raw.httpVersion,
@@ -51,12 +50,13 @@ export function registerTracing(app: FastifyInstance, callerContext: TracingConf
           ? { 'user_agent.original': req.headers['user-agent'].slice(0, 256) }
           : {}),
         'gateway.request_id': req.id,
-      },
+      }),
       parent,
       links,
     );
     req.traceContext = contextWith(span, parent);
-    reply.raw.once('close', () => endServerSpan(span, req, reply));
+    // An unsampled request's span records nothing: nothing to end.
+    if (span.isRecording()) reply.raw.once('close', () => endServerSpan(span, req, reply));
     done();
   });
   // The handler runs in the span's context (the body was read in the socket's): what it calls in

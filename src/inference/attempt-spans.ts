@@ -7,7 +7,7 @@
 // answer go on it too, each cut to TRACE_CONTENT_MAX_BYTES.
 import type { ResolvedDeployment } from '../catalogue/catalogue.ts';
 import type { Json, Plan } from '../metering/plan.ts';
-import { failSpan, NO_SPAN, type Span, SpanKind, startSpan, tracingOn } from '../tracing/spans.ts';
+import { type Attributes, failSpan, NO_SPAN, type Span, SpanKind, startSpan, tracingOn } from '../tracing/spans.ts';
 
 /** gen_ai.operation.name of each route: the conventions' names (media is content generated). */
 const OPERATIONS: Record<string, string> = {
@@ -30,19 +30,29 @@ export function startAttemptSpan(
   plan: Plan,
   d: ResolvedDeployment,
   url: string,
-  attempt: number,
-  after: 'retry' | 'failover' | undefined,
-  trial: boolean,
+  how: { attempt: number; after: 'retry' | 'failover' | undefined; trial: boolean },
 ): Span {
   if (!tracingOn()) return NO_SPAN;
   const operation = OPERATIONS[plan.route] ?? 'generate_content';
+  return startSpan(`${operation} ${d.upstreamId}`, SpanKind.CLIENT, () =>
+    attemptAttributes(plan, d, url, operation, how),
+  );
+}
+
+function attemptAttributes(
+  plan: Plan,
+  d: ResolvedDeployment,
+  url: string,
+  operation: string,
+  how: { attempt: number; after: 'retry' | 'failover' | undefined; trial: boolean },
+): Attributes {
   let server: URL | undefined;
   try {
     server = new URL(url);
   } catch {
     server = undefined;
   }
-  return startSpan(`${operation} ${d.upstreamId}`, SpanKind.CLIENT, {
+  return {
     'gen_ai.operation.name': operation,
     'gen_ai.provider.name': providerName(d),
     'gen_ai.request.model': d.upstreamId,
@@ -56,10 +66,10 @@ export function startAttemptSpan(
     'gateway.route': plan.route,
     'gateway.deployment': d.key,
     'gateway.provider': d.provider.id,
-    'gateway.attempt': attempt + 1,
-    ...(after ? { 'gateway.attempt.after': after } : {}),
-    ...(trial ? { 'gateway.attempt.trial': true } : {}),
-  });
+    'gateway.attempt': how.attempt + 1,
+    ...(how.after ? { 'gateway.attempt.after': how.after } : {}),
+    ...(how.trial ? { 'gateway.attempt.trial': true } : {}),
+  };
 }
 
 /** An attempt that failed: its status or transport failure, and whether the request moves on. */

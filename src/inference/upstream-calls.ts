@@ -199,7 +199,7 @@ export class UpstreamCalls {
     const target = this.targetFor(d);
     const { url, headers } = endpoint(target);
     const provider = d.provider.id;
-    const span = startAttemptSpan(plan, d, url, how.number, how.after, how.trial);
+    const span = startAttemptSpan(plan, d, url, { attempt: how.number, after: how.after, trial: how.trial });
     notePrompt(span, plan.body);
     const traceparent = this.upstreamTraceparent ? traceparentOf(span) : undefined;
     const started = performance.now();

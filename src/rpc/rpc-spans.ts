@@ -33,12 +33,12 @@ export function startRpcSpan(
   const span = startSpan(
     `${service}/${method.name}`,
     transport === 'network' ? SpanKind.SERVER : SpanKind.INTERNAL,
-    {
+    () => ({
       'rpc.system': 'connect_rpc',
       'rpc.service': service,
       'rpc.method': method.name,
       'gateway.rpc.transport': transport,
-    },
+    }),
     parent,
     links,
   );

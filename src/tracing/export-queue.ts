@@ -87,18 +87,22 @@ export class BoundedExportQueue implements SpanProcessor {
     });
   }
 
-  /** Batches until the queue is empty or an export fails (the collector is then given until the next schedule). */
+  /**
+   * One batch of what is queued, then more only while a whole batch is waiting: under load the
+   * exports stay full-sized, and a remainder waits for the schedule. Stops at a failed export (the
+   * collector is then given until the next schedule).
+   */
   private async drain(): Promise<void> {
-    while (this.queue.length > 0) {
+    do {
       const batch = this.queue.splice(0, this.settings.maxExportBatchSize);
       const ok = await this.exportBatch(batch);
       this.lastFailed = !ok;
-      if (ok) this.counts.exported += batch.length;
-      else {
+      if (!ok) {
         this.counts.droppedExportFailed += batch.length;
         return;
       }
-    }
+      this.counts.exported += batch.length;
+    } while (this.queue.length >= this.settings.maxExportBatchSize);
   }
 
   private exportBatch(batch: ReadableSpan[]): Promise<boolean> {

@@ -13,6 +13,7 @@ import {
   propagation,
   ROOT_CONTEXT,
   type Span,
+  type SpanContext,
   SpanKind,
   SpanStatusCode,
   type TextMapGetter,
@@ -44,16 +45,30 @@ export const TRACE_CONTEXT = createContextKey<Context | undefined>(undefined, {
   description: 'the trace context of the edge that made the call',
 });
 
-/** A span under `parent` (default: the context in force); NO_SPAN while tracing is off. */
+/**
+ * A span under `parent` (default: the context in force); NO_SPAN while tracing is off. Its
+ * attributes are made only for a span that records (`attributes` may be a function, so an
+ * unsampled request builds none: the SDK would copy and check them before sampling). Under a
+ * local parent that records nothing, the parent itself is the answer: every standard sampler
+ * (parent-based, or by trace id) leaves a child of an unsampled local span unsampled, and an
+ * unsampled request then makes one span, not one per step.
+ */
 export function startSpan(
   name: string,
   kind: SpanKind,
-  attributes?: Attributes,
+  attributes?: Attributes | (() => Attributes),
   parent?: Context,
   links?: Link[],
 ): Span {
   if (!on) return NO_SPAN;
-  return tracer.startSpan(name, { kind, attributes, links }, parent ?? context.active());
+  const ctx = parent ?? context.active();
+  const above = trace.getSpan(ctx);
+  if (above && !above.isRecording() && !above.spanContext().isRemote && isSpanContextValid(above.spanContext()))
+    return above;
+  const span = tracer.startSpan(name, { kind, links }, ctx);
+  if (attributes && span.isRecording())
+    span.setAttributes(typeof attributes === 'function' ? attributes() : attributes);
+  return span;
 }
 
 /** The span in force (NO_SPAN when none or tracing is off). */
@@ -62,9 +77,10 @@ export function activeSpan(): Span {
   return trace.getActiveSpan() ?? NO_SPAN;
 }
 
-/** The context in force, with `span` as its span. */
+/** The context in force, with `span` as its span (the same context when it already has it). */
 export function contextWith(span: Span, parent?: Context): Context {
-  return trace.setSpan(parent ?? (on ? context.active() : ROOT_CONTEXT), span);
+  const base = parent ?? (on ? context.active() : ROOT_CONTEXT);
+  return trace.getSpan(base) === span ? base : trace.setSpan(base, span);
 }
 
 /** `fn` with `ctx` in force (its awaits included). */
@@ -115,19 +131,21 @@ export function traceparentOf(span: Span): string | undefined {
   return `00-${sc.traceId}-${sc.spanId}-0${(sc.traceFlags & 0xff).toString(16)}`;
 }
 
-/** Trace and span ids for a log line (pino's mixin), when a recorded span is in force. */
+/** Trace and span ids for a log line (pino's mixin), when a sampled span is in force (an unsampled trace is nowhere to be found). */
 export function logIds(): { trace_id: string; span_id: string } | undefined {
   if (!on) return undefined;
   const span = trace.getActiveSpan();
-  if (!span) return undefined;
-  const sc = span.spanContext();
-  return isSpanContextValid(sc) ? { trace_id: sc.traceId, span_id: sc.spanId } : undefined;
+  return span ? idsOf(span.spanContext()) : undefined;
 }
 
-/** The ids of the span `ctx` carries, for a log line written outside it. */
+const idsOf = (sc: SpanContext | undefined) =>
+  sc && (sc.traceFlags & TraceFlags.SAMPLED) !== 0 && isSpanContextValid(sc)
+    ? { trace_id: sc.traceId, span_id: sc.spanId }
+    : undefined;
+
+/** The ids of the sampled span `ctx` carries, for a log line written outside it. */
 export function spanIdsOf(ctx: Context): { trace_id: string; span_id: string } | undefined {
-  const sc = trace.getSpanContext(ctx);
-  return sc && isSpanContextValid(sc) ? { trace_id: sc.traceId, span_id: sc.spanId } : undefined;
+  return idsOf(trace.getSpanContext(ctx));
 }
 
 type HeaderSource = Headers | Record<string, string | string[] | undefined>;

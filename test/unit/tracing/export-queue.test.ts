@@ -97,6 +97,17 @@ describe('the bounded export queue', () => {
     expect(queue.counts).toEqual({ exported: 0, droppedQueueFull: 0, droppedExportFailed: 0 });
   });
 
+  it('under load the exports stay whole batches: a remainder waits for the schedule, not the last export', async () => {
+    const { exporter, queue, spans } = setup({ maxQueueSize: 1000, maxExportBatchSize: 50, scheduleDelayMs: 100 });
+    spans(50); // a whole batch: exported at once
+    spans(7); // arrives while it is out
+    await sleep(20);
+    expect(exporter.calls.map((c) => c.length)).toEqual([50]);
+    await sleep(150);
+    expect(exporter.calls.map((c) => c.length)).toEqual([50, 7]);
+    expect(queue.counts.exported).toBe(57);
+  });
+
   it('ending a span costs no export of its own: spans below a batch wait for the schedule', async () => {
     const { exporter, spans } = setup({ maxQueueSize: 100, maxExportBatchSize: 50, scheduleDelayMs: 30 });
     spans(3);

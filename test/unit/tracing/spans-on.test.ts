@@ -97,6 +97,32 @@ describe('the span in force', () => {
     expect(logIds()).toBeUndefined();
   });
 
+  it("an unsampled request makes one span: a local unsampled parent is its children's span too", () => {
+    const unsampled = trace.wrapSpanContext({ traceId: TRACE, spanId: SPAN, traceFlags: 0, isRemote: false });
+    const ctx = contextWith(unsampled);
+    const child = startSpan(
+      'child',
+      SpanKind.INTERNAL,
+      () => {
+        throw new Error('no attributes are made for a span that records nothing');
+      },
+      ctx,
+    );
+    expect(child).toBe(unsampled);
+    expect(contextWith(child, ctx)).toBe(ctx);
+    // A caller's unsampled parent is remote: the request's own span is still made (by the sampler).
+    const remote = contextWith(trace.wrapSpanContext({ traceId: TRACE, spanId: SPAN, traceFlags: 0, isRemote: true }));
+    const server = startSpan('server', SpanKind.SERVER, {}, remote);
+    expect(server).not.toBe(unsampled);
+    expect(server.spanContext().spanId).not.toBe(SPAN);
+    expect(server.isRecording()).toBe(false);
+    // Under a sampled parent, a child of its own, with its attributes.
+    const sampled = startSpan('sampled', SpanKind.INTERNAL);
+    const own = startSpan('own', SpanKind.INTERNAL, () => ({ a: 1 }), contextWith(sampled));
+    expect(own).not.toBe(sampled);
+    expect((own as unknown as { attributes: Record<string, unknown> }).attributes).toEqual({ a: 1 });
+  });
+
   it('its traceparent, and money as exact attributes', () => {
     const span = startSpan('attempt', SpanKind.CLIENT);
     const sc = span.spanContext();
