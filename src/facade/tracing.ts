@@ -33,8 +33,8 @@ export function registerTracing(app: FastifyInstance, callerContext: TracingConf
   app.addHook('onRequest', (req, reply, done) => {
     const route = req.routeOptions.url;
     if (route !== undefined && UNTRACED.has(route)) return done();
-    // Keyed callers are the operator's customers: TRACE_CALLER_CONTEXT decides; the console's own callers are the operator.
-    const { parent, links } = callerParent(req.headers, route?.startsWith('/console') ? 'continue' : callerContext);
+    // The HTTP port's callers are the operator's customers (the console's key holders too): TRACE_CALLER_CONTEXT decides.
+    const { parent, links } = callerParent(req.headers, callerContext);
     const span = startSpan(
       route ? `${req.method} ${route}` : req.method,
       SpanKind.SERVER,

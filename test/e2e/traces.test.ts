@@ -111,6 +111,16 @@ async function usageRowOf(requestId: string) {
 
 const RPC_CHAT = 'gateway.v1.InferenceService/ChatCompletion';
 
+/** The first line of the gateway's log that `match` accepts, once it has been written (5 s at most). */
+async function logLine(g: GatewayProcess, match: (line: string) => boolean): Promise<string | undefined> {
+  const until = Date.now() + 5_000;
+  for (;;) {
+    const line = fs.readFileSync(g.logFile, 'utf8').split('\n').find(match);
+    if (line || Date.now() > until) return line;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
 describe('traces of inference requests', () => {
   it(
     'a unary chat: server span, in-process RPC, hold, GenAI attempt and settle, with the money on the request span',
@@ -204,11 +214,8 @@ describe('traces of inference requests', () => {
       expect(typeof attempt.attributes['gen_ai.response.model']).toBe('string');
       expect(attempt.status.code).not.toBe(ERROR);
 
-      // Log lines carry the trace: the request's own line.
-      const log = fs.readFileSync(a.logFile, 'utf8');
-      const line = log
-        .split('\n')
-        .find((l) => l.includes(`"requestId":"${requestId}"`) && l.includes('"msg":"request"'));
+      // Log lines carry the trace: the request's own line (the log is written in batches, 100 ms apart).
+      const line = await logLine(a, (l) => l.includes(`"requestId":"${requestId}"`) && l.includes('"msg":"request"'));
       expect(line).toContain(`"trace_id":"${server.traceId}"`);
     },
   );
