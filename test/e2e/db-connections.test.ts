@@ -104,7 +104,18 @@ describe('the pool after a lost connection', () => {
         (
           await Promise.all(Array.from({ length: 4 }, () => knex.raw('SELECT pg_backend_pid() AS pid, pg_sleep(0.05)')))
         ).map((r) => (r as { rows: { pid: number }[] }).rows[0]!.pid);
-      const before = new Set(await pids());
+      // The pool's four connections, all held at once (four queries could share fewer, when one
+      // connects slower than another's query takes on a loaded machine), then given back.
+      const held = await Promise.all(Array.from({ length: 4 }, () => knex.client.acquireConnection()));
+      const before = new Set(
+        await Promise.all(
+          held.map(
+            async (c) =>
+              ((await c.query('SELECT pg_backend_pid() AS pid')) as { rows: { pid: number }[] }).rows[0]!.pid,
+          ),
+        ),
+      );
+      for (const c of held) await knex.client.releaseConnection(c);
       expect(before.size).toBe(4);
       // One statement loses its connection (its session is ended under it, on every attempt).
       await expect(knex.raw('SELECT pg_terminate_backend(pg_backend_pid())')).rejects.toMatchObject({ code: '57P01' });
