@@ -117,10 +117,12 @@ function finishReasons(json: Json): string[] {
  * event, and those that name a finish or stop reason or a finished response): a few parses per
  * stream, and only of a recorded span.
  */
+/** An event that names a finish or stop reason, or a finished response (with or without spaces, as JSON writers differ). */
+const FINISHING = /"(?:finish_reason|stop_reason)"\s*:\s*"|"type"\s*:\s*"response\.(?:completed|incomplete|failed)"/;
+
 export function noteStreamEvent(span: Span | undefined, data: string, first: boolean): void {
   if (!span?.isRecording()) return;
-  if (!first && !/"(?:finish_reason|stop_reason)":"|"type":"response\.(?:completed|incomplete|failed)"/.test(data))
-    return;
+  if (!first && !FINISHING.test(data)) return;
   try {
     const json = JSON.parse(data) as Json;
     if (json && typeof json === 'object') noteAnswer(span, json);
