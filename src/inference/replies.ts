@@ -2,13 +2,13 @@
 // the provider wrote it, turned into the gateway's error (the facade writes it in the route's own
 // shape). Reading charges nothing: a reply that cannot be used is a failure marked with its
 // outcome (outcomes.ts) for the metering to settle.
-import { noteAnswer } from './attempt-spans.ts';
 import { isUtf8 } from 'node:buffer';
 import type { ConnectError } from '@connectrpc/connect';
 import { gatewayError } from '../errors/errors.ts';
 import { withOutcome } from '../metering/outcomes.ts';
 import type { Json } from '../metering/plan.ts';
 import { bomLength, upstreamFailure, type UpstreamResponse } from './upstream.ts';
+import { noteAnswer } from './attempt-spans.ts';
 
 const MAX_ERROR_BODY = 64 * 1024;
 

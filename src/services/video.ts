@@ -3,7 +3,6 @@
 // workflow writes progress and the outcome there), so answers need no worker and survive
 // restarts. The caller's key comes from the call metadata, as for InferenceService; a key sees
 // only its own account's jobs. The steps live in src/video/; this file composes them.
-import { noteJobHold } from '../metering/money-spans.ts';
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
@@ -36,6 +35,7 @@ import { reconcile } from '../video/reconcile.ts';
 import { readVideoRequest, type VideoRequest } from '../video/request.ts';
 import type { TemporalReady, VideoRuntime } from '../video/runtime.ts';
 import { failureHttpStatus, toVideo } from '../video/wire.ts';
+import { noteJobHold } from '../metering/money-spans.ts';
 
 export interface VideoServiceDeps {
   config: Config;

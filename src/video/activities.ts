@@ -2,8 +2,6 @@
 // activity again whenever it cannot know the last attempt finished (a worker killed mid-call,
 // a lost reply): the create carries an idempotency key, the download rewrites the same object,
 // the settle and the release are one statement each that acts once per request id.
-import { noteJobCharge } from '../metering/money-spans.ts';
-import { activeSpan, sampledTraceId } from '../tracing/spans.ts';
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import type { Metrics } from '../log/metrics.ts';
@@ -16,6 +14,8 @@ import type { VideoJobs } from './jobs.ts';
 import { durationMs, measureMp4, Mp4Error } from './mp4.ts';
 import { videoKey, type VideoStore } from './store.ts';
 import type { VideoUpstream } from './upstream.ts';
+import { noteJobCharge } from '../metering/money-spans.ts';
+import { activeSpan, sampledTraceId } from '../tracing/spans.ts';
 
 export const VIDEO_ROUTE = '/v1/videos';
 

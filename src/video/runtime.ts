@@ -1,7 +1,6 @@
 // Video jobs inside the gateway process: finds or starts Temporal in the background (the
 // gateway never waits for it to serve other routes), runs a worker unless VIDEO_WORKER=0, and
 // tells the video service whether Temporal can be used right now.
-import { clientTracing } from './job-tracing.ts';
 import path from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
@@ -17,6 +16,7 @@ import { FolderVideoStore, removeAbandonedWrites, type VideoStore } from './stor
 import { ensureSearchAttributes, resolveTemporal, type DevServer } from './temporal.ts';
 import { VideoUpstream } from './upstream.ts';
 import { startVideoWorker, type RunningWorker } from './worker.ts';
+import { clientTracing } from './job-tracing.ts';
 
 export interface TemporalReady {
   client: Client;
