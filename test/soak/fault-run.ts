@@ -32,6 +32,7 @@ import { createDatabase, startPostgres, type TestPostgres } from '../support/pos
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { NO_TEMPORAL_CLI } from '../support/temporal.ts';
 import { startSimulator, type Simulator } from '../upstream/simulator.ts';
+import { Checks, log, sleep, started } from './run-report.ts';
 
 const { values } = parseArgs({
   options: {
@@ -63,11 +64,6 @@ type Name = (typeof NAMES)[number];
 const envOf = (n: Name) => `FAULT_${n.toUpperCase()}_KEY`;
 const keyOf = (n: Name) => `sk-fault-upstream-${n}`;
 const deploymentKey = (n: Name) => `${MODEL}/${n}`;
-
-const started = Date.now();
-const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const log = (line: string) => console.log(`[${elapsed().padStart(7)}] ${line}`);
 
 // ---------------------------------------------------------------- stopping
 
@@ -130,11 +126,8 @@ interface UsageRow {
   status: string;
 }
 
-const checks: { name: string; ok: boolean; detail: string }[] = [];
-const check = (name: string, ok: boolean, detail: string) => {
-  checks.push({ name, ok, detail });
-  console.log(`${ok ? 'ok  ' : 'FAIL'} ${name}: ${detail}`);
-};
+const checks = new Checks();
+const check = checks.check;
 
 /** Between set-up steps: a signal received meanwhile ends the run here. */
 function alive(): void {
@@ -503,11 +496,6 @@ try {
 } finally {
   await cleanup();
 }
-const failed = checks.filter((c) => !c.ok);
-if (exitCode === 0 && (failed.length > 0 || checks.length === 0)) exitCode = 1;
-console.log(
-  `\nsummary: ${checks.length - failed.length} of ${checks.length} checks passed` +
-    (failed.length ? ` (failed: ${failed.map((c) => c.name.split(' ')[0]).join(', ')})` : '') +
-    `${exitCode === 130 ? '; stopped by a signal' : exitCode === 2 ? '; stopped at the time limit' : ''}; ${elapsed()} in all; every process stopped`,
-);
+exitCode = checks.exitCode(exitCode);
+console.log(`\nsummary: ${checks.summary(exitCode, (c) => c.name.split(' ')[0]!, ', ')}`);
 process.exit(exitCode);

@@ -35,6 +35,7 @@ import { startGatewayProcess, type GatewayProcess } from '../support/gateway-pro
 import { freePort } from '../support/ports.ts';
 import { startTemporal, type TestTemporal, videoEnv } from '../support/temporal.ts';
 import { startSimulator, type Simulator } from '../upstream/simulator.ts';
+import { Checks, log, sleep } from './run-report.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 /** The whole run once Jaeger's binary is at hand (building it the first time takes minutes more). */
@@ -46,11 +47,6 @@ const VIDEO_WAIT_MS = 90_000;
 const SERVICE = 'metered-ai-gateway';
 const UPSTREAM_KEY = 'sk-trace-walk-upstream';
 const RPC_CHAT = 'gateway.v1.InferenceService/ChatCompletion';
-
-const started = Date.now();
-const elapsed = () => `${((Date.now() - started) / 1000).toFixed(1)} s`;
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const log = (line: string) => console.log(`[${elapsed().padStart(7)}] ${line}`);
 
 // ---------------------------------------------------------------- stopping
 
@@ -416,11 +412,8 @@ function printTree(spans: Span[]): void {
 
 // ---------------------------------------------------------------- checks
 
-const checks: { name: string; ok: boolean; detail: string }[] = [];
-const check = (name: string, ok: boolean, detail = '') => {
-  checks.push({ name, ok, detail });
-  console.log(`  ${ok ? 'ok  ' : 'FAIL'} ${name}${detail ? `: ${detail}` : ''}`);
-};
+const checks = new Checks('  ');
+const check = checks.check;
 
 /** The differences of `attrs` from `want` (bigints and numbers compared as integers, lists as lists). */
 function differences(attrs: Record<string, unknown> | undefined, want: Record<string, unknown>): string[] {
@@ -1082,14 +1075,10 @@ async function run(): Promise<void> {
 }
 
 function finish(): never {
-  const failed = checks.filter((c) => !c.ok);
-  if (exitCode === 0 && (failed.length > 0 || checks.length === 0)) exitCode = 1;
+  exitCode = checks.exitCode(exitCode);
   if (exitCode === 0 && workDir) fs.rmSync(workDir, { recursive: true, force: true });
   console.log(
-    `\n${checks.length - failed.length} of ${checks.length} checks passed` +
-      (failed.length ? ` (failed: ${failed.map((c) => c.name).join('; ')})` : '') +
-      `${exitCode === 130 ? '; stopped by a signal' : exitCode === 2 ? '; stopped at the time limit' : ''}; ${elapsed()} in all; every process stopped` +
-      (exitCode !== 0 && workDir ? `; logs in ${workDir}` : ''),
+    `\n${checks.summary(exitCode, (c) => c.name, '; ')}${exitCode !== 0 && workDir ? `; logs in ${workDir}` : ''}`,
   );
   process.exit(exitCode);
 }
