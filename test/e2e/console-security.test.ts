@@ -8,7 +8,7 @@ import http2 from 'node:http2';
 import net from 'node:net';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import OpenAI from 'openai';
-import { billing, db, gatewayUrl, newKey, uniqueMarker, type TestKey } from '../support/context.ts';
+import { billing, db, gatewayUrl, mistyped, newKey, uniqueMarker, type TestKey } from '../support/context.ts';
 import { gatewayForFile } from '../support/extra-gateway.ts';
 import { ConsoleClient, sessionIdOf } from '../support/console-api.ts';
 import type { GatewayProcess } from '../support/gateway-process.ts';
@@ -74,7 +74,7 @@ describe('console sessions', () => {
     await billing().revokeKey({ key: { ref: { case: 'keyId', value: revoked.keyId } } });
     const live = await newKey('1');
     const attempts: [Row, number, string, string][] = [
-      [{ key: `${live.apiKey.slice(0, -1)}x` }, 401, 'invalid_key', gatewayUrl()],
+      [{ key: mistyped(live.apiKey) }, 401, 'invalid_key', gatewayUrl()],
       [{ key: notAKey() }, 401, 'invalid_key', gatewayUrl()],
       [{ key: revoked.apiKey }, 401, 'invalid_key', gatewayUrl()],
       [{ link: 'A'.repeat(43) }, 401, 'invalid_link', gatewayUrl()],

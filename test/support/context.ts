@@ -34,6 +34,11 @@ export async function newKey(creditsUsd: string | bigint = '5'): Promise<TestKey
   return { apiKey: r.apiKey, keyId: r.keyId, accountId: r.accountId };
 }
 
+/** The key with its last character changed: one typo, never the key itself (a fixed replacement is the key's own last character once in 62). */
+export function mistyped(apiKey: string): string {
+  return `${apiKey.slice(0, -1)}${apiKey.endsWith('x') ? 'y' : 'x'}`;
+}
+
 export function openai(apiKey: string, opts: Partial<ConstructorParameters<typeof OpenAI>[0]> = {}): OpenAI {
   return new OpenAI({ apiKey, baseURL: `${gatewayUrl()}/v1`, maxRetries: 0, ...opts });
 }
