@@ -19,7 +19,7 @@ import { extraGateway } from '../support/extra-gateway.ts';
 import type { GatewayProcess } from '../support/gateway-process.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import { type ReceivedSpan, type OtlpReceiver, startOtlpReceiver } from '../support/otlp-receiver.ts';
-import { videoEnv } from '../support/temporal.ts';
+import { startWorker, videoEnv } from '../support/temporal.ts';
 
 const LONG = { timeout: 120_000 };
 const SERVER = 'SPAN_KIND_SERVER';
@@ -37,10 +37,13 @@ const QUICK_EXPORT = {
   DEPLOYMENT_ALLOWED_FAILS: '1000',
 };
 
+const WORKER_QUEUE = 'video-traces-worker';
+
 let rxA: OtlpReceiver;
 let rxB: OtlpReceiver;
 let a: GatewayProcess;
 let b: GatewayProcess;
+let videoDir: string;
 
 beforeAll(async () => {
   [rxA, rxB] = await Promise.all([startOtlpReceiver(), startOtlpReceiver()]);
@@ -49,7 +52,7 @@ beforeAll(async () => {
     OPENAI_FALLBACK_BASE_URL: `${sim}/fallback/v1`,
     OPENAI_FALLBACK_API_KEY: `${UPSTREAM_KEY}-fallback`,
   };
-  const videoDir = fs.mkdtempSync(path.join(inject('workDir'), 'trace-videos-'));
+  videoDir = fs.mkdtempSync(path.join(inject('workDir'), 'trace-videos-'));
   [a, b] = await Promise.all([
     extraGateway('traces-a', {
       ...QUICK_EXPORT,
@@ -66,6 +69,8 @@ beforeAll(async () => {
       OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT: 'true',
       TRACE_CONTENT_MAX_BYTES: '200',
       TRACE_UPSTREAM_TRACEPARENT: '1',
+      // B only starts video jobs: `npm run worker`, a process of its own, runs them.
+      ...videoEnv(inject('temporalAddress'), videoDir, WORKER_QUEUE),
       VIDEO_WORKER: '0',
     }),
   ]);
@@ -662,6 +667,71 @@ describe('video jobs', () => {
       'gateway.outcome': 'ok',
     });
   });
+});
+
+describe('a video worker of its own (npm run worker)', () => {
+  it(
+    "exports the job's workflow and activities under its own service name, in the trace of the gateway's request",
+    LONG,
+    async () => {
+      const worker = await startWorker(
+        {
+          ...QUICK_EXPORT,
+          ...videoEnv(inject('temporalAddress'), videoDir, WORKER_QUEUE),
+          DATABASE_URL: inject('databaseUrl'),
+          OPENAI_API_KEY: UPSTREAM_KEY,
+          OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
+          OTEL_EXPORTER_OTLP_ENDPOINT: rxB.grpcEndpoint,
+          OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
+          OTEL_SERVICE_NAME: 'video-worker',
+        },
+        path.join(inject('workDir'), `trace-worker-${uniqueMarker('w')}.log`),
+      );
+      try {
+        const k = await newKey('5');
+        const r = await fetch(`${b.httpUrl}/v1/videos`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${k.apiKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify({
+            model: 'sora-2',
+            prompt: `${uniqueMarker('worker-video')} [sim ms=200]`,
+            seconds: '4',
+          }),
+        });
+        expect(r.status).toBe(200);
+        const requestId = r.headers.get('x-request-id')!;
+        const [server] = await rxB.waitFor(
+          (s) => s.kind === SERVER && s.attributes['gateway.request_id'] === requestId,
+          10_000,
+        );
+        const traceId = server!.traceId;
+        // The settle is the workflow's last activity: its span ends the job's part of the trace.
+        await rxB.waitFor((s) => s.traceId === traceId && s.name === 'RunActivity:settleCharge', 60_000);
+        await rxB.waitFor((s) => s.traceId === traceId && s.name.startsWith('RunWorkflow:'), 10_000);
+        const spans = rxB.trace(traceId);
+        const serviceOf = (s: ReceivedSpan) => s.resource['service.name'];
+        // The request and the workflow's start are the gateway's; the workflow and its activities the worker's.
+        expect(serviceOf(named(spans, 'gateway.v1.VideoService/CreateVideo'))).not.toBe('video-worker');
+        const start = spans.find((s) => s.name.startsWith('StartWorkflow:'))!;
+        expect(serviceOf(start)).not.toBe('video-worker');
+        const run = spans.find((s) => s.name.startsWith('RunWorkflow:'))!;
+        expect(run.parentSpanId).toBe(start.spanId);
+        const worked = spans.filter((s) => /^(RunWorkflow|StartActivity|RunActivity):/.test(s.name));
+        expect(worked.length).toBeGreaterThanOrEqual(3);
+        for (const s of worked) expect(serviceOf(s), s.name).toBe('video-worker');
+        expect(named(spans, 'RunActivity:settleCharge').attributes).toMatchObject({
+          'gateway.charge_nano': 400_000_000n,
+          'gateway.outcome': 'ok',
+        });
+        const row = await db().query('SELECT trace_id FROM usage_records WHERE request_id = $1', [requestId]);
+        expect(row.rows[0]?.trace_id).toBe(traceId);
+      } finally {
+        // A worker told to stop flushes its spans and exits cleanly, tracing included.
+        await worker.stop('SIGTERM');
+      }
+      expect(worker.child.exitCode).toBe(0);
+    },
+  );
 });
 
 describe('a collector that goes away', () => {

