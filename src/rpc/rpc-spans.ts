@@ -4,8 +4,12 @@
 // request's span, where the metering writes the money. A network caller's traceparent continues
 // (admin services) or is taken as TRACE_CALLER_CONTEXT says (keyed services).
 import { Code, ConnectError, type Interceptor } from '@connectrpc/connect';
-import type { DescMethod } from '@bufbuild/protobuf';
+import type { DescMethod, DescService } from '@bufbuild/protobuf';
+import { BillingService } from '../gen/gateway/v1/billing_pb.js';
+import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { GatewayErrorSchema } from '../gen/gateway/v1/errors_pb.js';
+import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
+import { VideoService } from '../gen/gateway/v1/video_pb.js';
 import type { TracingConfig } from '../config/tracing-config.ts';
 import {
   type Context,
@@ -17,10 +21,15 @@ import {
   runIn,
   type Span,
   SpanKind,
+  spanIdsOf,
   startSpan,
+  tracingOn,
 } from '../tracing/spans.ts';
 
-const KEYED = new Set(['gateway.v1.InferenceService', 'gateway.v1.VideoService']);
+const KEYED = new Set([InferenceService.typeName, VideoService.typeName]);
+const SERVICES = new Map<string, DescService>(
+  [BillingService, CatalogueService, InferenceService, VideoService].map((s) => [s.typeName, s]),
+);
 
 /** The span of a call to `method` under `parent`, and the context that carries it. */
 export function startRpcSpan(
@@ -91,4 +100,36 @@ export function rpcTracing(callerContext: TracingConfig['callerContext']): Inter
       })(),
     };
   };
+}
+
+/**
+ * The span of a call the port refused before Connect read it (no live key, a wrong admin token,
+ * an unknown method): a server span of its own, ended at once, failed with the refusal's code.
+ * Its caller proved nothing, so its traceparent is taken as TRACE_CALLER_CONTEXT says, whatever
+ * the service. A method the port does not serve is `_OTHER` (RPC conventions), its path kept
+ * apart, cut short. Returns the span's ids for the refusal's log line (when sampled).
+ */
+export function traceRefusal(
+  path: string,
+  headers: Parameters<typeof callerParent>[0],
+  err: ConnectError,
+  callerContext: TracingConfig['callerContext'],
+): { trace_id: string; span_id: string } | undefined {
+  if (!tracingOn()) return undefined;
+  const [, service = '', name = ''] = /^\/([^/]+)\/([^/?]*)/.exec(path) ?? [];
+  const method = SERVICES.get(service)?.methods.find((m) => m.name === name);
+  const { parent, links } = callerParent(headers, callerContext);
+  const span = method
+    ? startRpcSpan(method, 'network', parent, links).span
+    : startSpan(
+        'connect_rpc',
+        SpanKind.SERVER,
+        () => ({ 'rpc.system': 'connect_rpc', 'rpc.method': '_OTHER', 'rpc.method_original': path.slice(0, 200) }),
+        parent,
+        links,
+      );
+  const requestId = err.findDetails(GatewayErrorSchema)[0]?.requestId;
+  if (requestId && span.isRecording()) span.setAttribute('gateway.request_id', requestId);
+  endRpcSpan(span, err);
+  return spanIdsOf(contextWith(span, parent));
 }

@@ -32,7 +32,7 @@ import {
   withGatewayDetail,
 } from '../errors/errors.ts';
 import type { Services } from './services.ts';
-import { rpcTracing } from './rpc-spans.ts';
+import { rpcTracing, traceRefusal } from './rpc-spans.ts';
 import { tracingOn } from '../tracing/spans.ts';
 import { BOOK_LIMITS, CATALOGUE_READ_MAX_BYTES } from '../catalogue/book-document.ts';
 
@@ -250,11 +250,12 @@ function refuse(
   req: http2.Http2ServerRequest,
   res: http2.Http2ServerResponse,
   err: ConnectError,
-  log: Logger | undefined,
+  opts: Pick<RpcServerOptions, 'log' | 'traceCallerContext'>,
 ): void {
   const detail = err.findDetails(GatewayErrorSchema)[0];
-  log?.info(
-    { requestId: detail?.requestId, rpc: methodPath(req), status: codeToString(err.code), code: detail?.code },
+  const ids = traceRefusal(methodPath(req), req.headers, err, opts.traceCallerContext ?? 'link');
+  opts.log?.info(
+    { requestId: detail?.requestId, rpc: methodPath(req), status: codeToString(err.code), code: detail?.code, ...ids },
     'RPC refused',
   );
   const type = (header(req, 'content-type') ?? '').split(';')[0]!.trim().toLowerCase();
@@ -306,7 +307,7 @@ export function startRpcServer(s: Services, opts: RpcServerOptions): Promise<htt
         req as http2.Http2ServerRequest,
         res as http2.Http2ServerResponse,
         unknownMethod(req as http2.Http2ServerRequest),
-        opts.log,
+        opts,
       ),
     readMaxBytes: opts.readMaxBytes,
   });
@@ -319,7 +320,7 @@ export function startRpcServer(s: Services, opts: RpcServerOptions): Promise<htt
     },
     (req, res) => {
       refusal(req, opts).then(
-        (err) => (err ? refuse(req, res, err, opts.log) : handler(req, res)),
+        (err) => (err ? refuse(req, res, err, opts) : handler(req, res)),
         (err: unknown) => {
           const requestId = newRequestId();
           opts.log?.error({ err, requestId }, 'RPC access check failed');
@@ -328,7 +329,7 @@ export function startRpcServer(s: Services, opts: RpcServerOptions): Promise<htt
             "The gateway could not check this call's credentials; retry it.",
             { retryAfterSeconds: 1, requestId },
           );
-          refuse(req, res, failed, opts.log);
+          refuse(req, res, failed, opts);
         },
       );
     },

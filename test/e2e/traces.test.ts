@@ -14,7 +14,7 @@ import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import * as grpc from '@grpc/grpc-js';
 import * as protoLoader from '@grpc/proto-loader';
-import { db, newKey, type TestKey, uniqueMarker, upstreamRequests } from '../support/context.ts';
+import { db, mistyped, newKey, type TestKey, uniqueMarker, upstreamRequests } from '../support/context.ts';
 import { extraGateway } from '../support/extra-gateway.ts';
 import type { GatewayProcess } from '../support/gateway-process.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
@@ -545,6 +545,75 @@ describe('propagation', () => {
         billing.close();
         inference.close();
       }
+    },
+  );
+
+  it(
+    'a call the RPC port refuses before reading it (no live key, no such method) is a failed server span of its own; its traceparent is taken as TRACE_CALLER_CONTEXT says',
+    LONG,
+    async () => {
+      /** A raw gRPC call (an empty message) that must be refused: its error. */
+      const refused = (g: GatewayProcess, method: string, md: grpc.Metadata) => {
+        const client = new grpc.Client(new URL(g.rpcUrl).host, grpc.credentials.createInsecure());
+        const same = (b: Buffer) => b;
+        return new Promise<grpc.ServiceError>((resolve, reject) =>
+          client.makeUnaryRequest(method, same, same, Buffer.alloc(0), md, (e) => {
+            client.close();
+            if (e) resolve(e);
+            else reject(new Error(`${method} was served`));
+          }),
+        );
+      };
+      const metadata = (key: string, traceparent: string) => {
+        const md = new grpc.Metadata();
+        md.set('authorization', `Bearer ${key}`);
+        md.set('traceparent', traceparent);
+        return md;
+      };
+      const k = await newKey('1');
+      const wrongKey = mistyped(k.apiKey);
+
+      // Gateway A continues callers' traces: the refusal is a child of the caller's span.
+      const noKey = callerTrace();
+      const e1 = await refused(a, `/${RPC_CHAT}`, metadata(wrongKey, noKey.traceparent));
+      expect(e1.code).toBe(grpc.status.UNAUTHENTICATED);
+      const [span] = await rxA.waitFor((s) => s.traceId === noKey.traceId);
+      expect(span).toMatchObject({ name: RPC_CHAT, kind: SERVER, parentSpanId: noKey.spanId });
+      expect(span!.status.code).toBe(ERROR);
+      expect(span!.attributes).toMatchObject({
+        'rpc.method': 'ChatCompletion',
+        'gateway.rpc.transport': 'network',
+        'rpc.connect_rpc.error_code': 'Unauthenticated',
+        'error.type': 'invalid_api_key',
+        'gateway.request_id': expect.stringMatching(/^req_/),
+      });
+      // The refusal's log line names the span.
+      const line = await logLine(a, (l) => l.includes('RPC refused') && l.includes(noKey.traceId));
+      expect(JSON.parse(line!)).toMatchObject({ trace_id: noKey.traceId, span_id: span!.spanId });
+
+      // A method the port does not serve: `_OTHER`, its path apart (a live key passes the access check first).
+      const unknown = callerTrace();
+      const e2 = await refused(a, '/gateway.v1.InferenceService/NoSuchMethod', metadata(k.apiKey, unknown.traceparent));
+      expect(e2.code).toBe(grpc.status.UNIMPLEMENTED);
+      const [other] = await rxA.waitFor((s) => s.traceId === unknown.traceId);
+      expect(other).toMatchObject({ name: 'connect_rpc', kind: SERVER, parentSpanId: unknown.spanId });
+      expect(other!.attributes).toMatchObject({
+        'rpc.method': '_OTHER',
+        'rpc.method_original': '/gateway.v1.InferenceService/NoSuchMethod',
+        'error.type': 'unknown_route',
+      });
+
+      // Gateway B links them (the default): a trace of its own, whatever service the caller named.
+      const linked = callerTrace();
+      const e3 = await refused(b, '/gateway.v1.VideoService/CreateVideo', metadata(wrongKey, linked.traceparent));
+      expect(e3.code).toBe(grpc.status.UNAUTHENTICATED);
+      const [own] = await rxB.waitFor((s) => s.links.some((l) => l.traceId === linked.traceId));
+      expect(own).toMatchObject({ name: 'gateway.v1.VideoService/CreateVideo', kind: SERVER, parentSpanId: '' });
+      expect(own!.traceId).not.toBe(linked.traceId);
+      // No key, not even a wrong one, in anything exported.
+      expect([...rxA.rawContaining(wrongKey), ...rxB.rawContaining(wrongKey), ...rxA.rawContaining(k.apiKey)]).toEqual(
+        [],
+      );
     },
   );
 
