@@ -580,7 +580,7 @@ describe('telegram bot', () => {
       loadBotConfig({ TELEGRAM_BOT_TOKEN: 'x', TELEGRAM_WEBHOOK_URL: 'https://bot.example.com/hook' }),
     ).toThrow(/TELEGRAM_WEBHOOK_SECRET/);
     const hookFake = await FakeTelegram.start();
-    const port = 20_000 + Math.floor(Math.random() * 20_000);
+    const port = await freePort();
     const hookConfig = loadBotConfig({
       TELEGRAM_BOT_TOKEN: '654321:HOOK',
       TELEGRAM_API_ROOT: hookFake.url,
