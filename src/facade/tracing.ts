@@ -8,6 +8,7 @@ import type { TracingConfig } from '../config/tracing-config.ts';
 import {
   type Context,
   callerParent,
+  callerText,
   contextWith,
   failSpan,
   runIn,
@@ -18,7 +19,6 @@ import {
 } from '../tracing/spans.ts';
 
 const UNTRACED = new Set(['/metrics', '/healthz', '/readyz']);
-const KEY_IN_PATH = /prx-[0-9A-Za-z]{6,}/g;
 
 declare module 'fastify' {
   interface FastifyRequest {
@@ -41,8 +41,7 @@ export function registerTracing(app: FastifyInstance, callerContext: TracingConf
       () => ({
         'http.request.method': req.method,
         ...(route ? { 'http.route': route } : {}),
-        // The caller's text: cut short, and a gateway key in it masked as the log masks it.
-        'url.path': req.url.split('?')[0]!.slice(0, 512).replace(KEY_IN_PATH, 'prx-…'),
+        'url.path': callerText(req.url.split('?')[0]!, 512),
         'url.scheme': 'http',
         'server.port': req.socket.localPort ?? 0,
         'network.protocol.version': req.raw.httpVersion,

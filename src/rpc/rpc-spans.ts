@@ -14,6 +14,7 @@ import type { TracingConfig } from '../config/tracing-config.ts';
 import {
   type Context,
   callerParent,
+  callerText,
   contextWith,
   failSpan,
   iterateIn,
@@ -107,7 +108,7 @@ export function rpcTracing(callerContext: TracingConfig['callerContext']): Inter
  * an unknown method): a server span of its own, ended at once, failed with the refusal's code.
  * Its caller proved nothing, so its traceparent is taken as TRACE_CALLER_CONTEXT says, whatever
  * the service. A method the port does not serve is `_OTHER` (RPC conventions), its path kept
- * apart, cut short. Returns the span's ids for the refusal's log line (when sampled).
+ * apart, cut short and any key in it masked. Returns the span's ids for the refusal's log line (when sampled).
  */
 export function traceRefusal(
   path: string,
@@ -124,7 +125,7 @@ export function traceRefusal(
     : startSpan(
         'connect_rpc',
         SpanKind.SERVER,
-        () => ({ 'rpc.system': 'connect_rpc', 'rpc.method': '_OTHER', 'rpc.method_original': path.slice(0, 200) }),
+        () => ({ 'rpc.system': 'connect_rpc', 'rpc.method': '_OTHER', 'rpc.method_original': callerText(path, 200) }),
         parent,
         links,
       );

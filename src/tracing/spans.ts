@@ -106,11 +106,19 @@ export function iterateIn<T>(ctx: Context | undefined, source: AsyncIterable<T>)
   };
 }
 
+const KEY_IN_TEXT = /prx-[0-9A-Za-z]{6,}/g;
+
+/** A caller's text for a span attribute (a path, a method name): cut to `max`, any gateway key in it masked as the log masks it. */
+export function callerText(text: string, max: number): string {
+  return text.slice(0, max).replace(KEY_IN_TEXT, 'prx-…');
+}
+
 /** Marks `span` failed: error.type is the failure's code (a gateway error code, an RPC code, an HTTP status). */
 export function failSpan(span: Span, errorType: string, message?: string): void {
   if (!span.isRecording()) return;
   span.setAttribute('error.type', errorType);
-  span.setStatus({ code: SpanStatusCode.ERROR, ...(message ? { message: message.slice(0, 256) } : {}) });
+  // A message may repeat the caller's text (an unknown path): masked as any caller's text is.
+  span.setStatus({ code: SpanStatusCode.ERROR, ...(message ? { message: callerText(message, 256) } : {}) });
 }
 
 /** A nano-USD amount as a span attribute: an int where it is exact (every real charge), else its decimal string. */

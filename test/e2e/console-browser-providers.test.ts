@@ -25,6 +25,7 @@ import {
   VIEWPORTS,
 } from '../support/console.ts';
 import { addProviders, addRoutedModel } from '../support/console-providers.ts';
+import { awayFromMinuteEdge } from '../support/context.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import { freePort } from '../support/ports.ts';
 
@@ -131,6 +132,10 @@ describe('the Providers page, for the operator, in a browser', () => {
   });
 
   it('shows each model with several deployments: its routing, and each deployment’s weight, priority, state, error rate, latency and limit use, as ListDeployments has them', async () => {
+    // Limit use is counted per clock minute: the page and the RPC are read within one minute,
+    // one that has had a request to the standby.
+    await awayFromMinuteEdge(20);
+    await chat(FAILOVER, 'this minute [sim tokens=12]');
     const { context, page, problems } = await operatorPage('/console/admin/providers');
     await page.waitForSelector('#deployment-rows');
     const shown = await page.$$eval('#deployment-rows tbody', (tbs) =>
@@ -171,7 +176,7 @@ describe('the Providers page, for the operator, in a browser', () => {
     expect(primary[6]).toBe('100%');
     const standby = await deploymentCells(page, `${FAILOVER}/standby`);
     expect(standby[5]).toBe('healthy');
-    expect(standby[8]).toMatch(/^[1-4] \/ 100 rpm$/);
+    expect(standby[8]).toMatch(/^[1-5] \/ 100 rpm$/);
     expect((await deploymentCells(page, `${ROUTED}/west`))[0]).toBe('west own prices');
     // Models on one deployment are behind "All models".
     expect(await page.locator('#deployment-rows tbody[data-model="gpt-4o-mini"]').count()).toBe(0);

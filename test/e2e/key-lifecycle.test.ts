@@ -8,15 +8,18 @@ import { promisify } from 'node:util';
 import { inject } from 'vitest';
 import OpenAI from 'openai';
 import { Code, ConnectError } from '@connectrpc/connect';
-import { balanceOf, billing, checkInvariants, db, newKey, openai, uniqueMarker } from '../support/context.ts';
+import {
+  awayFromMinuteEdge,
+  balanceOf,
+  billing,
+  checkInvariants,
+  db,
+  newKey,
+  openai,
+  uniqueMarker,
+} from '../support/context.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
-
-// Far from a minute boundary, so all requests of a test share one window.
-async function awayFromMinuteEdge() {
-  const s = new Date().getSeconds();
-  if (s > 45) await new Promise((r) => setTimeout(r, (61 - s) * 1000));
-}
 
 const ask = (apiKey: string) =>
   openai(apiKey).chat.completions.create({
@@ -28,7 +31,7 @@ describe('rotation keeps the rate limits', () => {
   it('a key limited to K requests a minute, used J times, then rotated: the new key has the same limits and only K - J left this minute', {
     timeout: 90_000,
   }, async () => {
-    await awayFromMinuteEdge();
+    await awayFromMinuteEdge(15); // all of the test's requests share one window
     const K = 5;
     const J = 3;
     const key = await newKey('1');

@@ -9,6 +9,7 @@ import { startGatewayProcess, type GatewayProcess } from '../support/gateway-pro
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import {
   accountActivity,
+  awayFromMinuteEdge,
   billing,
   checkInvariants,
   db,
@@ -48,14 +49,10 @@ async function limitedKey(rpm: number): Promise<TestKey> {
 }
 
 // Far from a minute boundary (at least `needSeconds` before it), so all requests of a test share one window.
-async function awayFromMinuteEdge(needSeconds = 10) {
-  const s = new Date().getSeconds();
-  if (s > 60 - needSeconds) await new Promise((r) => setTimeout(r, (61 - s) * 1000));
-}
 
 describe('rate limits', () => {
   it('N concurrent requests over a per-minute limit of K: exactly K succeed, N-K get 429 with retry-after, free', async () => {
-    await awayFromMinuteEdge();
+    await awayFromMinuteEdge(10);
     const key = await limitedKey(7);
     const client = openai(key.apiKey);
     const results = await Promise.allSettled(
@@ -106,7 +103,7 @@ describe('rate limits', () => {
   });
 
   it('two gateway processes over one database share the limit', async () => {
-    await awayFromMinuteEdge();
+    await awayFromMinuteEdge(10);
     const key = await limitedKey(10);
     const a = openai(key.apiKey);
     const b = new OpenAI({ apiKey: key.apiKey, baseURL: `${second.httpUrl}/v1`, maxRetries: 0 });
@@ -125,7 +122,7 @@ describe('rate limits', () => {
   });
 
   it('a tokens-per-minute limit: once the tokens settled this minute reach it, the next request gets 429, free', async () => {
-    await awayFromMinuteEdge();
+    await awayFromMinuteEdge(10);
     const key = await newKey('5');
     await billing().setRateLimits({
       key: { ref: { case: 'keyId', value: key.keyId } },
@@ -162,7 +159,7 @@ describe('rate limits', () => {
   });
 
   it('count_tokens is rate-limited too, in the Anthropic shape', async () => {
-    await awayFromMinuteEdge();
+    await awayFromMinuteEdge(10);
     const key = await limitedKey(2);
     const client = new Anthropic({ apiKey: key.apiKey, baseURL: gatewayUrl(), maxRetries: 0 });
     const body = { model: 'claude-haiku-4-5', messages: [{ role: 'user' as const, content: 'count me' }] };

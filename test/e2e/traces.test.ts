@@ -591,15 +591,20 @@ describe('propagation', () => {
       const line = await logLine(a, (l) => l.includes('RPC refused') && l.includes(noKey.traceId));
       expect(JSON.parse(line!)).toMatchObject({ trace_id: noKey.traceId, span_id: span!.spanId });
 
-      // A method the port does not serve: `_OTHER`, its path apart (a live key passes the access check first).
+      // A method the port does not serve: `_OTHER`, its path apart (a live key passes the access check
+      // first), and a key the caller put in it masked.
       const unknown = callerTrace();
-      const e2 = await refused(a, '/gateway.v1.InferenceService/NoSuchMethod', metadata(k.apiKey, unknown.traceparent));
+      const e2 = await refused(
+        a,
+        `/gateway.v1.InferenceService/NoSuchMethod-${k.apiKey}`,
+        metadata(k.apiKey, unknown.traceparent),
+      );
       expect(e2.code).toBe(grpc.status.UNIMPLEMENTED);
       const [other] = await rxA.waitFor((s) => s.traceId === unknown.traceId);
       expect(other).toMatchObject({ name: 'connect_rpc', kind: SERVER, parentSpanId: unknown.spanId });
       expect(other!.attributes).toMatchObject({
         'rpc.method': '_OTHER',
-        'rpc.method_original': '/gateway.v1.InferenceService/NoSuchMethod',
+        'rpc.method_original': '/gateway.v1.InferenceService/NoSuchMethod-prx-…',
         'error.type': 'unknown_route',
       });
 

@@ -39,6 +39,15 @@ export function mistyped(apiKey: string): string {
   return `${apiKey.slice(0, -1)}${apiKey.endsWith('x') ? 'y' : 'x'}`;
 }
 
+/**
+ * Returns once at least `needSeconds` are left of the current clock minute: rate limits and a
+ * deployment's limits count per clock minute, so what a test sends and reads then shares one window.
+ */
+export async function awayFromMinuteEdge(needSeconds = 15): Promise<void> {
+  const s = new Date().getSeconds();
+  if (s > 60 - needSeconds) await new Promise((r) => setTimeout(r, (61 - s) * 1000));
+}
+
 export function openai(apiKey: string, opts: Partial<ConstructorParameters<typeof OpenAI>[0]> = {}): OpenAI {
   return new OpenAI({ apiKey, baseURL: `${gatewayUrl()}/v1`, maxRetries: 0, ...opts });
 }

@@ -7,7 +7,9 @@ import { loadTracingConfig } from '../../../src/config/tracing-config.ts';
 import {
   activeSpan,
   callerParent,
+  callerText,
   contextWith,
+  failSpan,
   iterateIn,
   logIds,
   nanoAttribute,
@@ -132,5 +134,18 @@ describe('the span in force', () => {
     ).toBeUndefined();
     expect(nanoAttribute(1_234_567_890n)).toBe(1_234_567_890);
     expect(nanoAttribute(2n ** 60n)).toBe((2n ** 60n).toString());
+  });
+
+  it("a caller's text is cut and any gateway key in it masked, on an attribute and in a failure's message", () => {
+    const key = `prx-${'A1b2'.repeat(9)}zz`;
+    expect(callerText(`/v1/${key}/x`, 100)).toBe('/v1/prx-…/x');
+    expect(callerText('abcdef', 3)).toBe('abc');
+    const span = startSpan('refused', SpanKind.SERVER) as unknown as {
+      status: { message?: string };
+      isRecording(): boolean;
+    };
+    expect(span.isRecording()).toBe(true);
+    failSpan(span as never, 'unknown_route', `Unknown RPC: /svc/${key}`);
+    expect(span.status.message).toBe('Unknown RPC: /svc/prx-…');
   });
 });
