@@ -2,7 +2,8 @@
 // and one over the network: its service and method, its code when it fails. The handler runs with
 // it in force, so the hold, the upstream attempts and the settle are its children; it is the
 // request's span, where the metering writes the money. A network caller's traceparent continues
-// (admin services) or is taken as TRACE_CALLER_CONTEXT says (keyed services).
+// (admin services) or is taken as TRACE_CALLER_CONTEXT says (keyed services). A call the port
+// refuses before Connect reads it gets a span of its own (traceRefusal).
 import { Code, ConnectError, type Interceptor } from '@connectrpc/connect';
 import type { DescMethod, DescService } from '@bufbuild/protobuf';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
