@@ -607,6 +607,11 @@ describe('propagation', () => {
         'rpc.method_original': '/gateway.v1.InferenceService/NoSuchMethod-prx-…',
         'error.type': 'unknown_route',
       });
+      // Its log line names it too, with the key masked there as well.
+      expect(await logLine(a, (l) => l.includes('RPC refused') && l.includes(unknown.traceId))).toContain(
+        'NoSuchMethod-prx-',
+      );
+      expect(fs.readFileSync(a.logFile, 'utf8')).not.toContain(k.apiKey);
 
       // Gateway B links them (the default): a trace of its own, whatever service the caller named.
       const linked = callerTrace();
@@ -785,9 +790,10 @@ describe('a video worker of its own (npm run worker)', () => {
         const spans = rxB.trace(traceId);
         const serviceOf = (s: ReceivedSpan) => s.resource['service.name'];
         // The request and the workflow's start are the gateway's; the workflow and its activities the worker's.
-        expect(serviceOf(named(spans, 'gateway.v1.VideoService/CreateVideo'))).not.toBe('video-worker');
+        expect(serviceOf(server!)).not.toBe('video-worker');
+        expect(serviceOf(named(spans, 'gateway.v1.VideoService/CreateVideo'))).toBe(serviceOf(server!));
         const start = spans.find((s) => s.name.startsWith('StartWorkflow:'))!;
-        expect(serviceOf(start)).not.toBe('video-worker');
+        expect(serviceOf(start)).toBe(serviceOf(server!));
         const run = spans.find((s) => s.name.startsWith('RunWorkflow:'))!;
         expect(run.parentSpanId).toBe(start.spanId);
         const worked = spans.filter((s) => /^(RunWorkflow|StartActivity|RunActivity):/.test(s.name));
