@@ -23,12 +23,13 @@ import {
   runIn,
   type Span,
   SpanKind,
-  spanIdsOf,
+  spanIds,
   startSpan,
   tracingOn,
 } from '../tracing/spans.ts';
 
-const KEYED = new Set([InferenceService.typeName, VideoService.typeName]);
+/** The services a gateway key calls (the operator's customers); the others are the operator's (ADMIN_TOKEN). */
+export const KEYED_SERVICES: ReadonlySet<string> = new Set([InferenceService.typeName, VideoService.typeName]);
 const SERVICES = new Map<string, DescService>(
   [BillingService, CatalogueService, InferenceService, VideoService].map((s) => [s.typeName, s]),
 );
@@ -72,7 +73,7 @@ export function endRpcSpan(span: Span, err?: unknown): void {
 /** The network port's interceptor: each call's span, its handler (and a stream's every step) run under it. */
 export function rpcTracing(callerContext: TracingConfig['callerContext']): Interceptor {
   return (next) => async (req) => {
-    const mode = KEYED.has(req.service.typeName) ? callerContext : 'continue';
+    const mode = KEYED_SERVICES.has(req.service.typeName) ? callerContext : 'continue';
     const { parent, links } = callerParent(req.header, mode);
     const { span, ctx } = startRpcSpan(req.method, 'network', parent, links);
     let res: Awaited<ReturnType<typeof next>>;
@@ -133,5 +134,5 @@ export function traceRefusal(
   const requestId = err.findDetails(GatewayErrorSchema)[0]?.requestId;
   if (requestId && span.isRecording()) span.setAttribute('gateway.request_id', requestId);
   endRpcSpan(span, err);
-  return spanIdsOf(contextWith(span, parent));
+  return spanIds(span);
 }

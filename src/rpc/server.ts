@@ -32,7 +32,7 @@ import {
   withGatewayDetail,
 } from '../errors/errors.ts';
 import type { Services } from './services.ts';
-import { rpcTracing, traceRefusal } from './rpc-spans.ts';
+import { KEYED_SERVICES, rpcTracing, traceRefusal } from './rpc-spans.ts';
 import { tracingOn } from '../tracing/spans.ts';
 import { BOOK_LIMITS, CATALOGUE_READ_MAX_BYTES } from '../catalogue/book-document.ts';
 
@@ -190,8 +190,6 @@ function callerValues(req: unknown): ContextValues {
   if (caller) values.set(CALLER, caller);
   return values;
 }
-
-const KEYED_SERVICES = new Set([InferenceService.typeName, VideoService.typeName]);
 
 /** Each refusal is a GatewayError with a request id of its own, as every answer of the facade has. */
 async function refusal(req: http2.Http2ServerRequest, access: RpcAccess): Promise<ConnectError | undefined> {

@@ -151,6 +151,11 @@ const idsOf = (sc: SpanContext | undefined) =>
     ? { trace_id: sc.traceId, span_id: sc.spanId }
     : undefined;
 
+/** The ids of `span` when it is sampled, for a log line written outside it. */
+export function spanIds(span: Span): { trace_id: string; span_id: string } | undefined {
+  return idsOf(span.spanContext());
+}
+
 /** The ids of the sampled span `ctx` carries, for a log line written outside it. */
 export function spanIdsOf(ctx: Context): { trace_id: string; span_id: string } | undefined {
   return idsOf(trace.getSpanContext(ctx));
