@@ -24,6 +24,8 @@ export const LAYERS: readonly { name: string; parts: readonly string[] }[] = [
   { name: 'infrastructure', parts: ['src/log/', 'src/db/'] },
   { name: 'errors', parts: ['src/errors/'] },
   { name: 'billing', parts: ['src/billing/'] },
+  // Organisations, members, roles, teams (docs/organisations.md): on the ledger's keys and usage rows.
+  { name: 'organisations', parts: ['src/organisations/'] },
   { name: 'catalogue and tenancy', parts: ['src/catalogue/', 'src/tenancy/'] },
   { name: 'metering', parts: ['src/metering/'] },
   { name: 'inference and video', parts: ['src/inference/', 'src/video/'] },

@@ -138,13 +138,13 @@ export function consoleApi(deps: ConsoleApiDeps): FastifyPluginAsync<{ claimPref
             'This sign-in link does not work: it was used already or has expired. Ask the bot for a new one (/console).',
           );
         }
-        who = { role: 'holder', ...link };
+        who = 'memberId' in link ? { role: 'member', ...link } : { role: 'holder', ...link };
       }
       // A session this browser already had ends: one cookie, one session.
       await deps.sessions.end(sessionCookieOf(req));
       const s = await deps.sessions.open(who);
       log.info(
-        { role: who.role, accountId: who.role === 'holder' ? who.accountId : undefined, address },
+        { role: who.role, accountId: who.role === 'operator' ? undefined : who.accountId, address },
         'console sign-in',
       );
       reply.header('set-cookie', sessionCookie(req, s.cookie));

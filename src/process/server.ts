@@ -51,6 +51,7 @@ import type { Services } from '../rpc/services.ts';
 import { buildFacade } from '../facade/app.ts';
 import { VideoRuntime } from '../video/runtime.ts';
 import { videoService } from '../services/video.ts';
+import { organisationService } from '../services/organisations.ts';
 import { startBotIfConfigured } from '../bot/start.ts';
 import { ConsoleSessions } from '../billing/console-sessions.ts';
 import { consoleApi } from '../console/api.ts';
@@ -153,6 +154,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
       audio: new AudioRoute(routeDeps),
     }),
     video: videoService({ config, ledger, catalogue, metering, runtime: video, log }),
+    organisations: organisationService({ db, ledger, keys: billing.keys, limiter: billing.limiter }),
   };
   const rpc = await startRpc(config, services, billing.keys, log);
   // The browser console (docs/console.md): its API and pages on the HTTP port, its sessions in the database.

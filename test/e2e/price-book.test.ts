@@ -351,8 +351,9 @@ describe('the price book', () => {
     await migrate(fresh);
     // A usage row as one written before the book existed: no version.
     await fresh.raw(`INSERT INTO accounts (id, label) VALUES ('acct_old', 'old')`);
+    await fresh.raw(`INSERT INTO members (id, name) VALUES ('mem_old', 'old')`);
     await fresh.raw(
-      `INSERT INTO api_keys (id, account_id, key_hash, prefix) VALUES ('key_old', 'acct_old', '\\x00', 'prx-old')`,
+      `INSERT INTO api_keys (id, account_id, key_hash, prefix, member_id) VALUES ('key_old', 'acct_old', '\\x00', 'prx-old', 'mem_old')`,
     );
     await fresh.raw(
       `INSERT INTO usage_records (request_id, account_id, key_id, model, route, cost_nano, status, http_status, latency_ms)

@@ -5,7 +5,7 @@
 // Types only: the server imports this file from the page's folder (the page imports nothing of
 // the server's), so it must hold nothing that runs.
 
-export type Role = 'holder' | 'operator';
+export type Role = 'holder' | 'operator' | 'member';
 
 /** Every answer other than 2xx. */
 export interface ErrorAnswer {

@@ -52,6 +52,8 @@ beforeAll(async () => {
       accountId: 'acct_test',
       group: '',
       prefix: 'prx-test',
+      memberId: 'mem_test',
+      teamId: '',
     }),
     log: pino(sink),
   });
