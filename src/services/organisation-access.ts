@@ -20,7 +20,7 @@ import type { KeyCheck } from '../billing/key-check.ts';
 import type { RateLimiter } from '../billing/rate-limits.ts';
 import { badRequest, gatewayError, notFound } from '../errors/errors.ts';
 import { actorOf, type Actor } from '../organisations/actor.ts';
-import { may, notAllowed, type Action, type Role } from '../organisations/roles.ts';
+import { ACTIONS, may, notAllowed, type Action, type Role } from '../organisations/roles.ts';
 import {
   memberByTelegram,
   organisationExists,
@@ -97,6 +97,8 @@ export function summary(o: OrganisationFigures): MessageInitShape<typeof Organis
     liveKeys: o.liveKeys,
     createdAt: timestampFromDate(o.createdAt),
     myRole: o.role ? ROLE_TO_ENUM[o.role] : RoleEnum.UNSPECIFIED,
+    // A member's figures carry their role; the operator's none, and the operator may do everything.
+    allowedActions: o.role ? ACTIONS.filter((a) => may(o.role!, a)) : [...ACTIONS],
   };
 }
 

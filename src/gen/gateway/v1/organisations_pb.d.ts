@@ -146,6 +146,14 @@ export declare type OrganisationSummary = Message<"gateway.v1.OrganisationSummar
    * @generated from field: gateway.v1.Role my_role = 10;
    */
   myRole: Role;
+
+  /**
+   * What the caller may do here, as the roles table says (docs/organisations.md#roles): e.g.
+   * "members.remove", "billing.top_up". Edges (the console, the bot) show what this lists.
+   *
+   * @generated from field: repeated string allowed_actions = 11;
+   */
+  allowedActions: string[];
 };
 
 /**
