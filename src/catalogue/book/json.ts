@@ -1,7 +1,7 @@
 // JSON with positions: JSON.parse says where a syntax error is only sometimes, and keeps the last
 // of two equal keys without a word (an alias or a price given twice would vanish silently).
 
-import { BOOK_LIMITS, type Json } from './limits.ts';
+import { BOOK_LIMITS, type Json, UnreadableNumber } from './limits.ts';
 
 export class JsonSyntaxError extends Error {
   readonly at: number;
@@ -130,7 +130,8 @@ export function parseJson(text: string): ParsedJson {
     const n = NUMBER.exec(text);
     if (n) {
       i += n[0].length;
-      return Number(n[0]);
+      const number = Number(n[0]);
+      return Number.isFinite(number) ? number : new UnreadableNumber(n[0]);
     }
     for (const [word, v] of [
       ['true', true],

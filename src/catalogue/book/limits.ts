@@ -34,6 +34,8 @@ export const BOOK_LIMITS = {
   /** Who made a change and why (WriteMeta), on every admin RPC that writes. */
   source: 64,
   reason: 1024,
+  /** A deployment's weight: its share of its priority's traffic, a whole number from 0 to this. */
+  weight: 1_000_000,
   /** Problems one refusal lists; finding more stops there, so a huge bad document costs no more to refuse than a small one. */
   problems: 100,
 } as const;
@@ -76,10 +78,23 @@ export function tooLongMessage(s: string, max: number): string {
   return `is ${s.length} characters long (${show(s)}); at most ${max} characters`;
 }
 
+/**
+ * A number of the document that no double holds (`1e999`): kept as written, so that the field it is
+ * in is refused as the wrong type quoting it, rather than read as Infinity (which JSON writes null).
+ */
+export class UnreadableNumber {
+  readonly text: string;
+  constructor(text: string) {
+    this.text = text;
+  }
+}
+
 export type Json = Record<string, unknown>;
-export const isObject = (v: unknown): v is Json => typeof v === 'object' && v !== null && !Array.isArray(v);
+export const isObject = (v: unknown): v is Json =>
+  typeof v === 'object' && v !== null && !Array.isArray(v) && !(v instanceof UnreadableNumber);
 /** A value as a message quotes it: a string's start when it is long (whatever its size), anything else as JSON cut at 40 characters. */
 export const show = (v: unknown) => {
+  if (v instanceof UnreadableNumber) return v.text.length > 40 ? `${v.text.slice(0, 37)}...` : v.text;
   if (typeof v === 'string') return v.length > QUOTED_PREFIX ? `${JSON.stringify(prefixOf(v))}…` : JSON.stringify(v);
   const s = JSON.stringify(v) ?? String(v);
   return s.length > 40 ? `${s.slice(0, 37)}...` : s;

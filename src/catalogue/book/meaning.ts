@@ -128,6 +128,8 @@ function deploymentProblems(
       });
     const weight = d.weight ?? 1;
     if (weight < 0) out.push({ field: `${place}.weight`, message: `${whose}: weight ${weight} is below 0` });
+    else if (weight > BOOK_LIMITS.weight)
+      out.push({ field: `${place}.weight`, message: `${whose}: weight ${weight} is above ${BOOK_LIMITS.weight}` });
     weights.set(d.priority ?? 0, (weights.get(d.priority ?? 0) ?? 0) + Math.max(0, weight));
     const ownPrices = d.prices ?? {};
     for (const k of Object.keys(ownPrices))

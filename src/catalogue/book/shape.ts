@@ -203,8 +203,11 @@ const DEPLOYMENT_FIELDS: { [K in keyof Deployment]-?: FieldSpec } = {
   id: { check: aString(BOOK_LIMITS.name, 'a deployment id') },
   provider: { check: aProviderId },
   upstreamId: { optional: true, check: aString(BOOK_LIMITS.upstreamId, "the provider's name for the model") },
-  // A weight below 0 is a number of the right type: bookProblems names it.
-  weight: { optional: true, check: mustBe((v) => Number.isSafeInteger(v), 'a whole number') },
+  // A whole number out of range is of the right type: bookProblems names it.
+  weight: {
+    optional: true,
+    check: mustBe((v) => Number.isSafeInteger(v), `a whole number from 0 to ${BOOK_LIMITS.weight}`),
+  },
   priority: { optional: true, check: aCount },
   limits: {
     optional: true,
