@@ -6,11 +6,7 @@
 // recorded carries none and had no markup, so its provider cost is cost_nano + uncovered_nano.
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampDate } from '@bufbuild/protobuf/wkt';
-import {
-  MarginGrouping,
-  type GetMarginReportRequest,
-  type GetMarginReportResponseSchema,
-} from '../gen/gateway/v1/billing_pb.js';
+import type { GetMarginReportRequest, GetMarginReportResponseSchema } from '../gen/gateway/v1/billing_pb.js';
 import type { Db } from '../db/db.ts';
 import { badRequest } from '../errors/errors.ts';
 import { IS_REQUEST } from './usage-log.ts';
@@ -74,17 +70,12 @@ function figures(key: string, requests: bigint, revenueNano: bigint, providerCos
   return { key, requests, revenueNano, providerCostNano, marginNano: revenueNano - providerCostNano };
 }
 
-const BY: Partial<Record<MarginGrouping, MarginBy>> = {
-  [MarginGrouping.UNSPECIFIED]: 'model',
-  [MarginGrouping.MODEL]: 'model',
-  [MarginGrouping.DAY]: 'day',
-  [MarginGrouping.ACCOUNT]: 'account',
-  [MarginGrouping.DEPLOYMENT]: 'deployment',
-};
-
-/** BillingService.GetMarginReport: the range checked (from < to, at most MAX_REPORT_DAYS), then the report. */
+/**
+ * BillingService.GetMarginReport: the range checked (from < to, at most MAX_REPORT_DAYS), then the
+ * report. `by` is the request's grouping, read by the service (undefined: one it does not know).
+ */
 export async function getMarginReport(
-  req: GetMarginReportRequest,
+  req: Pick<GetMarginReportRequest, 'from' | 'to'> & { by: MarginBy | undefined },
   db: Db,
 ): Promise<MessageInitShape<typeof GetMarginReportResponseSchema>> {
   const from = instant(req.from, 'from');
@@ -96,7 +87,7 @@ export async function getMarginReport(
       'invalid_value',
       'to',
     );
-  const by = BY[req.by];
+  const by = req.by;
   if (!by) throw badRequest('by must be MODEL, DAY, ACCOUNT or DEPLOYMENT', 'invalid_value', 'by');
   return marginReport(db, { from, to, by });
 }

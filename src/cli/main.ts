@@ -180,30 +180,14 @@ async function run(): Promise<void> {
       `unknown command "${group}" (the commands are keys ${COMMANDS.join(', keys ')}, catalogue ${CATALOGUE_COMMANDS.join(', catalogue ')}, providers ${PROVIDER_COMMANDS.join(', providers ')}, deployments ${DEPLOYMENT_COMMANDS.join(', deployments ')}, accounts set-group, report margin)`,
     );
   if (!cmd) fail(USAGE);
+  return runKeys(cmd, arg);
+}
+
+/** The keys commands. */
+async function runKeys(cmd: string, arg: string | undefined): Promise<void> {
   switch (cmd) {
-    case 'create': {
-      const r = await client.createKey({
-        creditsNano: dollars(values.credits ?? '0', 'credits'),
-        label: values.label ?? '',
-        cause: 'operator-cli',
-      });
-      // The key alone on stdout, so `KEY=$(npm run -s cli -- keys create --credits 5)` works.
-      if (values.json)
-        out('', {
-          api_key: r.apiKey,
-          key_id: r.keyId,
-          account_id: r.accountId,
-          prefix: r.prefix,
-          balance_nano: r.balanceNano,
-        });
-      else {
-        console.log(r.apiKey);
-        console.error(
-          `key id ${r.keyId}, account ${r.accountId}, balance ${formatUsd(r.balanceNano)}. The key is shown once; store it now.`,
-        );
-      }
-      return;
-    }
+    case 'create':
+      return createKey();
     case 'balance': {
       const b = await client.getBalance({ key: keyRef(arg, cmd) });
       out(
@@ -243,42 +227,71 @@ async function run(): Promise<void> {
       out(r.revoked ? 'revoked' : 'was already revoked', { revoked: r.revoked });
       return;
     }
-    case 'usage': {
-      const key = keyRef(arg, cmd);
-      const limit = count(values.limit, 'limit') ?? 20;
-      if (limit < 1 || limit > 1000) usageError('--limit must be between 1 and 1000');
-      const r = await client.listUsage({ key, limit });
-      out(
-        usageTable(r.records.map((u) => ({ ...u, createdAt: u.createdAt ? timestampDate(u.createdAt) : undefined }))),
-        r.records.map((u) => ({
-          request_id: u.requestId,
-          model: u.model,
-          route: u.route,
-          status: u.status,
-          cost_nano: u.costNano,
-          input_tokens: u.inputTokens,
-          output_tokens: u.outputTokens,
-        })),
-      );
-      return;
-    }
-    case 'limits': {
-      const key = keyRef(arg, cmd);
-      const rpm = count(values.rpm, 'rpm');
-      const tpm = count(values.tpm, 'tpm');
-      const r = await client.setRateLimits({
-        key,
-        ...(rpm !== undefined ? { requestsPerMinute: rpm } : {}),
-        ...(tpm !== undefined ? { tokensPerMinute: BigInt(tpm) } : {}),
-      });
-      out(r.updated ? `limits set: rpm ${rpm ?? 'default'}, tpm ${tpm ?? 'default'}` : 'no such key', {
-        updated: r.updated,
-      });
-      return;
-    }
+    case 'usage':
+      return keyUsage(arg);
+    case 'limits':
+      return setLimits(arg);
     default:
       usageError(`unknown command "keys ${cmd}" (the commands are keys ${COMMANDS.join(', keys ')})`);
   }
+}
+
+/** keys create: the key alone on stdout, so `KEY=$(npm run -s cli -- keys create --credits 5)` works. */
+async function createKey(): Promise<void> {
+  const r = await client.createKey({
+    creditsNano: dollars(values.credits ?? '0', 'credits'),
+    label: values.label ?? '',
+    cause: 'operator-cli',
+  });
+  if (values.json)
+    out('', {
+      api_key: r.apiKey,
+      key_id: r.keyId,
+      account_id: r.accountId,
+      prefix: r.prefix,
+      balance_nano: r.balanceNano,
+    });
+  else {
+    console.log(r.apiKey);
+    console.error(
+      `key id ${r.keyId}, account ${r.accountId}, balance ${formatUsd(r.balanceNano)}. The key is shown once; store it now.`,
+    );
+  }
+}
+
+/** keys usage: a key's latest usage rows. */
+async function keyUsage(arg: string | undefined): Promise<void> {
+  const key = keyRef(arg, 'usage');
+  const limit = count(values.limit, 'limit') ?? 20;
+  if (limit < 1 || limit > 1000) usageError('--limit must be between 1 and 1000');
+  const r = await client.listUsage({ key, limit });
+  out(
+    usageTable(r.records.map((u) => ({ ...u, createdAt: u.createdAt ? timestampDate(u.createdAt) : undefined }))),
+    r.records.map((u) => ({
+      request_id: u.requestId,
+      model: u.model,
+      route: u.route,
+      status: u.status,
+      cost_nano: u.costNano,
+      input_tokens: u.inputTokens,
+      output_tokens: u.outputTokens,
+    })),
+  );
+}
+
+/** keys limits: a key's rate limits (unset: the default). */
+async function setLimits(arg: string | undefined): Promise<void> {
+  const key = keyRef(arg, 'limits');
+  const rpm = count(values.rpm, 'rpm');
+  const tpm = count(values.tpm, 'tpm');
+  const r = await client.setRateLimits({
+    key,
+    ...(rpm !== undefined ? { requestsPerMinute: rpm } : {}),
+    ...(tpm !== undefined ? { tokensPerMinute: BigInt(tpm) } : {}),
+  });
+  out(r.updated ? `limits set: rpm ${rpm ?? 'default'}, tpm ${tpm ?? 'default'}` : 'no such key', {
+    updated: r.updated,
+  });
 }
 
 /** An account's price group (docs/billing.md#account-groups). */

@@ -214,7 +214,35 @@ export class ImagesRoute {
 
   /** A FLUX job: created, polled until ready, its image fetched and measured. */
   private async fluxJob(plan: Plan, prompt: string, o: FluxOptions): Promise<{ body: Uint8Array; charge: ChargeInfo }> {
-    const { calls, upstream } = this.deps;
+    const { pollingUrl, keyFor } = await this.createFluxJob(plan, prompt, o);
+    const sample = await this.pollFluxJob(plan, pollingUrl, keyFor);
+    const bytes = await this.downloadFluxImage(plan, sample, keyFor);
+    const made = imageSize(bytes);
+    if (!made) return fail('upstream_bad_reply', 502, badUpstreamReply(plan.requestId, 'a file that is not an image'));
+    const pixels = BigInt(made.width) * BigInt(made.height);
+    const charge = await this.deps.metering.settle(
+      plan,
+      { ...zeroUsage(), units: pixels, unit: 'pixels' },
+      'ok',
+      200,
+      (p) => megapixelCost(p, pixels),
+    );
+    const reply = {
+      created: Math.floor(Date.now() / 1000),
+      data: [{ b64_json: bytes.toString('base64') }],
+      output_format: made.format,
+      size: `${made.width}x${made.height}`,
+    };
+    return { body: encoder.encode(JSON.stringify(reply)), charge };
+  }
+
+  /** The job created; its polling URL, and the headers a URL of the provider's gets (its key, where it may carry it). */
+  private async createFluxJob(
+    plan: Plan,
+    prompt: string,
+    o: FluxOptions,
+  ): Promise<{ pollingUrl: string; keyFor: (url: string) => Record<string, string> }> {
+    const { calls } = this.deps;
     const job: Json = { prompt, width: o.width, height: o.height, output_format: o.outputFormat };
     if (o.seed !== undefined) job.seed = o.seed;
     const res = await calls.post(
@@ -232,16 +260,20 @@ export class ImagesRoute {
     const pollingUrl = typeof created.polling_url === 'string' ? created.polling_url : undefined;
     if (!pollingUrl || !/^https?:\/\//.test(pollingUrl))
       throw badUpstreamReply(plan.requestId, 'a job without a polling URL');
-
-    // The job's failures, each settled at zero with its own outcome (Metering.run).
-    const fail = (status: string, httpStatus: number, err: Error): never => {
-      throw withOutcome(err, status, httpStatus);
-    };
     const keyFor = (url: string): Record<string, string> =>
       api.mayCarryKey(url) ? { 'x-key': api.headers['x-key']! } : {};
+    return { pollingUrl, keyFor };
+  }
+
+  /** The job polled until it is ready (its image's URL), refused or failed, or the deadline passes. */
+  private async pollFluxJob(
+    plan: Plan,
+    pollingUrl: string,
+    keyFor: (url: string) => Record<string, string>,
+  ): Promise<string> {
+    const { upstream } = this.deps;
     const deadline = performance.now() + this.polling.pollTimeoutMs;
-    let sample: string | undefined;
-    while (!sample) {
+    for (;;) {
       if (performance.now() > deadline) {
         return fail(
           'upstream_timeout',
@@ -277,48 +309,24 @@ export class ImagesRoute {
       } catch {
         continue;
       }
-      const status = String(poll.status ?? '');
-      if (status === 'Ready') {
-        const url = (poll.result as Json | undefined)?.sample;
-        if (typeof url !== 'string' || !/^https?:\/\//.test(url))
-          return fail('upstream_bad_reply', 502, badUpstreamReply(plan.requestId, 'a finished job without an image'));
-        sample = url;
-      } else if (BFL_MODERATED.has(status)) {
-        return fail(
-          'content_rejected',
-          400,
-          gatewayError({
-            httpStatus: 400,
-            type: 'invalid_request_error',
-            code: 'moderation_blocked',
-            param: 'prompt',
-            message: `The image provider refused this prompt (${status}).`,
-            requestId: plan.requestId,
-          }),
-        );
-      } else if (BFL_FAILED.has(status)) {
-        return fail(
-          'upstream_error',
-          502,
-          gatewayError({
-            httpStatus: 502,
-            type: 'server_error',
-            code: 'upstream_error',
-            message: `The image provider failed the job (${status}).`,
-            requestId: plan.requestId,
-          }),
-        );
-      }
+      const sample = fluxPollAnswer(plan, poll);
+      if (sample) return sample;
     }
+  }
 
-    let bytes: Buffer;
+  /** The finished image's bytes. */
+  private async downloadFluxImage(
+    plan: Plan,
+    sample: string,
+    keyFor: (url: string) => Record<string, string>,
+  ): Promise<Buffer> {
     try {
-      const r = await upstream.get(sample, keyFor(sample));
+      const r = await this.deps.upstream.get(sample, keyFor(sample));
       if (r.statusCode !== 200) {
         await r.body.dump();
         throw new Error(`status ${r.statusCode}`);
       }
-      bytes = Buffer.from(await r.body.arrayBuffer());
+      return Buffer.from(await r.body.arrayBuffer());
     } catch {
       return fail(
         'upstream_unreachable',
@@ -326,24 +334,49 @@ export class ImagesRoute {
         badUpstreamReply(plan.requestId, 'an image that could not be downloaded'),
       );
     }
-    const made = imageSize(bytes);
-    if (!made) return fail('upstream_bad_reply', 502, badUpstreamReply(plan.requestId, 'a file that is not an image'));
-    const pixels = BigInt(made.width) * BigInt(made.height);
-    const charge = await this.deps.metering.settle(
-      plan,
-      { ...zeroUsage(), units: pixels, unit: 'pixels' },
-      'ok',
-      200,
-      (p) => megapixelCost(p, pixels),
-    );
-    const reply = {
-      created: Math.floor(Date.now() / 1000),
-      data: [{ b64_json: bytes.toString('base64') }],
-      output_format: made.format,
-      size: `${made.width}x${made.height}`,
-    };
-    return { body: encoder.encode(JSON.stringify(reply)), charge };
   }
+}
+
+/** A FLUX job's failure, settled at zero with its own outcome (Metering.run). */
+function fail(status: string, httpStatus: number, err: Error): never {
+  throw withOutcome(err, status, httpStatus);
+}
+
+/** What one poll says: the image's URL when ready, undefined while it is still being made; a refusal or failure throws. */
+function fluxPollAnswer(plan: Plan, poll: Json): string | undefined {
+  const status = String(poll.status ?? '');
+  if (status === 'Ready') {
+    const url = (poll.result as Json | undefined)?.sample;
+    if (typeof url !== 'string' || !/^https?:\/\//.test(url))
+      return fail('upstream_bad_reply', 502, badUpstreamReply(plan.requestId, 'a finished job without an image'));
+    return url;
+  }
+  if (BFL_MODERATED.has(status))
+    return fail(
+      'content_rejected',
+      400,
+      gatewayError({
+        httpStatus: 400,
+        type: 'invalid_request_error',
+        code: 'moderation_blocked',
+        param: 'prompt',
+        message: `The image provider refused this prompt (${status}).`,
+        requestId: plan.requestId,
+      }),
+    );
+  if (BFL_FAILED.has(status))
+    return fail(
+      'upstream_error',
+      502,
+      gatewayError({
+        httpStatus: 502,
+        type: 'server_error',
+        code: 'upstream_error',
+        message: `The image provider failed the job (${status}).`,
+        requestId: plan.requestId,
+      }),
+    );
+  return undefined;
 }
 
 function checkPrompt(v: unknown): string | Error {

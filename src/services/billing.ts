@@ -2,7 +2,7 @@
 // ledger; this maps messages to it.
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { ServiceImpl } from '@connectrpc/connect';
-import type { BillingService, KeyRef } from '../gen/gateway/v1/billing_pb.js';
+import { MarginGrouping, type BillingService, type KeyRef } from '../gen/gateway/v1/billing_pb.js';
 import { badRequest, conflict, notFound, unavailable } from '../errors/errors.ts';
 import { isWellFormedKey } from '../billing/keys.ts';
 import { LedgerError, type KeyRow, type Ledger } from '../billing/ledger.ts';
@@ -10,11 +10,20 @@ import type { RateLimiter } from '../billing/rate-limits.ts';
 import type { LeaseBook } from '../billing/leases.ts';
 import type { KeyCheck } from '../billing/key-check.ts';
 import { setAccountGroup } from '../billing/account-groups.ts';
-import { getMarginReport } from '../billing/margin-report.ts';
+import { getMarginReport, type MarginBy } from '../billing/margin-report.ts';
 import { instant, usageFilters, usagePage, usageSummary } from '../billing/usage-log.ts';
 import { accountExists, getAccount, listAccounts } from '../billing/accounts.ts';
 import { createConsoleLink } from '../billing/console-sessions.ts';
 import { VideoJobs } from '../video/jobs.ts';
+
+/** The report's groupings by the contract's names (UNSPECIFIED: by model). */
+const MARGIN_BY: Partial<Record<MarginGrouping, MarginBy>> = {
+  [MarginGrouping.UNSPECIFIED]: 'model',
+  [MarginGrouping.MODEL]: 'model',
+  [MarginGrouping.DAY]: 'day',
+  [MarginGrouping.ACCOUNT]: 'account',
+  [MarginGrouping.DEPLOYMENT]: 'deployment',
+};
 
 const keyNotFound = () => notFound('key_not_found', 'No live key matches.');
 
@@ -67,7 +76,7 @@ export function billingService(
 
   return {
     setAccountGroup: (req) => setAccountGroup(req, { db: ledger.db, limiter, keys, resolve }),
-    getMarginReport: (req) => getMarginReport(req, ledger.db),
+    getMarginReport: (req) => getMarginReport({ from: req.from, to: req.to, by: MARGIN_BY[req.by] }, ledger.db),
     async createKey(req) {
       if (req.creditsNano < 0n) throw badRequest('credits_nano must not be negative', 'invalid_value', 'credits_nano');
       const r = await ledger.createAccountWithKey({

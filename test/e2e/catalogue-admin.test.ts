@@ -361,6 +361,23 @@ describe('the price book as a document', () => {
     expect(await exported()).toBe(book);
   });
 
+  it('a deployment weight no number holds (1e999) is refused saying what a weight must be, and writes nothing', async () => {
+    const book = await exported();
+    const rows = await bookRows();
+    const document = edited(book, (_d, m) => {
+      m('gpt-4o').deployments = [{ id: 'main', provider: 'openai', weight: 7 }];
+    }).replace('"weight": 7', '"weight": 1e999');
+    expect(document).toContain('"weight": 1e999');
+    const err = await refusal(catalogue.applyBook({ document, reason: 'a weight past any number' }));
+    expect(err.code).toBe(Code.InvalidArgument);
+    const detail = err.findDetails(GatewayErrorSchema)[0]!;
+    expect(detail.param).toBe('models[gpt-4o].deployments[main].weight');
+    expect(detail.message).toContain('weight must be a whole number from 0 to 1000000, not 1e999');
+    expect(detail.message).not.toContain('null');
+    expect(await bookRows()).toEqual(rows);
+    expect(await exported()).toBe(book);
+  });
+
   it('a document with two problems is refused whole, each problem named, and its valid first change is not written', async () => {
     const book = await exported();
     const rows = await bookRows();

@@ -7,6 +7,7 @@ import { Role, SpendGrouping } from '../../src/gen/gateway/v1/organisations_pb.j
 import { usdToNano } from '../../src/money/money.ts';
 import { billing, db, openai, uniqueMarker, waitForUsage } from '../support/context.ts';
 import { newOrganisation, orgs, refused, ROLE } from '../support/organisations.ts';
+import { gatewayForFile } from '../support/extra-gateway.ts';
 
 const auditCount = async (orgId: string) =>
   Number((await db().query('SELECT count(*)::int AS n FROM audit_log WHERE account_id = $1', [orgId])).rows[0].n);
@@ -262,5 +263,36 @@ describe('names', () => {
     for (const name of ['x'.repeat(1_000_000), '   ', 'bad\u0000name', 'evil\u202eeman'])
       expect((await refused(admin.createTeam({ organisationId: org.id, name }))).status).toBe(400);
     expect(await auditCount(org.id)).toBe(before);
+  });
+});
+
+describe('a removal on every instance', () => {
+  const gatewayB = gatewayForFile('orgs-b', {});
+
+  it("refuses the removed member's key on another instance within a second, and their console session there", async () => {
+    const b = await gatewayB();
+    const org = await newOrganisation('5');
+    const leaver = org.people.member;
+    const onB = openai(leaver.apiKey, { baseURL: `${b.httpUrl}/v1` });
+    const ask = () =>
+      onB.chat.completions
+        .create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi [sim tokens=1]' }] })
+        .then(
+          () => 200,
+          (e: { status?: number }) => e.status ?? 0,
+        );
+    // B knows the key (its cache holds it) before the removal.
+    expect(await ask()).toBe(200);
+    expect(await ask()).toBe(200);
+    await org.people.owner.client.removeMember({ organisationId: org.id, memberId: leaver.memberId });
+    const removedAt = Date.now();
+    let status = 200;
+    while (status === 200 && Date.now() - removedAt < 1000) status = await ask();
+    expect(status).toBe(401);
+    const rows = await db().query(
+      `SELECT count(*)::int AS n FROM usage_records WHERE account_id = $1 AND member_id = $2 AND created_at > to_timestamp($3 / 1000.0)`,
+      [org.id, leaver.memberId, removedAt + 1000],
+    );
+    expect(rows.rows[0].n).toBe(0);
   });
 });

@@ -89,14 +89,17 @@ const ROUTES: [RegExp, Route][] = [
   ],
 ];
 
+const HOLDER_NAV: NavItem[] = [
+  { path: '/console', text: 'Overview' },
+  { path: '/console/requests', text: 'Requests' },
+  { path: '/console/billing', text: 'Billing' },
+  { path: '/console/models', text: 'Models' },
+  { path: '/console/key', text: 'Key' },
+];
+
 const NAV: Record<Role, NavItem[]> = {
-  holder: [
-    { path: '/console', text: 'Overview' },
-    { path: '/console/requests', text: 'Requests' },
-    { path: '/console/billing', text: 'Billing' },
-    { path: '/console/models', text: 'Models' },
-    { path: '/console/key', text: 'Key' },
-  ],
+  holder: HOLDER_NAV,
+  member: HOLDER_NAV,
   operator: [
     { path: '/console/admin/accounts', text: 'Accounts' },
     { path: '/console/admin/margin', text: 'Margin' },
@@ -106,7 +109,7 @@ const NAV: Record<Role, NavItem[]> = {
   ],
 };
 
-const HOME: Record<Role, string> = { holder: '/console', operator: '/console/admin/accounts' };
+const HOME: Record<Role, string> = { holder: '/console', member: '/console', operator: '/console/admin/accounts' };
 
 function match(path: string): { route: Route; params: string[] } | undefined {
   for (const [re, route] of ROUTES) {

@@ -90,6 +90,18 @@ const CASES: { name: string; edit: (d: Json) => void; field: string; message: Re
     message: /weight -1 is below 0/,
   },
   {
+    name: 'a weight above the largest',
+    edit: (d) => (model(d, 'gpt-4o').deployments[1].weight = 1_000_001),
+    field: 'models[gpt-4o].deployments[azure].weight',
+    message: /weight 1000001 is above 1000000/,
+  },
+  {
+    name: 'a weight that is not whole',
+    edit: (d) => (model(d, 'gpt-4o').deployments[1].weight = 1.5),
+    field: 'models[gpt-4o].deployments[azure].weight',
+    message: /weight must be a whole number from 0 to 1000000, not 1.5/,
+  },
+  {
     name: 'a priority with only zero weights',
     edit: (d) => {
       model(d, 'gpt-4o').deployments[0].weight = 0;
@@ -183,6 +195,21 @@ describe('providers and deployments in the book', () => {
     expect(problems, JSON.stringify(problems)).toHaveLength(1);
     expect(problems[0]!.field).toBe(field);
     expect(problems[0]!.message).toMatch(message);
+  });
+
+  it('refuses a weight no number holds (1e999) saying what a weight must be, quoting it as written', () => {
+    const text = JSON.stringify(withDeployments()).replace('"weight":1,', '"weight":1e999,');
+    expect(text).toContain('1e999');
+    expect(problemsOf(JSON.parse(JSON.stringify(withDeployments())))).toEqual([]);
+    const parsed = parseBookDocument(text);
+    expect(parsed).toEqual({
+      problems: [
+        {
+          field: 'models[gpt-4o].deployments[azure].weight',
+          message: 'gpt-4o: deployments[azure].weight must be a whole number from 0 to 1000000, not 1e999',
+        },
+      ],
+    });
   });
 
   it('keeps the providers in force for a document that leaves them out, and checks its models against those', () => {
