@@ -13,6 +13,8 @@ import path from 'node:path';
  * docs/design.md (Layout) explains each row.
  */
 export const LAYERS: readonly { name: string; parts: readonly string[] }[] = [
+  // The credential scrubber (what this process must never repeat): pure, imported by every exit of provider text.
+  { name: 'secrets', parts: ['src/secrets/'] },
   // Exact money arithmetic and its formatting: pure, imported by everything that shows money.
   { name: 'money', parts: ['src/money/'] },
   // The console's browser code: it imports only itself and money (and npm packages).
