@@ -95,6 +95,7 @@ export function providerErrorFields(text: string): { message?: string; type?: st
  * request's headers, whatever its status), before the text is cut anywhere.
  */
 export function upstreamErrorOf(s: number, retryAfterHeader: unknown, text: string, requestId: string) {
+  if (s >= 300 && s < 400) return upstreamRedirect(s, requestId);
   // 401/403 are about the gateway's own provider credentials: not the caller's fault.
   const credentials = s === 401 || s === 403;
   const status = credentials ? 502 : s;
@@ -122,6 +123,20 @@ function scrubbedFields(f: ReturnType<typeof providerErrorFields>): ReturnType<t
   const out: ReturnType<typeof providerErrorFields> = {};
   for (const k of ['message', 'type', 'param', 'code'] as const) if (f[k] !== undefined) out[k] = scrub(f[k]);
   return out;
+}
+
+/**
+ * A redirect (301/302/307/308) is the provider's fault, not the caller's: the gateway follows none
+ * (a redirect would carry the credential to another host), so it is a 502 in the upstream shape.
+ */
+function upstreamRedirect(s: number, requestId: string) {
+  return gatewayError({
+    httpStatus: 502,
+    type: 'server_error',
+    code: 'upstream_redirect',
+    message: `The upstream provider answered with a redirect (${s}), which the gateway does not follow.`,
+    requestId,
+  });
 }
 
 /** The `message` of an error object a provider sent, or the string it sent. */

@@ -133,6 +133,14 @@ function failureFor(status: number, retryAfter: string | string[] | undefined, t
   } catch {
     /* not JSON */
   }
+  // A redirect is followed by nobody (it would carry the key elsewhere): the provider's fault, as a 502.
+  if (status >= 300 && status < 400)
+    return ApplicationFailure.create({
+      message: `The upstream video API answered with a redirect (${status}), which the gateway does not follow.`,
+      type: FAILURE.unavailable,
+      nonRetryable: true,
+      details: [{ status }],
+    });
   if (status === 429) {
     const seconds = Number(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
     return ApplicationFailure.create({
