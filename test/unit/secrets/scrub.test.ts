@@ -130,7 +130,8 @@ describe('ordinary text', () => {
 
   it('is recognised by the pre-check without the full search, and returned as the same string', () => {
     setSecrets('test', [KEY, AZURE]);
-    const line = '{"level":30,"requestId":"req_abc","method":"POST","url":"/v1/chat/completions","status":200,"msg":"request"}';
+    const line =
+      '{"level":30,"requestId":"req_abc","method":"POST","url":"/v1/chat/completions","status":200,"msg":"request"}';
     expect(mayHoldSecret(line)).toBe(false);
     expect(scrub(line)).toBe(line);
     for (const text of ordinary.slice(0, 3)) expect(mayHoldSecret(text), text).toBe(false);
