@@ -11,7 +11,7 @@ import type { IConfiguration, IForbiddenRuleType } from 'dependency-cruiser';
  * parts of lower layers, never another part of its own layer or a part above.
  */
 export const LAYERS: readonly { name: string; parts: readonly string[] }[] = [
-  // Pure and imported by everything: nano-USD arithmetic and its formatting; the secrets' sealing.
+  // Pure and imported by everything: nano-USD arithmetic and its formatting; the credential scrubber.
   { name: 'money and secrets', parts: ['money', 'secrets'] },
   // The console's browser code: it imports only itself and money (and npm packages).
   { name: 'the console page', parts: ['console/web'] },

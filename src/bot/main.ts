@@ -3,6 +3,7 @@
 // read once (src/config/bot-config.ts); a setting it cannot use stops it with one line.
 import { loadBotProcessConfig, type BotProcessConfig } from '../config/bot-config.ts';
 import { createLogger } from '../log/logger.ts';
+import { setSecrets } from '../secrets/scrub.ts';
 import { networkTransport, startBot } from './start.ts';
 
 let config: BotProcessConfig;
@@ -14,6 +15,8 @@ try {
 }
 // Human lines at a terminal, JSON otherwise, as the gateway's (LOG_FORMAT).
 const log = createLogger(config.logLevel, undefined, config.logFormat);
+// Its secrets never reach a log line (a Bot API error may quote the URL, which holds the token).
+setSecrets('instance', [config.bot.token, config.bot.webhook?.secret, config.adminToken]);
 try {
   const running = await startBot({
     config: config.bot,

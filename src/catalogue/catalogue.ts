@@ -11,6 +11,7 @@ import type { BookState, MarkupVersion, PriceVersion } from './price-book.ts';
 import { applicableMarkup } from './book-diff.ts';
 import { gatewayError } from '../errors/errors.ts';
 import { NO_MARKUP, parseMarkup, type Markup } from '../billing/markup.ts';
+import { setSecrets } from '../secrets/scrub.ts';
 import {
   deploymentsOf,
   trimmedBase,
@@ -73,6 +74,9 @@ export interface ModelAlias {
   model: ResolvedModel;
 }
 
+/** Every provider credential the catalogue serves with, as the credential scrubber knows them (src/secrets/scrub.ts). */
+const SCRUBBED_SOURCE = 'provider credentials';
+
 /** The provider a `<NAME>_FALLBACK_*` setting adds, and the deployment it gives each of that provider's models. */
 const FALLBACK_SUFFIX = '-fallback';
 
@@ -97,6 +101,7 @@ export class Catalogue {
   ) {
     this.config = config;
     this.secrets = this.settingSecrets();
+    setSecrets(SCRUBBED_SOURCE, this.secrets.values());
     this.install(shippedBook().providers ?? [], entries, undefined, aliases, []);
   }
 
@@ -119,6 +124,8 @@ export class Catalogue {
     const before = this.secrets;
     this.stored = new Map(stored);
     this.secrets = new Map([...this.settingSecrets(), ...this.stored]);
+    // Scrubbed from provider text from now on; a replaced value stays scrubbed for calls still answering with it.
+    setSecrets(SCRUBBED_SOURCE, this.secrets.values());
     // Which providers have a credential decides which deployments serve; a new value of one needs nothing more.
     const sameProviders = before.size === this.secrets.size && [...before.keys()].every((k) => this.secrets.has(k));
     if (!sameProviders && this.last) this.install(...this.last);

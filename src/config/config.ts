@@ -234,6 +234,29 @@ export function parseModelAliases(raw: string | undefined): ModelAliasSetting {
   return { clearDefaults: false, overrides };
 }
 
+/**
+ * The values of the settings that are secrets (tokens, keys, the provider keys of
+ * `<NAME>_API_KEY` and `<NAME>_FALLBACK_API_KEY`, the database's password): what the process hands
+ * the credential scrubber, so none of them is repeated to anyone (docs/security.md).
+ */
+export function secretSettings(config: Config): string[] {
+  const out = [config.adminToken, config.metricsToken, config.keyHashSecret, config.credentialsKey];
+  for (const p of Object.values(config.providers)) out.push(p.apiKey, p.fallback?.apiKey);
+  out.push(config.bot?.token, config.bot?.webhook?.secret, passwordOf(config.databaseUrl));
+  return out.filter((v): v is string => v !== undefined && v !== '');
+}
+
+/** The password in a database URL (decoded), if it has one. */
+export function passwordOf(databaseUrl: string | undefined): string | undefined {
+  if (!databaseUrl) return undefined;
+  try {
+    const password = new URL(databaseUrl).password;
+    return password ? decodeURIComponent(password) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const dataDir = dataDirOf(env);
   const providers = {} as Record<ProviderName, ProviderConfig>;

@@ -6,6 +6,7 @@ import { Code, ConnectError } from '@connectrpc/connect';
 import { codeToHttpStatus, codeToString } from '@connectrpc/connect/protocol-connect';
 import { GatewayErrorSchema, type GatewayError } from '../gen/gateway/v1/errors_pb.js';
 import { connectionLost } from '../db/connection-errors.ts';
+import { scrub } from '../secrets/scrub.ts';
 
 export interface GatewayErrorInit {
   httpStatus: number;
@@ -81,6 +82,26 @@ export function withGatewayDetail(err: ConnectError, requestId: string): Connect
   const filled = new ConnectError(err.rawMessage, err.code, err.metadata, undefined, err.cause);
   filled.details = [...others, { desc: GatewayErrorSchema, value: detail }];
   return filled;
+}
+
+/**
+ * `err` with every credential scrubbed from its message and its detail's (src/secrets/scrub.ts):
+ * what the RPC port answers, as the last line of defence for a provider's text that was scrubbed
+ * where it was read. `err` itself when there was nothing to remove (the usual case).
+ */
+export function scrubbedError(err: ConnectError): ConnectError {
+  const found = err.findDetails(GatewayErrorSchema)[0];
+  const message = scrub(err.rawMessage);
+  const detailMessage = found ? scrub(found.message) : '';
+  if (message === err.rawMessage && (!found || detailMessage === found.message)) return err;
+  const out = new ConnectError(message, err.code, err.metadata, undefined, err.cause);
+  out.details = err.details.map((d) => {
+    if (!found || ('desc' in d ? d.desc.typeName : d.type) !== GatewayErrorSchema.typeName) return d;
+    const detail = clone(GatewayErrorSchema, found);
+    detail.message = detailMessage;
+    return { desc: GatewayErrorSchema, value: detail };
+  });
+  return out;
 }
 
 /**

@@ -9,6 +9,7 @@ import type { InferenceEvent, InferenceResponse, SseEvent } from '../gen/gateway
 import { toGatewayError } from '../errors/errors.ts';
 import { callHeaders, callValues } from './access.ts';
 import { errorBody, sendGatewayError, type WireShape } from './errors.ts';
+import { scrub } from '../secrets/scrub.ts';
 
 export type CallOptions = { headers: Headers; contextValues: ContextValues; signal?: AbortSignal };
 export type UnaryCall = (body: Buffer, opts: CallOptions) => Promise<InferenceResponse>;
@@ -128,7 +129,8 @@ async function writeEvents(
         ge.type,
         ge.code || null,
       );
-      await writeChunk(res, format === 'openai' ? `data: ${data}\n\n` : `event: error\ndata: ${data}\n\n`).catch(
+      const line = scrub(data);
+      await writeChunk(res, format === 'openai' ? `data: ${line}\n\n` : `event: error\ndata: ${line}\n\n`).catch(
         () => {},
       );
     }

@@ -2,6 +2,7 @@
 // Anthropic's {"type":"error","error":{type,message}}.
 import type { FastifyReply } from 'fastify';
 import type { GatewayError } from '../gen/gateway/v1/errors_pb.js';
+import { scrub } from '../secrets/scrub.ts';
 
 export type WireShape = 'openai' | 'anthropic';
 
@@ -99,8 +100,9 @@ export function sendGatewayError(reply: FastifyReply, ge: GatewayError, shape: W
   if (ge.requestId) reply.header('x-request-id', ge.requestId).header('request-id', ge.requestId);
   // Failures are never charged; say so as plainly as on a success.
   reply.header('x-gateway-cost-nano-usd', '0');
+  // The last line of defence for provider text (scrubbed where it was read): nothing leaves with a credential in it.
   return reply
     .code(status)
     .type('application/json')
-    .send(errorBodyOf(ge, shape, status));
+    .send(scrub(errorBodyOf(ge, shape, status)));
 }

@@ -5,6 +5,7 @@
 import { isUtf8 } from 'node:buffer';
 import type { ConnectError } from '@connectrpc/connect';
 import { gatewayError } from '../errors/errors.ts';
+import { scrub } from '../secrets/scrub.ts';
 import { withOutcome } from '../metering/outcomes.ts';
 import type { Json } from '../metering/plan.ts';
 import { bomLength, upstreamFailure, type UpstreamResponse } from './upstream.ts';
@@ -88,12 +89,17 @@ export function providerErrorFields(text: string): { message?: string; type?: st
   return { message, type: str(e.type), param: str(e.param), code: str(e.code) };
 }
 
-/** An upstream HTTP error as the gateway's error: the provider's words, the route's shape (the facade writes it). */
+/**
+ * An upstream HTTP error as the gateway's error: the provider's words, the route's shape (the
+ * facade writes it). The words pass the credential scrubber first (a provider may quote the
+ * request's headers, whatever its status), before the text is cut anywhere.
+ */
 export function upstreamErrorOf(s: number, retryAfterHeader: unknown, text: string, requestId: string) {
-  // 401/403 are about the gateway's own provider credentials: not the caller's fault, and their text may quote the key.
+  if (s >= 300 && s < 400) return upstreamRedirect(s, requestId);
+  // 401/403 are about the gateway's own provider credentials: not the caller's fault.
   const credentials = s === 401 || s === 403;
   const status = credentials ? 502 : s;
-  const f = credentials ? {} : providerErrorFields(text);
+  const f = credentials ? {} : scrubbedFields(providerErrorFields(scrub(text)));
   const retryAfter = Number(retryAfterHeader);
   const ownType =
     s === 429 ? 'rate_limit_error' : s >= 500 || status === 502 ? 'server_error' : 'invalid_request_error';
@@ -108,6 +114,27 @@ export function upstreamErrorOf(s: number, retryAfterHeader: unknown, text: stri
         ? "The upstream provider refused the gateway's credentials."
         : `The upstream provider answered ${s}.`),
     retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter > 0 ? Math.ceil(retryAfter) : s === 429 ? 1 : 0,
+    requestId,
+  });
+}
+
+/** Each field again after parsing: JSON escapes the scrub of the raw text did not know are decoded now. */
+function scrubbedFields(f: ReturnType<typeof providerErrorFields>): ReturnType<typeof providerErrorFields> {
+  const out: ReturnType<typeof providerErrorFields> = {};
+  for (const k of ['message', 'type', 'param', 'code'] as const) if (f[k] !== undefined) out[k] = scrub(f[k]);
+  return out;
+}
+
+/**
+ * A redirect (301/302/307/308) is the provider's fault, not the caller's: the gateway follows none
+ * (a redirect would carry the credential to another host), so it is a 502 in the upstream shape.
+ */
+function upstreamRedirect(s: number, requestId: string) {
+  return gatewayError({
+    httpStatus: 502,
+    type: 'server_error',
+    code: 'upstream_redirect',
+    message: `The upstream provider answered with a redirect (${s}), which the gateway does not follow.`,
     requestId,
   });
 }

@@ -11,10 +11,11 @@ import type { TokenUsage } from '../billing/pricing.ts';
 import { gatewayError } from '../errors/errors.ts';
 import { markedOutcome, isAbort } from '../metering/outcomes.ts';
 import { readUpstreamError } from './replies.ts';
+import { scrub } from '../secrets/scrub.ts';
 import { noteAnswerText, noteStreamEvent } from './attempt-spans.ts';
 import { SseParser, type SseEvent } from './sse.ts';
 import { chargeField, zeroUsage, type ChargeInfo, type Plan } from '../metering/plan.ts';
-import { type OutEvent, type StreamEvent, type StreamProcessor } from './stream-types.ts';
+import { type OutEvent, type StepResult, type StreamEvent, type StreamProcessor } from './stream-types.ts';
 import { upstreamFailure, type UpstreamResponse } from './upstream.ts';
 
 /** What a stream run needs of the rest of the gateway: the one settle of its request, and a log. */
@@ -273,25 +274,7 @@ export class StreamRun {
       this.sawEvent = true;
     }
     if (r.usage) this.usage = r.usage;
-    if (r.error) {
-      this.outcome = 'upstream_stream_error';
-      if (this.abandoned) return 'stop';
-      if (!this.started) {
-        this.httpStatus = 502;
-        this.fail(
-          gatewayError({
-            httpStatus: 502,
-            type: 'server_error',
-            code: 'upstream_stream_error',
-            message: r.error.message,
-            requestId: plan.requestId,
-          }),
-        );
-        return 'stop';
-      }
-      this.emit({ kind: 'error', ...(r.error.event ? { event: r.error.event } : {}), json: r.error.json });
-      return 'stop';
-    }
+    if (r.error) return this.upstreamError(r.error);
     if (!this.sawContent && this.opts.processor.deliveredText().length > 0) {
       this.sawContent = true;
       plan.answerSpan?.addEvent('gen_ai.first_token');
@@ -307,6 +290,31 @@ export class StreamRun {
     if (this.abandoned) return this.charge ? 'stop' : 'more';
     this.handOn(r.out ?? []);
     return r.done ? 'done' : 'more';
+  }
+
+  /**
+   * An error event of the upstream's, whoever's format: before anything went out, the request's
+   * 502 with the provider's message; after, passed on. Either way its text passes the credential
+   * scrubber first (a provider may quote the request's headers in it).
+   */
+  private upstreamError(error: NonNullable<StepResult['error']>): 'stop' {
+    this.outcome = 'upstream_stream_error';
+    if (this.abandoned) return 'stop';
+    if (!this.started) {
+      this.httpStatus = 502;
+      this.fail(
+        gatewayError({
+          httpStatus: 502,
+          type: 'server_error',
+          code: 'upstream_stream_error',
+          message: scrub(error.message),
+          requestId: this.plan.requestId,
+        }),
+      );
+      return 'stop';
+    }
+    this.emit({ kind: 'error', ...(error.event ? { event: error.event } : {}), json: scrub(error.json) });
+    return 'stop';
   }
 
   /** Events for the caller: those that carry the charge wait for it, and the last of them carries it. */

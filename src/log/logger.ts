@@ -1,6 +1,7 @@
 // Logs (pino): JSON lines, or human lines for a person at a terminal (src/log/pretty.ts).
 // Keys must never reach a log line, in either format: credentials headers and bodies are
-// redacted by path, and anything shaped like a gateway key is masked wherever it appears. The
+// redacted by path, anything shaped like a gateway key is masked wherever it appears, and every
+// line passes the credential scrubber (provider credentials and the instance's secrets). The
 // human lines are made from the JSON after both steps, so they inherit them.
 //
 // JSON lines go to stdout in batches: a line waits in memory until 4 KiB are queued or 100 ms have
@@ -15,6 +16,7 @@
 import pino, { type Logger } from 'pino';
 import { prettyDestination } from './pretty.ts';
 import { logIds } from '../tracing/spans.ts';
+import { scrub } from '../secrets/scrub.ts';
 
 const KEY_PATTERN = /prx-[0-9A-Za-z]{6,}/g;
 
@@ -53,8 +55,11 @@ export function createLogger(
         censor: '[redacted]',
       },
       hooks: {
-        // Last line of defence: a key inside a message or an error text is masked too.
-        streamWrite: (s) => (s.includes('prx-') ? s.replace(KEY_PATTERN, (k) => `${k.slice(0, 8)}…[redacted]`) : s),
+        // Last line of defence: a key inside a message or an error text is masked too, and any
+        // credential this process holds or shaped like one (src/secrets/scrub.ts: a few string
+        // searches on a line without any).
+        streamWrite: (s) =>
+          scrub(s.includes('prx-') ? s.replace(KEY_PATTERN, (k) => `${k.slice(0, 8)}…[redacted]`) : s),
       },
     },
     pretty

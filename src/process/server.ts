@@ -7,7 +7,8 @@ import path from 'node:path';
 import type http2 from 'node:http2';
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import type { Config } from '../config/config.ts';
+import { passwordOf, secretSettings, type Config } from '../config/config.ts';
+import { setSecrets } from '../secrets/scrub.ts';
 import { migrate, openDb, type Db } from '../db/db.ts';
 import { startEmbeddedPostgres } from '../db/embedded-postgres.ts';
 import { Ledger } from '../billing/ledger.ts';
@@ -102,23 +103,35 @@ export async function startGateway(config: Config, log: Logger): Promise<Gateway
   return { ...gateway, close: () => (closing ??= gateway.close().finally(() => embedded.stop())) };
 }
 
+/** Provider credentials, sealed in the database under CREDENTIALS_KEY or (embedded) a key file in DATA_DIR. */
+function credentialStore(config: Config, db: Db, embeddedDir: string | undefined) {
+  const key = credentialKey({
+    ...(config.credentialsKey ? { configured: config.credentialsKey } : {}),
+    dataDir: config.dataDir,
+    embedded: embeddedDir !== undefined,
+  });
+  return { store: new CredentialStore(db, key, config.environment), key };
+}
+
 /** The gateway's parts on one database, started in order; `close` stops them in the reverse. */
 async function startOn(config: Config, log: Logger, databaseUrl: string, embeddedDir?: string): Promise<Gateway> {
   const db = await openDatabase(databaseUrl, embeddedDir, log);
-  const ledger = new Ledger(db, await Ledger.loadSecret(db, config.keyHashSecret));
+  const keyHashSecret = await Ledger.loadSecret(db, config.keyHashSecret);
+  const ledger = new Ledger(db, keyHashSecret);
   // Every provider, configured or not, is listed once in the start-up summary below.
   const catalogue = new Catalogue(config);
   // What is served and charged comes from the price book: the shipped book is only each model's
   // and alias's first version, written on the first start that finds none.
   const priceBook = new PriceBook(db);
   await priceBook.seed(shippedBook());
-  // Provider credentials, sealed in the database under CREDENTIALS_KEY or (embedded) a key file in DATA_DIR.
-  const credentialsKey = credentialKey({
-    ...(config.credentialsKey ? { configured: config.credentialsKey } : {}),
-    dataDir: config.dataDir,
-    embedded: embeddedDir !== undefined,
-  });
-  const credentials = new CredentialStore(db, credentialsKey, config.environment);
+  const { store: credentials, key: credentialsKey } = credentialStore(config, db, embeddedDir);
+  // This instance's own secrets, wherever they came from, are scrubbed from provider text (the catalogue adds the providers').
+  setSecrets('instance', [
+    ...secretSettings(config),
+    keyHashSecret,
+    credentialsKey?.key.toString('base64'),
+    passwordOf(databaseUrl),
+  ]);
   const stopBookRefresh = await serveBookInForce(catalogue, priceBook, config.priceBookRefreshMs, log, credentials);
   const metrics = new Metrics();
   const billing = await startBilling(config, { db, ledger, databaseUrl, metrics, log });

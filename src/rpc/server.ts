@@ -29,6 +29,7 @@ import {
   gatewayError,
   notFound,
   unauthorized,
+  scrubbedError,
   unavailable,
   unexpectedFailure,
   withGatewayDetail,
@@ -88,7 +89,8 @@ export function gatewayErrorDetails(log?: Logger): Interceptor {
           { err, rpc: `${req.service.typeName}/${req.method.name}`, requestId: idOf() },
           'RPC failed inside the gateway',
         );
-      return withGatewayDetail(unexpectedFailure(err, idOf()), idOf());
+      // Scrubbed once more on the way out: a provider's words in it were scrubbed where they were read.
+      return scrubbedError(withGatewayDetail(unexpectedFailure(err, idOf()), idOf()));
     };
     let forwarded = req;
     if (req.stream) {

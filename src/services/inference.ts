@@ -13,6 +13,7 @@ import type { AudioRoute } from '../inference/audio.ts';
 import { newRequestId } from '../billing/ids.ts';
 import type { ChargeInfo } from '../metering/plan.ts';
 import type { StreamEvent } from '../inference/stream-types.ts';
+import { scrub } from '../secrets/scrub.ts';
 
 const encoder = new TextEncoder();
 
@@ -48,7 +49,10 @@ async function* events(source: AsyncGenerator<StreamEvent>) {
         yield { event: { case: 'data' as const, value: { event: ev.event ?? '', data: encoder.encode(ev.json) } } };
         break;
       case 'error':
-        yield { event: { case: 'error' as const, value: { event: ev.event ?? '', data: encoder.encode(ev.json) } } };
+        // A stream's error leaves here for either transport: scrubbed (as where it was read) for the last time.
+        yield {
+          event: { case: 'error' as const, value: { event: ev.event ?? '', data: encoder.encode(scrub(ev.json)) } },
+        };
         break;
       case 'charge':
         yield { event: { case: 'charge' as const, value: chargeMessage(ev.charge) } };

@@ -21,6 +21,7 @@ import {
   trace,
 } from '@opentelemetry/api';
 import { createContextKey } from '@connectrpc/connect';
+import { scrub } from '../secrets/scrub.ts';
 
 export { SpanKind, type Span, type Context, type Attributes, type Link };
 
@@ -108,16 +109,21 @@ export function iterateIn<T>(ctx: Context | undefined, source: AsyncIterable<T>)
 
 const KEY_IN_TEXT = /prx-[0-9A-Za-z]{6,}/g;
 
-/** A caller's text for a span attribute (a path, a method name): cut to `max`, any gateway key in it masked as the log masks it. */
+/**
+ * A caller's or a provider's text for a span (a path, a method name, a failure's message): any
+ * gateway key in it masked as the log masks it, every credential scrubbed (src/secrets/scrub.ts),
+ * then cut to `max` (after: a cut could leave part of a value no longer recognised).
+ */
 export function callerText(text: string, max: number): string {
-  return text.slice(0, max).replace(KEY_IN_TEXT, 'prx-…');
+  const masked = text.includes('prx-') ? text.replace(KEY_IN_TEXT, 'prx-…') : text;
+  return scrub(masked).slice(0, max);
 }
 
 /** Marks `span` failed: error.type is the failure's code (a gateway error code, an RPC code, an HTTP status). */
 export function failSpan(span: Span, errorType: string, message?: string): void {
   if (!span.isRecording()) return;
   span.setAttribute('error.type', errorType);
-  // A message may repeat the caller's text (an unknown path): masked as any caller's text is.
+  // A message may repeat the caller's text (an unknown path) or a provider's (its error): scrubbed.
   span.setStatus({ code: SpanStatusCode.ERROR, ...(message ? { message: callerText(message, 256) } : {}) });
 }
 

@@ -2,6 +2,7 @@
 // progress and the outcome; the routes read from here, so they answer without a worker and
 // after a restart. A deleted job keeps its row (deleted_at set), hidden from its owner.
 import type { Db } from '../db/db.ts';
+import { scrub } from '../secrets/scrub.ts';
 import type { JobOutcome, VideoStatus } from '../../workflows/video-types.ts';
 
 export interface VideoJobRow {
@@ -243,7 +244,8 @@ export class VideoJobs {
           o.contentKey,
           o.contentBytes,
           o.error?.code ?? null,
-          o.error?.message ?? null,
+          // The provider's words, scrubbed where they were read (upstream.ts); again here, the row's own last line.
+          o.error ? scrub(o.error.message) : null,
           o.jobId,
         ],
       ),

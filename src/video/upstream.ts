@@ -6,6 +6,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { Agent, FormData, request, type Dispatcher } from 'undici';
 import type { ProviderConfig } from '../config/config.ts';
 import { FAILURE, type UpstreamJobStatus } from '../../workflows/video-types.ts';
+import { scrub } from '../secrets/scrub.ts';
 
 type Json = Record<string, unknown>;
 const MAX_ERROR_BODY = 16 * 1024;
@@ -117,16 +118,29 @@ export class VideoUpstream {
   }
 }
 
+/**
+ * The failure an error answer is. The provider's message is kept (the caller may see it, and
+ * Temporal keeps it in the job's history) after the credential scrubber: a provider may quote the
+ * request's headers.
+ */
 function failureFor(status: number, retryAfter: string | string[] | undefined, text: string): ApplicationFailure {
   let message = `The upstream video API answered ${status}.`;
   let code = '';
   try {
-    const e = (JSON.parse(text) as Json).error as Json | undefined;
-    if (e && typeof e.message === 'string' && e.message) message = e.message;
+    const e = (JSON.parse(scrub(text)) as Json).error as Json | undefined;
+    if (e && typeof e.message === 'string' && e.message) message = scrub(e.message);
     if (e && typeof e.code === 'string') code = e.code;
   } catch {
     /* not JSON */
   }
+  // A redirect is followed by nobody (it would carry the key elsewhere): the provider's fault, as a 502.
+  if (status >= 300 && status < 400)
+    return ApplicationFailure.create({
+      message: `The upstream video API answered with a redirect (${status}), which the gateway does not follow.`,
+      type: FAILURE.unavailable,
+      nonRetryable: true,
+      details: [{ status }],
+    });
   if (status === 429) {
     const seconds = Number(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
     return ApplicationFailure.create({
@@ -178,7 +192,7 @@ export function statusOf(json: Json): UpstreamJobStatus {
     case 'failed': {
       const e = (json.error ?? {}) as Json;
       const code = typeof e.code === 'string' ? e.code : '';
-      const message = typeof e.message === 'string' && e.message ? e.message : 'The upstream video job failed.';
+      const message = typeof e.message === 'string' && e.message ? scrub(e.message) : 'The upstream video job failed.';
       return {
         status: 'failed',
         progress,

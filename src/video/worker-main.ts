@@ -3,7 +3,8 @@
 // (TEMPORAL_ADDRESS, or the local dev server) and task queue, the same video folder
 // (VIDEO_DIR) and the provider credentials (OPENAI_API_KEY, OPENAI_BASE_URL).
 import path from 'node:path';
-import { loadConfig, type Config } from '../config/config.ts';
+import { loadConfig, secretSettings, type Config } from '../config/config.ts';
+import { setSecrets } from '../secrets/scrub.ts';
 import { createLogger } from '../log/logger.ts';
 import { migrate, openDb } from '../db/db.ts';
 import { Ledger } from '../billing/ledger.ts';
@@ -39,7 +40,10 @@ if (!config.databaseUrl) {
 try {
   const db = await openDb({ databaseUrl: config.databaseUrl, poolMax: 5 });
   await migrate(db);
-  const ledger = new Ledger(db, await Ledger.loadSecret(db, config.keyHashSecret));
+  const keyHashSecret = await Ledger.loadSecret(db, config.keyHashSecret);
+  const ledger = new Ledger(db, keyHashSecret);
+  // Scrubbed from the provider's text before it reaches a job's row, its history or a log line.
+  setSecrets('instance', [...secretSettings(config), keyHashSecret]);
   const target = await resolveTemporal(config.video, path.join(config.dataDir, 'temporal'), log);
   const upstream = new VideoUpstream({ connectTimeoutMs: config.upstream.connectTimeoutMs });
   const store = new FolderVideoStore(config.video.dir);

@@ -5,6 +5,8 @@
 //   POST /__sim/mode {"status":503}                              every provider request gets a 503
 //   POST /__sim/mode {"delayMs":300}                             every answer, served or not, 300 ms late
 //   POST /__sim/mode {"down":true}                               each request's connection is cut unanswered
+//   POST /__sim/mode {"status":400,"echoHeaders":{…}}            the status, its error quoting the request's headers (echo-headers.ts)
+//   POST /__sim/mode {"echoHeaders":{"stream":"after"}}         a stream whose error event quotes them
 //   DELETE /__sim/mode                                           serving again
 //   GET /__sim/mode                                              { mode, counts }
 // Provider requests are those under /v1/, /cohere/, /bfl/ and an Azure instance's /openai/;
@@ -14,6 +16,7 @@
 // on /v1/messages, Azure's 429 on /openai/, Cohere's and BFL's own.
 import type http from 'node:http';
 import { anthropicError } from './anthropic-api.ts';
+import { echoProblem, echoStatus, echoStream, type EchoedRequest, type EchoHeaders } from './echo-headers.ts';
 
 export interface SimMode {
   /** Answer this status instead of serving. */
@@ -26,6 +29,8 @@ export interface SimMode {
   count?: number;
   /** Destroy each request's socket without answering (a dead deployment). */
   down?: boolean;
+  /** The status answer (or, with `stream`, a 200 stream) quotes the request's headers, credentials included. */
+  echoHeaders?: EchoHeaders;
 }
 
 export interface SimCounts {
@@ -62,7 +67,9 @@ export function parseMode(raw: Buffer): SimMode | string {
     return 'the mode must be a JSON object';
   }
   if (m === null || typeof m !== 'object' || Array.isArray(m)) return 'the mode must be a JSON object';
-  const { status, retryAfter, delayMs, count, down } = m as Record<string, unknown>;
+  const { status, retryAfter, delayMs, count, down, echoHeaders } = m as Record<string, unknown>;
+  const echo = echoHeaders === undefined ? undefined : echoProblem(echoHeaders);
+  if (echo) return echo;
   if (status !== undefined && !(Number.isInteger(status) && (status as number) >= 100 && (status as number) <= 599))
     return 'status must be an HTTP status code';
   if (retryAfter !== undefined && typeof retryAfter !== 'string') return 'retryAfter must be a string';
@@ -81,7 +88,7 @@ export interface DeploymentFaults {
   /** Clears the mode and zeroes the counters. */
   reset(): void;
   /** Applies the mode to one provider request: true when the mode answered (or cut) it. */
-  apply(res: http.ServerResponse, wire: Wire): Promise<boolean>;
+  apply(res: http.ServerResponse, wire: Wire, req: EchoedRequest): Promise<boolean>;
 }
 
 export function deploymentFaults(): DeploymentFaults {
@@ -101,7 +108,7 @@ export function deploymentFaults(): DeploymentFaults {
       setMode({});
       counts = { received: 0, answered2xx: 0, faulted: 0, inFlight: 0, maxInFlight: 0 };
     },
-    async apply(res, wire) {
+    async apply(res, wire, req) {
       counts.received++;
       // Until the answer is finished or its connection is gone, whichever comes first.
       const mine = counts;
@@ -119,11 +126,14 @@ export function deploymentFaults(): DeploymentFaults {
       });
       if (mode.delayMs) await sleep(mode.delayMs);
       // Read after the delay: a mode set or cleared meanwhile is the one this request meets.
-      const faulting = (mode.down || mode.status !== undefined) && left > 0;
+      const echo = mode.echoHeaders;
+      const faulting = (mode.down || mode.status !== undefined || echo?.stream !== undefined) && left > 0;
       if (!faulting) return false;
       left--;
       counts.faulted++;
       if (mode.down) res.socket?.destroy();
+      else if (echo?.stream) echoStream(res, wire, req, echo);
+      else if (echo) echoStatus(res, mode.status!, statusHeaders(mode.status!, mode.retryAfter), wire, req, echo);
       else faultAnswer(res, mode.status!, mode.retryAfter, wire);
       return true;
     },
@@ -139,8 +149,16 @@ function onStatus(res: http.ServerResponse, cb: (status: number) => void): void 
   }) as typeof res.writeHead;
 }
 
+/** A status answer's headers: its retry-after, and a redirect's location (another host, as a moved API would say). */
+function statusHeaders(status: number, retryAfter: string | undefined): Record<string, string> {
+  return {
+    ...(retryAfter !== undefined ? { 'retry-after': retryAfter } : {}),
+    ...(status >= 300 && status < 400 ? { location: 'http://127.0.0.1:9/moved/v1' } : {}),
+  };
+}
+
 function faultAnswer(res: http.ServerResponse, status: number, retryAfter: string | undefined, wire: Wire): void {
-  const headers: Record<string, string> = retryAfter !== undefined ? { 'retry-after': retryAfter } : {};
+  const headers = statusHeaders(status, retryAfter);
   if (wire === 'anthropic') {
     const [type, message] = ANTHROPIC_ERRORS[status] ?? [
       status >= 500 ? 'api_error' : 'invalid_request_error',

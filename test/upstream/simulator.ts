@@ -233,7 +233,8 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       requests.push(recorded);
       if (requests.length > MAX_RECORDED) requests.splice(0, requests.length - MAX_RECORDED);
     }
-    if (provider && (await faults.apply(res, wireOf(url.pathname)))) return;
+    if (provider && (await faults.apply(res, wireOf(url.pathname), { path: url.pathname, headers: req.headers })))
+      return;
     if (opts.azure && azurePath) {
       const route = azureRoute(req, res, url, opts.azure.apiVersion, keyOk);
       if (!route) return;
