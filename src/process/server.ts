@@ -113,6 +113,18 @@ function credentialStore(config: Config, db: Db, embeddedDir: string | undefined
   return { store: new CredentialStore(db, key, config.environment), key };
 }
 
+/** InferenceService over each route family's route. */
+function inferenceRoutes(config: Config, routeDeps: RouteDeps, owners: ResponseOwners) {
+  return inferenceService({
+    chat: new ChatRoute(routeDeps),
+    messages: new MessagesRoute(routeDeps),
+    responses: new ResponsesRoute(routeDeps, owners),
+    embeddings: new EmbeddingsRoute(routeDeps),
+    images: new ImagesRoute(routeDeps, config.media),
+    audio: new AudioRoute(routeDeps),
+  });
+}
+
 /** The gateway's parts on one database, started in order; `close` stops them in the reverse. */
 async function startOn(config: Config, log: Logger, databaseUrl: string, embeddedDir?: string): Promise<Gateway> {
   const db = await openDatabase(databaseUrl, embeddedDir, log);
@@ -158,14 +170,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
       deploymentLimits,
       ...routeDeps,
     }),
-    inference: inferenceService({
-      chat: new ChatRoute(routeDeps),
-      messages: new MessagesRoute(routeDeps),
-      responses: new ResponsesRoute(routeDeps, owners),
-      embeddings: new EmbeddingsRoute(routeDeps),
-      images: new ImagesRoute(routeDeps, config.media),
-      audio: new AudioRoute(routeDeps),
-    }),
+    inference: inferenceRoutes(config, routeDeps, owners),
     video: videoService({ config, ledger, catalogue, metering, runtime: video, log }),
     organisations: organisationService({ db, ledger, keys: billing.keys, limiter: billing.limiter }),
   };
