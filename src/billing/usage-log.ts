@@ -139,7 +139,7 @@ export async function usagePage(
               u.http_status, u.latency_ms, (extract(epoch FROM u.created_at) * 1000000)::bigint::text AS at_us, u.requested_model,
               COALESCE(u.provider_cost_nano, u.cost_nano + u.uncovered_nano)::text AS provider_cost,
               COALESCE(u.price_version_id, 0)::text AS price_version, COALESCE(u.markup_version_id, 0)::text AS markup_version,
-              u.trace_id
+              u.trace_id, u.member_id, u.team_id
        FROM usage_records u JOIN api_keys k ON k.id = u.key_id
        WHERE ${where.join(' AND ')}
        ORDER BY u.created_at DESC, u.request_id LIMIT ?`,
@@ -169,6 +169,8 @@ export async function usagePage(
       latencyMs: Number(r.latency_ms),
       createdAt: timestampFromMicros(big(r.at_us)),
       traceId: (r.trace_id as string | null) ?? '',
+      memberId: (r.member_id as string | null) ?? '',
+      teamId: (r.team_id as string | null) ?? '',
     })),
     nextCursor:
       rows.length > opts.limit && last

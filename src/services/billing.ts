@@ -23,6 +23,9 @@ const MARGIN_BY: Partial<Record<MarginGrouping, MarginBy>> = {
   [MarginGrouping.DAY]: 'day',
   [MarginGrouping.ACCOUNT]: 'account',
   [MarginGrouping.DEPLOYMENT]: 'deployment',
+  [MarginGrouping.TEAM]: 'team',
+  [MarginGrouping.MEMBER]: 'member',
+  [MarginGrouping.KEY]: 'key',
 };
 
 const keyNotFound = () => notFound('key_not_found', 'No live key matches.');

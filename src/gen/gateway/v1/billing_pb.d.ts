@@ -492,6 +492,18 @@ export declare type UsageRecord = Message<"gateway.v1.UsageRecord"> & {
    * @generated from field: string trace_id = 19;
    */
   traceId: string;
+
+  /**
+   * Whose key made the request when it was made (docs/organisations.md): its member, or its team.
+   *
+   * @generated from field: string member_id = 20;
+   */
+  memberId: string;
+
+  /**
+   * @generated from field: string team_id = 21;
+   */
+  teamId: string;
 };
 
 /**
@@ -924,7 +936,7 @@ export declare const GetMarginReportRequestSchema: GenMessage<GetMarginReportReq
  */
 export declare type MarginRow = Message<"gateway.v1.MarginRow"> & {
   /**
-   * The model id, the UTC day (YYYY-MM-DD) or the account id.
+   * The model id, the UTC day (YYYY-MM-DD), the account (organisation), deployment, team, member or key id.
    *
    * @generated from field: string key = 1;
    */
@@ -1494,6 +1506,23 @@ export enum MarginGrouping {
    * @generated from enum value: MARGIN_GROUPING_DEPLOYMENT = 4;
    */
   DEPLOYMENT = 4,
+
+  /**
+   * By the team, member or key the request was charged to (docs/organisations.md); "" for no team.
+   *
+   * @generated from enum value: MARGIN_GROUPING_TEAM = 5;
+   */
+  TEAM = 5,
+
+  /**
+   * @generated from enum value: MARGIN_GROUPING_MEMBER = 6;
+   */
+  MEMBER = 6,
+
+  /**
+   * @generated from enum value: MARGIN_GROUPING_KEY = 7;
+   */
+  KEY = 7,
 }
 
 /**
