@@ -30,22 +30,6 @@ const USAGE = `usage: npm run cli -- keys|orgs|members|invites|teams|catalogue|p
   keys revoke <key|key_id>
   keys usage <key|key_id> [--limit <n>]           the last requests (default 20), newest first
   keys limits <key|key_id> [--rpm <n>] [--tpm <n>]    per-key rate limits (0 = unlimited; omitted = default)
-  orgs create <name> --owner <name> [--telegram telegram:<id>] [--credits <usd>]
-                                                  an organisation and its owner; prints its id (the owner's first key on stderr)
-  orgs list [query] | show <org> | rename <org> <name>
-  orgs spend <org> [--by team|member|key|model|day] [--from <date>] [--to <date>] [--csv]
-  orgs usage <org> [--member <id>] [--team <id>] [--key-id <id>] [--limit <n>] [--csv]
-  orgs audit <org> [--limit <n>] [--csv]           the organisation's audit log, newest first
-  orgs keys <org> [--member <id> | --team <id>] [--all]
-  orgs add-key <org> --member <id> | --team <id> [--name <text>]   prints the key once
-  members list <org> [query] | role <org> <member> <role> | link <org> <member>
-  members remove <org> <member> [--to-member <id> | --to-team <id>]   revokes their keys, or hands them over
-  invites create <org> [--role member|billing|admin|owner] [--team <id>] [--hours <n>] [--note <text>]
-                                                  a one-time invitation; prints its token
-  invites list <org> | revoke <org> <invitation>
-  invites redeem <token> --name <name>            joins as a new member; prints their first key once
-  teams create <org> <name> | list <org> | rename <org> <team> <name> | delete <org> <team>
-  teams add <org> <team> <member> | remove <org> <team> <member>
   catalogue history <model>                       the model's price versions, newest first
   catalogue set-price <model> <key=usd>... [--from <iso date>] [--reason <text>]
                                                   a new price version: the whole price map, now or from a date
@@ -77,6 +61,36 @@ const USAGE = `usage: npm run cli -- keys|orgs|members|invites|teams|catalogue|p
   accounts set-group <key|key_id> <group>         the account's price group for markups ('' = the default)
   report margin [--from <date>] [--to <date>] [--by model|day|account|deployment|team|member|key]
                                                   revenue, provider cost and margin of the requests in [from, to), UTC
+  orgs create <name> --owner <name> [--telegram telegram:<id>] [--credits <usd>]
+                                                  an organisation and its owner; prints its id (the owner's first key on stderr)
+  orgs list [query]                               organisations, newest first
+  orgs show <org>                                 balance, held, available; members, teams, live keys
+  orgs rename <org> <name>
+  orgs spend <org> [--by team|member|key|model|day] [--from <date>] [--to <date>] [--csv]
+                                                  who spent what (default: by member, the last 30 days)
+  orgs usage <org> [--member <id>] [--team <id>] [--key-id <id>] [--limit <n>] [--csv]
+                                                  requests, newest first, with the team, member and key of each
+  orgs audit <org> [--limit <n>] [--csv]          the organisation's audit log, newest first
+  orgs keys <org> [--member <id> | --team <id>] [--all]
+                                                  the organisation's keys and whose each is
+  orgs add-key <org> --member <id> | --team <id> [--name <text>]
+                                                  a member's or a team's key; prints it once
+  members list <org> [query]                      members, roles, teams and live keys
+  members role <org> <member> <role>              owner, admin, billing or member
+  members remove <org> <member> [--to-member <id> | --to-team <id>]
+                                                  revokes their keys (or hands them over), ends their sessions
+  members link <org> <member>                     a one-time console sign-in link for the member
+  invites create <org> [--role member|billing|admin|owner] [--team <id>] [--hours <n>] [--note <text>]
+                                                  a one-time invitation; prints its token
+  invites list <org>
+  invites revoke <org> <invitation>
+  invites redeem <token> --name <name>            joins as a new member; prints their first key once
+  teams create <org> <name>                       prints the team's id
+  teams list <org>
+  teams rename <org> <team> <name>
+  teams delete <org> <team>                       refused while the team has live keys
+  teams add <org> <team> <member>
+  teams remove <org> <team> <member>
 options: --json for machine-readable output; -f - reads the file from stdin; -h, --help for this text
 finding the gateway: GATEWAY_RPC_URL, else GRPC_PORT (and GRPC_HOST), else the address a running
   gateway wrote to DATA_DIR/gateway.json (default ./data), else http://127.0.0.1:8081
