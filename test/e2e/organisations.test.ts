@@ -296,3 +296,51 @@ describe('a removal on every instance', () => {
     expect(rows.rows[0].n).toBe(0);
   });
 });
+
+describe('paging', () => {
+  it('holds over 10,000 members and 10,000 teams: every one listed once, in order, page after page', {
+    timeout: 120_000,
+  }, async () => {
+    const org = await newOrganisation('0');
+    // Made in bulk in the database: 10,000 invitations redeemed one by one would test nothing more.
+    await db().query(
+      `WITH m AS (
+         INSERT INTO members (id, name) SELECT 'mem_bulk' || g || '_' || $2, 'Bulk ' || g FROM generate_series(1, 10000) g RETURNING id
+       )
+       INSERT INTO memberships (account_id, member_id, role, created_at)
+       SELECT $1, id, 'member', now() + (substr(id, 9, position('_' in substr(id, 9)) - 1)::int * interval '1 microsecond') FROM m`,
+      [org.id, org.id.slice(-6)],
+    );
+    await db().query(
+      `INSERT INTO teams (id, account_id, name) SELECT 'team_bulk' || g || '_' || $2, $1, 'Team ' || g FROM generate_series(1, 10000) g`,
+      [org.id, org.id.slice(-6)],
+    );
+    const admin = org.people.admin.client;
+    const seen: string[] = [];
+    const times: number[] = [];
+    for (let cursor = '', pages = 0; pages < 100; pages++) {
+      const t = performance.now();
+      const r = await admin.listMembers({ organisationId: org.id, pageSize: 200, cursor });
+      times.push(performance.now() - t);
+      seen.push(...r.members.map((m) => m.memberId));
+      if (!r.nextCursor) break;
+      cursor = r.nextCursor;
+    }
+    expect(seen).toHaveLength(10_004);
+    expect(new Set(seen).size).toBe(10_004);
+    const teams: string[] = [];
+    for (let cursor = '', pages = 0; pages < 100; pages++) {
+      const t = performance.now();
+      const r = await admin.listTeams({ organisationId: org.id, pageSize: 200, cursor });
+      times.push(performance.now() - t);
+      teams.push(...r.teams.map((x) => x.teamId));
+      if (!r.nextCursor) break;
+      cursor = r.nextCursor;
+    }
+    expect(new Set(teams).size).toBe(10_000);
+    // A figure for the note, not a timed assertion (docs/benchmark.md measures speed).
+    console.log(
+      `organisation paging: ${times.length} pages of 200, slowest ${Math.max(...times).toFixed(1)} ms: ${times.map((t) => t.toFixed(0)).join(' ')}`,
+    );
+  });
+});
