@@ -11,6 +11,8 @@ import type { BillingClient, BotContext, BotFlavor, CatalogueClient, Organisatio
 import { fallbacks } from './fallbacks.ts';
 import { help } from './help.ts';
 import { history } from './history.ts';
+import { inviting } from './invite.ts';
+import { joining } from './join.ts';
 import { keys } from './keys.ts';
 import { organisations } from './organisations.ts';
 import { payments } from './payments.ts';
@@ -51,13 +53,16 @@ export function createBot(
   });
   // First the guard: nothing of an account is read, changed or posted outside a private chat.
   bot.use(privateChatOnly);
+  // joining before help: it takes the /start of an invitation link, help every other /start.
   bot.use(
+    joining,
     help,
     prices,
     keys,
     balance,
     consoleLink,
     organisations,
+    inviting,
     topUp,
     payments,
     refunds,
