@@ -18,6 +18,16 @@ export type Actor =
   /** A team's key: it acts for no member. */
   | { kind: 'team_key'; keyId: string; accountId: string; via: Via; from: string };
 
+/**
+ * The header by which the bot, calling over the RPC port with the operator's credentials (the
+ * admin token, or this machine when none is set), names the Telegram user it acts for: the call
+ * is then that user's, never the operator's (src/rpc/server.ts). In process the bot sets ACTOR.
+ */
+export const TELEGRAM_USER_HEADER = 'x-gateway-telegram-user';
+
+/** A Telegram user as members.telegram_user names one: "telegram:<user id>". */
+export const isTelegramUser = (v: string): boolean => /^telegram:[0-9]{1,20}$/.test(v);
+
 export const ACTOR = createContextKey<Actor | undefined>(undefined, {
   description: 'who acts on an organisation',
 });

@@ -120,6 +120,13 @@ export async function setRole(
         accountId,
         memberId,
       ]);
+      // The bot lets an account's owner (accounts.owner) reach all its keys and top it up: an
+      // owner no longer, their Telegram user loses that with the role, as on removal.
+      if (from === 'owner')
+        await trx.raw(
+          `UPDATE accounts SET owner = NULL WHERE id = ? AND owner = (SELECT telegram_user FROM members WHERE id = ?)`,
+          [accountId, memberId],
+        );
       await audit(trx, actor, {
         accountId,
         action: 'member.role_changed',

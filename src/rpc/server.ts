@@ -9,7 +9,7 @@ import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { VideoService } from '../gen/gateway/v1/video_pb.js';
 import { OrganisationService } from '../gen/gateway/v1/organisations_pb.js';
-import { ACTOR, type Actor, type Via } from '../organisations/actor.ts';
+import { ACTOR, isTelegramUser, TELEGRAM_USER_HEADER, type Actor, type Via } from '../organisations/actor.ts';
 import type { Logger } from 'pino';
 import {
   endStreamFlag,
@@ -203,6 +203,9 @@ function callerValues(req: unknown): ContextValues {
 /**
  * OrganisationService: a call with a gateway key acts as that key's member (or as a team key,
  * which may only ask who it is); a call without one is the operator's, checked as Billing's are.
+ * A call that passes the operator's check and names a Telegram user (TELEGRAM_USER_HEADER: the
+ * bot run apart, trusted as it is with `owner` on a KeyRef) acts as that user instead, never as
+ * the operator; with a key, the header is not read.
  */
 async function organisationRefusal(
   req: http2.Http2ServerRequest,
@@ -223,8 +226,20 @@ async function organisationRefusal(
     return undefined;
   }
   const refused = await operatorRefusal(req, access);
-  if (!refused) actors.set(req, { kind: 'operator', via, from });
-  return refused;
+  if (refused) return refused;
+  const telegramUser = header(req, TELEGRAM_USER_HEADER);
+  if (telegramUser === undefined) actors.set(req, { kind: 'operator', via, from });
+  else if (isTelegramUser(telegramUser)) actors.set(req, { kind: 'telegram', telegramUser, via: 'bot', from: '' });
+  else
+    return gatewayError({
+      httpStatus: 400,
+      type: 'invalid_request_error',
+      code: 'invalid_value',
+      param: TELEGRAM_USER_HEADER,
+      message: `${TELEGRAM_USER_HEADER} is "telegram:<user id>"`,
+      requestId: newRequestId(),
+    });
+  return undefined;
 }
 
 /** Each refusal is a GatewayError with a request id of its own, as every answer of the facade has. */

@@ -25,6 +25,7 @@ beforeAll(async () => {
     billing: {},
     catalogue: {},
     video: {},
+    organisations: {},
     inference: {
       chatCompletion: async () => {
         throw new Error(CAUSE);
