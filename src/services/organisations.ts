@@ -5,7 +5,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { ServiceImpl } from '@connectrpc/connect';
 import { type OrganisationService } from '../gen/gateway/v1/organisations_pb.js';
 import { badRequest, gatewayError } from '../errors/errors.ts';
-import { actorOf } from '../organisations/actor.ts';
+import { actorOf, isTelegramUser } from '../organisations/actor.ts';
 import { notAllowed, type Role } from '../organisations/roles.ts';
 import { cleanName } from '../organisations/names.ts';
 import {
@@ -92,7 +92,7 @@ function organisationMethods(
       if (actor.kind !== 'operator') throw operatorOnly();
       const name = cleanName(req.name, 'name');
       const ownerTelegram = req.ownerTelegramUser.trim();
-      if (ownerTelegram && !/^telegram:[0-9]{1,20}$/.test(ownerTelegram))
+      if (ownerTelegram && !isTelegramUser(ownerTelegram))
         throw badRequest('owner_telegram_user is "telegram:<user id>"', 'invalid_value', 'owner_telegram_user');
       const ownerName = cleanName(req.ownerName, 'owner_name', { optional: Boolean(ownerTelegram) });
       const made = await createOrganisation(db, actor, { name, ownerName, ownerTelegram });
