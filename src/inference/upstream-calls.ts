@@ -2,9 +2,9 @@
 // router's order, each failure before the caller got anything (429, 5xx, timeouts, refused
 // connections) moving the request on to the next deployment, and a deployment tried again after a
 // backoff only once the others have had their turn. Every answer feeds the deployments' passive
-// health. It charges nothing: a call that fails throws a failure marked with the outcome its zero
-// settle records (outcomes.ts), and the caller's metering settles it once, at the deployment that
-// answered (plan.servedBy).
+// health, judged for the caller's account. It charges nothing: a call that fails throws a failure
+// marked with the outcome its zero settle records (outcomes.ts), and the caller's metering settles
+// it once, at the deployment that answered (plan.servedBy).
 import { Code, type ConnectError } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
@@ -15,7 +15,7 @@ import { withOutcome, isAbort } from '../metering/outcomes.ts';
 import type { Plan } from '../metering/plan.ts';
 import { upstreamFailure, type Upstream, type UpstreamBody, type UpstreamResponse } from './upstream.ts';
 import { targetOf, type Endpoint, type Target } from './providers/target.ts';
-import type { DeploymentHealth } from './routing/deployment-health.ts';
+import type { Attempt, DeploymentHealth } from './routing/deployment-health.ts';
 import type { Router } from './routing/router.ts';
 import type { DeploymentLimits } from './routing/deployment-limits.ts';
 import { endFailedAttempt, notePrompt, startAttemptSpan } from './attempt-spans.ts';
@@ -88,10 +88,12 @@ export class UpstreamCalls {
       plan.upstreamStartedAt = performance.now();
       this.metrics.addedLatencyOf(plan.route).observe((plan.upstreamStartedAt - plan.startedAt) / 1000);
     }
+    const account = plan.caller.accountId;
     const order = this.router.order(
       plan.model,
       { inputTokens: plan.inputUpper, outputTokens: plan.maxOutput * plan.choices },
       plan.requestId,
+      account,
     );
     if (order.length === 0) throw withOutcome(noDeployment(plan), 'upstream_unreachable', 503);
     const { retries, retryBaseMs, retryMaxWaitMs } = this.config;
@@ -116,23 +118,20 @@ export class UpstreamCalls {
         await sleep(Math.min(retryMaxWaitMs, waitMs > 0 ? waitMs : backoff), undefined, { signal: waits() });
         waitMs = 0;
       }
-      // A deployment whose cooldown is over takes one trial request; one cooling since the order was made takes none.
-      // (The model's own count, not the order's: a model on two whose other is cooling still cools this one.)
-      const admission = plan.model.served.length > 1 ? this.health.admission(d.key) : 'open';
-      if (admission === 'cooling' || (admission === 'trial' && !this.health.claimTrial(d.key))) continue;
+      const pass = this.admit(plan, d, account);
+      if (!pass) continue;
       if (d.limits && this.limits) {
         const full = await this.takeLimits(plan, d);
         if (full !== undefined) {
-          if (admission === 'trial') this.health.releaseTrial(d.key);
+          if (pass.trial) this.health.releaseTrial(pass);
           this.metrics.deploymentLimitWaits.of(d.key).inc();
           fullForMs = Math.min(fullForMs ?? Infinity, full);
           continue;
         }
       }
       if (last) this.metrics.upstreamRetries.inc({ provider: d.provider.id, reason: 'next_deployment' });
-      const result = await this.attempt(plan, d, endpoint, body, signal, {
+      const result = await this.attempt(plan, d, endpoint, body, signal, pass, {
         lastAttempt: attempt === attempts - 1,
-        trial: admission === 'trial',
         number: attempt,
         after: last ? (lastKey === d.key ? 'retry' : 'failover') : undefined,
       });
@@ -150,6 +149,20 @@ export class UpstreamCalls {
     if (!last && fullForMs !== undefined) throw withOutcome(atLimits(plan, fullForMs), 'deployment_limits', 503);
     if (!last) throw withOutcome(noDeployment(plan), 'upstream_unreachable', 503);
     throw withOutcome(last.failure, last.outcome, toGatewayError(last.failure).httpStatus);
+  }
+
+  /**
+   * The attempt `d` takes from `account` now, or undefined when it takes nothing: a deployment
+   * whose cooldown is over takes one trial request; one cooling since the order was made takes
+   * none. (The model's own count, not the order's: a model on two whose other is cooling still
+   * cools this one.)
+   */
+  private admit(plan: Plan, d: ResolvedDeployment, account: string): Attempt | undefined {
+    const admission = plan.model.served.length > 1 ? this.health.admission(d.key, account) : 'open';
+    if (admission === 'cooling') return undefined;
+    const trial = admission === 'trial' ? this.health.claimTrial(d.key, account) : undefined;
+    if (admission === 'trial' && !trial) return undefined;
+    return { key: d.key, account, sentAt: 0, trial };
   }
 
   /**
@@ -194,15 +207,17 @@ export class UpstreamCalls {
     endpoint: Endpoint,
     body: UpstreamBody,
     signal: AbortSignal | undefined,
-    how: { lastAttempt: boolean; trial: boolean; number: number; after: 'retry' | 'failover' | undefined },
+    pass: Attempt,
+    how: { lastAttempt: boolean; number: number; after: 'retry' | 'failover' | undefined },
   ): Promise<{ res: UpstreamResponse } | (Failed & { retryAfterMs?: number })> {
     const target = this.targetFor(d);
     const { url, headers } = endpoint(target);
     const provider = d.provider.id;
-    const span = startAttemptSpan(plan, d, url, { attempt: how.number, after: how.after, trial: how.trial });
+    const span = startAttemptSpan(plan, d, url, { attempt: how.number, after: how.after, trial: !!pass.trial });
     notePrompt(span, plan.body);
     const traceparent = this.upstreamTraceparent ? traceparentOf(span) : undefined;
     const started = performance.now();
+    pass.sentAt = this.health.now();
     let res: UpstreamResponse;
     try {
       res = await this.upstream.post(
@@ -214,7 +229,7 @@ export class UpstreamCalls {
       );
     } catch (err) {
       if (isAbort(err)) {
-        if (how.trial) this.health.releaseTrial(d.key);
+        if (pass.trial) this.health.releaseTrial(pass);
         endFailedAttempt(span, 'caller_left');
         throw err;
       }
@@ -222,7 +237,7 @@ export class UpstreamCalls {
       const timedOut = failure.code === Code.DeadlineExceeded;
       const reason = timedOut ? 'timeout' : 'connection';
       endFailedAttempt(span, reason);
-      this.failed(d, reason, undefined, how.trial);
+      this.failed(d, pass, reason, undefined);
       this.metrics.upstreamRetries.inc({ provider, reason });
       return { failure, outcome: timedOut ? 'upstream_timeout' : 'upstream_unreachable' };
     }
@@ -232,7 +247,7 @@ export class UpstreamCalls {
     if (res.statusCode === 429 || res.statusCode >= 500) {
       endFailedAttempt(span, String(res.statusCode), res.statusCode);
       const retryAfter = retryAfterMs(res.headers['retry-after']);
-      this.failed(d, String(res.statusCode), res.statusCode === 429 ? retryAfter : undefined, how.trial);
+      this.failed(d, pass, String(res.statusCode), res.statusCode === 429 ? retryAfter : undefined);
       // The last attempt's answer goes to the caller as the provider gave it (its error's own words).
       if (how.lastAttempt) return { res };
       await res.body.dump().catch(() => {});
@@ -243,7 +258,7 @@ export class UpstreamCalls {
         ...(retryAfter !== undefined ? { retryAfterMs: retryAfter } : {}),
       };
     }
-    this.health.succeeded(d.key, seconds * 1000);
+    this.health.succeeded(pass, seconds * 1000);
     this.metrics.deploymentRequestsOf(d.key, provider, 'ok').inc();
     if (span.isRecording()) {
       span.setAttribute('http.response.status_code', res.statusCode);
@@ -253,9 +268,9 @@ export class UpstreamCalls {
     return { res };
   }
 
-  private failed(d: ResolvedDeployment, reason: string, retryAfter: number | undefined, trial: boolean): void {
+  private failed(d: ResolvedDeployment, pass: Attempt, reason: string, retryAfter: number | undefined): void {
     this.metrics.deploymentRequestsOf(d.key, d.provider.id, reason).inc();
-    this.health.failed(d.key, reason, retryAfter, trial);
+    this.health.failed(pass, reason, retryAfter);
   }
 }
 
