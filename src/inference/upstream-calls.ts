@@ -4,7 +4,8 @@
 // backoff only once the others have had their turn. Every answer feeds the deployments' passive
 // health, judged for the caller's account. It charges nothing: a call that fails throws a failure
 // marked with the outcome its zero settle records (outcomes.ts), and the caller's metering settles
-// it once, at the deployment that answered (plan.servedBy).
+// it once, at the deployment whose answer decided it (plan.servedBy: the one that answered, or of a
+// request that failed everywhere the last one that gave an HTTP answer).
 import { Code, type ConnectError } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
@@ -75,7 +76,8 @@ export class UpstreamCalls {
    * POST upstream over the model's deployments, with retries only while the caller is there
    * (`callerGone`: no new request for a caller who left). What still fails is thrown: a
    * transport failure as 502/504, the last 429/5xx as itself; any other HTTP answer is returned
-   * as it is, and the deployment that gave it is `plan.servedBy`.
+   * as it is, and the deployment that gave it is `plan.servedBy`. A failure thrown names the last
+   * deployment that gave an HTTP answer, if one did.
    */
   async post(
     plan: Plan,
@@ -105,6 +107,8 @@ export class UpstreamCalls {
       (linked ??= signal && callerGone ? AbortSignal.any([signal, callerGone]) : (signal ?? callerGone));
     let last: Failed | undefined;
     let lastKey: string | undefined;
+    /** The last deployment that gave an HTTP answer (a 429 or 5xx): the one a failed request's usage row names. */
+    let lastAnswered: ResolvedDeployment | undefined;
     let waitMs = 0;
     /** Set while every deployment tried was at its limits: when the soonest has room again. */
     let fullForMs: number | undefined;
@@ -144,10 +148,12 @@ export class UpstreamCalls {
       this.giveBackLimits(plan);
       last = result;
       lastKey = d.key;
+      if (result.outcome === 'upstream_error') lastAnswered = d;
       if (result.retryAfterMs) waitMs = Math.max(waitMs, result.retryAfterMs);
     }
     if (!last && fullForMs !== undefined) throw withOutcome(atLimits(plan, fullForMs), 'deployment_limits', 503);
     if (!last) throw withOutcome(noDeployment(plan), 'upstream_unreachable', 503);
+    if (lastAnswered) plan.servedBy = lastAnswered;
     throw withOutcome(last.failure, last.outcome, toGatewayError(last.failure).httpStatus);
   }
 
