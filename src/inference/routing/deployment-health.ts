@@ -28,7 +28,10 @@ export interface Attempt {
   key: string;
   /** The account that sent it: failures are charged to it. */
   account: string;
-  /** When it was sent (this health's clock): an answer to a request sent before a cooldown began does not end it. */
+  /**
+   * When it was sent (this health's clock, epoch ms): an answer to a request sent before a
+   * cooldown began (or in the same ms) does not end it; a trial's always counts.
+   */
   sentAt: number;
   /** The trial it took (claimTrial), if it took one. */
   trial?: Trial | undefined;
@@ -57,13 +60,13 @@ interface State extends Cooling {
   causers: string[];
   /** An account other than the causers asked for it while it cooled. */
   othersWaiting: boolean;
-  /** The last two accounts it served (successes), each with when. */
+  /** The last two accounts it served (successes), each with when its request was sent. */
   servedAccount: string;
   servedAt: number;
   otherServedAccount: string;
   otherServedAt: number;
-  /** Account views of this deployment held in `views`. */
-  views: number;
+  /** The accounts with failures here (each also in DeploymentHealth.views); undefined before any. */
+  accounts: Map<string, AccountView> | undefined;
   /** Time to the response headers, smoothed (ms); undefined before the first answer. */
   latencyMs: number | undefined;
   /** The last answers (true: ok), for the error rate shown to operators. */
@@ -76,6 +79,7 @@ interface State extends Cooling {
 /** One account's failures at one deployment, and the cooldown they gave that account alone. */
 interface AccountView extends Cooling {
   state: State;
+  account: string;
   consecutiveFails: number;
 }
 
@@ -107,8 +111,8 @@ export const MAX_ACCOUNT_VIEWS = 10_000;
 
 export class DeploymentHealth {
   private readonly states = new Map<string, State>();
-  /** Per (deployment, account) with failures there: `${key}\n${account}`, least recently failed first. */
-  private readonly views = new Map<string, AccountView>();
+  /** Every account view of every deployment, least recently failed first (a Set keeps insertion order). */
+  private readonly views = new Set<AccountView>();
   private readonly settings: HealthSettings;
   /** Epoch ms (a test's own clock in tests). */
   readonly now: () => number;
@@ -134,7 +138,7 @@ export class DeploymentHealth {
         servedAt: 0,
         otherServedAccount: '',
         otherServedAt: 0,
-        views: 0,
+        accounts: undefined,
         latencyMs: undefined,
         recent: [],
         latencies: [],
@@ -155,8 +159,8 @@ export class DeploymentHealth {
     };
   }
 
-  private viewOf(key: string, account: string, s: State | undefined): AccountView | undefined {
-    return s && s.views > 0 ? this.views.get(`${key}\n${account}`) : undefined;
+  private viewOf(account: string | undefined, s: State | undefined): AccountView | undefined {
+    return account === undefined || !s?.accounts?.size ? undefined : s.accounts.get(account);
   }
 
   /**
@@ -166,22 +170,36 @@ export class DeploymentHealth {
    * account, and to one of them only if none has taken it within as long again.
    */
   admission(key: string, account?: string): Admission {
-    return this.judge(key, account).admission;
+    const s = this.states.get(key);
+    // A healthy deployment (the ordinary request): no clock read, nothing made.
+    if (!s || (s.coolUntil === 0 && !s.onTrial && !s.accounts?.size)) return 'open';
+    const now = this.now();
+    const c = this.cooldownFor(s, account, now);
+    return c === undefined ? 'open' : c === 'cooling' ? 'cooling' : trialOf(c, now);
   }
 
-  private judge(key: string, account: string | undefined): { admission: Admission; holder?: Cooling; trial?: Trial } {
+  /** Takes the one trial `account` may have at `key` now; undefined when there is none for it (another has it). */
+  claimTrial(key: string, account: string): Trial | undefined {
     const s = this.states.get(key);
-    if (!s) return { admission: 'open' };
+    if (!s) return undefined;
     const now = this.now();
+    const c = this.cooldownFor(s, account, now);
+    if (c === undefined || c === 'cooling' || trialOf(c, now) !== 'trial') return undefined;
+    c.trialInFlight = true;
+    return c === s ? 'shared' : 'own';
+  }
+
+  /** The cooldown that decides `account`'s admission: the deployment's, the account's own, none, or 'cooling' (nothing for it now). */
+  private cooldownFor(s: State, account: string | undefined, now: number): Cooling | 'cooling' | undefined {
     if (now < s.coolUntil) {
       if (account !== undefined && s.causers.length > 0 && !s.causers.includes(account)) s.othersWaiting = true;
-      return { admission: 'cooling' };
+      return 'cooling';
     }
-    const v = account === undefined ? undefined : this.viewOf(key, account, s);
-    if (v && episode(v)) return { ...trialOf(v, now), trial: 'own' };
-    if (!episode(s)) return { admission: 'open' };
-    if (account !== undefined && now < this.othersFirstUntil(s, account)) return { admission: 'cooling' };
-    return { ...trialOf(s, now), trial: 'shared' };
+    const v = this.viewOf(account, s);
+    if (v && episode(v)) return v;
+    if (!episode(s)) return undefined;
+    if (account !== undefined && now < this.othersFirstUntil(s, account)) return 'cooling';
+    return s;
   }
 
   /** Until when the shared trial waits for another account than `account`, one whose failures cooled it (0: it does not). */
@@ -189,20 +207,12 @@ export class DeploymentHealth {
     return s.othersWaiting && s.causers.includes(account) ? s.coolUntil + (s.coolUntil - s.cooledAt) : 0;
   }
 
-  /** Takes the one trial `account` may have at `key` now; undefined when there is none for it (another has it). */
-  claimTrial(key: string, account: string): Trial | undefined {
-    const j = this.judge(key, account);
-    if (j.admission !== 'trial') return undefined;
-    j.holder!.trialInFlight = true;
-    return j.trial;
-  }
-
   /** When `key` takes `account`'s requests again (epoch ms); 0 when it does now or once a trial in flight ends. */
   coolingUntil(key: string, account?: string): number {
     const s = this.states.get(key);
     if (!s) return 0;
     const now = this.now();
-    const v = account === undefined ? undefined : this.viewOf(key, account, s);
+    const v = this.viewOf(account, s);
     let until = s.coolUntil;
     if (v && episode(v)) until = Math.max(until, v.coolUntil);
     else if (account !== undefined && episode(s)) until = Math.max(until, this.othersFirstUntil(s, account));
@@ -215,7 +225,6 @@ export class DeploymentHealth {
 
   succeeded(a: Attempt, latencyMs: number): void {
     const s = this.state(a.key);
-    const now = this.now();
     s.latencyMs = s.latencyMs === undefined ? latencyMs : s.latencyMs + SMOOTHING * (latencyMs - s.latencyMs);
     s.latencies.push(latencyMs);
     if (s.latencies.length > RECENT) s.latencies.shift();
@@ -225,17 +234,17 @@ export class DeploymentHealth {
       s.otherServedAt = s.servedAt;
       s.servedAccount = a.account;
     }
-    s.servedAt = now;
-    const v = this.viewOf(a.key, a.account, s);
+    s.servedAt = a.sentAt; // recent enough for a window of minutes, with no clock read
+    const v = this.viewOf(a.account, s);
     // Its failures in a row end, and its own cooldown unless the request was sent before that began.
-    if (v && (!episode(v) || a.sentAt >= v.cooledAt)) this.forget(a.key, a.account, v);
+    if (v && (!episode(v) || sentSince(a, v, 'own'))) this.forget(v);
     if (!episode(s)) {
       s.consecutiveFails = 0;
       s.failing.length = 0;
       return;
     }
     // Sent before the cooldown began, it says nothing of the deployment since; a provider's retry-after holds to its end.
-    if (a.sentAt < s.cooledAt || now < s.retryAfterUntil) {
+    if (!sentSince(a, s, 'shared') || this.now() < s.retryAfterUntil) {
       if (a.trial === 'shared') s.trialInFlight = false;
       return;
     }
@@ -255,7 +264,7 @@ export class DeploymentHealth {
     const s = this.state(a.key);
     s.consecutiveFails++;
     remember(s, false);
-    const v = this.viewOf(a.key, a.account, s);
+    const v = this.viewOf(a.account, s);
     if (a.trial === 'shared') s.trialInFlight = false;
     if (a.trial === 'own' && v) v.trialInFlight = false;
     if (retryAfterMs !== undefined && retryAfterMs > 0) {
@@ -274,7 +283,7 @@ export class DeploymentHealth {
     if (a.trial === 'own' && v) return this.coolAgain(a.key, v, reason, a.account);
     if (episode(s) || (v && episode(v))) return;
     addAccount(s.failing, a.account);
-    const view = this.touch(a.key, a.account, s, v);
+    const view = this.touch(a.account, s, v);
     view.consecutiveFails++;
     const { allowedFails } = this.settings;
     if (s.consecutiveFails >= allowedFails && (s.failing.length > 1 || !this.servesOthers(s, a.account))) {
@@ -288,7 +297,7 @@ export class DeploymentHealth {
   releaseTrial(a: Attempt): void {
     const s = this.states.get(a.key);
     if (a.trial === 'shared' && s) s.trialInFlight = false;
-    const v = a.trial === 'own' ? this.viewOf(a.key, a.account, s) : undefined;
+    const v = a.trial === 'own' ? this.viewOf(a.account, s) : undefined;
     if (v) v.trialInFlight = false;
   }
 
@@ -301,25 +310,21 @@ export class DeploymentHealth {
     );
   }
 
-  /** `account`'s view of `key`, made if needed, as the most recently failed. */
-  private touch(key: string, account: string, s: State, v: AccountView | undefined): AccountView {
-    const id = `${key}\n${account}`;
-    if (v) this.views.delete(id);
+  /** `account`'s view of the deployment, made if needed, as the most recently failed. */
+  private touch(account: string, s: State, v: AccountView | undefined): AccountView {
+    if (v) this.views.delete(v);
     else {
-      v = { ...this.notCooling(), state: s, consecutiveFails: 0 };
-      s.views++;
-      if (this.views.size >= MAX_ACCOUNT_VIEWS) {
-        const [oldest, view] = this.views.entries().next().value!;
-        this.views.delete(oldest);
-        view.state.views--;
-      }
+      v = { ...this.notCooling(), state: s, account, consecutiveFails: 0 };
+      (s.accounts ??= new Map()).set(account, v);
+      if (this.views.size >= MAX_ACCOUNT_VIEWS) this.forget(this.views.values().next().value!);
     }
-    this.views.set(id, v);
+    this.views.add(v);
     return v;
   }
 
-  private forget(key: string, account: string, v: AccountView): void {
-    if (this.views.delete(`${key}\n${account}`)) v.state.views--;
+  private forget(v: AccountView): void {
+    this.views.delete(v);
+    v.state.accounts?.delete(v.account);
   }
 
   /** Cools `c` (the deployment's, or `account`'s own) for its next cooldown, and doubles the one after. */
@@ -375,10 +380,15 @@ function episode(c: Cooling): boolean {
 }
 
 /** A cooldown that is over: its one trial, unless a request has it. */
-function trialOf(c: Cooling, now: number): { admission: Admission; holder: Cooling } {
-  if (now < c.coolUntil) return { admission: 'cooling', holder: c };
+function trialOf(c: Cooling, now: number): Admission {
+  if (now < c.coolUntil) return 'cooling';
   c.onTrial = true;
-  return { admission: c.trialInFlight ? 'cooling' : 'trial', holder: c };
+  return c.trialInFlight ? 'cooling' : 'trial';
+}
+
+/** Whether `a` was sent after cooldown `c` began: its trial (`kind`), or sent in a later ms. */
+function sentSince(a: Attempt, c: Cooling, kind: Trial): boolean {
+  return a.trial === kind || a.sentAt > c.cooledAt;
 }
 
 function addAccount(list: string[], account: string): void {
