@@ -34,7 +34,7 @@ export interface SettleInput {
   model: string;
   /** The name the caller asked for (the model's id or an alias of it); the model's id when unset. */
   requestedModel?: string;
-  /** The deployment that answered (`<model>/<deployment>`); unset when no upstream answered. */
+  /** The deployment whose answer decided the request (`<model>/<deployment>`, docs/providers.md#deployments); unset when no upstream answered. */
   deployment?: string;
   /** The request's trace id (32 lowercase hex) when its trace was sampled; unset or '' otherwise (stored NULL). */
   traceId?: string;

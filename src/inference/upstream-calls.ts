@@ -2,9 +2,10 @@
 // router's order, each failure before the caller got anything (429, 5xx, timeouts, refused
 // connections) moving the request on to the next deployment, and a deployment tried again after a
 // backoff only once the others have had their turn. Every answer feeds the deployments' passive
-// health. It charges nothing: a call that fails throws a failure marked with the outcome its zero
-// settle records (outcomes.ts), and the caller's metering settles it once, at the deployment that
-// answered (plan.servedBy).
+// health, judged for the caller's account. It charges nothing: a call that fails throws a failure
+// marked with the outcome its zero settle records (outcomes.ts), and the caller's metering settles
+// it once, at the deployment whose answer decided it (plan.servedBy: the one that answered, or of a
+// request that failed everywhere the last one that gave an HTTP answer).
 import { Code, type ConnectError } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
@@ -15,7 +16,7 @@ import { withOutcome, isAbort } from '../metering/outcomes.ts';
 import type { Plan } from '../metering/plan.ts';
 import { upstreamFailure, type Upstream, type UpstreamBody, type UpstreamResponse } from './upstream.ts';
 import { targetOf, type Endpoint, type Target } from './providers/target.ts';
-import type { DeploymentHealth } from './routing/deployment-health.ts';
+import type { Attempt, DeploymentHealth } from './routing/deployment-health.ts';
 import type { Router } from './routing/router.ts';
 import type { DeploymentLimits } from './routing/deployment-limits.ts';
 import { endFailedAttempt, notePrompt, startAttemptSpan } from './attempt-spans.ts';
@@ -75,7 +76,8 @@ export class UpstreamCalls {
    * POST upstream over the model's deployments, with retries only while the caller is there
    * (`callerGone`: no new request for a caller who left). What still fails is thrown: a
    * transport failure as 502/504, the last 429/5xx as itself; any other HTTP answer is returned
-   * as it is, and the deployment that gave it is `plan.servedBy`.
+   * as it is, and the deployment that gave it is `plan.servedBy`. A failure thrown names the last
+   * deployment that gave an HTTP answer, if one did.
    */
   async post(
     plan: Plan,
@@ -88,10 +90,12 @@ export class UpstreamCalls {
       plan.upstreamStartedAt = performance.now();
       this.metrics.addedLatencyOf(plan.route).observe((plan.upstreamStartedAt - plan.startedAt) / 1000);
     }
+    const account = plan.caller.accountId;
     const order = this.router.order(
       plan.model,
       { inputTokens: plan.inputUpper, outputTokens: plan.maxOutput * plan.choices },
       plan.requestId,
+      account,
     );
     if (order.length === 0) throw withOutcome(noDeployment(plan), 'upstream_unreachable', 503);
     const { retries, retryBaseMs, retryMaxWaitMs } = this.config;
@@ -103,6 +107,8 @@ export class UpstreamCalls {
       (linked ??= signal && callerGone ? AbortSignal.any([signal, callerGone]) : (signal ?? callerGone));
     let last: Failed | undefined;
     let lastKey: string | undefined;
+    /** The last deployment that gave an HTTP answer (a 429 or 5xx): the one a failed request's usage row names. */
+    let lastAnswered: ResolvedDeployment | undefined;
     let waitMs = 0;
     /** Set while every deployment tried was at its limits: when the soonest has room again. */
     let fullForMs: number | undefined;
@@ -116,23 +122,20 @@ export class UpstreamCalls {
         await sleep(Math.min(retryMaxWaitMs, waitMs > 0 ? waitMs : backoff), undefined, { signal: waits() });
         waitMs = 0;
       }
-      // A deployment whose cooldown is over takes one trial request; one cooling since the order was made takes none.
-      // (The model's own count, not the order's: a model on two whose other is cooling still cools this one.)
-      const admission = plan.model.served.length > 1 ? this.health.admission(d.key) : 'open';
-      if (admission === 'cooling' || (admission === 'trial' && !this.health.claimTrial(d.key))) continue;
+      const pass = this.admit(plan, d, account);
+      if (!pass) continue;
       if (d.limits && this.limits) {
         const full = await this.takeLimits(plan, d);
         if (full !== undefined) {
-          if (admission === 'trial') this.health.releaseTrial(d.key);
+          if (pass.trial) this.health.releaseTrial(pass);
           this.metrics.deploymentLimitWaits.of(d.key).inc();
           fullForMs = Math.min(fullForMs ?? Infinity, full);
           continue;
         }
       }
       if (last) this.metrics.upstreamRetries.inc({ provider: d.provider.id, reason: 'next_deployment' });
-      const result = await this.attempt(plan, d, endpoint, body, signal, {
+      const result = await this.attempt(plan, d, endpoint, body, signal, pass, {
         lastAttempt: attempt === attempts - 1,
-        trial: admission === 'trial',
         number: attempt,
         after: last ? (lastKey === d.key ? 'retry' : 'failover') : undefined,
       });
@@ -145,11 +148,27 @@ export class UpstreamCalls {
       this.giveBackLimits(plan);
       last = result;
       lastKey = d.key;
+      if (result.outcome === 'upstream_error') lastAnswered = d;
       if (result.retryAfterMs) waitMs = Math.max(waitMs, result.retryAfterMs);
     }
     if (!last && fullForMs !== undefined) throw withOutcome(atLimits(plan, fullForMs), 'deployment_limits', 503);
     if (!last) throw withOutcome(noDeployment(plan), 'upstream_unreachable', 503);
+    if (lastAnswered) plan.servedBy = lastAnswered;
     throw withOutcome(last.failure, last.outcome, toGatewayError(last.failure).httpStatus);
+  }
+
+  /**
+   * The attempt `d` takes from `account` now, or undefined when it takes nothing: a deployment
+   * whose cooldown is over takes one trial request; one cooling since the order was made takes
+   * none. (The model's own count, not the order's: a model on two whose other is cooling still
+   * cools this one.)
+   */
+  private admit(plan: Plan, d: ResolvedDeployment, account: string): Attempt | undefined {
+    const admission = plan.model.served.length > 1 ? this.health.admission(d.key, account) : 'open';
+    if (admission === 'cooling') return undefined;
+    const trial = admission === 'trial' ? this.health.claimTrial(d.key, account) : undefined;
+    if (admission === 'trial' && !trial) return undefined;
+    return { key: d.key, account, sentAt: 0, trial };
   }
 
   /**
@@ -194,15 +213,17 @@ export class UpstreamCalls {
     endpoint: Endpoint,
     body: UpstreamBody,
     signal: AbortSignal | undefined,
-    how: { lastAttempt: boolean; trial: boolean; number: number; after: 'retry' | 'failover' | undefined },
+    pass: Attempt,
+    how: { lastAttempt: boolean; number: number; after: 'retry' | 'failover' | undefined },
   ): Promise<{ res: UpstreamResponse } | (Failed & { retryAfterMs?: number })> {
     const target = this.targetFor(d);
     const { url, headers } = endpoint(target);
     const provider = d.provider.id;
-    const span = startAttemptSpan(plan, d, url, { attempt: how.number, after: how.after, trial: how.trial });
+    const span = startAttemptSpan(plan, d, url, { attempt: how.number, after: how.after, trial: !!pass.trial });
     notePrompt(span, plan.body);
     const traceparent = this.upstreamTraceparent ? traceparentOf(span) : undefined;
     const started = performance.now();
+    pass.sentAt = this.health.now();
     let res: UpstreamResponse;
     try {
       res = await this.upstream.post(
@@ -214,7 +235,7 @@ export class UpstreamCalls {
       );
     } catch (err) {
       if (isAbort(err)) {
-        if (how.trial) this.health.releaseTrial(d.key);
+        if (pass.trial) this.health.releaseTrial(pass);
         endFailedAttempt(span, 'caller_left');
         throw err;
       }
@@ -222,7 +243,7 @@ export class UpstreamCalls {
       const timedOut = failure.code === Code.DeadlineExceeded;
       const reason = timedOut ? 'timeout' : 'connection';
       endFailedAttempt(span, reason);
-      this.failed(d, reason, undefined, how.trial);
+      this.failed(d, pass, reason, undefined);
       this.metrics.upstreamRetries.inc({ provider, reason });
       return { failure, outcome: timedOut ? 'upstream_timeout' : 'upstream_unreachable' };
     }
@@ -232,7 +253,7 @@ export class UpstreamCalls {
     if (res.statusCode === 429 || res.statusCode >= 500) {
       endFailedAttempt(span, String(res.statusCode), res.statusCode);
       const retryAfter = retryAfterMs(res.headers['retry-after']);
-      this.failed(d, String(res.statusCode), res.statusCode === 429 ? retryAfter : undefined, how.trial);
+      this.failed(d, pass, String(res.statusCode), res.statusCode === 429 ? retryAfter : undefined);
       // The last attempt's answer goes to the caller as the provider gave it (its error's own words).
       if (how.lastAttempt) return { res };
       await res.body.dump().catch(() => {});
@@ -243,7 +264,7 @@ export class UpstreamCalls {
         ...(retryAfter !== undefined ? { retryAfterMs: retryAfter } : {}),
       };
     }
-    this.health.succeeded(d.key, seconds * 1000);
+    this.health.succeeded(pass, seconds * 1000);
     this.metrics.deploymentRequestsOf(d.key, provider, 'ok').inc();
     if (span.isRecording()) {
       span.setAttribute('http.response.status_code', res.statusCode);
@@ -253,9 +274,9 @@ export class UpstreamCalls {
     return { res };
   }
 
-  private failed(d: ResolvedDeployment, reason: string, retryAfter: number | undefined, trial: boolean): void {
+  private failed(d: ResolvedDeployment, pass: Attempt, reason: string, retryAfter: number | undefined): void {
     this.metrics.deploymentRequestsOf(d.key, d.provider.id, reason).inc();
-    this.health.failed(d.key, reason, retryAfter, trial);
+    this.health.failed(pass, reason, retryAfter);
   }
 }
 

@@ -70,7 +70,13 @@ export class Metrics {
   readonly deploymentCooldowns = new FastCounter(
     this.registry,
     'gateway_deployment_cooldowns_total',
-    'Times a deployment was cooled down after failures or a retry-after',
+    'Times a deployment was cooled down for everyone after failures or a retry-after',
+    ['deployment'],
+  );
+  readonly deploymentAccountCooldowns = new FastCounter(
+    this.registry,
+    'gateway_deployment_account_cooldowns_total',
+    'Times a deployment was cooled down for one account alone, whose requests failed there while other accounts were served',
     ['deployment'],
   );
   readonly deploymentLimitWaits = new FastCounter(

@@ -331,9 +331,15 @@ function inferenceParts(
     abandonedDrainMs: config.upstream.abandonedDrainMs,
   });
   const health = new DeploymentHealth(config.routing);
-  health.onCooldown = (key, until, reason) => {
-    p.metrics.deploymentCooldowns.of(key).inc();
-    log.warn({ deployment: key, reason, until: new Date(until).toISOString() }, 'deployment cooling down');
+  health.onCooldown = (key, until, reason, account) => {
+    const fields = { deployment: key, reason, until: new Date(until).toISOString() };
+    if (account === undefined) {
+      p.metrics.deploymentCooldowns.of(key).inc();
+      log.warn(fields, 'deployment cooling down');
+    } else {
+      p.metrics.deploymentAccountCooldowns.of(key).inc();
+      log.warn({ ...fields, accountId: account }, 'deployment cooling down for one account');
+    }
   };
   const calls = new UpstreamCalls({
     upstream: p.upstream,
