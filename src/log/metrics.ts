@@ -79,6 +79,12 @@ export class Metrics {
     'Requests a deployment could not take because its rpm / tpm for the minute was used (they went to another deployment, or got a 503)',
     ['deployment'],
   );
+  readonly concurrencyRefusals = new FastCounter(
+    this.registry,
+    'gateway_concurrency_refusals_total',
+    'Requests refused 429 by a bound on requests in flight: key_concurrency_limit, account_concurrency_limit',
+    ['bound'],
+  );
   readonly upstreamLatencyOf = (provider: string, status: string) => this.upstreamLatency.of(provider, status);
   readonly deploymentRequestsOf = (deployment: string, provider: string, outcome: string) =>
     this.deploymentRequests.of(deployment, provider, outcome);

@@ -17,6 +17,7 @@ import { customerNano, providerBudgetNano, providerNano, type Markup, type Provi
 import { affordableCap, usageCostParts, worstCostNano } from '../billing/pricing.ts';
 import { markupFor } from '../catalogue/catalogue.ts';
 import type { RateDecision, RateLimiter } from '../billing/rate-limits.ts';
+import { boundsOf, type InFlightBound, type InFlightLimits } from '../billing/in-flight.ts';
 import type { Metrics } from '../log/metrics.ts';
 import { conflict, gatewayError, insufficientQuota, unauthorized } from '../errors/errors.ts';
 import { baseWorst } from './bill-policy.ts';
@@ -35,6 +36,10 @@ export interface MeteringDeps {
   log: Logger;
   /** Set when BILLING_MODE=lease. */
   leases?: LeaseBook;
+  /** The bounds on requests in flight per key and per account (MAX_IN_FLIGHT_PER_*), shared by every instance. */
+  inFlight?: InFlightLimits;
+  /** MAX_IN_FLIGHT_PER_ACCOUNT; 0 or unset: no bound per account. */
+  maxInFlightPerAccount?: number;
   /**
    * Told, when a request that took from a deployment's shared limits settles: the window it took
    * tokens from at its bound (to set right with the tokens it used), the concurrent slot it held.
@@ -77,13 +82,14 @@ export class Metering {
       endHoldSpan(span, plan, held);
       return held;
     } catch (err) {
+      this.releaseInFlight(plan);
       endHoldSpan(span, plan, undefined, err);
       throw err;
     }
   }
 
   private async holdWorstCase(plan: Plan): Promise<Held> {
-    await this.admit(plan.caller, plan.requestId);
+    await this.takeInFlight(plan, await this.admit(plan.caller, plan.requestId));
     const keyHash = plan.caller.keyHash;
     const markup = requestMarkup(plan);
     const w = (plan.worst ??= baseWorst(plan.model, plan.prices));
@@ -140,7 +146,7 @@ export class Metering {
   async holdExact(plan: Plan, providerCost: ProviderCost): Promise<bigint> {
     const span = startHoldSpan(plan);
     try {
-      await this.admit(plan.caller, plan.requestId);
+      await this.takeInFlight(plan, await this.admit(plan.caller, plan.requestId));
       const amountNano = customerNano(providerCost, requestMarkup(plan));
       if (!(await this.reserveFromLease(plan, amountNano))) {
         await this.placeExactHold(plan.caller, plan.requestId, amountNano, this.deps.holds.ttlSeconds);
@@ -149,6 +155,7 @@ export class Metering {
       endHoldSpan(span, plan, { amountNano });
       return amountNano;
     } catch (err) {
+      this.releaseInFlight(plan);
       endHoldSpan(span, plan, undefined, err);
       throw err;
     }
@@ -241,6 +248,7 @@ export class Metering {
     providerCost?: ProviderCost | PricedAt,
   ): Promise<ChargeInfo> {
     const span = startSettleSpan(plan);
+    this.releaseInFlight(plan);
     if (meter.renewal) {
       clearInterval(meter.renewal);
       meter.renewal = undefined;
@@ -299,6 +307,34 @@ export class Metering {
       metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(r.chargedNano));
     if (r.firstSettle) limiter.addTokens(plan.caller.keyHash, tokens);
     return { charged: r.chargedNano, billingMode: 'hold' };
+  }
+
+  /**
+   * The request's slots under its key's and its account's bounds on requests in flight, held
+   * until it settles: 429 naming the bound that has none free.
+   */
+  private async takeInFlight(plan: Plan, d: RateDecision): Promise<void> {
+    const limits = this.deps.inFlight;
+    if (!limits) return;
+    const bounds = boundsOf(
+      { windowId: d.windowId, maxInFlight: d.maxInFlight },
+      { id: d.accountId, maxInFlight: this.deps.maxInFlightPerAccount ?? 0 },
+    );
+    if (bounds.length === 0) return;
+    const refused = await limits.take(bounds);
+    if (refused) {
+      this.deps.metrics.concurrencyRefusals.of(refused.code).inc();
+      throw concurrencyLimited(refused, plan.requestId);
+    }
+    (plan.meter ??= {}).inFlight = bounds;
+  }
+
+  /** Gives the request's in-flight slots back (once). */
+  private releaseInFlight(plan: Plan): void {
+    const bounds = plan.meter?.inFlight;
+    if (!bounds) return;
+    plan.meter!.inFlight = undefined;
+    this.deps.inFlight?.release(bounds);
   }
 
   /** With credit leases on: reserves `amountNano` in memory; false when the lease cannot cover it (the caller then holds in the database). */
@@ -401,6 +437,19 @@ function duplicateRequest(err: unknown): unknown {
   if (err instanceof LedgerError && err.code === 'duplicate_request')
     return conflict('duplicate_request_id', err.message);
   return err;
+}
+
+/** A bound on requests in flight has none free: 429 naming it, to try again in a second. */
+function concurrencyLimited(b: InFlightBound, requestId: string) {
+  const whose = b.code === 'key_concurrency_limit' ? 'this key' : "this key's account";
+  return gatewayError({
+    httpStatus: 429,
+    type: 'rate_limit_error',
+    code: b.code,
+    requestId,
+    retryAfterSeconds: 1,
+    message: `Too many requests in flight for ${whose}: at most ${b.limit} at once (${b.code}). Try again when one has finished.`,
+  });
 }
 
 function rateLimited(d: RateDecision, requestId: string) {

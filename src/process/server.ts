@@ -15,6 +15,7 @@ import { RateLimiter } from '../billing/rate-limits.ts';
 import { LeaseBook } from '../billing/leases.ts';
 import { KeyCache } from '../billing/key-cache.ts';
 import { KeyCheck } from '../billing/key-check.ts';
+import { InFlightLimits } from '../billing/in-flight.ts';
 import { describeExposure, exposureOf, unsafeExposure, UnsafeExposureError } from '../config/exposure.ts';
 import { runningTracing, startTracing } from '../tracing/tracing.ts';
 import { captureContent } from '../inference/attempt-spans.ts';
@@ -211,6 +212,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
       if (unsettled > 0) log.error({ unsettled }, 'shutting down with unsettled holds; the sweeper will release them');
       await billing.leases?.close(); // pending charges written, leases returned
       await billing.limiter.close(); // settled tokens written, unused rate grants handed back
+      await billing.inFlight.close(); // this instance's in-flight slots back to their bounds
       await upstream.close();
       await billing.keyCache?.close();
       await video.close(); // the worker finishes its running activities, which need the database
@@ -239,6 +241,7 @@ async function openDatabase(databaseUrl: string, embeddedDir: string | undefined
 interface BillingParts {
   keyCache: KeyCache | undefined;
   limiter: RateLimiter;
+  inFlight: InFlightLimits;
   leases: LeaseBook | undefined;
   keys: KeyCheck;
 }
@@ -262,6 +265,9 @@ async function startBilling(
       : undefined;
   await keyCache?.start();
   const limiter = new RateLimiter(p.db, config.rateLimits, keyCache, p.log);
+  // Requests in flight per key and per account, shared by every instance on the database.
+  const inFlight = new InFlightLimits(p.db, { idleMs: config.rateLimits.grantIdleMs, log: p.log });
+  inFlight.start();
   const leases = leasing
     ? new LeaseBook(
         p.db,
@@ -276,7 +282,7 @@ async function startBilling(
       )
     : undefined;
   await leases?.listen(p.databaseUrl);
-  return { keyCache, limiter, leases, keys: new KeyCheck(p.ledger, keyCache) };
+  return { keyCache, limiter, inFlight, leases, keys: new KeyCheck(p.ledger, keyCache) };
 }
 
 /** The inference routes' parts: metering (holds and settles), upstream calls, stream runs. */
@@ -301,6 +307,8 @@ function inferenceParts(
     metrics: p.metrics,
     log,
     ...(billing.leases ? { leases: billing.leases } : {}),
+    inFlight: billing.inFlight,
+    maxInFlightPerAccount: config.maxInFlightPerAccount,
     deploymentSettled: ({ window, slot, usedTokens }) => {
       if (window)
         p.deploymentLimits

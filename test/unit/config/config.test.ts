@@ -51,6 +51,19 @@ describe('configuration', () => {
     );
   });
 
+  it('reads the bounds on requests in flight, with their defaults, and names a bad one', () => {
+    const d = loadConfig({});
+    expect([d.rateLimits.maxInFlight, d.maxInFlightPerAccount]).toEqual([64, 256]);
+    const set = loadConfig({ MAX_IN_FLIGHT_PER_KEY: '8', MAX_IN_FLIGHT_PER_ACCOUNT: '0' });
+    expect([set.rateLimits.maxInFlight, set.maxInFlightPerAccount]).toEqual([8, 0]);
+    expect(() => loadConfig({ MAX_IN_FLIGHT_PER_KEY: '-1' })).toThrow(
+      'MAX_IN_FLIGHT_PER_KEY must be a non-negative integer',
+    );
+    expect(() => loadConfig({ MAX_IN_FLIGHT_PER_ACCOUNT: 'many' })).toThrow(
+      'MAX_IN_FLIGHT_PER_ACCOUNT must be a non-negative integer',
+    );
+  });
+
   it('the gateway stops on a LEASE_SLICE_USD that is not a dollar amount, naming the setting', () => {
     expect(loadConfig({}).lease.sliceUsd).toBe('1');
     expect(loadConfig({ LEASE_SLICE_USD: '0.25' }).lease.sliceUsd).toBe('0.25');
