@@ -82,7 +82,7 @@ export class Metrics {
   readonly concurrencyRefusals = new FastCounter(
     this.registry,
     'gateway_concurrency_refusals_total',
-    'Requests refused 429 by a bound on requests in flight: key_concurrency_limit, account_concurrency_limit',
+    'Requests refused 429 by a bound on requests in flight: key_concurrency_limit, account_concurrency_limit, deployment_share_limit',
     ['bound'],
   );
   readonly upstreamLatencyOf = (provider: string, status: string) => this.upstreamLatency.of(provider, status);

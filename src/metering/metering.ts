@@ -44,7 +44,7 @@ export interface MeteringDeps {
    * Told, when a request that took from a deployment's shared limits settles: the window it took
    * tokens from at its bound (to set right with the tokens it used), the concurrent slot it held.
    */
-  deploymentSettled?: (done: { window?: DeploymentWindow; slot?: string; usedTokens: bigint }) => void;
+  deploymentSettled?: (done: { window?: DeploymentWindow; slot?: string; account: string; usedTokens: bigint }) => void;
 }
 
 /** A provider cost at a price map: the model's for the customer's charge, the serving deployment's for the operator's cost. */
@@ -272,7 +272,12 @@ export class Metering {
     const row = usageRow(plan, usage, status, httpStatus, providerNano(operatorCost), markup.versionId);
     const tokens = usage.inputTokens + usage.outputTokens;
     if (plan.deploymentWindow || plan.deploymentSlot)
-      this.deps.deploymentSettled?.({ window: plan.deploymentWindow, slot: plan.deploymentSlot, usedTokens: tokens });
+      this.deps.deploymentSettled?.({
+        window: plan.deploymentWindow,
+        slot: plan.deploymentSlot,
+        account: plan.caller.accountId,
+        usedTokens: tokens,
+      });
     const { charged, billingMode } = await this.write(plan, meter, row, customerNano(exact, markup), tokens);
     const charge = {
       requestId: plan.requestId,

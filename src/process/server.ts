@@ -309,14 +309,14 @@ function inferenceParts(
     ...(billing.leases ? { leases: billing.leases } : {}),
     inFlight: billing.inFlight,
     maxInFlightPerAccount: config.maxInFlightPerAccount,
-    deploymentSettled: ({ window, slot, usedTokens }) => {
+    deploymentSettled: ({ window, slot, account, usedTokens }) => {
       if (window)
         p.deploymentLimits
           .settle(window, usedTokens)
           .catch((err) => log.warn({ err, deployment: window.deployment }, 'setting a deployment window right failed'));
       if (slot)
         p.deploymentLimits
-          .release(slot)
+          .release(slot, account)
           .catch((err) => log.warn({ err, deployment: slot }, 'giving back a deployment slot failed'));
     },
   });
