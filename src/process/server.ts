@@ -402,6 +402,7 @@ async function startHttp(
     metricsToken: config.metricsToken,
     servedModel: (name) => p.catalogue.get(name)?.id,
     deploymentHeader: config.routing.deploymentHeader,
+    streamStallMs: config.streamStallMs,
     traceCallerContext: config.tracing.callerContext,
     knownCaller: (apiKey) => keys.known(apiKey),
     authenticate: (apiKey) => keys.authenticate(apiKey),
