@@ -5,7 +5,8 @@
 // database hold per request, or a reservation in this instance's credit lease
 // (src/billing/leases.ts). Every amount held is in the customer's money. A request that ends
 // without an answer to charge for settles at zero with the reason its failure carries
-// (outcomes.ts), in one place: `run`.
+// (outcomes.ts), in one place: `run`. The hold also takes the request's slots under its key's and
+// account's bounds on requests in flight (src/billing/in-flight.ts), and the settle gives them back.
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
 import type { Caller } from '../billing/caller.ts';
@@ -320,7 +321,7 @@ export class Metering {
    */
   private async takeInFlight(plan: Plan, d: RateDecision): Promise<void> {
     const limits = this.deps.inFlight;
-    if (!limits) return;
+    if (!limits || plan.meter?.inFlight) return;
     const bounds = boundsOf(
       { windowId: d.windowId, maxInFlight: d.maxInFlight },
       { id: d.accountId, maxInFlight: this.deps.maxInFlightPerAccount ?? 0 },
