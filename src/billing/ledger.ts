@@ -299,8 +299,9 @@ export class Ledger {
 
   /**
    * New key on the same account; the old one is revoked in the same transaction. The new key
-   * keeps the old one's rate limits and counts in the same rate window (migration 009), so a
-   * rotation neither lifts a limit nor starts a fresh minute.
+   * keeps the old one's rate limits and bound on requests in flight, and counts in the same rate
+   * window and in-flight bound (migration 009), so a rotation neither lifts a limit nor starts a
+   * fresh minute.
    */
   async rotate(keyId: string): Promise<{ apiKey: string; key: KeyRow }> {
     const apiKey = generateKey();
@@ -312,8 +313,8 @@ export class Ledger {
       if (!old) throw new LedgerError('unknown_key', 'no such live key');
       const accountId = old.account_id as string;
       await trx.raw(
-        `INSERT INTO api_keys (id, account_id, key_hash, prefix, rpm_limit, tpm_limit, window_key_id)
-         SELECT ?, account_id, ?, ?, rpm_limit, tpm_limit, COALESCE(window_key_id, id) FROM api_keys WHERE id = ?`,
+        `INSERT INTO api_keys (id, account_id, key_hash, prefix, rpm_limit, tpm_limit, max_in_flight, window_key_id)
+         SELECT ?, account_id, ?, ?, rpm_limit, tpm_limit, max_in_flight, COALESCE(window_key_id, id) FROM api_keys WHERE id = ?`,
         [newKeyId, this.hash(apiKey), visiblePrefix(apiKey), keyId],
       );
       await trx.raw(`UPDATE api_keys SET revoked_at = now(), replaced_by = ? WHERE id = ?`, [newKeyId, keyId]);

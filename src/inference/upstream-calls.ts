@@ -110,8 +110,9 @@ export class UpstreamCalls {
     /** The last deployment that gave an HTTP answer (a 429 or 5xx): the one a failed request's usage row names. */
     let lastAnswered: ResolvedDeployment | undefined;
     let waitMs = 0;
-    /** Set while every deployment tried was at its limits: when the soonest has room again. */
+    /** Set while every deployment tried was at its limits: when the soonest has room again (and whether a fair share refused it). */
     let fullForMs: number | undefined;
+    let overShare = false;
     for (let attempt = 0; attempt < attempts; attempt++) {
       const d = order[attempt % order.length]!;
       if (attempt > 0 && callerGone?.aborted) throw callerGone.reason;
@@ -129,7 +130,8 @@ export class UpstreamCalls {
         if (full !== undefined) {
           if (pass.trial) this.health.releaseTrial(pass);
           this.metrics.deploymentLimitWaits.of(d.key).inc();
-          fullForMs = Math.min(fullForMs ?? Infinity, full);
+          fullForMs = Math.min(fullForMs ?? Infinity, full.waitMs);
+          overShare ||= full.share;
           continue;
         }
       }
@@ -151,7 +153,7 @@ export class UpstreamCalls {
       if (result.outcome === 'upstream_error') lastAnswered = d;
       if (result.retryAfterMs) waitMs = Math.max(waitMs, result.retryAfterMs);
     }
-    if (!last && fullForMs !== undefined) throw withOutcome(atLimits(plan, fullForMs), 'deployment_limits', 503);
+    if (!last && fullForMs !== undefined) throw this.atLimits(plan, fullForMs, overShare);
     if (!last) throw withOutcome(noDeployment(plan), 'upstream_unreachable', 503);
     if (lastAnswered) plan.servedBy = lastAnswered;
     throw withOutcome(last.failure, last.outcome, toGatewayError(last.failure).httpStatus);
@@ -172,20 +174,32 @@ export class UpstreamCalls {
   }
 
   /**
-   * `d`'s limits for this request: a concurrent slot, then the minute window (rpm, and tpm at the
-   * request's bound). Undefined when it took them; else in how many ms the deployment has room.
+   * Every deployment tried was at its limits: 429 when one refused the caller's account for
+   * holding its fair share while others wait (its own doing), else 503 (the deployments are full).
    */
-  private async takeLimits(plan: Plan, d: ResolvedDeployment): Promise<number | undefined> {
+  private atLimits(plan: Plan, fullForMs: number, overShare: boolean) {
+    if (!overShare) return withOutcome(atLimits(plan, fullForMs), 'deployment_limits', 503);
+    this.metrics.concurrencyRefusals.of('deployment_share_limit').inc();
+    return withOutcome(overItsShare(plan), 'deployment_share_limit', 429);
+  }
+
+  /**
+   * `d`'s limits for this request: a concurrent slot (within its account's fair share while
+   * others wait), then the minute window (rpm, and tpm at the request's bound). Undefined when it
+   * took them; else in how many ms the deployment has room, and whether the share refused it.
+   */
+  private async takeLimits(plan: Plan, d: ResolvedDeployment): Promise<{ waitMs: number; share: boolean } | undefined> {
     const limits = this.limits!;
     if (d.limits?.concurrency !== undefined) {
-      if (!(await limits.acquire(d))) return 1000;
+      const slot = await limits.acquire(d, plan.caller.accountId);
+      if (slot !== 'take') return { waitMs: 1000, share: slot === 'share' };
       plan.deploymentSlot = d.key;
     }
     if (d.limits?.rpm === undefined && d.limits?.tpm === undefined) return undefined;
     const took = await limits.take(d, plan.inputUpper + plan.maxOutput * plan.choices);
     if ('full' in took) {
       this.giveBackLimits(plan);
-      return took.retryAfterMs;
+      return { waitMs: took.retryAfterMs, share: false };
     }
     plan.deploymentWindow = took.taken;
     return undefined;
@@ -202,7 +216,8 @@ export class UpstreamCalls {
     plan.deploymentWindow = undefined;
     const warn = (what: string) => (err: unknown) =>
       this.log.warn({ err, deployment: slot ?? window?.deployment }, what);
-    if (slot !== undefined) this.limits!.release(slot).catch(warn('giving back a deployment slot failed'));
+    if (slot !== undefined)
+      this.limits!.release(slot, plan.caller.accountId).catch(warn('giving back a deployment slot failed'));
     if (window !== undefined) this.limits!.settle(window, 0n).catch(warn('setting a deployment window right failed'));
   }
 
@@ -328,6 +343,18 @@ function atLimits(plan: Plan, retryAfterMs: number) {
     code: 'deployments_at_limit',
     message: `Every deployment of '${plan.model.id}' is at its request or token limit for this minute; try again shortly.`,
     retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
+    requestId: plan.requestId,
+  });
+}
+
+/** The caller's account holds its fair share of every deployment it could use while other accounts wait: nothing was sent, nothing is charged. */
+function overItsShare(plan: Plan) {
+  return gatewayError({
+    httpStatus: 429,
+    type: 'rate_limit_error',
+    code: 'deployment_share_limit',
+    message: `This account holds its fair share of the concurrent requests of '${plan.model.id}' while other accounts wait (deployment_share_limit); try again when one of its requests has finished.`,
+    retryAfterSeconds: 1,
     requestId: plan.requestId,
   });
 }

@@ -85,6 +85,18 @@ export class Metrics {
     'Requests a deployment could not take because its rpm / tpm for the minute was used (they went to another deployment, or got a 503)',
     ['deployment'],
   );
+  readonly concurrencyRefusals = new FastCounter(
+    this.registry,
+    'gateway_concurrency_refusals_total',
+    'Requests refused 429 by a bound on requests in flight: key_concurrency_limit, account_concurrency_limit, deployment_share_limit',
+    ['bound'],
+  );
+  readonly streamStalls = new FastCounter(
+    this.registry,
+    'gateway_stream_stalls_total',
+    'Streams cut because their client took in nothing for STREAM_STALL_TIMEOUT_MS',
+    [],
+  );
   readonly upstreamLatencyOf = (provider: string, status: string) => this.upstreamLatency.of(provider, status);
   readonly deploymentRequestsOf = (deployment: string, provider: string, outcome: string) =>
     this.deploymentRequests.of(deployment, provider, outcome);

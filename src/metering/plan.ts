@@ -6,6 +6,7 @@ import type { Caller } from '../billing/caller.ts';
 import type { Reservation } from '../billing/leases.ts';
 import type { Markup } from '../billing/markup.ts';
 import type { Span } from '../tracing/spans.ts';
+import type { InFlightBound } from '../billing/in-flight.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -91,6 +92,8 @@ export interface MeterState {
   span?: Span;
   /** What the hold reserved, for the request's span. */
   heldNano?: bigint;
+  /** The bounds on requests in flight the request holds a slot of (src/billing/in-flight.ts); given back by the settle. */
+  inFlight?: readonly InFlightBound[];
 }
 
 export interface Held {

@@ -21,6 +21,8 @@ import * as m017 from './017_console.ts';
 import * as m018 from './018_providers.ts';
 import * as m019 from './019_deployment_windows.ts';
 import * as m020 from './020_trace_ids.ts';
+import * as m021 from './021_in_flight_bounds.ts';
+import * as m022 from './022_deployment_shares.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -43,6 +45,8 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '018_providers': m018,
   '019_deployment_windows': m019,
   '020_trace_ids': m020,
+  '021_in_flight_bounds': m021,
+  '022_deployment_shares': m022,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
