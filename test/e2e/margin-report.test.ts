@@ -359,5 +359,6 @@ describe('the margin report', () => {
     );
     expect(bad?.code).toBe(2);
     expect(bad?.stderr.trim()).toBe('error: --by must be model, day, account or deployment; see npm run cli -- --help');
-  });
+    // Each grouping is a CLI process of its own, twice: a loaded machine starts them slowly.
+  }, 120_000);
 });
