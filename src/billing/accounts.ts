@@ -110,7 +110,7 @@ export async function getAccount(
   if (!found) return undefined;
   const keys = rowsOf(
     await db.raw(
-      `SELECT id, prefix, created_at, revoked_at, rpm_limit, tpm_limit::text AS tpm_limit
+      `SELECT id, prefix, created_at, revoked_at, rpm_limit, tpm_limit::text AS tpm_limit, max_in_flight
        FROM api_keys WHERE account_id = ? ORDER BY created_at DESC, id`,
       [accountId],
     ),
@@ -124,6 +124,7 @@ export async function getAccount(
       ...(k.revoked_at ? { revokedAt: timestampFromDate(new Date(k.revoked_at as string)) } : {}),
       ...(k.rpm_limit != null ? { requestsPerMinute: Number(k.rpm_limit) } : {}),
       ...(k.tpm_limit != null ? { tokensPerMinute: big(k.tpm_limit) } : {}),
+      ...(k.max_in_flight != null ? { maxInFlight: Number(k.max_in_flight) } : {}),
     })),
   };
 }

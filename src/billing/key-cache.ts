@@ -33,6 +33,8 @@ export interface CachedKey {
   /** Effective limits (the key's own or the defaults); 0 means unlimited. */
   rpm: number;
   tpm: number;
+  /** Requests in flight at once (src/billing/in-flight.ts). */
+  maxInFlight: number;
 }
 
 export const KEY_CHANNEL = 'api_keys_changed';

@@ -48,7 +48,7 @@ export interface LeasedCharge {
   providerCostNano: bigint;
   /** The markup version the charge was computed at (0: none). */
   markupVersion: bigint;
-  /** The deployment that answered ('' when none did). */
+  /** The deployment whose answer decided the request ('' when none answered). */
   deployment: string;
   /** The request's trace id (32 lowercase hex) when its trace was sampled; unset or '' otherwise (stored NULL). */
   traceId?: string;

@@ -40,7 +40,7 @@ export interface SettleInput {
   model: string;
   /** The name the caller asked for (the model's id or an alias of it); the model's id when unset. */
   requestedModel?: string;
-  /** The deployment that answered (`<model>/<deployment>`); unset when no upstream answered. */
+  /** The deployment whose answer decided the request (`<model>/<deployment>`, docs/providers.md#deployments); unset when no upstream answered. */
   deployment?: string;
   /** The request's trace id (32 lowercase hex) when its trace was sampled; unset or '' otherwise (stored NULL). */
   traceId?: string;
@@ -315,8 +315,9 @@ export class Ledger {
 
   /**
    * New key on the same account; the old one is revoked in the same transaction. The new key
-   * keeps the old one's rate limits and counts in the same rate window (migration 009), so a
-   * rotation neither lifts a limit nor starts a fresh minute.
+   * keeps the old one's rate limits and bound on requests in flight, and counts in the same rate
+   * window and in-flight bound (migration 009), so a rotation neither lifts a limit nor starts a
+   * fresh minute.
    */
   async rotate(keyId: string): Promise<{ apiKey: string; key: KeyRow }> {
     const apiKey = generateKey();
@@ -328,8 +329,8 @@ export class Ledger {
       if (!old) throw new LedgerError('unknown_key', 'no such live key');
       const accountId = old.account_id as string;
       await trx.raw(
-        `INSERT INTO api_keys (id, account_id, key_hash, prefix, rpm_limit, tpm_limit, window_key_id, member_id, team_id, name)
-         SELECT ?, account_id, ?, ?, rpm_limit, tpm_limit, COALESCE(window_key_id, id), member_id, team_id, name
+        `INSERT INTO api_keys (id, account_id, key_hash, prefix, rpm_limit, tpm_limit, max_in_flight, window_key_id, member_id, team_id, name)
+         SELECT ?, account_id, ?, ?, rpm_limit, tpm_limit, max_in_flight, COALESCE(window_key_id, id), member_id, team_id, name
          FROM api_keys WHERE id = ?`,
         [newKeyId, this.hash(apiKey), visiblePrefix(apiKey), keyId],
       );

@@ -24,6 +24,8 @@ export interface RateLimitDefaults {
   tpm: number;
   /** Unused requests of a grant go back to their window after this long without use (default 1 s). */
   grantIdleMs?: number;
+  /** A key's requests in flight at once (src/billing/in-flight.ts); 0 means unlimited. Carried here: the same statement reads the key's own. */
+  maxInFlight?: number;
 }
 
 export interface RateDecision {
@@ -43,6 +45,8 @@ export interface RateDecision {
   remainingTokens: number;
   /** Seconds until the window resets. */
   resetSeconds: number;
+  /** The key's bound on requests in flight at once (its own or the default); 0 means unlimited. */
+  maxInFlight: number;
 }
 
 /** Requests one instance takes from a window at a time, at most; and the share of what is left. */
@@ -62,6 +66,7 @@ interface Grant {
   endsAt: number;
   granted: number;
   used: number;
+  maxInFlight: number;
   /** The window's counts as the granting statement left them. */
   windowRequests: number;
   windowTokens: number;
@@ -140,13 +145,18 @@ export class RateLimiter {
     this.pendingTokens.set(key.windowId, (this.pendingTokens.get(key.windowId) ?? 0n) + tokens);
   }
 
-  async setLimits(keyId: string, rpm: number | null, tpm: number | null): Promise<boolean> {
+  /** A key's own limits (null: the gateway's default for that limit; 0: unlimited). */
+  async setLimits(
+    keyId: string,
+    rpm: number | null,
+    tpm: number | null,
+    maxInFlight: number | null = null,
+  ): Promise<boolean> {
     const rows = rowsOf(
-      await this.db.raw(`UPDATE api_keys SET rpm_limit = ?, tpm_limit = ? WHERE id = ? RETURNING id`, [
-        rpm,
-        tpm,
-        keyId,
-      ]),
+      await this.db.raw(
+        `UPDATE api_keys SET rpm_limit = ?, tpm_limit = ?, max_in_flight = ? WHERE id = ? RETURNING id`,
+        [rpm, tpm, maxInFlight, keyId],
+      ),
     );
     this.keyChanged(keyId);
     return rows.length > 0;
@@ -170,7 +180,8 @@ export class RateLimiter {
 
   private fromGrant(hex: string, key: CachedKey): RateDecision | undefined {
     const g = this.grants.get(hex);
-    if (!g || g.rpm !== key.rpm || g.tpm !== key.tpm || g.keyId !== key.keyId) return undefined;
+    if (!g || g.rpm !== key.rpm || g.tpm !== key.tpm || g.keyId !== key.keyId || g.maxInFlight !== key.maxInFlight)
+      return undefined;
     const now = performance.now();
     if (now >= g.endsAt) return undefined;
     if (g.rpm > 0 && g.used >= g.granted) return undefined;
@@ -191,6 +202,7 @@ export class RateLimiter {
       limitTokens: g.tpm,
       remainingTokens: g.tpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, g.tpm - g.windowTokens - g.localTokens),
       resetSeconds: Math.max(1, Math.ceil((g.endsAt - now) / 1000)),
+      maxInFlight: g.maxInFlight,
     };
   }
 
@@ -211,6 +223,7 @@ export class RateLimiter {
           windowId: d.windowId,
           rpm: d.limitRequests,
           tpm: d.limitTokens,
+          maxInFlight: d.maxInFlight,
           windowStart: String(r.window_start),
           endsAt: sentAt + Number(r.reset_ms),
           granted: Number(r.grant),
@@ -226,7 +239,8 @@ export class RateLimiter {
           prev.windowStart === fresh.windowStart &&
           prev.windowId === fresh.windowId &&
           prev.rpm === fresh.rpm &&
-          prev.tpm === fresh.tpm
+          prev.tpm === fresh.tpm &&
+          prev.maxInFlight === fresh.maxInFlight
         ) {
           // Another grant from the same window (claims that overlapped): both are ours to use.
           prev.granted += fresh.granted;
@@ -259,7 +273,8 @@ export class RateLimiter {
     const most = this.cache?.usable ? MAX_GRANT : 1;
     return this.db.raw(
       `WITH k AS (
-         SELECT id, account_id, member_id, team_id, COALESCE(window_key_id, id) AS wid, COALESCE(rpm_limit, ?) AS rpm, COALESCE(tpm_limit, ?) AS tpm
+         SELECT id, account_id, member_id, team_id, COALESCE(window_key_id, id) AS wid, COALESCE(rpm_limit, ?) AS rpm, COALESCE(tpm_limit, ?) AS tpm,
+                COALESCE(max_in_flight, ?) AS max_in_flight
          FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
        ), w AS (
          INSERT INTO rate_windows AS r (key_id, window_start, requests, last_grant)
@@ -273,7 +288,7 @@ export class RateLimiter {
            AND ((SELECT tpm FROM k) = 0 OR r.tokens < (SELECT tpm FROM k))
          RETURNING r.requests, r.tokens, r.last_grant, r.window_start
        )
-       SELECT k.id AS key_id, k.account_id, k.member_id, k.team_id, k.wid AS window_id, k.rpm, k.tpm::text AS tpm, w.requests, w.tokens::text AS tokens, w.last_grant AS grant,
+       SELECT k.id AS key_id, k.account_id, k.member_id, k.team_id, k.wid AS window_id, k.rpm, k.tpm::text AS tpm, k.max_in_flight, w.requests, w.tokens::text AS tokens, w.last_grant AS grant,
               (SELECT a.price_group FROM accounts a WHERE a.id = k.account_id) AS price_group,
               w.window_start::text AS window_start,
               (SELECT r.requests FROM rate_windows r WHERE r.key_id = k.wid AND r.window_start = date_trunc('minute', now())) AS seen,
@@ -283,6 +298,7 @@ export class RateLimiter {
       [
         this.defaults.rpm,
         this.defaults.tpm,
+        this.defaults.maxInFlight ?? 0,
         keyHash,
         most,
         most,
@@ -322,6 +338,7 @@ export class RateLimiter {
       limitTokens: tpm,
       remainingTokens: tpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, tpm - tokens),
       resetSeconds: Math.max(1, Math.ceil(Number(r.reset_ms) / 1000)),
+      maxInFlight: Number(r.max_in_flight),
     };
   }
 
@@ -384,6 +401,7 @@ function keyOf(d: RateDecision): CachedKey {
     teamId: d.teamId,
     rpm: d.limitRequests,
     tpm: d.limitTokens,
+    maxInFlight: d.maxInFlight,
   };
 }
 
@@ -401,5 +419,6 @@ function unlimited(k: CachedKey): RateDecision {
     limitTokens: 0,
     remainingTokens: Number.MAX_SAFE_INTEGER,
     resetSeconds: 60,
+    maxInFlight: k.maxInFlight,
   };
 }

@@ -29,7 +29,9 @@ const USAGE = `usage: npm run cli -- keys|orgs|members|invites|teams|catalogue|p
   keys rotate <key|key_id>                        new key on the same balance; the old one dies now
   keys revoke <key|key_id>
   keys usage <key|key_id> [--limit <n>]           the last requests (default 20), newest first
-  keys limits <key|key_id> [--rpm <n>] [--tpm <n>]    per-key rate limits (0 = unlimited; omitted = default)
+  keys limits <key|key_id> [--rpm <n>] [--tpm <n>] [--in-flight <n>]
+                                                  per-key rate limits and requests in flight at once
+                                                  (0 = unlimited; omitted = default)
   catalogue history <model>                       the model's price versions, newest first
   catalogue set-price <model> <key=usd>... [--from <iso date>] [--reason <text>]
                                                   a new price version: the whole price map, now or from a date
@@ -119,6 +121,7 @@ try {
       limit: { type: 'string' },
       rpm: { type: 'string' },
       tpm: { type: 'string' },
+      'in-flight': { type: 'string' },
       from: { type: 'string' },
       to: { type: 'string' },
       by: { type: 'string' },
@@ -356,14 +359,15 @@ async function setLimits(arg: string | undefined): Promise<void> {
   const key = keyRef(arg, 'limits');
   const rpm = count(values.rpm, 'rpm');
   const tpm = count(values.tpm, 'tpm');
+  const inFlight = count(values['in-flight'], 'in-flight');
   const r = await client.setRateLimits({
     key,
     ...(rpm !== undefined ? { requestsPerMinute: rpm } : {}),
     ...(tpm !== undefined ? { tokensPerMinute: BigInt(tpm) } : {}),
+    ...(inFlight !== undefined ? { maxInFlight: inFlight } : {}),
   });
-  out(r.updated ? `limits set: rpm ${rpm ?? 'default'}, tpm ${tpm ?? 'default'}` : 'no such key', {
-    updated: r.updated,
-  });
+  const set = `rpm ${rpm ?? 'default'}, tpm ${tpm ?? 'default'}, in flight ${inFlight ?? 'default'}`;
+  out(r.updated ? `limits set: ${set}` : 'no such key', { updated: r.updated });
 }
 
 /** An account's price group (docs/billing.md#account-groups). */

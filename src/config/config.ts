@@ -93,8 +93,13 @@ export interface Config {
     pollTimeoutMs: number;
   };
   /** Per-key defaults, overridable per key through BillingService; 0 means unlimited. */
-  /** grantIdleMs: a grant's unused requests go back to their window after this long unused (src/billing/rate-limits.ts). */
-  rateLimits: { rpm: number; tpm: number; grantIdleMs: number };
+  /** grantIdleMs: a grant's unused requests (or requests in flight) go back after this long unused (src/billing/rate-limits.ts, in-flight.ts). */
+  /** maxInFlight: a key's requests in flight at once (MAX_IN_FLIGHT_PER_KEY). */
+  rateLimits: { rpm: number; tpm: number; grantIdleMs: number; maxInFlight: number };
+  /** MAX_IN_FLIGHT_PER_ACCOUNT: an account's requests in flight at once, all its keys together; 0 means unlimited. */
+  maxInFlightPerAccount: number;
+  /** STREAM_STALL_TIMEOUT_MS: a stream whose client takes in nothing of what waits for it this long is cut (src/facade/answer.ts); 0 never. */
+  streamStallMs: number;
   /** Known keys are kept in memory this long at most (src/billing/key-cache.ts); 0 turns the cache off. */
   keyCacheMaxAgeMs: number;
   /** How often an instance reads the price book's versions in force: a price change (or a version whose time has come) is charged within this. */
@@ -316,7 +321,10 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
       rpm: int(env, 'RATE_LIMIT_RPM', 600),
       tpm: int(env, 'RATE_LIMIT_TPM', 2_000_000),
       grantIdleMs: int(env, 'RATE_LIMIT_GRANT_IDLE_MS', 1_000),
+      maxInFlight: int(env, 'MAX_IN_FLIGHT_PER_KEY', 64),
     },
+    maxInFlightPerAccount: int(env, 'MAX_IN_FLIGHT_PER_ACCOUNT', 256),
+    streamStallMs: int(env, 'STREAM_STALL_TIMEOUT_MS', 30_000),
     keyCacheMaxAgeMs: int(env, 'KEY_CACHE_MAX_AGE_MS', 60_000),
     priceBookRefreshMs: int(env, 'PRICE_BOOK_REFRESH_MS', 5_000),
     video: {

@@ -158,10 +158,13 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     };
     const rpm = limit('rpm');
     const tpm = limit('tpm');
+    // Like the others, but may be left out (the page sends the key's own, which it does not edit).
+    const inFlight = body.max_in_flight === undefined ? null : limit('max_in_flight');
     const r = await billing.setRateLimits({
       key: keyRef(req.params.id),
       ...(rpm === null ? {} : { requestsPerMinute: rpm }),
       ...(tpm === null ? {} : { tokensPerMinute: BigInt(tpm) }),
+      ...(inFlight === null ? {} : { maxInFlight: inFlight }),
     });
     return { updated: r.updated };
   });

@@ -277,6 +277,7 @@ export const keyRow = (k: AccountKey, label: string): KeyRow => ({
   revoked_at: iso(k.revokedAt),
   rpm: k.requestsPerMinute ?? null,
   tpm: k.tokensPerMinute === undefined ? null : Number(k.tokensPerMinute),
+  max_in_flight: k.maxInFlight ?? null,
 });
 
 export const marginRow = (r: MarginRow): MarginRowJson => ({

@@ -1,7 +1,9 @@
 // What the facade's routes share: one service call answered in the route's wire format. A unary
 // call's reply is written as the service gave it; a stream's events are framed as SSE once the
 // first one has arrived; a failure is the route's error body with its status, request id and a
-// cost of 0. The routes themselves (routes/) only say which call, in which format.
+// cost of 0. The routes themselves (routes/) only say which call, in which format. A stream
+// whose client takes in nothing of what waits for it for STREAM_STALL_TIMEOUT_MS is cut: the
+// service sees a caller who left (billed as one, its slots given back when it settles).
 import type { ServerResponse } from 'node:http';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import { ConnectError, type ContextValues, type Transport } from '@connectrpc/connect';
@@ -30,6 +32,16 @@ export interface Answers {
     format: StreamFormat,
     call: StreamCall,
   ) => Promise<FastifyReply | undefined>;
+  /** Writes a chunk of a streamed answer with backpressure, cutting a client that takes in nothing (writeChunk). */
+  write: (reply: FastifyReply, chunk: string | Uint8Array) => Promise<void>;
+}
+
+/** How long a stream's client may take in nothing before it is cut, and who is told. */
+export interface StreamStall {
+  /** STREAM_STALL_TIMEOUT_MS; 0: never. */
+  ms: number;
+  /** Told of each stream cut (a metric). */
+  cut?: () => void;
 }
 
 /** What each inference route plugin is handed (routes/chat.ts, messages.ts, responses.ts, media.ts). */
@@ -42,7 +54,20 @@ const DATA_FIELD = Buffer.from('data: ');
 const EVENT_END = Buffer.from('\n\n');
 
 /** `deploymentHeader`: answers name the deployment that served them (DEPLOYMENT_HEADER; off by default, as it tells callers the operator's suppliers). */
-export function createAnswers(servedModel: ServedModel, deploymentHeader = false): Answers {
+export function createAnswers(
+  servedModel: ServedModel,
+  deploymentHeader = false,
+  stall: StreamStall = { ms: 0 },
+): Answers {
+  const write = (reply: FastifyReply, chunk: string | Uint8Array) =>
+    writeChunk(reply.raw, chunk, stall.ms, () => {
+      stall.cut?.();
+      reply.request.log.warn(
+        { requestId: reply.request.id, stallMs: stall.ms },
+        'stream cut: its client took in nothing of it for STREAM_STALL_TIMEOUT_MS',
+      );
+    });
+
   async function unary(req: FastifyRequest, reply: FastifyReply, shape: WireShape, call: UnaryCall) {
     const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
     try {
@@ -93,16 +118,17 @@ export function createAnswers(servedModel: ServedModel, deploymentHeader = false
       'request-id': requestId,
       'x-accel-buffering': 'no',
     });
-    await writeEvents(res, first, events, format, abort.signal);
+    await writeEvents(res, (chunk) => write(reply, chunk), first, events, format, abort.signal);
     // The onResponse hook counts and logs this request too (it runs for hijacked replies).
   }
 
-  return { unary, stream };
+  return { unary, stream, write };
 }
 
 /** The stream's events from the first on, as SSE, then [DONE] where the format has it; the response ends here. */
 async function writeEvents(
   res: ServerResponse,
+  write: (chunk: string | Uint8Array) => Promise<void>,
   first: IteratorResult<InferenceEvent>,
   events: AsyncIterator<InferenceEvent>,
   format: StreamFormat,
@@ -112,13 +138,13 @@ async function writeEvents(
   try {
     for (let r = first; !r.done; r = await events.next()) {
       const ev = r.value.event;
-      if (ev.case === 'data') await writeChunk(res, frame(ev.value));
+      if (ev.case === 'data') await write(frame(ev.value));
       else if (ev.case === 'error') {
-        await writeChunk(res, frame(ev.value));
+        await write(frame(ev.value));
         ended = true;
       }
     }
-    if (!ended && format === 'openai') await writeChunk(res, 'data: [DONE]\n\n');
+    if (!ended && format === 'openai') await write('data: [DONE]\n\n');
   } catch (err) {
     if (!aborted.aborted) {
       const ge = toGatewayError(err);
@@ -130,9 +156,7 @@ async function writeEvents(
         ge.code || null,
       );
       const line = scrub(data);
-      await writeChunk(res, format === 'openai' ? `data: ${line}\n\n` : `event: error\ndata: ${line}\n\n`).catch(
-        () => {},
-      );
+      await write(format === 'openai' ? `data: ${line}\n\n` : `event: error\ndata: ${line}\n\n`).catch(() => {});
     }
   } finally {
     res.end();
@@ -167,12 +191,24 @@ export function callOptions(req: FastifyRequest, signal?: AbortSignal): CallOpti
   return { headers: callHeaders(req), contextValues: callValues(req), signal };
 }
 
-/** Writes to a raw HTTP response with backpressure: waits for 'drain', fails once the client is gone. */
-export function writeChunk(res: ServerResponse, chunk: string | Uint8Array): Promise<void> {
+/**
+ * Writes to a raw HTTP response with backpressure: waits for 'drain', fails once the client is
+ * gone. A client that takes in nothing for `stallMs` (the send buffer full and no 'drain': it
+ * read less than the buffer's worth meanwhile) is cut: the connection is destroyed, so the call
+ * sees a caller who left, and `stalled` is told. The timer exists only while a write waits.
+ */
+export function writeChunk(
+  res: ServerResponse,
+  chunk: string | Uint8Array,
+  stallMs = 0,
+  stalled?: () => void,
+): Promise<void> {
   if (res.destroyed) return Promise.reject(new Error('client gone'));
   if (res.write(chunk)) return Promise.resolve();
   return new Promise((resolve, reject) => {
+    let timer: NodeJS.Timeout | undefined;
     const done = (err?: Error) => {
+      clearTimeout(timer);
       res.off('drain', ok);
       res.off('close', gone);
       err ? reject(err) : resolve();
@@ -181,6 +217,12 @@ export function writeChunk(res: ServerResponse, chunk: string | Uint8Array): Pro
     const gone = () => done(new Error('client gone'));
     res.once('drain', ok);
     res.once('close', gone);
+    if (stallMs > 0)
+      timer = setTimeout(() => {
+        stalled?.();
+        done(new Error('client stalled'));
+        res.destroy();
+      }, stallMs);
   });
 }
 

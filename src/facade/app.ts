@@ -47,6 +47,8 @@ export interface FacadeDeps {
   servedModel: ServedModel;
   /** Unary answers carry x-gateway-deployment (DEPLOYMENT_HEADER). */
   deploymentHeader?: boolean;
+  /** STREAM_STALL_TIMEOUT_MS: a stream whose client takes in nothing this long is cut; 0 or unset: never. */
+  streamStallMs?: number;
   /** What a keyed caller's traceparent does (TRACE_CALLER_CONTEXT; tracing-config.ts). */
   traceCallerContext?: 'link' | 'continue' | 'ignore';
   knownCaller: AccessDeps['knownCaller'];
@@ -113,7 +115,10 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   app.setNotFoundHandler(unknownRoute); // (access.ts answers unknown routes before their body is read)
 
   // The routes, one plugin per family; they run under the hooks above.
-  const answers = createAnswers(deps.servedModel, deps.deploymentHeader);
+  const answers = createAnswers(deps.servedModel, deps.deploymentHeader, {
+    ms: deps.streamStallMs ?? 0,
+    cut: () => deps.metrics.streamStalls.of().inc(),
+  });
   const inferenceOptions = { transport: deps.transport, answers };
   app.register(opsRoutes, { metrics: deps.metrics, metricsToken: deps.metricsToken, ready: deps.ready });
   app.register(modelRoutes, {

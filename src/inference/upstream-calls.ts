@@ -2,9 +2,10 @@
 // router's order, each failure before the caller got anything (429, 5xx, timeouts, refused
 // connections) moving the request on to the next deployment, and a deployment tried again after a
 // backoff only once the others have had their turn. Every answer feeds the deployments' passive
-// health. It charges nothing: a call that fails throws a failure marked with the outcome its zero
-// settle records (outcomes.ts), and the caller's metering settles it once, at the deployment that
-// answered (plan.servedBy).
+// health, judged for the caller's account. It charges nothing: a call that fails throws a failure
+// marked with the outcome its zero settle records (outcomes.ts), and the caller's metering settles
+// it once, at the deployment whose answer decided it (plan.servedBy: the one that answered, or of a
+// request that failed everywhere the last one that gave an HTTP answer).
 import { Code, type ConnectError } from '@connectrpc/connect';
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
@@ -15,7 +16,7 @@ import { withOutcome, isAbort } from '../metering/outcomes.ts';
 import type { Plan } from '../metering/plan.ts';
 import { upstreamFailure, type Upstream, type UpstreamBody, type UpstreamResponse } from './upstream.ts';
 import { targetOf, type Endpoint, type Target } from './providers/target.ts';
-import type { DeploymentHealth } from './routing/deployment-health.ts';
+import type { Attempt, DeploymentHealth } from './routing/deployment-health.ts';
 import type { Router } from './routing/router.ts';
 import type { DeploymentLimits } from './routing/deployment-limits.ts';
 import { endFailedAttempt, notePrompt, startAttemptSpan } from './attempt-spans.ts';
@@ -75,7 +76,8 @@ export class UpstreamCalls {
    * POST upstream over the model's deployments, with retries only while the caller is there
    * (`callerGone`: no new request for a caller who left). What still fails is thrown: a
    * transport failure as 502/504, the last 429/5xx as itself; any other HTTP answer is returned
-   * as it is, and the deployment that gave it is `plan.servedBy`.
+   * as it is, and the deployment that gave it is `plan.servedBy`. A failure thrown names the last
+   * deployment that gave an HTTP answer, if one did.
    */
   async post(
     plan: Plan,
@@ -88,10 +90,12 @@ export class UpstreamCalls {
       plan.upstreamStartedAt = performance.now();
       this.metrics.addedLatencyOf(plan.route).observe((plan.upstreamStartedAt - plan.startedAt) / 1000);
     }
+    const account = plan.caller.accountId;
     const order = this.router.order(
       plan.model,
       { inputTokens: plan.inputUpper, outputTokens: plan.maxOutput * plan.choices },
       plan.requestId,
+      account,
     );
     if (order.length === 0) throw withOutcome(noDeployment(plan), 'upstream_unreachable', 503);
     const { retries, retryBaseMs, retryMaxWaitMs } = this.config;
@@ -103,9 +107,12 @@ export class UpstreamCalls {
       (linked ??= signal && callerGone ? AbortSignal.any([signal, callerGone]) : (signal ?? callerGone));
     let last: Failed | undefined;
     let lastKey: string | undefined;
+    /** The last deployment that gave an HTTP answer (a 429 or 5xx): the one a failed request's usage row names. */
+    let lastAnswered: ResolvedDeployment | undefined;
     let waitMs = 0;
-    /** Set while every deployment tried was at its limits: when the soonest has room again. */
+    /** Set while every deployment tried was at its limits: when the soonest has room again (and whether a fair share refused it). */
     let fullForMs: number | undefined;
+    let overShare = false;
     for (let attempt = 0; attempt < attempts; attempt++) {
       const d = order[attempt % order.length]!;
       if (attempt > 0 && callerGone?.aborted) throw callerGone.reason;
@@ -116,23 +123,21 @@ export class UpstreamCalls {
         await sleep(Math.min(retryMaxWaitMs, waitMs > 0 ? waitMs : backoff), undefined, { signal: waits() });
         waitMs = 0;
       }
-      // A deployment whose cooldown is over takes one trial request; one cooling since the order was made takes none.
-      // (The model's own count, not the order's: a model on two whose other is cooling still cools this one.)
-      const admission = plan.model.served.length > 1 ? this.health.admission(d.key) : 'open';
-      if (admission === 'cooling' || (admission === 'trial' && !this.health.claimTrial(d.key))) continue;
+      const pass = this.admit(plan, d, account);
+      if (!pass) continue;
       if (d.limits && this.limits) {
         const full = await this.takeLimits(plan, d);
         if (full !== undefined) {
-          if (admission === 'trial') this.health.releaseTrial(d.key);
+          if (pass.trial) this.health.releaseTrial(pass);
           this.metrics.deploymentLimitWaits.of(d.key).inc();
-          fullForMs = Math.min(fullForMs ?? Infinity, full);
+          fullForMs = Math.min(fullForMs ?? Infinity, full.waitMs);
+          overShare ||= full.share;
           continue;
         }
       }
       if (last) this.metrics.upstreamRetries.inc({ provider: d.provider.id, reason: 'next_deployment' });
-      const result = await this.attempt(plan, d, endpoint, body, signal, {
+      const result = await this.attempt(plan, d, endpoint, body, signal, pass, {
         lastAttempt: attempt === attempts - 1,
-        trial: admission === 'trial',
         number: attempt,
         after: last ? (lastKey === d.key ? 'retry' : 'failover') : undefined,
       });
@@ -145,28 +150,56 @@ export class UpstreamCalls {
       this.giveBackLimits(plan);
       last = result;
       lastKey = d.key;
+      if (result.outcome === 'upstream_error') lastAnswered = d;
       if (result.retryAfterMs) waitMs = Math.max(waitMs, result.retryAfterMs);
     }
-    if (!last && fullForMs !== undefined) throw withOutcome(atLimits(plan, fullForMs), 'deployment_limits', 503);
+    if (!last && fullForMs !== undefined) throw this.atLimits(plan, fullForMs, overShare);
     if (!last) throw withOutcome(noDeployment(plan), 'upstream_unreachable', 503);
+    if (lastAnswered) plan.servedBy = lastAnswered;
     throw withOutcome(last.failure, last.outcome, toGatewayError(last.failure).httpStatus);
   }
 
   /**
-   * `d`'s limits for this request: a concurrent slot, then the minute window (rpm, and tpm at the
-   * request's bound). Undefined when it took them; else in how many ms the deployment has room.
+   * The attempt `d` takes from `account` now, or undefined when it takes nothing: a deployment
+   * whose cooldown is over takes one trial request; one cooling since the order was made takes
+   * none. (The model's own count, not the order's: a model on two whose other is cooling still
+   * cools this one.)
    */
-  private async takeLimits(plan: Plan, d: ResolvedDeployment): Promise<number | undefined> {
+  private admit(plan: Plan, d: ResolvedDeployment, account: string): Attempt | undefined {
+    const admission = plan.model.served.length > 1 ? this.health.admission(d.key, account) : 'open';
+    if (admission === 'cooling') return undefined;
+    const trial = admission === 'trial' ? this.health.claimTrial(d.key, account) : undefined;
+    if (admission === 'trial' && !trial) return undefined;
+    return { key: d.key, account, sentAt: 0, trial };
+  }
+
+  /**
+   * Every deployment tried was at its limits: 429 when one refused the caller's account for
+   * holding its fair share while others wait (its own doing), else 503 (the deployments are full).
+   */
+  private atLimits(plan: Plan, fullForMs: number, overShare: boolean) {
+    if (!overShare) return withOutcome(atLimits(plan, fullForMs), 'deployment_limits', 503);
+    this.metrics.concurrencyRefusals.of('deployment_share_limit').inc();
+    return withOutcome(overItsShare(plan), 'deployment_share_limit', 429);
+  }
+
+  /**
+   * `d`'s limits for this request: a concurrent slot (within its account's fair share while
+   * others wait), then the minute window (rpm, and tpm at the request's bound). Undefined when it
+   * took them; else in how many ms the deployment has room, and whether the share refused it.
+   */
+  private async takeLimits(plan: Plan, d: ResolvedDeployment): Promise<{ waitMs: number; share: boolean } | undefined> {
     const limits = this.limits!;
     if (d.limits?.concurrency !== undefined) {
-      if (!(await limits.acquire(d))) return 1000;
+      const slot = await limits.acquire(d, plan.caller.accountId);
+      if (slot !== 'take') return { waitMs: 1000, share: slot === 'share' };
       plan.deploymentSlot = d.key;
     }
     if (d.limits?.rpm === undefined && d.limits?.tpm === undefined) return undefined;
     const took = await limits.take(d, plan.inputUpper + plan.maxOutput * plan.choices);
     if ('full' in took) {
       this.giveBackLimits(plan);
-      return took.retryAfterMs;
+      return { waitMs: took.retryAfterMs, share: false };
     }
     plan.deploymentWindow = took.taken;
     return undefined;
@@ -183,7 +216,8 @@ export class UpstreamCalls {
     plan.deploymentWindow = undefined;
     const warn = (what: string) => (err: unknown) =>
       this.log.warn({ err, deployment: slot ?? window?.deployment }, what);
-    if (slot !== undefined) this.limits!.release(slot).catch(warn('giving back a deployment slot failed'));
+    if (slot !== undefined)
+      this.limits!.release(slot, plan.caller.accountId).catch(warn('giving back a deployment slot failed'));
     if (window !== undefined) this.limits!.settle(window, 0n).catch(warn('setting a deployment window right failed'));
   }
 
@@ -194,15 +228,17 @@ export class UpstreamCalls {
     endpoint: Endpoint,
     body: UpstreamBody,
     signal: AbortSignal | undefined,
-    how: { lastAttempt: boolean; trial: boolean; number: number; after: 'retry' | 'failover' | undefined },
+    pass: Attempt,
+    how: { lastAttempt: boolean; number: number; after: 'retry' | 'failover' | undefined },
   ): Promise<{ res: UpstreamResponse } | (Failed & { retryAfterMs?: number })> {
     const target = this.targetFor(d);
     const { url, headers } = endpoint(target);
     const provider = d.provider.id;
-    const span = startAttemptSpan(plan, d, url, { attempt: how.number, after: how.after, trial: how.trial });
+    const span = startAttemptSpan(plan, d, url, { attempt: how.number, after: how.after, trial: !!pass.trial });
     notePrompt(span, plan.body);
     const traceparent = this.upstreamTraceparent ? traceparentOf(span) : undefined;
     const started = performance.now();
+    pass.sentAt = this.health.now();
     let res: UpstreamResponse;
     try {
       res = await this.upstream.post(
@@ -214,7 +250,7 @@ export class UpstreamCalls {
       );
     } catch (err) {
       if (isAbort(err)) {
-        if (how.trial) this.health.releaseTrial(d.key);
+        if (pass.trial) this.health.releaseTrial(pass);
         endFailedAttempt(span, 'caller_left');
         throw err;
       }
@@ -222,7 +258,7 @@ export class UpstreamCalls {
       const timedOut = failure.code === Code.DeadlineExceeded;
       const reason = timedOut ? 'timeout' : 'connection';
       endFailedAttempt(span, reason);
-      this.failed(d, reason, undefined, how.trial);
+      this.failed(d, pass, reason, undefined);
       this.metrics.upstreamRetries.inc({ provider, reason });
       return { failure, outcome: timedOut ? 'upstream_timeout' : 'upstream_unreachable' };
     }
@@ -232,7 +268,7 @@ export class UpstreamCalls {
     if (res.statusCode === 429 || res.statusCode >= 500) {
       endFailedAttempt(span, String(res.statusCode), res.statusCode);
       const retryAfter = retryAfterMs(res.headers['retry-after']);
-      this.failed(d, String(res.statusCode), res.statusCode === 429 ? retryAfter : undefined, how.trial);
+      this.failed(d, pass, String(res.statusCode), res.statusCode === 429 ? retryAfter : undefined);
       // The last attempt's answer goes to the caller as the provider gave it (its error's own words).
       if (how.lastAttempt) return { res };
       await res.body.dump().catch(() => {});
@@ -243,7 +279,7 @@ export class UpstreamCalls {
         ...(retryAfter !== undefined ? { retryAfterMs: retryAfter } : {}),
       };
     }
-    this.health.succeeded(d.key, seconds * 1000);
+    this.health.succeeded(pass, seconds * 1000);
     this.metrics.deploymentRequestsOf(d.key, provider, 'ok').inc();
     if (span.isRecording()) {
       span.setAttribute('http.response.status_code', res.statusCode);
@@ -253,9 +289,9 @@ export class UpstreamCalls {
     return { res };
   }
 
-  private failed(d: ResolvedDeployment, reason: string, retryAfter: number | undefined, trial: boolean): void {
+  private failed(d: ResolvedDeployment, pass: Attempt, reason: string, retryAfter: number | undefined): void {
     this.metrics.deploymentRequestsOf(d.key, d.provider.id, reason).inc();
-    this.health.failed(d.key, reason, retryAfter, trial);
+    this.health.failed(pass, reason, retryAfter);
   }
 }
 
@@ -307,6 +343,18 @@ function atLimits(plan: Plan, retryAfterMs: number) {
     code: 'deployments_at_limit',
     message: `Every deployment of '${plan.model.id}' is at its request or token limit for this minute; try again shortly.`,
     retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
+    requestId: plan.requestId,
+  });
+}
+
+/** The caller's account holds its fair share of every deployment it could use while other accounts wait: nothing was sent, nothing is charged. */
+function overItsShare(plan: Plan) {
+  return gatewayError({
+    httpStatus: 429,
+    type: 'rate_limit_error',
+    code: 'deployment_share_limit',
+    message: `This account holds its fair share of the concurrent requests of '${plan.model.id}' while other accounts wait (deployment_share_limit); try again when one of its requests has finished.`,
+    retryAfterSeconds: 1,
     requestId: plan.requestId,
   });
 }

@@ -70,7 +70,13 @@ export class Metrics {
   readonly deploymentCooldowns = new FastCounter(
     this.registry,
     'gateway_deployment_cooldowns_total',
-    'Times a deployment was cooled down after failures or a retry-after',
+    'Times a deployment was cooled down for everyone after failures or a retry-after',
+    ['deployment'],
+  );
+  readonly deploymentAccountCooldowns = new FastCounter(
+    this.registry,
+    'gateway_deployment_account_cooldowns_total',
+    'Times a deployment was cooled down for one account alone, whose requests failed there while other accounts were served',
     ['deployment'],
   );
   readonly deploymentLimitWaits = new FastCounter(
@@ -78,6 +84,18 @@ export class Metrics {
     'gateway_deployment_limit_waits_total',
     'Requests a deployment could not take because its rpm / tpm for the minute was used (they went to another deployment, or got a 503)',
     ['deployment'],
+  );
+  readonly concurrencyRefusals = new FastCounter(
+    this.registry,
+    'gateway_concurrency_refusals_total',
+    'Requests refused 429 by a bound on requests in flight: key_concurrency_limit, account_concurrency_limit, deployment_share_limit',
+    ['bound'],
+  );
+  readonly streamStalls = new FastCounter(
+    this.registry,
+    'gateway_stream_stalls_total',
+    'Streams cut because their client took in nothing for STREAM_STALL_TIMEOUT_MS',
+    [],
   );
   readonly upstreamLatencyOf = (provider: string, status: string) => this.upstreamLatency.of(provider, status);
   readonly deploymentRequestsOf = (deployment: string, provider: string, outcome: string) =>

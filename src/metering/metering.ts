@@ -5,7 +5,8 @@
 // database hold per request, or a reservation in this instance's credit lease
 // (src/billing/leases.ts). Every amount held is in the customer's money. A request that ends
 // without an answer to charge for settles at zero with the reason its failure carries
-// (outcomes.ts), in one place: `run`.
+// (outcomes.ts), in one place: `run`. The hold also takes the request's slots under its key's and
+// account's bounds on requests in flight (src/billing/in-flight.ts), and the settle gives them back.
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
 import type { Caller } from '../billing/caller.ts';
@@ -17,6 +18,7 @@ import { customerNano, providerBudgetNano, providerNano, type Markup, type Provi
 import { affordableCap, usageCostParts, worstCostNano } from '../billing/pricing.ts';
 import { markupFor } from '../catalogue/catalogue.ts';
 import type { RateDecision, RateLimiter } from '../billing/rate-limits.ts';
+import { boundsOf, type InFlightBound, type InFlightLimits } from '../billing/in-flight.ts';
 import type { Metrics } from '../log/metrics.ts';
 import { conflict, gatewayError, insufficientQuota, unauthorized } from '../errors/errors.ts';
 import { baseWorst } from './bill-policy.ts';
@@ -35,11 +37,15 @@ export interface MeteringDeps {
   log: Logger;
   /** Set when BILLING_MODE=lease. */
   leases?: LeaseBook;
+  /** The bounds on requests in flight per key and per account (MAX_IN_FLIGHT_PER_*), shared by every instance. */
+  inFlight?: InFlightLimits;
+  /** MAX_IN_FLIGHT_PER_ACCOUNT; 0 or unset: no bound per account. */
+  maxInFlightPerAccount?: number;
   /**
    * Told, when a request that took from a deployment's shared limits settles: the window it took
    * tokens from at its bound (to set right with the tokens it used), the concurrent slot it held.
    */
-  deploymentSettled?: (done: { window?: DeploymentWindow; slot?: string; usedTokens: bigint }) => void;
+  deploymentSettled?: (done: { window?: DeploymentWindow; slot?: string; account: string; usedTokens: bigint }) => void;
 }
 
 /** A provider cost at a price map: the model's for the customer's charge, the serving deployment's for the operator's cost. */
@@ -77,13 +83,14 @@ export class Metering {
       endHoldSpan(span, plan, held);
       return held;
     } catch (err) {
+      this.releaseInFlight(plan);
       endHoldSpan(span, plan, undefined, err);
       throw err;
     }
   }
 
   private async holdWorstCase(plan: Plan): Promise<Held> {
-    await this.admit(plan.caller, plan.requestId);
+    await this.takeInFlight(plan, await this.admit(plan.caller, plan.requestId));
     const keyHash = plan.caller.keyHash;
     const markup = requestMarkup(plan);
     const w = (plan.worst ??= baseWorst(plan.model, plan.prices));
@@ -140,7 +147,7 @@ export class Metering {
   async holdExact(plan: Plan, providerCost: ProviderCost): Promise<bigint> {
     const span = startHoldSpan(plan);
     try {
-      await this.admit(plan.caller, plan.requestId);
+      await this.takeInFlight(plan, await this.admit(plan.caller, plan.requestId));
       const amountNano = customerNano(providerCost, requestMarkup(plan));
       if (!(await this.reserveFromLease(plan, amountNano))) {
         await this.placeExactHold(plan.caller, plan.requestId, amountNano, this.deps.holds.ttlSeconds);
@@ -149,6 +156,7 @@ export class Metering {
       endHoldSpan(span, plan, { amountNano });
       return amountNano;
     } catch (err) {
+      this.releaseInFlight(plan);
       endHoldSpan(span, plan, undefined, err);
       throw err;
     }
@@ -241,6 +249,7 @@ export class Metering {
     providerCost?: ProviderCost | PricedAt,
   ): Promise<ChargeInfo> {
     const span = startSettleSpan(plan);
+    this.releaseInFlight(plan);
     if (meter.renewal) {
       clearInterval(meter.renewal);
       meter.renewal = undefined;
@@ -264,7 +273,12 @@ export class Metering {
     const row = usageRow(plan, usage, status, httpStatus, providerNano(operatorCost), markup.versionId);
     const tokens = usage.inputTokens + usage.outputTokens;
     if (plan.deploymentWindow || plan.deploymentSlot)
-      this.deps.deploymentSettled?.({ window: plan.deploymentWindow, slot: plan.deploymentSlot, usedTokens: tokens });
+      this.deps.deploymentSettled?.({
+        window: plan.deploymentWindow,
+        slot: plan.deploymentSlot,
+        account: plan.caller.accountId,
+        usedTokens: tokens,
+      });
     const { charged, billingMode } = await this.write(plan, meter, row, customerNano(exact, markup), tokens);
     const charge = {
       requestId: plan.requestId,
@@ -300,6 +314,34 @@ export class Metering {
       metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(r.chargedNano));
     if (r.firstSettle) limiter.addTokens(plan.caller.keyHash, tokens);
     return { charged: r.chargedNano, billingMode: 'hold' };
+  }
+
+  /**
+   * The request's slots under its key's and its account's bounds on requests in flight, held
+   * until it settles: 429 naming the bound that has none free.
+   */
+  private async takeInFlight(plan: Plan, d: RateDecision): Promise<void> {
+    const limits = this.deps.inFlight;
+    if (!limits || plan.meter?.inFlight) return;
+    const bounds = boundsOf(
+      { windowId: d.windowId, maxInFlight: d.maxInFlight },
+      { id: d.accountId, maxInFlight: this.deps.maxInFlightPerAccount ?? 0 },
+    );
+    if (bounds.length === 0) return;
+    const refused = await limits.take(bounds);
+    if (refused) {
+      this.deps.metrics.concurrencyRefusals.of(refused.code).inc();
+      throw concurrencyLimited(refused, plan.requestId);
+    }
+    (plan.meter ??= {}).inFlight = bounds;
+  }
+
+  /** Gives the request's in-flight slots back (once). */
+  private releaseInFlight(plan: Plan): void {
+    const bounds = plan.meter?.inFlight;
+    if (!bounds) return;
+    plan.meter!.inFlight = undefined;
+    this.deps.inFlight?.release(bounds);
   }
 
   /** With credit leases on: reserves `amountNano` in memory; false when the lease cannot cover it (the caller then holds in the database). */
@@ -402,6 +444,19 @@ function duplicateRequest(err: unknown): unknown {
   if (err instanceof LedgerError && err.code === 'duplicate_request')
     return conflict('duplicate_request_id', err.message);
   return err;
+}
+
+/** A bound on requests in flight has none free: 429 naming it, to try again in a second. */
+function concurrencyLimited(b: InFlightBound, requestId: string) {
+  const whose = b.code === 'key_concurrency_limit' ? 'this key' : "this key's account";
+  return gatewayError({
+    httpStatus: 429,
+    type: 'rate_limit_error',
+    code: b.code,
+    requestId,
+    retryAfterSeconds: 1,
+    message: `Too many requests in flight for ${whose}: at most ${b.limit} at once (${b.code}). Try again when one has finished.`,
+  });
 }
 
 function rateLimited(d: RateDecision, requestId: string) {

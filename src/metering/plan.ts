@@ -6,13 +6,14 @@ import type { Caller } from '../billing/caller.ts';
 import type { Reservation } from '../billing/leases.ts';
 import type { Markup } from '../billing/markup.ts';
 import type { Span } from '../tracing/spans.ts';
+import type { InFlightBound } from '../billing/in-flight.ts';
 
 export type Json = Record<string, unknown>;
 
 export interface ChargeInfo {
   requestId: string;
   costNano: bigint;
-  /** The deployment that answered (`<model>/<deployment>`), when one did. */
+  /** The deployment whose answer decided the request (`<model>/<deployment>`, plan.servedBy), when one answered. */
   deployment?: string;
   /** Tokens, and for routes billed otherwise the billed quantity (`units` of `unit`). */
   usage: TokenUsage & { estimated: boolean; units?: bigint; unit?: string };
@@ -55,7 +56,11 @@ export interface Plan {
   readonly startedAt: number;
   /** When the first upstream attempt started (for the added-latency metric). */
   upstreamStartedAt?: number;
-  /** The deployment whose answer the request uses (set by the upstream call): its usage row names it and its prices are the provider cost. */
+  /**
+   * The deployment whose answer decided the request (set by the upstream call): the one that
+   * answered, or of a request that failed on every deployment the last one that gave an HTTP
+   * answer (docs/providers.md#deployments). Its usage row names it and its prices are the provider cost.
+   */
   servedBy?: ResolvedDeployment;
   /** What the request took from that deployment's shared limits window, at its bound; set right at the settle. */
   deploymentWindow?: DeploymentWindow;
@@ -87,6 +92,8 @@ export interface MeterState {
   span?: Span;
   /** What the hold reserved, for the request's span. */
   heldNano?: bigint;
+  /** The bounds on requests in flight the request holds a slot of (src/billing/in-flight.ts); given back by the settle. */
+  inFlight?: readonly InFlightBound[];
 }
 
 export interface Held {

@@ -1,7 +1,7 @@
 // The organisations' audit log (docs/organisations.md#audit): every change to members, roles,
 // teams, keys, invitations and settings, written in the same transaction as the change itself,
 // so a change is never without its entry nor an entry without its change. Append-only: the
-// database refuses updates and deletes (migration 021).
+// database refuses updates and deletes (migration 023).
 import type { Db } from '../db/db.ts';
 import type { Actor } from './actor.ts';
 import { decodeCursor, page, pageSize } from './paging.ts';

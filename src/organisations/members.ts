@@ -85,7 +85,7 @@ export async function memberOf(db: Db, accountId: string, memberId: string): Pro
   return found;
 }
 
-/** The last owner demoted or removed: the deferred trigger of migration 021 said so at commit. */
+/** The last owner demoted or removed: the deferred trigger of migration 023 said so at commit. */
 function lastOwner(err: unknown): boolean {
   return (err as { constraint?: string }).constraint === 'memberships_keep_an_owner';
 }

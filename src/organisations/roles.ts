@@ -68,7 +68,7 @@ export const notAllowed = (action: Action, role: Role) =>
 /**
  * The rules of role changes beyond the table, for a manager (owner or admin) changing `target`'s
  * role from `from` to `to`: only an owner grants `owner` or changes an owner's role. (That an
- * organisation keeps an owner is the database's rule: migration 021.) Undefined when allowed.
+ * organisation keeps an owner is the database's rule: migration 023.) Undefined when allowed.
  */
 export function roleChangeRefusal(actorRole: Role | 'operator', from: Role, to: Role): string | undefined {
   if (actorRole === 'operator' || actorRole === 'owner') return undefined;

@@ -1,7 +1,7 @@
 // What an organisation spent (docs/organisations.md#seeing-the-money): its usage rows over a
 // window grouped by team, member, key, model or UTC day, and its requests one page at a time with
 // whom each was charged to. Rows keep the member and team of their key when the request was made
-// (migration 021), so a key handed over later does not move its past spend.
+// (migration 023), so a key handed over later does not move its past spend.
 import type { Db } from '../db/db.ts';
 import { badRequest } from '../errors/errors.ts';
 import { IS_REQUEST } from '../billing/usage-log.ts';

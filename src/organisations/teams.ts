@@ -1,5 +1,5 @@
 // Teams of an organisation (docs/organisations.md#teams): a name, members (each a member of the
-// organisation: the composite foreign keys of migration 021 make any other row impossible) and
+// organisation: the composite foreign keys of migration 023 make any other row impossible) and
 // service keys of their own. A deleted team keeps its row, as its keys and usage rows name it.
 import type { Db } from '../db/db.ts';
 import { badRequest, conflict, notFound } from '../errors/errors.ts';

@@ -16,6 +16,7 @@ import { RateLimiter } from '../billing/rate-limits.ts';
 import { LeaseBook } from '../billing/leases.ts';
 import { KeyCache } from '../billing/key-cache.ts';
 import { KeyCheck } from '../billing/key-check.ts';
+import { InFlightLimits } from '../billing/in-flight.ts';
 import { describeExposure, exposureOf, unsafeExposure, UnsafeExposureError } from '../config/exposure.ts';
 import { runningTracing, startTracing } from '../tracing/tracing.ts';
 import { captureContent } from '../inference/attempt-spans.ts';
@@ -231,6 +232,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
       if (unsettled > 0) log.error({ unsettled }, 'shutting down with unsettled holds; the sweeper will release them');
       await billing.leases?.close(); // pending charges written, leases returned
       await billing.limiter.close(); // settled tokens written, unused rate grants handed back
+      await billing.inFlight.close(); // this instance's in-flight slots back to their bounds
       await upstream.close();
       await billing.keyCache?.close();
       await video.close(); // the worker finishes its running activities, which need the database
@@ -259,6 +261,7 @@ async function openDatabase(databaseUrl: string, embeddedDir: string | undefined
 interface BillingParts {
   keyCache: KeyCache | undefined;
   limiter: RateLimiter;
+  inFlight: InFlightLimits;
   leases: LeaseBook | undefined;
   keys: KeyCheck;
 }
@@ -282,6 +285,9 @@ async function startBilling(
       : undefined;
   await keyCache?.start();
   const limiter = new RateLimiter(p.db, config.rateLimits, keyCache, p.log);
+  // Requests in flight per key and per account, shared by every instance on the database.
+  const inFlight = new InFlightLimits(p.db, { idleMs: config.rateLimits.grantIdleMs, log: p.log });
+  inFlight.start();
   const leases = leasing
     ? new LeaseBook(
         p.db,
@@ -296,7 +302,7 @@ async function startBilling(
       )
     : undefined;
   await leases?.listen(p.databaseUrl);
-  return { keyCache, limiter, leases, keys: new KeyCheck(p.ledger, keyCache) };
+  return { keyCache, limiter, inFlight, leases, keys: new KeyCheck(p.ledger, keyCache) };
 }
 
 /** The inference routes' parts: metering (holds and settles), upstream calls, stream runs. */
@@ -321,14 +327,16 @@ function inferenceParts(
     metrics: p.metrics,
     log,
     ...(billing.leases ? { leases: billing.leases } : {}),
-    deploymentSettled: ({ window, slot, usedTokens }) => {
+    inFlight: billing.inFlight,
+    maxInFlightPerAccount: config.maxInFlightPerAccount,
+    deploymentSettled: ({ window, slot, account, usedTokens }) => {
       if (window)
         p.deploymentLimits
           .settle(window, usedTokens)
           .catch((err) => log.warn({ err, deployment: window.deployment }, 'setting a deployment window right failed'));
       if (slot)
         p.deploymentLimits
-          .release(slot)
+          .release(slot, account)
           .catch((err) => log.warn({ err, deployment: slot }, 'giving back a deployment slot failed'));
     },
   });
@@ -338,9 +346,15 @@ function inferenceParts(
     abandonedDrainMs: config.upstream.abandonedDrainMs,
   });
   const health = new DeploymentHealth(config.routing);
-  health.onCooldown = (key, until, reason) => {
-    p.metrics.deploymentCooldowns.of(key).inc();
-    log.warn({ deployment: key, reason, until: new Date(until).toISOString() }, 'deployment cooling down');
+  health.onCooldown = (key, until, reason, account) => {
+    const fields = { deployment: key, reason, until: new Date(until).toISOString() };
+    if (account === undefined) {
+      p.metrics.deploymentCooldowns.of(key).inc();
+      log.warn(fields, 'deployment cooling down');
+    } else {
+      p.metrics.deploymentAccountCooldowns.of(key).inc();
+      log.warn({ ...fields, accountId: account }, 'deployment cooling down for one account');
+    }
   };
   const calls = new UpstreamCalls({
     upstream: p.upstream,
@@ -414,6 +428,7 @@ async function startHttp(
     metricsToken: config.metricsToken,
     servedModel: (name) => p.catalogue.get(name)?.id,
     deploymentHeader: config.routing.deploymentHeader,
+    streamStallMs: config.streamStallMs,
     traceCallerContext: config.tracing.callerContext,
     knownCaller: (apiKey) => keys.known(apiKey),
     authenticate: (apiKey) => keys.authenticate(apiKey),

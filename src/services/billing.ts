@@ -160,11 +160,10 @@ export function billingService(
 
     async setRateLimits(req) {
       const key = await resolve(req.key);
-      const rpm = req.requestsPerMinute ?? null;
-      const tpm = req.tokensPerMinute ?? null;
-      if ((rpm !== null && rpm < 0) || (tpm !== null && tpm < 0n))
-        throw badRequest('limits must not be negative', 'invalid_value');
-      return { updated: await limiter.setLimits(key.keyId, rpm, tpm === null ? null : Number(tpm)) };
+      const limits = [req.requestsPerMinute ?? null, req.tokensPerMinute ?? null, req.maxInFlight ?? null] as const;
+      if (limits.some((v) => v !== null && v < 0)) throw badRequest('limits must not be negative', 'invalid_value');
+      const [rpm, tpm, inFlight] = limits;
+      return { updated: await limiter.setLimits(key.keyId, rpm, tpm === null ? null : Number(tpm), inFlight) };
     },
 
     async listKeys(req) {

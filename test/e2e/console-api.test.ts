@@ -335,7 +335,7 @@ describe('the console API for the operator', () => {
   it("an account's page has its keys with their limits; limits, revoke, top-up and refund change what the RPCs change", async () => {
     const key = await newKey('3');
     const acct = `/admin/accounts/${key.accountId}`;
-    const limits = await operator.post(`/admin/keys/${key.keyId}/limits`, { rpm: 120, tpm: null });
+    const limits = await operator.post(`/admin/keys/${key.keyId}/limits`, { rpm: 120, tpm: null, max_in_flight: 9 });
     expect(limits.body).toEqual({ updated: true });
     const page = await operator.get<Row & { keys_list: Row[] }>(acct);
     expect(page.body).toMatchObject({
@@ -349,11 +349,14 @@ describe('the console API for the operator', () => {
         prefix: key.apiKey.slice(0, 10),
         rpm: 120,
         tpm: null,
+        max_in_flight: 9,
         revoked_at: null,
       }),
     ]);
-    const limitRow = await db().query('SELECT rpm_limit, tpm_limit FROM api_keys WHERE id = $1', [key.keyId]);
-    expect(limitRow.rows[0]).toEqual({ rpm_limit: 120, tpm_limit: null });
+    const limitRow = await db().query('SELECT rpm_limit, tpm_limit, max_in_flight FROM api_keys WHERE id = $1', [
+      key.keyId,
+    ]);
+    expect(limitRow.rows[0]).toEqual({ rpm_limit: 120, tpm_limit: null, max_in_flight: 9 });
 
     const externalId = `console-topup-${uniqueMarker()}`;
     const topup = await operator.post(`${acct}/topup`, { amount_usd: '2.50', external_id: externalId });

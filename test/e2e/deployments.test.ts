@@ -37,6 +37,11 @@ const M = {
   lastLeft: `routed-last-left-${RUN}`,
   kill: `routed-kill-${RUN}`,
   stream: `routed-stream-${RUN}`,
+  named5xx: `named-5xx-${RUN}`,
+  named429: `named-429-${RUN}`,
+  namedMixed: `named-mixed-${RUN}`,
+  namedNone: `named-none-${RUN}`,
+  namedStream: `named-stream-${RUN}`,
 };
 /** The third party's own prices on routed-cheapest: half the model's. */
 const THIRD_PRICES = { input_per_mtok: '0.075', output_per_mtok: '0.30' };
@@ -141,6 +146,11 @@ beforeAll(async () => {
     [M.lastLeft, { deployments: primaryThenThird }],
     [M.kill, { deployments: primaryThenThird }],
     [M.stream, { deployments: primaryThenThird }],
+    [M.named5xx, { deployments: primaryThenThird }],
+    [M.named429, { deployments: primaryThenThird }],
+    [M.namedMixed, { deployments: primaryThenThird }],
+    [M.namedNone, { deployments: primaryThenThird }],
+    [M.namedStream, { deployments: primaryThenThird }],
   ];
   for (const [id, extra] of models) {
     doc.models.push(newModel(id, extra));
@@ -696,5 +706,126 @@ describe('deployments of a model', () => {
     expect(text).toMatch(
       new RegExp(`^gateway_deployment_latency_seconds_count\\{deployment="${M.failover}/third"\\} \\d+`, 'm'),
     );
+  });
+});
+
+/** A failed chat request carrying `marker`: its request id, status and error code. */
+async function failedChat(model: string, apiKey: string, marker: string, stream = false) {
+  const messages = [{ role: 'user' as const, content: `fail ${marker} [sim tokens=2]` }];
+  const err = await (stream
+    ? client(apiKey).chat.completions.create({ model, messages, stream: true })
+    : client(apiKey).chat.completions.create({ model, messages })
+  ).then(
+    () => {
+      throw new Error(`expected ${model} to fail`);
+    },
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(OpenAI.APIError);
+  const e = err as InstanceType<typeof OpenAI.APIError>;
+  return { requestId: e.headers!.get('x-request-id')!, status: e.status, code: e.code ?? '' };
+}
+
+/**
+ * The deployment of `model` that gave the last HTTP answer to the request carrying `marker` ('' when
+ * none did): a killed instance records nothing, and each instance answers 20 ms after it received
+ * (delayMs), so the later arrival is the later answer.
+ */
+function lastToAnswer(model: string, marker: string): string {
+  const arrivals = (
+    [
+      ['plain', plain],
+      ['third', third],
+    ] as const
+  ).flatMap(([id, s]) =>
+    s.requests.filter((r) => JSON.stringify(r.body).includes(marker)).map((r) => ({ id, at: r.at })),
+  );
+  arrivals.sort((a, b) => a.at - b.at);
+  return arrivals.length ? `${model}/${arrivals.at(-1)!.id}` : '';
+}
+
+describe("the deployment a failed request's usage row names: the last one that gave an HTTP answer, none only when none answered", () => {
+  /** Requests one after another until every deployment of `model` is cooling; each one's row checked against the rule. */
+  async function untilCooling(model: string, stream = false): Promise<string[]> {
+    const key = await newKey('1');
+    const sent: (Awaited<ReturnType<typeof failedChat>> & { marker: string })[] = [];
+    for (let i = 0; i < 8 && sent.at(-1)?.code !== 'deployments_cooling'; i++) {
+      const marker = uniqueMarker();
+      sent.push({ ...(await failedChat(model, key.apiKey, marker, stream)), marker });
+    }
+    const named: string[] = [];
+    for (const [i, f] of sent.entries()) {
+      const row = await usageOf(f.requestId);
+      expect(row.deployment ?? '', `request ${i}: ${f.status} ${f.code}`).toBe(lastToAnswer(model, f.marker));
+      expect(row.cost_nano).toBe('0');
+      named.push(`${f.status} ${row.deployment ?? ''}`);
+    }
+    expect(named.at(-1)).toBe('503 ');
+    return named;
+  }
+
+  it('every deployment answered 500: each row names the last that answered, then none once every one is cooling', async () => {
+    plain.setMode({ status: 500, delayMs: 20 });
+    third.setMode({ status: 500, delayMs: 20 });
+    try {
+      const named = await untilCooling(M.named5xx);
+      // The first request's last attempt was plain's; then plain cooled, and third answered last.
+      expect(named.slice(0, 2)).toEqual([`500 ${M.named5xx}/plain`, `500 ${M.named5xx}/third`]);
+    } finally {
+      plain.clearMode();
+      third.clearMode();
+    }
+  });
+
+  it('every deployment answered 429 with retry-after: the row names the last that answered', async () => {
+    plain.setMode({ status: 429, retryAfter: '5', delayMs: 20 });
+    third.setMode({ status: 429, retryAfter: '5', delayMs: 20 });
+    try {
+      expect(await untilCooling(M.named429)).toEqual([`429 ${M.named429}/third`, '503 ']);
+    } finally {
+      plain.clearMode();
+      third.clearMode();
+    }
+  });
+
+  it('streamed, every deployment answered 500 before the first byte: the same rows', async () => {
+    plain.setMode({ status: 500, delayMs: 20 });
+    third.setMode({ status: 500, delayMs: 20 });
+    try {
+      const named = await untilCooling(M.namedStream, true);
+      expect(named.slice(0, 2)).toEqual([`500 ${M.namedStream}/plain`, `500 ${M.namedStream}/third`]);
+    } finally {
+      plain.clearMode();
+      third.clearMode();
+    }
+  });
+
+  it('one deployment answered 500 and the other refused the connection last: the row names the one that answered', async () => {
+    const key = await newKey('1');
+    third.setMode({ status: 500, delayMs: 20 });
+    await plain.kill();
+    try {
+      const marker = uniqueMarker();
+      const f = await failedChat(M.namedMixed, key.apiKey, marker);
+      // plain, third, plain again: the caller gets the last failure (plain's refused connection).
+      expect(f.status).toBe(502);
+      expect((await usageOf(f.requestId)).deployment).toBe(`${M.namedMixed}/third`);
+      expect(lastToAnswer(M.namedMixed, marker)).toBe(`${M.namedMixed}/third`);
+    } finally {
+      third.clearMode();
+      await plain.revive();
+    }
+  });
+
+  it('no deployment answered (every one refused the connection): the row names none', async () => {
+    const key = await newKey('1');
+    await Promise.all([plain.kill(), third.kill()]);
+    try {
+      const f = await failedChat(M.namedNone, key.apiKey, uniqueMarker());
+      expect(f.status).toBe(502);
+      expect((await usageOf(f.requestId)).deployment).toBeNull();
+    } finally {
+      await Promise.all([plain.revive(), third.revive()]);
+    }
   });
 });

@@ -39,14 +39,16 @@ describe('rotation keeps the rate limits', () => {
       key: { ref: { case: 'keyId', value: key.keyId } },
       requestsPerMinute: K,
       tokensPerMinute: 123_456n,
+      maxInFlight: 7,
     });
     for (let i = 0; i < J; i++) await ask(key.apiKey);
 
     const rotated = await billing().rotateKey({ key: { ref: { case: 'apiKey', value: key.apiKey } } });
-    const limits = await db().query('SELECT rpm_limit, tpm_limit::text AS tpm FROM api_keys WHERE id = $1', [
-      rotated.keyId,
-    ]);
-    expect(limits.rows[0]).toEqual({ rpm_limit: K, tpm: '123456' });
+    const limits = await db().query(
+      'SELECT rpm_limit, tpm_limit::text AS tpm, max_in_flight FROM api_keys WHERE id = $1',
+      [rotated.keyId],
+    );
+    expect(limits.rows[0]).toEqual({ rpm_limit: K, tpm: '123456', max_in_flight: 7 });
 
     for (let i = 0; i < K - J; i++) await ask(rotated.apiKey);
     const refused = await ask(rotated.apiKey).catch((e: unknown) => e);
@@ -68,8 +70,10 @@ describe('rotation keeps the rate limits', () => {
   it('a key without limits of its own rotates to one on the gateway defaults', async () => {
     const key = await newKey('1');
     const rotated = await billing().rotateKey({ key: { ref: { case: 'keyId', value: key.keyId } } });
-    const limits = await db().query('SELECT rpm_limit, tpm_limit FROM api_keys WHERE id = $1', [rotated.keyId]);
-    expect(limits.rows[0]).toEqual({ rpm_limit: null, tpm_limit: null });
+    const limits = await db().query('SELECT rpm_limit, tpm_limit, max_in_flight FROM api_keys WHERE id = $1', [
+      rotated.keyId,
+    ]);
+    expect(limits.rows[0]).toEqual({ rpm_limit: null, tpm_limit: null, max_in_flight: null });
     expect((await ask(rotated.apiKey)).choices).toHaveLength(1);
   });
 });

@@ -1,4 +1,4 @@
-// Migration 021 on a database that already has accounts: each becomes an organisation of one, its
+// Migration 023 on a database that already has accounts: each becomes an organisation of one, its
 // owner its only member (one member per Telegram user however many accounts they own), its keys
 // that member's, and nothing about its balance, keys, ledger, bills or bot user changes.
 import { afterAll, describe, expect, inject, it } from 'vitest';
@@ -21,7 +21,7 @@ const upTo = (last: string) => ({
 type Row = Record<string, unknown>;
 const rows = async (db: Db, sql: string, params: string[] = []) => (await db.raw(sql, params)).rows as Row[];
 
-describe('migration 021: every account becomes an organisation of one', () => {
+describe('migration 023: every account becomes an organisation of one', () => {
   it('keeps balances, keys, ledger, usage and bot owners, and gives each account an owner who holds its keys', async () => {
     const name = `orgs_${uniqueMarker().replace(/[^a-z0-9]/g, '')}`;
     const admin = inject('adminDatabaseUrl');
@@ -30,7 +30,7 @@ describe('migration 021: every account becomes an organisation of one', () => {
     url.pathname = `/${name}`;
     const db = await openDb({ databaseUrl: url.toString(), poolMax: 2 });
     opened.push(db);
-    await db.migrate.latest({ migrationSource: upTo('020_trace_ids') });
+    await db.migrate.latest({ migrationSource: upTo('022_deployment_shares') });
 
     // Three accounts as earlier versions made them: two of one Telegram user, one of the CLI.
     await db.raw(`INSERT INTO accounts (id, label, owner, balance_nano) VALUES

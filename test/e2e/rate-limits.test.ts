@@ -193,6 +193,9 @@ describe('rate limits with grants', () => {
         BILLING_MODE: 'lease',
         LEASE_FLUSH_MS: '50',
         RATE_LIMIT_GRANT_IDLE_MS: '600000',
+        // Requests per minute alone: 150 at once from one key would meet the bounds on requests in flight.
+        MAX_IN_FLIGHT_PER_KEY: '0',
+        MAX_IN_FLIGHT_PER_ACCOUNT: '0',
         ...env,
       },
     });

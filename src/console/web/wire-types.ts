@@ -159,7 +159,7 @@ export interface AccountRow {
   created_at: string | null;
 }
 
-/** A key of an account: `rpm`/`tpm` null = the gateway's default, 0 = unlimited. */
+/** A key of an account: `rpm`/`tpm`/`max_in_flight` (requests in flight at once) null = the gateway's default, 0 = unlimited. */
 export interface KeyRow {
   key_id: string;
   prefix: string;
@@ -168,6 +168,7 @@ export interface KeyRow {
   revoked_at: string | null;
   rpm: number | null;
   tpm: number | null;
+  max_in_flight: number | null;
 }
 
 /** GET /admin/accounts/:id. */
@@ -199,10 +200,11 @@ export interface RefundAnswer {
   balance_nano: string;
 }
 
-/** POST /admin/keys/:id/limits: both required, null for the gateway's default. */
+/** POST /admin/keys/:id/limits: rpm and tpm required, null for the gateway's default; max_in_flight too, or left out for the default. */
 export interface LimitsRequest {
   rpm: number | null;
   tpm: number | null;
+  max_in_flight?: number | null;
 }
 
 export interface LimitsAnswer {

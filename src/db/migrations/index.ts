@@ -21,7 +21,9 @@ import * as m017 from './017_console.ts';
 import * as m018 from './018_providers.ts';
 import * as m019 from './019_deployment_windows.ts';
 import * as m020 from './020_trace_ids.ts';
-import * as m021 from './021_organisations.ts';
+import * as m021 from './021_in_flight_bounds.ts';
+import * as m022 from './022_deployment_shares.ts';
+import * as m023 from './023_organisations.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -44,7 +46,9 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '018_providers': m018,
   '019_deployment_windows': m019,
   '020_trace_ids': m020,
-  '021_organisations': m021,
+  '021_in_flight_bounds': m021,
+  '022_deployment_shares': m022,
+  '023_organisations': m023,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

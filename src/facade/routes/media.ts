@@ -12,14 +12,7 @@ import {
   InferenceService,
 } from '../../gen/gateway/v1/inference_pb.js';
 import { refuseUnread } from '../access.ts';
-import {
-  type Answers,
-  type CallOptions,
-  callOptions,
-  failureOf,
-  type InferenceRouteOptions,
-  writeChunk,
-} from '../answer.ts';
+import { type Answers, type CallOptions, callOptions, failureOf, type InferenceRouteOptions } from '../answer.ts';
 import { openAIError, sendGatewayError } from '../errors.ts';
 
 export interface MediaRouteOptions extends InferenceRouteOptions {
@@ -38,7 +31,7 @@ export const mediaRoutes: FastifyPluginAsync<MediaRouteOptions> = async (app, { 
   app.post('/v1/images/generations', (req, reply) =>
     answers.unary(req, reply, 'openai', (body, opts) => inference.generateImage({ body, requestId: req.id }, opts)),
   );
-  app.post('/v1/audio/speech', (req, reply) => answerSpeech(inference, req, reply));
+  app.post('/v1/audio/speech', (req, reply) => answerSpeech(inference, answers, req, reply));
 
   // Multipart only in this scope: every other route keeps its raw body bytes.
   app.register(async (scope) => {
@@ -177,7 +170,7 @@ function malformedUpload(err: unknown, uploads: Config['media']): [number, objec
   ];
 }
 
-async function answerSpeech(inference: Inference, req: FastifyRequest, reply: FastifyReply) {
+async function answerSpeech(inference: Inference, answers: Answers, req: FastifyRequest, reply: FastifyReply) {
   const body = (req.body as Buffer | undefined) ?? Buffer.alloc(0);
   const abort = new AbortController();
   const res = reply.raw;
@@ -205,7 +198,7 @@ async function answerSpeech(inference: Inference, req: FastifyRequest, reply: Fa
   });
   try {
     for (let r = await events.next(); !r.done; r = await events.next()) {
-      if (r.value.event.case === 'audio') await writeChunk(res, r.value.event.value);
+      if (r.value.event.case === 'audio') await answers.write(reply, r.value.event.value);
     }
     res.end();
   } catch {

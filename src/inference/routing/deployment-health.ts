@@ -1,8 +1,13 @@
 // Passive health of each deployment, on this instance (docs/providers.md#health): what its
-// answers say, with no probe traffic. Consecutive failures (429, 5xx, timeouts, refused
-// connections) past `allowedFails` cool it down for a time that doubles with each cooldown in a
-// row; a provider's retry-after cools it for exactly that long. When the time is up, one trial
-// request is let through: its success brings the deployment back, its failure cools it again.
+// answers say, with no probe traffic. Failures (429, 5xx, timeouts, refused connections) are
+// charged to the account that sent them. `allowedFails` in a row cool the deployment down for a
+// time that doubles with each cooldown in a row: for everyone when they came from more than one
+// account, or from an account no other account is being served beside; otherwise for that account
+// alone (its requests follow its own body, which others are served without). A provider's
+// retry-after cools it for everyone for exactly that long, and nothing answered meanwhile lifts it.
+// When a cooldown is over, one trial request is let through: its success brings the deployment
+// back, its failure cools it again. An answer to a request sent before a cooldown began changes
+// nothing about that cooldown.
 
 export interface HealthSettings {
   /** Consecutive failures a deployment may have before it cools down. */
@@ -15,15 +20,53 @@ export interface HealthSettings {
 /** What a deployment may do now: take requests, take the one trial request, or nothing until `until`. */
 export type Admission = 'open' | 'trial' | 'cooling';
 
-interface State {
-  consecutiveFails: number;
+/** The trial an attempt took: the deployment's, for everyone, or its account's own. */
+export type Trial = 'shared' | 'own';
+
+/** One request's attempt at a deployment, as its health judges the answer. */
+export interface Attempt {
+  key: string;
+  /** The account that sent it: failures are charged to it. */
+  account: string;
+  /**
+   * When it was sent (this health's clock, epoch ms): an answer to a request sent before a
+   * cooldown began (or in the same ms) does not end it; a trial's always counts.
+   */
+  sentAt: number;
+  /** The trial it took (claimTrial), if it took one. */
+  trial?: Trial | undefined;
+}
+
+/** A cooldown and its trial: the deployment's, for everyone, or one account's own. */
+interface Cooling {
   /** Epoch ms until which it takes nothing; 0: not cooling. */
   coolUntil: number;
+  /** When the cooldown in force began (epoch ms). */
+  cooledAt: number;
   /** The cooldown the next one lasts (doubles while trials fail). */
   nextCooldownMs: number;
   /** A cooldown ended and no request has proven it since. */
   onTrial: boolean;
   trialInFlight: boolean;
+}
+
+interface State extends Cooling {
+  consecutiveFails: number;
+  /** The end of a provider's retry-after in force: no answer lifts the cooldown before it. */
+  retryAfterUntil: number;
+  /** The accounts of the failures in a row (at most MAX_ACCOUNTS of them). */
+  failing: string[];
+  /** The accounts whose failures cooled it for everyone: its trial goes to another first, if one asked meanwhile. */
+  causers: string[];
+  /** An account other than the causers asked for it while it cooled. */
+  othersWaiting: boolean;
+  /** The last two accounts it served (successes), each with when its request was sent. */
+  servedAccount: string;
+  servedAt: number;
+  otherServedAccount: string;
+  otherServedAt: number;
+  /** The accounts with failures here (each also in DeploymentHealth.views); undefined before any. */
+  accounts: Map<string, AccountView> | undefined;
   /** Time to the response headers, smoothed (ms); undefined before the first answer. */
   latencyMs: number | undefined;
   /** The last answers (true: ok), for the error rate shown to operators. */
@@ -31,6 +74,13 @@ interface State {
   /** The last times to the response headers (ms), for the median shown to operators. */
   latencies: number[];
   cooldowns: number;
+}
+
+/** One account's failures at one deployment, and the cooldown they gave that account alone. */
+interface AccountView extends Cooling {
+  state: State;
+  account: string;
+  consecutiveFails: number;
 }
 
 export interface DeploymentState {
@@ -43,20 +93,31 @@ export interface DeploymentState {
   errorRate?: number;
   /** The median of the last RECENT successful answers' times to headers (ms). */
   p50LatencyMs?: number;
+  /** Cooldowns for everyone. */
   cooldowns: number;
 }
 
 const RECENT = 50;
 /** The weight of a new latency sample in the smoothed figure. */
 const SMOOTHING = 0.2;
+/** Accounts remembered per deployment among its failures in a row, and among those that cooled it. */
+const MAX_ACCOUNTS = 4;
+/**
+ * Account views held at most, over every deployment: past it the least recently failed one is
+ * forgotten, so any number of accounts or deployments is bounded memory (a forgotten account
+ * starts counting its failures again).
+ */
+export const MAX_ACCOUNT_VIEWS = 10_000;
 
 export class DeploymentHealth {
   private readonly states = new Map<string, State>();
+  /** Every account view of every deployment, least recently failed first (a Set keeps insertion order). */
+  private readonly views = new Set<AccountView>();
   private readonly settings: HealthSettings;
   /** Epoch ms (a test's own clock in tests). */
   readonly now: () => number;
-  /** Told each time a deployment cools down (metrics, the log). */
-  onCooldown: ((key: string, untilMs: number, reason: string) => void) | undefined;
+  /** Told each time a deployment cools down: for everyone, or for `account` alone (metrics, the log). */
+  onCooldown: ((key: string, untilMs: number, reason: string, account?: string) => void) | undefined;
 
   constructor(settings: HealthSettings, now: () => number = Date.now) {
     this.settings = settings;
@@ -67,11 +128,17 @@ export class DeploymentHealth {
     let s = this.states.get(key);
     if (!s) {
       s = {
+        ...this.notCooling(),
         consecutiveFails: 0,
-        coolUntil: 0,
-        nextCooldownMs: this.settings.cooldownMs,
-        onTrial: false,
-        trialInFlight: false,
+        retryAfterUntil: 0,
+        failing: [],
+        causers: [],
+        othersWaiting: false,
+        servedAccount: '',
+        servedAt: 0,
+        otherServedAccount: '',
+        otherServedAt: 0,
+        accounts: undefined,
         latencyMs: undefined,
         recent: [],
         latencies: [],
@@ -82,88 +149,205 @@ export class DeploymentHealth {
     return s;
   }
 
-  admission(key: string): Admission {
-    const s = this.states.get(key);
-    if (!s || (s.coolUntil === 0 && !s.onTrial)) return 'open';
-    if (this.now() < s.coolUntil) return 'cooling';
-    s.onTrial = true;
-    return s.trialInFlight ? 'cooling' : 'trial';
+  private notCooling(): Cooling {
+    return {
+      coolUntil: 0,
+      cooledAt: 0,
+      nextCooldownMs: this.settings.cooldownMs,
+      onTrial: false,
+      trialInFlight: false,
+    };
   }
 
-  /** Takes the one trial request of a deployment whose cooldown is over; false when another has it. */
-  claimTrial(key: string): boolean {
-    const s = this.state(key);
-    if (this.admission(key) !== 'trial') return false;
-    s.trialInFlight = true;
-    return true;
+  private viewOf(account: string | undefined, s: State | undefined): AccountView | undefined {
+    return account === undefined || !s?.accounts?.size ? undefined : s.accounts.get(account);
   }
 
-  /** When the deployment takes requests again (epoch ms); 0 when it does now. */
-  coolingUntil(key: string): number {
+  /**
+   * What `key` may take from `account` now (the deployment's own state when no account is given).
+   * An account cooling there on its own takes only its own trial. When the accounts whose failures
+   * cooled it for everyone were not alone in asking for it meanwhile, its trial goes to another
+   * account, and to one of them only if none has taken it within as long again.
+   */
+  admission(key: string, account?: string): Admission {
     const s = this.states.get(key);
-    return s && this.now() < s.coolUntil ? s.coolUntil : 0;
+    // A healthy deployment (the ordinary request): no clock read, nothing made.
+    if (!s || (s.coolUntil === 0 && !s.onTrial && !s.accounts?.size)) return 'open';
+    const now = this.now();
+    const c = this.cooldownFor(s, account, now);
+    return c === undefined ? 'open' : c === 'cooling' ? 'cooling' : trialOf(c, now);
+  }
+
+  /** Takes the one trial `account` may have at `key` now; undefined when there is none for it (another has it). */
+  claimTrial(key: string, account: string): Trial | undefined {
+    const s = this.states.get(key);
+    if (!s) return undefined;
+    const now = this.now();
+    const c = this.cooldownFor(s, account, now);
+    if (c === undefined || c === 'cooling' || trialOf(c, now) !== 'trial') return undefined;
+    c.trialInFlight = true;
+    return c === s ? 'shared' : 'own';
+  }
+
+  /** The cooldown that decides `account`'s admission: the deployment's, the account's own, none, or 'cooling' (nothing for it now). */
+  private cooldownFor(s: State, account: string | undefined, now: number): Cooling | 'cooling' | undefined {
+    if (now < s.coolUntil) {
+      if (account !== undefined && s.causers.length > 0 && !s.causers.includes(account)) s.othersWaiting = true;
+      return 'cooling';
+    }
+    const v = this.viewOf(account, s);
+    if (v && episode(v)) return v;
+    if (!episode(s)) return undefined;
+    if (account !== undefined && now < this.othersFirstUntil(s, account)) return 'cooling';
+    return s;
+  }
+
+  /** Until when the shared trial waits for another account than `account`, one whose failures cooled it (0: it does not). */
+  private othersFirstUntil(s: State, account: string): number {
+    return s.othersWaiting && s.causers.includes(account) ? s.coolUntil + (s.coolUntil - s.cooledAt) : 0;
+  }
+
+  /** When `key` takes `account`'s requests again (epoch ms); 0 when it does now or once a trial in flight ends. */
+  coolingUntil(key: string, account?: string): number {
+    const s = this.states.get(key);
+    if (!s) return 0;
+    const now = this.now();
+    const v = this.viewOf(account, s);
+    let until = s.coolUntil;
+    if (v && episode(v)) until = Math.max(until, v.coolUntil);
+    else if (account !== undefined && episode(s)) until = Math.max(until, this.othersFirstUntil(s, account));
+    return now < until ? until : 0;
   }
 
   latencyOf(key: string): number | undefined {
     return this.states.get(key)?.latencyMs;
   }
 
-  succeeded(key: string, latencyMs: number): void {
-    const s = this.state(key);
-    s.consecutiveFails = 0;
+  succeeded(a: Attempt, latencyMs: number): void {
+    const s = this.state(a.key);
     s.latencyMs = s.latencyMs === undefined ? latencyMs : s.latencyMs + SMOOTHING * (latencyMs - s.latencyMs);
     s.latencies.push(latencyMs);
     if (s.latencies.length > RECENT) s.latencies.shift();
-    this.remember(s, true);
-    if (s.onTrial || s.coolUntil !== 0) {
-      s.onTrial = false;
-      s.trialInFlight = false;
-      s.coolUntil = 0;
-      s.nextCooldownMs = this.settings.cooldownMs;
+    remember(s, true);
+    if (s.servedAccount !== a.account) {
+      s.otherServedAccount = s.servedAccount;
+      s.otherServedAt = s.servedAt;
+      s.servedAccount = a.account;
     }
+    s.servedAt = a.sentAt; // recent enough for a window of minutes, with no clock read
+    const v = this.viewOf(a.account, s);
+    // Its failures in a row end, and its own cooldown unless the request was sent before that began.
+    if (v && (!episode(v) || sentSince(a, v, 'own'))) this.forget(v);
+    if (!episode(s)) {
+      s.consecutiveFails = 0;
+      s.failing.length = 0;
+      return;
+    }
+    // Sent before the cooldown began, it says nothing of the deployment since; a provider's retry-after holds to its end.
+    if (!sentSince(a, s, 'shared') || this.now() < s.retryAfterUntil) {
+      if (a.trial === 'shared') s.trialInFlight = false;
+      return;
+    }
+    Object.assign(s, this.notCooling(), { consecutiveFails: 0, retryAfterUntil: 0 });
+    s.failing.length = 0;
+    s.causers.length = 0;
   }
 
   /**
-   * A failed answer; `trial`: the request that took the trial (claimTrial). `retryAfterMs`, the
-   * provider's own word on when to come back, cools it for that long at once (or longer, if it
-   * already is). Failures of requests sent before it cooled down, arriving while it cools or
-   * waits for its trial, are counted and change nothing else: only a failed trial doubles.
+   * A failed answer. `retryAfterMs`, the provider's own word on when to come back, cools the
+   * deployment for everyone for that long at once (or longer, if it already is). A failed trial
+   * cools again for twice as long (the shared one for everyone, an own one for its account).
+   * Any other failure while a cooldown of the deployment or of the account is in force (a request
+   * sent before it began) is counted and changes nothing else.
    */
-  failed(key: string, reason: string, retryAfterMs?: number, trial = false): void {
-    const s = this.state(key);
+  failed(a: Attempt, reason: string, retryAfterMs?: number): void {
+    const s = this.state(a.key);
     s.consecutiveFails++;
-    this.remember(s, false);
-    if (trial) s.trialInFlight = false;
-    const cooling = this.now() < s.coolUntil || s.onTrial;
+    remember(s, false);
+    const v = this.viewOf(a.account, s);
+    if (a.trial === 'shared') s.trialInFlight = false;
+    if (a.trial === 'own' && v) v.trialInFlight = false;
     if (retryAfterMs !== undefined && retryAfterMs > 0) {
-      if (this.now() + retryAfterMs > s.coolUntil) this.cool(key, s, retryAfterMs, reason);
+      const until = this.now() + retryAfterMs;
+      if (until > s.coolUntil) {
+        this.cool(a.key, s, retryAfterMs, reason);
+        s.retryAfterUntil = until;
+      }
       return;
     }
-    if (cooling && !trial) return;
-    if (trial || s.consecutiveFails >= this.settings.allowedFails) {
-      const ms = s.nextCooldownMs;
-      // A failed trial doubles the next one: a deployment that stays down is asked less and less often.
-      s.nextCooldownMs = Math.min(this.settings.maxCooldownMs, ms * 2);
-      this.cool(key, s, ms, reason);
+    // A failed trial doubles the next one: a deployment that stays down is asked less and less often.
+    if (a.trial === 'shared') {
+      addAccount(s.causers, a.account);
+      return this.coolAgain(a.key, s, reason);
     }
+    if (a.trial === 'own' && v) return this.coolAgain(a.key, v, reason, a.account);
+    if (episode(s) || (v && episode(v))) return;
+    addAccount(s.failing, a.account);
+    const view = this.touch(a.account, s, v);
+    view.consecutiveFails++;
+    const { allowedFails } = this.settings;
+    if (s.consecutiveFails >= allowedFails && (s.failing.length > 1 || !this.servesOthers(s, a.account))) {
+      s.causers = [...s.failing];
+      return this.coolAgain(a.key, s, reason);
+    }
+    if (view.consecutiveFails >= allowedFails) this.coolAgain(a.key, view, reason, a.account);
   }
 
-  /** A request that took the trial and ended with no answer to judge by (the caller left): another may take it. */
-  releaseTrial(key: string): void {
-    const s = this.states.get(key);
-    if (s) s.trialInFlight = false;
+  /** A request that took a trial and ended with no answer to judge by (the caller left): another may take it. */
+  releaseTrial(a: Attempt): void {
+    const s = this.states.get(a.key);
+    if (a.trial === 'shared' && s) s.trialInFlight = false;
+    const v = a.trial === 'own' ? this.viewOf(a.account, s) : undefined;
+    if (v) v.trialInFlight = false;
   }
 
-  private cool(key: string, s: State, ms: number, reason: string): void {
-    s.coolUntil = this.now() + ms;
-    s.onTrial = false;
-    s.cooldowns++;
-    this.onCooldown?.(key, s.coolUntil, reason);
+  /** Whether another account than `account` was served by the deployment within the longest cooldown. */
+  private servesOthers(s: State, account: string): boolean {
+    const since = this.now() - this.settings.maxCooldownMs;
+    return (
+      (s.servedAccount !== '' && s.servedAccount !== account && s.servedAt >= since) ||
+      (s.otherServedAccount !== '' && s.otherServedAccount !== account && s.otherServedAt >= since)
+    );
   }
 
-  private remember(s: State, ok: boolean): void {
-    s.recent.push(ok);
-    if (s.recent.length > RECENT) s.recent.shift();
+  /** `account`'s view of the deployment, made if needed, as the most recently failed. */
+  private touch(account: string, s: State, v: AccountView | undefined): AccountView {
+    if (v) this.views.delete(v);
+    else {
+      v = { ...this.notCooling(), state: s, account, consecutiveFails: 0 };
+      (s.accounts ??= new Map()).set(account, v);
+      if (this.views.size >= MAX_ACCOUNT_VIEWS) this.forget(this.views.values().next().value!);
+    }
+    this.views.add(v);
+    return v;
+  }
+
+  private forget(v: AccountView): void {
+    this.views.delete(v);
+    v.state.accounts?.delete(v.account);
+  }
+
+  /** Cools `c` (the deployment's, or `account`'s own) for its next cooldown, and doubles the one after. */
+  private coolAgain(key: string, c: Cooling, reason: string, account?: string): void {
+    const ms = c.nextCooldownMs;
+    c.nextCooldownMs = Math.min(this.settings.maxCooldownMs, ms * 2);
+    this.cool(key, c, ms, reason, account);
+  }
+
+  private cool(key: string, c: Cooling, ms: number, reason: string, account?: string): void {
+    c.cooledAt = this.now();
+    c.coolUntil = c.cooledAt + ms;
+    c.onTrial = false;
+    if (account === undefined) {
+      (c as State).cooldowns++;
+      (c as State).othersWaiting = false;
+    }
+    this.onCooldown?.(key, c.coolUntil, reason, account);
+  }
+
+  /** Account views held now (bounded by MAX_ACCOUNT_VIEWS). */
+  get accountViews(): number {
+    return this.views.size;
   }
 
   /** Every deployment this instance has called, as operators see it. */
@@ -171,6 +355,7 @@ export class DeploymentHealth {
     return [...this.states.keys()].map((key) => this.stateOf(key));
   }
 
+  /** The deployment's own state (its cooldowns for everyone), as operators see it. */
   stateOf(key: string): DeploymentState {
     const s = this.states.get(key);
     const admission = this.admission(key);
@@ -187,6 +372,34 @@ export class DeploymentHealth {
       cooldowns: s.cooldowns,
     };
   }
+}
+
+/** A cooldown is in force or waits for its trial. */
+function episode(c: Cooling): boolean {
+  return c.coolUntil !== 0 || c.onTrial;
+}
+
+/** A cooldown that is over: its one trial, unless a request has it. */
+function trialOf(c: Cooling, now: number): Admission {
+  if (now < c.coolUntil) return 'cooling';
+  c.onTrial = true;
+  return c.trialInFlight ? 'cooling' : 'trial';
+}
+
+/** Whether `a` was sent after cooldown `c` began: its trial (`kind`), or sent in a later ms. */
+function sentSince(a: Attempt, c: Cooling, kind: Trial): boolean {
+  return a.trial === kind || a.sentAt > c.cooledAt;
+}
+
+function addAccount(list: string[], account: string): void {
+  if (list.includes(account)) return;
+  list.push(account);
+  if (list.length > MAX_ACCOUNTS) list.shift();
+}
+
+function remember(s: State, ok: boolean): void {
+  s.recent.push(ok);
+  if (s.recent.length > RECENT) s.recent.shift();
 }
 
 function median(values: readonly number[]): number {

@@ -3,12 +3,15 @@
 // PostgreSQL (deployment_windows), taken from by one atomic upsert that refuses past either
 // limit, so no instance counts alone; tokens are taken at the request's bound (its input bound
 // and output cap, as providers themselves count a request against tpm) and set right when it
-// settles. In flight: each instance's count per deployment (deployment_inflight), taken under a
-// lock on the deployment against the sum of every instance that refreshed its row lately, so an
-// instance that died stops holding slots. Only deployments with limits pay the round trips.
+// settles. In flight: each instance's count per deployment and account (deployment_inflight),
+// taken under a lock on the deployment against the sum of every instance that refreshed its row
+// lately, so an instance that died stops holding slots, and shared fairly between the accounts
+// (fair-share.ts: an account turned away from the full deployment is remembered as waiting in
+// deployment_waiting for WAITING_MS). Only deployments with limits pay the round trips.
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../../db/db.ts';
 import type { ResolvedDeployment } from '../../catalogue/catalogue.ts';
+import { slotVerdict, type SlotVerdict } from './fair-share.ts';
 
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
@@ -27,6 +30,8 @@ const KEEP_MINUTES = 10;
 /** An instance refreshes its in-flight rows this often; a row not refreshed for STALE_MS holds no slot. */
 const HEARTBEAT_MS = 5_000;
 const STALE_MS = 30_000;
+/** An account turned away from a full deployment counts as waiting for this long (a client retrying after its retry-after of 1 s is back well within it). */
+const WAITING_MS = 5_000;
 
 export class DeploymentLimits {
   private readonly db: Db;
@@ -41,41 +46,61 @@ export class DeploymentLimits {
   }
 
   /**
-   * One of `d`'s concurrent slots, if every instance together has fewer than its limit in flight;
-   * false when they have not. A slot taken is given back with release().
+   * One of `d`'s concurrent slots for a request of `account`: 'take' when it took one (give it
+   * back with release()), 'full' when every instance together has the limit in flight (the
+   * account is then remembered as waiting), 'share' when the account holds its fair share while
+   * another waits (fair-share.ts).
    */
-  async acquire(d: ResolvedDeployment): Promise<boolean> {
+  async acquire(d: ResolvedDeployment, account: string): Promise<SlotVerdict> {
     const limit = d.limits?.concurrency;
-    if (limit === undefined) return true;
-    const took = await this.db.transaction(async (trx) => {
-      // One instance at a time per deployment: the sum it reads is the sum it writes against.
+    if (limit === undefined) return 'take';
+    const verdict = await this.db.transaction(async (trx) => {
+      // One instance at a time per deployment: the counts it reads are the counts it writes against.
       await trx.raw('SELECT pg_advisory_xact_lock(hashtext(?))', [`deployment_inflight:${d.key}`]);
       const rows = rowsOf(
         await trx.raw(
-          `INSERT INTO deployment_inflight AS f (deployment, instance, in_flight, seen_at)
-           SELECT ?, ?, 1, now()
-           WHERE (SELECT COALESCE(sum(in_flight), 0) FROM deployment_inflight
-                  WHERE deployment = ? AND seen_at > now() - make_interval(secs => ?)) < ?
-           ON CONFLICT (deployment, instance) DO UPDATE SET in_flight = f.in_flight + 1, seen_at = now()
-           RETURNING in_flight`,
-          [d.key, this.instance, d.key, STALE_MS / 1000, limit],
+          `SELECT account, CAST(sum(in_flight) AS int) AS held, false AS waiting FROM deployment_inflight
+           WHERE deployment = ? AND in_flight > 0 AND seen_at > now() - make_interval(secs => ?) GROUP BY account
+           UNION ALL
+           SELECT account, 0, true FROM deployment_waiting
+           WHERE deployment = ? AND refused_at > now() - make_interval(secs => ?)`,
+          [d.key, STALE_MS / 1000, d.key, WAITING_MS / 1000],
         ),
       );
-      return rows.length > 0;
+      const held = new Map<string, number>();
+      const waiting = new Set<string>();
+      for (const r of rows)
+        r.waiting ? waiting.add(r.account as string) : held.set(r.account as string, Number(r.held));
+      const v = slotVerdict({ limit, held, waiting }, account);
+      if (v === 'take')
+        await trx.raw(
+          `WITH served AS (DELETE FROM deployment_waiting WHERE deployment = ? AND account = ?)
+           INSERT INTO deployment_inflight AS f (deployment, instance, account, in_flight, seen_at)
+           VALUES (?, ?, ?, 1, now())
+           ON CONFLICT (deployment, instance, account) DO UPDATE SET in_flight = f.in_flight + 1, seen_at = now()`,
+          [d.key, account, d.key, this.instance, account],
+        );
+      else if (v === 'full')
+        await trx.raw(
+          `INSERT INTO deployment_waiting (deployment, account, refused_at) VALUES (?, ?, now())
+           ON CONFLICT (deployment, account) DO UPDATE SET refused_at = now()`,
+          [d.key, account],
+        );
+      return v;
     });
-    if (took) this.inFlight.set(d.key, (this.inFlight.get(d.key) ?? 0) + 1);
-    return took;
+    if (verdict === 'take') this.inFlight.set(d.key, (this.inFlight.get(d.key) ?? 0) + 1);
+    return verdict;
   }
 
-  /** Gives back a slot acquire() took. */
-  async release(deployment: string): Promise<void> {
+  /** Gives back a slot acquire() took for `account`. */
+  async release(deployment: string, account: string): Promise<void> {
     const n = this.inFlight.get(deployment) ?? 0;
     if (n <= 1) this.inFlight.delete(deployment);
     else this.inFlight.set(deployment, n - 1);
     await this.db.raw(
       `UPDATE deployment_inflight SET in_flight = GREATEST(0, in_flight - 1), seen_at = now()
-       WHERE deployment = ? AND instance = ?`,
-      [deployment, this.instance],
+       WHERE deployment = ? AND instance = ? AND account = ?`,
+      [deployment, this.instance, account],
     );
   }
 
@@ -152,6 +177,9 @@ export class DeploymentLimits {
         .catch(() => {});
       this.db
         .raw(`DELETE FROM deployment_inflight WHERE seen_at < now() - make_interval(mins => ?)`, [KEEP_MINUTES])
+        .catch(() => {});
+      this.db
+        .raw(`DELETE FROM deployment_waiting WHERE refused_at < now() - make_interval(mins => ?)`, [KEEP_MINUTES])
         .catch(() => {});
     }, HEARTBEAT_MS);
     this.sweeper.unref();

@@ -2,7 +2,8 @@
 // the caller got anything (docs/providers.md#routing). Per model a strategy: `weighted` (weighted
 // random within the first priority that has a deployment able to serve), `cheapest` (lowest
 // provider cost for this request), `fastest` (lowest recent time to first byte). A deployment that
-// is cooling down takes nothing; one whose cooldown is over takes one trial request.
+// is cooling down takes nothing; one whose cooldown is over takes one trial request. Health is
+// judged for the caller's account: a deployment cooling for that account alone takes nothing of it.
 import type { ResolvedDeployment, ResolvedModel } from '../../catalogue/catalogue.ts';
 import { usageCostParts } from '../../billing/pricing.ts';
 import { costRational } from '../../money/money.ts';
@@ -26,16 +27,16 @@ export class Router {
 
   /**
    * The deployments to try, best first. A model on one deployment always gets it (health only
-   * reorders; nothing cools a model down to nothing). When every deployment is cooling: the 503
-   * a caller gets, with retry-after at the soonest one back.
+   * reorders; nothing cools a model down to nothing). When every deployment is cooling for the
+   * caller's `account`: the 503 it gets, with retry-after at the soonest one back.
    */
-  order(model: ResolvedModel, shape: RequestShape, requestId: string): readonly ResolvedDeployment[] {
+  order(model: ResolvedModel, shape: RequestShape, requestId: string, account: string): readonly ResolvedDeployment[] {
     const all = model.served;
     if (all.length <= 1) return all;
-    const able = all.filter((d) => this.health.admission(d.key) !== 'cooling');
+    const able = all.filter((d) => this.health.admission(d.key, account) !== 'cooling');
     if (able.length === 0) {
       const now = this.health.now();
-      const soonest = Math.min(...all.map((d) => this.health.coolingUntil(d.key) || now + 1000));
+      const soonest = Math.min(...all.map((d) => this.health.coolingUntil(d.key, account) || now + 1000));
       throw unavailable(
         'deployments_cooling',
         `Every deployment of '${model.id}' is cooling down after failures; try again shortly.`,

@@ -58,6 +58,26 @@ describe('configuration', () => {
     );
   });
 
+  it('reads the bounds on requests in flight and the stream stall bound, with their defaults, and names a bad one', () => {
+    const d = loadConfig({});
+    expect([d.rateLimits.maxInFlight, d.maxInFlightPerAccount, d.streamStallMs]).toEqual([64, 256, 30_000]);
+    const set = loadConfig({
+      MAX_IN_FLIGHT_PER_KEY: '8',
+      MAX_IN_FLIGHT_PER_ACCOUNT: '0',
+      STREAM_STALL_TIMEOUT_MS: '5000',
+    });
+    expect([set.rateLimits.maxInFlight, set.maxInFlightPerAccount, set.streamStallMs]).toEqual([8, 0, 5_000]);
+    expect(() => loadConfig({ MAX_IN_FLIGHT_PER_KEY: '-1' })).toThrow(
+      'MAX_IN_FLIGHT_PER_KEY must be a non-negative integer',
+    );
+    expect(() => loadConfig({ MAX_IN_FLIGHT_PER_ACCOUNT: 'many' })).toThrow(
+      'MAX_IN_FLIGHT_PER_ACCOUNT must be a non-negative integer',
+    );
+    expect(() => loadConfig({ STREAM_STALL_TIMEOUT_MS: '1.5' })).toThrow(
+      'STREAM_STALL_TIMEOUT_MS must be a non-negative integer',
+    );
+  });
+
   it('the gateway stops on a LEASE_SLICE_USD that is not a dollar amount, naming the setting', () => {
     expect(loadConfig({}).lease.sliceUsd).toBe('1');
     expect(loadConfig({ LEASE_SLICE_USD: '0.25' }).lease.sliceUsd).toBe('0.25');

@@ -300,7 +300,12 @@ function LimitsDialog(props: {
       confirmText="Save limits"
       busy={props.busy || r === 'bad' || t === 'bad'}
       onCancel={props.onCancel}
-      onConfirm={() => editing && r !== 'bad' && t !== 'bad' && props.onSave(editing, { rpm: r, tpm: t })}
+      onConfirm={() =>
+        editing &&
+        r !== 'bad' &&
+        t !== 'bad' &&
+        props.onSave(editing, { rpm: r, tpm: t, max_in_flight: editing.max_in_flight })
+      }
     >
       <div class="form">
         <label class="field">

@@ -557,6 +557,14 @@ export declare type SetRateLimitsRequest = Message<"gateway.v1.SetRateLimitsRequ
    * @generated from field: optional int64 tokens_per_minute = 3;
    */
   tokensPerMinute?: bigint | undefined;
+
+  /**
+   * Requests in flight at once (MAX_IN_FLIGHT_PER_KEY); 0 means unlimited; absent means the
+   * gateway default.
+   *
+   * @generated from field: optional int32 max_in_flight = 4;
+   */
+  maxInFlight?: number | undefined;
 };
 
 /**
@@ -1275,6 +1283,11 @@ export declare type AccountKey = Message<"gateway.v1.AccountKey"> & {
    * @generated from field: optional int64 tokens_per_minute = 6;
    */
   tokensPerMinute?: bigint | undefined;
+
+  /**
+   * @generated from field: optional int32 max_in_flight = 7;
+   */
+  maxInFlight?: number | undefined;
 };
 
 /**
@@ -1593,7 +1606,8 @@ export declare const BillingService: GenService<{
     output: typeof ListUsageResponseSchema;
   },
   /**
-   * Per-key requests and tokens per minute; unset fields fall back to the gateway defaults.
+   * Per-key requests and tokens per minute and requests in flight at once; unset fields fall back
+   * to the gateway defaults.
    *
    * @generated from rpc gateway.v1.BillingService.SetRateLimits
    */
