@@ -22,7 +22,7 @@ import { MarginGrouping } from '../gen/gateway/v1/billing_pb.js';
 import { OrganisationService } from '../gen/gateway/v1/organisations_pb.js';
 import { ORGANISATION_GROUPS, runOrganisations } from './organisation-commands.ts';
 
-const USAGE = `usage: npm run cli -- keys|orgs|members|invites|teams|catalogue|providers|deployments|accounts|report <command> [options]
+const USAGE = `usage: npm run cli -- keys|catalogue|providers|deployments|accounts|report|orgs|members|invites|teams <command> [options]
   keys create --credits <usd> [--label <text>]   create an account and key; prints the key once
   keys balance <key|key_id>                       balance, held and available
   keys topup <key|key_id> --amount <usd> [--external-id <id>]
