@@ -4,9 +4,9 @@ import type { Logger } from 'pino';
 import type { Catalogue } from '../catalogue/catalogue.ts';
 import type { Config } from '../config/config.ts';
 import type { Metering } from '../metering/metering.ts';
-import type { StreamRuns } from './stream-run.ts';
-import type { UpstreamCalls } from './upstream-calls.ts';
-import type { Upstream } from './upstream.ts';
+import type { StreamRuns } from './streams/stream-run.ts';
+import type { UpstreamCalls } from './upstream/upstream-calls.ts';
+import type { Upstream } from './upstream/upstream.ts';
 
 export interface RouteDeps {
   metering: Metering;

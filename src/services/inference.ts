@@ -4,15 +4,15 @@
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { callerOf, type Caller } from '../billing/caller.ts';
-import type { ChatRoute } from '../inference/chat.ts';
-import type { MessagesRoute } from '../inference/messages.ts';
-import type { ResponsesRoute } from '../inference/responses.ts';
-import type { EmbeddingsRoute } from '../inference/embeddings.ts';
-import type { ImagesRoute } from '../inference/images.ts';
-import type { AudioRoute } from '../inference/audio.ts';
+import type { ChatRoute } from '../inference/routes/chat.ts';
+import type { MessagesRoute } from '../inference/routes/messages.ts';
+import type { ResponsesRoute } from '../inference/routes/responses.ts';
+import type { EmbeddingsRoute } from '../inference/routes/embeddings.ts';
+import type { ImagesRoute } from '../inference/routes/images.ts';
+import type { AudioRoute } from '../inference/routes/audio.ts';
 import { newRequestId } from '../billing/ids.ts';
 import type { ChargeInfo } from '../metering/plan.ts';
-import type { StreamEvent } from '../inference/stream-types.ts';
+import type { StreamEvent } from '../inference/streams/stream-types.ts';
 import { scrub } from '../secrets/scrub.ts';
 
 const encoder = new TextEncoder();

@@ -31,7 +31,7 @@ import { describeChange, type Change } from '../catalogue/book-diff.ts';
 import { CredentialError, type CredentialInfo, type CredentialStore } from '../catalogue/credentials.ts';
 import { deploymentsOf, type ProviderDefinition } from '../catalogue/providers.ts';
 import type { DeploymentHealth } from '../inference/routing/deployment-health.ts';
-import type { Upstream } from '../inference/upstream.ts';
+import type { Upstream } from '../inference/upstream/upstream.ts';
 import { DEFAULT_ANTHROPIC_VERSION } from '../inference/providers/anthropic.ts';
 
 /** What the provider RPCs need beyond the book: the credential store, and the inference routes' parts (src/process/server.ts). */

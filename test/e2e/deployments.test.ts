@@ -1,5 +1,5 @@
 // Providers and deployments as price-book data (src/catalogue/providers.ts), routed by
-// src/inference/routing/ and src/inference/upstream-calls.ts: three simulator instances stand for
+// src/inference/routing/ and src/inference/upstream/upstream-calls.ts: three simulator instances stand for
 // three deployments (a plain OpenAI endpoint, an Azure OpenAI resource, an OpenAI-compatible third
 // party), each a provider of the book with its credential named by an environment variable of a
 // gateway of this file's own. The gateway runs on a database of this file's own: providers added to

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { asksForStream } from '../../../src/facade/stream-flag.ts';
-import { withLeadingMember } from '../../../src/inference/chat.ts';
+import { withLeadingMember } from '../../../src/inference/routes/chat.ts';
 
 // The scan must answer as JSON.parse(body).stream === true does, for every body that parses.
 const byParse = (s: string) => {

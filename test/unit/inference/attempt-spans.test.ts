@@ -3,7 +3,7 @@
 // from the events that can carry them.
 import { beforeAll, describe, expect, it } from 'vitest';
 import { loadTracingConfig } from '../../../src/config/tracing-config.ts';
-import { noteAnswer, noteStreamEvent } from '../../../src/inference/attempt-spans.ts';
+import { noteAnswer, noteStreamEvent } from '../../../src/inference/upstream/attempt-spans.ts';
 import { type Span, SpanKind, startSpan } from '../../../src/tracing/spans.ts';
 import { startTracing } from '../../../src/tracing/tracing.ts';
 

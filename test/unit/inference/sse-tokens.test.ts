@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { SseParser } from '../../../src/inference/sse.ts';
+import { SseParser } from '../../../src/inference/streams/sse.ts';
 import { countInputTokens, inputTokensUpperBound } from '../../../src/inference/tokens.ts';
 import { MODELS } from '../../../src/catalogue/shipped-book.ts';
 

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Config } from '../../../src/config/config.ts';
 import { toGatewayError } from '../../../src/errors/errors.ts';
 import { isAbort } from '../../../src/metering/outcomes.ts';
-import { Upstream, upstreamFailure } from '../../../src/inference/upstream.ts';
+import { Upstream, upstreamFailure } from '../../../src/inference/upstream/upstream.ts';
 
 const BIG = 1024 * 1024; // well past the 64 KiB a reader may leave unread
 const closed: string[] = [];

@@ -23,7 +23,7 @@ import {
   messagesPolicy,
   responsesPolicy,
 } from '../../../src/metering/bill-policy.ts';
-import { providerErrorFields, upstreamErrorOf } from '../../../src/inference/replies.ts';
+import { providerErrorFields, upstreamErrorOf } from '../../../src/inference/upstream/replies.ts';
 import { toGatewayError } from '../../../src/errors/errors.ts';
 
 const catalogue = new Catalogue(

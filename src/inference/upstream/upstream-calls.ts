@@ -8,19 +8,19 @@
 // request that failed everywhere the last one that gave an HTTP answer).
 import { Code, type ConnectError } from '@connectrpc/connect';
 import type { Logger } from 'pino';
-import type { Config } from '../config/config.ts';
-import type { Metrics } from '../log/metrics.ts';
-import type { Catalogue, ResolvedDeployment } from '../catalogue/catalogue.ts';
-import { gatewayError, toGatewayError } from '../errors/errors.ts';
-import { withOutcome, isAbort } from '../metering/outcomes.ts';
-import type { Plan } from '../metering/plan.ts';
+import type { Config } from '../../config/config.ts';
+import type { Metrics } from '../../log/metrics.ts';
+import type { Catalogue, ResolvedDeployment } from '../../catalogue/catalogue.ts';
+import { gatewayError, toGatewayError } from '../../errors/errors.ts';
+import { withOutcome, isAbort } from '../../metering/outcomes.ts';
+import type { Plan } from '../../metering/plan.ts';
 import { upstreamFailure, type Upstream, type UpstreamBody, type UpstreamResponse } from './upstream.ts';
-import { targetOf, type Endpoint, type Target } from './providers/target.ts';
-import type { Attempt, DeploymentHealth } from './routing/deployment-health.ts';
-import type { Router } from './routing/router.ts';
-import type { DeploymentLimits } from './routing/deployment-limits.ts';
+import { targetOf, type Endpoint, type Target } from '../providers/target.ts';
+import type { Attempt, DeploymentHealth } from '../routing/deployment-health.ts';
+import type { Router } from '../routing/router.ts';
+import type { DeploymentLimits } from '../routing/deployment-limits.ts';
 import { endFailedAttempt, notePrompt, startAttemptSpan } from './attempt-spans.ts';
-import { failSpan, traceparentOf } from '../tracing/spans.ts';
+import { failSpan, traceparentOf } from '../../tracing/spans.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FormData } from 'undici';
 

@@ -2,33 +2,33 @@
 // goes upstream as the caller wrote it, except for fields the gateway owns (model -> upstream
 // id, the output cap in the field the provider honours, a lowered cap, usage on streams). What
 // changes the bill is priced, held for or refused by bill-policy.ts.
-import { modelNotAvailable, type ResolvedModel } from '../catalogue/catalogue.ts';
-import type { Caller } from '../billing/caller.ts';
-import { usageFromAnthropic, usageFromOpenAI } from '../billing/pricing.ts';
-import { badRequest, unknownModel } from '../errors/errors.ts';
+import { modelNotAvailable, type ResolvedModel } from '../../catalogue/catalogue.ts';
+import type { Caller } from '../../billing/caller.ts';
+import { usageFromAnthropic, usageFromOpenAI } from '../../billing/pricing.ts';
+import { badRequest, unknownModel } from '../../errors/errors.ts';
 import {
   anthropicInputUpperBound,
   countAnthropicInput,
   countedUsage,
   countInputTokens,
   inputTokensUpperBound,
-} from './tokens.ts';
-import { capFieldsOf, CHAT_COMPLETIONS, type CapFields } from './providers/openai-compatible.ts';
-import { messagesEndpoint } from './providers/anthropic.ts';
+} from '../tokens.ts';
+import { capFieldsOf, CHAT_COMPLETIONS, type CapFields } from '../providers/openai-compatible.ts';
+import { messagesEndpoint } from '../providers/anthropic.ts';
 import {
   chatRequestToMessages,
   messagesResponseToChat,
   MessagesToChatStream,
   TranslationError,
-} from './translate/chat-messages.ts';
-import { chargeField, type ChargeInfo, type Json, type Plan } from '../metering/plan.ts';
-import { type OutEvent, type StepResult, type StreamEvent, type StreamProcessor } from './stream-types.ts';
-import { chatPolicy, messagesPolicy } from '../metering/bill-policy.ts';
-import { errorMessage, providerErrorFields, readJson, readUpstreamError } from './replies.ts';
-import { parseBody } from './request-body.ts';
-import { BodyRewrite, preparePriced, refuseIfRefused } from '../metering/priced-request.ts';
-import type { RouteDeps } from './deps.ts';
-import type { SseEvent } from './sse.ts';
+} from '../translate/chat-messages.ts';
+import { chargeField, type ChargeInfo, type Json, type Plan } from '../../metering/plan.ts';
+import { type OutEvent, type StepResult, type StreamEvent, type StreamProcessor } from '../streams/stream-types.ts';
+import { chatPolicy, messagesPolicy } from '../../metering/bill-policy.ts';
+import { errorMessage, providerErrorFields, readJson, readUpstreamError } from '../upstream/replies.ts';
+import { parseBody } from '../request-body.ts';
+import { BodyRewrite, preparePriced, refuseIfRefused } from '../../metering/priced-request.ts';
+import type { RouteDeps } from '../deps.ts';
+import type { SseEvent } from '../streams/sse.ts';
 
 export const CHAT_ROUTE = '/v1/chat/completions';
 const encoder = new TextEncoder();

@@ -1,9 +1,9 @@
 // HTTP to the providers: one keep-alive undici Agent for all of them, with the three timeouts
 // that matter (connect, first byte, silence between body chunks).
-import type { Span } from '../tracing/spans.ts';
+import type { Span } from '../../tracing/spans.ts';
 import { Agent, errors, request, type Dispatcher, type FormData } from 'undici';
-import type { Config } from '../config/config.ts';
-import { gatewayError } from '../errors/errors.ts';
+import type { Config } from '../../config/config.ts';
+import { gatewayError } from '../../errors/errors.ts';
 
 /** An upstream POST's answer: the status and headers, and a body to read once. */
 export interface UpstreamResponse {

@@ -3,22 +3,22 @@
 // metadata…); the gateway owns only model -> upstream id, a lowered max_tokens and the max_uses
 // of server tools the caller left uncapped. What changes the bill is priced, held for or
 // refused by bill-policy.ts.
-import { modelNotAvailable, type ResolvedModel } from '../catalogue/catalogue.ts';
-import type { Caller } from '../billing/caller.ts';
-import { usageFromAnthropic, type TokenUsage } from '../billing/pricing.ts';
-import { badRequest, unknownModel } from '../errors/errors.ts';
-import { anthropicInputUpperBound, countAnthropicInput, countedUsage } from './tokens.ts';
-import { anthropic, messagesEndpoint } from './providers/anthropic.ts';
-import { upstreamFailure } from './upstream.ts';
-import type { ChargeInfo, Json, Plan } from '../metering/plan.ts';
-import type { StepResult, StreamEvent, StreamProcessor } from './stream-types.ts';
-import { messagesPolicy } from '../metering/bill-policy.ts';
-import { operatorObjectRefusal } from '../tenancy/operator-objects.ts';
-import { errorMessage, readJson, readUpstreamError, upstreamErrorOf } from './replies.ts';
-import { parseBody } from './request-body.ts';
-import { BodyRewrite, preparePriced, refusal, refuseIfRefused } from '../metering/priced-request.ts';
-import type { RouteDeps } from './deps.ts';
-import type { SseEvent } from './sse.ts';
+import { modelNotAvailable, type ResolvedModel } from '../../catalogue/catalogue.ts';
+import type { Caller } from '../../billing/caller.ts';
+import { usageFromAnthropic, type TokenUsage } from '../../billing/pricing.ts';
+import { badRequest, unknownModel } from '../../errors/errors.ts';
+import { anthropicInputUpperBound, countAnthropicInput, countedUsage } from '../tokens.ts';
+import { anthropic, messagesEndpoint } from '../providers/anthropic.ts';
+import { upstreamFailure } from '../upstream/upstream.ts';
+import type { ChargeInfo, Json, Plan } from '../../metering/plan.ts';
+import type { StepResult, StreamEvent, StreamProcessor } from '../streams/stream-types.ts';
+import { messagesPolicy } from '../../metering/bill-policy.ts';
+import { operatorObjectRefusal } from '../../tenancy/operator-objects.ts';
+import { errorMessage, readJson, readUpstreamError, upstreamErrorOf } from '../upstream/replies.ts';
+import { parseBody } from '../request-body.ts';
+import { BodyRewrite, preparePriced, refusal, refuseIfRefused } from '../../metering/priced-request.ts';
+import type { RouteDeps } from '../deps.ts';
+import type { SseEvent } from '../streams/sse.ts';
 
 export const MESSAGES_ROUTE = '/v1/messages';
 const encoder = new TextEncoder();

@@ -7,16 +7,16 @@
 // body timeout, or it breaks) is the estimate charged: what was delivered, counted.
 import { ConnectError } from '@connectrpc/connect';
 import type { Logger } from 'pino';
-import type { TokenUsage } from '../billing/pricing.ts';
-import { gatewayError } from '../errors/errors.ts';
-import { markedOutcome, isAbort } from '../metering/outcomes.ts';
-import { readUpstreamError } from './replies.ts';
-import { scrub } from '../secrets/scrub.ts';
-import { noteAnswerText, noteStreamEvent } from './attempt-spans.ts';
+import type { TokenUsage } from '../../billing/pricing.ts';
+import { gatewayError } from '../../errors/errors.ts';
+import { markedOutcome, isAbort } from '../../metering/outcomes.ts';
+import { readUpstreamError } from '../upstream/replies.ts';
+import { scrub } from '../../secrets/scrub.ts';
+import { noteAnswerText, noteStreamEvent } from '../upstream/attempt-spans.ts';
 import { SseParser, type SseEvent } from './sse.ts';
-import { chargeField, zeroUsage, type ChargeInfo, type Plan } from '../metering/plan.ts';
+import { chargeField, zeroUsage, type ChargeInfo, type Plan } from '../../metering/plan.ts';
 import { type OutEvent, type StepResult, type StreamEvent, type StreamProcessor } from './stream-types.ts';
-import { upstreamFailure, type UpstreamResponse } from './upstream.ts';
+import { upstreamFailure, type UpstreamResponse } from '../upstream/upstream.ts';
 
 /** What a stream run needs of the rest of the gateway: the one settle of its request, and a log. */
 export interface StreamRunDeps {

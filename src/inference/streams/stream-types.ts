@@ -1,7 +1,7 @@
 // What a stream hands on: the events the facade writes, and the processor that reads one upstream
 // streaming format and writes the caller's (stream-run.ts drives it).
-import type { TokenUsage } from '../billing/pricing.ts';
-import type { ChargeInfo, Json } from '../metering/plan.ts';
+import type { TokenUsage } from '../../billing/pricing.ts';
+import type { ChargeInfo, Json } from '../../metering/plan.ts';
 import type { SseEvent } from './sse.ts';
 
 /** What the facade writes, in order. `event` is the SSE event name where the format has one. */

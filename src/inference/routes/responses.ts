@@ -6,37 +6,37 @@
 // background responses are refused. A stored response belongs to the account that created it
 // (src/tenancy/response-owners.ts): its ids are recorded before the caller sees them, and only
 // that account may name them again.
-import { modelNotAvailable, type ResolvedModel } from '../catalogue/catalogue.ts';
-import type { Caller } from '../billing/caller.ts';
-import { usageFromOpenAI, usageFromOpenAIResponses, type TokenUsage } from '../billing/pricing.ts';
-import { randomBase62 } from '../billing/keys.ts';
-import { badRequest, gatewayError, unknownModel } from '../errors/errors.ts';
+import { modelNotAvailable, type ResolvedModel } from '../../catalogue/catalogue.ts';
+import type { Caller } from '../../billing/caller.ts';
+import { usageFromOpenAI, usageFromOpenAIResponses, type TokenUsage } from '../../billing/pricing.ts';
+import { randomBase62 } from '../../billing/keys.ts';
+import { badRequest, gatewayError, unknownModel } from '../../errors/errors.ts';
 import {
   countInputTokens,
   countResponsesInput,
   countedUsage,
   inputTokensUpperBound,
   responsesInputUpperBound,
-} from './tokens.ts';
-import { capFieldsOf, CHAT_COMPLETIONS, RESPONSES } from './providers/openai-compatible.ts';
-import type { Endpoint } from './providers/target.ts';
+} from '../tokens.ts';
+import { capFieldsOf, CHAT_COMPLETIONS, RESPONSES } from '../providers/openai-compatible.ts';
+import type { Endpoint } from '../providers/target.ts';
 import { outputTextOfReply, deltaText } from './chat.ts';
-import type { ChargeInfo, Json, Plan } from '../metering/plan.ts';
-import type { OutEvent, StepResult, StreamEvent, StreamProcessor } from './stream-types.ts';
-import { chatPolicy, responsesPolicy } from '../metering/bill-policy.ts';
-import { errorMessage, readJson, readUpstreamError } from './replies.ts';
-import { parseBody } from './request-body.ts';
-import { BodyRewrite, preparePriced, refuseIfRefused } from '../metering/priced-request.ts';
-import type { RouteDeps } from './deps.ts';
-import type { SseEvent } from './sse.ts';
-import { storedIds, storedRefs, unknownStoredRef, type ResponseOwners } from '../tenancy/response-owners.ts';
+import type { ChargeInfo, Json, Plan } from '../../metering/plan.ts';
+import type { OutEvent, StepResult, StreamEvent, StreamProcessor } from '../streams/stream-types.ts';
+import { chatPolicy, responsesPolicy } from '../../metering/bill-policy.ts';
+import { errorMessage, readJson, readUpstreamError } from '../upstream/replies.ts';
+import { parseBody } from '../request-body.ts';
+import { BodyRewrite, preparePriced, refuseIfRefused } from '../../metering/priced-request.ts';
+import type { RouteDeps } from '../deps.ts';
+import type { SseEvent } from '../streams/sse.ts';
+import { storedIds, storedRefs, unknownStoredRef, type ResponseOwners } from '../../tenancy/response-owners.ts';
 import {
   builtinToolTypes,
   chatResponseToResponses,
   ChatToResponsesStream,
   responsesRequestToChat,
   TranslationError,
-} from './translate/responses-chat.ts';
+} from '../translate/responses-chat.ts';
 
 export const RESPONSES_ROUTE = '/v1/responses';
 const encoder = new TextEncoder();

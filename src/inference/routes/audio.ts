@@ -2,8 +2,8 @@
 // whisper is billed per second of the audio's real length, counted from the audio itself (or
 // the seconds the provider reports, when more); the gpt-4o-*-transcribe models by tokens from
 // the usage they report, held for the counted length; speech per character.
-import type { Caller } from '../billing/caller.ts';
-import { badRequest, gatewayError } from '../errors/errors.ts';
+import type { Caller } from '../../billing/caller.ts';
+import { badRequest, gatewayError } from '../../errors/errors.ts';
 import {
   audioSecondsCost,
   audioSecondsNano,
@@ -12,17 +12,17 @@ import {
   mediaTokensFromUsage,
   mediaTokensNano,
   type MediaTokens,
-} from '../billing/media-pricing.ts';
-import type { FormPart } from '../gen/gateway/v1/inference_pb.js';
-import { SPEECH, TRANSCRIPTIONS } from './providers/openai-compatible.ts';
-import { countTextTokens } from './tokens.ts';
-import { zeroUsage, type ChargeInfo, type Json } from '../metering/plan.ts';
-import { isAbort, withOutcome } from '../metering/outcomes.ts';
-import { readUpstreamError } from './replies.ts';
-import { parseBody } from './request-body.ts';
-import type { RouteDeps } from './deps.ts';
-import { audioLength, ceilSeconds, secondsText, sizeBoundSeconds } from './media/audio-duration.ts';
-import { Form, mediaPlan, modelOfKind, upstreamFormOf } from './media/common.ts';
+} from '../../billing/media-pricing.ts';
+import type { FormPart } from '../../gen/gateway/v1/inference_pb.js';
+import { SPEECH, TRANSCRIPTIONS } from '../providers/openai-compatible.ts';
+import { countTextTokens } from '../tokens.ts';
+import { zeroUsage, type ChargeInfo, type Json } from '../../metering/plan.ts';
+import { isAbort, withOutcome } from '../../metering/outcomes.ts';
+import { readUpstreamError } from '../upstream/replies.ts';
+import { parseBody } from '../request-body.ts';
+import type { RouteDeps } from '../deps.ts';
+import { audioLength, ceilSeconds, secondsText, sizeBoundSeconds } from '../media/audio-duration.ts';
+import { Form, mediaPlan, modelOfKind, upstreamFormOf } from '../media/common.ts';
 
 export const TRANSCRIPTIONS_ROUTE = '/v1/audio/transcriptions';
 export const SPEECH_ROUTE = '/v1/audio/speech';

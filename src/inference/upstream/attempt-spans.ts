@@ -5,9 +5,9 @@
 // the answer's model, id and finish reasons are read from what the route parses anyway. With
 // content capture on (OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT) the prompt and the
 // answer go on it too, each cut to TRACE_CONTENT_MAX_BYTES.
-import type { ResolvedDeployment } from '../catalogue/catalogue.ts';
-import type { Json, Plan } from '../metering/plan.ts';
-import { type Attributes, failSpan, NO_SPAN, type Span, SpanKind, startSpan, tracingOn } from '../tracing/spans.ts';
+import type { ResolvedDeployment } from '../../catalogue/catalogue.ts';
+import type { Json, Plan } from '../../metering/plan.ts';
+import { type Attributes, failSpan, NO_SPAN, type Span, SpanKind, startSpan, tracingOn } from '../../tracing/spans.ts';
 
 /** gen_ai.operation.name of each route: the conventions' names (media is content generated). */
 const OPERATIONS: Record<string, string> = {

@@ -1,17 +1,17 @@
 // POST /v1/embeddings: OpenAI models natively, Cohere through its own API (translated both
 // ways). Input longer than the model's context is refused before any upstream call; the
 // charge is the upstream's token count at the catalogue's per-1M price.
-import type { Caller } from '../billing/caller.ts';
-import { badRequest } from '../errors/errors.ts';
-import { EMBEDDINGS } from './providers/openai-compatible.ts';
-import { cohere, COHERE_MAX_TEXTS, embedReply, embedRequest } from './providers/cohere.ts';
-import { zeroUsage, type ChargeInfo, type Json } from '../metering/plan.ts';
-import { badUpstreamReply, mediaPlan, modelOfKind } from './media/common.ts';
-import { readJson, readUpstreamError } from './replies.ts';
-import { parseBody } from './request-body.ts';
-import type { RouteDeps } from './deps.ts';
-import { tokenCostNano, type TokenPrices } from '../billing/pricing.ts';
-import { countCl100kTokens } from './tokens.ts';
+import type { Caller } from '../../billing/caller.ts';
+import { badRequest } from '../../errors/errors.ts';
+import { EMBEDDINGS } from '../providers/openai-compatible.ts';
+import { cohere, COHERE_MAX_TEXTS, embedReply, embedRequest } from '../providers/cohere.ts';
+import { zeroUsage, type ChargeInfo, type Json } from '../../metering/plan.ts';
+import { badUpstreamReply, mediaPlan, modelOfKind } from '../media/common.ts';
+import { readJson, readUpstreamError } from '../upstream/replies.ts';
+import { parseBody } from '../request-body.ts';
+import type { RouteDeps } from '../deps.ts';
+import { tokenCostNano, type TokenPrices } from '../../billing/pricing.ts';
+import { countCl100kTokens } from '../tokens.ts';
 
 export const EMBEDDINGS_ROUTE = '/v1/embeddings';
 const MAX_INPUTS = 2048;

@@ -2,9 +2,9 @@
 // API and are billed from the usage it reports (per image tier when it reports none); FLUX
 // goes to Black Forest Labs' job API and is billed per megapixel of the image it made.
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Caller } from '../billing/caller.ts';
-import type { Config } from '../config/config.ts';
-import { badRequest, gatewayError } from '../errors/errors.ts';
+import type { Caller } from '../../billing/caller.ts';
+import type { Config } from '../../config/config.ts';
+import { badRequest, gatewayError } from '../../errors/errors.ts';
 import {
   megapixelCost,
   megapixelNano,
@@ -13,18 +13,18 @@ import {
   mediaTokensNano,
   perImageNano,
   type Prices,
-} from '../billing/media-pricing.ts';
-import type { FormPart } from '../gen/gateway/v1/inference_pb.js';
-import { IMAGE_EDITS, IMAGE_GENERATIONS } from './providers/openai-compatible.ts';
-import { bfl, BFL_FAILED, BFL_MODERATED } from './providers/bfl.ts';
-import { zeroUsage, type ChargeInfo, type Json, type Plan } from '../metering/plan.ts';
-import { withOutcome } from '../metering/outcomes.ts';
-import { readJson, readUpstreamError } from './replies.ts';
-import { parseBody } from './request-body.ts';
-import type { RouteDeps } from './deps.ts';
-import type { UpstreamResponse } from './upstream.ts';
-import { imageSize } from './media/image-size.ts';
-import { badUpstreamReply, Form, intField, mediaPlan, modelOfKind, upstreamFormOf } from './media/common.ts';
+} from '../../billing/media-pricing.ts';
+import type { FormPart } from '../../gen/gateway/v1/inference_pb.js';
+import { IMAGE_EDITS, IMAGE_GENERATIONS } from '../providers/openai-compatible.ts';
+import { bfl, BFL_FAILED, BFL_MODERATED } from '../providers/bfl.ts';
+import { zeroUsage, type ChargeInfo, type Json, type Plan } from '../../metering/plan.ts';
+import { withOutcome } from '../../metering/outcomes.ts';
+import { readJson, readUpstreamError } from '../upstream/replies.ts';
+import { parseBody } from '../request-body.ts';
+import type { RouteDeps } from '../deps.ts';
+import type { UpstreamResponse } from '../upstream/upstream.ts';
+import { imageSize } from '../media/image-size.ts';
+import { badUpstreamReply, Form, intField, mediaPlan, modelOfKind, upstreamFormOf } from '../media/common.ts';
 
 export const GENERATIONS_ROUTE = '/v1/images/generations';
 export const EDITS_ROUTE = '/v1/images/edits';

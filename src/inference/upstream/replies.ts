@@ -4,10 +4,10 @@
 // outcome (outcomes.ts) for the metering to settle.
 import { isUtf8 } from 'node:buffer';
 import type { ConnectError } from '@connectrpc/connect';
-import { gatewayError } from '../errors/errors.ts';
-import { scrub } from '../secrets/scrub.ts';
-import { withOutcome } from '../metering/outcomes.ts';
-import type { Json } from '../metering/plan.ts';
+import { gatewayError } from '../../errors/errors.ts';
+import { scrub } from '../../secrets/scrub.ts';
+import { withOutcome } from '../../metering/outcomes.ts';
+import type { Json } from '../../metering/plan.ts';
 import { bomLength, upstreamFailure, type UpstreamResponse } from './upstream.ts';
 import { noteAnswer } from './attempt-spans.ts';
 
