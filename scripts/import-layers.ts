@@ -24,6 +24,8 @@ export const LAYERS: readonly { name: string; parts: readonly string[] }[] = [
   { name: 'billing', parts: ['billing'] },
   // Organisations, members, roles, teams (docs/organisations.md): on the ledger's keys and usage rows.
   { name: 'organisations', parts: ['organisations'] },
+  // Budgets held like money (docs/budgets.md): windows on the clock, holds on every scope.
+  { name: 'budgets', parts: ['budgets'] },
   { name: 'catalogue and tenancy', parts: ['catalogue', 'tenancy'] },
   { name: 'metering', parts: ['metering'] },
   { name: 'inference and video', parts: ['inference', 'video'] },
