@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import { timestampDate, timestampFromDate, type Timestamp } from '@bufbuild/protobuf/wkt';
 import type { Client } from '@connectrpc/connect';
-import type { CatalogueService, Markup, PreviewRow } from '../gen/gateway/v1/catalogue_pb.js';
+import type { BookWarning, CatalogueService, Markup, PreviewRow } from '../gen/gateway/v1/catalogue_pb.js';
 import { nanoToUsd } from '../money/money.ts';
 import { BOOK_LIMITS, bookProblems, parseBookDocument, type BookProblem } from '../catalogue/book-document.ts';
 import { scopeName } from '../catalogue/book-diff.ts';
@@ -105,8 +105,18 @@ async function applyDocument({ cli, cmd, meta }: Command): Promise<void> {
   out(lines.length > 0 ? lines.join('\n') : 'no changes', {
     applied: r.applied,
     changes: r.changes.map((c) => ({ kind: c.kind, subject: c.subject, detail: c.detail })),
+    warnings: warningsJson(r.warnings),
   });
+  warn(r.warnings);
 }
+
+/** What a change leaves to do (a deployment no credential serves here), on stderr: stdout stays the changes. */
+export function warn(warnings: readonly BookWarning[]): void {
+  for (const w of warnings) process.stderr.write(`warning: ${w.message}\n`);
+}
+
+export const warningsJson = (warnings: readonly BookWarning[]) =>
+  warnings.map((w) => ({ subject: w.subject, message: w.message }));
 
 /** A document's prices over the last --days of usage. */
 async function previewDocument({ cli, cmd }: Command): Promise<void> {
@@ -143,8 +153,15 @@ async function upsertModel({ cli, cmd, meta }: Command): Promise<void> {
   const m = r.model!;
   out(
     `${r.created ? 'added' : 'updated'} ${m.id} (${m.available ? 'available' : `not available: ${m.unavailableReason}`}; price version ${m.priceVersionId})`,
-    { created: r.created, model_id: m.id, available: m.available, price_version_id: m.priceVersionId },
+    {
+      created: r.created,
+      model_id: m.id,
+      available: m.available,
+      price_version_id: m.priceVersionId,
+      warnings: warningsJson(r.warnings),
+    },
   );
+  warn(r.warnings);
 }
 
 /** Serves a model again, or stops serving it. */

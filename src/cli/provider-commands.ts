@@ -14,7 +14,7 @@ import type {
   ProviderCredential,
 } from '../gen/gateway/v1/catalogue_pb.js';
 import { BOOK_LIMITS, bookProblems, parseBookDocument } from '../catalogue/book-document.ts';
-import { readAtMost } from './catalogue-commands.ts';
+import { readAtMost, warn, warningsJson } from './catalogue-commands.ts';
 import { isoSecond } from './usage-table.ts';
 import { textTable, type Column } from './table.ts';
 
@@ -158,8 +158,10 @@ async function addProvider(cli: ProviderCli, args: string[]): Promise<void> {
       created: r.created,
       provider: providerJson(p),
       changes: r.changes.map((c) => ({ kind: c.kind, subject: c.subject, detail: c.detail })),
+      warnings: warningsJson(r.warnings),
     },
   );
+  warn(r.warnings);
 }
 
 async function removeProvider(cli: ProviderCli, args: string[]): Promise<void> {
@@ -248,9 +250,10 @@ async function listDeployments(cli: ProviderCli, args: string[]): Promise<void> 
 
 const when = (t: Timestamp | undefined) => (t ? isoSecond(timestampDate(t)) : '');
 
-/** `sealed v2`, `env OPENAI_KEY v1`, `setting`, `none`, and what keeps it from use here. */
+/** `sealed v2`, `env OPENAI_KEY v1`, `setting`, `none`, `not needed`, and what keeps it from use here. */
 function credentialCell(c: ProviderCredential | undefined): string {
   if (!c) return 'none';
+  if (c.form === 'not_needed') return 'not needed';
   const stored = c.form === 'sealed' || c.form === 'env';
   const text = [c.form, c.form === 'env' ? c.envName : '', stored ? `v${c.version}` : ''].filter(Boolean).join(' ');
   if (c.unreadable) return `${text} (unreadable)`;
@@ -260,6 +263,7 @@ function credentialCell(c: ProviderCredential | undefined): string {
 /** The credential for a person, with its problem spelled out. */
 function credentialLine(c: ProviderCredential | undefined): string {
   if (!c || c.form === 'none') return 'no credential';
+  if (c.form === 'not_needed') return 'needs no credential ("auth": "none"): called without one';
   const what =
     c.form === 'sealed'
       ? `sealed credential, version ${c.version}`
@@ -292,6 +296,7 @@ function providerJson(p: Provider) {
     headers: p.headers,
     timeout_ms: p.timeoutMs,
     served_base_url: p.servedBaseUrl,
+    auth: p.auth,
     credential: credentialJson(p.credential),
     models: p.models,
     served_models: p.servedModels,
