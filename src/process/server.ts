@@ -25,6 +25,7 @@ import { Metrics } from '../log/metrics.ts';
 import { connectableUrl, startupSummary } from '../log/startup-summary.ts';
 import { billingService } from '../services/billing.ts';
 import { Catalogue } from '../catalogue/catalogue.ts';
+import { servingSummary } from '../catalogue/serving.ts';
 import { PriceBook } from '../catalogue/price-book.ts';
 import { serveBookInForce } from '../catalogue/book-refresh.ts';
 import { CredentialStore, credentialKey } from '../catalogue/credentials.ts';
@@ -486,17 +487,7 @@ async function announce(
   const summary = startupSummary(config, {
     httpPort,
     rpcPort,
-    models: p.catalogue.list().map((m) => ({
-      id: m.id,
-      provider: m.provider,
-      enabled: m.enabled,
-      deployments: m.served,
-      strategy: m.strategy,
-    })),
-    bookProviders: p.catalogue
-      .providers()
-      .filter((b) => !Object.hasOwn(config.providers, b.id) && !b.fromSetting)
-      .map((b) => ({ id: b.id, baseUrl: b.baseUrl, credential: p.catalogue.secretOf(b.id) !== undefined })),
+    ...servingSummary(p.catalogue),
     ...(p.credentialsKey ? { credentialsKey: p.credentialsKey } : {}),
     leasing: config.billingMode === 'lease',
     embeddedDir: p.embeddedDir,
