@@ -54,6 +54,7 @@ const COMMANDS: Record<string, (c: Command) => Promise<void>> = {
   history: (c) => history(c.cli, c.arg(0, 'a model id')),
   'set-price': (c) => setPrice(c.cli, c.arg(0, 'a model id'), c.args.slice(1)),
   export: exportBook,
+  schema: printSchema,
   diff: applyDocument,
   apply: applyDocument,
   preview: previewDocument,
@@ -85,6 +86,16 @@ async function exportBook({ cli }: Command): Promise<void> {
   const { catalogue } = cli;
   const { document } = await catalogue.exportBook({});
   process.stdout.write(document);
+}
+
+/**
+ * The book document's JSON Schema (src/catalogue/book.schema.json, this CLI's own copy), as it is.
+ * An export's `$schema` is "./book.schema.json": saved beside the export, editors and validators
+ * find it there, wherever the file is kept (docs/price-book.md).
+ */
+async function printSchema({ cli, args }: Command): Promise<void> {
+  if (args.length > 0) cli.usageError('catalogue schema takes no arguments (save it with > book.schema.json)');
+  process.stdout.write(fs.readFileSync(new URL('../catalogue/book.schema.json', import.meta.url), 'utf8'));
 }
 
 /** diff: what a document would change; apply: writes it. */

@@ -34,6 +34,8 @@ const USAGE = `usage: npm run cli -- keys|catalogue|providers|deployments|accoun
   catalogue set-price <model> <key=usd>... [--from <iso date>] [--reason <text>]
                                                   a new price version: the whole price map, now or from a date
   catalogue export                                the whole price book as a JSON document, on stdout
+  catalogue schema                                its JSON Schema, on stdout: save it as book.schema.json beside
+                                                  the export (the export's $schema names that file)
   catalogue diff -f <file>                        what applying the document would change; writes nothing
   catalogue apply -f <file> [--from <iso date>] [--reason <text>]
                                                   writes the document's changes, all or none; prices and markups from --from

@@ -434,11 +434,11 @@ describe('the CLI command line', () => {
       ],
       [
         ['key', 'create'],
-        'error: unknown command "key" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits, catalogue history, catalogue set-price, catalogue export, catalogue diff, catalogue apply, catalogue preview, catalogue upsert, catalogue enable, catalogue disable, catalogue alias, catalogue unalias, catalogue markup, catalogue markups, providers list, providers add, providers remove, providers set-credential, providers remove-credential, providers test, deployments list, accounts set-group, report margin); see npm run cli -- --help',
+        'error: unknown command "key" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits, catalogue history, catalogue set-price, catalogue export, catalogue schema, catalogue diff, catalogue apply, catalogue preview, catalogue upsert, catalogue enable, catalogue disable, catalogue alias, catalogue unalias, catalogue markup, catalogue markups, providers list, providers add, providers remove, providers set-credential, providers remove-credential, providers test, deployments list, accounts set-group, report margin); see npm run cli -- --help',
       ],
       [
         ['catalogue', 'nope'],
-        'error: unknown command "catalogue nope" (the commands are catalogue history, catalogue set-price, catalogue export, catalogue diff, catalogue apply, catalogue preview, catalogue upsert, catalogue enable, catalogue disable, catalogue alias, catalogue unalias, catalogue markup, catalogue markups); see npm run cli -- --help',
+        'error: unknown command "catalogue nope" (the commands are catalogue history, catalogue set-price, catalogue export, catalogue schema, catalogue diff, catalogue apply, catalogue preview, catalogue upsert, catalogue enable, catalogue disable, catalogue alias, catalogue unalias, catalogue markup, catalogue markups); see npm run cli -- --help',
       ],
       [['catalogue', 'apply'], 'error: catalogue apply needs -f <file> (or -f - for stdin); see npm run cli -- --help'],
       [
