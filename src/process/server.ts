@@ -45,6 +45,7 @@ import { UpstreamCalls } from '../inference/upstream-calls.ts';
 import { DeploymentHealth } from '../inference/routing/deployment-health.ts';
 import { Router } from '../inference/routing/router.ts';
 import { DeploymentLimits } from '../inference/routing/deployment-limits.ts';
+import { JobRouting } from '../inference/routing/job-routing.ts';
 import type { RouteDeps } from '../inference/deps.ts';
 import { inferenceService } from '../services/inference.ts';
 import { Upstream } from '../inference/upstream.ts';
@@ -150,8 +151,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     deploymentLimits,
   });
   const owners = new ResponseOwners(db);
-  // Video jobs run on Temporal, found or started in the background (see src/video/runtime.ts).
-  const video = new VideoRuntime({ config, log, db, ledger, metrics });
+  const video = videoRuntime(config, { log, db, ledger, metrics, catalogue, health: routeDeps.calls.health });
   const services: Services = {
     billing: billingService(ledger, billing.limiter, billing.keys, billing.leases),
     catalogue: catalogueService(catalogue, priceBook, new UsagePreview(db), {
@@ -234,6 +234,18 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
       await runningTracing()?.shutdown(); // the last spans exported (bounded by the export timeout)
     }),
   };
+}
+
+/**
+ * Video jobs run on Temporal, found or started in the background (src/video/runtime.ts); their
+ * creates go over the models' deployments, judged by the same health as the routes' requests.
+ */
+function videoRuntime(
+  config: Config,
+  p: { log: Logger; db: Db; ledger: Ledger; metrics: Metrics; catalogue: Catalogue; health: DeploymentHealth },
+): VideoRuntime {
+  const routing = new JobRouting(new Router(p.health), p.health, p.metrics);
+  return new VideoRuntime({ config, ...p, routing });
 }
 
 /** `close` made once: later calls wait for the same closing. */
