@@ -29,6 +29,8 @@ export interface ProviderOptions {
   'api-version'?: string | undefined;
   'timeout-ms'?: string | undefined;
   header?: string[] | undefined;
+  /** `none`: the provider needs no credential. */
+  auth?: string | undefined;
   'from-env'?: string | undefined;
   stdin?: boolean | undefined;
   'env-name'?: string | undefined;
@@ -104,7 +106,7 @@ async function listProviders(cli: ProviderCli, args: string[]): Promise<void> {
 /** `-f provider.json` (a book document's provider entry), or the entry the flags describe. */
 function providerText(cli: ProviderCli): { text: string; from: string } {
   const o = cli.options;
-  const flags = o.id ?? o.dialect ?? o['base-url'] ?? o['api-version'] ?? o['timeout-ms'] ?? o.header;
+  const flags = o.id ?? o.dialect ?? o['base-url'] ?? o['api-version'] ?? o['timeout-ms'] ?? o.header ?? o.auth;
   if (o.file !== undefined) {
     if (flags !== undefined)
       cli.usageError('providers add takes -f <file> or --id/--dialect/--base-url flags, not both');
@@ -133,6 +135,7 @@ function providerText(cli: ProviderCli): { text: string; from: string } {
     ...(o['api-version'] !== undefined ? { apiVersion: o['api-version'] } : {}),
     ...(o.header ? { headers } : {}),
     ...(timeout !== undefined ? { timeoutMs: Number(timeout) } : {}),
+    ...(o.auth !== undefined ? { auth: o.auth } : {}),
   };
   return { text: JSON.stringify(entry), from: 'the flags' };
 }

@@ -133,11 +133,22 @@ describe('the worked example of docs/providers.md', () => {
       expect(azure.stderr).toContain(
         'warning: provider azure-east has no credential on this instance: deployments on it take no traffic until it has one; set it with `npm run cli -- providers set-credential azure-east`',
       );
-      const vllm = await cli(['providers', 'add', '-f', 'vllm.json'], {
-        name: 'vllm.json',
-        json: { id: 'vllm', dialect: 'openai', baseUrl: `${vllmSim.url}/v1`, timeoutMs: 120000, auth: 'none' },
-      });
+      const vllm = await cli([
+        'providers',
+        'add',
+        '--id',
+        'vllm',
+        '--dialect',
+        'openai',
+        '--base-url',
+        `${vllmSim.url}/v1`,
+        '--timeout-ms',
+        '120000',
+        '--auth',
+        'none',
+      ]);
       expect(vllm.code, vllm.stderr).toBe(0);
+      expect(vllm.stdout).toMatch(/^added provider vllm /);
       expect(vllm.stderr).toBe('');
 
       // 2. The credentials: Azure's from a variable of the gateway; the vLLM server is refused one.
