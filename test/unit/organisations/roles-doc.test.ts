@@ -10,7 +10,12 @@ describe('the roles table', () => {
     const rows = doc
       .split('\n')
       .filter((l) => /^\| `[a-z_.]+` \|/.test(l))
-      .map((l) => l.split('|').slice(1, -1).map((c) => c.trim()));
+      .map((l) =>
+        l
+          .split('|')
+          .slice(1, -1)
+          .map((c) => c.trim()),
+      );
     const documented = Object.fromEntries(
       rows.map(([action, ...cells]) => [action!.replaceAll('`', ''), ROLES.filter((_, i) => cells[i] === 'yes')]),
     );
