@@ -21,6 +21,8 @@ export function actorName(a: Actor): string {
       return a.telegramUser;
     case 'team_key':
       return `key:${a.keyId}`;
+    case 'invitee':
+      return 'invitee';
   }
 }
 
