@@ -93,11 +93,13 @@ export function Empty(props: { children: ComponentChildren }) {
 
 export function ErrorNote(props: { error: unknown }) {
   const e = props.error;
+  // A refusal of the session's kind says so plainly; an organisation's refusals (a role's limit,
+  // the last owner, an id of nothing here) are the service's own words.
   const text =
     e instanceof ApiError
-      ? e.status === 403
+      ? e.code === 'wrong_role' || e.code === 'csrf_failed'
         ? 'This is not available to this session.'
-        : e.status === 404
+        : e.code === 'not_found'
           ? 'Not found.'
           : e.message
       : e instanceof Error
