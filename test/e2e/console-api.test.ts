@@ -274,7 +274,7 @@ describe('the console API for a key holder (the owner of an organisation of one)
     });
     const all = await allPages(aliceConsole, '/ledger');
     const expected = await db().query(
-      `SELECT id::text, kind, amount_nano::text, balance_after_nano::text, cause FROM ledger WHERE account_id = $1 ORDER BY id DESC`,
+      `SELECT id::text, kind, amount_nano::text, balance_after_nano::text, cause FROM ledger WHERE account_id = $1 ORDER BY ledger.id DESC`,
       [alice.accountId],
     );
     expect(all.map((r) => [r.id, r.kind, r.amount_nano, r.balance_after_nano, r.cause])).toEqual(

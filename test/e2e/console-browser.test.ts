@@ -304,7 +304,7 @@ describe('the console, for a key holder, in a browser', () => {
       (
         await gw.db.query(
           `SELECT id::text AS id, kind, amount_nano::text AS amount FROM ledger
-            WHERE account_id = $1 AND kind = ANY($2) ORDER BY id DESC`,
+            WHERE account_id = $1 AND kind = ANY($2) ORDER BY ledger.id DESC`,
           [alice.accountId, kinds],
         )
       ).rows as { id: string; kind: string; amount: string }[];
