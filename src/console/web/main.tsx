@@ -294,7 +294,8 @@ function App(props: { first: Promise<Me>; linkProblem?: string }) {
           try {
             const me = await api.me().load();
             adopt(me);
-            if (!match(currentLocation().path, me.role)) navigate(HOME[me.role], true);
+            const path = currentLocation().path;
+            if (!match(path, me.role)) navigate(movedTo(me, path) ?? HOME[me.role], true);
           } catch (err) {
             setFatal(err);
           }
@@ -318,14 +319,22 @@ function App(props: { first: Promise<Me>; linkProblem?: string }) {
   );
 }
 
+/**
+ * Where an address of another role's page is this session's (none: it is not): the operator has no
+ * account of their own, so their pages start at the accounts; a member's key page is their keys page.
+ */
+function movedTo(me: Me, path: string): string | undefined {
+  if (me.role === 'operator') return HOME.operator;
+  if (me.role === 'member' && path === '/console/key') return '/console/keys';
+  return undefined;
+}
+
 /** An address that is not this session's page: another role's (sent where it belongs, or told so), or none. */
 function Elsewhere(props: { me: Me; loc: Location }) {
   const { me, loc } = props;
   const other = match(loc.path);
   if (!other) return <NotFound home={HOME[me.role]} />;
-  // The operator has no account of their own: their pages start at the accounts. A member's key page is their keys page.
-  const to =
-    me.role === 'operator' ? HOME.operator : me.role === 'member' && loc.path === '/console/key' ? '/console/keys' : '';
+  const to = movedTo(me, loc.path);
   if (to) {
     queueMicrotask(() => navigate(to, true));
     return <Loading />;

@@ -1,7 +1,7 @@
 // Small building blocks every page uses. Styling is by class only (styles.css): the CSP allows
 // no inline style attributes, and none is needed.
 import type { ComponentChildren } from 'preact';
-import { useEffect, useId, useRef } from 'preact/hooks';
+import { useEffect, useId, useRef, useState } from 'preact/hooks';
 import { ApiError } from '../api.ts';
 import type { Paged, PagerState } from '../data.ts';
 
@@ -238,4 +238,37 @@ export function ConfirmDialog(props: {
 /** A status word as a coloured badge. */
 export function Badge(props: { tone: 'ok' | 'error' | 'warn' | 'neutral'; children: ComponentChildren }) {
   return <span class={`badge badge-${props.tone}`}>{props.children}</span>;
+}
+
+/** A search box over a list whose search text is in the address (`value`); Search hands the typed text on. */
+export function SearchForm(props: {
+  label: string;
+  placeholder: string;
+  value: string;
+  onSearch: (q: string) => void;
+}) {
+  const [draft, setDraft] = useState(props.value);
+  useEffect(() => setDraft(props.value), [props.value]);
+  return (
+    <form
+      class="search"
+      role="search"
+      onSubmit={(e) => {
+        e.preventDefault();
+        props.onSearch(draft.trim());
+      }}
+    >
+      <input
+        type="search"
+        name="q"
+        aria-label={props.label}
+        placeholder={props.placeholder}
+        value={draft}
+        onInput={(e) => setDraft((e.target as HTMLInputElement).value)}
+      />
+      <button type="submit" class="button button-primary">
+        Search
+      </button>
+    </form>
+  );
 }

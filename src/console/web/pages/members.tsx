@@ -8,7 +8,7 @@ import { useAction } from '../action.ts';
 import { api, query } from '../api.ts';
 import { MemberPicker, TeamPicker } from '../components/pickers.tsx';
 import { SecretOnce } from '../components/secret.tsx';
-import { Badge, Card, ConfirmDialog, ErrorNote, Note, PagedRows, Table } from '../components/ui.tsx';
+import { Badge, Card, ConfirmDialog, ErrorNote, Note, PagedRows, SearchForm, Table } from '../components/ui.tsx';
 import { usePaged } from '../data.ts';
 import { day } from '../format.ts';
 import { type OrgPlace, ROLE_TEXT, ROLES } from '../org.ts';
@@ -37,15 +37,9 @@ type Change =
 function MemberList(props: { place: OrgPlace; loc: Location }) {
   const { place } = props;
   const q = searchOf(props.loc);
-  const [draft, setDraft] = useState(q);
-  useEffect(() => setDraft(q), [q]);
   const list = usePaged((cursor) => api.members(place.scope, q, '', cursor));
   const [change, setChange] = useState<Change | undefined>();
   const [done, setDone] = useState<string | undefined>();
-  const search = (e: Event) => {
-    e.preventDefault();
-    navigate(`${place.pagePath}${query({ ...place.keep, q: draft.trim() })}`);
-  };
   const finished = (message: string) => {
     setChange(undefined);
     setDone(message);
@@ -53,19 +47,12 @@ function MemberList(props: { place: OrgPlace; loc: Location }) {
   };
   return (
     <Card title="Members">
-      <form class="search" onSubmit={search} role="search">
-        <input
-          type="search"
-          name="q"
-          aria-label="Search members"
-          placeholder="Part of a name"
-          value={draft}
-          onInput={(e) => setDraft((e.target as HTMLInputElement).value)}
-        />
-        <button type="submit" class="button button-primary">
-          Search
-        </button>
-      </form>
+      <SearchForm
+        label="Search members"
+        placeholder="Part of a name"
+        value={q}
+        onSearch={(text) => navigate(`${place.pagePath}${query({ ...place.keep, q: text })}`)}
+      />
       {done ? <Note kind="ok">{done}</Note> : null}
       <PagedRows list={list} empty={q ? `No member matches “${q}”.` : 'No members.'}>
         {(rows) => <MemberTable rows={rows} place={place} onChange={(c) => (setDone(undefined), setChange(c))} />}

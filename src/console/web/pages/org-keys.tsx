@@ -121,6 +121,7 @@ function KeyList(props: {
         {(rows) => (
           <KeyTable
             id={`${props.id}-rows`}
+            label={props.title}
             rows={rows}
             sessionKeyId={props.sessionKeyId}
             mayChange={mayChange}
@@ -176,13 +177,14 @@ function KeyChangeDialog(props: {
 
 function KeyTable(props: {
   id: string;
+  label: string;
   rows: OrgKeyRow[];
   sessionKeyId: string;
   mayChange: (k: OrgKeyRow) => boolean;
   onChange: (c: { kind: 'rotate' | 'revoke'; key: OrgKeyRow }) => void;
 }) {
   return (
-    <Table stack label="Keys" id={props.id}>
+    <Table stack label={props.label} id={props.id}>
       <thead>
         <tr>
           <th>Key</th>

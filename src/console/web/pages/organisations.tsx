@@ -1,8 +1,7 @@
 // The operator's list of organisations: each with its balance, members, teams and live keys,
 // searchable by id or name, newest first in pages; each links to its organisation's pages.
-import { useEffect, useState } from 'preact/hooks';
 import { api, query } from '../api.ts';
-import { Card, PagedRows, PageHeader, Table } from '../components/ui.tsx';
+import { Card, PagedRows, PageHeader, SearchForm, Table } from '../components/ui.tsx';
 import { usePaged } from '../data.ts';
 import { day, grouped, usd } from '../format.ts';
 import { type Location, navigate } from '../router.ts';
@@ -14,33 +13,17 @@ export const organisationPage = (id: string) => `/console/admin/organisations/${
 
 export function Organisations(props: { loc: Location }) {
   const q = searchOf(props.loc);
-  const [draft, setDraft] = useState(q);
-  useEffect(() => setDraft(q), [q]);
   const list = usePaged((cursor) => api.organisations(q, cursor));
   return (
     <>
       <PageHeader title="Organisations" />
       <Card>
-        <form
-          class="search"
-          role="search"
-          onSubmit={(e) => {
-            e.preventDefault();
-            navigate(`/console/admin/organisations${query({ q: draft.trim() })}`);
-          }}
-        >
-          <input
-            type="search"
-            name="q"
-            aria-label="Search organisations"
-            placeholder="Organisation id or part of its name"
-            value={draft}
-            onInput={(e) => setDraft((e.target as HTMLInputElement).value)}
-          />
-          <button type="submit" class="button button-primary">
-            Search
-          </button>
-        </form>
+        <SearchForm
+          label="Search organisations"
+          placeholder="Organisation id or part of its name"
+          value={q}
+          onSearch={(text) => navigate(`/console/admin/organisations${query({ q: text })}`)}
+        />
       </Card>
       <Card>
         <PagedRows list={list} empty={q ? `No organisation matches “${q}”.` : 'No organisations yet.'}>

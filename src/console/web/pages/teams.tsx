@@ -6,7 +6,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { useAction } from '../action.ts';
 import { api, query } from '../api.ts';
 import { MemberPicker } from '../components/pickers.tsx';
-import { Card, ConfirmDialog, ErrorNote, Note, PagedRows, Table } from '../components/ui.tsx';
+import { Card, ConfirmDialog, ErrorNote, Note, PagedRows, SearchForm, Table } from '../components/ui.tsx';
 import { usePaged } from '../data.ts';
 import { day } from '../format.ts';
 import { type OrgPlace, ROLE_TEXT } from '../org.ts';
@@ -22,8 +22,6 @@ export function Teams(props: { place: OrgPlace; loc: Location }) {
   const { place, loc } = props;
   const q = searchOf(loc);
   const open = loc.query.get('team') ?? '';
-  const [draft, setDraft] = useState(q);
-  useEffect(() => setDraft(q), [q]);
   const list = usePaged((cursor) => api.teams(place.scope, q, cursor));
   const [change, setChange] = useState<Change | undefined>();
   const [done, setDone] = useState<string | undefined>();
@@ -37,26 +35,12 @@ export function Teams(props: { place: OrgPlace; loc: Location }) {
   return (
     <>
       <Card title="Teams">
-        <form
-          class="search"
-          role="search"
-          onSubmit={(e) => {
-            e.preventDefault();
-            go({ q: draft.trim() });
-          }}
-        >
-          <input
-            type="search"
-            name="q"
-            aria-label="Search teams"
-            placeholder="Part of a team’s name"
-            value={draft}
-            onInput={(e) => setDraft((e.target as HTMLInputElement).value)}
-          />
-          <button type="submit" class="button button-primary">
-            Search
-          </button>
-        </form>
+        <SearchForm
+          label="Search teams"
+          placeholder="Part of a team’s name"
+          value={q}
+          onSearch={(text) => go({ q: text })}
+        />
         {manage ? <NewTeam place={place} onMade={(t) => finished(`Team ${t.name} was made.`)} /> : null}
         {done ? <Note kind="ok">{done}</Note> : null}
         <PagedRows list={list} empty={q ? `No team matches “${q}”.` : 'No teams yet.'}>
