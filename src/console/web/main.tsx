@@ -402,6 +402,9 @@ function invitation(): string | undefined {
 async function start(): Promise<void> {
   interceptLinks();
   const root = document.getElementById('app')!;
+  // The page's "Loading the console…" goes: Preact renders into an empty element (it would keep a
+  // node it cannot reuse).
+  root.replaceChildren();
   const token = invitation();
   const startConsole = () => render(<App first={startLoading()} />, root);
   if (token) {

@@ -195,6 +195,8 @@ export function ConfirmDialog(props: {
   confirmText: string;
   danger?: boolean;
   busy?: boolean;
+  /** The confirm button only (the dialog's form is not complete yet); Cancel stays. */
+  confirmDisabled?: boolean;
   onConfirm: () => void;
   onCancel: () => void;
 }) {
@@ -226,7 +228,7 @@ export function ConfirmDialog(props: {
           type="button"
           class={props.danger ? 'button button-danger' : 'button button-primary'}
           onClick={props.onConfirm}
-          disabled={props.busy}
+          disabled={props.busy || props.confirmDisabled}
         >
           {props.busy ? 'Working…' : props.confirmText}
         </button>

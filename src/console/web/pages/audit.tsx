@@ -37,7 +37,7 @@ export function Audit(props: { scope: OrgScope }) {
               {rows.map((e) => (
                 <tr key={e.id} data-audit-id={e.id}>
                   <td class="nowrap">{time(e.at)}</td>
-                  <td class="small">
+                  <td class="small breakable">
                     <span class="mono">{e.actor}</span>
                     <div class="muted">
                       {e.via}
@@ -45,9 +45,9 @@ export function Audit(props: { scope: OrgScope }) {
                     </div>
                   </td>
                   <td class="mono small">{e.action}</td>
-                  <td class="mono small">{e.target}</td>
-                  <td class="mono small json">{e.before || '—'}</td>
-                  <td class="mono small json">{e.after || '—'}</td>
+                  <td class="mono small breakable">{e.target}</td>
+                  <td class="mono small breakable">{e.before || '—'}</td>
+                  <td class="mono small breakable">{e.after || '—'}</td>
                 </tr>
               ))}
             </tbody>

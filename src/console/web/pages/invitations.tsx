@@ -167,7 +167,7 @@ function NewInvitation(props: { place: OrgPlace; onMade: () => void }) {
           onInput={(e) => setNote((e.target as HTMLInputElement).value)}
         />
       </label>
-      <TeamPicker scope={place.scope} label="Joins the team (optional)" value={team} onChange={setTeam} />
+      <TeamPicker scope={place.scope} label="Team (optional)" value={team} onChange={setTeam} />
       <button type="submit" class="button button-primary" disabled={make.busy}>
         {make.busy ? 'Making…' : 'Make an invitation link'}
       </button>

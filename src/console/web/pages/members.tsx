@@ -216,7 +216,8 @@ function RemoveDialog(props: DialogProps<{ member: MemberRow }>) {
       title="Remove this member?"
       confirmText="Remove member"
       danger
-      busy={act.busy || (keys !== 'revoke' && heir === '')}
+      busy={act.busy}
+      confirmDisabled={keys !== 'revoke' && heir === ''}
       onCancel={props.onClose}
       onConfirm={() => change && act.run(change.member)}
     >

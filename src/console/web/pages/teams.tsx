@@ -56,7 +56,12 @@ export function Teams(props: { place: OrgPlace; loc: Location }) {
         <TeamDialog place={place} change={change} onClose={() => setChange(undefined)} onDone={finished} />
       </Card>
       {open && place.can('members.read') ? (
-        <TeamMembers place={place} teamId={open} onClose={() => go({ team: '' })} />
+        <TeamMembers
+          place={place}
+          teamId={open}
+          name={list.data?.rows.find((t) => t.team_id === open)?.name}
+          onClose={() => go({ team: '' })}
+        />
       ) : null}
     </>
   );
@@ -210,7 +215,7 @@ function TeamDialog(props: {
 }
 
 /** One team's members, in pages, with Add (a member of the organisation) and Remove. */
-function TeamMembers(props: { place: OrgPlace; teamId: string; onClose: () => void }) {
+function TeamMembers(props: { place: OrgPlace; teamId: string; name: string | undefined; onClose: () => void }) {
   const { place, teamId } = props;
   const list = usePaged((cursor) => api.members(place.scope, '', teamId, cursor));
   const [adding, setAdding] = useState('');
@@ -223,7 +228,7 @@ function TeamMembers(props: { place: OrgPlace; teamId: string; onClose: () => vo
   const manage = place.can('teams.manage');
   return (
     <Card
-      title="The team’s members"
+      title={props.name ? `Members of ${props.name}` : 'The team’s members'}
       id="team-members"
       actions={
         <button type="button" class="button button-small" onClick={props.onClose}>
