@@ -52,7 +52,7 @@ export async function listMembers(
        WHERE m.account_id = ? AND (? = '' OR p.name ILIKE ?) AND (? = '' OR m.member_id = ?)
          AND (? = '' OR EXISTS (SELECT 1 FROM team_members tm
                                 WHERE tm.account_id = m.account_id AND tm.team_id = ? AND tm.member_id = m.member_id))
-         AND (CAST(? AS bigint) IS NULL OR (m.created_at, m.member_id) > (to_timestamp(CAST(? AS bigint) / 1000000.0), CAST(? AS text)))
+         AND (CAST(? AS bigint) IS NULL OR (m.created_at, m.member_id) > ((TIMESTAMPTZ 'epoch' + CAST(? AS bigint) * INTERVAL '1 microsecond'), CAST(? AS text)))
        ORDER BY m.created_at, m.member_id LIMIT ?`,
       [
         accountId,
