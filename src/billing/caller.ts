@@ -13,6 +13,9 @@ export interface Caller {
   prefix: string;
   /** The account's price group ("" = the default): which markups it pays (docs/billing.md#markups). */
   group: string;
+  /** Whose key it is (docs/organisations.md): a member's, or a team's; '' for the other. */
+  memberId: string;
+  teamId: string;
 }
 
 export const CALLER = createContextKey<Caller | undefined>(undefined, {

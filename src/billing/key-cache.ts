@@ -25,6 +25,9 @@ export interface CachedKey {
    * than it would serve a revoked key.
    */
   group: string;
+  /** Whose key it is: a member's or a team's ('' for the other). A key moved announces itself like any key change. */
+  memberId: string;
+  teamId: string;
   /** Whose rate window it counts in (see RateDecision.windowId). */
   windowId?: string;
   /** Effective limits (the key's own or the defaults); 0 means unlimited. */

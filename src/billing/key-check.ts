@@ -45,7 +45,15 @@ export class KeyCheck {
       this.confirmed.delete(hex);
       return undefined;
     }
-    const caller = { keyHash, keyId: row.keyId, accountId: row.accountId, prefix: row.prefix, group: row.group };
+    const caller = {
+      keyHash,
+      keyId: row.keyId,
+      accountId: row.accountId,
+      prefix: row.prefix,
+      group: row.group,
+      memberId: row.memberId,
+      teamId: row.teamId,
+    };
     this.remember(caller);
     return caller;
   }
@@ -70,6 +78,8 @@ export class KeyCheck {
         accountId: cached.accountId,
         prefix: visiblePrefix(apiKey),
         group: cached.group,
+        memberId: cached.memberId,
+        teamId: cached.teamId,
       };
     const c = this.confirmed.get(hex);
     return c !== undefined && performance.now() - c.at < CONFIRMED_MS ? c.caller : undefined;

@@ -36,6 +36,9 @@ export interface LeaseConfig {
 export interface LeasedCharge {
   requestId: string;
   keyId: string;
+  /** Whose key made the request, when it was made ('' for the other): the usage row's member and team. */
+  memberId: string;
+  teamId: string;
   model: string;
   /** The name the caller asked for: the model's id or an alias of it. */
   requestedModel: string;
@@ -358,10 +361,10 @@ export class LeaseBook {
              SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[]),
                CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS boolean[]), CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]),
                CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]),
-               CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[])) WITH ORDINALITY
+               CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[])) WITH ORDINALITY
                AS r(request_id, key_id, model, route, input_tokens, output_tokens, cached_tokens, cache_write_tokens, usage_estimated,
                     cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model, price_version,
-                    provider_cost_nano, markup_version, deployment, trace_id, n)
+                    provider_cost_nano, markup_version, deployment, trace_id, member_id, team_id, n)
            ), total AS (
              SELECT COALESCE(sum(cost_nano), 0) AS t FROM r
            ), lease AS (
@@ -376,11 +379,11 @@ export class LeaseBook {
            ), u AS (
              INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
                cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model,
-               price_version_id, provider_cost_nano, markup_version_id, deployment, trace_id)
+               price_version_id, provider_cost_nano, markup_version_id, deployment, trace_id, member_id, team_id)
              SELECT r.request_id, lease.account_id, r.key_id, r.model, r.route, r.input_tokens, r.output_tokens, r.cached_tokens,
                r.cache_write_tokens, r.usage_estimated, r.cost_nano, r.uncovered_nano, r.status, r.http_status, r.latency_ms, r.units, r.unit,
                r.requested_model, NULLIF(r.price_version, 0), r.provider_cost_nano, NULLIF(r.markup_version, 0), NULLIF(r.deployment, ''),
-               NULLIF(r.trace_id, '')
+               NULLIF(r.trace_id, ''), NULLIF(r.member_id, ''), NULLIF(r.team_id, '')
              FROM r, lease
            )
            SELECT count(*)::int AS applied FROM lease`,
@@ -407,6 +410,8 @@ export class LeaseBook {
               col('markupVersion'),
               col('deployment'),
               batch.map((c) => storedTraceId(c.traceId)),
+              col('memberId'),
+              col('teamId'),
               lease.id,
             ],
           ),

@@ -11,6 +11,12 @@ export interface KeyRow {
   prefix: string;
 }
 
+/** Whose a key is (docs/organisations.md): a member's (personal) or a team's; '' for the other. */
+export interface KeyHolder {
+  memberId: string;
+  teamId: string;
+}
+
 export interface Balance {
   accountId: string;
   balanceNano: bigint;
@@ -167,11 +173,19 @@ export class Ledger {
         opts.label,
         opts.owner || null,
       ]);
-      await trx.raw(`INSERT INTO api_keys (id, account_id, key_hash, prefix) VALUES (?, ?, ?, ?)`, [
+      // Its owner (an organisation of one, docs/organisations.md): the member tied to a Telegram
+      // owner (one across all their accounts), or a new member named after the account.
+      const memberId = await ownerMember(trx, opts.owner, opts.label, accountId);
+      await trx.raw(`INSERT INTO memberships (account_id, member_id, role) VALUES (?, ?, 'owner')`, [
+        accountId,
+        memberId,
+      ]);
+      await trx.raw(`INSERT INTO api_keys (id, account_id, key_hash, prefix, member_id) VALUES (?, ?, ?, ?, ?)`, [
         keyId,
         accountId,
         this.hash(apiKey),
         visiblePrefix(apiKey),
+        memberId,
       ]);
     });
     let balanceNano = 0n;
@@ -194,11 +208,11 @@ export class Ledger {
   }
 
   /** Live (not revoked) key by secret or id, with its account's price group. */
-  async findKey(ref: KeyRef, includeRevoked = false): Promise<(KeyRow & { group: string }) | undefined> {
+  async findKey(ref: KeyRef, includeRevoked = false): Promise<(KeyRow & KeyHolder & { group: string }) | undefined> {
     const [col, val] = 'apiKey' in ref ? ['key_hash', this.hash(ref.apiKey)] : ['id', ref.keyId];
     const rows = rowsOf(
       await this.db.raw(
-        `SELECT k.id, k.account_id, k.prefix, a.price_group FROM api_keys k JOIN accounts a ON a.id = k.account_id
+        `SELECT k.id, k.account_id, k.prefix, k.member_id, k.team_id, a.price_group FROM api_keys k JOIN accounts a ON a.id = k.account_id
          WHERE k.${col} = ? ${includeRevoked ? '' : 'AND k.revoked_at IS NULL'}`,
         [val],
       ),
@@ -210,6 +224,8 @@ export class Ledger {
           accountId: r.account_id as string,
           prefix: r.prefix as string,
           group: r.price_group as string,
+          memberId: (r.member_id as string | null) ?? '',
+          teamId: (r.team_id as string | null) ?? '',
         }
       : undefined;
   }
@@ -313,8 +329,9 @@ export class Ledger {
       if (!old) throw new LedgerError('unknown_key', 'no such live key');
       const accountId = old.account_id as string;
       await trx.raw(
-        `INSERT INTO api_keys (id, account_id, key_hash, prefix, rpm_limit, tpm_limit, max_in_flight, window_key_id)
-         SELECT ?, account_id, ?, ?, rpm_limit, tpm_limit, max_in_flight, COALESCE(window_key_id, id) FROM api_keys WHERE id = ?`,
+        `INSERT INTO api_keys (id, account_id, key_hash, prefix, rpm_limit, tpm_limit, max_in_flight, window_key_id, member_id, team_id, name)
+         SELECT ?, account_id, ?, ?, rpm_limit, tpm_limit, max_in_flight, COALESCE(window_key_id, id), member_id, team_id, name
+         FROM api_keys WHERE id = ?`,
         [newKeyId, this.hash(apiKey), visiblePrefix(apiKey), keyId],
       );
       await trx.raw(`UPDATE api_keys SET revoked_at = now(), replaced_by = ? WHERE id = ?`, [newKeyId, keyId]);
@@ -356,15 +373,15 @@ export class Ledger {
           // The amount is computed from the row the UPDATE itself writes (the newest version,
           // locked), never from a separate read, and handed out through last_hold_nano.
           `WITH k AS (
-             SELECT id, account_id FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
+             SELECT id, account_id, member_id, team_id FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
            ), upd AS (
              UPDATE accounts SET held_nano = held_nano + LEAST(CAST(? AS bigint), balance_nano - held_nano),
                                  last_hold_nano = LEAST(CAST(? AS bigint), balance_nano - held_nano)
              FROM k WHERE accounts.id = k.account_id AND balance_nano - held_nano >= CAST(? AS bigint) ${leasePaused}
              RETURNING last_hold_nano AS amount
            ), ins AS (
-             INSERT INTO holds (request_id, account_id, key_id, amount_nano, expires_at)
-             SELECT ?, k.account_id, k.id, upd.amount, now() + make_interval(secs => ?) FROM k, upd
+             INSERT INTO holds (request_id, account_id, key_id, member_id, team_id, amount_nano, expires_at)
+             SELECT ?, k.account_id, k.id, k.member_id, k.team_id, upd.amount, now() + make_interval(secs => ?) FROM k, upd
              RETURNING amount_nano
            )
            SELECT k.id AS key_id, k.account_id, (SELECT (balance_nano - held_nano)::text FROM accounts WHERE id = k.account_id) AS avail,
@@ -407,7 +424,7 @@ export class Ledger {
           `WITH h AS (
            UPDATE holds SET status = 'settled', charged_nano = LEAST(CAST(? AS bigint), amount_nano), closed_at = now()
            WHERE request_id = ? AND status = 'active'
-           RETURNING account_id, key_id, amount_nano, charged_nano
+           RETURNING account_id, key_id, member_id, team_id, amount_nano, charged_nano
          ), a AS (
            UPDATE accounts SET balance_nano = accounts.balance_nano - h.charged_nano, held_nano = accounts.held_nano - h.amount_nano
            FROM h WHERE accounts.id = h.account_id
@@ -418,10 +435,10 @@ export class Ledger {
          ), u AS (
            INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
              cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model,
-             price_version_id, provider_cost_nano, markup_version_id, deployment, trace_id)
+             price_version_id, provider_cost_nano, markup_version_id, deployment, trace_id, member_id, team_id)
            SELECT ?, h.account_id, h.key_id, ?, ?, CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), ?,
              h.charged_nano, CAST(? AS bigint) - h.charged_nano, ?, ?, ?, CAST(? AS bigint), ?, ?, NULLIF(CAST(? AS bigint), 0),
-             CAST(? AS bigint), NULLIF(CAST(? AS bigint), 0), ?, NULLIF(CAST(? AS text), '') FROM h
+             CAST(? AS bigint), NULLIF(CAST(? AS bigint), 0), ?, NULLIF(CAST(? AS text), ''), h.member_id, h.team_id FROM h
          )
          SELECT charged_nano::text AS charged FROM h`,
           [
@@ -472,15 +489,15 @@ export class Ledger {
              SELECT request_id FROM holds WHERE status = 'active' AND expires_at < now()
              ORDER BY expires_at LIMIT ? FOR UPDATE SKIP LOCKED
            ) AND status = 'active'
-           RETURNING request_id, account_id, key_id, amount_nano
+           RETURNING request_id, account_id, key_id, member_id, team_id, amount_nano
          ), per_account AS (
            SELECT account_id, sum(amount_nano) AS amount FROM h GROUP BY account_id
          ), a AS (
            UPDATE accounts SET held_nano = accounts.held_nano - per_account.amount
            FROM per_account WHERE accounts.id = per_account.account_id
          ), u AS (
-           INSERT INTO usage_records (request_id, account_id, key_id, model, route, cost_nano, status, http_status, latency_ms)
-           SELECT request_id, account_id, key_id, '', '', 0, 'hold_expired', 0, 0 FROM h
+           INSERT INTO usage_records (request_id, account_id, key_id, member_id, team_id, model, route, cost_nano, status, http_status, latency_ms)
+           SELECT request_id, account_id, key_id, member_id, team_id, '', '', 0, 'hold_expired', 0, 0 FROM h
            ON CONFLICT (request_id) DO NOTHING
          )
          SELECT count(*)::int AS n FROM h`,
@@ -542,9 +559,11 @@ export class Ledger {
     params.push(limit);
     const rows = rowsOf(
       await this.db.raw(
+        // ORDER BY the table's id: a bare `id` would be the text column of the same name (PostgreSQL
+        // prefers an output column there), and '99' sorts after '100'.
         `SELECT id::text AS id, kind, amount_nano::text AS amount, balance_after_nano::text AS after, external_id, request_id, cause, created_at
          FROM ledger WHERE ${where}
-         ORDER BY id DESC LIMIT ?`,
+         ORDER BY ledger.id DESC LIMIT ?`,
         params as never,
       ),
     );
@@ -696,4 +715,29 @@ export class Ledger {
       return { applied: true, accountId, topupNano, refundedNano, balanceNano };
     });
   }
+}
+
+/**
+ * The member who owns a new account: the one tied to a Telegram owner (made the first time), or
+ * a new member named after the account.
+ */
+async function ownerMember(
+  trx: Pick<Db, 'raw'>,
+  owner: string | undefined,
+  label: string,
+  accountId: string,
+): Promise<string> {
+  if (owner?.startsWith('telegram:')) {
+    await trx.raw(
+      `INSERT INTO members (id, name, telegram_user) VALUES (?, ?, ?) ON CONFLICT (telegram_user) DO NOTHING`,
+      [newId('mem'), owner, owner],
+    );
+    return rowsOf(await trx.raw(`SELECT id FROM members WHERE telegram_user = ?`, [owner]))[0]!.id as string;
+  }
+  const id = newId('mem');
+  await trx.raw(`INSERT INTO members (id, name) VALUES (?, ?)`, [
+    id,
+    label.trim().slice(0, 200) || `Owner of ${accountId}`,
+  ]);
+  return id;
 }

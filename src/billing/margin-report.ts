@@ -1,6 +1,6 @@
 // The margin report (docs/billing.md#the-margin-report): what customers were charged, what the
 // providers bill for the same requests, and the difference, over the usage rows created in
-// [from, to), by model, UTC day or account. One aggregate over usage_records (its created_at
+// [from, to), by model, UTC day, account (organisation), deployment, team, member or key. One aggregate over usage_records (its created_at
 // index), so every figure comes from one snapshot and the total is the sum of the rows.
 // Revenue is what was charged (cost_nano); a row from before the price book's provider cost was
 // recorded carries none and had no markup, so its provider cost is cost_nano + uncovered_nano.
@@ -11,7 +11,7 @@ import type { Db } from '../db/db.ts';
 import { badRequest } from '../errors/errors.ts';
 import { IS_REQUEST } from './usage-log.ts';
 
-export type MarginBy = 'model' | 'day' | 'account' | 'deployment';
+export type MarginBy = 'model' | 'day' | 'account' | 'deployment' | 'team' | 'member' | 'key';
 
 export interface MarginFigures {
   /** The model id, the UTC day (YYYY-MM-DD), the account id or the deployment; "" for the total. */
@@ -31,6 +31,9 @@ const KEY_OF: Record<MarginBy, string> = {
   day: `to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD')`,
   account: 'account_id',
   deployment: 'COALESCE(deployment, model)',
+  team: `COALESCE(team_id, '')`,
+  member: `COALESCE(member_id, '')`,
+  key: 'key_id',
 };
 
 type Row = Record<string, unknown>;
@@ -88,7 +91,7 @@ export async function getMarginReport(
       'to',
     );
   const by = req.by;
-  if (!by) throw badRequest('by must be MODEL, DAY, ACCOUNT or DEPLOYMENT', 'invalid_value', 'by');
+  if (!by) throw badRequest('by must be MODEL, DAY, ACCOUNT, DEPLOYMENT, TEAM, MEMBER or KEY', 'invalid_value', 'by');
   return marginReport(db, { from, to, by });
 }
 

@@ -36,6 +36,9 @@ export interface RateDecision {
   group: string;
   /** The key whose rate window this one counts in (itself, or the first key it was rotated from). */
   windowId: string;
+  /** Whose key it is (a member's or a team's; '' for the other). */
+  memberId: string;
+  teamId: string;
   limitRequests: number;
   remainingRequests: number;
   limitTokens: number;
@@ -191,6 +194,8 @@ export class RateLimiter {
       accountId: g.accountId,
       group: key.group,
       windowId: g.windowId,
+      memberId: key.memberId,
+      teamId: key.teamId,
       limitRequests: g.rpm,
       remainingRequests:
         g.rpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, g.rpm - g.windowRequests) + (g.granted - g.used),
@@ -268,7 +273,7 @@ export class RateLimiter {
     const most = this.cache?.usable ? MAX_GRANT : 1;
     return this.db.raw(
       `WITH k AS (
-         SELECT id, account_id, COALESCE(window_key_id, id) AS wid, COALESCE(rpm_limit, ?) AS rpm, COALESCE(tpm_limit, ?) AS tpm,
+         SELECT id, account_id, member_id, team_id, COALESCE(window_key_id, id) AS wid, COALESCE(rpm_limit, ?) AS rpm, COALESCE(tpm_limit, ?) AS tpm,
                 COALESCE(max_in_flight, ?) AS max_in_flight
          FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
        ), w AS (
@@ -283,7 +288,7 @@ export class RateLimiter {
            AND ((SELECT tpm FROM k) = 0 OR r.tokens < (SELECT tpm FROM k))
          RETURNING r.requests, r.tokens, r.last_grant, r.window_start
        )
-       SELECT k.id AS key_id, k.account_id, k.wid AS window_id, k.rpm, k.tpm::text AS tpm, k.max_in_flight, w.requests, w.tokens::text AS tokens, w.last_grant AS grant,
+       SELECT k.id AS key_id, k.account_id, k.member_id, k.team_id, k.wid AS window_id, k.rpm, k.tpm::text AS tpm, k.max_in_flight, w.requests, w.tokens::text AS tokens, w.last_grant AS grant,
               (SELECT a.price_group FROM accounts a WHERE a.id = k.account_id) AS price_group,
               w.window_start::text AS window_start,
               (SELECT r.requests FROM rate_windows r WHERE r.key_id = k.wid AND r.window_start = date_trunc('minute', now())) AS seen,
@@ -326,6 +331,8 @@ export class RateLimiter {
       accountId: r.account_id as string,
       group: r.price_group as string,
       windowId: r.window_id as string,
+      memberId: (r.member_id as string | null) ?? '',
+      teamId: (r.team_id as string | null) ?? '',
       limitRequests: rpm,
       remainingRequests: rpm === 0 ? Number.MAX_SAFE_INTEGER : requestsExhausted ? 0 : Math.max(0, rpm - used),
       limitTokens: tpm,
@@ -390,6 +397,8 @@ function keyOf(d: RateDecision): CachedKey {
     accountId: d.accountId,
     group: d.group,
     windowId: d.windowId,
+    memberId: d.memberId,
+    teamId: d.teamId,
     rpm: d.limitRequests,
     tpm: d.limitTokens,
     maxInFlight: d.maxInFlight,
@@ -403,6 +412,8 @@ function unlimited(k: CachedKey): RateDecision {
     accountId: k.accountId,
     group: k.group,
     windowId: k.windowId ?? k.keyId,
+    memberId: k.memberId,
+    teamId: k.teamId,
     limitRequests: 0,
     remainingRequests: Number.MAX_SAFE_INTEGER,
     limitTokens: 0,

@@ -1,4 +1,4 @@
-// How the bot calls BillingService: the causes it writes on the ledger, key references scoped to
+// How the bot calls the services: the causes it writes on the ledger, key references scoped to
 // their owner, and which failures are worth another try.
 import { Code, ConnectError } from '@connectrpc/connect';
 
@@ -13,6 +13,17 @@ export const CAUSES = {
 export const keyRef = (keyId: string, owner: string) => ({ ref: { case: 'keyId' as const, value: keyId }, owner });
 
 export const isNotFound = (err: unknown): boolean => err instanceof ConnectError && err.code === Code.NotFound;
+
+const REFUSALS = new Set([
+  Code.NotFound,
+  Code.PermissionDenied,
+  Code.InvalidArgument,
+  Code.FailedPrecondition,
+  Code.AlreadyExists,
+]);
+
+/** The service refused the call (not yours, not allowed, bad input, a rule): its message is for the user. */
+export const isRefusal = (err: unknown): err is ConnectError => err instanceof ConnectError && REFUSALS.has(err.code);
 
 const TRANSIENT = new Set([Code.Unavailable, Code.DeadlineExceeded, Code.Internal, Code.Unknown, Code.Aborted]);
 

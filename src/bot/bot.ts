@@ -1,16 +1,20 @@
-// The Telegram bot: commands, buttons and Stars payments, all in terms of BillingService
-// calls. It holds no money logic: the ledger decides every credit, debit and refund, once per
-// payment id. Each feature is a Composer in its own file; createBot only assembles them.
+// The Telegram bot: commands, buttons and Stars payments, all in terms of BillingService and
+// OrganisationService calls (the latter as the user: acting.ts). It holds no money logic: the
+// ledger decides every credit, debit and refund, once per payment id. Each feature is a Composer
+// in its own file; createBot only assembles them.
 import { Bot } from 'grammy';
 import type { Logger } from 'pino';
 import type { BotConfig } from '../config/bot-config.ts';
 import { balance } from './balance.ts';
 import { consoleLink } from './console-link.ts';
-import type { BillingClient, BotContext, BotFlavor, CatalogueClient } from './context.ts';
+import type { BillingClient, BotContext, BotFlavor, CatalogueClient, OrganisationClient } from './context.ts';
 import { fallbacks } from './fallbacks.ts';
 import { help } from './help.ts';
 import { history } from './history.ts';
+import { inviting } from './invite.ts';
+import { joining } from './join.ts';
 import { keys } from './keys.ts';
+import { organisations } from './organisations.ts';
 import { payments } from './payments.ts';
 import { prices } from './prices.ts';
 import { privateChatOnly } from './private-chat.ts';
@@ -22,6 +26,8 @@ export interface BotDeps {
   billing: BillingClient;
   /** The models and their prices in force (the price book), for /prices. */
   catalogue: CatalogueClient;
+  /** Organisations, called as each update's Telegram user. */
+  organisations: OrganisationClient;
   log: Logger;
   /** Ledger entries per /history page. */
   historyPageSize?: number;
@@ -35,6 +41,7 @@ export function createBot(
     config: deps.config,
     billing: deps.billing,
     catalogue: deps.catalogue,
+    organisations: deps.organisations,
     log: deps.log.child({ component: 'telegram-bot' }),
     historyPageSize: deps.historyPageSize ?? 10,
   };
@@ -46,7 +53,21 @@ export function createBot(
   });
   // First the guard: nothing of an account is read, changed or posted outside a private chat.
   bot.use(privateChatOnly);
-  bot.use(help, prices, keys, balance, consoleLink, topUp, payments, refunds, history);
+  // joining before help: it takes the /start of an invitation link, help every other /start.
+  bot.use(
+    joining,
+    help,
+    prices,
+    keys,
+    balance,
+    consoleLink,
+    organisations,
+    inviting,
+    topUp,
+    payments,
+    refunds,
+    history,
+  );
   // Last: expired buttons and whatever no feature answered.
   bot.use(fallbacks);
   bot.catch((err) =>

@@ -9,6 +9,8 @@ export const COMMANDS = [
   { command: 'history', description: 'Top-ups, charges and refunds' },
   { command: 'rotate', description: 'Replace a key; the old one stops at once' },
   { command: 'console', description: 'A one-time sign-in link to the web console' },
+  { command: 'org', description: 'Your organisations, your role and the balance left' },
+  { command: 'invite', description: 'An invitation link to your organisation (owners, admins)' },
   { command: 'paysupport', description: 'Help with payments and refunds' },
   { command: 'help', description: 'All commands' },
 ];

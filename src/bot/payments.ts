@@ -1,11 +1,13 @@
 // Telegram Stars payments: the pre-checkout answer refuses an invoice that is not ours, whose
-// rate is no longer current, out of bounds, or for a key the payer does not hold; a successful
-// payment credits Stars x the invoice's rate, once per Telegram payment id.
+// rate is no longer current, out of bounds, for a key the payer does not hold, or for an
+// organisation the payer may not top up (any more); a successful payment credits Stars x the
+// invoice's rate to the key's account or the organisation, once per Telegram payment id.
 import { Composer } from 'grammy';
 import type { PreCheckoutQuery } from 'grammy/types';
 import { formatUsd } from '../money/format.ts';
 import { CAUSES, keyRef, withRetries } from './billing-calls.ts';
 import type { BotContext } from './context.ts';
+import { organisationWhere } from './acting.ts';
 import { ownedKey, requireOwner } from './owner.ts';
 import { tellPayer } from './private-chat.ts';
 import { parseInvoicePayload, paymentExternalId, starRate, topUpBounds, validStars } from './stars.ts';
@@ -21,13 +23,17 @@ async function checkoutProblem(ctx: BotContext, q: PreCheckoutQuery): Promise<st
     return `The exchange rate has changed (now ${starRate(config)}). Send /topup for a fresh invoice.`;
   if (!validStars(config, q.total_amount)) return `Top-ups are from ${topUpBounds(config)}.`;
   try {
-    if (!(await ownedKey(ctx, p.keyId)))
-      return 'This invoice is for a key you do not hold (any more). Send /topup for a fresh one.';
+    if ('keyId' in p)
+      return (await ownedKey(ctx, p.keyId))
+        ? undefined
+        : 'This invoice is for a key you do not hold (any more). Send /topup for a fresh one.';
+    // The user's role is read again now: a member removed or demoted since the invoice pays nothing.
+    const found = await organisationWhere(ctx, p.organisationId, 'billing.top_up');
+    return 'problem' in found ? found.problem : undefined;
   } catch (err) {
     ctx.log.error({ err }, 'pre-checkout: billing unavailable');
     return 'Payments are briefly unavailable. Please try again in a minute.';
   }
-  return undefined;
 }
 
 // Telegram asks before taking the Stars; answering within 10 s is required, so no retries here.
@@ -38,7 +44,9 @@ payments.on('pre_checkout_query', async (ctx) => {
   await (problem ? ctx.answerPreCheckoutQuery(false, { error_message: problem }) : ctx.answerPreCheckoutQuery(true));
 });
 
-// The Stars are taken: credit once per charge id (a redelivered update finds it applied).
+// The Stars are taken: credit once per charge id (a redelivered update finds it applied). An
+// organisation's invoice credits the organisation it names: its pre-checkout found the payer
+// allowed a moment ago, and the Stars cannot be left uncredited.
 payments.on('message:successful_payment', async (ctx) => {
   const pay = ctx.message.successful_payment;
   const owner = requireOwner(ctx);
@@ -58,14 +66,21 @@ payments.on('message:successful_payment', async (ctx) => {
   try {
     const r = await withRetries(() =>
       ctx.billing.topUp({
-        key: keyRef(p.keyId, owner),
+        ...('keyId' in p ? { key: keyRef(p.keyId, owner) } : { accountId: p.organisationId }),
         amountNano,
         externalId: paymentExternalId(charge),
         cause: CAUSES.payment,
       }),
     );
     ctx.log.info(
-      { charge, owner, stars: pay.total_amount, amountNano: amountNano.toString(), applied: r.applied },
+      {
+        charge,
+        owner,
+        to: 'keyId' in p ? p.keyId : p.organisationId,
+        stars: pay.total_amount,
+        amountNano: amountNano.toString(),
+        applied: r.applied,
+      },
       'stars payment',
     );
     await tellPayer(

@@ -14,10 +14,17 @@ export const topUpBounds = (config: BotConfig): string => `${config.minStars} to
 export const validStars = (config: BotConfig, n: number): boolean =>
   Number.isSafeInteger(n) && n >= config.minStars && n <= config.maxStars;
 
-// Invoice payload: key id and the rate shown, so the credit is exactly what the user saw.
-const PAYLOAD = /^t1:(key_[0-9A-Za-z]+):([1-9]\d{0,17})$/;
-export const invoicePayload = (keyId: string, nanoPerStar: bigint): string => `t1:${keyId}:${nanoPerStar}`;
-export function parseInvoicePayload(payload: string): { keyId: string; nanoPerStar: bigint } | undefined {
+// Invoice payload: what the credit is for and the rate shown, so the credit is exactly what the
+// user saw. t1: a key of the payer's own account (as before organisations); o1: an organisation.
+const PAYLOAD = /^(t1|o1):((?:key|acct)_[0-9A-Za-z]+):([1-9]\d{0,17})$/;
+export type InvoiceFor = { keyId: string } | { organisationId: string };
+export const invoicePayload = (to: InvoiceFor, nanoPerStar: bigint): string =>
+  'keyId' in to ? `t1:${to.keyId}:${nanoPerStar}` : `o1:${to.organisationId}:${nanoPerStar}`;
+export function parseInvoicePayload(payload: string): (InvoiceFor & { nanoPerStar: bigint }) | undefined {
   const m = PAYLOAD.exec(payload);
-  return m ? { keyId: m[1]!, nanoPerStar: BigInt(m[2]!) } : undefined;
+  if (!m) return undefined;
+  const [kind, id, rate] = [m[1]!, m[2]!, BigInt(m[3]!)];
+  if (kind === 't1' && id.startsWith('key_')) return { keyId: id, nanoPerStar: rate };
+  if (kind === 'o1' && id.startsWith('acct_')) return { organisationId: id, nanoPerStar: rate };
+  return undefined;
 }

@@ -3,13 +3,15 @@
 // webhook (any instance can take any update) or run `npm run bot` once.
 import { timingSafeEqual } from 'node:crypto';
 import http from 'node:http';
-import type { Transport } from '@connectrpc/connect';
+import type { Interceptor, Transport } from '@connectrpc/connect';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { webhookCallback, type Bot } from 'grammy';
 import type { Logger } from 'pino';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
+import { OrganisationService } from '../gen/gateway/v1/organisations_pb.js';
+import { telegramUserHeader } from './acting.ts';
 import { createBot } from './bot.ts';
 import { COMMANDS } from './commands.ts';
 import type { BotContext } from './context.ts';
@@ -33,18 +35,18 @@ function refuse(req: http.IncomingMessage, res: http.ServerResponse, status: num
 // Only what the bot handles; Telegram keeps this list between calls.
 const ALLOWED_UPDATES = ['message', 'callback_query', 'pre_checkout_query'] as const;
 
-/** BillingService over the network, as the operator CLI reaches it. */
+/**
+ * The services over the network, as the operator CLI reaches them; OrganisationService calls
+ * name the Telegram user they are made for (acting.ts).
+ */
 export function networkTransport(rpcUrl: string, adminToken: string | undefined): Transport {
+  const bearer: Interceptor = (next) => (req) => {
+    req.header.set('authorization', `Bearer ${adminToken}`);
+    return next(req);
+  };
   return createGrpcTransport({
     baseUrl: rpcUrl,
-    interceptors: adminToken
-      ? [
-          (next) => (req) => {
-            req.header.set('authorization', `Bearer ${adminToken}`);
-            return next(req);
-          },
-        ]
-      : [],
+    interceptors: adminToken ? [bearer, telegramUserHeader] : [telegramUserHeader],
   });
 }
 
@@ -59,6 +61,7 @@ export async function startBot(opts: {
     config,
     billing: createClient(BillingService, opts.transport),
     catalogue: createClient(CatalogueService, opts.transport),
+    organisations: createClient(OrganisationService, opts.transport),
     log,
     ...(opts.historyPageSize ? { historyPageSize: opts.historyPageSize } : {}),
   });

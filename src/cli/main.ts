@@ -1,6 +1,6 @@
-// Operator CLI: `npm run cli -- keys <command>`, `catalogue <command>`, `providers <command>`,
-// `deployments list`, `accounts set-group` and `report margin`. Talks to the BillingService and
-// the CatalogueService over the RPC port,
+// Operator CLI: `npm run cli -- keys <command>`, `orgs|members|invites|teams <command>`,
+// `catalogue <command>`, `providers <command>`, `deployments list`, `accounts set-group` and
+// `report margin`. Talks to the Billing, Organisation and Catalogue services over the RPC port,
 // never to the database directly; finds the gateway as src/config/gateway-address.ts says. Every
 // failure is one line on stderr (exit 2: wrong usage; exit 1: the call failed).
 import { randomUUID } from 'node:crypto';
@@ -19,8 +19,10 @@ import { CATALOGUE_COMMANDS, runCatalogue } from './catalogue-commands.ts';
 import { DEPLOYMENT_COMMANDS, PROVIDER_COMMANDS, runProviders } from './provider-commands.ts';
 import { marginTable, type MarginLine } from './margin-table.ts';
 import { MarginGrouping } from '../gen/gateway/v1/billing_pb.js';
+import { OrganisationService } from '../gen/gateway/v1/organisations_pb.js';
+import { ORGANISATION_GROUPS, runOrganisations } from './organisation-commands.ts';
 
-const USAGE = `usage: npm run cli -- keys|catalogue|providers|deployments|accounts|report <command> [options]
+const USAGE = `usage: npm run cli -- keys|catalogue|providers|deployments|accounts|report|orgs|members|invites|teams <command> [options]
   keys create --credits <usd> [--label <text>]   create an account and key; prints the key once
   keys balance <key|key_id>                       balance, held and available
   keys topup <key|key_id> --amount <usd> [--external-id <id>]
@@ -61,8 +63,38 @@ const USAGE = `usage: npm run cli -- keys|catalogue|providers|deployments|accoun
   providers test <id>                             one authenticated GET to the provider with its credential; exit 1 if refused
   deployments list [--model <id>]                 each model's deployments, with their health on the instance that answers
   accounts set-group <key|key_id> <group>         the account's price group for markups ('' = the default)
-  report margin --from <date> --to <date> [--by model|day|account|deployment]
+  report margin [--from <date>] [--to <date>] [--by model|day|account|deployment|team|member|key]
                                                   revenue, provider cost and margin of the requests in [from, to), UTC
+  orgs create <name> --owner <name> [--telegram telegram:<id>] [--credits <usd>]
+                                                  an organisation and its owner; prints its id (the owner's first key on stderr)
+  orgs list [query]                               organisations, newest first
+  orgs show <org>                                 balance, held, available; members, teams, live keys
+  orgs rename <org> <name>
+  orgs spend <org> [--by team|member|key|model|day] [--from <date>] [--to <date>] [--csv]
+                                                  who spent what (default: by member, the last 30 days)
+  orgs usage <org> [--member <id>] [--team <id>] [--key-id <id>] [--limit <n>] [--csv]
+                                                  requests, newest first, with the team, member and key of each
+  orgs audit <org> [--limit <n>] [--csv]          the organisation's audit log, newest first
+  orgs keys <org> [--member <id> | --team <id>] [--all]
+                                                  the organisation's keys and whose each is
+  orgs add-key <org> --member <id> | --team <id> [--name <text>]
+                                                  a member's or a team's key; prints it once
+  members list <org> [query]                      members, roles, teams and live keys
+  members role <org> <member> <role>              owner, admin, billing or member
+  members remove <org> <member> [--to-member <id> | --to-team <id>]
+                                                  revokes their keys (or hands them over), ends their sessions
+  members link <org> <member>                     a one-time console sign-in link for the member
+  invites create <org> [--role member|billing|admin|owner] [--team <id>] [--hours <n>] [--note <text>]
+                                                  a one-time invitation; prints its token
+  invites list <org>
+  invites revoke <org> <invitation>
+  invites redeem <token> --name <name>            joins as a new member; prints their first key once
+  teams create <org> <name>                       prints the team's id
+  teams list <org>
+  teams rename <org> <team> <name>
+  teams delete <org> <team>                       refused while the team has live keys
+  teams add <org> <team> <member>
+  teams remove <org> <team> <member>
 options: --json for machine-readable output; -f - reads the file from stdin; -h, --help for this text
 finding the gateway: GATEWAY_RPC_URL, else GRPC_PORT (and GRPC_HOST), else the address a running
   gateway wrote to DATA_DIR/gateway.json (default ./data), else http://127.0.0.1:8081
@@ -111,6 +143,19 @@ try {
       'from-env': { type: 'string' },
       stdin: { type: 'boolean' },
       'env-name': { type: 'string' },
+      owner: { type: 'string' },
+      telegram: { type: 'string' },
+      role: { type: 'string' },
+      team: { type: 'string' },
+      member: { type: 'string' },
+      'key-id': { type: 'string' },
+      name: { type: 'string' },
+      note: { type: 'string' },
+      hours: { type: 'string' },
+      'to-member': { type: 'string' },
+      'to-team': { type: 'string' },
+      all: { type: 'boolean' },
+      csv: { type: 'boolean' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
@@ -140,6 +185,21 @@ const transport = createGrpcTransport({
 });
 const client = createClient(BillingService, transport);
 const catalogue = createClient(CatalogueService, transport);
+// The audit log says a change came through the CLI.
+const organisations = createClient(
+  OrganisationService,
+  createGrpcTransport({
+    baseUrl: gateway.rpcUrl,
+    defaultTimeoutMs: 30_000,
+    interceptors: [
+      (next) => (req) => {
+        req.header.set('x-gateway-via', 'cli');
+        if (adminToken) req.header.set('authorization', `Bearer ${adminToken}`);
+        return next(req);
+      },
+    ],
+  }),
+);
 
 const keyRef = (s: string | undefined, cmd: string) => {
   if (!s) usageError(`keys ${cmd} needs a key (prx-…) or a key id`);
@@ -163,6 +223,11 @@ function count(v: string | undefined, flag: string): number | undefined {
   return Number(v);
 }
 
+/** The console's address for links: the gateway's HTTP address as the running gateway wrote it, when known. */
+function consoleAddress(): string {
+  return gateway.httpUrl ? `${gateway.httpUrl}/console/` : '';
+}
+
 async function run(): Promise<void> {
   const [group, cmd, arg] = positionals;
   if (values.help || group === 'help' || (group === 'keys' && cmd === 'help')) {
@@ -180,6 +245,13 @@ async function run(): Promise<void> {
       positionals.slice(2),
     );
   if (group === 'accounts') return runAccounts(cmd, arg, positionals[3]);
+  if (Object.hasOwn(ORGANISATION_GROUPS, group))
+    return runOrganisations(
+      { orgs: organisations, billing: client, options: values, out, usageError, consoleUrl: consoleAddress() },
+      group,
+      cmd,
+      positionals.slice(2),
+    );
   if (group === 'report') return runReport(cmd);
   if (group !== 'keys')
     usageError(
@@ -319,15 +391,19 @@ const GROUPINGS = {
   day: MarginGrouping.DAY,
   account: MarginGrouping.ACCOUNT,
   deployment: MarginGrouping.DEPLOYMENT,
+  team: MarginGrouping.TEAM,
+  member: MarginGrouping.MEMBER,
+  key: MarginGrouping.KEY,
 } as const;
 
 /** The margin report (docs/billing.md#the-margin-report). */
 async function runReport(cmd: string | undefined): Promise<void> {
   if (cmd !== 'margin') usageError(`unknown command "report${cmd ? ` ${cmd}` : ''}" (the command is report margin)`);
-  const from = utcTime(values.from, 'from');
-  const to = utcTime(values.to, 'to');
+  // Unset: the last 30 days, as the console's margin page shows.
+  const to = utcTime(values.to, 'to', new Date());
+  const from = utcTime(values.from, 'from', new Date(to.getTime() - 30 * 86_400_000));
   const by = (values.by ?? 'model') as keyof typeof GROUPINGS;
-  if (!Object.hasOwn(GROUPINGS, by)) usageError('--by must be model, day, account or deployment');
+  if (!Object.hasOwn(GROUPINGS, by)) usageError('--by must be model, day, account, deployment, team, member or key');
   const r = await client.getMarginReport({
     from: timestampFromDate(from),
     to: timestampFromDate(to),
@@ -350,8 +426,9 @@ async function runReport(cmd: string | undefined): Promise<void> {
 }
 
 /** A date (UTC midnight) or an ISO time; one without an offset is UTC too, never the machine's zone. */
-function utcTime(text: string | undefined, flag: string): Date {
-  if (text === undefined) usageError(`report margin needs --${flag} <date>`);
+/** A time given as --from / --to (UTC when it names no zone); `fallback` when not given. */
+function utcTime(text: string | undefined, flag: string, fallback: Date): Date {
+  if (text === undefined) return fallback;
   const d = new Date(/^\d{4}-\d{2}-\d{2}T[\d:.]+$/.test(text) ? `${text}Z` : text);
   if (Number.isNaN(d.getTime())) usageError(`--${flag} must be a date such as 2026-01-01 or 2026-01-01T12:00:00Z`);
   return d;

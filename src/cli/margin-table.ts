@@ -11,13 +11,22 @@ export interface MarginLine {
   marginNano: bigint;
 }
 
-const KEY_HEADER = { model: 'MODEL', day: 'DAY (UTC)', account: 'ACCOUNT', deployment: 'DEPLOYMENT' } as const;
+const KEY_HEADER = {
+  model: 'MODEL',
+  day: 'DAY (UTC)',
+  account: 'ORGANISATION',
+  deployment: 'DEPLOYMENT',
+  team: 'TEAM',
+  member: 'MEMBER',
+  key: 'KEY',
+} as const;
 
 export function marginTable(by: keyof typeof KEY_HEADER, rows: readonly MarginLine[], total: MarginLine): string {
   if (rows.length === 0) return '(no usage in this range)';
   const lines = [...rows, { ...total, key: 'TOTAL' }];
   const columns: Column<MarginLine>[] = [
-    { header: KEY_HEADER[by], align: 'left', cell: (r) => r.key },
+    // Requests of no team (or from before members and teams) have an empty key.
+    { header: KEY_HEADER[by], align: 'left', cell: (r) => r.key || '(none)' },
     { header: 'REQUESTS', align: 'right', cell: (r) => r.requests.toString() },
     { header: 'REVENUE USD', align: 'point', cell: (r) => nanoToUsd(r.revenueNano) },
     { header: 'PROVIDER COST USD', align: 'point', cell: (r) => nanoToUsd(r.providerCostNano) },

@@ -20,6 +20,8 @@ export interface GatewayAddress {
 
 export interface FoundGateway {
   rpcUrl: string;
+  /** The gateway's HTTP address, when its address file says it ('' otherwise): for console links. */
+  httpUrl?: string;
   /** Where the address came from, for messages: "GATEWAY_RPC_URL", "/x/data/gateway.json, written by gateway pid 12", … */
   source: string;
   /** Address files looked at and set aside, and why. */
@@ -108,6 +110,7 @@ export function findGateway(env: NodeJS.ProcessEnv = process.env, cwd = process.
   if (found && 'address' in found)
     return {
       rpcUrl: found.address.rpcUrl,
+      httpUrl: found.address.httpUrl,
       source: `${file}, written by gateway pid ${found.address.pid}`,
       ignored: [],
     };

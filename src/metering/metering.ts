@@ -303,7 +303,8 @@ export class Metering {
       const lease = meter.lease;
       meter.lease = undefined;
       this.closed();
-      const charged = leases!.settle(lease, { ...row, keyId: plan.caller.keyId }, cost);
+      const { keyId, memberId, teamId } = plan.caller;
+      const charged = leases!.settle(lease, { ...row, keyId, memberId, teamId }, cost);
       if (charged > 0n) metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(charged));
       limiter.addTokens(plan.caller.keyHash, tokens);
       return { charged, billingMode: 'lease' };

@@ -55,6 +55,7 @@ import type { Services } from '../rpc/services.ts';
 import { buildFacade } from '../facade/app.ts';
 import { VideoRuntime } from '../video/runtime.ts';
 import { videoService } from '../services/video.ts';
+import { organisationService } from '../services/organisations.ts';
 import { startBotIfConfigured } from '../bot/start.ts';
 import { ConsoleSessions } from '../billing/console-sessions.ts';
 import { consoleApi } from '../console/api.ts';
@@ -115,6 +116,18 @@ function credentialStore(config: Config, db: Db, embeddedDir: string | undefined
   return { store: new CredentialStore(db, key, config.environment), key };
 }
 
+/** InferenceService over each route family's route. */
+function inferenceRoutes(config: Config, routeDeps: RouteDeps, owners: ResponseOwners) {
+  return inferenceService({
+    chat: new ChatRoute(routeDeps),
+    messages: new MessagesRoute(routeDeps),
+    responses: new ResponsesRoute(routeDeps, owners),
+    embeddings: new EmbeddingsRoute(routeDeps),
+    images: new ImagesRoute(routeDeps, config.media),
+    audio: new AudioRoute(routeDeps),
+  });
+}
+
 /** The gateway's parts on one database, started in order; `close` stops them in the reverse. */
 async function startOn(config: Config, log: Logger, databaseUrl: string, embeddedDir?: string): Promise<Gateway> {
   const db = await openDatabase(databaseUrl, embeddedDir, log);
@@ -159,15 +172,9 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
       deploymentLimits,
       ...routeDeps,
     }),
-    inference: inferenceService({
-      chat: new ChatRoute(routeDeps),
-      messages: new MessagesRoute(routeDeps),
-      responses: new ResponsesRoute(routeDeps, owners),
-      embeddings: new EmbeddingsRoute(routeDeps),
-      images: new ImagesRoute(routeDeps, config.media),
-      audio: new AudioRoute(routeDeps),
-    }),
+    inference: inferenceRoutes(config, routeDeps, owners),
     video: videoService({ config, ledger, catalogue, metering, runtime: video, log }),
+    organisations: organisationService({ db, ledger, keys: billing.keys, limiter: billing.limiter }),
   };
   const rpc = await startRpc(config, services, billing.keys, log);
   // The browser console (docs/console.md): its API and pages on the HTTP port, its sessions in the database.

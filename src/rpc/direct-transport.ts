@@ -27,6 +27,7 @@ import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { VideoService } from '../gen/gateway/v1/video_pb.js';
+import { OrganisationService } from '../gen/gateway/v1/organisations_pb.js';
 import type { Services } from './services.ts';
 import { unexpectedFailure } from '../errors/errors.ts';
 import { OneMessage } from './server-stream.ts';
@@ -47,6 +48,7 @@ export function directTransport(s: Services, log?: Logger): Transport {
   add(CatalogueService, s.catalogue);
   add(InferenceService, s.inference);
   add(VideoService, s.video);
+  add(OrganisationService, s.organisations);
 
   const implOf = (method: DescMethod): Impl => {
     const fn = impls.get(method);

@@ -11,6 +11,7 @@ import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { GatewayErrorSchema } from '../gen/gateway/v1/errors_pb.js';
 import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { VideoService } from '../gen/gateway/v1/video_pb.js';
+import { OrganisationService } from '../gen/gateway/v1/organisations_pb.js';
 import type { TracingConfig } from '../config/tracing-config.ts';
 import {
   type Context,
@@ -28,10 +29,17 @@ import {
   tracingOn,
 } from '../tracing/spans.ts';
 
-/** The services a gateway key calls (the operator's customers); the others are the operator's (ADMIN_TOKEN). */
-export const KEYED_SERVICES: ReadonlySet<string> = new Set([InferenceService.typeName, VideoService.typeName]);
+/**
+ * The services a gateway key calls (the operator's customers); the others are the operator's
+ * (ADMIN_TOKEN). OrganisationService takes either: a member's key, or the operator's token.
+ */
+export const KEYED_SERVICES: ReadonlySet<string> = new Set([
+  InferenceService.typeName,
+  VideoService.typeName,
+  OrganisationService.typeName,
+]);
 const SERVICES = new Map<string, DescService>(
-  [BillingService, CatalogueService, InferenceService, VideoService].map((s) => [s.typeName, s]),
+  [BillingService, CatalogueService, InferenceService, VideoService, OrganisationService].map((s) => [s.typeName, s]),
 );
 
 /** The span of a call to `method` under `parent`, and the context that carries it. */

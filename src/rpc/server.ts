@@ -8,6 +8,8 @@ import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
 import { InferenceService } from '../gen/gateway/v1/inference_pb.js';
 import { VideoService } from '../gen/gateway/v1/video_pb.js';
+import { OrganisationService } from '../gen/gateway/v1/organisations_pb.js';
+import { ACTOR, isTelegramUser, TELEGRAM_USER_HEADER, type Actor, type Via } from '../organisations/actor.ts';
 import type { Logger } from 'pino';
 import {
   endStreamFlag,
@@ -51,6 +53,7 @@ export function routes(s: Services, readMaxBytes: number) {
     });
     router.service(InferenceService, s.inference);
     router.service(VideoService, s.video);
+    router.service(OrganisationService, s.organisations);
   };
 }
 
@@ -184,18 +187,65 @@ export interface RpcAccess {
 
 /** The caller each keyed call was authenticated as, from its access check to its handler's context values. */
 const callers = new WeakMap<http2.Http2ServerRequest, Caller>();
+/** Who acts in each OrganisationService call, from its access check. */
+const actors = new WeakMap<http2.Http2ServerRequest, Actor>();
 
-/** A keyed call's context values: its authenticated caller (src/billing/caller.ts). */
+/** A keyed call's context values: its authenticated caller (src/billing/caller.ts), or who acts on an organisation. */
 function callerValues(req: unknown): ContextValues {
   const values = createContextValues();
   const caller = callers.get(req as http2.Http2ServerRequest);
   if (caller) values.set(CALLER, caller);
+  const actor = actors.get(req as http2.Http2ServerRequest);
+  if (actor) values.set(ACTOR, actor);
   return values;
+}
+
+/**
+ * OrganisationService: a call with a gateway key acts as that key's member (or as a team key,
+ * which may only ask who it is); a call without one is the operator's, checked as Billing's are.
+ * A call that passes the operator's check and names a Telegram user (TELEGRAM_USER_HEADER: the
+ * bot run apart, trusted as it is with `owner` on a KeyRef) acts as that user instead, never as
+ * the operator; with a key, the header is not read.
+ */
+async function organisationRefusal(
+  req: http2.Http2ServerRequest,
+  access: RpcAccess,
+): Promise<ConnectError | undefined> {
+  const via: Via = header(req, 'x-gateway-via') === 'cli' ? 'cli' : 'rpc';
+  const from = req.socket.remoteAddress ?? '';
+  const key = keyFromHeaders(header(req, 'authorization'), header(req, 'x-api-key'));
+  if (key?.startsWith('prx-') || header(req, 'x-api-key') !== undefined) {
+    const caller = await access.authenticate(key);
+    if (!caller) return unauthorized(newRequestId());
+    actors.set(
+      req,
+      caller.memberId
+        ? { kind: 'member', memberId: caller.memberId, via, from }
+        : { kind: 'team_key', keyId: caller.keyId, accountId: caller.accountId, via, from },
+    );
+    return undefined;
+  }
+  const refused = await operatorRefusal(req, access);
+  if (refused) return refused;
+  const telegramUser = header(req, TELEGRAM_USER_HEADER);
+  if (telegramUser === undefined) actors.set(req, { kind: 'operator', via, from });
+  else if (isTelegramUser(telegramUser)) actors.set(req, { kind: 'telegram', telegramUser, via: 'bot', from: '' });
+  else
+    return gatewayError({
+      httpStatus: 400,
+      type: 'invalid_request_error',
+      code: 'invalid_value',
+      param: TELEGRAM_USER_HEADER,
+      message: `${TELEGRAM_USER_HEADER} is "telegram:<user id>"`,
+      requestId: newRequestId(),
+    });
+  return undefined;
 }
 
 /** Each refusal is a GatewayError with a request id of its own, as every answer of the facade has. */
 async function refusal(req: http2.Http2ServerRequest, access: RpcAccess): Promise<ConnectError | undefined> {
   const service = /^\/([^/]+)\//.exec(req.url)?.[1] ?? '';
+  if (service === OrganisationService.typeName) return organisationRefusal(req, access);
   if (KEYED_SERVICES.has(service)) {
     const key = keyFromHeaders(header(req, 'authorization'), header(req, 'x-api-key'));
     const caller = await access.authenticate(key);
@@ -203,6 +253,11 @@ async function refusal(req: http2.Http2ServerRequest, access: RpcAccess): Promis
     callers.set(req, caller);
     return undefined;
   }
+  return operatorRefusal(req, access);
+}
+
+/** The operator's services: the admin token when one is set, this machine otherwise. */
+async function operatorRefusal(req: http2.Http2ServerRequest, access: RpcAccess): Promise<ConnectError | undefined> {
   if (access.adminToken) {
     return bearerMatches(header(req, 'authorization'), access.adminToken)
       ? undefined

@@ -15,6 +15,7 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { usdToNano } from '../../src/money/money.ts';
+import { formatUsd } from '../../src/money/format.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import { db, gatewayUrl, newKey } from '../support/context.ts';
@@ -145,6 +146,32 @@ describe('README quick start', () => {
     expect(row).toMatchObject({ model: 'gpt-5.4-mini', route: '/v1/chat/completions', status: 'ok' });
     expect(BigInt(row!.cost_nano)).toBeGreaterThan(0n);
     expect(balances[0]! - balances[1]!).toBe(BigInt(row!.cost_nano));
+  });
+  it("makes an organisation, invites a member, and the member's call is charged to the organisation, as its spend shows", {
+    timeout: 120_000,
+  }, async () => {
+    const block = markedBlock('README.md', 'for an organisation');
+    const script = `${block.replaceAll('http://localhost:8080', gw!.httpUrl)}\nprintf 'ORG=%s\\nBOB=%s\\n' "$ORG" "$BOB"\n`;
+    const r = bash(script, { cwd: ROOT, env: terminalEnv({ DATA_DIR: dataDir }) });
+    expect(r.code, r.err + r.out).toBe(0);
+    const org = /^ORG=(acct_\w+)$/m.exec(r.out)?.[1];
+    const bob = /^BOB=(prx-\w+)$/m.exec(r.out)?.[1];
+    expect(org).toBeDefined();
+    expect(bob).toBeDefined();
+    expect(r.err).toMatch(/first key \(shown once\): prx-/);
+    const completion = JSON.parse(r.out.split('\n').find((l) => l.startsWith('{'))!) as { object: string };
+    expect(completion.object).toBe('chat.completion');
+    // The spend table: Bob's one request, at exactly what his usage row was charged.
+    const bobRow = r.out.split('\n').find((l) => /\sBob\s/.test(l));
+    expect(bobRow, r.out).toBeDefined();
+    const { stdout } = await run('npm', ['run', '-s', 'cli', '--', 'orgs', 'usage', org!, '--json'], {
+      cwd: ROOT,
+      env: terminalEnv({ DATA_DIR: dataDir }),
+    });
+    const rows = JSON.parse(stdout) as { costNano: string; status: string }[];
+    expect(rows.map((u) => u.status)).toEqual(['ok']);
+    expect(bobRow).toMatch(/\s1\s/);
+    expect(bobRow!.trimEnd().endsWith(formatUsd(BigInt(rows[0]!.costNano)))).toBe(true);
   });
 });
 
@@ -282,12 +309,16 @@ describe('docs/rpc.md', () => {
 
   it('its CLI table lists exactly the commands of npm run cli -- --help', async () => {
     const table = [
-      ...read('docs/rpc.md').matchAll(/^\| `(keys|catalogue|accounts|report|providers|deployments) ([\w-]+)/gm),
+      ...read('docs/rpc.md').matchAll(
+        /^\| `(keys|orgs|members|invites|teams|catalogue|accounts|report|providers|deployments) ([\w-]+)/gm,
+      ),
     ].map((m) => `${m[1]} ${m[2]}`);
     const { stdout } = await run('npm', ['run', '-s', 'cli', '--', '--help'], { cwd: ROOT });
-    const help = [...stdout.matchAll(/^ {2}(keys|catalogue|accounts|report|providers|deployments) ([\w-]+)/gm)].map(
-      (m) => `${m[1]} ${m[2]}`,
-    );
+    const help = [
+      ...stdout.matchAll(
+        /^ {2}(keys|orgs|members|invites|teams|catalogue|accounts|report|providers|deployments) ([\w-]+)/gm,
+      ),
+    ].map((m) => `${m[1]} ${m[2]}`);
     expect(help.length).toBeGreaterThan(5);
     expect(table).toEqual(help);
   });

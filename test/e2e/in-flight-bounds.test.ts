@@ -138,16 +138,15 @@ async function newKey(label: string): Promise<Key> {
   return { apiKey: r.apiKey, keyId: r.keyId, accountId: r.accountId };
 }
 
-/** A second live key on `account` (no RPC makes one yet: organisations will), written as the ledger writes keys. */
+/** A second live key on `account`, its owner's (as OrganisationService makes one), written as the ledger writes keys. */
 async function secondKey(account: string): Promise<Key> {
   const apiKey = generateKey();
   const keyId = `key_second_${RUN}_${randomBytes(4).toString('hex')}`;
-  await knex.raw('INSERT INTO api_keys (id, account_id, key_hash, prefix) VALUES (?, ?, ?, ?)', [
-    keyId,
-    account,
-    new Ledger(knex, KEY_HASH_SECRET).hash(apiKey),
-    visiblePrefix(apiKey),
-  ]);
+  await knex.raw(
+    `INSERT INTO api_keys (id, account_id, key_hash, prefix, member_id)
+     SELECT ?, ?, ?, ?, member_id FROM memberships WHERE account_id = ? AND role = 'owner' LIMIT 1`,
+    [keyId, account, new Ledger(knex, KEY_HASH_SECRET).hash(apiKey), visiblePrefix(apiKey), account],
+  );
   return { apiKey, keyId, accountId: account };
 }
 

@@ -120,7 +120,16 @@ describe('key cache', () => {
     const cache = new KeyCache({ databaseUrl: inject('databaseUrl'), maxAgeMs: 60_000, log: createLogger('silent') });
     await cache.start();
     try {
-      const entry = { keyId: 'key_forget', accountId: 'acct_forget', group: '', rpm: 0, tpm: 0, maxInFlight: 0 };
+      const entry = {
+        keyId: 'key_forget',
+        accountId: 'acct_forget',
+        group: '',
+        memberId: '',
+        teamId: '',
+        rpm: 0,
+        tpm: 0,
+        maxInFlight: 0,
+      };
       cache.fill('aa', entry, cache.mark());
       const before = cache.mark(); // a lookup of the key under way…
       expect(cache.get('aa')).toEqual(expect.objectContaining(entry));
@@ -147,7 +156,16 @@ describe('key cache', () => {
     });
     await cache.start();
     try {
-      const entry = { keyId: 'key_lag', accountId: 'acct_lag', group: '', rpm: 0, tpm: 0, maxInFlight: 0 };
+      const entry = {
+        keyId: 'key_lag',
+        accountId: 'acct_lag',
+        group: '',
+        memberId: '',
+        teamId: '',
+        rpm: 0,
+        tpm: 0,
+        maxInFlight: 0,
+      };
       cache.fill('cc', entry, cache.mark());
       expect(cache.get('cc')).toEqual(expect.objectContaining(entry));
       // 3.1 s on without a newer heartbeat heard (as when notices are delivered late): not served,

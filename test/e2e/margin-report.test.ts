@@ -302,8 +302,11 @@ describe('the margin report', () => {
     for (const [by, grouping, header] of [
       ['model', MarginGrouping.MODEL, 'MODEL'],
       ['day', MarginGrouping.DAY, 'DAY (UTC)'],
-      ['account', MarginGrouping.ACCOUNT, 'ACCOUNT'],
+      ['account', MarginGrouping.ACCOUNT, 'ORGANISATION'],
       ['deployment', MarginGrouping.DEPLOYMENT, 'DEPLOYMENT'],
+      ['team', MarginGrouping.TEAM, 'TEAM'],
+      ['member', MarginGrouping.MEMBER, 'MEMBER'],
+      ['key', MarginGrouping.KEY, 'KEY'],
     ] as const) {
       const rpc = await report({ from, to }, grouping);
       const { stdout } = await cli('--by', by);
@@ -318,7 +321,7 @@ describe('the margin report', () => {
         nanoToUsd(f.marginNano),
       ];
       expect(lines.map((l) => l.trim().split(/\s+/))).toEqual([
-        ...rpc.rows.map((f) => [f!.key, ...dollars(f!)]),
+        ...rpc.rows.map((f) => [f!.key || '(none)', ...dollars(f!)]),
         ['TOTAL', ...dollars(rpc.total!)],
       ]);
       const json = JSON.parse((await cli('--by', by, '--json')).stdout) as {
@@ -342,6 +345,10 @@ describe('the margin report', () => {
     }
     // The default grouping is by model.
     expect((await cli()).stdout.split('\n')[0]).toMatch(/^MODEL /);
+    // Without --from and --to, the last 30 days (as the console's margin page).
+    const last30 = JSON.parse((await run('--json')).stdout) as { from: string; to: string };
+    expect(Date.parse(last30.to) - Date.parse(last30.from)).toBe(30 * DAY_MS);
+    expect(Math.abs(Date.parse(last30.to) - Date.now())).toBeLessThan(60_000);
     // A date alone is that day's UTC midnight.
     const day = new Date(from.getTime() + DAY_MS).toISOString().slice(0, 10);
     const next = new Date(Date.parse(day) + DAY_MS).toISOString().slice(0, 10);
@@ -358,7 +365,9 @@ describe('the margin report', () => {
       (e: { code: number; stderr: string }) => e,
     );
     expect(bad?.code).toBe(2);
-    expect(bad?.stderr.trim()).toBe('error: --by must be model, day, account or deployment; see npm run cli -- --help');
+    expect(bad?.stderr.trim()).toBe(
+      'error: --by must be model, day, account, deployment, team, member or key; see npm run cli -- --help',
+    );
     // Each grouping is a CLI process of its own, twice: a loaded machine starts them slowly.
   }, 120_000);
 });

@@ -105,7 +105,15 @@ describe('the money path with a markup, against the real ledger', () => {
   const planFor = (key: TestKey, model: ResolvedModel, inputUpper = 1000n, maxOutput = 500n): Plan => ({
     requestId: newRequestId(),
     route: '/v1/chat/completions',
-    caller: { keyHash: ledger.hash(key.apiKey), keyId: key.keyId, accountId: key.accountId, prefix: 'test', group: '' },
+    caller: {
+      keyHash: ledger.hash(key.apiKey),
+      keyId: key.keyId,
+      accountId: key.accountId,
+      prefix: 'test',
+      group: '',
+      memberId: '',
+      teamId: '',
+    },
     model,
     prices: model.prices as unknown as TokenPrices,
     body: { model: model.id },

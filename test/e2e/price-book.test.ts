@@ -351,8 +351,9 @@ describe('the price book', () => {
     await migrate(fresh);
     // A usage row as one written before the book existed: no version.
     await fresh.raw(`INSERT INTO accounts (id, label) VALUES ('acct_old', 'old')`);
+    await fresh.raw(`INSERT INTO members (id, name) VALUES ('mem_old', 'old')`);
     await fresh.raw(
-      `INSERT INTO api_keys (id, account_id, key_hash, prefix) VALUES ('key_old', 'acct_old', '\\x00', 'prx-old')`,
+      `INSERT INTO api_keys (id, account_id, key_hash, prefix, member_id) VALUES ('key_old', 'acct_old', '\\x00', 'prx-old', 'mem_old')`,
     );
     await fresh.raw(
       `INSERT INTO usage_records (request_id, account_id, key_id, model, route, cost_nano, status, http_status, latency_ms)
@@ -379,5 +380,10 @@ describe('the price book', () => {
     expect(await count('model_versions')).toBe(MODELS.length);
     expect(await count('alias_versions')).toBe(Object.keys(shippedBook().aliases).length);
     expect(formatBookDocument(PriceBook.documentOf(state))).toBe(formatBookDocument(shippedBook()));
+    // A model's definitions newest first by number: version 100000 before 99999 (as text, '99999' sorted first).
+    await fresh.raw(
+      `INSERT INTO model_versions (id, model_id, definition, source) VALUES (99999, 'x-order', '{}', 'test'), (100000, 'x-order', '{}', 'test')`,
+    );
+    expect((await book.definitionHistory('x-order')).map((v) => v.id)).toEqual([100000n, 99999n]);
   });
 });

@@ -109,7 +109,7 @@ export async function accountActivity(accountId: string): Promise<{ holds: numbe
 export async function usageRow(requestId: string): Promise<Record<string, string> | undefined> {
   const r = await db().query(
     `SELECT request_id, model, route, status, http_status::text, cost_nano::text, input_tokens::text, output_tokens::text,
-            cached_tokens::text, usage_estimated::text, units::text, unit FROM usage_records WHERE request_id = $1`,
+            cached_tokens::text, usage_estimated::text, units::text, unit, member_id, team_id FROM usage_records WHERE request_id = $1`,
     [requestId],
   );
   return r.rows[0];

@@ -16,7 +16,13 @@ function transportSeeing(seen: string[]) {
       yield { event: { case: 'data' as const, value: { event: '', data: new TextEncoder().encode('one') } } };
     },
   };
-  return directTransport({ billing: {}, catalogue: {}, inference, video: {} } as unknown as Services);
+  return directTransport({
+    billing: {},
+    catalogue: {},
+    inference,
+    video: {},
+    organisations: {},
+  } as unknown as Services);
 }
 
 const read = async (it: AsyncIterator<{ event: { case?: string; value?: unknown } }>) => {

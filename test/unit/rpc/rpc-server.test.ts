@@ -25,6 +25,7 @@ beforeAll(async () => {
     billing: {},
     catalogue: {},
     video: {},
+    organisations: {},
     inference: {
       chatCompletion: async () => {
         throw new Error(CAUSE);
@@ -52,6 +53,8 @@ beforeAll(async () => {
       accountId: 'acct_test',
       group: '',
       prefix: 'prx-test',
+      memberId: 'mem_test',
+      teamId: '',
     }),
     log: pino(sink),
   });

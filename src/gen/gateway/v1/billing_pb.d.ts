@@ -376,6 +376,14 @@ export declare type ListUsageRequest = Message<"gateway.v1.ListUsageRequest"> & 
    * @generated from field: string cursor = 9;
    */
   cursor: string;
+
+  /**
+   * Only this key's rows (a key of the account named), not every key's: what a team's key sees
+   * of its organisation's log in the console.
+   *
+   * @generated from field: string key_id = 10;
+   */
+  keyId: string;
 };
 
 /**
@@ -492,6 +500,18 @@ export declare type UsageRecord = Message<"gateway.v1.UsageRecord"> & {
    * @generated from field: string trace_id = 19;
    */
   traceId: string;
+
+  /**
+   * Whose key made the request when it was made (docs/organisations.md): its member, or its team.
+   *
+   * @generated from field: string member_id = 20;
+   */
+  memberId: string;
+
+  /**
+   * @generated from field: string team_id = 21;
+   */
+  teamId: string;
 };
 
 /**
@@ -932,7 +952,7 @@ export declare const GetMarginReportRequestSchema: GenMessage<GetMarginReportReq
  */
 export declare type MarginRow = Message<"gateway.v1.MarginRow"> & {
   /**
-   * The model id, the UTC day (YYYY-MM-DD) or the account id.
+   * The model id, the UTC day (YYYY-MM-DD), the account (organisation), deployment, team, member or key id.
    *
    * @generated from field: string key = 1;
    */
@@ -1013,6 +1033,13 @@ export declare type GetUsageSummaryRequest = Message<"gateway.v1.GetUsageSummary
    * @generated from field: google.protobuf.Timestamp to = 4;
    */
   to?: Timestamp | undefined;
+
+  /**
+   * Only this key's rows (a key of the account named), as ListUsage's key_id.
+   *
+   * @generated from field: string key_id = 5;
+   */
+  keyId: string;
 };
 
 /**
@@ -1507,6 +1534,23 @@ export enum MarginGrouping {
    * @generated from enum value: MARGIN_GROUPING_DEPLOYMENT = 4;
    */
   DEPLOYMENT = 4,
+
+  /**
+   * By the team, member or key the request was charged to (docs/organisations.md); "" for no team.
+   *
+   * @generated from enum value: MARGIN_GROUPING_TEAM = 5;
+   */
+  TEAM = 5,
+
+  /**
+   * @generated from enum value: MARGIN_GROUPING_MEMBER = 6;
+   */
+  MEMBER = 6,
+
+  /**
+   * @generated from enum value: MARGIN_GROUPING_KEY = 7;
+   */
+  KEY = 7,
 }
 
 /**

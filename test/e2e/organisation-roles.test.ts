@@ -1,0 +1,258 @@
+// Every action of OrganisationService tried by every role (docs/organisations.md#roles): what the
+// table below allows succeeds, what it does not is refused with 403 not_allowed and writes nothing
+// (the audit log, which every change appends to in its own transaction, is unchanged). The table
+// is the policy stated a second time, apart from the code's (src/organisations/roles.ts), so a
+// change to either that the other does not share fails here.
+import { beforeAll, describe, expect, it } from 'vitest';
+import { Role } from '../../src/gen/gateway/v1/organisations_pb.js';
+import { ACTIONS, PERMISSIONS } from '../../src/organisations/roles.ts';
+import { db } from '../support/context.ts';
+import { newOrganisation, orgs, refused, ROLE_NAMES, type RoleName, type TestOrg } from '../support/organisations.ts';
+
+const all: RoleName[] = ['owner', 'admin', 'billing', 'member'];
+const managers: RoleName[] = ['owner', 'admin'];
+const readers: RoleName[] = ['owner', 'admin', 'billing'];
+
+/** Each call as a role makes it: the organisation, the role's own member and key, and the owner to set things up. */
+interface Ctx {
+  org: TestOrg;
+  as: RoleName;
+}
+
+/** A new member of the organisation to act on, made by the owner (so removing or demoting one harms no one). */
+async function someoneNew(org: TestOrg): Promise<string> {
+  const inv = await org.people.owner.client.createInvitation({ organisationId: org.id, role: Role.MEMBER });
+  return (await orgs().redeemInvitation({ token: inv.token, name: 'Target' })).memberId;
+}
+const ownerOf = (org: TestOrg) => org.people.owner.client;
+const clientOf = (c: Ctx) => c.org.people[c.as].client;
+const selfOf = (c: Ctx) => c.org.people[c.as].memberId;
+
+/** `prepare` sets up what the action needs (as the owner) and returns the call the role makes. */
+type Prepared = () => Promise<unknown>;
+const ACTIONS_TRIED: { action: string; allowed: RoleName[]; prepare: (c: Ctx) => Promise<Prepared> }[] = [
+  {
+    action: 'read the organisation',
+    allowed: all,
+    prepare: async (c) => () => clientOf(c).getOrganisation({ organisationId: c.org.id }),
+  },
+  {
+    action: 'rename it',
+    allowed: managers,
+    prepare: async (c) => () =>
+      clientOf(c).renameOrganisation({ organisationId: c.org.id, name: `Renamed by ${c.as}` }),
+  },
+  {
+    action: 'list members',
+    allowed: readers,
+    prepare: async (c) => () => clientOf(c).listMembers({ organisationId: c.org.id }),
+  },
+  {
+    action: "change someone's role",
+    allowed: managers,
+    prepare: async (c) => {
+      const target = await someoneNew(c.org);
+      return () => clientOf(c).setMemberRole({ organisationId: c.org.id, memberId: target, role: Role.BILLING });
+    },
+  },
+  {
+    action: 'remove a member',
+    allowed: managers,
+    prepare: async (c) => {
+      const target = await someoneNew(c.org);
+      return () => clientOf(c).removeMember({ organisationId: c.org.id, memberId: target });
+    },
+  },
+  {
+    action: 'invite',
+    allowed: managers,
+    prepare: async (c) => () => clientOf(c).createInvitation({ organisationId: c.org.id, role: Role.MEMBER }),
+  },
+  {
+    action: 'list invitations',
+    allowed: managers,
+    prepare: async (c) => () => clientOf(c).listInvitations({ organisationId: c.org.id }),
+  },
+  {
+    action: 'revoke an invitation',
+    allowed: managers,
+    prepare: async (c) => {
+      const inv = await ownerOf(c.org).createInvitation({ organisationId: c.org.id, role: Role.MEMBER });
+      return () => clientOf(c).revokeInvitation({ organisationId: c.org.id, invitationId: inv.invitation!.id });
+    },
+  },
+  {
+    action: 'list teams',
+    allowed: all,
+    prepare: async (c) => () => clientOf(c).listTeams({ organisationId: c.org.id }),
+  },
+  {
+    action: 'create a team',
+    allowed: managers,
+    prepare: async (c) => () => clientOf(c).createTeam({ organisationId: c.org.id, name: `Team of ${c.as}` }),
+  },
+  {
+    action: 'rename a team',
+    allowed: managers,
+    prepare: async (c) => {
+      const t = await ownerOf(c.org).createTeam({ organisationId: c.org.id, name: `To rename ${c.as}` });
+      return () =>
+        clientOf(c).renameTeam({ organisationId: c.org.id, teamId: t.team!.teamId, name: `Renamed ${c.as}` });
+    },
+  },
+  {
+    action: 'delete a team',
+    allowed: managers,
+    prepare: async (c) => {
+      const t = await ownerOf(c.org).createTeam({ organisationId: c.org.id, name: `To delete ${c.as}` });
+      return () => clientOf(c).deleteTeam({ organisationId: c.org.id, teamId: t.team!.teamId });
+    },
+  },
+  {
+    action: 'add a team member',
+    allowed: managers,
+    prepare: async (c) => {
+      const t = await ownerOf(c.org).createTeam({ organisationId: c.org.id, name: `To add to ${c.as}` });
+      return () => clientOf(c).addTeamMember({ organisationId: c.org.id, teamId: t.team!.teamId, memberId: selfOf(c) });
+    },
+  },
+  {
+    action: 'remove a team member',
+    allowed: managers,
+    prepare: async (c) => {
+      const t = await ownerOf(c.org).createTeam({ organisationId: c.org.id, name: `To leave ${c.as}` });
+      await ownerOf(c.org).addTeamMember({ organisationId: c.org.id, teamId: t.team!.teamId, memberId: selfOf(c) });
+      return () =>
+        clientOf(c).removeTeamMember({ organisationId: c.org.id, teamId: t.team!.teamId, memberId: selfOf(c) });
+    },
+  },
+  {
+    action: 'make a key of their own',
+    allowed: all,
+    prepare: async (c) => () => clientOf(c).createOrganisationKey({ organisationId: c.org.id, name: 'mine' }),
+  },
+  {
+    action: 'make a key for someone else',
+    allowed: managers,
+    prepare: async (c) => {
+      const target = await someoneNew(c.org);
+      return () => clientOf(c).createOrganisationKey({ organisationId: c.org.id, memberId: target });
+    },
+  },
+  {
+    action: 'make a team key',
+    allowed: managers,
+    prepare: async (c) => {
+      const t = await ownerOf(c.org).createTeam({ organisationId: c.org.id, name: `Keyed ${c.as}` });
+      return () => clientOf(c).createOrganisationKey({ organisationId: c.org.id, teamId: t.team!.teamId });
+    },
+  },
+  {
+    action: 'list their own keys',
+    allowed: all,
+    prepare: async (c) => () => clientOf(c).listOrganisationKeys({ organisationId: c.org.id, memberId: selfOf(c) }),
+  },
+  {
+    action: 'list every key',
+    allowed: readers,
+    prepare: async (c) => () => clientOf(c).listOrganisationKeys({ organisationId: c.org.id }),
+  },
+  {
+    action: 'revoke a key of their own',
+    allowed: all,
+    prepare: async (c) => {
+      const k = await ownerOf(c.org).createOrganisationKey({ organisationId: c.org.id, memberId: selfOf(c) });
+      return () => clientOf(c).revokeOrganisationKey({ organisationId: c.org.id, keyId: k.key!.keyId });
+    },
+  },
+  {
+    action: "revoke someone else's key",
+    allowed: managers,
+    prepare: async (c) => {
+      const k = await ownerOf(c.org).createOrganisationKey({
+        organisationId: c.org.id,
+        memberId: await someoneNew(c.org),
+      });
+      return () => clientOf(c).revokeOrganisationKey({ organisationId: c.org.id, keyId: k.key!.keyId });
+    },
+  },
+  {
+    action: 'rotate a key of their own',
+    allowed: all,
+    prepare: async (c) => {
+      const k = await ownerOf(c.org).createOrganisationKey({ organisationId: c.org.id, memberId: selfOf(c) });
+      return () => clientOf(c).rotateOrganisationKey({ organisationId: c.org.id, keyId: k.key!.keyId });
+    },
+  },
+  {
+    action: "rotate someone else's key",
+    allowed: managers,
+    prepare: async (c) => {
+      const k = await ownerOf(c.org).createOrganisationKey({
+        organisationId: c.org.id,
+        memberId: await someoneNew(c.org),
+      });
+      return () => clientOf(c).rotateOrganisationKey({ organisationId: c.org.id, keyId: k.key!.keyId });
+    },
+  },
+  {
+    action: 'read the audit log',
+    allowed: managers,
+    prepare: async (c) => () => clientOf(c).listAuditLog({ organisationId: c.org.id }),
+  },
+  {
+    action: 'get a sign-in link for themselves',
+    allowed: all,
+    prepare: async (c) => () => clientOf(c).createMemberSignInLink({ organisationId: c.org.id }),
+  },
+  {
+    action: 'get a sign-in link for someone else',
+    allowed: managers,
+    prepare: async (c) => {
+      const target = await someoneNew(c.org);
+      return () => clientOf(c).createMemberSignInLink({ organisationId: c.org.id, memberId: target });
+    },
+  },
+];
+
+const auditCount = async (orgId: string) =>
+  Number((await db().query('SELECT count(*)::int AS n FROM audit_log WHERE account_id = $1', [orgId])).rows[0].n);
+
+let org: TestOrg;
+beforeAll(async () => {
+  org = await newOrganisation('0');
+});
+
+describe('what each role may do: every action tried with every role', () => {
+  for (const tried of ACTIONS_TRIED)
+    for (const role of ROLE_NAMES) {
+      const allowed = tried.allowed.includes(role);
+      it(`${role}: ${tried.action} — ${allowed ? 'allowed' : 'refused, nothing written'}`, async () => {
+        const call = await tried.prepare({ org, as: role });
+        if (allowed) {
+          await call();
+          return;
+        }
+        const before = await auditCount(org.id);
+        const refusal = await refused(call());
+        expect(refusal).toMatchObject({ status: 403, code: 'not_allowed' });
+        expect(await auditCount(org.id)).toBe(before);
+      });
+    }
+});
+
+describe('the table in code', () => {
+  it('names every action once and gives owners all of them', () => {
+    expect(new Set(ACTIONS).size).toBe(ACTIONS.length);
+    for (const a of ACTIONS) expect(PERMISSIONS[a]).toContain('owner');
+  });
+
+  it('is what a member is told they may do', async () => {
+    for (const role of ROLE_NAMES) {
+      const o = await org.people[role].client.getOrganisation({ organisationId: org.id });
+      expect(o.organisation?.allowedActions).toEqual(
+        ACTIONS.filter((a) => (PERMISSIONS[a] as readonly string[]).includes(role)),
+      );
+    }
+  });
+});
