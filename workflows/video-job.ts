@@ -1,4 +1,5 @@
-// One video job, durable: create the upstream job, poll it on durable timers with backoff,
+// One video job, durable: create the upstream job (on the first of the model's deployments that
+// takes it; every later call goes to that deployment's provider), poll it on durable timers with backoff,
 // store the MP4, measure it, charge what was produced, or release the hold on failure,
 // cancellation or timeout. Deterministic: no I/O, clocks or randomness here (Date.now() is
 // the workflow task's time, replayed identically); everything else happens in activities.
@@ -75,6 +76,7 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
     phase: 'creating',
     progress: 0,
     upstreamId: null,
+    deployment: null,
     polls: 0,
     producedMs: 0,
     holdNano: input.holdNano,
@@ -107,6 +109,8 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
     error: state.error,
   });
   const deadline = Date.now() + input.jobTimeoutMs;
+  /** Every call for the job goes to the provider of the deployment that created it (the model's own for a job from before deployments). */
+  let provider = input.provider;
 
   /** Polls the upstream job on durable timers until it has completed; throws when it failed or the deadline passed. */
   const untilGenerated = async (upstreamId: string): Promise<void> => {
@@ -122,7 +126,7 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
       const s = await upstream.pollUpstreamJob({
         jobId: input.jobId,
         requestId: input.requestId,
-        provider: input.provider,
+        provider,
         upstreamId,
         holdTtlSeconds: input.holdTtlSeconds,
       });
@@ -144,7 +148,7 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
   /** True when the provider dropped its job (or it is gone); false when it would not, or could not be asked. */
   const dropUpstreamJob = async (upstreamId: string): Promise<boolean> => {
     try {
-      return (await upstream.cancelUpstreamJob({ provider: input.provider, upstreamId }))?.dropped ?? true;
+      return (await upstream.cancelUpstreamJob({ provider, upstreamId }))?.dropped ?? true;
     } catch {
       return false;
     }
@@ -156,7 +160,7 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
     if (recorded?.deleted)
       await books.discardVideo({
         contentKey: state.contentKey,
-        provider: input.provider,
+        provider,
         upstreamId: state.upstreamId,
       });
     if (input.searchAttributes) upsertSearchAttributes([{ key: VIDEO_STATUS_ATTRIBUTE, value: state.status }]);
@@ -167,6 +171,9 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
     const created = await CancellationScope.nonCancellable(() =>
       upstream.createUpstreamJob({
         jobId: input.jobId,
+        requestId: input.requestId,
+        accountId: input.accountId,
+        model: input.model,
         provider: input.provider,
         upstreamModel: input.upstreamModel,
         prompt: input.prompt,
@@ -175,6 +182,8 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
       }),
     );
     state.upstreamId = created.upstreamId;
+    state.deployment = created.deployment ?? null;
+    provider = created.provider ?? input.provider;
 
     state.phase = 'generating';
     try {
@@ -195,7 +204,7 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
       state.phase = 'downloading';
       const stored = await transfer.downloadVideo({
         jobId: input.jobId,
-        provider: input.provider,
+        provider,
         upstreamId: created.upstreamId,
       });
       state.contentKey = stored.contentKey;
@@ -209,6 +218,9 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
       const charge = await books.settleCharge({
         requestId: input.requestId,
         model: input.model,
+        ...(created.deployment !== undefined
+          ? { deployment: created.deployment, providerPricePerSecondUsd: created.providerPricePerSecondUsd ?? '' }
+          : {}),
         producedMs: measured.producedMs,
         seconds: input.seconds,
         pricePerSecondUsd: input.pricePerSecondUsd,
@@ -237,6 +249,7 @@ export async function videoJob(input: VideoJobInput): Promise<VideoJobState> {
       if (error.code === 'timeout' && state.upstreamId) await dropUpstreamJob(state.upstreamId);
       await books.releaseHold({
         requestId: input.requestId,
+        jobId: input.jobId,
         model: input.model,
         reason: error.code,
         createdAtMs: input.createdAtMs,

@@ -83,6 +83,8 @@ export interface VideoJobState {
   /** 0..100, as the upstream reports it. */
   progress: number;
   upstreamId: string | null;
+  /** `<model>/<deployment>` that created the upstream job; null before (and for jobs from before deployments). */
+  deployment: string | null;
   polls: number;
   /** Duration measured from the stored MP4, milliseconds rounded up; 0 until measured. */
   producedMs: number;
@@ -94,6 +96,16 @@ export interface VideoJobState {
   error: VideoJobError | null;
   /** Set once a cancel (or delete) of the running job was handled; null otherwise. */
   cancellation: VideoCancellation | null;
+}
+
+/** Where the upstream job was created; only `upstreamId` for a create from before deployments. */
+export interface UpstreamJobCreated {
+  upstreamId: string;
+  /** `<model>/<deployment>`: every later call goes to its provider, and the usage row names it. */
+  deployment?: string;
+  provider?: string;
+  /** What a second costs the operator at that deployment. */
+  providerPricePerSecondUsd?: string;
 }
 
 export interface UpstreamJobStatus {
@@ -121,15 +133,23 @@ export interface JobOutcome {
  * timeouts, and non-retryable ones (ContentPolicy, UpstreamRejected) for what no retry fixes.
  */
 export interface VideoActivities {
-  /** POST {base}/videos with the job id as Idempotency-Key: a retried create finds the same upstream job. */
+  /**
+   * POST {base}/videos with the job id as Idempotency-Key (a retried create finds the same upstream
+   * job), on the model's deployments in the router's order, moving on when one fails before the
+   * job exists there (src/video/deployments.ts). `provider` and `upstreamModel` are the model's
+   * own: what a create scheduled before deployments (no `model`) calls.
+   */
   createUpstreamJob(a: {
     jobId: string;
+    requestId?: string;
+    accountId?: string;
+    model?: string;
     provider: string;
     upstreamModel: string;
     prompt: string;
     seconds: number;
     size: string;
-  }): Promise<{ upstreamId: string }>;
+  }): Promise<UpstreamJobCreated>;
   /** GET {base}/videos/{id}; also renews the hold and records the progress on the job row. */
   pollUpstreamJob(a: {
     jobId: string;
@@ -146,10 +166,15 @@ export interface VideoActivities {
   }): Promise<{ contentKey: string; bytes: number }>;
   /** Duration from the MP4's own boxes (video track mdhd, else mvhd), in milliseconds rounded up. */
   measureVideo(a: { contentKey: string }): Promise<{ producedMs: number; units: string; timescale: string }>;
-  /** Charges min(produced, asked) seconds × price × (1 + markup), never above the hold; once per request id. */
+  /**
+   * Charges min(produced, asked) seconds × price × (1 + markup), never above the hold; once per
+   * request id. The usage row names `deployment` and its provider cost at its price.
+   */
   settleCharge(a: {
     requestId: string;
     model: string;
+    deployment?: string;
+    providerPricePerSecondUsd?: string;
     producedMs: number;
     seconds: number;
     pricePerSecondUsd: string;
@@ -158,8 +183,14 @@ export interface VideoActivities {
     markupRate?: string;
     createdAtMs: number;
   }): Promise<{ costNano: string; firstSettle: boolean }>;
-  /** Settles at zero: the whole hold goes back. A no-op when already settled. */
-  releaseHold(a: { requestId: string; model: string; reason: string; createdAtMs: number }): Promise<void>;
+  /** Settles at zero: the whole hold goes back; the usage row names the deployment the job's row does. A no-op when already settled. */
+  releaseHold(a: {
+    requestId: string;
+    jobId?: string;
+    model: string;
+    reason: string;
+    createdAtMs: number;
+  }): Promise<void>;
   /** Writes the job's final state to its row (what the HTTP routes read); says whether its owner deleted it meanwhile. */
   recordOutcome(a: JobOutcome): Promise<{ deleted: boolean } | void>;
   /**

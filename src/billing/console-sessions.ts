@@ -1,9 +1,10 @@
 // The browser console's sessions and one-time sign-in links (docs/console.md#signing-in), in
 // PostgreSQL so every instance honours them (migration 017). A secret is never stored: a session
 // row is named by the SHA-256 of its cookie value, a link by the SHA-256 of its token, both 256
-// random bits, so a copy of the table signs nobody in. A holder's session is bound to a key and
-// lasts only while the key does: revoking or rotating the key elsewhere ends it (the console's
-// own rotation moves it to the new key).
+// random bits, so a copy of the table signs nobody in. A session opened with a key (a team key's
+// holder, or a member who signed in with one of their own keys) lasts only while the key does:
+// revoking or rotating the key elsewhere ends it (the console's own rotation moves it to the new
+// key). A member's session also ends when they leave the organisation.
 //
 // The console (src/console/) is an edge and never holds the database: server.ts hands it this
 // store, as it hands the facade the key check. Links are made through BillingService
@@ -23,7 +24,10 @@ export type ConsoleRole = 'holder' | 'operator' | 'member';
 
 export interface ConsoleSession {
   role: ConsoleRole;
-  /** The holder's or member's account (organisation) and the holder's key ('' where there is none). */
+  /**
+   * The holder's or member's account (organisation), and the key the session was opened with: the
+   * holder's, or the member's own key they signed in with ('' for a member's link, the operator).
+   */
   accountId: string;
   keyId: string;
   /** The member signed in ('' for a holder or the operator). */
@@ -75,7 +79,7 @@ export class ConsoleSessions {
     who:
       | { role: 'operator'; check: (cookie: string) => Buffer }
       | { role: 'holder'; accountId: string; keyId: string }
-      | { role: 'member'; accountId: string; memberId: string },
+      | { role: 'member'; accountId: string; memberId: string; keyId?: string },
   ): Promise<{ cookie: string; csrf: string; expiresAt: Date }> {
     const cookie = newSecret();
     const csrf = newSecret();
@@ -87,7 +91,7 @@ export class ConsoleSessions {
           digest(cookie),
           who.role,
           who.role === 'operator' ? null : who.accountId,
-          who.role === 'holder' ? who.keyId : null,
+          who.role === 'operator' ? null : who.keyId || null,
           who.role === 'member' ? who.memberId : null,
           csrf,
           this.lifetimes.absoluteMs / 1000,
@@ -99,9 +103,9 @@ export class ConsoleSessions {
   }
 
   /**
-   * The live session a cookie value names: not ended, not past its absolute or idle expiry, for a
-   * holder its key not revoked, for a member their membership still there (a member removed is
-   * signed out on every instance at once). Undefined otherwise.
+   * The live session a cookie value names: not ended, not past its absolute or idle expiry, the key
+   * it was opened with (if any) not revoked, for a member their membership still there (a member
+   * removed is signed out on every instance at once). Undefined otherwise.
    */
   async find(cookie: string | undefined): Promise<ConsoleSession | undefined> {
     if (!cookie || !SECRET_SHAPE.test(cookie)) return undefined;
@@ -115,7 +119,7 @@ export class ConsoleSessions {
          LEFT JOIN accounts a ON a.id = s.account_id
          WHERE s.id = ? AND s.ended_at IS NULL AND s.expires_at > now()
            AND s.last_seen_at > now() - make_interval(secs => ?)
-           AND (s.role <> 'holder' OR k.revoked_at IS NULL)
+           AND (s.key_id IS NULL OR k.revoked_at IS NULL)
            AND (s.role <> 'member' OR EXISTS (SELECT 1 FROM memberships m
                                               WHERE m.account_id = s.account_id AND m.member_id = s.member_id))`,
         [TOUCH_EVERY_S, id, this.lifetimes.idleMs / 1000],
@@ -148,22 +152,21 @@ export class ConsoleSessions {
     return rows.length > 0;
   }
 
-  /** After the holder rotated their key in the console: the session goes on with the new key. */
+  /** After the session's own key was rotated in the console: the session goes on with the new key. */
   async moveToKey(cookie: string, keyId: string): Promise<void> {
-    await this.db.raw(`UPDATE console_sessions SET key_id = ? WHERE id = ? AND role = 'holder'`, [
+    await this.db.raw(`UPDATE console_sessions SET key_id = ? WHERE id = ? AND key_id IS NOT NULL`, [
       keyId,
       digest(cookie),
     ]);
   }
 
   /**
-   * Redeems a link token once: the account and key (or member) it was made for, when the link is
+   * Redeems a link token once: the account and key, or member, it was made for, when the link is
    * unused, unexpired and its key still live (its member still in the organisation); undefined
-   * otherwise (a used link stays used).
+   * otherwise (a used link stays used). A key's link names the key's member too when the key is a
+   * member's (the session is then that member's, as a sign-in with the key is); '' for a team's key.
    */
-  async redeemLink(
-    token: string,
-  ): Promise<{ accountId: string; keyId: string } | { accountId: string; memberId: string } | undefined> {
+  async redeemLink(token: string): Promise<{ accountId: string; keyId: string; memberId: string } | undefined> {
     if (!SECRET_SHAPE.test(token)) return undefined;
     const r = rowsOf(
       await this.db.raw(
@@ -172,7 +175,8 @@ export class ConsoleSessions {
            WHERE id = ? AND used_at IS NULL AND expires_at > now()
            RETURNING account_id, key_id, member_id
          )
-         SELECT l.account_id, l.key_id, l.member_id FROM l LEFT JOIN api_keys k ON k.id = l.key_id
+         SELECT l.account_id, l.key_id, COALESCE(l.member_id, k.member_id) AS member_id
+         FROM l LEFT JOIN api_keys k ON k.id = l.key_id
          WHERE (l.key_id IS NOT NULL AND k.revoked_at IS NULL)
             OR (l.member_id IS NOT NULL AND EXISTS (SELECT 1 FROM memberships m
                                                     WHERE m.account_id = l.account_id AND m.member_id = l.member_id))`,
@@ -180,9 +184,11 @@ export class ConsoleSessions {
       ),
     )[0];
     if (!r) return undefined;
-    return r.member_id
-      ? { accountId: r.account_id as string, memberId: r.member_id as string }
-      : { accountId: r.account_id as string, keyId: r.key_id as string };
+    return {
+      accountId: r.account_id as string,
+      keyId: (r.key_id as string | null) ?? '',
+      memberId: (r.member_id as string | null) ?? '',
+    };
   }
 
   /** Forgets sessions and links that ended or expired more than a day ago. */

@@ -559,9 +559,11 @@ export class Ledger {
     params.push(limit);
     const rows = rowsOf(
       await this.db.raw(
+        // ORDER BY the table's id: a bare `id` would be the text column of the same name (PostgreSQL
+        // prefers an output column there), and '99' sorts after '100'.
         `SELECT id::text AS id, kind, amount_nano::text AS amount, balance_after_nano::text AS after, external_id, request_id, cause, created_at
          FROM ledger WHERE ${where}
-         ORDER BY id DESC LIMIT ?`,
+         ORDER BY ledger.id DESC LIMIT ?`,
         params as never,
       ),
     );

@@ -36,6 +36,8 @@ export interface UsageFilters {
   status?: 'ok' | 'error' | number;
   from?: Date;
   to?: Date;
+  /** Only this key's rows. */
+  keyId?: string;
 }
 
 /** A page position: the last row's time in microseconds since the epoch, and its request id. */
@@ -68,15 +70,18 @@ export function usageFilters(req: ListUsageRequest): UsageFilters {
   const f: UsageFilters = {};
   if (req.model) f.model = req.model;
   if (req.route) f.route = req.route;
-  if (req.status) {
-    if (req.status === 'ok' || req.status === 'error') f.status = req.status;
-    else if (/^[1-5][0-9]{2}$/.test(req.status)) f.status = Number(req.status);
-    else
-      throw badRequest('status must be "ok", "error" or an HTTP status code such as "429"', 'invalid_value', 'status');
-  }
+  if (req.status) f.status = statusFilter(req.status);
   if (req.from) f.from = instant(req.from, 'from');
   if (req.to) f.to = instant(req.to, 'to');
+  if (req.keyId) f.keyId = req.keyId;
   return f;
+}
+
+/** A status filter as sent ("ok", "error" or an HTTP status), checked. */
+export function statusFilter(status: string): 'ok' | 'error' | number {
+  if (status === 'ok' || status === 'error') return status;
+  if (/^[1-5][0-9]{2}$/.test(status)) return Number(status);
+  throw badRequest('status must be "ok", "error" or an HTTP status code such as "429"', 'invalid_value', 'status');
 }
 
 /** A time PostgreSQL and ISO 8601's plain form both read (years 1 to 9999), or a 400 naming the field. */
@@ -108,6 +113,10 @@ export async function usagePage(
   if (f.route !== undefined) {
     where.push('u.route = ?');
     params.push(f.route);
+  }
+  if (f.keyId !== undefined) {
+    where.push('u.key_id = ?');
+    params.push(f.keyId);
   }
   if (f.status === 'ok') where.push(`u.status = 'ok'`);
   else if (f.status === 'error') where.push(`u.status <> 'ok'`);
@@ -179,11 +188,11 @@ export async function usagePage(
   };
 }
 
-/** An account's usage per UTC day and served model over [from, to), by day then model. */
+/** An account's usage (or one key's of it) per UTC day and served model over [from, to), by day then model. */
 export async function usageSummary(
   db: Db,
   accountId: string,
-  range: { from: Date; to: Date },
+  range: { from: Date; to: Date; keyId?: string },
 ): Promise<MessageInitShape<typeof GetUsageSummaryResponseSchema>> {
   if (range.from >= range.to)
     throw badRequest('to must be later than from (the range is [from, to))', 'invalid_value', 'to');
@@ -198,9 +207,10 @@ export async function usageSummary(
                 sum(cost_nano)::text AS cost
          FROM usage_records
          WHERE account_id = ? AND created_at >= CAST(? AS timestamptz) AND created_at < CAST(? AS timestamptz) AND ${IS_REQUEST}
+           AND (? = '' OR key_id = ?)
          GROUP BY 1, 2
        ) d ORDER BY d.day, model COLLATE "C"`,
-      [accountId, range.from.toISOString(), range.to.toISOString()],
+      [accountId, range.from.toISOString(), range.to.toISOString(), range.keyId ?? '', range.keyId ?? ''],
     ),
   );
   return {

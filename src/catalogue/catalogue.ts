@@ -17,6 +17,7 @@ import {
   trimmedBase,
   type DeploymentLimits,
   type Dialect,
+  type ProviderAuth,
   type ProviderDefinition,
   type RoutingStrategy,
 } from './providers.ts';
@@ -29,6 +30,8 @@ export interface ResolvedProvider {
   apiVersion?: string;
   headers: Readonly<Record<string, string>>;
   timeoutMs?: number;
+  /** `none`: called without a credential, and never sent one (docs/providers.md#a-server-that-needs-no-credential). */
+  auth?: ProviderAuth;
   /** Not in the book: added by this instance's `<NAME>_FALLBACK_*` setting. */
   fromSetting?: true;
 }
@@ -55,7 +58,7 @@ export interface ResolvedModel extends CatalogueEntry {
   unavailableReason: string;
   /** The dialect of the model's own provider: the form its requests take. */
   dialect: Dialect;
-  /** Where it is served, in the book's order; only those whose provider has a credential here. */
+  /** Where it is served, in the book's order; only those whose provider has a credential here (or needs none). */
   served: readonly ResolvedDeployment[];
   strategy: RoutingStrategy;
   /** The price book version `prices` come from (price-book.ts); 0 before the book is read. */
@@ -134,6 +137,11 @@ export class Catalogue {
   /** The credential a call to `providerId` carries now; undefined when there is none. */
   secretOf(providerId: string): string | undefined {
     return this.secrets.get(providerId);
+  }
+
+  /** Whether this instance can call the provider: it has a credential here, or the book says it needs none. */
+  credentialUsable(providerId: string): boolean {
+    return this.providersById.get(providerId)?.auth === 'none' || this.secrets.has(providerId);
   }
 
   /** Whether a credential of the provider comes from the credential store (else from a setting). */
@@ -230,6 +238,7 @@ export class Catalogue {
         headers: { ...p.headers },
         ...(p.apiVersion !== undefined ? { apiVersion: p.apiVersion } : {}),
         ...(p.timeoutMs !== undefined ? { timeoutMs: p.timeoutMs } : {}),
+        ...(p.auth !== undefined ? { auth: p.auth } : {}),
       };
       out.set(p.id, resolved);
       if (setting?.fallback) {
@@ -241,7 +250,7 @@ export class Catalogue {
     return out;
   }
 
-  /** The model's deployments whose provider has a credential here; a `<NAME>_FALLBACK_*` setting adds one of priority 1 below the model's own. */
+  /** The model's deployments whose provider has a credential here (or needs none); a `<NAME>_FALLBACK_*` setting adds one of priority 1 below the model's own. */
   private deploymentsServing(e: CatalogueEntry, providers: Map<string, ResolvedProvider>): ResolvedDeployment[] {
     const listed = deploymentsOf(e);
     const fallback = e.deployments === undefined && providers.has(e.provider + FALLBACK_SUFFIX);
@@ -251,7 +260,7 @@ export class Catalogue {
     const out: ResolvedDeployment[] = [];
     for (const d of all) {
       const provider = providers.get(d.provider);
-      if (!provider || !this.secrets.has(d.provider)) continue;
+      if (!provider || (provider.auth !== 'none' && !this.secrets.has(d.provider))) continue;
       out.push({
         key: `${e.id}/${d.id}`,
         id: d.id,

@@ -156,7 +156,7 @@ export class PriceBook {
     const prices = rowsOf(
       await trx.raw(
         `SELECT DISTINCT ON (model_id) id::text AS id, model_id, prices, effective_from FROM price_versions
-             WHERE effective_from <= now() ORDER BY model_id, effective_from DESC`,
+             WHERE effective_from <= now() ORDER BY model_id, effective_from DESC, price_versions.id DESC`,
       ),
     );
     const aliases = rowsOf(
@@ -239,7 +239,7 @@ export class PriceBook {
     const rows = rowsOf(
       await this.db.raw(
         `SELECT id::text AS id, model_id, prices, effective_from, created_at, source, reason FROM price_versions
-         WHERE model_id = ? ORDER BY effective_from DESC, id DESC`,
+         WHERE model_id = ? ORDER BY effective_from DESC, price_versions.id DESC`,
         [modelId],
       ),
     );
@@ -250,7 +250,7 @@ export class PriceBook {
   async definitionHistory(modelId: string): Promise<DefinitionVersion[]> {
     const rows = rowsOf(
       await this.db.raw(
-        `SELECT id::text AS id, definition, created_at, source, reason FROM model_versions WHERE model_id = ? ORDER BY id DESC`,
+        `SELECT id::text AS id, definition, created_at, source, reason FROM model_versions WHERE model_id = ? ORDER BY model_versions.id DESC`,
         [modelId],
       ),
     );
@@ -268,7 +268,7 @@ export class PriceBook {
     const inForce = await markupsInForce(this.db);
     const scheduled = rowsOf(
       await this.db.raw(
-        `SELECT ${MARKUP_COLUMNS} FROM markup_versions WHERE effective_from > now() ORDER BY effective_from, id`,
+        `SELECT ${MARKUP_COLUMNS} FROM markup_versions WHERE effective_from > now() ORDER BY effective_from, markup_versions.id`,
       ),
     ).map(markupVersionOf);
     return { inForce, scheduled };
@@ -346,7 +346,7 @@ async function markupsInForce(db: Executor): Promise<MarkupVersion[]> {
   return rowsOf(
     await db.raw(
       `SELECT * FROM (SELECT DISTINCT ON (provider, model_id, account_group) ${MARKUP_COLUMNS} FROM markup_versions
-       WHERE effective_from <= now() ORDER BY provider, model_id, account_group, effective_from DESC) m
+       WHERE effective_from <= now() ORDER BY provider, model_id, account_group, effective_from DESC, markup_versions.id DESC) m
        WHERE markup IS NOT NULL`,
     ),
   ).map(markupVersionOf);

@@ -26,7 +26,17 @@ export interface ProviderDefinition {
   headers?: Record<string, string>;
   /** Time to the provider's response headers, in ms, where it differs from UPSTREAM_HEADERS_TIMEOUT_MS. */
   timeoutMs?: number;
+  /**
+   * `none`: the provider needs no credential (a vLLM or Ollama server in the operator's own
+   * network). It is served without one, and no credential header is ever sent to it.
+   */
+  auth?: ProviderAuth;
 }
+
+/** How a provider's calls authenticate beyond its dialect's own credential header: `none` sends none. */
+export type ProviderAuth = 'none';
+
+export const PROVIDER_AUTHS: Record<ProviderAuth, true> = { none: true };
 
 /** How a model picks among its deployments. */
 export type RoutingStrategy = 'weighted' | 'cheapest' | 'fastest';

@@ -7,7 +7,7 @@
 import fs from 'node:fs';
 import { timestampDate, timestampFromDate, type Timestamp } from '@bufbuild/protobuf/wkt';
 import type { Client } from '@connectrpc/connect';
-import type { CatalogueService, Markup, PreviewRow } from '../gen/gateway/v1/catalogue_pb.js';
+import type { BookWarning, CatalogueService, Markup, PreviewRow } from '../gen/gateway/v1/catalogue_pb.js';
 import { nanoToUsd } from '../money/money.ts';
 import { BOOK_LIMITS, bookProblems, parseBookDocument, type BookProblem } from '../catalogue/book-document.ts';
 import { scopeName } from '../catalogue/book-diff.ts';
@@ -54,6 +54,7 @@ const COMMANDS: Record<string, (c: Command) => Promise<void>> = {
   history: (c) => history(c.cli, c.arg(0, 'a model id')),
   'set-price': (c) => setPrice(c.cli, c.arg(0, 'a model id'), c.args.slice(1)),
   export: exportBook,
+  schema: printSchema,
   diff: applyDocument,
   apply: applyDocument,
   preview: previewDocument,
@@ -87,6 +88,16 @@ async function exportBook({ cli }: Command): Promise<void> {
   process.stdout.write(document);
 }
 
+/**
+ * The book document's JSON Schema (src/catalogue/book.schema.json, this CLI's own copy), as it is.
+ * An export's `$schema` is "./book.schema.json": saved beside the export, editors and validators
+ * find it there, wherever the file is kept (docs/price-book.md).
+ */
+async function printSchema({ cli, args }: Command): Promise<void> {
+  if (args.length > 0) cli.usageError('catalogue schema takes no arguments (save it with > book.schema.json)');
+  process.stdout.write(fs.readFileSync(new URL('../catalogue/book.schema.json', import.meta.url), 'utf8'));
+}
+
 /** diff: what a document would change; apply: writes it. */
 async function applyDocument({ cli, cmd, meta }: Command): Promise<void> {
   const { catalogue, options, out } = cli;
@@ -105,8 +116,18 @@ async function applyDocument({ cli, cmd, meta }: Command): Promise<void> {
   out(lines.length > 0 ? lines.join('\n') : 'no changes', {
     applied: r.applied,
     changes: r.changes.map((c) => ({ kind: c.kind, subject: c.subject, detail: c.detail })),
+    warnings: warningsJson(r.warnings),
   });
+  warn(r.warnings);
 }
+
+/** What a change leaves to do (a deployment no credential serves here), on stderr: stdout stays the changes. */
+export function warn(warnings: readonly BookWarning[]): void {
+  for (const w of warnings) process.stderr.write(`warning: ${w.message}\n`);
+}
+
+export const warningsJson = (warnings: readonly BookWarning[]) =>
+  warnings.map((w) => ({ subject: w.subject, message: w.message }));
 
 /** A document's prices over the last --days of usage. */
 async function previewDocument({ cli, cmd }: Command): Promise<void> {
@@ -143,8 +164,15 @@ async function upsertModel({ cli, cmd, meta }: Command): Promise<void> {
   const m = r.model!;
   out(
     `${r.created ? 'added' : 'updated'} ${m.id} (${m.available ? 'available' : `not available: ${m.unavailableReason}`}; price version ${m.priceVersionId})`,
-    { created: r.created, model_id: m.id, available: m.available, price_version_id: m.priceVersionId },
+    {
+      created: r.created,
+      model_id: m.id,
+      available: m.available,
+      price_version_id: m.priceVersionId,
+      warnings: warningsJson(r.warnings),
+    },
   );
+  warn(r.warnings);
 }
 
 /** Serves a model again, or stops serving it. */

@@ -36,6 +36,8 @@ const USAGE = `usage: npm run cli -- keys|catalogue|providers|deployments|accoun
   catalogue set-price <model> <key=usd>... [--from <iso date>] [--reason <text>]
                                                   a new price version: the whole price map, now or from a date
   catalogue export                                the whole price book as a JSON document, on stdout
+  catalogue schema                                its JSON Schema, on stdout: save it as book.schema.json beside
+                                                  the export (the export's $schema names that file)
   catalogue diff -f <file>                        what applying the document would change; writes nothing
   catalogue apply -f <file> [--from <iso date>] [--reason <text>]
                                                   writes the document's changes, all or none; prices and markups from --from
@@ -51,7 +53,7 @@ const USAGE = `usage: npm run cli -- keys|catalogue|providers|deployments|accoun
   catalogue markups                               the markups in force and scheduled
   providers list                                  the book's providers, each credential's state here (never the secret), their models
   providers add -f <provider.json> | --id <id> --dialect <d> --base-url <url> [--api-version <v>]
-                [--timeout-ms <n>] [--header 'Name: value']... [--reason <text>]
+                [--timeout-ms <n>] [--header 'Name: value']... [--auth none] [--reason <text>]
                                                   adds a provider to the book, or replaces one's definition
   providers remove <id> [--reason <text>]         removes a provider (and its credential); refused while a model names it
   providers set-credential <id> --from-env <VAR> | --stdin | --env-name <NAME>
@@ -136,6 +138,7 @@ try {
       'base-url': { type: 'string' },
       'api-version': { type: 'string' },
       'timeout-ms': { type: 'string' },
+      auth: { type: 'string' },
       header: { type: 'string', multiple: true },
       'from-env': { type: 'string' },
       stdin: { type: 'boolean' },

@@ -14,7 +14,7 @@ import type {
   ProviderCredential,
 } from '../gen/gateway/v1/catalogue_pb.js';
 import { BOOK_LIMITS, bookProblems, parseBookDocument } from '../catalogue/book-document.ts';
-import { readAtMost } from './catalogue-commands.ts';
+import { readAtMost, warn, warningsJson } from './catalogue-commands.ts';
 import { isoSecond } from './usage-table.ts';
 import { textTable, type Column } from './table.ts';
 
@@ -29,6 +29,8 @@ export interface ProviderOptions {
   'api-version'?: string | undefined;
   'timeout-ms'?: string | undefined;
   header?: string[] | undefined;
+  /** `none`: the provider needs no credential. */
+  auth?: string | undefined;
   'from-env'?: string | undefined;
   stdin?: boolean | undefined;
   'env-name'?: string | undefined;
@@ -104,7 +106,7 @@ async function listProviders(cli: ProviderCli, args: string[]): Promise<void> {
 /** `-f provider.json` (a book document's provider entry), or the entry the flags describe. */
 function providerText(cli: ProviderCli): { text: string; from: string } {
   const o = cli.options;
-  const flags = o.id ?? o.dialect ?? o['base-url'] ?? o['api-version'] ?? o['timeout-ms'] ?? o.header;
+  const flags = o.id ?? o.dialect ?? o['base-url'] ?? o['api-version'] ?? o['timeout-ms'] ?? o.header ?? o.auth;
   if (o.file !== undefined) {
     if (flags !== undefined)
       cli.usageError('providers add takes -f <file> or --id/--dialect/--base-url flags, not both');
@@ -133,6 +135,7 @@ function providerText(cli: ProviderCli): { text: string; from: string } {
     ...(o['api-version'] !== undefined ? { apiVersion: o['api-version'] } : {}),
     ...(o.header ? { headers } : {}),
     ...(timeout !== undefined ? { timeoutMs: Number(timeout) } : {}),
+    ...(o.auth !== undefined ? { auth: o.auth } : {}),
   };
   return { text: JSON.stringify(entry), from: 'the flags' };
 }
@@ -158,8 +161,10 @@ async function addProvider(cli: ProviderCli, args: string[]): Promise<void> {
       created: r.created,
       provider: providerJson(p),
       changes: r.changes.map((c) => ({ kind: c.kind, subject: c.subject, detail: c.detail })),
+      warnings: warningsJson(r.warnings),
     },
   );
+  warn(r.warnings);
 }
 
 async function removeProvider(cli: ProviderCli, args: string[]): Promise<void> {
@@ -248,9 +253,10 @@ async function listDeployments(cli: ProviderCli, args: string[]): Promise<void> 
 
 const when = (t: Timestamp | undefined) => (t ? isoSecond(timestampDate(t)) : '');
 
-/** `sealed v2`, `env OPENAI_KEY v1`, `setting`, `none`, and what keeps it from use here. */
+/** `sealed v2`, `env OPENAI_KEY v1`, `setting`, `none`, `not needed`, and what keeps it from use here. */
 function credentialCell(c: ProviderCredential | undefined): string {
   if (!c) return 'none';
+  if (c.form === 'not_needed') return 'not needed';
   const stored = c.form === 'sealed' || c.form === 'env';
   const text = [c.form, c.form === 'env' ? c.envName : '', stored ? `v${c.version}` : ''].filter(Boolean).join(' ');
   if (c.unreadable) return `${text} (unreadable)`;
@@ -260,6 +266,7 @@ function credentialCell(c: ProviderCredential | undefined): string {
 /** The credential for a person, with its problem spelled out. */
 function credentialLine(c: ProviderCredential | undefined): string {
   if (!c || c.form === 'none') return 'no credential';
+  if (c.form === 'not_needed') return 'needs no credential ("auth": "none"): called without one';
   const what =
     c.form === 'sealed'
       ? `sealed credential, version ${c.version}`
@@ -292,6 +299,7 @@ function providerJson(p: Provider) {
     headers: p.headers,
     timeout_ms: p.timeoutMs,
     served_base_url: p.servedBaseUrl,
+    auth: p.auth,
     credential: credentialJson(p.credential),
     models: p.models,
     served_models: p.servedModels,

@@ -1,8 +1,9 @@
 // The console's JSON API under /console/api (docs/console.md#api), a Fastify plugin the facade
 // registers on the HTTP port (server.ts hands it in). It is an edge like the facade: every figure
-// comes from the services (BillingService, CatalogueService) over the in-process transport, and
-// a holder's account always comes from their session, never from the request, so the only ids
-// a holder's request can name are page cursors, which position within their own account.
+// comes from the services (BillingService, CatalogueService, OrganisationService) over the
+// in-process transport. A holder's or member's account always comes from their session, never
+// from the request; what a member may do there is OrganisationService's to decide, which the
+// console asks as that member (the ACTOR context value), never deciding it itself.
 //
 // Each request is checked from its headers before its body is read (an onRequest hook): a state
 // change must come from this origin as JSON; then the session (401 without a live one), its role
@@ -12,6 +13,7 @@ import type { FastifyInstance, FastifyPluginAsync, FastifyReply, FastifyRequest 
 import { createClient } from '@connectrpc/connect';
 import { BillingService } from '../gen/gateway/v1/billing_pb.js';
 import { CatalogueService } from '../gen/gateway/v1/catalogue_pb.js';
+import { OrganisationService } from '../gen/gateway/v1/organisations_pb.js';
 import type { ConsoleSession, ConsoleSessions } from '../billing/console-sessions.ts';
 import { visiblePrefix } from '../billing/keys.ts';
 import { bearerMatches } from '../config/bearer.ts';
@@ -22,7 +24,10 @@ import { type ClaimPrefix, consoleErrorHandler, registerConsoleFallback } from '
 import { ConsoleError, jsonObject } from './wire.ts';
 import { registerHolderRoutes } from './holder-routes.ts';
 import { registerOperatorRoutes } from './operator-routes.ts';
-import { API, access, type Access, type ConsoleApiDeps, type RouteKit } from './kit.ts';
+import { registerOrganisationRoutes } from './organisation-routes.ts';
+import { registerInvitationRedeem } from './invitation-route.ts';
+import { roleName } from './org-wire.ts';
+import { API, access, type Access, actorOf, asActor, type ConsoleApiDeps, type Orgs, type RouteKit } from './kit.ts';
 import type { Me, SessionAnswer, SessionEnded, SignInRequest } from './web/wire-types.ts';
 
 export type { ConsoleApiDeps } from './kit.ts';
@@ -39,6 +44,7 @@ export function consoleApi(deps: ConsoleApiDeps): FastifyPluginAsync<{ claimPref
   const throttle = deps.throttle ?? new SignInThrottle();
   const billing = createClient(BillingService, deps.transport);
   const catalogue = createClient(CatalogueService, deps.transport);
+  const orgs = createClient(OrganisationService, deps.transport);
   const log = deps.log.child({ component: 'console' });
 
   // An operator session holds an HMAC of its own cookie keyed by the admin token it was made
@@ -77,12 +83,7 @@ export function consoleApi(deps: ConsoleApiDeps): FastifyPluginAsync<{ claimPref
       const session = await deps.sessions.find(cookie);
       if (!session || (session.role === 'operator' && !operatorCheckHolds(cookie!, session.operatorCheck)))
         throw new ConsoleError(401, 'no_session', 'Sign in: there is no session, or it ended or expired.');
-      if (needs !== 'session' && session.role !== needs)
-        throw new ConsoleError(
-          403,
-          'wrong_role',
-          `Only a ${needs === 'holder' ? 'key holder' : 'operator'} session may do this.`,
-        );
+      if (!reaches(needs, session.role)) throw new ConsoleError(403, 'wrong_role', `Only ${WHO[needs]} may do this.`);
       if (changes && !csrfMatches(req, session.csrf))
         throw new ConsoleError(403, 'csrf_failed', "x-csrf-token is missing or is not this session's.");
       req.consoleSession = session;
@@ -114,7 +115,10 @@ export function consoleApi(deps: ConsoleApiDeps): FastifyPluginAsync<{ claimPref
           log.warn({ address, prefix }, 'console sign-in refused: the key does not work');
           throw new ConsoleError(401, 'invalid_key', 'This key does not work: it is mistyped, unknown or revoked.');
         }
-        who = { role: 'holder', accountId: caller.accountId, keyId: caller.keyId };
+        // A member's own key signs its member in (the organisation as their role allows); a team's key, its holder (that key's own figures).
+        who = caller.memberId
+          ? { role: 'member', accountId: caller.accountId, memberId: caller.memberId, keyId: caller.keyId }
+          : { role: 'holder', accountId: caller.accountId, keyId: caller.keyId };
       } else if (kind === 'admin_token') {
         if (!deps.adminToken)
           throw new ConsoleError(
@@ -138,7 +142,7 @@ export function consoleApi(deps: ConsoleApiDeps): FastifyPluginAsync<{ claimPref
             'This sign-in link does not work: it was used already or has expired. Ask the bot for a new one (/console).',
           );
         }
-        who = 'memberId' in link ? { role: 'member', ...link } : { role: 'holder', ...link };
+        who = link.memberId ? { role: 'member', ...link } : { role: 'holder', ...link };
       }
       // A session this browser already had ends: one cookie, one session.
       await deps.sessions.end(sessionCookieOf(req));
@@ -167,12 +171,53 @@ export function consoleApi(deps: ConsoleApiDeps): FastifyPluginAsync<{ claimPref
         group: s.group,
         csrf: s.csrf,
         expires_at: s.expiresAt.toISOString(),
+        ...(s.role === 'member'
+          ? await memberOf(orgs, s, asActor(actorOf(req, s)))
+          : { member_id: '', member_name: '', organisation: null }),
       };
     });
 
-    const kit: RouteKit = { billing, catalogue, deps, sessionOf };
+    const kit: RouteKit = { billing, catalogue, orgs, deps, sessionOf };
     registerHolderRoutes(app, kit);
     registerOperatorRoutes(app, kit);
+    registerOrganisationRoutes(app, kit);
+    registerInvitationRedeem(app, kit, throttle);
+  };
+}
+
+/** Which sessions each access admits ('sign-in' and 'session': any). */
+function reaches(needs: Access, role: ConsoleSession['role']): boolean {
+  if (needs === 'sign-in' || needs === 'session') return true;
+  if (needs === 'account') return role === 'holder' || role === 'member';
+  return needs === role;
+}
+
+const WHO: Record<Access, string> = {
+  'sign-in': 'anyone',
+  session: 'a session',
+  holder: "a team key's session",
+  member: "a member's session",
+  account: 'a key holder or member',
+  operator: 'an operator session',
+};
+
+/** The member and their organisation, with their role there and what it allows (OrganisationService, as them). */
+async function memberOf(
+  orgs: Orgs,
+  s: ConsoleSession,
+  as: ReturnType<typeof asActor>,
+): Promise<Pick<Me, 'member_id' | 'member_name' | 'organisation'>> {
+  const [me, org] = await Promise.all([orgs.whoAmI({}, as), orgs.getOrganisation({ organisationId: s.accountId }, as)]);
+  const o = org.organisation!;
+  return {
+    member_id: s.memberId,
+    member_name: me.memberName,
+    organisation: {
+      id: o.id,
+      name: o.name,
+      role: roleName(o.myRole) || 'member',
+      allowed_actions: [...o.allowedActions],
+    },
   };
 }
 

@@ -110,7 +110,7 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
   );
 
   app.get<WithId>(`${API}/admin/accounts/:id/usage/daily`, operator, async (req) =>
-    dailyUsage(billing, req.params.id, req.query as Query),
+    dailyUsage(billing, { accountId: req.params.id }, req.query as Query),
   );
 
   app.post<WithId>(`${API}/admin/accounts/:id/topup`, operator, async (req): Promise<TopUpAnswer> => {

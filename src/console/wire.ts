@@ -192,7 +192,7 @@ export const CSV_HEADER =
   'created_at,request_id,route,model,requested_model,input_tokens,output_tokens,cached_tokens,cost_nano,cost_usd,status,http_status,latency_ms,key_prefix\n';
 
 /** A CSV field: quoted when it must be, and text a spreadsheet would run as a formula made inert. */
-function csvText(s: string): string {
+export function csvText(s: string): string {
   const inert = /^[=+\-@\t\r]/.test(s) ? `'${s}` : s;
   return /[",\n\r]/.test(inert) ? `"${inert.replace(/"/g, '""')}"` : inert;
 }

@@ -29,16 +29,24 @@ export interface StartupSummary {
   billing: { mode: 'lease' | 'hold'; sliceUsd: string };
   providers: {
     name: string;
+    /** Enabled models with a deployment on it (a model that lists none is deployed on its own provider). */
     models: number;
+    /** Of those, the ones served on it here now (as ListProviders and the console count them). */
+    served: number;
     key: boolean;
+    /** The book says it needs no credential (`"auth": "none"`). */
+    authNone: boolean;
     keyVariable: string;
     baseUrl?: string;
     fallback: boolean;
   }[];
   /** Where the key that seals provider credentials is (never the key); none: only credentials naming a variable work. */
   credentials: { key: string | 'none' };
-  /** Models served on more than one deployment (docs/providers.md), with their deployments' ids. */
-  deployments: { model: string; deployments: string[]; strategy: string }[];
+  /**
+   * Models on more than one deployment, or with a deployment the book lists that takes no traffic
+   * here (docs/providers.md): every deployment's id, and those whose provider has no credential here.
+   */
+  deployments: { model: string; deployments: string[]; strategy: string; noCredential: string[] }[];
   /** At start Temporal is always still being found or started (in the background). */
   temporal:
     | { kind: 'cluster'; address: string; namespace: string; status: 'starting'; worker: boolean }
@@ -55,16 +63,25 @@ export interface StartupSummary {
 export interface StartedParts {
   httpPort: number;
   rpcPort: number;
-  /** The catalogue's entries (only enabled ones count). */
+  /** Every model with its deployments, served here or not (catalogue/serving.ts servingSummary). */
   models: readonly {
     id: string;
-    provider: string;
     enabled: boolean;
-    deployments?: readonly { id: string }[];
-    strategy?: string;
+    strategy: string;
+    /** The book lists its deployments (else it is served on its own provider as one). */
+    listsDeployments: boolean;
+    deployments: readonly { id: string; provider: string; served: boolean }[];
   }[];
-  /** Providers of the book beyond the shipped six, and whether each has a credential here. */
-  bookProviders?: readonly { id: string; baseUrl: string; credential: boolean }[];
+  /** Every provider of the catalogue, with its credential here and its models (catalogue/serving.ts). */
+  providers: readonly {
+    id: string;
+    baseUrl: string;
+    credential: boolean;
+    authNone: boolean;
+    fromSetting: boolean;
+    models: number;
+    served: number;
+  }[];
   /** Where the credentials key is ('CREDENTIALS_KEY' or its file), or undefined: none. */
   credentialsKey?: string;
   /** Credit leases run (BILLING_MODE=lease). */
@@ -112,30 +129,36 @@ const DEFAULT_HOSTS: Record<string, string> = {
 };
 
 export function startupSummary(config: Config, parts: StartedParts): StartupSummary {
+  const states = new Map(parts.providers.map((p) => [p.id, p]));
   const providers: StartupSummary['providers'] = Object.values(config.providers).map((p) => {
     const baseUrl = withoutSecrets(p.baseUrl);
     const custom = baseUrl !== undefined && new URL(baseUrl).hostname !== DEFAULT_HOSTS[p.name];
+    const state = states.get(p.name);
     return {
       name: p.name,
-      models: parts.models.filter((m) => m.enabled && m.provider === p.name).length,
-      key: p.apiKey !== undefined,
+      models: state?.models ?? 0,
+      served: state?.served ?? 0,
+      // The credential store's counts as much as the setting (it wins over it).
+      key: state?.credential ?? p.apiKey !== undefined,
+      authNone: state?.authNone ?? false,
       keyVariable: `${p.name.toUpperCase()}_API_KEY`,
       ...(custom ? { baseUrl } : {}),
       fallback: p.fallback !== undefined,
     };
   });
-  for (const b of parts.bookProviders ?? [])
+  for (const b of parts.providers) {
+    if (Object.hasOwn(config.providers, b.id) || b.fromSetting) continue;
     providers.push({
       name: b.id,
-      models: parts.models.filter((m) => m.enabled && m.provider === b.id).length,
+      models: b.models,
+      served: b.served,
       key: b.credential,
+      authNone: b.authNone,
       keyVariable: `npm run cli -- providers set-credential ${b.id}`,
       ...(withoutSecrets(b.baseUrl) ? { baseUrl: withoutSecrets(b.baseUrl)! } : {}),
       fallback: false,
     });
-  const deployments = parts.models
-    .filter((m) => m.enabled && (m.deployments?.length ?? 0) > 1)
-    .map((m) => ({ model: m.id, deployments: m.deployments!.map((d) => d.id), strategy: m.strategy ?? 'weighted' }));
+  }
   let database: StartupSummary['database'] = {
     kind: 'embedded',
     dir: parts.embeddedDir ?? path.join(config.dataDir, 'postgres'),
@@ -166,7 +189,7 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
     billing: { mode: parts.leasing ? 'lease' : 'hold', sliceUsd: config.lease.sliceUsd },
     providers,
     credentials: { key: parts.credentialsKey ?? 'none' },
-    deployments,
+    deployments: deploymentsOf(parts.models),
     temporal: v.temporalAddress
       ? {
           kind: 'cluster',
@@ -186,6 +209,24 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
     traces: tracesOf(config),
     addressFile: addressFilePath(config.dataDir),
   };
+}
+
+/**
+ * The models on several deployments, and those with a listed deployment that takes no traffic
+ * for want of a credential here; those first, so the five shown never hide one.
+ */
+function deploymentsOf(models: StartedParts['models']): StartupSummary['deployments'] {
+  const out = models
+    .filter(
+      (m) => m.enabled && (m.deployments.length > 1 || (m.listsDeployments && m.deployments.some((d) => !d.served))),
+    )
+    .map((m) => ({
+      model: m.id,
+      deployments: m.deployments.map((d) => d.id),
+      strategy: m.strategy,
+      noCredential: m.deployments.filter((d) => !d.served).map((d) => d.id),
+    }));
+  return [...out.filter((d) => d.noCredential.length > 0), ...out.filter((d) => d.noCredential.length === 0)];
 }
 
 function tracesOf(config: Config): StartupSummary['traces'] {
@@ -241,7 +282,9 @@ export function summaryLines(s: StartupSummary): string[] {
   const nameWidth = Math.max(...s.providers.map((p) => p.name.length));
   const countWidth = Math.max(...s.providers.map((p) => String(p.models).length));
   s.providers.forEach((p, i) => {
-    const facts = [p.key ? 'key set' : `no key (set ${p.keyVariable})`];
+    const facts = [p.authNone ? 'no credential needed' : p.key ? 'key set' : `no key (set ${p.keyVariable})`];
+    // Without a credential none are served, which "no key" says already.
+    if ((p.key || p.authNone) && p.served !== p.models) facts.push(`${p.served} of them served here`);
     if (p.baseUrl) facts.push(`at ${p.baseUrl}`);
     if (p.fallback) facts.push('with a fallback');
     rows.push([
@@ -255,9 +298,20 @@ export function summaryLines(s: StartupSummary): string[] {
       ? 'provider credentials name variables only (set CREDENTIALS_KEY to seal them in the database)'
       : `provider credentials sealed in the database with ${s.credentials.key === 'CREDENTIALS_KEY' ? 'CREDENTIALS_KEY' : `the key in ${s.credentials.key}`}`,
   ]);
-  for (const [i, d] of s.deployments.slice(0, 5).entries())
-    rows.push([i === 0 ? 'deployments' : '', `${d.model} on ${d.deployments.join(', ')} (${d.strategy})`]);
-  if (s.deployments.length > 5) rows.push(['', `and ${s.deployments.length - 5} more models on several deployments`]);
+  for (const [i, d] of s.deployments.slice(0, 5).entries()) {
+    const one = d.noCredential.length === 1;
+    const idle =
+      d.noCredential.length === 0
+        ? ''
+        : `; WARN ${d.noCredential.join(', ')} ${one ? 'takes' : 'take'} no traffic: ${one ? 'its' : 'their'} provider has no credential here`;
+    rows.push([i === 0 ? 'deployments' : '', `${d.model} on ${d.deployments.join(', ')} (${d.strategy})${idle}`]);
+  }
+  const idleMore = s.deployments.slice(5).filter((d) => d.noCredential.length > 0).length;
+  if (s.deployments.length > 5)
+    rows.push([
+      '',
+      `and ${s.deployments.length - 5} more models on several deployments${idleMore > 0 ? ` (WARN ${idleMore} with deployments that have no credential here)` : ''}`,
+    ]);
   const t = s.temporal;
   const worker = t.worker ? '' : '; no video worker here (VIDEO_WORKER=0)';
   rows.push([

@@ -16,7 +16,9 @@ export type Actor =
   /** A Telegram user through the bot, a member or not yet (they may redeem an invitation). */
   | { kind: 'telegram'; telegramUser: string; via: 'bot'; from: string }
   /** A team's key: it acts for no member. */
-  | { kind: 'team_key'; keyId: string; accountId: string; via: Via; from: string };
+  | { kind: 'team_key'; keyId: string; accountId: string; via: Via; from: string }
+  /** Someone with an invitation link and nothing else (the console's invitation page): they may only redeem it. */
+  | { kind: 'invitee'; via: Via; from: string };
 
 /**
  * The header by which the bot, calling over the RPC port with the operator's credentials (the

@@ -21,6 +21,8 @@ export function actorName(a: Actor): string {
       return a.telegramUser;
     case 'team_key':
       return `key:${a.keyId}`;
+    case 'invitee':
+      return 'invitee';
   }
 }
 
@@ -72,9 +74,9 @@ export async function listAudit(
   const after = decodeCursor(opts.cursor);
   const rows = rowsOf(
     await db.raw(
-      `SELECT id::text AS id, actor, via, from_address, action, target, before::text AS before, after::text AS after, at
-       FROM audit_log WHERE account_id = ? AND (CAST(? AS bigint) IS NULL OR id < CAST(? AS bigint))
-       ORDER BY id DESC LIMIT ?`,
+      `SELECT a.id::text AS id, actor, via, from_address, action, target, before::text AS before, after::text AS after, at
+       FROM audit_log a WHERE account_id = ? AND (CAST(? AS bigint) IS NULL OR a.id < CAST(? AS bigint))
+       ORDER BY a.id DESC LIMIT ?`,
       [accountId, after?.id ?? null, after?.id ?? null, size + 1],
     ),
   );

@@ -107,7 +107,7 @@ export async function listInvitations(
   const rows = rowsOf(
     await db.raw(
       `SELECT ${COLUMNS} FROM invitations WHERE account_id = ?
-         AND (CAST(? AS bigint) IS NULL OR (created_at, id) < (to_timestamp(CAST(? AS bigint) / 1000000.0), CAST(? AS text)))
+         AND (CAST(? AS bigint) IS NULL OR (created_at, id) < ((TIMESTAMPTZ 'epoch' + CAST(? AS bigint) * INTERVAL '1 microsecond'), CAST(? AS text)))
        ORDER BY created_at DESC, id DESC LIMIT ?`,
       [accountId, after?.atMicros ?? null, after?.atMicros ?? null, after?.id ?? '', size + 1],
     ),

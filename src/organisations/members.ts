@@ -30,11 +30,11 @@ export const memberNotFound = () => notFound('member_not_found', 'No member of t
 const forbidden = (message: string) =>
   gatewayError({ httpStatus: 403, type: 'permission_error', code: 'not_allowed', message });
 
-/** The organisation's members, longest-standing first (`query`: text in the name). */
+/** The organisation's members, longest-standing first (`query`: text in the name; `teamId`: that team's only). */
 export async function listMembers(
   db: Db,
   accountId: string,
-  opts: { query: string; pageSize: number; cursor: string; memberId?: string },
+  opts: { query: string; pageSize: number; cursor: string; memberId?: string; teamId?: string },
 ): Promise<{ members: MemberRow[]; nextCursor: string }> {
   const size = pageSize(opts.pageSize);
   const after = decodeCursor(opts.cursor);
@@ -50,7 +50,9 @@ export async function listMembers(
             AND k.revoked_at IS NULL)::int AS live_keys
        FROM memberships m JOIN members p ON p.id = m.member_id
        WHERE m.account_id = ? AND (? = '' OR p.name ILIKE ?) AND (? = '' OR m.member_id = ?)
-         AND (CAST(? AS bigint) IS NULL OR (m.created_at, m.member_id) > (to_timestamp(CAST(? AS bigint) / 1000000.0), CAST(? AS text)))
+         AND (? = '' OR EXISTS (SELECT 1 FROM team_members tm
+                                WHERE tm.account_id = m.account_id AND tm.team_id = ? AND tm.member_id = m.member_id))
+         AND (CAST(? AS bigint) IS NULL OR (m.created_at, m.member_id) > ((TIMESTAMPTZ 'epoch' + CAST(? AS bigint) * INTERVAL '1 microsecond'), CAST(? AS text)))
        ORDER BY m.created_at, m.member_id LIMIT ?`,
       [
         accountId,
@@ -58,6 +60,8 @@ export async function listMembers(
         `%${q.replace(/[\\%_]/g, (c) => `\\${c}`)}%`,
         opts.memberId ?? '',
         opts.memberId ?? '',
+        opts.teamId ?? '',
+        opts.teamId ?? '',
         after?.atMicros ?? null,
         after?.atMicros ?? null,
         after?.id ?? '',

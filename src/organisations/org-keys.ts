@@ -62,7 +62,7 @@ export async function listOrgKeys(
       `SELECT ${COLUMNS} FROM ${FROM}
        WHERE k.account_id = ? AND (? = '' OR k.member_id = ?) AND (? = '' OR k.team_id = ?) AND (? = '' OR k.id = ?)
          AND (? OR k.revoked_at IS NULL)
-         AND (CAST(? AS bigint) IS NULL OR (k.created_at, k.id) < (to_timestamp(CAST(? AS bigint) / 1000000.0), CAST(? AS text)))
+         AND (CAST(? AS bigint) IS NULL OR (k.created_at, k.id) < ((TIMESTAMPTZ 'epoch' + CAST(? AS bigint) * INTERVAL '1 microsecond'), CAST(? AS text)))
        ORDER BY k.created_at DESC, k.id DESC LIMIT ?`,
       [
         accountId,

@@ -120,7 +120,7 @@ export async function listOrganisations(
        LEFT JOIN memberships m ON m.account_id = a.id AND m.member_id = CAST(? AS text)
        WHERE (CAST(? AS text) IS NULL OR m.member_id IS NOT NULL)
          AND (? = '' OR a.id = ? OR a.label ILIKE ?)
-         AND (CAST(? AS bigint) IS NULL OR (a.created_at, a.id) < (to_timestamp(CAST(? AS bigint) / 1000000.0), CAST(? AS text)))
+         AND (CAST(? AS bigint) IS NULL OR (a.created_at, a.id) < ((TIMESTAMPTZ 'epoch' + CAST(? AS bigint) * INTERVAL '1 microsecond'), CAST(? AS text)))
        ORDER BY a.created_at DESC, a.id DESC LIMIT ?`,
       [
         opts.memberId ?? null,

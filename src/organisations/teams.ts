@@ -44,7 +44,7 @@ export async function listTeams(
          (SELECT count(*) FROM api_keys k WHERE k.team_id = t.id AND k.revoked_at IS NULL)::int AS live_keys
        FROM teams t
        WHERE t.account_id = ? AND t.deleted_at IS NULL AND (? = '' OR t.name ILIKE ?) AND (? = '' OR t.id = ?)
-         AND (CAST(? AS bigint) IS NULL OR (t.created_at, t.id) > (to_timestamp(CAST(? AS bigint) / 1000000.0), CAST(? AS text)))
+         AND (CAST(? AS bigint) IS NULL OR (t.created_at, t.id) > ((TIMESTAMPTZ 'epoch' + CAST(? AS bigint) * INTERVAL '1 microsecond'), CAST(? AS text)))
        ORDER BY t.created_at, t.id LIMIT ?`,
       [
         accountId,

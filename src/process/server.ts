@@ -25,6 +25,7 @@ import { Metrics } from '../log/metrics.ts';
 import { connectableUrl, startupSummary } from '../log/startup-summary.ts';
 import { billingService } from '../services/billing.ts';
 import { Catalogue } from '../catalogue/catalogue.ts';
+import { servingSummary } from '../catalogue/serving.ts';
 import { PriceBook } from '../catalogue/price-book.ts';
 import { serveBookInForce } from '../catalogue/book-refresh.ts';
 import { CredentialStore, credentialKey } from '../catalogue/credentials.ts';
@@ -44,6 +45,7 @@ import { UpstreamCalls } from '../inference/upstream/upstream-calls.ts';
 import { DeploymentHealth } from '../inference/routing/deployment-health.ts';
 import { Router } from '../inference/routing/router.ts';
 import { DeploymentLimits } from '../inference/routing/deployment-limits.ts';
+import { JobRouting } from '../inference/routing/job-routing.ts';
 import type { RouteDeps } from '../inference/deps.ts';
 import { inferenceService } from '../services/inference.ts';
 import { Upstream } from '../inference/upstream/upstream.ts';
@@ -162,8 +164,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     deploymentLimits,
   });
   const owners = new ResponseOwners(db);
-  // Video jobs run on Temporal, found or started in the background (see src/video/runtime.ts).
-  const video = new VideoRuntime({ config, log, db, ledger, metrics });
+  const video = videoRuntime(config, { log, db, ledger, metrics, catalogue, health: routeDeps.calls.health });
   const services: Services = {
     billing: billingService(ledger, billing.limiter, billing.keys, billing.leases),
     catalogue: catalogueService(catalogue, priceBook, new UsagePreview(db), {
@@ -240,6 +241,18 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
       await runningTracing()?.shutdown(); // the last spans exported (bounded by the export timeout)
     }),
   };
+}
+
+/**
+ * Video jobs run on Temporal, found or started in the background (src/video/runtime.ts); their
+ * creates go over the models' deployments, judged by the same health as the routes' requests.
+ */
+function videoRuntime(
+  config: Config,
+  p: { log: Logger; db: Db; ledger: Ledger; metrics: Metrics; catalogue: Catalogue; health: DeploymentHealth },
+): VideoRuntime {
+  const routing = new JobRouting(new Router(p.health), p.health, p.metrics);
+  return new VideoRuntime({ config, ...p, routing });
 }
 
 /** `close` made once: later calls wait for the same closing. */
@@ -493,17 +506,7 @@ async function announce(
   const summary = startupSummary(config, {
     httpPort,
     rpcPort,
-    models: p.catalogue.list().map((m) => ({
-      id: m.id,
-      provider: m.provider,
-      enabled: m.enabled,
-      deployments: m.served,
-      strategy: m.strategy,
-    })),
-    bookProviders: p.catalogue
-      .providers()
-      .filter((b) => !Object.hasOwn(config.providers, b.id) && !b.fromSetting)
-      .map((b) => ({ id: b.id, baseUrl: b.baseUrl, credential: p.catalogue.secretOf(b.id) !== undefined })),
+    ...servingSummary(p.catalogue),
     ...(p.credentialsKey ? { credentialsKey: p.credentialsKey } : {}),
     leasing: config.billingMode === 'lease',
     embeddedDir: p.embeddedDir,

@@ -15,6 +15,7 @@ import { instant, usageFilters, usagePage, usageSummary } from '../billing/usage
 import { accountExists, getAccount, listAccounts } from '../billing/accounts.ts';
 import { createConsoleLink } from '../billing/console-sessions.ts';
 import { VideoJobs } from '../video/jobs.ts';
+import { ledgerPage } from './ledger-page.ts';
 
 /** The report's groupings by the contract's names (UNSPECIFIED: by model). */
 const MARGIN_BY: Partial<Record<MarginGrouping, MarginBy>> = {
@@ -183,34 +184,7 @@ export function billingService(
     },
 
     async listLedger(req) {
-      const accountId = await accountOf(req.key, req.accountId);
-      const size = pageSize(req.pageSize, 20, 200);
-      if (req.cursor && !/^[1-9]\d{0,17}$/.test(req.cursor))
-        throw badRequest('cursor is not one this service gave out', 'invalid_value', 'cursor');
-      const kinds = [...new Set(req.kinds)];
-      for (const k of kinds)
-        if (!LEDGER_KINDS.has(k))
-          throw badRequest(
-            `kinds may hold "topup", "charge" and "refund", not ${JSON.stringify(k)}`,
-            'invalid_value',
-            'kinds',
-          );
-      // One row more than asked tells whether an older page exists.
-      const rows = await ledger.listLedger(accountId, size + 1, req.cursor ? BigInt(req.cursor) : undefined, kinds);
-      const page = rows.slice(0, size);
-      return {
-        entries: page.map((e) => ({
-          id: e.id.toString(),
-          kind: e.kind,
-          amountNano: e.amountNano,
-          balanceAfterNano: e.balanceAfterNano,
-          externalId: e.externalId,
-          requestId: e.requestId,
-          cause: e.cause,
-          createdAt: timestampFromDate(e.createdAt),
-        })),
-        nextCursor: rows.length > size ? page[page.length - 1]!.id.toString() : '',
-      };
+      return ledgerPage(ledger, await accountOf(req.key, req.accountId), req);
     },
 
     async refundTopUp(req) {
@@ -247,7 +221,7 @@ export function billingService(
     async getUsageSummary(req) {
       if (!req.from) throw badRequest('from is required', 'missing_required_parameter', 'from');
       if (!req.to) throw badRequest('to is required', 'missing_required_parameter', 'to');
-      const range = { from: instant(req.from, 'from'), to: instant(req.to, 'to') };
+      const range = { from: instant(req.from, 'from'), to: instant(req.to, 'to'), keyId: req.keyId };
       return usageSummary(ledger.db, await accountOf(req.key, req.accountId), range);
     },
 
@@ -298,5 +272,3 @@ export function billingService(
     },
   };
 }
-
-const LEDGER_KINDS = new Set(['topup', 'charge', 'refund']);

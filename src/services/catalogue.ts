@@ -37,6 +37,7 @@ import {
 import type { CatalogueEntry, ModelKindName } from '../catalogue/models.ts';
 import type { BookPreview } from '../catalogue/preview.ts';
 import { providerMethods, type ProviderParts } from './providers.ts';
+import { idleDeployments, type BookWarning } from '../catalogue/credential-warnings.ts';
 
 const KINDS: Record<ModelKindName, ModelKind> = {
   chat: ModelKind.CHAT,
@@ -210,21 +211,29 @@ export function catalogueService(
 
   /**
    * Makes `edit` on the book in force and writes what it changes (nothing on a dry run), or
-   * refuses the whole edit with every problem the proposed book has.
+   * refuses the whole edit with every problem the proposed book has. The warnings: deployments it
+   * adds that no credential here serves (credential-warnings.ts).
    */
-  const change = async (edit: (doc: BookDocument) => void, meta: WriteMeta, dryRun = false) => {
+  const change = async (
+    edit: (doc: BookDocument) => void,
+    meta: WriteMeta,
+    dryRun = false,
+  ): Promise<{ changes: Change[]; warnings: BookWarning[] }> => {
+    let warnings: BookWarning[] = [];
     const decided = await book.change(
       (state) => {
         const current = PriceBook.documentOf(state);
         const proposed = structuredClone(current);
         edit(proposed);
-        return checkedChanges(current, proposed);
+        const checked = checkedChanges(current, proposed);
+        warnings = idleDeployments(current, proposed, (id) => catalogue.secretOf(id) !== undefined);
+        return checked;
       },
       meta,
       dryRun,
     );
     if (!dryRun && decided.changes.length > 0) await serveBook();
-    return decided.changes;
+    return { changes: decided.changes, warnings };
   };
 
   const metaOf = (req: { source: string; reason: string }, effectiveFrom?: Date): WriteMeta => ({
@@ -308,12 +317,13 @@ export function catalogueService(
       const existing = catalogue.list().find((x) => x.id === entry.id);
       // An existing model's prices stay as they are unless the entry brings some.
       if (existing && Object.keys(entry.prices).length === 0) entry.prices = { ...existing.prices };
-      await change((doc) => {
+      const { warnings } = await change((doc) => {
         doc.models = [...doc.models.filter((x) => x.id !== entry.id), entry];
       }, metaOf(req));
       return {
         model: toMessage(catalogue.get(entry.id)!, '', aliasesOf().get(entry.id) ?? []),
         created: !existing,
+        warnings,
       };
     },
 
@@ -340,7 +350,7 @@ export function catalogueService(
 
     async deleteAlias(req) {
       checkLengths('invalid_book', [['alias', req.alias, BOOK_LIMITS.name, 'an alias'], ...metaFields(req)]);
-      const changes = await change((doc) => {
+      const { changes } = await change((doc) => {
         delete doc.aliases[req.alias];
       }, metaOf(req));
       return { deleted: changes.length > 0 };
@@ -409,10 +419,10 @@ export function catalogueService(
                 : [],
         );
       const effectiveFrom = req.effectiveFrom
-        ? effectiveFromOf(req.effectiveFrom, dated(await change(edit, metaOf(req), true)))
+        ? effectiveFromOf(req.effectiveFrom, dated((await change(edit, metaOf(req), true)).changes))
         : undefined;
-      const changes = await change(edit, metaOf(req, effectiveFrom), req.dryRun);
-      return { changes: changes.map(describeChange), applied: !req.dryRun && changes.length > 0 };
+      const { changes, warnings } = await change(edit, metaOf(req, effectiveFrom), req.dryRun);
+      return { changes: changes.map(describeChange), applied: !req.dryRun && changes.length > 0, warnings };
     },
 
     async previewBook(req) {

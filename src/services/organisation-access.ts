@@ -80,6 +80,7 @@ export const SPEND_BY: Partial<Record<SpendGrouping, SpendBy>> = {
   [SpendGrouping.KEY]: 'key',
   [SpendGrouping.MODEL]: 'model',
   [SpendGrouping.DAY]: 'day',
+  [SpendGrouping.DAY_AND_MODEL]: 'day_and_model',
 };
 
 export const ts = (d: Date | null | undefined) => (d ? timestampFromDate(d) : undefined);
@@ -163,6 +164,13 @@ export function accessChecks(deps: OrganisationDeps) {
           type: 'permission_error',
           code: 'team_key',
           message: "A team's key acts for no member: call with a member's own key.",
+        });
+      case 'invitee':
+        throw gatewayError({
+          httpStatus: 403,
+          type: 'permission_error',
+          code: 'not_a_member',
+          message: 'Only a member may do this: redeem the invitation first.',
         });
     }
   }

@@ -5,7 +5,7 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { ServiceImpl } from '@connectrpc/connect';
 import { type OrganisationService } from '../gen/gateway/v1/organisations_pb.js';
 import { badRequest, gatewayError } from '../errors/errors.ts';
-import { actorOf, isTelegramUser } from '../organisations/actor.ts';
+import { type Actor, actorOf, isTelegramUser } from '../organisations/actor.ts';
 import { notAllowed, type Role } from '../organisations/roles.ts';
 import { cleanName } from '../organisations/names.ts';
 import {
@@ -31,6 +31,8 @@ import { createOrgKey, listOrgKeys, revokeOrgKey, rotateOrgKey } from '../organi
 import { organisationUsage, spend, spendWindow } from '../organisations/spend.ts';
 import { listAudit } from '../organisations/audit.ts';
 import { createMemberLink } from '../billing/console-sessions.ts';
+import { timestampFromMicros } from '../billing/usage-log.ts';
+import { ledgerPage } from './ledger-page.ts';
 import {
   accessChecks,
   dateOf,
@@ -145,7 +147,12 @@ function memberMethods(
   return {
     async listMembers(req, ctx) {
       const a = await access(ctx, req.organisationId, 'members.read');
-      const r = await listMembers(db, a.accountId, { query: req.query, pageSize: req.pageSize, cursor: req.cursor });
+      const r = await listMembers(db, a.accountId, {
+        query: req.query,
+        pageSize: req.pageSize,
+        cursor: req.cursor,
+        teamId: req.teamId,
+      });
       return { members: r.members.map(memberMessage), nextCursor: r.nextCursor };
     },
 
@@ -234,7 +241,9 @@ function invitationMethods(
       let apiKey = '';
       let keyId = '';
       if (req.createKey) {
-        const made = await createOrgKey(db, deps.ledger, actor, r.accountId, { memberId: r.memberId }, '');
+        // Someone who was nobody until now makes their first key as the member they became.
+        const maker: Actor = actor.kind === 'invitee' ? { ...actor, kind: 'member', memberId: r.memberId } : actor;
+        const made = await createOrgKey(db, deps.ledger, maker, r.accountId, { memberId: r.memberId }, '');
         apiKey = made.apiKey;
         keyId = made.key.keyId;
       }
@@ -359,7 +368,10 @@ function keyMethods(
 function spendMethods(
   deps: OrganisationDeps,
   c: AccessChecks,
-): Pick<ServiceImpl<typeof OrganisationService>, 'getSpend' | 'listOrganisationUsage' | 'listAuditLog'> {
+): Pick<
+  ServiceImpl<typeof OrganisationService>,
+  'getSpend' | 'listOrganisationUsage' | 'listOrganisationLedger' | 'listAuditLog'
+> {
   const { access, accessOwnOr } = c;
   const { db } = deps;
   return {
@@ -380,15 +392,23 @@ function spendMethods(
         memberId: a.ownOnly ? a.memberId : req.memberId,
         teamId: req.teamId,
         keyId: req.keyId,
+        model: req.model,
+        route: req.route,
+        status: req.status,
         ...(from ? { from } : {}),
         ...(to ? { to } : {}),
         pageSize: req.pageSize,
         cursor: req.cursor,
       });
       return {
-        records: r.records.map((u) => ({ ...u, createdAt: timestampFromDate(u.createdAt) })),
+        records: r.records.map((u) => ({ ...u, createdAt: timestampFromMicros(BigInt(u.atMicros)) })),
         nextCursor: r.nextCursor,
       };
+    },
+
+    async listOrganisationLedger(req, ctx) {
+      const a = await access(ctx, req.organisationId, 'spend.read');
+      return ledgerPage(deps.ledger, a.accountId, req);
     },
 
     async listAuditLog(req, ctx) {

@@ -28,8 +28,10 @@ import {
   type BookProblem,
 } from '../catalogue/book-document.ts';
 import { describeChange, type Change } from '../catalogue/book-diff.ts';
+import { credentialHint, type BookWarning } from '../catalogue/credential-warnings.ts';
 import { CredentialError, type CredentialInfo, type CredentialStore } from '../catalogue/credentials.ts';
 import { deploymentsOf, type ProviderDefinition } from '../catalogue/providers.ts';
+import { providerModels } from '../catalogue/serving.ts';
 import type { DeploymentHealth } from '../inference/routing/deployment-health.ts';
 import type { Upstream } from '../inference/upstream/upstream.ts';
 import { DEFAULT_ANTHROPIC_VERSION } from '../inference/providers/anthropic.ts';
@@ -54,7 +56,7 @@ export interface BookWrites {
   catalogue: Catalogue;
   book: PriceBook;
   /** Makes `edit` on the book in force and writes what it changes (serving it here at once), or refuses it whole. */
-  change(edit: (doc: BookDocument) => void, meta: WriteMeta): Promise<Change[]>;
+  change(edit: (doc: BookDocument) => void, meta: WriteMeta): Promise<{ changes: Change[]; warnings: BookWarning[] }>;
   metaOf(req: { source: string; reason: string }): WriteMeta;
   metaFields(req: { source: string; reason: string }): Bounded[];
   checkLengths(code: string, fields: readonly Bounded[]): void;
@@ -133,22 +135,34 @@ function usersOf(doc: BookDocument, id: string): string[] {
   ];
 }
 
-/** The cheap authenticated GET each dialect answers: a list of models, or BFL's credits. */
+/** The cheap authenticated GET each dialect answers: a list of models, or BFL's credits (no credential to one that needs none). */
 export function probeOf(p: ResolvedProvider, key: string): { url: string; headers: Record<string, string> } {
   const base = p.baseUrl;
-  const bearer = { authorization: `Bearer ${key}` };
+  const cred = (name: string, value = key): Record<string, string> => (p.auth === 'none' ? {} : { [name]: value });
+  const bearer = cred('authorization', `Bearer ${key}`);
   const [url, auth]: [string, Record<string, string>] =
     p.dialect === 'azure-openai'
-      ? [`${base}/openai/models?api-version=${encodeURIComponent(p.apiVersion ?? '')}`, { 'api-key': key }]
+      ? [`${base}/openai/models?api-version=${encodeURIComponent(p.apiVersion ?? '')}`, cred('api-key')]
       : p.dialect === 'anthropic'
-        ? [`${base}/v1/models`, { 'x-api-key': key, 'anthropic-version': DEFAULT_ANTHROPIC_VERSION }]
+        ? [`${base}/v1/models`, { ...cred('x-api-key'), 'anthropic-version': DEFAULT_ANTHROPIC_VERSION }]
         : p.dialect === 'cohere'
           ? [`${base}/v1/models`, bearer]
           : p.dialect === 'bfl'
-            ? [`${base}/credits`, { 'x-key': key }]
+            ? [`${base}/credits`, cred('x-key')]
             : [`${base}/models`, bearer];
   return { url, headers: { ...p.headers, ...auth, accept: 'application/json' } };
 }
+
+/** A credential set for a provider the book says needs none: it would never be sent. */
+const credentialNotNeeded = (id: string) =>
+  gatewayError({
+    httpStatus: 409,
+    rpcCode: Code.FailedPrecondition,
+    type: 'invalid_request_error',
+    code: 'credential_not_needed',
+    param: 'provider_id',
+    message: `Provider '${clip(id)}' needs no credential ("auth": "none" in the book): it is called without one. Remove "auth" from its entry first to give it one.`,
+  });
 
 /** What stopped a test call, as an error code: never its message's details, never a header. */
 function failureOf(err: unknown, timeoutMs: number): string {
@@ -157,6 +171,9 @@ function failureOf(err: unknown, timeoutMs: number): string {
   const code = typeof e.code === 'string' ? e.code : typeof e.cause?.code === 'string' ? e.cause.code : e.name;
   return `the call failed: ${code ?? 'unknown error'}`;
 }
+
+/** A provider's models as ListProviders answers them: the same counts as the start summary's. */
+const countsOf = (c: { models: number; served: number }) => ({ models: c.models, servedModels: c.served });
 
 export function providerMethods(w: BookWrites, parts: ProviderParts): ProviderMethods {
   const { catalogue, book } = w;
@@ -172,6 +189,8 @@ export function providerMethods(w: BookWrites, parts: ProviderParts): ProviderMe
   };
 
   const credentialOf = (id: string, info: CredentialInfo | undefined, problems: Map<string, string>) => {
+    if (catalogue.providers().find((p) => p.id === id)?.auth === 'none')
+      return { form: 'not_needed', usable: true } satisfies CredentialInit;
     const usable = catalogue.secretOf(id) !== undefined;
     if (!info) return { form: usable ? 'setting' : 'none', usable } satisfies CredentialInit;
     return {
@@ -201,9 +220,9 @@ export function providerMethods(w: BookWrites, parts: ProviderParts): ProviderMe
       timeoutMs: BigInt(p.timeoutMs ?? 0),
       servedBaseUrl: served.get(p.id)?.baseUrl ?? '',
       credential: credentialOf(p.id, infos.get(p.id), problems),
-      models: models.filter((m) => deploymentsOf(m).some((d) => d.provider === p.id)).length,
-      servedModels: models.filter((m) => m.available && m.served.some((d) => d.provider.id === p.id)).length,
+      ...countsOf(providerModels(models, p.id)),
       definitionJson: JSON.stringify(canonicalProvider(p)),
+      auth: p.auth ?? '',
     }));
   };
 
@@ -286,7 +305,7 @@ export function providerMethods(w: BookWrites, parts: ProviderParts): ProviderMe
   const probe = async (p: ResolvedProvider): Promise<TestInit> => {
     const key = catalogue.secretOf(p.id);
     const { url, headers } = probeOf(p, key ?? '');
-    if (key === undefined)
+    if (key === undefined && p.auth !== 'none')
       return {
         ok: false,
         message: `provider ${p.id} has no credential on this instance (\`providers set-credential\`)`,
@@ -323,19 +342,28 @@ export function providerMethods(w: BookWrites, parts: ProviderParts): ProviderMe
       w.checkLengths('invalid_book', w.metaFields(req));
       const entry = entryOf(req.providerJson);
       let created = false;
-      const changes = await w.change((doc) => {
+      const { changes } = await w.change((doc) => {
         const list = doc.providers ?? [];
         created = !list.some((p) => p.id === entry.id);
         doc.providers = [...list.filter((p) => p.id !== entry.id), entry];
       }, w.metaOf(req));
       const [provider] = await providerMessages([entry]);
-      return { provider, created, changes: changes.map(describeChange) };
+      // A new provider needs its credential next (docs/providers.md's worked example), unless it needs none.
+      const warnings: BookWarning[] = catalogue.credentialUsable(entry.id)
+        ? []
+        : [
+            {
+              subject: entry.id,
+              message: `provider ${entry.id} has no credential on this instance: deployments on it take no traffic until it has one; ${credentialHint(entry.id)}`,
+            },
+          ];
+      return { provider, created, changes: changes.map(describeChange), warnings };
     },
 
     async removeProvider(req) {
       const id = req.providerId;
       w.checkLengths('invalid_book', [providerIdField(id), ...w.metaFields(req)]);
-      const changes = await w.change((doc) => {
+      const { changes } = await w.change((doc) => {
         const users = doc.providers?.some((p) => p.id === id) ? usersOf(doc, id) : [];
         if (users.length > 0)
           throw w.refused(
@@ -356,7 +384,9 @@ export function providerMethods(w: BookWrites, parts: ProviderParts): ProviderMe
       const id = req.providerId;
       // The secret and the variable's name are never quoted: the store bounds and checks them.
       w.checkLengths('invalid_credential', [providerIdField(id), ['source', req.source, BOOK_LIMITS.source, 'who']]);
-      if (!(await book.read()).providers.has(id)) throw unknownProvider(id);
+      const inBook = (await book.read()).providers.get(id);
+      if (!inBook) throw unknownProvider(id);
+      if (inBook.auth === 'none') throw credentialNotNeeded(id);
       const source = req.source || 'catalogue-rpc';
       const c = req.credential;
       if (c.case === undefined)

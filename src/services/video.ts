@@ -302,7 +302,8 @@ async function deleteVideo(deps: VideoServiceDeps, req: DeleteVideoRequest, ctx:
   if (!deleted) throw videoNotFound(req.id);
   if (isTerminal(deleted)) {
     if (deleted.contentKey) await runtime.store.delete(deleted.contentKey);
-    const provider = deps.catalogue.get(deleted.model)?.provider;
+    // At the provider that made it; a job from before deployments, its model's own.
+    const provider = deleted.providerId ?? deps.catalogue.get(deleted.model)?.provider;
     if (deleted.upstreamId && provider) runtime.discardUpstream(provider, deleted.upstreamId);
   } else {
     await cancelDeletedJob(deps, temporal ?? (await runtime.temporal()), row.id);

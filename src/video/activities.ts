@@ -5,7 +5,8 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
 import type { Metrics } from '../log/metrics.ts';
-import type { Config, ProviderConfig, ProviderName } from '../config/config.ts';
+import type { Config } from '../config/config.ts';
+import type { Catalogue } from '../catalogue/catalogue.ts';
 import type { Ledger, SettleInput, SettleResult } from '../billing/ledger.ts';
 import { costRational, type Rational } from '../money/money.ts';
 import { customerNano, parseMarkup, NO_MARKUP, providerNano } from '../billing/markup.ts';
@@ -14,6 +15,7 @@ import type { VideoJobs } from './jobs.ts';
 import { durationMs, measureMp4, Mp4Error } from './mp4.ts';
 import { videoKey, type VideoStore } from './store.ts';
 import type { VideoUpstream } from './upstream.ts';
+import { createOnDeployments, videoTarget, type VideoRouting } from './deployments.ts';
 import { noteJobCharge } from '../metering/money-spans.ts';
 import { activeSpan, sampledTraceId } from '../tracing/spans.ts';
 
@@ -22,7 +24,7 @@ export const VIDEO_ROUTE = '/v1/videos';
 /** Settles a video request at zero: its whole hold goes back, and its usage row says why. */
 export function releaseVideoHold(
   ledger: Ledger,
-  r: Pick<SettleInput, 'requestId' | 'model' | 'status' | 'httpStatus' | 'latencyMs' | 'units' | 'unit'>,
+  r: Pick<SettleInput, 'requestId' | 'model' | 'status' | 'httpStatus' | 'latencyMs' | 'units' | 'unit' | 'deployment'>,
 ): Promise<SettleResult> {
   return ledger.settle({
     ...r,
@@ -44,6 +46,10 @@ export interface ActivityDeps {
   jobs: VideoJobs;
   store: VideoStore;
   upstream: VideoUpstream;
+  /** The book's providers, their credentials and the models' deployments, as this process serves them. */
+  catalogue: Catalogue;
+  /** The deployments' router and passive health (deployments.ts). */
+  routing: VideoRouting;
   log: Logger;
   /** The gateway's metrics when the worker runs inside it (a standalone worker has no /metrics). */
   metrics?: Metrics;
@@ -76,14 +82,14 @@ function releaseStatus(reason: string): number {
 }
 
 export function videoActivities(deps: ActivityDeps): VideoActivities {
-  const provider = (name: string): ProviderConfig => {
-    const pc = deps.config.providers[name as ProviderName];
-    if (!pc) throw ApplicationFailure.nonRetryable(`unknown provider ${name}`, FAILURE.unavailable);
-    return pc;
-  };
+  /** Where a job's calls go: the provider of the deployment that created it. */
+  const provider = (id: string) => videoTarget(deps.catalogue, id);
 
   return {
     async createUpstreamJob(a) {
+      if (a.model !== undefined && a.requestId !== undefined && a.accountId !== undefined)
+        return createOnDeployments(deps, { ...a, model: a.model, requestId: a.requestId, accountId: a.accountId });
+      // A create scheduled before deployments: on the model's own provider, as it was asked.
       const r = await deps.upstream.create(provider(a.provider), {
         jobId: a.jobId,
         model: a.upstreamModel,
@@ -162,13 +168,18 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
 
     async settleCharge(a) {
       const cost = videoCost(a.producedMs, a.seconds, a.pricePerSecondUsd);
+      // What the deployment that made it bills the operator, at its own price where it has one.
+      const providerCost = a.providerPricePerSecondUsd
+        ? providerNano(videoCost(a.producedMs, a.seconds, a.providerPricePerSecondUsd))
+        : providerNano(cost);
       // At the markup the hold was taken at; a job started before markups has none.
       const markup = a.markupRate === undefined ? NO_MARKUP : parseMarkup(BigInt(a.markupVersion ?? '0'), a.markupRate);
       const r = await deps.ledger.settle({
         requestId: a.requestId,
         traceId: sampledTraceId(activeSpan()),
         costNano: customerNano(cost, markup),
-        providerCostNano: providerNano(cost),
+        providerCostNano: providerCost,
+        ...(a.deployment ? { deployment: a.deployment } : {}),
         markupVersion: markup.versionId,
         model: a.model,
         route: VIDEO_ROUTE,
@@ -187,7 +198,7 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
       noteJobCharge({
         requestId: a.requestId,
         chargedNano: r.chargedNano,
-        providerCostNano: providerNano(cost),
+        providerCostNano: providerCost,
         markupVersion: markup.versionId,
         ...(a.priceVersion !== undefined ? { priceVersion: BigInt(a.priceVersion) } : {}),
       });
@@ -201,9 +212,11 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
     },
 
     async releaseHold(a) {
+      const deployment = a.jobId === undefined ? undefined : await deps.jobs.deploymentOf(a.jobId);
       await releaseVideoHold(deps.ledger, {
         requestId: a.requestId,
         model: a.model,
+        ...(deployment ? { deployment } : {}),
         units: 0n,
         unit: 'video_ms',
         status: a.reason,
@@ -252,8 +265,10 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
     async discardVideo(a) {
       if (a.contentKey) await deps.store.delete(a.contentKey);
       if (a.upstreamId) {
-        const r = await deps.upstream
-          .remove(provider(a.provider), a.upstreamId)
+        const upstreamId = a.upstreamId;
+        // Best effort: a provider gone from the book (or without a credential) is a warning, not a retry for ever.
+        const r = await Promise.resolve()
+          .then(() => deps.upstream.remove(provider(a.provider), upstreamId))
           .catch((err: unknown) => (err as Error).message);
         if (r !== 'removed' && r !== 'gone')
           deps.log.warn(

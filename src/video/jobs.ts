@@ -31,6 +31,13 @@ export interface VideoJobRow {
   /** What was asked, hashed: a repeat under the same key must match it. */
   requestHash: string | null;
   deletedAt: Date | null;
+  /**
+   * `<model>/<deployment>` that created the upstream job (before that, the last whose create gave
+   * an HTTP answer), and its provider: every later call for the job goes there. Null for a job no
+   * deployment answered, and for jobs from before deployments (their model's own provider).
+   */
+  deployment: string | null;
+  providerId: string | null;
 }
 
 type Row = Record<string, unknown>;
@@ -38,7 +45,7 @@ const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
 
 const COLUMNS = `id, request_id, account_id, key_id, model, prompt, seconds, size, hold_nano::text AS hold_nano, status, progress, upstream_id,
   produced_ms::text AS produced_ms, cost_nano::text AS cost_nano, content_key, content_bytes::text AS content_bytes, error_code, error_message,
-  created_at, completed_at, idempotency_key, request_hash, deleted_at`;
+  created_at, completed_at, idempotency_key, request_hash, deleted_at, deployment, provider_id`;
 
 function toRow(r: Row): VideoJobRow {
   return {
@@ -65,6 +72,8 @@ function toRow(r: Row): VideoJobRow {
     idempotencyKey: (r.idempotency_key as string | null) ?? null,
     requestHash: (r.request_hash as string | null) ?? null,
     deletedAt: r.deleted_at ? new Date(r.deleted_at as string) : null,
+    deployment: (r.deployment as string | null) ?? null,
+    providerId: (r.provider_id as string | null) ?? null,
   };
 }
 
@@ -210,6 +219,21 @@ export class VideoJobs {
       ),
     );
     return rows.map(toRow);
+  }
+
+  /** The deployment whose create answered (it created the job, or refused it); its usage row will name it. */
+  async recordDeployment(id: string, deployment: string, providerId: string): Promise<void> {
+    await this.db.raw('UPDATE video_jobs SET deployment = ?, provider_id = ? WHERE id = ?', [
+      deployment,
+      providerId,
+      id,
+    ]);
+  }
+
+  /** The deployment the job's row names, if any. */
+  async deploymentOf(id: string): Promise<string | undefined> {
+    const r = rowsOf(await this.db.raw('SELECT deployment FROM video_jobs WHERE id = ?', [id]))[0];
+    return (r?.deployment as string | null | undefined) ?? undefined;
   }
 
   /** Progress of a running job; never overwrites an outcome. */

@@ -44,6 +44,7 @@ async function failLostJob(
   await releaseVideoHold(deps.ledger, {
     requestId: row.requestId,
     model: row.model,
+    ...(row.deployment ? { deployment: row.deployment } : {}),
     status: reason,
     httpStatus: 502,
     latencyMs: 0,

@@ -15,6 +15,8 @@ import { VideoJobs } from './jobs.ts';
 import { FolderVideoStore, removeAbandonedWrites, type VideoStore } from './store.ts';
 import { ensureSearchAttributes, resolveTemporal, type DevServer } from './temporal.ts';
 import { VideoUpstream } from './upstream.ts';
+import type { Catalogue } from '../catalogue/catalogue.ts';
+import { videoTarget, type VideoRouting } from './deployments.ts';
 import { startVideoWorker, type RunningWorker } from './worker.ts';
 import { clientTracing } from './job-tracing.ts';
 
@@ -51,6 +53,8 @@ export class VideoRuntime {
   private readonly ledger: Ledger;
   private readonly metrics: Metrics | undefined;
   private readonly upstream: VideoUpstream;
+  private readonly catalogue: Catalogue;
+  private readonly routing: VideoRouting;
   private state: State = { kind: 'starting' };
   private started: Promise<void> | undefined;
   private connection: Connection | undefined;
@@ -60,8 +64,20 @@ export class VideoRuntime {
   private worker: RunningWorker | undefined;
   private closing = false;
 
-  constructor(deps: { config: Config; log: Logger; db: Db; ledger: Ledger; metrics?: Metrics }) {
+  constructor(deps: {
+    config: Config;
+    log: Logger;
+    db: Db;
+    ledger: Ledger;
+    /** The book as this gateway serves it: the models' deployments and the providers' credentials. */
+    catalogue: Catalogue;
+    /** The inference routes' router and passive health (src/video/deployments.ts). */
+    routing: VideoRouting;
+    metrics?: Metrics;
+  }) {
     this.metrics = deps.metrics;
+    this.catalogue = deps.catalogue;
+    this.routing = deps.routing;
     this.config = deps.config;
     this.log = deps.log.child({ component: 'video' });
     this.ledger = deps.ledger;
@@ -160,6 +176,8 @@ export class VideoRuntime {
             jobs: this.jobs,
             store: this.store,
             upstream: this.upstream,
+            catalogue: this.catalogue,
+            routing: this.routing,
             log: this.log,
             metrics: this.metrics,
           }),
@@ -180,11 +198,19 @@ export class VideoRuntime {
     return `${this.uiUrl}/namespaces/${namespace}/workflows/${encodeURIComponent(workflowId)}`;
   }
 
-  /** Best effort, in the background: deletes the provider's copy of a deleted job's video. */
+  /** Best effort, in the background: deletes the provider's copy of a deleted job's video (at the provider that made it). */
   discardUpstream(provider: string, upstreamId: string): void {
-    const pc = this.config.providers[provider as keyof Config['providers']];
-    if (!pc) return;
-    this.upstream.remove(pc, upstreamId).then(
+    let target;
+    try {
+      target = videoTarget(this.catalogue, provider);
+    } catch (err) {
+      this.log.warn(
+        { upstreamId, err: (err as Error).message },
+        "could not delete the upstream's copy of a deleted video",
+      );
+      return;
+    }
+    this.upstream.remove(target, upstreamId).then(
       (r) => {
         if (r === 'refused') this.log.warn({ upstreamId }, 'the upstream would not delete its copy of a deleted video');
       },

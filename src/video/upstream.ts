@@ -1,10 +1,10 @@
 // The provider's video API (OpenAI's shape: POST /videos, GET /videos/{id},
-// GET /videos/{id}/content, DELETE /videos/{id}), called from activities only. Failures are
-// classified here for Temporal: what a retry can fix (5xx, 429, timeouts, broken connections)
-// is retryable, the rest (content policy, other 4xx) is final.
+// GET /videos/{id}/content, DELETE /videos/{id}), called from activities only, on the provider of
+// a deployment (deployments.ts). Failures are classified here for Temporal: what a retry can fix
+// (5xx, 429, timeouts, broken connections) is retryable, the rest (content policy, other 4xx) is
+// final; an answer's status is in the failure's details, for the deployments' health.
 import { ApplicationFailure } from '@temporalio/activity';
 import { Agent, FormData, request, type Dispatcher } from 'undici';
-import type { ProviderConfig } from '../config/config.ts';
 import { FAILURE, type UpstreamJobStatus } from '../../workflows/video-types.ts';
 import { scrub } from '../secrets/scrub.ts';
 
@@ -13,6 +13,23 @@ const MAX_ERROR_BODY = 16 * 1024;
 
 /** Codes and words providers use for prompts or outputs their safety system refused. */
 const CONTENT_POLICY = /moderation|content[_ ]?policy|safety|blocked/i;
+
+/** Where a call goes: the provider's base URL, and its headers (the book's, and the credential unless it needs none). */
+export interface VideoTarget {
+  baseUrl: string;
+  headers: Readonly<Record<string, string>>;
+}
+
+/** What an upstream failure says about the answer, when there was one: its status and retry-after. */
+export interface AnswerDetails {
+  status?: number;
+  retryAfterMs?: number;
+}
+
+/** The status (and retry-after) of the answer a failure came from; none when nothing answered. */
+export function answerOf(err: unknown): AnswerDetails {
+  return err instanceof ApplicationFailure ? ((err.details?.[0] as AnswerDetails | undefined) ?? {}) : {};
+}
 
 export class VideoUpstream {
   private readonly agent: Agent;
@@ -27,7 +44,7 @@ export class VideoUpstream {
   }
 
   async create(
-    pc: ProviderConfig,
+    t: VideoTarget,
     a: { jobId: string; model: string; prompt: string; seconds: number; size: string },
   ): Promise<{ upstreamId: string; status: UpstreamJobStatus }> {
     // OpenAI's video API takes a multipart form (its SDK always sends one).
@@ -36,22 +53,22 @@ export class VideoUpstream {
     form.set('prompt', a.prompt);
     form.set('seconds', String(a.seconds));
     form.set('size', a.size);
-    const res = await this.call(pc, 'POST', '/videos', { 'idempotency-key': `gateway-${a.jobId}` }, form);
+    const res = await this.call(t, 'POST', '/videos', { 'idempotency-key': `gateway-${a.jobId}` }, form);
     const json = await readJson(res, 'create');
     if (typeof json.id !== 'string' || json.id === '')
       throw ApplicationFailure.retryable('The upstream answered the create without a job id.', FAILURE.unavailable);
     return { upstreamId: json.id, status: statusOf(json) };
   }
 
-  async status(pc: ProviderConfig, upstreamId: string): Promise<UpstreamJobStatus> {
-    const res = await this.call(pc, 'GET', `/videos/${encodeURIComponent(upstreamId)}`);
+  async status(t: VideoTarget, upstreamId: string): Promise<UpstreamJobStatus> {
+    const res = await this.call(t, 'GET', `/videos/${encodeURIComponent(upstreamId)}`);
     return statusOf(await readJson(res, 'status'));
   }
 
   /** The MP4 as a stream; the caller consumes it (or aborts `signal`, which ends the transfer). */
-  async content(pc: ProviderConfig, upstreamId: string, signal?: AbortSignal): Promise<Dispatcher.ResponseData> {
+  async content(t: VideoTarget, upstreamId: string, signal?: AbortSignal): Promise<Dispatcher.ResponseData> {
     return this.call(
-      pc,
+      t,
       'GET',
       `/videos/${encodeURIComponent(upstreamId)}/content`,
       { accept: 'application/binary' },
@@ -65,9 +82,9 @@ export class VideoUpstream {
    * (another 4xx, e.g. a job the provider will not stop). 5xx, 429 and network failures throw
    * retryable failures, as every call here does.
    */
-  async remove(pc: ProviderConfig, upstreamId: string): Promise<'removed' | 'gone' | 'refused'> {
+  async remove(t: VideoTarget, upstreamId: string): Promise<'removed' | 'gone' | 'refused'> {
     try {
-      const res = await this.call(pc, 'DELETE', `/videos/${encodeURIComponent(upstreamId)}`);
+      const res = await this.call(t, 'DELETE', `/videos/${encodeURIComponent(upstreamId)}`);
       await res.body.dump();
       return 'removed';
     } catch (err) {
@@ -83,7 +100,7 @@ export class VideoUpstream {
 
   /** One request; anything but a 2xx becomes the right kind of failure. */
   private async call(
-    pc: ProviderConfig,
+    t: VideoTarget,
     method: 'GET' | 'POST' | 'DELETE',
     pathname: string,
     headers: Record<string, string> = {},
@@ -92,9 +109,9 @@ export class VideoUpstream {
   ): Promise<Dispatcher.ResponseData> {
     let res: Dispatcher.ResponseData;
     try {
-      res = await request(`${pc.baseUrl}${pathname}`, {
+      res = await request(`${t.baseUrl}${pathname}`, {
         method,
-        headers: { authorization: `Bearer ${pc.apiKey ?? ''}`, ...headers },
+        headers: { ...t.headers, ...headers },
         body,
         dispatcher: this.agent,
         ...(signal ? { signal } : {}),
@@ -143,14 +160,22 @@ function failureFor(status: number, retryAfter: string | string[] | undefined, t
     });
   if (status === 429) {
     const seconds = Number(Array.isArray(retryAfter) ? retryAfter[0] : retryAfter);
+    const delay = Number.isFinite(seconds) && seconds > 0 ? Math.min(seconds, 120) * 1000 : undefined;
     return ApplicationFailure.create({
       message,
       type: FAILURE.unavailable,
       nonRetryable: false,
-      ...(Number.isFinite(seconds) && seconds > 0 ? { nextRetryDelay: Math.min(seconds, 120) * 1000 } : {}),
+      details: [{ status, ...(delay !== undefined ? { retryAfterMs: seconds * 1000 } : {}) } satisfies AnswerDetails],
+      ...(delay !== undefined ? { nextRetryDelay: delay } : {}),
     });
   }
-  if (status >= 500 || status === 408) return ApplicationFailure.retryable(message, FAILURE.unavailable);
+  if (status >= 500 || status === 408)
+    return ApplicationFailure.create({
+      message,
+      type: FAILURE.unavailable,
+      nonRetryable: false,
+      details: [{ status }],
+    });
   // The gateway's own credentials: its operator's problem, not the caller's request (a 502 to them).
   if (status === 401 || status === 403) {
     return ApplicationFailure.create({

@@ -1,6 +1,6 @@
 // A Temporal worker for video jobs: the workflow bundle (built by webpack once, then cached by
 // content hash in the temp folder, since every gateway and `npm run worker` start needs it)
-// and the activities. It runs inside the gateway by default, or alone (worker-main.ts).
+// and the activities. It runs inside the gateway by default, or alone (src/process/worker-main.ts).
 import crypto from 'node:crypto';
 import fs from 'node:fs';
 import os from 'node:os';

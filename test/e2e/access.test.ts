@@ -358,7 +358,7 @@ describe('the RPC port is safe by default', () => {
   }, async () => {
     const file = logFile('worker');
     const out = fs.openSync(file, 'a');
-    const child = spawn(process.execPath, ['src/video/worker-main.ts'], {
+    const child = spawn(process.execPath, ['src/process/worker-main.ts'], {
       cwd: ROOT,
       stdio: ['ignore', out, out],
       detached: true,

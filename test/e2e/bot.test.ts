@@ -535,7 +535,7 @@ describe('telegram bot', () => {
       cursor = page.nextCursor;
     } while (cursor);
     const table = await db().query(
-      'SELECT id::text AS id, cause, kind FROM ledger WHERE account_id = $1 ORDER BY id DESC',
+      'SELECT id::text AS id, cause, kind FROM ledger WHERE account_id = $1 ORDER BY ledger.id DESC',
       [k.accountId],
     );
     expect(seen).toEqual(table.rows);

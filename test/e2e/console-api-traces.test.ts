@@ -102,9 +102,13 @@ describe('the trace of a request in the console', () => {
         // The trace UI is the operator's: a key holder's row names no trace.
         expect(holder).not.toHaveProperty('trace_id');
         expect(holder).not.toHaveProperty('trace_url');
-        // Otherwise the holder's row is the operator's.
+        // Otherwise the holder's row is the operator's, with whom the request was charged to (the
+        // key's member: a key's holder is its organisation's member, whose log says so).
         const { trace_id: _id, trace_url: _url, ...rest } = operator;
-        expect(holder).toEqual(rest);
+        const { member_id, member_name, team_id, team_name, ...common } = holder;
+        expect(common).toEqual(rest);
+        expect(member_id).toMatch(/^mem_/);
+        expect([member_name, team_id, team_name]).toEqual(['test', '', '']);
       }
       // Each request is a trace of its own.
       expect(traceIds.size).toBe(2);

@@ -51,13 +51,20 @@ interface Page<T = Row> {
   next_cursor: string;
 }
 
-/** The account's usage rows as the database has them, newest first (the console's order). */
+/**
+ * The account's usage rows as the database has them, newest first (the console's order), each
+ * with whom it was charged to (the member and team of its key then, their names now): a key's
+ * holder is its organisation's member, whose request log says so.
+ */
 async function usageRowsOf(accountId: string, where = '', params: unknown[] = []): Promise<Row[]> {
   const r = await db().query(
     `SELECT u.request_id, u.route, u.model, u.requested_model, u.input_tokens::int AS input_tokens,
             u.output_tokens::int AS output_tokens, u.cached_tokens::int AS cached_tokens, u.cost_nano::text AS cost_nano,
-            u.status, u.http_status, u.latency_ms, k.prefix AS key_prefix, u.created_at
+            u.status, u.http_status, u.latency_ms, k.prefix AS key_prefix, u.created_at,
+            COALESCE(u.member_id, '') AS member_id, COALESCE(p.name, '') AS member_name,
+            COALESCE(u.team_id, '') AS team_id, COALESCE(t.name, '') AS team_name
      FROM usage_records u JOIN api_keys k ON k.id = u.key_id
+       LEFT JOIN members p ON p.id = u.member_id LEFT JOIN teams t ON t.id = u.team_id
      WHERE u.account_id = $1 ${where} ORDER BY u.created_at DESC, u.request_id`,
     [accountId, ...params],
   );
@@ -106,18 +113,29 @@ beforeAll(async () => {
   operator = await new ConsoleClient(gw.httpUrl).signedIn({ admin_token: ADMIN_TOKEN });
 });
 
-describe('the console API for a key holder', () => {
-  it('/me names the session: role, account, key, prefix and group, with the CSRF token and the expiry', async () => {
+/** Fields of the request log's rows an organisation's log adds (whom each was charged to). */
+const withoutChargedTo = ({ member_id, member_name, team_id, team_name, ...row }: Row) => row;
+
+describe('the console API for a key holder (the owner of an organisation of one)', () => {
+  it('/me names the session: a member, their organisation and role, account, key, prefix and group, with the CSRF token and the expiry', async () => {
     const r = await aliceConsole.get('/me');
     expect(r.status).toBe(200);
+    const owner = await db().query('SELECT member_id FROM memberships WHERE account_id = $1', [alice.accountId]);
     expect(r.body).toMatchObject({
-      role: 'holder',
+      role: 'member',
       account_id: alice.accountId,
       key_id: alice.keyId,
       key_prefix: alice.apiKey.slice(0, 10),
       group: '',
       csrf: aliceConsole.csrf,
+      member_id: owner.rows[0].member_id,
+      member_name: 'test',
+      organisation: { id: alice.accountId, name: 'test', role: 'owner', allowed_actions: expect.any(Array) },
     });
+    // The owner may do everything their organisation offers.
+    expect((r.body.organisation as { allowed_actions: string[] }).allowed_actions).toEqual(
+      expect.arrayContaining(['spend.read', 'members.remove', 'keys.manage', 'audit.read']),
+    );
     const expires = Date.parse(String(r.body.expires_at));
     expect(expires - Date.now()).toBeGreaterThan(11 * 3_600_000);
     expect(expires - Date.now()).toBeLessThanOrEqual(12 * 3_600_000);
@@ -216,7 +234,7 @@ describe('the console API for a key holder', () => {
     expect(r.headers.get('content-disposition')).toBe('attachment; filename="requests.csv"');
     const [header, ...lines] = r.text.trimEnd().split('\n');
     expect(header).toBe(
-      'created_at,request_id,route,model,requested_model,input_tokens,output_tokens,cached_tokens,cost_nano,cost_usd,status,http_status,latency_ms,key_prefix',
+      'created_at,request_id,route,model,requested_model,input_tokens,output_tokens,cached_tokens,cost_nano,cost_usd,status,http_status,latency_ms,key_prefix,member_id,member_name,team_id,team_name',
     );
     const expected = await usageRowsOf(alice.accountId, 'AND (u.model = $2 OR u.requested_model = $2)', [
       'gpt-4o-mini',
@@ -237,6 +255,10 @@ describe('the console API for a key holder', () => {
         String(e.http_status),
         String(e.latency_ms),
         e.key_prefix,
+        e.member_id,
+        e.member_name,
+        e.team_id,
+        e.team_name,
       ]),
     );
     // The page with the same filter lists the same requests.
@@ -252,7 +274,7 @@ describe('the console API for a key holder', () => {
     });
     const all = await allPages(aliceConsole, '/ledger');
     const expected = await db().query(
-      `SELECT id::text, kind, amount_nano::text, balance_after_nano::text, cause FROM ledger WHERE account_id = $1 ORDER BY id DESC`,
+      `SELECT id::text, kind, amount_nano::text, balance_after_nano::text, cause FROM ledger WHERE account_id = $1 ORDER BY ledger.id DESC`,
       [alice.accountId],
     );
     expect(all.map((r) => [r.id, r.kind, r.amount_nano, r.balance_after_nano, r.cause])).toEqual(
@@ -393,14 +415,22 @@ describe('the console API for the operator', () => {
     const acct = `/admin/accounts/${alice.accountId}`;
     // The operator's rows add the request's trace: none here, where tracing is off (console-api-traces.test.ts).
     const operatorRows = await allPages(operator, `${acct}/requests?limit=4`);
+    // The member's rows (their organisation's log) add whom each request was charged to.
     expect(operatorRows.map(({ trace_id, trace_url, ...row }) => row)).toEqual(
-      await allPages(aliceConsole, '/requests'),
+      (await allPages(aliceConsole, '/requests')).map(withoutChargedTo),
     );
     expect(new Set(operatorRows.map((r) => `${r.trace_id}|${r.trace_url}`))).toEqual(new Set(['|']));
     expect(await allPages(operator, `${acct}/ledger`)).toEqual(await allPages(aliceConsole, '/ledger'));
-    expect((await operator.get(`${acct}/requests.csv?status=error`)).text).toBe(
-      (await aliceConsole.get('/requests.csv?status=error')).text,
+    const firstColumns = (csv: string) =>
+      csv
+        .trimEnd()
+        .split('\n')
+        .map((l) => l.split(',').slice(0, 14).join(','));
+    const operatorCsv = (await operator.get(`${acct}/requests.csv?status=error`)).text;
+    expect(firstColumns(operatorCsv)).toEqual(
+      firstColumns((await aliceConsole.get('/requests.csv?status=error')).text),
     );
+    expect(operatorCsv.trimEnd().split('\n').length).toBeGreaterThan(1);
     expect((await operator.get(`${acct}/usage/daily?days=90`)).body).toEqual(
       (await aliceConsole.get('/usage/daily?days=90')).body,
     );

@@ -83,7 +83,7 @@ async function usageRows(accountId: string) {
     `SELECT request_id, route, model, coalesce(requested_model, '') AS requested_model, input_tokens::text AS input,
             output_tokens::text AS output, cost_nano::text AS cost, status, http_status, latency_ms,
             to_char(created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day
-       FROM usage_records WHERE account_id = $1 ORDER BY created_at DESC, request_id DESC`,
+       FROM usage_records WHERE account_id = $1 ORDER BY created_at DESC, request_id`,
     [accountId],
   );
   return r.rows as {
@@ -216,7 +216,9 @@ describe('the console, for a key holder, in a browser', () => {
           tds.map((td) => td.innerText.trim()),
         )
       ).map((t) => t.replace(/\s+/g, ' '));
-      const [, route, model, input, output, cost, status, latency, id] = cells;
+      const [, chargedTo, route, model, input, output, cost, status, latency, id] = cells;
+      // Whom it was charged to: the key's member (the account's owner) and the key.
+      expect(chargedTo).toBe(`alice ${alice.apiKey.slice(0, 10)}…`);
       expect(route).toBe(r.route);
       expect(model).toBe(
         r.requested_model && r.requested_model !== r.model ? `${r.model} asked for ${r.requested_model}` : r.model,
@@ -304,7 +306,7 @@ describe('the console, for a key holder, in a browser', () => {
       (
         await gw.db.query(
           `SELECT id::text AS id, kind, amount_nano::text AS amount FROM ledger
-            WHERE account_id = $1 AND kind = ANY($2) ORDER BY id DESC`,
+            WHERE account_id = $1 AND kind = ANY($2) ORDER BY ledger.id DESC`,
           [alice.accountId, kinds],
         )
       ).rows as { id: string; kind: string; amount: string }[];
@@ -344,19 +346,18 @@ describe('the console, for a key holder, in a browser', () => {
     await context.close();
   });
 
-  it('a one-time link (CreateConsoleLink, as the bot’s /console sends it) signs the holder in, leaves the address bar, and works only once', async () => {
+  it('a one-time link (CreateConsoleLink, as the bot’s /console sends it) signs the key’s member in, leaves the address bar, and works only once', async () => {
     const { alice } = holders;
     const link = await gw.billing.createConsoleLink({ key: { ref: { case: 'keyId', value: alice.keyId } } });
     const first = await recordingContext(browser);
     const page = await first.context.newPage();
     await page.goto(`${gw.url}/console/#link=${link.token}`);
-    await page.waitForSelector('.who[data-role=holder]');
+    await page.waitForSelector('.who[data-role=member]');
     await page.waitForSelector('[data-figure=balance]');
     expect(page.url()).toBe(`${gw.url}/console/`);
     expect(await hashOf(page)).toBe('');
-    expect(await page.textContent('.who')).toContain(
-      (await gw.db.query('SELECT prefix FROM api_keys WHERE id = $1', [alice.keyId])).rows[0].prefix,
-    );
+    // The key's member, the owner of the account (an organisation of one named as the account).
+    expect(await page.textContent('.who')).toBe('alice · Owner');
     expect(first.problems).toEqual({ errors: [], cspViolations: [] });
     await first.context.close();
 
@@ -370,9 +371,11 @@ describe('the console, for a key holder, in a browser', () => {
     await second.context.close();
   });
 
-  it('rotating the key on the Key page shows the new key once, with a working copy button; the old key is refused and the new one works', async () => {
+  it('rotating the key on the Keys page shows the new key once, with a working copy button; the old key is refused and the new one works', async () => {
     const { dave } = holders;
+    // The Key page's address is a member's Keys page, where the key they signed in with comes first.
     const { context, page, problems } = await signedInPage(dave, '/console/key');
+    await page.waitForURL(`${gw.url}/console/keys`);
     await context.grantPermissions(['clipboard-read', 'clipboard-write'], { origin: gw.url });
     await page.getByRole('button', { name: 'Rotate key…' }).click();
     const dialog = page.getByRole('dialog', { name: 'Rotate this key?' });
@@ -404,11 +407,11 @@ describe('the console, for a key holder, in a browser', () => {
     ).rows;
     expect(keys.map((k) => k.revoked_at !== null)).toEqual([true, false]);
     expect(fresh.startsWith(keys[1].prefix)).toBe(true);
-    // The session moved to the new key: the frame names it, and a reload stays signed in.
-    expect(await page.textContent('.who')).toContain(keys[1].prefix);
+    // The session moved to the new key: the page names it, and a reload stays signed in.
+    expect(await page.textContent('[data-figure=key-prefix]')).toContain(keys[1].prefix);
 
     // Shown once: after a reload the page has it nowhere, and the browser kept it nowhere.
-    await open(page, `${gw.url}/console/key`);
+    await open(page, `${gw.url}/console/keys`);
     await page.waitForSelector('[data-figure=key-prefix]');
     expect(await page.locator('#new-key').count()).toBe(0);
     expect(await page.content()).not.toContain(fresh);
@@ -596,8 +599,8 @@ describe('the console, for a key holder, in a browser', () => {
       expect(gz.headers.get('content-encoding')).toBe('gzip');
       gzipBytes += zlib.gzipSync(identity, { level: 9 }).length;
     }
-    // The whole front-end (Preact, uPlot and the pages) stays small on the wire.
-    expect(gzipBytes).toBeLessThan(60_000);
+    // The whole front-end (Preact, uPlot and the pages, the organisations' included) stays small on the wire.
+    expect(gzipBytes).toBeLessThan(64_000);
     expect((await fetch(`${gw.url}/console/assets/nothere.js`)).status).toBe(404);
     const unknownApi = await fetch(`${gw.url}/console/api/no-such-thing`);
     expect(unknownApi.status).toBe(404);
@@ -623,7 +626,7 @@ describe('the console, for a key holder, in a browser', () => {
         ['requests', '/console/requests'],
         ['billing', '/console/billing'],
         ['models', '/console/models'],
-        ['key', '/console/key'],
+        ['keys', '/console/keys'],
       ] as const) {
         await open(page, `${gw.url}${path}`);
         if (name === 'overview') await page.waitForSelector('.chart canvas');

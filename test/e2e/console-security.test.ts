@@ -44,8 +44,9 @@ describe('console sessions', () => {
     const c = new ConsoleClient(gatewayUrl());
     const r = await c.signIn({ key: key.apiKey });
     expect(r.status).toBe(200);
+    // The key is its account's owner's (an organisation of one): a member's session, kept on the key.
     expect(r.body).toEqual({
-      role: 'holder',
+      role: 'member',
       csrf: expect.stringMatching(/^[A-Za-z0-9_-]{43}$/),
       expires_at: expect.any(String),
     });
@@ -57,7 +58,13 @@ describe('console sessions', () => {
     const stored = JSON.stringify(rows.rows[0], (_k, v) => (Buffer.isBuffer(v) ? v.toString('base64url') : v));
     expect(stored).not.toContain(c.cookie.split('=')[1]);
     expect(stored).not.toContain(key.apiKey);
-    expect(rows.rows[0]).toMatchObject({ role: 'holder', account_id: key.accountId, key_id: key.keyId });
+    const owner = await db().query('SELECT member_id FROM memberships WHERE account_id = $1', [key.accountId]);
+    expect(rows.rows[0]).toMatchObject({
+      role: 'member',
+      account_id: key.accountId,
+      key_id: key.keyId,
+      member_id: owner.rows[0].member_id,
+    });
   });
 
   it('the cookie is Secure when the request came over TLS (a proxy in front saying X-Forwarded-Proto: https)', async () => {
@@ -142,7 +149,7 @@ describe('console sessions', () => {
     expect([r.status, r.body]).toEqual([401, { error: { code: 'no_session', message: expect.any(String) } }]);
   });
 
-  it('a one-time link signs its key holder in once; a used or expired link is refused, and only its hash is stored', async () => {
+  it("a one-time link signs its key's member in once; a used or expired link is refused, and only its hash is stored", async () => {
     const key = await newKey('1');
     const keyRef = { ref: { case: 'keyId' as const, value: key.keyId } };
     const link = await billing().createConsoleLink({ key: keyRef });
@@ -152,7 +159,7 @@ describe('console sessions', () => {
     expect(stored.rows[0].id).not.toContain(Buffer.from(link.token).toString('hex'));
 
     const c = new ConsoleClient(gatewayUrl());
-    expect((await c.signIn({ link: link.token })).body).toMatchObject({ role: 'holder' });
+    expect((await c.signIn({ link: link.token })).body).toMatchObject({ role: 'member' });
     expect((await c.get('/me')).body).toMatchObject({ account_id: key.accountId, key_id: key.keyId });
     const again = await new ConsoleClient(gatewayUrl()).signIn({ link: link.token });
     expect([again.status, again.body]).toEqual([401, { error: { code: 'invalid_link', message: expect.any(String) } }]);
@@ -446,6 +453,19 @@ describe('who reaches what', () => {
     '/admin/deployments',
     '/admin/deployments?model=gpt-4o-mini',
     '/admin/videos',
+    '/admin/organisations',
+    '/admin/organisations/ACCOUNT',
+    '/admin/organisations/ACCOUNT/members',
+    '/admin/organisations/ACCOUNT/teams',
+    '/admin/organisations/ACCOUNT/keys',
+    '/admin/organisations/ACCOUNT/invitations',
+    '/admin/organisations/ACCOUNT/audit',
+    '/admin/organisations/ACCOUNT/audit.csv',
+    '/admin/organisations/ACCOUNT/requests',
+    '/admin/organisations/ACCOUNT/requests.csv',
+    '/admin/organisations/ACCOUNT/ledger',
+    '/admin/organisations/ACCOUNT/usage/daily',
+    '/admin/organisations/ACCOUNT/spend',
   ];
   const OPERATOR_POSTS: [string, Row][] = [
     ['/admin/book/preview', { document: '{}', days: 1 }],
@@ -455,8 +475,22 @@ describe('who reaches what', () => {
     ['/admin/accounts/ACCOUNT/topup', { amount_usd: '100', external_id: 'x' }],
     ['/admin/refunds', { external_id: 'x' }],
     ['/admin/providers/openai/test', {}],
+    ['/admin/organisations/ACCOUNT/rename', { name: 'taken over' }],
+    ['/admin/organisations/ACCOUNT/teams', { name: 'planted' }],
+    ['/admin/organisations/ACCOUNT/keys/KEY/revoke', {}],
+    ['/admin/organisations/ACCOUNT/invitations', { role: 'owner' }],
   ];
   const HOLDER_GETS = ['/balance', '/usage/daily', '/requests', '/requests.csv', '/ledger', '/models'];
+  // A member's organisation pages: never the operator's (who reaches organisations by id under /admin).
+  const MEMBER_GETS = [
+    '/org',
+    '/org/spend',
+    '/org/members',
+    '/org/teams',
+    '/org/keys',
+    '/org/invitations',
+    '/org/audit',
+  ];
 
   it("operator endpoints answer 401 without a session and 403 to a key holder's session, and change nothing", async () => {
     const victim = await newKey('1');
@@ -476,15 +510,23 @@ describe('who reaches what', () => {
     await chat(victim.apiKey, 'untouched');
     const limits = await db().query('SELECT rpm_limit, revoked_at FROM api_keys WHERE id = $1', [victim.keyId]);
     expect(limits.rows[0]).toEqual({ rpm_limit: null, revoked_at: null });
+    const org = await db().query(
+      `SELECT a.label, (SELECT count(*)::int FROM teams t WHERE t.account_id = a.id) AS teams,
+              (SELECT count(*)::int FROM invitations i WHERE i.account_id = a.id) AS invitations
+       FROM accounts a WHERE a.id = $1`,
+      [victim.accountId],
+    );
+    expect(org.rows[0]).toEqual({ label: 'test', teams: 0, invitations: 0 });
   });
 
   it("holder endpoints answer 401 without a session and 403 to the operator's", async () => {
     const operator = await new ConsoleClient(adminGw.httpUrl).signedIn({ admin_token: ADMIN_TOKEN });
     const anonymous = new ConsoleClient(adminGw.httpUrl);
-    for (const path of HOLDER_GETS) {
+    for (const path of [...HOLDER_GETS, ...MEMBER_GETS]) {
       expect((await anonymous.get(path)).status, path).toBe(401);
       expect((await operator.get(path)).status, path).toBe(403);
     }
+    expect((await operator.post('/org/teams', { name: 'x' })).status).toBe(403);
     expect((await operator.post('/key/rotate', { confirm: true })).status).toBe(403);
     expect((await operator.get('/me')).body).toMatchObject({ role: 'operator', account_id: '', key_id: '' });
   });

@@ -42,6 +42,7 @@ const M = {
   namedMixed: `named-mixed-${RUN}`,
   namedNone: `named-none-${RUN}`,
   namedStream: `named-stream-${RUN}`,
+  redirect: `routed-redirect-${RUN}`,
 };
 /** The third party's own prices on routed-cheapest: half the model's. */
 const THIRD_PRICES = { input_per_mtok: '0.075', output_per_mtok: '0.30' };
@@ -151,6 +152,7 @@ beforeAll(async () => {
     [M.namedMixed, { deployments: primaryThenThird }],
     [M.namedNone, { deployments: primaryThenThird }],
     [M.namedStream, { deployments: primaryThenThird }],
+    [M.redirect, { deployments: primaryThenThird }],
   ];
   for (const [id, extra] of models) {
     doc.models.push(newModel(id, extra));
@@ -466,6 +468,31 @@ describe('deployments of a model', () => {
       plain.clearMode();
     }
   }, 30_000);
+
+  it("a redirect is the deployment's failure: plain answering 307 -> served by the third party at once, charged once, and counted against plain", async () => {
+    const key = await newKey('1');
+    plain.setMode({ status: 307, count: 1 });
+    try {
+      const p0 = plain.requests.length;
+      const served = await chat(M.redirect, key.apiKey);
+      expect(plain.requests.length - p0).toBe(1);
+      const row = await usageOf(served.requestId);
+      expect(row.deployment).toBe(`${M.redirect}/third`);
+      await expectChargedOnce(served, row);
+      const text = await (await fetch(`${gw.httpUrl}/metrics`)).text();
+      expect(text).toMatch(
+        new RegExp(
+          `^gateway_deployment_requests_total\\{deployment="${M.redirect}/plain",provider="sim-plain",outcome="307"\\} 1$`,
+          'm',
+        ),
+      );
+      // One failure is under DEPLOYMENT_ALLOWED_FAILS: plain serves the next request.
+      const next = await chat(M.redirect, key.apiKey);
+      expect((await usageOf(next.requestId)).deployment).toBe(`${M.redirect}/plain`);
+    } finally {
+      plain.clearMode();
+    }
+  });
 
   it("retry-after: plain's one 429 with retry-after 2 is answered by the other deployment, and plain gets nothing for 2 s, then serves again", async () => {
     const key = await newKey('1');

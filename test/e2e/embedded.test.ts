@@ -88,7 +88,9 @@ async function query<T = Record<string, unknown>>(
   }
 }
 
-describe('embedded defaults: npm start runs its own PostgreSQL server', () => {
+// Each test starts `npm start` (its own PostgreSQL server, initdb the first time): a loaded machine
+// takes far longer than the default 30 s for that.
+describe('embedded defaults: npm start runs its own PostgreSQL server', { timeout: 180_000 }, () => {
   const dataDir = path.join(reachableTempDir(), 'data');
   const cluster = path.join(dataDir, 'postgres');
   let key = '';
@@ -228,7 +230,7 @@ describe('embedded defaults: npm start runs its own PostgreSQL server', () => {
   });
 });
 
-describe('embedded database and the server user', () => {
+describe('embedded database and the server user', { timeout: 180_000 }, () => {
   it('as root, a DATA_DIR the server user cannot reach keeps its cluster in a root-owned folder, noted in DATA_DIR; otherwise in DATA_DIR/postgres', async () => {
     // mkdtemp makes a mode-700 folder: out of reach for any other user.
     const privateDir = fs.mkdtempSync(path.join(os.tmpdir(), 'gateway-private-'));

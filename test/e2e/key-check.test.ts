@@ -7,14 +7,14 @@ import { openDb } from '../../src/db/db.ts';
 import { Ledger } from '../../src/billing/ledger.ts';
 import { KeyCheck } from '../../src/billing/key-check.ts';
 import { generateKey, visiblePrefix } from '../../src/billing/keys.ts';
-import { billing, mistyped, newKey } from '../support/context.ts';
+import { billing, db, mistyped, newKey } from '../support/context.ts';
 
 const knex = await openDb({ databaseUrl: inject('databaseUrl'), poolMax: 2 });
 const ledger = new Ledger(knex, await Ledger.loadSecret(knex, undefined));
 afterAll(() => knex.destroy());
 
 describe('KeyCheck', () => {
-  it("names a live key's caller (key, account, prefix, hash, price group); remembers it only after a statement confirmed the key; never malformed or unknown keys", async () => {
+  it("names a live key's caller (key, account, prefix, hash, price group, member and team); remembers it only after a statement confirmed the key; never malformed or unknown keys", async () => {
     const keys = new KeyCheck(ledger);
     const key = await newKey('1');
     expect(keys.known(undefined)).toBeUndefined();
@@ -23,12 +23,18 @@ describe('KeyCheck', () => {
     // Live, but not yet confirmed by this check: the facade must ask.
     expect(keys.known(key.apiKey)).toBeUndefined();
     const caller = await keys.authenticate(key.apiKey);
+    // A key made by CreateKey is its account's owner's (an organisation of one): a member's, no team's.
+    const owner = await db().query(`SELECT member_id FROM memberships WHERE account_id = $1 AND role = 'owner'`, [
+      key.accountId,
+    ]);
     expect(caller).toEqual({
       keyHash: ledger.hash(key.apiKey),
       keyId: key.keyId,
       accountId: key.accountId,
       prefix: visiblePrefix(key.apiKey),
       group: '',
+      memberId: owner.rows[0].member_id,
+      teamId: '',
     });
     expect(keys.known(key.apiKey)).toEqual(caller);
 

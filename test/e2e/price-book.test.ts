@@ -380,5 +380,10 @@ describe('the price book', () => {
     expect(await count('model_versions')).toBe(MODELS.length);
     expect(await count('alias_versions')).toBe(Object.keys(shippedBook().aliases).length);
     expect(formatBookDocument(PriceBook.documentOf(state))).toBe(formatBookDocument(shippedBook()));
+    // A model's definitions newest first by number: version 100000 before 99999 (as text, '99999' sorted first).
+    await fresh.raw(
+      `INSERT INTO model_versions (id, model_id, definition, source) VALUES (99999, 'x-order', '{}', 'test'), (100000, 'x-order', '{}', 'test')`,
+    );
+    expect((await book.definitionHistory('x-order')).map((v) => v.id)).toEqual([100000n, 99999n]);
   });
 });

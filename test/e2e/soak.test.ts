@@ -31,7 +31,8 @@ afterAll(async () => {
   for (const g of env?.gateways ?? []) await (g as { stop?: () => Promise<void> }).stop?.();
 });
 
-describe('seeded randomized soak', () => {
+// A seed runs hundreds of requests through a gateway of its own: 30 s is too little on a loaded machine.
+describe('seeded randomized soak', { timeout: 120_000 }, () => {
   it.each([1, 2, 3])('seed %i keeps every ledger invariant after every step', async (seed) => {
     const r = await runSeed(seed, env, 15);
     expect(r.failures).toEqual([]);

@@ -1,5 +1,5 @@
-// The operator CLI's catalogue commands as an operator runs them: a Node process of its own
-// (`npm run cli -- catalogue …`) against a gateway's RPC port, with no admin token.
+// The operator CLI as an operator runs it: a Node process of its own (`npm run cli -- catalogue …`,
+// `providers …`) against a gateway's RPC port, with no admin token.
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 
@@ -11,10 +11,20 @@ export function runCatalogueCli(
   args: string[],
   stdin = '',
 ): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return runCli(rpcUrl, ['catalogue', ...args], stdin);
+}
+
+/** Runs the CLI with `args` (`providers add …`, `catalogue apply …`) against `rpcUrl`, as runCatalogueCli does. */
+export function runCli(
+  rpcUrl: string,
+  args: string[],
+  stdin = '',
+  env: Record<string, string> = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['src/cli/main.ts', 'catalogue', ...args], {
+    const child = spawn(process.execPath, ['src/cli/main.ts', ...args], {
       cwd: ROOT,
-      env: { ...process.env, GATEWAY_RPC_URL: rpcUrl, ADMIN_TOKEN: '' },
+      env: { ...process.env, GATEWAY_RPC_URL: rpcUrl, ADMIN_TOKEN: '', ...env },
     });
     let stdout = '';
     let stderr = '';

@@ -108,8 +108,16 @@ function watch(page: Page, problems: PageProblems): void {
   });
 }
 
-/** Signs in through the form (an API key, or the admin token with `operator`) and waits for the signed-in frame. */
-export async function signIn(page: Page, secret: string, as: 'holder' | 'operator' = 'holder'): Promise<void> {
+/**
+ * Signs in through the form and waits for the signed-in frame: a member's own key (`member`, the
+ * default: every key of an account is its owner's), a team's key (`holder`), or the admin token
+ * (`operator`).
+ */
+export async function signIn(
+  page: Page,
+  secret: string,
+  as: 'member' | 'holder' | 'operator' = 'member',
+): Promise<void> {
   await page.waitForSelector('#signin-secret');
   if (as === 'operator') await page.getByRole('tab', { name: 'Operator' }).click();
   await page.fill('#signin-secret', secret);

@@ -6,6 +6,7 @@ import { ConnectError, createClient, type Client, type Interceptor } from '@conn
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { OrganisationService, Role } from '../../src/gen/gateway/v1/organisations_pb.js';
 import { GatewayErrorSchema } from '../../src/gen/gateway/v1/errors_pb.js';
+import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
 import { usdToNano } from '../../src/money/money.ts';
 import { billing, uniqueMarker } from './context.ts';
 
@@ -49,17 +50,33 @@ export interface TestOrg {
   people: Record<RoleName, OrgMember>;
 }
 
+/** OrganisationService and BillingService as the operator of a gateway with ADMIN_TOKEN (a test's own gateway). */
+export function operatorClients(rpcUrl: string, adminToken: string) {
+  const transport = createGrpcTransport({ baseUrl: rpcUrl, interceptors: [bearer(adminToken)] });
+  return { orgs: createClient(OrganisationService, transport), billing: createClient(BillingService, transport) };
+}
+
 /**
  * An organisation with `credits` on its balance and one member of each role, each with their own
- * key: the owner made by the operator, the others invited by the owner and redeemed.
+ * key: the owner made by the operator, the others invited by the owner and redeemed. On the shared
+ * gateway, or on a test's own (`operator`: its clients as the operator, `name`: the organisation's).
  */
-export async function newOrganisation(credits = '10', rpcUrl = inject('rpcUrl')): Promise<TestOrg> {
-  const operator = orgs(undefined, rpcUrl);
-  const name = `Acme ${uniqueMarker()}`;
+export async function newOrganisation(
+  credits = '10',
+  rpcUrl = inject('rpcUrl'),
+  opts: { operator?: ReturnType<typeof operatorClients>; name?: string } = {},
+): Promise<TestOrg> {
+  const operator = opts.operator?.orgs ?? orgs(undefined, rpcUrl);
+  const name = opts.name ?? `Acme ${uniqueMarker()}`;
   const made = await operator.createOrganisation({ name, ownerName: 'Olive Owner', createOwnerKey: true });
   const id = made.organisation!.id;
   if (credits !== '0')
-    await billing().topUp({ accountId: id, amountNano: usdToNano(credits), externalId: `org-${id}`, cause: 'test' });
+    await (opts.operator?.billing ?? billing()).topUp({
+      accountId: id,
+      amountNano: usdToNano(credits),
+      externalId: `org-${id}`,
+      cause: 'test',
+    });
   const ownerKey = made.ownerApiKey;
   const owner: OrgMember = {
     memberId: made.ownerMemberId,
@@ -70,7 +87,7 @@ export async function newOrganisation(credits = '10', rpcUrl = inject('rpcUrl'))
   const people = { owner } as Record<RoleName, OrgMember>;
   for (const role of ['admin', 'billing', 'member'] as const) {
     const inv = await owner.client.createInvitation({ organisationId: id, role: ROLE[role] });
-    const r = await orgs(undefined, rpcUrl).redeemInvitation({
+    const r = await operator.redeemInvitation({
       token: inv.token,
       name: `Pat ${role}`,
       createKey: true,

@@ -78,7 +78,7 @@ export interface WorkerProcess {
 /** `npm run worker` as its own process, waiting until it polls its task queue. */
 export async function startWorker(env: Record<string, string>, logFile: string): Promise<WorkerProcess> {
   const out = fs.openSync(logFile, 'a');
-  const child = spawn(process.execPath, ['src/video/worker-main.ts'], {
+  const child = spawn(process.execPath, ['src/process/worker-main.ts'], {
     cwd: path.resolve(import.meta.dirname, '..', '..'),
     env: { ...process.env, ...env },
     stdio: ['ignore', out, out],

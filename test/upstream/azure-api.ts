@@ -2,7 +2,8 @@
 // `azure: { apiVersion }`:
 //   POST /openai/deployments/{deployment}/chat/completions?api-version=2024-10-21
 // and the same for embeddings, images/generations, audio/transcriptions, audio/speech and
-// responses. The key rides in an `api-key` header, never `Authorization: Bearer` (Entra ID
+// responses; and GET /openai/models?api-version=… (the resource's models: what `providers test`
+// asks for). The key rides in an `api-key` header, never `Authorization: Bearer` (Entra ID
 // tokens are out of scope): without it, or with a key the instance does not accept, Azure's 401.
 // A missing or different api-version is Azure's 404 "Resource not found", as is any other path
 // under /openai/. The request is then served by the plain OpenAI handler of its operation
@@ -54,8 +55,11 @@ export function azureRoute(
     );
     return undefined;
   }
+  const versionOk = url.searchParams.get('api-version') === apiVersion;
+  if (req.method === 'GET' && url.pathname === '/openai/models' && versionOk)
+    return { deployment: '', path: '/v1/models' };
   const m = ROUTE.exec(url.pathname);
-  if (!m || req.method !== 'POST' || url.searchParams.get('api-version') !== apiVersion) {
+  if (!m || req.method !== 'POST' || !versionOk) {
     azureError(res, 404, '404', 'Resource not found');
     return undefined;
   }

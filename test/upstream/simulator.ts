@@ -22,7 +22,7 @@ import { randomBytes } from 'node:crypto';
 import { pathToFileURL } from 'node:url';
 import { anthropicError, handleAnthropic } from './anthropic-api.ts';
 import { handleResponses } from './responses-api.ts';
-import { handleVideos } from './video-api.ts';
+import { videoApi } from './video-api.ts';
 import { formSummary, handleMedia } from './media-api.ts';
 import { chatRefs, resolveRefs, seedRef, servedTier } from './server-state.ts';
 import { chatImageTokens } from './vision.ts';
@@ -125,6 +125,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
   const failCounts = new Map<string, number>();
   const sockets = new Set<Socket>();
   const faults = deploymentFaults();
+  const videos = videoApi();
   let apiKeys = opts.apiKeys ? [...opts.apiKeys] : undefined;
   let selfUrl = '';
   // No key configured at all: any key, or none, is accepted, as the simulator always did.
@@ -261,7 +262,7 @@ export async function startSimulator(opts: SimulatorOptions = {}): Promise<Simul
       (await handleResponses(res, url.pathname, body as Json, reported))
     )
       return;
-    if (await handleVideos(req, res, url.pathname, body)) return;
+    if (await videos.handle(req, res, url.pathname, body)) return;
 
     if (req.method === 'GET' && url.pathname === '/v1/models') {
       const data = ['gpt-4o-mini', 'gpt-5.5', 'grok-4'].map((id) => ({

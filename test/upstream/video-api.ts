@@ -11,7 +11,8 @@
 //     provider will not stop; by default a running job is dropped
 // GET /v1/videos/{id}/content of an unfinished job answers 404, as OpenAI does.
 //   ms=until-finished: in progress until a test finishes it with POST /__sim/videos/{id}/finish
-// GET /__sim/videos lists the jobs it made, for tests.
+// GET /__sim/videos lists the jobs it made, for tests. Each simulator instance keeps its own jobs
+// (videoApi()): one standing for one deployment knows nothing of another's, as two providers would not.
 import type http from 'node:http';
 import { randomBytes } from 'node:crypto';
 
@@ -34,10 +35,21 @@ interface SimVideo {
   finishedAt?: number;
 }
 
-const videos = new Map<string, SimVideo>();
-const byIdempotencyKey = new Map<string, string>();
-/** Calls seen per job and step, for `fail=<n>`. */
-const stepCalls = new Map<string, number>();
+/** One instance's jobs. */
+interface VideoState {
+  videos: Map<string, SimVideo>;
+  byIdempotencyKey: Map<string, string>;
+  /** Calls seen per job and step, for `fail=<n>`. */
+  stepCalls: Map<string, number>;
+}
+
+/** The video API of one simulator instance: its own jobs. */
+export function videoApi(): {
+  handle(req: http.IncomingMessage, res: http.ServerResponse, path: string, body: unknown): Promise<boolean>;
+} {
+  const state: VideoState = { videos: new Map(), byIdempotencyKey: new Map(), stepCalls: new Map() };
+  return { handle: (req, res, path, body) => handleVideos(state, req, res, path, body) };
+}
 
 function directives(prompt: string): Record<string, string> {
   const m = /\[sim ([^\]]*)\]/.exec(prompt);
@@ -69,6 +81,7 @@ function openAIError(
 
 /** Whether the directive's fault applies to this call at `step` (counting calls for `fail=`). */
 function faultAt(
+  { stepCalls }: VideoState,
   v: SimVideo | undefined,
   d: Record<string, string>,
   step: 'create' | 'poll' | 'content',
@@ -149,12 +162,14 @@ function answerFault(res: http.ServerResponse, fault: string | undefined): boole
   }
 }
 
-export async function handleVideos(
+async function handleVideos(
+  state: VideoState,
   req: http.IncomingMessage,
   res: http.ServerResponse,
   path: string,
   body: unknown,
 ): Promise<boolean> {
+  const { videos, byIdempotencyKey } = state;
   if (req.method === 'GET' && path === '/__sim/videos') {
     send(
       res,
@@ -177,7 +192,7 @@ export async function handleVideos(
     const d = directives(prompt);
     const key = typeof req.headers['idempotency-key'] === 'string' ? req.headers['idempotency-key'] : undefined;
     const known = key ? videos.get(byIdempotencyKey.get(key) ?? '') : undefined;
-    if (answerFault(res, faultAt(known, d, 'create', key ?? prompt))) return true;
+    if (answerFault(res, faultAt(state, known, d, 'create', key ?? prompt))) return true;
     if (!prompt)
       return (
         openAIError(
@@ -229,7 +244,7 @@ export async function handleVideos(
   if (req.method !== 'GET') return false;
   if (!m[2]) {
     v.polls++;
-    const fault = faultAt(v, v.directives, 'poll', v.id);
+    const fault = faultAt(state, v, v.directives, 'poll', v.id);
     if (fault === 'failed') {
       send(
         res,
@@ -254,7 +269,7 @@ export async function handleVideos(
     return true;
   }
   v.downloads++;
-  const fault = faultAt(v, v.directives, 'content', v.id);
+  const fault = faultAt(state, v, v.directives, 'content', v.id);
   if (answerFault(res, fault)) return true;
   if (statusOf(v).status !== 'completed') {
     return (

@@ -53,6 +53,7 @@ const PROVIDER_FIELD_ORDER = Object.keys({
   apiVersion: true,
   headers: true,
   timeoutMs: true,
+  auth: true,
 } satisfies { [K in keyof ProviderDefinition]-?: true });
 
 /** A provider with its fields in canonical order and its headers sorted by name. */

@@ -39,5 +39,8 @@ export interface BookProblem {
 
 export type ParsedBookDocument = { doc: BookDocument } | { problems: BookProblem[] };
 
-/** What a canonical document's `$schema` says: the schema beside the shipped book, for editors. */
+/**
+ * What a canonical document's `$schema` says: the schema in the same folder. It is beside the
+ * shipped book; beside an export once `catalogue schema > book.schema.json` has written it there.
+ */
 export const BOOK_SCHEMA_REF = './book.schema.json';

@@ -5,6 +5,7 @@ import type { CatalogueEntry, ModelKindName, PatchBudget, ToolUseTokens, VisionB
 import {
   DIALECTS,
   headerProblem,
+  PROVIDER_AUTHS,
   PROVIDER_LIMITS,
   ROUTING_STRATEGIES,
   type Deployment,
@@ -275,6 +276,7 @@ const PROVIDER_FIELDS: { [K in keyof ProviderDefinition]-?: FieldSpec } = {
   apiVersion: { optional: true, check: aString(PROVIDER_LIMITS.apiVersion, 'an api-version') },
   headers: { optional: true, check: headers },
   timeoutMs: { optional: true, check: aPositiveCount },
+  auth: { optional: true, check: oneOf(PROVIDER_AUTHS) },
 };
 
 const MARKUP_FIELDS: { [K in keyof BookMarkup]-?: FieldSpec } = {

@@ -17,12 +17,31 @@ import type {
   DeploymentList,
   ErrorAnswer,
   LedgerRow,
+  InvitationRequest,
+  InvitationRow,
   LimitsAnswer,
   LimitsRequest,
   MarginReport,
   Me,
+  MemberRow,
   ModelList,
+  NewInvitation,
+  NewKeyRequest,
+  NewOrgKey,
+  Organisation,
+  OrgKeyRow,
+  OrgRole,
   Page,
+  AuditRow,
+  RedeemAnswer,
+  RedeemRequest,
+  RemoveMemberAnswer,
+  RemoveMemberRequest,
+  RevokedKey,
+  SignInLink,
+  SpendBy,
+  SpendReport,
+  TeamRow,
   PriceHistory,
   ProviderList,
   ProviderTest,
@@ -144,12 +163,30 @@ const filterQuery = (f: RequestFilters) => ({
 const accountPath = (id: string) => `/admin/accounts/${encodeURIComponent(id)}`;
 
 /**
- * Whose request log, ledger and daily usage: the session's own (a key holder's), or an account's
- * (the operator's view of it, under /admin/accounts/:id). Both answer the same shapes.
+ * Whose request log, ledger and daily usage: the session's own (a key holder's or member's, as
+ * their scope allows), an account's (the operator's view of it, under /admin/accounts/:id) or an
+ * organisation's (the operator's, under /admin/organisations/:id). All answer the same shapes.
  */
-export type AccountScope = 'own' | { accountId: string };
+export type AccountScope = 'own' | { accountId: string } | { organisationId: string };
 
-const under = (scope: AccountScope) => (scope === 'own' ? '' : accountPath(scope.accountId));
+const organisationPath = (id: string) => `/admin/organisations/${encodeURIComponent(id)}`;
+
+const under = (scope: AccountScope) =>
+  scope === 'own' ? '' : 'accountId' in scope ? accountPath(scope.accountId) : organisationPath(scope.organisationId);
+
+/** Whose organisation pages: the member's own (under /org), or one the operator opened. */
+export type OrgScope = 'own' | { organisationId: string };
+
+const org = (scope: OrgScope) => (scope === 'own' ? '/org' : organisationPath(scope.organisationId));
+const id = encodeURIComponent;
+
+/** Which keys: the session member's own (`mine`), a member's or a team's, or every key; revoked ones too. */
+export interface KeyFilter {
+  mine?: boolean;
+  member_id?: string;
+  team_id?: string;
+  revoked?: boolean;
+}
 
 /** Every endpoint of the console API, by what it does. */
 export const api = {
@@ -193,4 +230,51 @@ export const api = {
   testProvider: (id: string) => post<ProviderTest>(`/admin/providers/${encodeURIComponent(id)}/test`, {}),
   deployments: () => read<DeploymentList>('/admin/deployments'),
   videos: (cursor = '') => read<Page<VideoRow>>(`/admin/videos${query({ cursor })}`),
+  organisations: (q: string, cursor = '') => read<Page<Organisation>>(`/admin/organisations${query({ q, cursor })}`),
+
+  /** Redeems an invitation link's token: a new member, signed in at once. */
+  redeemInvitation: (body: RedeemRequest) => call<RedeemAnswer>('POST', '/invitation', body, { signIn: true }),
+  organisation: (scope: OrgScope) => read<Organisation>(org(scope)),
+  renameOrganisation: (scope: OrgScope, name: string) => post<Organisation>(`${org(scope)}/rename`, { name }),
+  spend: (scope: OrgScope, by: SpendBy, days: number) => read<SpendReport>(`${org(scope)}/spend${query({ by, days })}`),
+  members: (scope: OrgScope, q: string, teamId = '', cursor = '') =>
+    read<Page<MemberRow>>(`${org(scope)}/members${query({ q, team_id: teamId, cursor })}`),
+  setRole: (scope: OrgScope, memberId: string, role: OrgRole) =>
+    post<MemberRow>(`${org(scope)}/members/${id(memberId)}/role`, { role }),
+  removeMember: (scope: OrgScope, memberId: string, body: RemoveMemberRequest) =>
+    post<RemoveMemberAnswer>(`${org(scope)}/members/${id(memberId)}/remove`, body),
+  signInLink: (scope: OrgScope, memberId: string) =>
+    post<SignInLink>(`${org(scope)}/members/${id(memberId)}/sign-in-link`, {}),
+  invitations: (scope: OrgScope, cursor = '') =>
+    read<Page<InvitationRow>>(`${org(scope)}/invitations${query({ cursor })}`),
+  createInvitation: (scope: OrgScope, body: InvitationRequest) =>
+    post<NewInvitation>(`${org(scope)}/invitations`, body),
+  revokeInvitation: (scope: OrgScope, invitationId: string) =>
+    post<InvitationRow>(`${org(scope)}/invitations/${id(invitationId)}/revoke`, {}),
+  teams: (scope: OrgScope, q: string, cursor = '') => read<Page<TeamRow>>(`${org(scope)}/teams${query({ q, cursor })}`),
+  createTeam: (scope: OrgScope, name: string) => post<TeamRow>(`${org(scope)}/teams`, { name }),
+  renameTeam: (scope: OrgScope, teamId: string, name: string) =>
+    post<TeamRow>(`${org(scope)}/teams/${id(teamId)}/rename`, { name }),
+  deleteTeam: (scope: OrgScope, teamId: string) =>
+    post<{ deleted: boolean }>(`${org(scope)}/teams/${id(teamId)}/delete`, {}),
+  addTeamMember: (scope: OrgScope, teamId: string, memberId: string) =>
+    post<{ added: boolean }>(`${org(scope)}/teams/${id(teamId)}/members`, { member_id: memberId }),
+  removeTeamMember: (scope: OrgScope, teamId: string, memberId: string) =>
+    post<{ removed: boolean }>(`${org(scope)}/teams/${id(teamId)}/members/${id(memberId)}/remove`, {}),
+  orgKeys: (scope: OrgScope, filter: KeyFilter, cursor = '') =>
+    read<Page<OrgKeyRow>>(
+      `${org(scope)}/keys${query({
+        mine: filter.mine ? 1 : undefined,
+        member_id: filter.member_id,
+        team_id: filter.team_id,
+        revoked: filter.revoked ? 1 : undefined,
+        cursor,
+      })}`,
+    ),
+  createOrgKey: (scope: OrgScope, body: NewKeyRequest) => post<NewOrgKey>(`${org(scope)}/keys`, body),
+  revokeOrgKey: (scope: OrgScope, keyId: string) => post<RevokedKey>(`${org(scope)}/keys/${id(keyId)}/revoke`, {}),
+  rotateOrgKey: (scope: OrgScope, keyId: string) => post<NewOrgKey>(`${org(scope)}/keys/${id(keyId)}/rotate`, {}),
+  audit: (scope: OrgScope, cursor = '') => read<Page<AuditRow>>(`${org(scope)}/audit${query({ cursor })}`),
+  /** The address of the audit log's CSV download (a link's href). */
+  auditCsvHref: (scope: OrgScope) => `${API}${org(scope)}/audit.csv`,
 };

@@ -5,7 +5,14 @@
 // Types only: the server imports this file from the page's folder (the page imports nothing of
 // the server's), so it must hold nothing that runs.
 
+/**
+ * Who a session is: a team key's holder (that key's own figures), a member of an organisation
+ * (signed in with one of their own keys or a link: what their role there allows), the operator.
+ */
 export type Role = 'holder' | 'operator' | 'member';
+
+/** A member's role in an organisation (docs/organisations.md#roles). */
+export type OrgRole = 'owner' | 'admin' | 'billing' | 'member';
 
 /** Every answer other than 2xx. */
 export interface ErrorAnswer {
@@ -34,7 +41,11 @@ export interface SessionEnded {
   ended: true;
 }
 
-/** GET /me ('' for the operator's account, key and group). */
+/**
+ * GET /me ('' for the operator's account, key and group; a member signed in by link has no key).
+ * A member's session also names the member and their organisation with what their role there may
+ * do (OrganisationService's allowed_actions: the page shows what this lists).
+ */
 export interface Me {
   role: Role;
   account_id: string;
@@ -43,6 +54,18 @@ export interface Me {
   group: string;
   csrf: string;
   expires_at: string;
+  /** '' unless a member's session. */
+  member_id: string;
+  member_name: string;
+  organisation: MyOrganisation | null;
+}
+
+/** The organisation of a member's session, their role in it and what it allows them. */
+export interface MyOrganisation {
+  id: string;
+  name: string;
+  role: OrgRole;
+  allowed_actions: string[];
 }
 
 // --- A key holder's account (and the operator's view of one) ------------------------------
@@ -102,6 +125,23 @@ export interface RequestRow {
    */
   trace_id?: string;
   trace_url?: string;
+  /**
+   * An organisation's rows only (a member's session, the operator's view of an organisation): whom
+   * the request was charged to, the member and team of its key when it was made ('' for none),
+   * with their names as they are now.
+   */
+  member_id?: string;
+  member_name?: string;
+  team_id?: string;
+  team_name?: string;
+}
+
+/** A row of an organisation's request log: always with whom it was charged to. */
+export interface OrganisationRequestRow extends RequestRow {
+  member_id: string;
+  member_name: string;
+  team_id: string;
+  team_name: string;
 }
 
 /** A row of GET /ledger. */
@@ -138,6 +178,195 @@ export interface RotateKeyRequest {
 export interface RotatedKey {
   api_key: string;
   key_prefix: string;
+  key_id: string;
+}
+
+// --- Organisations (a member's session, under /org; the operator's, under /admin/organisations/:id)
+
+/** GET /org: the organisation's summary (GetOrganisation). */
+export interface Organisation {
+  id: string;
+  name: string;
+  balance_nano: string;
+  held_nano: string;
+  available_nano: string;
+  members: number;
+  teams: number;
+  live_keys: number;
+  created_at: string | null;
+  /** The caller's role ('' for the operator). */
+  my_role: OrgRole | '';
+  /** What the caller may do here (the operator: everything). */
+  allowed_actions: string[];
+}
+
+/** POST /org/rename. */
+export interface RenameRequest {
+  name: string;
+}
+
+/** How GET /org/spend groups. */
+export type SpendBy = 'team' | 'member' | 'key' | 'model' | 'day';
+
+export interface SpendRow {
+  /** The team, member or key id, the model or the UTC day; '' for requests of no team (or no member). */
+  key: string;
+  /** The team's or member's name, the key's prefix; '' otherwise. */
+  label: string;
+  requests: number;
+  input_tokens: number;
+  output_tokens: number;
+  cost_nano: string;
+}
+
+/** GET /org/spend?by=&days=: over the last `days` UTC days (today included), `to` exclusive. */
+export interface SpendReport {
+  from: string;
+  to: string;
+  by: SpendBy;
+  rows: SpendRow[];
+  total: SpendRow | null;
+}
+
+export interface MemberRow {
+  member_id: string;
+  name: string;
+  role: OrgRole;
+  team_ids: string[];
+  live_keys: number;
+  joined_at: string | null;
+  /** Tied to a Telegram user (which one is not shown). */
+  telegram: boolean;
+}
+
+/** POST /org/members/:id/role. */
+export interface SetRoleRequest {
+  role: OrgRole;
+}
+
+/** POST /org/members/:id/remove: the member's keys are revoked, or handed to one member or team. */
+export interface RemoveMemberRequest {
+  hand_keys_to_member_id?: string;
+  hand_keys_to_team_id?: string;
+}
+
+export interface RemoveMemberAnswer {
+  keys_revoked: number;
+  keys_handed_over: number;
+  sessions_ended: number;
+}
+
+/** POST /org/members/:id/sign-in-link: the token of a one-time link (`/console/#link=<token>`), shown once. */
+export interface SignInLink {
+  token: string;
+  expires_at: string | null;
+}
+
+export interface InvitationRow {
+  id: string;
+  role: OrgRole;
+  team_id: string;
+  note: string;
+  created_by: string;
+  created_at: string | null;
+  expires_at: string | null;
+  /** "open", "used", "expired" or "revoked". */
+  state: string;
+  used_by_member_id: string;
+}
+
+/** POST /org/invitations. */
+export interface InvitationRequest {
+  role: OrgRole;
+  team_id?: string;
+  note?: string;
+  valid_hours?: number;
+}
+
+/** The new invitation and its token (the link is `/console/#invite=<token>`), shown once. */
+export interface NewInvitation {
+  invitation: InvitationRow;
+  token: string;
+}
+
+export interface TeamRow {
+  team_id: string;
+  name: string;
+  members: number;
+  live_keys: number;
+  created_at: string | null;
+}
+
+/** POST /org/teams, /org/teams/:id/rename. */
+export interface TeamNameRequest {
+  name: string;
+}
+
+/** POST /org/teams/:id/members. */
+export interface TeamMemberRequest {
+  member_id: string;
+}
+
+/** A key of the organisation: whose it is, a member's (personal) or a team's. */
+export interface OrgKeyRow {
+  key_id: string;
+  prefix: string;
+  name: string;
+  member_id: string;
+  member_name: string;
+  team_id: string;
+  team_name: string;
+  created_at: string | null;
+  revoked_at: string | null;
+}
+
+/** POST /org/keys: for the caller (neither set), a member or a team. */
+export interface NewKeyRequest {
+  member_id?: string;
+  team_id?: string;
+  name?: string;
+}
+
+/** A new or rotated key: `api_key` shown this once. */
+export interface NewOrgKey {
+  key: OrgKeyRow;
+  api_key: string;
+}
+
+/** POST /org/keys/:id/revoke. */
+export interface RevokedKey {
+  revoked: boolean;
+}
+
+export interface AuditRow {
+  id: string;
+  /** "member:<id>", "operator", "telegram:<user id>" or "system". */
+  actor: string;
+  via: string;
+  from_address: string;
+  action: string;
+  target: string;
+  /** JSON text ('' for none). */
+  before: string;
+  after: string;
+  at: string | null;
+}
+
+/** POST /invitation (no session): redeems an invitation link, making a new member signed in at once. */
+export interface RedeemRequest {
+  token: string;
+  name: string;
+  create_key?: boolean;
+}
+
+/** The new member's session (the cookie is set), their organisation and role, and their first key when asked. */
+export interface RedeemAnswer extends SessionAnswer {
+  organisation_id: string;
+  organisation_name: string;
+  member_id: string;
+  org_role: OrgRole;
+  /** '' unless create_key: shown this once. */
+  api_key: string;
   key_id: string;
 }
 

@@ -24,6 +24,7 @@ import * as m020 from './020_trace_ids.ts';
 import * as m021 from './021_in_flight_bounds.ts';
 import * as m022 from './022_deployment_shares.ts';
 import * as m023 from './023_organisations.ts';
+import * as m024 from './024_video_job_deployments.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -49,6 +50,7 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '021_in_flight_bounds': m021,
   '022_deployment_shares': m022,
   '023_organisations': m023,
+  '024_video_job_deployments': m024,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

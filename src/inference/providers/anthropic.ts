@@ -1,5 +1,5 @@
 // Anthropic's Messages API: x-api-key auth, a version header, optional beta flags.
-import { withProviderHeaders, type Endpoint, type Target } from './target.ts';
+import { credentialHeader, withProviderHeaders, type Endpoint, type Target } from './target.ts';
 
 export const DEFAULT_ANTHROPIC_VERSION = '2023-06-01';
 
@@ -12,7 +12,7 @@ export interface AnthropicCall {
 /** The caller's anthropic-version and anthropic-beta pass on; nothing else of theirs does. */
 export function anthropic(t: Target, passed: { version?: string | null; beta?: string | null } = {}): AnthropicCall {
   const headers: Record<string, string> = withProviderHeaders(t, {
-    'x-api-key': t.apiKey,
+    ...credentialHeader(t, 'x-api-key'),
     'anthropic-version': passed.version || DEFAULT_ANTHROPIC_VERSION,
     'content-type': 'application/json',
     accept: 'application/json, text/event-stream',

@@ -1,13 +1,13 @@
 // Black Forest Labs (FLUX): an asynchronous API. POST /<model> starts a job and answers an id
 // and a polling URL; polling answers a status and, when Ready, a signed URL of the image.
-import { withProviderHeaders, type Target } from './target.ts';
+import { credentialHeader, withProviderHeaders, type Target } from './target.ts';
 
 export function bfl(t: Target) {
   const base = new URL(t.provider.baseUrl);
   return {
     createUrl: `${t.provider.baseUrl}/${t.upstreamId}`,
     headers: withProviderHeaders(t, {
-      'x-key': t.apiKey,
+      ...credentialHeader(t, 'x-key'),
       'content-type': 'application/json',
       accept: 'application/json',
     }),

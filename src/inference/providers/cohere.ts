@@ -1,6 +1,6 @@
 // Cohere's Embed API v2: its own request and reply shapes, translated to and from OpenAI's
 // embeddings format here (pure functions; the service does the I/O).
-import { withProviderHeaders, type Target } from './target.ts';
+import { credentialHeader, withProviderHeaders, type Target } from './target.ts';
 
 type Json = Record<string, unknown>;
 
@@ -10,7 +10,7 @@ export function cohere(t: Target) {
   return {
     embedUrl: `${t.provider.baseUrl}/v2/embed`,
     headers: withProviderHeaders(t, {
-      authorization: `Bearer ${t.apiKey}`,
+      ...credentialHeader(t, 'authorization', `Bearer ${t.apiKey}`),
       'content-type': 'application/json',
       accept: 'application/json',
     }),

@@ -2,7 +2,7 @@
 // (dialect `openai`), and Azure OpenAI (dialect `azure-openai`: the deployment in the URL, an
 // `api-version` on every call, the key in `api-key`).
 import type { ResolvedModel } from '../../catalogue/catalogue.ts';
-import { withProviderHeaders, type Endpoint, type Target } from './target.ts';
+import { credentialHeader, withProviderHeaders, type Endpoint, type Target } from './target.ts';
 
 export interface CapFields {
   /** Field that caps output tokens when the gateway must lower or set it. */
@@ -27,9 +27,9 @@ function urlAndAuth(t: Target, path: string): { url: string; auth: Record<string
   if (p.dialect === 'azure-openai')
     return {
       url: `${p.baseUrl}/openai/deployments/${encodeURIComponent(t.upstreamId)}${path}?api-version=${encodeURIComponent(p.apiVersion ?? '')}`,
-      auth: { 'api-key': t.apiKey },
+      auth: credentialHeader(t, 'api-key'),
     };
-  return { url: `${p.baseUrl}${path}`, auth: { authorization: `Bearer ${t.apiKey}` } };
+  return { url: `${p.baseUrl}${path}`, auth: credentialHeader(t, 'authorization', `Bearer ${t.apiKey}`) };
 }
 
 /**

@@ -21,3 +21,8 @@ export function withProviderHeaders(t: Target, own: Record<string, string>): Rec
   const extra = t.provider.headers;
   return Object.keys(extra).length === 0 ? own : { ...extra, ...own };
 }
+
+/** The credential as the dialect sends it (`name: value`); nothing to a provider the book says needs none. */
+export function credentialHeader(t: Target, name: string, value: string = t.apiKey): Record<string, string> {
+  return t.provider.auth === 'none' ? {} : { [name]: value };
+}

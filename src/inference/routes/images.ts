@@ -260,8 +260,9 @@ export class ImagesRoute {
     const pollingUrl = typeof created.polling_url === 'string' ? created.polling_url : undefined;
     if (!pollingUrl || !/^https?:\/\//.test(pollingUrl))
       throw badUpstreamReply(plan.requestId, 'a job without a polling URL');
+    const key = api.headers['x-key']; // none for a provider that needs no credential
     const keyFor = (url: string): Record<string, string> =>
-      api.mayCarryKey(url) ? { 'x-key': api.headers['x-key']! } : {};
+      key !== undefined && api.mayCarryKey(url) ? { 'x-key': key } : {};
     return { pollingUrl, keyFor };
   }
 

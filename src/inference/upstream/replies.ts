@@ -129,7 +129,7 @@ function scrubbedFields(f: ReturnType<typeof providerErrorFields>): ReturnType<t
  * A redirect (301/302/307/308) is the provider's fault, not the caller's: the gateway follows none
  * (a redirect would carry the credential to another host), so it is a 502 in the upstream shape.
  */
-function upstreamRedirect(s: number, requestId: string) {
+export function upstreamRedirect(s: number, requestId: string) {
   return gatewayError({
     httpStatus: 502,
     type: 'server_error',

@@ -20,6 +20,7 @@ import type { Attempt, DeploymentHealth } from '../routing/deployment-health.ts'
 import type { Router } from '../routing/router.ts';
 import type { DeploymentLimits } from '../routing/deployment-limits.ts';
 import { endFailedAttempt, notePrompt, startAttemptSpan } from './attempt-spans.ts';
+import { upstreamRedirect } from './replies.ts';
 import { failSpan, traceparentOf } from '../../tracing/spans.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FormData } from 'undici';
@@ -265,7 +266,10 @@ export class UpstreamCalls {
     const seconds = (performance.now() - started) / 1000;
     this.metrics.upstreamLatencyOf(provider, String(res.statusCode)).observe(seconds);
     this.metrics.deploymentLatencyOf(d.key).observe(seconds);
-    if (res.statusCode === 429 || res.statusCode >= 500) {
+    // A redirect is the deployment's fault too (a moved or misconfigured endpoint): it fails over
+    // and counts against the deployment's health, as a 5xx does; the gateway follows none.
+    const redirect = res.statusCode >= 300 && res.statusCode < 400;
+    if (res.statusCode === 429 || res.statusCode >= 500 || redirect) {
       endFailedAttempt(span, String(res.statusCode), res.statusCode);
       const retryAfter = retryAfterMs(res.headers['retry-after']);
       this.failed(d, pass, String(res.statusCode), res.statusCode === 429 ? retryAfter : undefined);
@@ -274,7 +278,9 @@ export class UpstreamCalls {
       await res.body.dump().catch(() => {});
       this.metrics.upstreamRetries.inc({ provider, reason: String(res.statusCode) });
       return {
-        failure: upstreamStatusFailure(res.statusCode, plan.requestId, retryAfter),
+        failure: redirect
+          ? upstreamRedirect(res.statusCode, plan.requestId)
+          : upstreamStatusFailure(res.statusCode, plan.requestId, retryAfter),
         outcome: 'upstream_error',
         ...(retryAfter !== undefined ? { retryAfterMs: retryAfter } : {}),
       };

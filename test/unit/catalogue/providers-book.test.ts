@@ -1,5 +1,8 @@
 // Providers and deployments in the book document (docs/providers.md): each bad input refused with
 // one problem naming its field, a good one accepted, and the canonical text stable.
+import fs from 'node:fs';
+// The named export: the default one is not constructable under NodeNext's typing of a CommonJS module.
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { describe, expect, it } from 'vitest';
 import {
   bookProblems,
@@ -159,6 +162,12 @@ const CASES: { name: string; edit: (d: Json) => void; field: string; message: Re
     message: /provider "azure-east" is not a provider in the book/,
   },
   {
+    name: 'an auth other than none',
+    edit: (d) => (provider(d, 'azure-east').auth = 'bearer'),
+    field: 'providers[azure-east].auth',
+    message: /auth must be one of none, not "bearer"/,
+  },
+  {
     name: 'a markup for a provider not in the book',
     edit: (d) => d.markups.push({ provider: 'groq', markup: '0.1' }),
     field: 'markups[provider:groq].provider',
@@ -186,6 +195,34 @@ describe('providers and deployments in the book', () => {
       'limits',
       'prices',
     ]);
+  });
+
+  it('accepts a provider that needs no credential ("auth": "none"), written after its other fields, and the schema agrees', () => {
+    const doc = withDeployments();
+    doc.providers.push({ auth: 'none', baseUrl: 'http://10.0.4.12:8000/v1', dialect: 'openai', id: 'vllm' });
+    model(doc, 'gpt-4o').deployments.push({
+      id: 'vllm',
+      provider: 'vllm',
+      upstreamId: 'Qwen/Qwen2.5-72B',
+      priority: 1,
+    });
+    expect(problemsOf(doc)).toEqual([]);
+    const parsed = parseBookDocument(JSON.stringify(doc));
+    if (!('doc' in parsed)) throw new Error('parse');
+    const vllm = JSON.parse(formatBookDocument(parsed.doc)).providers.find((p: Json) => p.id === 'vllm');
+    expect(Object.entries(vllm)).toEqual([
+      ['id', 'vllm'],
+      ['dialect', 'openai'],
+      ['baseUrl', 'http://10.0.4.12:8000/v1'],
+      ['auth', 'none'],
+    ]);
+    const schema = JSON.parse(
+      fs.readFileSync(new URL('../../../src/catalogue/book.schema.json', import.meta.url), 'utf8'),
+    );
+    const valid = new Ajv2020({ allErrors: true }).compile(schema);
+    expect(valid(doc), JSON.stringify(valid.errors)).toBe(true);
+    provider(doc, 'vllm').auth = 'bearer';
+    expect(valid(doc)).toBe(false);
   });
 
   it.each(CASES)('refuses $name with one problem naming the field', ({ edit, field, message }) => {

@@ -5,8 +5,13 @@ import os from 'node:os';
 import path from 'node:path';
 import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../../../src/config/config.ts';
-import { MODELS } from '../../../src/catalogue/shipped-book.ts';
+import { loadConfig, type Config } from '../../../src/config/config.ts';
+import { Catalogue } from '../../../src/catalogue/catalogue.ts';
+import { providerModels, servingSummary } from '../../../src/catalogue/serving.ts';
+import { definitionOf } from '../../../src/catalogue/book-diff.ts';
+import type { BookDocument } from '../../../src/catalogue/book-document.ts';
+import type { BookState } from '../../../src/catalogue/price-book.ts';
+import { MODELS, shippedBook } from '../../../src/catalogue/shipped-book.ts';
 import { createLogger, resolveLogFormat } from '../../../src/log/logger.ts';
 import { prettyLine } from '../../../src/log/pretty.ts';
 import { connectableUrl, startupSummary, summaryLines, type StartedParts } from '../../../src/log/startup-summary.ts';
@@ -26,19 +31,38 @@ const SECRETS = {
   METRICS_TOKEN: 'metrics-secret-4',
   KEY_HASH_SECRET: 'pepper-secret-5',
 };
-const parts: StartedParts = {
-  httpPort: 8080,
-  rpcPort: 8081,
-  models: MODELS,
-  leasing: true,
-  botConfigured: false,
-  bot: undefined,
-};
+/** What a gateway with `config` has started, its catalogue the shipped book as that config serves it. */
+function partsFor(config: Config, over: Partial<StartedParts> = {}): StartedParts {
+  return {
+    httpPort: 8080,
+    rpcPort: 8081,
+    ...servingSummary(new Catalogue(config)),
+    leasing: true,
+    botConfigured: false,
+    bot: undefined,
+    ...over,
+  };
+}
+/** A book document as the price book's snapshot of it (every price in force since 1970). */
+function stateOf(doc: BookDocument): BookState {
+  return {
+    takenAt: new Date(),
+    providers: new Map((doc.providers ?? []).map((p) => [p.id, p])),
+    definitions: new Map(doc.models.map((m) => [m.id, definitionOf(m)])),
+    prices: new Map(
+      doc.models.map((m) => [m.id, { id: 1n, modelId: m.id, prices: m.prices, effectiveFrom: new Date(0) }]),
+    ),
+    aliases: new Map(Object.entries(doc.aliases)),
+    markups: [],
+  };
+}
+/** The summary of a gateway started with `config`. */
+const summaryOf = (config: Config, over: Partial<StartedParts> = {}) => startupSummary(config, partsFor(config, over));
 
 describe('start-up summary', () => {
   it('says where each port listens, who may reach it, and every provider with its model count', () => {
     const config = loadConfig({ ...SECRETS, HOST: '127.0.0.1', GRPC_HOST: '0.0.0.0', DATA_DIR: '/srv/gw' });
-    const lines = summaryLines(startupSummary(config, parts));
+    const lines = summaryLines(summaryOf(config));
     const row = (label: string) => lines.find((l) => l.startsWith(label))!;
     expect(lines[0]).toBe('gateway ready');
     expect(row('HTTP')).toMatch(
@@ -51,9 +75,7 @@ describe('start-up summary', () => {
       /^database\s+embedded PostgreSQL server, data in \/srv\/gw\/postgres \(set DATABASE_URL for your own\)$/,
     );
     expect(row('billing')).toMatch(/^billing\s+credit leases of \$1 per key and instance$/);
-    const holding = summaryLines(
-      startupSummary(loadConfig({ ...SECRETS, BILLING_MODE: 'hold' }), { ...parts, leasing: false }),
-    );
+    const holding = summaryLines(summaryOf(loadConfig({ ...SECRETS, BILLING_MODE: 'hold' }), { leasing: false }));
     expect(holding.find((l) => l.startsWith('billing'))).toMatch(/^billing\s+a hold and a settlement per request$/);
     const openai = MODELS.filter((m) => m.enabled && m.provider === 'openai').length;
     expect(lines.find((l) => / openai /.test(l))).toMatch(
@@ -77,12 +99,12 @@ describe('start-up summary', () => {
 
   it("names the console's address, and says the operator cannot sign in there without ADMIN_TOKEN", () => {
     // The defaults a newcomer has: all interfaces, no ADMIN_TOKEN.
-    const summary = startupSummary(loadConfig({}), parts);
+    const summary = summaryOf(loadConfig({}));
     expect(summary.console).toEqual({ url: 'http://127.0.0.1:8080/console', operatorSignIn: false });
     expect(summaryLines(summary).find((l) => l.startsWith('console'))).toMatch(
       /^console\s+http:\/\/127\.0\.0\.1:8080\/console {2}key holders sign in with their key; operator pages are off until ADMIN_TOKEN is set$/,
     );
-    const onOneAddress = startupSummary(loadConfig({ HOST: '10.0.0.5', ADMIN_TOKEN: 'admin-secret-3' }), parts);
+    const onOneAddress = summaryOf(loadConfig({ HOST: '10.0.0.5', ADMIN_TOKEN: 'admin-secret-3' }));
     expect(onOneAddress.console).toEqual({ url: 'http://10.0.0.5:8080/console', operatorSignIn: true });
   });
 
@@ -93,8 +115,7 @@ describe('start-up summary', () => {
       VIDEO_WORKER: '0',
     });
     const lines = summaryLines(
-      startupSummary(config, {
-        ...parts,
+      summaryOf(config, {
         leasing: true,
         botConfigured: true,
         bot: { mode: 'polling', username: 'gw_bot' },
@@ -124,7 +145,7 @@ describe('start-up summary', () => {
       OPENAI_FALLBACK_API_KEY: 'sk-fallback-secret-11',
       TELEGRAM_BOT_TOKEN: '123:bot-secret-12',
     });
-    const summary = startupSummary(config, { ...parts, botConfigured: true });
+    const summary = summaryOf(config, { botConfigured: true });
     const json: string[] = [];
     const log = createLogger('info', { write: (s: string) => void json.push(s) });
     log.info({ summary }, 'gateway ready');
@@ -138,16 +159,15 @@ describe('start-up summary', () => {
   });
 
   it("says whether traces are exported, where to, how many, and what a caller's traceparent does (no credentials)", () => {
-    const off = summaryLines(startupSummary(loadConfig({}), parts)).join('\n');
+    const off = summaryLines(summaryOf(loadConfig({}))).join('\n');
     expect(off).toMatch(/traces\s+off \(set OTEL_EXPORTER_OTLP_ENDPOINT/);
-    const on = startupSummary(
+    const on = summaryOf(
       loadConfig({
         OTEL_EXPORTER_OTLP_ENDPOINT: 'https://user:otlp-pass-13@collector.example:4317',
         OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
         OTEL_TRACES_SAMPLER: 'parentbased_traceidratio',
         OTEL_TRACES_SAMPLER_ARG: '0.01',
       }),
-      parts,
     );
     expect(on.traces).toEqual({
       state: 'on',
@@ -162,6 +182,75 @@ describe('start-up summary', () => {
       "OTLP grpc to https://collector.example:4317, sampler parentbased_traceidratio 0.01; callers' traceparent: link",
     );
     expect(JSON.stringify(on)).not.toMatch(/otlp-pass|user:/);
+  });
+
+  it("operations.md's sample start output is what the summary prints for the defaults with an OpenAI key", () => {
+    const doc = fs.readFileSync(new URL('../../../docs/operations.md', import.meta.url), 'utf8');
+    const block = /```text\n\d\d:\d\d:\d\d (gateway ready\n(?: {9}.*\n)+)/.exec(doc)?.[1];
+    expect(block, 'a sample that starts "hh:mm:ss gateway ready"').toBeDefined();
+    const shown = block!
+      .trimEnd()
+      .split('\n')
+      .map((l, i) => (i === 0 ? l : l.slice(9)));
+    // The page's folder is /home/me/gateway; here it is this checkout.
+    const home = process.cwd();
+    const config = loadConfig({ OPENAI_API_KEY: 'sk-sample', DATA_DIR: path.join(home, 'data') });
+    const printed = summaryLines(
+      summaryOf(config, {
+        embeddedDir: path.join(home, 'data', 'postgres'),
+        credentialsKey: path.join(home, 'data', 'credentials.key'),
+      }),
+    );
+    expect(printed.map((l) => l.replaceAll(home, '/home/me/gateway'))).toEqual(shown);
+  });
+
+  it('counts a provider that serves only as a deployment as the console does, and warns of a deployment that has no credential here', () => {
+    const config = loadConfig({ OPENAI_API_KEY: 'sk-openai' });
+    const doc = shippedBook();
+    doc.providers!.push(
+      {
+        id: 'azure-east',
+        dialect: 'azure-openai',
+        baseUrl: 'https://acme-east.openai.azure.com',
+        apiVersion: '2024-10-21',
+      },
+      { id: 'vllm', dialect: 'openai', baseUrl: 'http://10.0.4.12:8000/v1', auth: 'none' },
+    );
+    // The worked example of docs/providers.md, before Azure's credential is set.
+    doc.models.find((m) => m.id === 'gpt-4o')!.deployments = [
+      { id: 'openai', provider: 'openai', weight: 3 },
+      { id: 'azure-east', provider: 'azure-east', upstreamId: 'gpt4o-prod', weight: 1 },
+      { id: 'vllm', provider: 'vllm', upstreamId: 'Qwen/Qwen2.5-72B-Instruct', priority: 1 },
+    ];
+    const catalogue = new Catalogue(config);
+    catalogue.load(stateOf(doc));
+    const summary = startupSummary(config, { ...partsFor(config), ...servingSummary(catalogue) });
+    const of = (name: string) => summary.providers.find((p) => p.name === name)!;
+    // As ListProviders counts them (providerModels): models with a deployment there, and those served there.
+    expect(of('vllm')).toMatchObject({ models: 1, served: 1, key: false, authNone: true });
+    expect(of('azure-east')).toMatchObject({ models: 1, served: 0, key: false, authNone: false });
+    for (const p of summary.providers) {
+      const counted = providerModels(catalogue.list(), p.name);
+      expect({ name: p.name, models: p.models, served: p.served }).toEqual({ name: p.name, ...counted });
+    }
+    expect(summary.deployments).toEqual([
+      {
+        model: 'gpt-4o',
+        deployments: ['openai', 'azure-east', 'vllm'],
+        strategy: 'weighted',
+        noCredential: ['azure-east'],
+      },
+    ]);
+    const lines = summaryLines(summary);
+    expect(lines.find((l) => l.includes(' vllm ') && !l.startsWith('deployments'))).toMatch(
+      /^ +vllm +1 model {3}no credential needed, at http:\/\/10\.0\.4\.12:8000\/v1$/,
+    );
+    expect(lines.find((l) => l.includes('azure-east  '))).toMatch(
+      /azure-east +1 model {3}no key \(set npm run cli -- providers set-credential azure-east\), at https:\/\/acme-east\.openai\.azure\.com$/,
+    );
+    expect(lines.find((l) => l.startsWith('deployments'))).toMatch(
+      /^deployments +gpt-4o on openai, azure-east, vllm \(weighted\); WARN azure-east takes no traffic: its provider has no credential here$/,
+    );
   });
 
   it('gives IPv6 listeners a URL a client can use', () => {
@@ -345,11 +434,11 @@ describe('the CLI command line', () => {
       ],
       [
         ['key', 'create'],
-        'error: unknown command "key" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits, catalogue history, catalogue set-price, catalogue export, catalogue diff, catalogue apply, catalogue preview, catalogue upsert, catalogue enable, catalogue disable, catalogue alias, catalogue unalias, catalogue markup, catalogue markups, providers list, providers add, providers remove, providers set-credential, providers remove-credential, providers test, deployments list, accounts set-group, report margin); see npm run cli -- --help',
+        'error: unknown command "key" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits, catalogue history, catalogue set-price, catalogue export, catalogue schema, catalogue diff, catalogue apply, catalogue preview, catalogue upsert, catalogue enable, catalogue disable, catalogue alias, catalogue unalias, catalogue markup, catalogue markups, providers list, providers add, providers remove, providers set-credential, providers remove-credential, providers test, deployments list, accounts set-group, report margin); see npm run cli -- --help',
       ],
       [
         ['catalogue', 'nope'],
-        'error: unknown command "catalogue nope" (the commands are catalogue history, catalogue set-price, catalogue export, catalogue diff, catalogue apply, catalogue preview, catalogue upsert, catalogue enable, catalogue disable, catalogue alias, catalogue unalias, catalogue markup, catalogue markups); see npm run cli -- --help',
+        'error: unknown command "catalogue nope" (the commands are catalogue history, catalogue set-price, catalogue export, catalogue schema, catalogue diff, catalogue apply, catalogue preview, catalogue upsert, catalogue enable, catalogue disable, catalogue alias, catalogue unalias, catalogue markup, catalogue markups); see npm run cli -- --help',
       ],
       [['catalogue', 'apply'], 'error: catalogue apply needs -f <file> (or -f - for stdin); see npm run cli -- --help'],
       [

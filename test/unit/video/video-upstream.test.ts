@@ -5,9 +5,8 @@
 import http from 'node:http';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ApplicationFailure } from '@temporalio/common';
-import { VideoUpstream, statusOf } from '../../../src/video/upstream.ts';
+import { VideoUpstream, statusOf, type VideoTarget } from '../../../src/video/upstream.ts';
 import { setSecrets } from '../../../src/secrets/scrub.ts';
-import type { ProviderConfig } from '../../../src/config/config.ts';
 import { describeFailure } from '../../../workflows/video-errors.ts';
 import { FAILURE } from '../../../workflows/video-types.ts';
 import { failureHttpStatus } from '../../../src/video/wire.ts';
@@ -15,7 +14,7 @@ import { failureHttpStatus } from '../../../src/video/wire.ts';
 const KEY = 'sk-video-Ab/Cd+Ef=0123456789';
 let server: http.Server;
 let answer: (req: http.IncomingMessage, res: http.ServerResponse) => void = () => {};
-let provider: ProviderConfig;
+let provider: VideoTarget;
 const upstream = new VideoUpstream({ connectTimeoutMs: 2_000 });
 const job = { jobId: 'video_t1', model: 'sora-2', prompt: 'a cat', seconds: 4, size: '720x1280' };
 
@@ -26,7 +25,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as { port: number }).port;
-  provider = { name: 'openai', baseUrl: `http://127.0.0.1:${port}/v1`, baseUrlSet: true, apiKey: KEY };
+  provider = { baseUrl: `http://127.0.0.1:${port}/v1`, headers: { authorization: `Bearer ${KEY}` } };
   // As the worker does at start (secretSettings: OPENAI_API_KEY among them).
   setSecrets('instance', [KEY]);
 });

@@ -2,6 +2,7 @@
 // is signed in and Sign out. On a narrow screen the pages fold behind a Menu button.
 import type { ComponentChildren } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
+import { ROLE_TEXT } from '../org.ts';
 import type { Me } from '../wire-types.ts';
 
 export interface NavItem {
@@ -19,7 +20,13 @@ export function Shell(props: {
 }) {
   const [open, setOpen] = useState(false);
   useEffect(() => setOpen(false), [props.current]);
-  const who = props.me.role === 'operator' ? 'Operator' : `Key ${props.me.key_prefix ?? ''}…`;
+  const { me } = props;
+  const who =
+    me.role === 'operator'
+      ? 'Operator'
+      : me.role === 'member' && me.organisation
+        ? `${me.member_name} · ${ROLE_TEXT[me.organisation.role]}`
+        : `Key ${me.key_prefix ?? ''}…`;
   return (
     <div class="shell">
       <header class="topbar">

@@ -1,7 +1,7 @@
 // Small building blocks every page uses. Styling is by class only (styles.css): the CSP allows
 // no inline style attributes, and none is needed.
 import type { ComponentChildren } from 'preact';
-import { useEffect, useId, useRef } from 'preact/hooks';
+import { useEffect, useId, useRef, useState } from 'preact/hooks';
 import { ApiError } from '../api.ts';
 import type { Paged, PagerState } from '../data.ts';
 
@@ -93,11 +93,13 @@ export function Empty(props: { children: ComponentChildren }) {
 
 export function ErrorNote(props: { error: unknown }) {
   const e = props.error;
+  // A refusal of the session's kind says so plainly; an organisation's refusals (a role's limit,
+  // the last owner, an id of nothing here) are the service's own words.
   const text =
     e instanceof ApiError
-      ? e.status === 403
+      ? e.code === 'wrong_role' || e.code === 'csrf_failed'
         ? 'This is not available to this session.'
-        : e.status === 404
+        : e.code === 'not_found'
           ? 'Not found.'
           : e.message
       : e instanceof Error
@@ -193,6 +195,8 @@ export function ConfirmDialog(props: {
   confirmText: string;
   danger?: boolean;
   busy?: boolean;
+  /** The confirm button only (the dialog's form is not complete yet); Cancel stays. */
+  confirmDisabled?: boolean;
   onConfirm: () => void;
   onCancel: () => void;
 }) {
@@ -224,7 +228,7 @@ export function ConfirmDialog(props: {
           type="button"
           class={props.danger ? 'button button-danger' : 'button button-primary'}
           onClick={props.onConfirm}
-          disabled={props.busy}
+          disabled={props.busy || props.confirmDisabled}
         >
           {props.busy ? 'Working…' : props.confirmText}
         </button>
@@ -236,4 +240,37 @@ export function ConfirmDialog(props: {
 /** A status word as a coloured badge. */
 export function Badge(props: { tone: 'ok' | 'error' | 'warn' | 'neutral'; children: ComponentChildren }) {
   return <span class={`badge badge-${props.tone}`}>{props.children}</span>;
+}
+
+/** A search box over a list whose search text is in the address (`value`); Search hands the typed text on. */
+export function SearchForm(props: {
+  label: string;
+  placeholder: string;
+  value: string;
+  onSearch: (q: string) => void;
+}) {
+  const [draft, setDraft] = useState(props.value);
+  useEffect(() => setDraft(props.value), [props.value]);
+  return (
+    <form
+      class="search"
+      role="search"
+      onSubmit={(e) => {
+        e.preventDefault();
+        props.onSearch(draft.trim());
+      }}
+    >
+      <input
+        type="search"
+        name="q"
+        aria-label={props.label}
+        placeholder={props.placeholder}
+        value={draft}
+        onInput={(e) => setDraft((e.target as HTMLInputElement).value)}
+      />
+      <button type="submit" class="button button-primary">
+        Search
+      </button>
+    </form>
+  );
 }

@@ -22,6 +22,7 @@ import { grouped, parseUsd, time, usd } from '../format.ts';
 import { type Location, navigate } from '../router.ts';
 import type { AccountDetail, KeyRow, LedgerRow, LimitsRequest } from '../wire-types.ts';
 import { Ledger } from './billing.tsx';
+import { organisationPage } from './organisations.tsx';
 import { daysOf, UsageCharts } from './overview.tsx';
 import { filtersOf, RequestLog } from './requests.tsx';
 
@@ -56,6 +57,9 @@ export function Account(props: { loc: Location; id: string }) {
   return (
     <>
       <PageHeader title="Account">
+        <a class="button" href={organisationPage(props.id)}>
+          Organisation ›
+        </a>
         <a class="button" href="/console/admin/accounts">
           ‹ All accounts
         </a>

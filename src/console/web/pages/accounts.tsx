@@ -1,8 +1,7 @@
 // The operator's list of accounts: balance, held, spend over 30 days, last use and live keys,
 // searchable by account id, key id or prefix, label or owner, newest first in pages.
-import { useEffect, useState } from 'preact/hooks';
 import { api, query } from '../api.ts';
-import { Card, PagedRows, PageHeader, Table } from '../components/ui.tsx';
+import { Card, PagedRows, PageHeader, SearchForm, Table } from '../components/ui.tsx';
 import { usePaged } from '../data.ts';
 import { grouped, time, usd } from '../format.ts';
 import { type Location, navigate } from '../router.ts';
@@ -12,30 +11,17 @@ export const accountsData = (loc: Location) => [api.accounts(searchOf(loc))];
 
 export function Accounts(props: { loc: Location }) {
   const q = searchOf(props.loc);
-  const [draft, setDraft] = useState(q);
-  useEffect(() => setDraft(q), [q]);
   const list = usePaged((cursor) => api.accounts(q, cursor));
-  const search = (e: Event) => {
-    e.preventDefault();
-    navigate(`/console/admin/accounts${query({ q: draft.trim() })}`);
-  };
   return (
     <>
       <PageHeader title="Accounts" />
       <Card>
-        <form class="search" onSubmit={search} role="search">
-          <input
-            type="search"
-            name="q"
-            aria-label="Search accounts"
-            placeholder="Account id, key prefix (prx-…), label or owner"
-            value={draft}
-            onInput={(e) => setDraft((e.target as HTMLInputElement).value)}
-          />
-          <button type="submit" class="button button-primary">
-            Search
-          </button>
-        </form>
+        <SearchForm
+          label="Search accounts"
+          placeholder="Account id, key prefix (prx-…), label or owner"
+          value={q}
+          onSearch={(text) => navigate(`/console/admin/accounts${query({ q: text })}`)}
+        />
       </Card>
       <Card>
         <PagedRows list={list} empty={q ? `No account matches “${q}”.` : 'No accounts yet.'}>

@@ -4,15 +4,26 @@
 import { useState } from 'preact/hooks';
 import { useAction } from '../action.ts';
 import { api } from '../api.ts';
-import { Card, ConfirmDialog, ErrorNote, Note, PageHeader } from '../components/ui.tsx';
+import { SecretOnce } from '../components/secret.tsx';
+import { Card, ConfirmDialog, ErrorNote, PageHeader } from '../components/ui.tsx';
 import type { Me } from '../wire-types.ts';
 
-export function KeyPage(props: { me: Me; onRotated: (prefix: string) => void }) {
+export function KeyPage(props: { me: Me; onRotated: (prefix: string, keyId: string) => void }) {
+  return (
+    <>
+      <PageHeader title="API key" />
+      <SessionKey {...props} />
+    </>
+  );
+}
+
+/** The session's own key (its prefix, account and group) with Rotate key…; also on a member's Keys page. */
+export function SessionKey(props: { me: Me; onRotated: (prefix: string, keyId: string) => void }) {
   const [confirming, setConfirming] = useState(false);
   // The new key is the rotation's answer: shown until "I have saved it" forgets it.
   const rotation = useAction(async () => {
     const r = await api.rotateKey();
-    props.onRotated(r.key_prefix);
+    props.onRotated(r.key_prefix, r.key_id);
     return r;
   });
   const fresh = rotation.done?.api_key;
@@ -23,7 +34,6 @@ export function KeyPage(props: { me: Me; onRotated: (prefix: string) => void }) 
 
   return (
     <>
-      <PageHeader title="API key" />
       <Card title="This key">
         <dl class="facts">
           <div>
@@ -33,7 +43,7 @@ export function KeyPage(props: { me: Me; onRotated: (prefix: string) => void }) 
             </dd>
           </div>
           <div>
-            <dt>Account</dt>
+            <dt>{props.me.organisation ? 'Organisation' : 'Account'}</dt>
             <dd class="mono">{props.me.account_id}</dd>
           </div>
           {props.me.group ? (
@@ -77,35 +87,15 @@ export function KeyPage(props: { me: Me; onRotated: (prefix: string) => void }) 
 }
 
 /** The new key, shown this once, with Copy. */
-function NewKey(props: { apiKey: string; onHide: () => void }) {
-  const [copied, setCopied] = useState<'yes' | 'no' | undefined>();
-  const copy = async () => {
-    try {
-      await navigator.clipboard.writeText(props.apiKey);
-      setCopied('yes');
-    } catch {
-      setCopied('no');
-    }
-  };
+export function NewKey(props: { apiKey: string; onHide: () => void }) {
   return (
-    <Card title="Your new key">
-      <Note kind="warn">
-        Copy it now: it is shown this once. The old key no longer works; put this one wherever the old one was used.
-      </Note>
-      <div class="secret-row">
-        <code class="secret" id="new-key">
-          {props.apiKey}
-        </code>
-        <button type="button" class="button button-primary" onClick={copy}>
-          {copied === 'yes' ? 'Copied' : 'Copy'}
-        </button>
-      </div>
-      {copied === 'no' ? (
-        <p class="muted small">The browser did not allow copying: select the key and copy it.</p>
-      ) : null}
-      <button type="button" class="button" onClick={props.onHide}>
-        I have saved it: hide the key
-      </button>
-    </Card>
+    <SecretOnce
+      title="Your new key"
+      secret={props.apiKey}
+      id="new-key"
+      note="Copy it now: it is shown this once. The old key no longer works; put this one wherever the old one was used."
+      hideText="I have saved it: hide the key"
+      onHide={props.onHide}
+    />
   );
 }

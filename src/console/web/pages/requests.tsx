@@ -160,11 +160,14 @@ function FilterFields(props: { field: (name: keyof RequestFilters) => FieldProps
 }
 
 export function RequestTable(props: { rows: RequestRow[] }) {
+  // An organisation's rows say whom each request was charged to.
+  const charged = props.rows.some((r) => r.member_id !== undefined);
   return (
     <Table stack label="Requests" id="request-rows">
       <thead>
         <tr>
           <th>Time (UTC)</th>
+          {charged ? <th>Charged to</th> : null}
           <th>Route</th>
           <th>Model</th>
           <th class="num">Input</th>
@@ -179,6 +182,12 @@ export function RequestTable(props: { rows: RequestRow[] }) {
         {props.rows.map((r) => (
           <tr key={r.request_id} data-request-id={r.request_id}>
             <td class="nowrap">{time(r.created_at)}</td>
+            {charged ? (
+              <td data-charged-to={r.member_id || r.team_id}>
+                {r.team_id ? `Team ${r.team_name}` : r.member_name || '—'}
+                <div class="muted small mono">{r.key_prefix}…</div>
+              </td>
+            ) : null}
             <td class="mono nowrap">{r.route}</td>
             <td class="mono">
               {r.model}

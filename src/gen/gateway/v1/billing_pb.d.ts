@@ -376,6 +376,14 @@ export declare type ListUsageRequest = Message<"gateway.v1.ListUsageRequest"> & 
    * @generated from field: string cursor = 9;
    */
   cursor: string;
+
+  /**
+   * Only this key's rows (a key of the account named), not every key's: what a team's key sees
+   * of its organisation's log in the console.
+   *
+   * @generated from field: string key_id = 10;
+   */
+  keyId: string;
 };
 
 /**
@@ -1025,6 +1033,13 @@ export declare type GetUsageSummaryRequest = Message<"gateway.v1.GetUsageSummary
    * @generated from field: google.protobuf.Timestamp to = 4;
    */
   to?: Timestamp | undefined;
+
+  /**
+   * Only this key's rows (a key of the account named), as ListUsage's key_id.
+   *
+   * @generated from field: string key_id = 5;
+   */
+  keyId: string;
 };
 
 /**

@@ -494,6 +494,13 @@ export declare type UpsertModelResponse = Message<"gateway.v1.UpsertModelRespons
    * @generated from field: bool created = 2;
    */
   created: boolean;
+
+  /**
+   * What the change leaves to do: a deployment it adds whose provider has no credential here.
+   *
+   * @generated from field: repeated gateway.v1.BookWarning warnings = 3;
+   */
+  warnings: BookWarning[];
 };
 
 /**
@@ -897,6 +904,33 @@ export declare type BookChange = Message<"gateway.v1.BookChange"> & {
 export declare const BookChangeSchema: GenMessage<BookChange>;
 
 /**
+ * Something a change leaves for the operator to do; the change is written (a dry run: would be) all
+ * the same. E.g. deployments it adds on a provider with no credential on this instance: they take
+ * no traffic until it has one.
+ *
+ * @generated from message gateway.v1.BookWarning
+ */
+export declare type BookWarning = Message<"gateway.v1.BookWarning"> & {
+  /**
+   * What it is about: a provider id.
+   *
+   * @generated from field: string subject = 1;
+   */
+  subject: string;
+
+  /**
+   * @generated from field: string message = 2;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message gateway.v1.BookWarning.
+ * Use `create(BookWarningSchema)` to create a new message.
+ */
+export declare const BookWarningSchema: GenMessage<BookWarning>;
+
+/**
  * @generated from message gateway.v1.ApplyBookResponse
  */
 export declare type ApplyBookResponse = Message<"gateway.v1.ApplyBookResponse"> & {
@@ -911,6 +945,13 @@ export declare type ApplyBookResponse = Message<"gateway.v1.ApplyBookResponse"> 
    * @generated from field: bool applied = 2;
    */
   applied: boolean;
+
+  /**
+   * For a dry run too: what applying it would leave to do.
+   *
+   * @generated from field: repeated gateway.v1.BookWarning warnings = 3;
+   */
+  warnings: BookWarning[];
 };
 
 /**
@@ -1032,8 +1073,8 @@ export declare const PreviewBookResponseSchema: GenMessage<PreviewBookResponse>;
 export declare type ProviderCredential = Message<"gateway.v1.ProviderCredential"> & {
   /**
    * "sealed" (in the database, under CREDENTIALS_KEY), "env" (the environment variable env_name
-   * of each gateway process), "setting" (none stored: this instance's <NAME>_API_KEY setting), or
-   * "none".
+   * of each gateway process), "setting" (none stored: this instance's <NAME>_API_KEY setting),
+   * "none", or "not_needed" (the book says the provider needs none: "auth": "none").
    *
    * @generated from field: string form = 1;
    */
@@ -1146,7 +1187,8 @@ export declare type Provider = Message<"gateway.v1.Provider"> & {
   credential?: ProviderCredential | undefined;
 
   /**
-   * Models with a deployment on it (a model that lists none is deployed on its own provider).
+   * Enabled models with a deployment on it (a model that lists none is deployed on its own
+   * provider), as the start summary counts them.
    *
    * @generated from field: int32 models = 9;
    */
@@ -1165,6 +1207,13 @@ export declare type Provider = Message<"gateway.v1.Provider"> & {
    * @generated from field: string definition_json = 11;
    */
   definitionJson: string;
+
+  /**
+   * "none": the book says it needs no credential (called without one); "": its dialect's own.
+   *
+   * @generated from field: string auth = 12;
+   */
+  auth: string;
 };
 
 /**
@@ -1250,6 +1299,13 @@ export declare type UpsertProviderResponse = Message<"gateway.v1.UpsertProviderR
    * @generated from field: repeated gateway.v1.BookChange changes = 3;
    */
   changes: BookChange[];
+
+  /**
+   * What is left to do: its credential, when it has none on this instance and needs one.
+   *
+   * @generated from field: repeated gateway.v1.BookWarning warnings = 4;
+   */
+  warnings: BookWarning[];
 };
 
 /**

@@ -5,6 +5,7 @@
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
 import type { Timestamp } from "@bufbuild/protobuf/wkt";
+import type { LedgerEntry } from "./billing_pb.js";
 
 /**
  * Describes the file gateway/v1/organisations.proto.
@@ -419,6 +420,13 @@ export declare type ListMembersRequest = Message<"gateway.v1.ListMembersRequest"
    * @generated from field: string cursor = 4;
    */
   cursor: string;
+
+  /**
+   * Only the members of this team.
+   *
+   * @generated from field: string team_id = 5;
+   */
+  teamId: string;
 };
 
 /**
@@ -1451,6 +1459,11 @@ export declare type SpendRow = Message<"gateway.v1.SpendRow"> & {
    * @generated from field: int64 cost_nano = 6;
    */
   costNano: bigint;
+
+  /**
+   * @generated from field: int64 cached_tokens = 7;
+   */
+  cachedTokens: bigint;
 };
 
 /**
@@ -1548,6 +1561,35 @@ export declare type OrganisationUsageRecord = Message<"gateway.v1.OrganisationUs
    * @generated from field: google.protobuf.Timestamp created_at = 13;
    */
   createdAt?: Timestamp | undefined;
+
+  /**
+   * The name the caller asked for (an alias), when it differs from model.
+   *
+   * @generated from field: string requested_model = 14;
+   */
+  requestedModel: string;
+
+  /**
+   * @generated from field: int64 cached_tokens = 15;
+   */
+  cachedTokens: bigint;
+
+  /**
+   * @generated from field: int32 latency_ms = 16;
+   */
+  latencyMs: number;
+
+  /**
+   * The names of the member and team the request was charged to, as they are now ("" for none).
+   *
+   * @generated from field: string member_name = 17;
+   */
+  memberName: string;
+
+  /**
+   * @generated from field: string team_name = 18;
+   */
+  teamName: string;
 };
 
 /**
@@ -1599,6 +1641,23 @@ export declare type ListOrganisationUsageRequest = Message<"gateway.v1.ListOrgan
    * @generated from field: string cursor = 8;
    */
   cursor: string;
+
+  /**
+   * As ListUsage's: the served model or the name asked for; the route; "ok", "error" or an HTTP status.
+   *
+   * @generated from field: string model = 9;
+   */
+  model: string;
+
+  /**
+   * @generated from field: string route = 10;
+   */
+  route: string;
+
+  /**
+   * @generated from field: string status = 11;
+   */
+  status: string;
 };
 
 /**
@@ -1627,6 +1686,62 @@ export declare type ListOrganisationUsageResponse = Message<"gateway.v1.ListOrga
  * Use `create(ListOrganisationUsageResponseSchema)` to create a new message.
  */
 export declare const ListOrganisationUsageResponseSchema: GenMessage<ListOrganisationUsageResponse>;
+
+/**
+ * @generated from message gateway.v1.ListOrganisationLedgerRequest
+ */
+export declare type ListOrganisationLedgerRequest = Message<"gateway.v1.ListOrganisationLedgerRequest"> & {
+  /**
+   * @generated from field: string organisation_id = 1;
+   */
+  organisationId: string;
+
+  /**
+   * Only entries of these kinds ("topup", "charge", "refund"); empty: all.
+   *
+   * @generated from field: repeated string kinds = 2;
+   */
+  kinds: string[];
+
+  /**
+   * @generated from field: int32 page_size = 3;
+   */
+  pageSize: number;
+
+  /**
+   * next_cursor of the previous page; empty for the newest entries.
+   *
+   * @generated from field: string cursor = 4;
+   */
+  cursor: string;
+};
+
+/**
+ * Describes the message gateway.v1.ListOrganisationLedgerRequest.
+ * Use `create(ListOrganisationLedgerRequestSchema)` to create a new message.
+ */
+export declare const ListOrganisationLedgerRequestSchema: GenMessage<ListOrganisationLedgerRequest>;
+
+/**
+ * @generated from message gateway.v1.ListOrganisationLedgerResponse
+ */
+export declare type ListOrganisationLedgerResponse = Message<"gateway.v1.ListOrganisationLedgerResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.LedgerEntry entries = 1;
+   */
+  entries: LedgerEntry[];
+
+  /**
+   * @generated from field: string next_cursor = 2;
+   */
+  nextCursor: string;
+};
+
+/**
+ * Describes the message gateway.v1.ListOrganisationLedgerResponse.
+ * Use `create(ListOrganisationLedgerResponseSchema)` to create a new message.
+ */
+export declare const ListOrganisationLedgerResponseSchema: GenMessage<ListOrganisationLedgerResponse>;
 
 /**
  * @generated from message gateway.v1.AuditEntry
@@ -1861,6 +1976,13 @@ export enum SpendGrouping {
    * @generated from enum value: SPEND_GROUPING_DAY = 5;
    */
   DAY = 5,
+
+  /**
+   * Per UTC day and model: the row's key is the day (YYYY-MM-DD), its label the model.
+   *
+   * @generated from enum value: SPEND_GROUPING_DAY_AND_MODEL = 6;
+   */
+  DAY_AND_MODEL = 6,
 }
 
 /**
@@ -2101,6 +2223,17 @@ export declare const OrganisationService: GenService<{
     methodKind: "unary";
     input: typeof ListOrganisationUsageRequestSchema;
     output: typeof ListOrganisationUsageResponseSchema;
+  },
+  /**
+   * The organisation's ledger (top-ups, refunds, charges), newest first: for the roles that read
+   * its spend (spend.read).
+   *
+   * @generated from rpc gateway.v1.OrganisationService.ListOrganisationLedger
+   */
+  listOrganisationLedger: {
+    methodKind: "unary";
+    input: typeof ListOrganisationLedgerRequestSchema;
+    output: typeof ListOrganisationLedgerResponseSchema;
   },
   /**
    * The organisation's audit log, newest first.
