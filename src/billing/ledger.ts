@@ -4,6 +4,15 @@ import { randomBytes } from 'node:crypto';
 import { retryIfConnectionLost, type Db } from '../db/db.ts';
 import { generateKey, hashKey, visiblePrefix } from './keys.ts';
 import { newId } from './ids.ts';
+import {
+  EXPIRE_BUDGETS_CTE,
+  holdInWindows,
+  lockWindows,
+  SETTLE_BUDGETS_CTE,
+  tightest,
+  type BudgetShortfall,
+  type WindowRef,
+} from './budget-holds.ts';
 
 export interface KeyRow {
   keyId: string;
@@ -26,7 +35,15 @@ export interface Balance {
 
 export type HoldResult =
   | { kind: 'held'; keyId: string; accountId: string; amountNano: bigint; availableNano: bigint }
-  | { kind: 'insufficient'; keyId: string; accountId: string; availableNano: bigint }
+  | {
+      kind: 'insufficient';
+      keyId: string;
+      accountId: string;
+      /** What the balance and the budgets together let the request hold. */
+      availableNano: bigint;
+      /** Set when a budget, not the balance, is what stands in the way. */
+      budget?: BudgetShortfall;
+    }
   | { kind: 'unknown_key' };
 
 export interface SettleInput {
@@ -44,6 +61,8 @@ export interface SettleInput {
   deployment?: string;
   /** The request's trace id (32 lowercase hex) when its trace was sampled; unset or '' otherwise (stored NULL). */
   traceId?: string;
+  /** Whether its hold took from budget windows; unknown (undefined): looked up. */
+  budgeted?: boolean;
   /** The price book version the request was priced at (0: none). */
   priceVersion?: bigint;
   route: string;
@@ -354,6 +373,72 @@ export class Ledger {
    * when available >= min; otherwise nothing. The row lock on the account serialises
    * concurrent holds, and the CHECK held <= balance backs it up.
    */
+  /**
+   * placeHold for a request under budgets (`windows`, from the budget book): in one transaction the
+   * key is checked, the account's row locked, then each budget window's (made where missing), and
+   * the hold is min(max, the balance available, the room of every hard window), placed only when
+   * that is at least `minNano`. The hold is added to every window's held figure (soft ones too, so
+   * their spend is known the same way) and recorded against the request for its settle.
+   */
+  async placeBudgetedHold(opts: {
+    apiKeyHash: Buffer;
+    requestId: string;
+    minNano: bigint;
+    maxNano: bigint;
+    ttlSeconds: number;
+    windows: readonly WindowRef[];
+  }): Promise<HoldResult> {
+    try {
+      return await this.db.transaction(async (trx) => {
+        const key = rowsOf(
+          await trx.raw(
+            `SELECT k.id, k.account_id, k.member_id, k.team_id, (a.balance_nano - a.held_nano)::text AS avail
+             FROM api_keys k JOIN accounts a ON a.id = k.account_id
+             WHERE k.key_hash = ? AND k.revoked_at IS NULL FOR UPDATE OF a`,
+            [opts.apiKeyHash],
+          ),
+        )[0];
+        if (!key) return { kind: 'unknown_key' } as const;
+        const base = { keyId: key.id as string, accountId: key.account_id as string };
+        const balance = big(key.avail);
+        const rooms = await lockWindows(trx, opts.windows);
+        const limit = tightest(opts.windows, rooms);
+        const affordable = limit && limit.roomNano < balance ? limit.roomNano : balance;
+        if (affordable < opts.minNano)
+          return {
+            kind: 'insufficient',
+            ...base,
+            availableNano: affordable,
+            ...(limit && limit.roomNano < opts.minNano && limit.roomNano <= balance ? { budget: limit } : {}),
+          } as const;
+        const amount = affordable < opts.maxNano ? affordable : opts.maxNano;
+        await trx.raw(`UPDATE accounts SET held_nano = held_nano + CAST(? AS bigint) WHERE id = ?`, [
+          amount.toString(),
+          base.accountId,
+        ]);
+        await trx.raw(
+          `INSERT INTO holds (request_id, account_id, key_id, member_id, team_id, amount_nano, expires_at)
+           VALUES (?, ?, ?, ?, ?, CAST(? AS bigint), now() + make_interval(secs => ?))`,
+          [
+            opts.requestId,
+            base.accountId,
+            base.keyId,
+            (key.member_id as string | null) ?? null,
+            (key.team_id as string | null) ?? null,
+            amount.toString(),
+            opts.ttlSeconds,
+          ],
+        );
+        await holdInWindows(trx, opts.requestId, opts.windows, amount);
+        return { kind: 'held', ...base, amountNano: amount, availableNano: affordable } as const;
+      });
+    } catch (err) {
+      if ((err as { code?: string }).code === '23505')
+        throw new LedgerError('duplicate_request', `request id ${opts.requestId} was already used`);
+      throw err;
+    }
+  }
+
   async placeHold(opts: {
     apiKeyHash: Buffer;
     requestId: string;
@@ -418,13 +503,12 @@ export class Ledger {
    */
   async settle(s: SettleInput): Promise<SettleResult> {
     const cost = s.costNano.toString();
-    const rows = rowsOf(
-      await retryIfConnectionLost(() =>
-        this.db.raw(
-          `WITH h AS (
+    const statement = (runner: Pick<Db, 'raw'>) =>
+      runner.raw(
+        `WITH h AS (
            UPDATE holds SET status = 'settled', charged_nano = LEAST(CAST(? AS bigint), amount_nano), closed_at = now()
            WHERE request_id = ? AND status = 'active'
-           RETURNING account_id, key_id, member_id, team_id, amount_nano, charged_nano
+           RETURNING request_id, account_id, key_id, member_id, team_id, amount_nano, charged_nano
          ), a AS (
            UPDATE accounts SET balance_nano = accounts.balance_nano - h.charged_nano, held_nano = accounts.held_nano - h.amount_nano
            FROM h WHERE accounts.id = h.account_id
@@ -439,41 +523,61 @@ export class Ledger {
            SELECT ?, h.account_id, h.key_id, ?, ?, CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), ?,
              h.charged_nano, CAST(? AS bigint) - h.charged_nano, ?, ?, ?, CAST(? AS bigint), ?, ?, NULLIF(CAST(? AS bigint), 0),
              CAST(? AS bigint), NULLIF(CAST(? AS bigint), 0), ?, NULLIF(CAST(? AS text), ''), h.member_id, h.team_id FROM h
-         )
+         ), ${SETTLE_BUDGETS_CTE}
          SELECT charged_nano::text AS charged FROM h`,
-          [
-            cost,
-            s.requestId,
-            s.requestId,
-            s.requestId,
-            s.model,
-            s.route,
-            s.inputTokens.toString(),
-            s.outputTokens.toString(),
-            s.cachedTokens.toString(),
-            s.cacheWriteTokens.toString(),
-            s.usageEstimated,
-            cost,
-            s.status,
-            s.httpStatus,
-            s.latencyMs,
-            (s.units ?? 0n).toString(),
-            s.unit ?? '',
-            s.requestedModel ?? s.model,
-            (s.priceVersion ?? 0n).toString(),
-            (s.providerCostNano ?? s.costNano).toString(),
-            (s.markupVersion ?? 0n).toString(),
-            s.deployment || null,
-            storedTraceId(s.traceId),
-          ],
-        ),
-      ),
+        [
+          cost,
+          s.requestId,
+          s.requestId,
+          s.requestId,
+          s.model,
+          s.route,
+          s.inputTokens.toString(),
+          s.outputTokens.toString(),
+          s.cachedTokens.toString(),
+          s.cacheWriteTokens.toString(),
+          s.usageEstimated,
+          cost,
+          s.status,
+          s.httpStatus,
+          s.latencyMs,
+          (s.units ?? 0n).toString(),
+          s.unit ?? '',
+          s.requestedModel ?? s.model,
+          (s.priceVersion ?? 0n).toString(),
+          (s.providerCostNano ?? s.costNano).toString(),
+          (s.markupVersion ?? 0n).toString(),
+          s.deployment || null,
+          storedTraceId(s.traceId),
+        ],
+      );
+    // A hold under budgets settles with its account's row locked first, as the hold was placed
+    // (account, then windows): the statement's own updates may take the rows in any order.
+    const budgeted = s.budgeted ?? (await this.holdHasBudgets(s.requestId));
+    const rows = rowsOf(
+      budgeted
+        ? await retryIfConnectionLost(() =>
+            this.db.transaction(async (trx) => {
+              await trx.raw(
+                `SELECT 1 FROM accounts WHERE id = (SELECT account_id FROM holds WHERE request_id = ?) FOR UPDATE`,
+                [s.requestId],
+              );
+              return statement(trx);
+            }),
+          )
+        : await retryIfConnectionLost(() => statement(this.db)),
     );
     if (rows[0]) return { chargedNano: big(rows[0].charged), firstSettle: true };
     const prior = rowsOf(
       await this.db.raw(`SELECT cost_nano::text AS c FROM usage_records WHERE request_id = ?`, [s.requestId]),
     )[0];
     return { chargedNano: prior ? big(prior.c) : 0n, firstSettle: false };
+  }
+
+  /** Whether a hold took from any budget window (a caller that knows says so in SettleInput.budgeted). */
+  private async holdHasBudgets(requestId: string): Promise<boolean> {
+    const r = rowsOf(await this.db.raw(`SELECT 1 FROM hold_budgets WHERE request_id = ? LIMIT 1`, [requestId]));
+    return r.length > 0;
   }
 
   /**
@@ -499,7 +603,7 @@ export class Ledger {
            INSERT INTO usage_records (request_id, account_id, key_id, member_id, team_id, model, route, cost_nano, status, http_status, latency_ms)
            SELECT request_id, account_id, key_id, member_id, team_id, '', '', 0, 'hold_expired', 0, 0 FROM h
            ON CONFLICT (request_id) DO NOTHING
-         )
+         ), ${EXPIRE_BUDGETS_CTE}
          SELECT count(*)::int AS n FROM h`,
         [limit],
       ),

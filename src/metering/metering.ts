@@ -11,7 +11,9 @@ import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
 import type { Caller } from '../billing/caller.ts';
 import type { KeyCheck } from '../billing/key-check.ts';
-import { LedgerError, type Ledger } from '../billing/ledger.ts';
+import { LedgerError, type HoldResult, type Ledger } from '../billing/ledger.ts';
+import type { WindowRef } from '../billing/budget-holds.ts';
+import { budgetExceeded } from './budget-refusal.ts';
 import type { LeaseBook } from '../billing/leases.ts';
 import { costRational } from '../money/money.ts';
 import { customerNano, providerBudgetNano, providerNano, type Markup, type ProviderCost } from '../billing/markup.ts';
@@ -41,6 +43,11 @@ export interface MeteringDeps {
   inFlight?: InFlightLimits;
   /** MAX_IN_FLIGHT_PER_ACCOUNT; 0 or unset: no bound per account. */
   maxInFlightPerAccount?: number;
+  /**
+   * The budgets a request is under (src/budgets/budget-book.ts); unset: none. A request under a
+   * budget is held in the database, its hold checked against every budget in one transaction.
+   */
+  budgets?: { windowsFor(caller: Caller, customer: string, now: number): Promise<WindowRef[]> };
   /**
    * Told, when a request that took from a deployment's shared limits settles: the window it took
    * tokens from at its bound (to set right with the tokens it used), the concurrent slot it held.
@@ -98,18 +105,13 @@ export class Metering {
       customerNano(worstCostNano(w, input, capPerChoice, plan.choices), markup);
     let input = plan.inputUpper;
     const maxCost = cost(input, plan.maxOutput);
-    if (await this.reserveFromLease(plan, maxCost)) return { amountNano: maxCost };
+    const windows = await this.budgetWindows(plan);
+    if (windows.length === 0 && (await this.reserveFromLease(plan, maxCost))) return { amountNano: maxCost };
     const ttlSeconds = this.deps.holds.ttlSeconds;
-    let hold;
+    let hold: HoldResult;
     try {
       const place = (minNano: bigint) =>
-        this.deps.ledger.placeHold({
-          apiKeyHash: keyHash,
-          requestId: plan.requestId,
-          minNano,
-          maxNano: maxCost,
-          ttlSeconds,
-        });
+        this.placeHold(plan, { apiKeyHash: keyHash, minNano, maxNano: maxCost, ttlSeconds }, windows);
       hold = await place(cost(input, 1n));
       if (hold.kind === 'insufficient' && (await this.leasesGaveBack(hold.accountId)))
         hold = await place(cost(input, 1n));
@@ -123,6 +125,8 @@ export class Metering {
       throw duplicateRequest(err);
     }
     if (hold.kind === 'unknown_key') throw unauthorized();
+    if (hold.kind === 'insufficient' && hold.budget) throw budgetExceeded(hold.budget, cost(input, 1n), plan.requestId);
+    if (windows.length > 0) (plan.meter ??= {}).budgeted = true;
     if (hold.kind === 'insufficient') {
       const why = w.unseen
         ? ` It brings in ${w.unseen}, which the provider reads on its side where the gateway cannot see it, so its least cost is the model's full context window (${w.window} tokens${w.passes > 1n ? ` for each of ${w.passes} passes` : ''}) at the input price${w.fees.length ? ', plus the tool call fees' : ''}.`
@@ -149,8 +153,10 @@ export class Metering {
     try {
       await this.takeInFlight(plan, await this.admit(plan.caller, plan.requestId));
       const amountNano = customerNano(providerCost, requestMarkup(plan));
-      if (!(await this.reserveFromLease(plan, amountNano))) {
-        await this.placeExactHold(plan.caller, plan.requestId, amountNano, this.deps.holds.ttlSeconds);
+      const windows = await this.budgetWindows(plan);
+      if (windows.length > 0 || !(await this.reserveFromLease(plan, amountNano))) {
+        await this.placeExactHold(plan.caller, plan.requestId, amountNano, this.deps.holds.ttlSeconds, windows);
+        if (windows.length > 0) (plan.meter ??= {}).budgeted = true;
         this.keepHold(plan);
       }
       endHoldSpan(span, plan, { amountNano });
@@ -166,29 +172,51 @@ export class Metering {
    * One database hold of exactly `amountNano`, in the customer's money (a video job's, settled by
    * its workflow, is marked up by the video service): 409 for a reused request id, 401, or 402 below it.
    */
-  async placeExactHold(caller: Caller, requestId: string, amountNano: bigint, ttlSeconds: number): Promise<void> {
-    let hold;
+  async placeExactHold(
+    caller: Caller,
+    requestId: string,
+    amountNano: bigint,
+    ttlSeconds: number,
+    windows: readonly WindowRef[] = [],
+  ): Promise<void> {
+    let hold: HoldResult;
     try {
       const place = () =>
-        this.deps.ledger.placeHold({
-          apiKeyHash: caller.keyHash,
-          requestId,
-          minNano: amountNano,
-          maxNano: amountNano,
-          ttlSeconds,
-        });
+        this.placeHold(
+          { requestId },
+          { apiKeyHash: caller.keyHash, minNano: amountNano, maxNano: amountNano, ttlSeconds },
+          windows,
+        );
       hold = await place();
       if (hold.kind === 'insufficient' && (await this.leasesGaveBack(hold.accountId))) hold = await place();
     } catch (err) {
       throw duplicateRequest(err);
     }
     if (hold.kind === 'unknown_key') throw unauthorized();
+    if (hold.kind === 'insufficient' && hold.budget) throw budgetExceeded(hold.budget, amountNano, requestId);
     if (hold.kind === 'insufficient') {
       throw insufficientQuota(
         `Insufficient credits: this request costs ${amountNano} nano-USD and ${hold.availableNano} are available. Top up the key's balance.`,
         { requestId },
       );
     }
+  }
+
+  /** The budget windows the request is under now (none when budgets are off or the account has none). */
+  async budgetWindows(plan: Pick<Plan, 'caller' | 'customer'>): Promise<WindowRef[]> {
+    return this.deps.budgets ? this.deps.budgets.windowsFor(plan.caller, plan.customer ?? '', Date.now()) : [];
+  }
+
+  /** One database hold: checked against the budget windows in the same transaction when there are any. */
+  private placeHold(
+    plan: Pick<Plan, 'requestId'>,
+    h: { apiKeyHash: Buffer; minNano: bigint; maxNano: bigint; ttlSeconds: number },
+    windows: readonly WindowRef[],
+  ): Promise<HoldResult> {
+    const opts = { ...h, requestId: plan.requestId };
+    return windows.length > 0
+      ? this.deps.ledger.placeBudgetedHold({ ...opts, windows })
+      : this.deps.ledger.placeHold(opts);
   }
 
   /**
@@ -309,7 +337,7 @@ export class Metering {
       limiter.addTokens(plan.caller.keyHash, tokens);
       return { charged, billingMode: 'lease' };
     }
-    const r = await ledger.settle({ ...row, costNano: cost });
+    const r = await ledger.settle({ ...row, costNano: cost, budgeted: plan.meter?.budgeted ?? false });
     if (r.firstSettle && r.chargedNano > 0n)
       metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(r.chargedNano));
     if (r.firstSettle) limiter.addTokens(plan.caller.keyHash, tokens);

@@ -41,6 +41,8 @@ export interface Plan {
   readonly requestId: string;
   readonly route: string;
   readonly caller: Caller;
+  /** The end customer the request names (x-gateway-customer, or the body's user field); customer budgets hold per customer. */
+  customer?: string;
   readonly model: ResolvedModel;
   readonly prices: TokenPrices;
   /** What the hold must cover beyond the body's own bound (bill-policy.ts); list prices and one pass when unset. */
@@ -82,6 +84,8 @@ export interface DeploymentWindow {
 export interface MeterState {
   /** Keeps a database hold from expiring while the request runs; cleared by the settle. */
   renewal?: NodeJS.Timeout;
+  /** The hold took from budget windows: its settle locks as the hold did (Ledger.settle). */
+  budgeted?: boolean;
   /** With credit leases: the in-memory reservation this request spends (instead of a hold). */
   lease?: Reservation;
   /** The one settle of this request: later calls get the same charge. */

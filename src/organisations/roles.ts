@@ -44,6 +44,11 @@ export const PERMISSIONS = {
   'audit.read': MANAGERS,
   /** A sign-in link for another member. */
   'members.sign_in_link': MANAGERS,
+  /** Every budget of the organisation (docs/budgets.md). */
+  'budgets.read': READERS,
+  /** The budgets over the caller's own requests. */
+  'budgets.read_own': EVERYONE,
+  'budgets.manage': MANAGERS,
 } as const satisfies Record<string, readonly Role[]>;
 
 export type Action = keyof typeof PERMISSIONS;

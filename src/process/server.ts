@@ -56,6 +56,7 @@ import { buildFacade } from '../facade/app.ts';
 import { VideoRuntime } from '../video/runtime.ts';
 import { videoService } from '../services/video.ts';
 import { organisationService } from '../services/organisations.ts';
+import { BudgetBook } from '../budgets/budget-book.ts';
 import { startBotIfConfigured } from '../bot/start.ts';
 import { ConsoleSessions } from '../billing/console-sessions.ts';
 import { consoleApi } from '../console/api.ts';
@@ -174,7 +175,13 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
     }),
     inference: inferenceRoutes(config, routeDeps, owners),
     video: videoService({ config, ledger, catalogue, metering, runtime: video, log }),
-    organisations: organisationService({ db, ledger, keys: billing.keys, limiter: billing.limiter }),
+    organisations: organisationService({
+      db,
+      ledger,
+      keys: billing.keys,
+      limiter: billing.limiter,
+      budgetsChanged: (accountId) => billing.budgets.forget(accountId),
+    }),
   };
   const rpc = await startRpc(config, services, billing.keys, log);
   // The browser console (docs/console.md): its API and pages on the HTTP port, its sessions in the database.
@@ -236,6 +243,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
       await billing.inFlight.close(); // this instance's in-flight slots back to their bounds
       await upstream.close();
       await billing.keyCache?.close();
+      await billing.budgets.stop();
       await video.close(); // the worker finishes its running activities, which need the database
       await db.destroy();
       await runningTracing()?.shutdown(); // the last spans exported (bounded by the export timeout)
@@ -277,6 +285,8 @@ interface BillingParts {
   inFlight: InFlightLimits;
   leases: LeaseBook | undefined;
   keys: KeyCheck;
+  /** Which budgets each request is under (docs/budgets.md), heard changed on every instance. */
+  budgets: BudgetBook;
 }
 
 /** The key check, rate limits and (in lease mode) credit leases with the key cache they need. */
@@ -315,7 +325,9 @@ async function startBilling(
       )
     : undefined;
   await leases?.listen(p.databaseUrl);
-  return { keyCache, limiter, inFlight, leases, keys: new KeyCheck(p.ledger, keyCache) };
+  const budgets = new BudgetBook(p.db, p.log);
+  await budgets.listen(p.databaseUrl);
+  return { keyCache, limiter, inFlight, leases, keys: new KeyCheck(p.ledger, keyCache), budgets };
 }
 
 /** The inference routes' parts: metering (holds and settles), upstream calls, stream runs. */
@@ -342,6 +354,7 @@ function inferenceParts(
     ...(billing.leases ? { leases: billing.leases } : {}),
     inFlight: billing.inFlight,
     maxInFlightPerAccount: config.maxInFlightPerAccount,
+    budgets: billing.budgets,
     deploymentSettled: ({ window, slot, account, usedTokens }) => {
       if (window)
         p.deploymentLimits

@@ -38,6 +38,8 @@ export interface OrganisationDeps {
   ledger: Ledger;
   keys: KeyCheck;
   limiter: RateLimiter;
+  /** An organisation's budgets changed here: this instance's budget book forgets them now (others by notice). */
+  budgetsChanged?: (accountId: string) => void;
 }
 
 /** Who may act on one organisation, as the access check found them. */

@@ -48,6 +48,7 @@ import {
   type AccessChecks,
   type OrganisationDeps,
 } from './organisation-access.ts';
+import { budgetMethods } from './organisation-budgets.ts';
 
 export function organisationService(deps: OrganisationDeps): ServiceImpl<typeof OrganisationService> {
   const c = accessChecks(deps);
@@ -58,6 +59,7 @@ export function organisationService(deps: OrganisationDeps): ServiceImpl<typeof 
     ...teamMethods(deps, c),
     ...keyMethods(deps, c),
     ...spendMethods(deps, c),
+    ...budgetMethods(deps, c),
   };
 }
 

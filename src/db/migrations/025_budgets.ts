@@ -55,6 +55,13 @@ const STATEMENTS = [
     CONSTRAINT hold_budgets_window FOREIGN KEY (budget_id, subject, window_start)
       REFERENCES budget_windows (budget_id, subject, window_start)
   )`,
+  // Every instance's budget book drops an account's budgets when they change (docs/budgets.md).
+  `CREATE FUNCTION budgets_notify() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      PERFORM pg_notify('budgets_changed', COALESCE(NEW.account_id, OLD.account_id));
+      RETURN NULL;
+    END $$`,
+  `CREATE TRIGGER budgets_changed AFTER INSERT OR UPDATE OR DELETE ON budgets FOR EACH ROW EXECUTE FUNCTION budgets_notify()`,
   // The alerts each window fired, once per threshold.
   `CREATE TABLE budget_alerts (
     budget_id text NOT NULL,
@@ -72,4 +79,5 @@ export async function up(knex: Knex): Promise<void> {
 
 export async function down(knex: Knex): Promise<void> {
   for (const t of ['budget_alerts', 'hold_budgets', 'budget_windows', 'budgets']) await knex.raw(`DROP TABLE ${t}`);
+  await knex.raw('DROP FUNCTION budgets_notify()');
 }

@@ -1901,6 +1901,253 @@ export declare type CreateMemberSignInLinkResponse = Message<"gateway.v1.CreateM
 export declare const CreateMemberSignInLinkResponseSchema: GenMessage<CreateMemberSignInLinkResponse>;
 
 /**
+ * @generated from message gateway.v1.BudgetSpec
+ */
+export declare type BudgetSpec = Message<"gateway.v1.BudgetSpec"> & {
+  /**
+   * organisation, team, member, key or customer.
+   *
+   * @generated from field: string scope = 1;
+   */
+  scope: string;
+
+  /**
+   * The team, member or key id ("" for the organisation); a customer budget's "", "key:<id>" or "team:<id>".
+   *
+   * @generated from field: string scope_id = 2;
+   */
+  scopeId: string;
+
+  /**
+   * @generated from field: string name = 3;
+   */
+  name: string;
+
+  /**
+   * USD, a plain decimal string such as "20" or "0.50" (exact to the nano-dollar, at most 1000000).
+   *
+   * @generated from field: string amount_usd = 4;
+   */
+  amountUsd: string;
+
+  /**
+   * day, week, month, rolling or lifetime.
+   *
+   * @generated from field: string period = 5;
+   */
+  period: string;
+
+  /**
+   * An IANA time zone for day, week and month ("UTC" when empty).
+   *
+   * @generated from field: string time_zone = 6;
+   */
+  timeZone: string;
+
+  /**
+   * A week's start day (0 Sunday … 6 Saturday) or a month's (1 … 28).
+   *
+   * @generated from field: int32 start_day = 7;
+   */
+  startDay: number;
+
+  /**
+   * A rolling period's hours (1 … 8784).
+   *
+   * @generated from field: int32 rolling_hours = 8;
+   */
+  rollingHours: number;
+
+  /**
+   * hard (refuse) or soft (alert only); "" is hard.
+   *
+   * @generated from field: string mode = 9;
+   */
+  mode: string;
+
+  /**
+   * Alert thresholds in percent of the amount (default 50, 80, 100).
+   *
+   * @generated from field: repeated int32 thresholds = 10;
+   */
+  thresholds: number[];
+};
+
+/**
+ * Describes the message gateway.v1.BudgetSpec.
+ * Use `create(BudgetSpecSchema)` to create a new message.
+ */
+export declare const BudgetSpecSchema: GenMessage<BudgetSpec>;
+
+/**
+ * @generated from message gateway.v1.BudgetState
+ */
+export declare type BudgetState = Message<"gateway.v1.BudgetState"> & {
+  /**
+   * @generated from field: string budget_id = 1;
+   */
+  budgetId: string;
+
+  /**
+   * @generated from field: gateway.v1.BudgetSpec spec = 2;
+   */
+  spec?: BudgetSpec | undefined;
+
+  /**
+   * @generated from field: int64 amount_nano = 3;
+   */
+  amountNano: bigint;
+
+  /**
+   * The current window (for a customer template: what its windows start at now).
+   *
+   * @generated from field: google.protobuf.Timestamp window_start = 4;
+   */
+  windowStart?: Timestamp | undefined;
+
+  /**
+   * Unset for a lifetime budget.
+   *
+   * @generated from field: google.protobuf.Timestamp window_end = 5;
+   */
+  windowEnd?: Timestamp | undefined;
+
+  /**
+   * @generated from field: int64 spent_nano = 6;
+   */
+  spentNano: bigint;
+
+  /**
+   * @generated from field: int64 held_nano = 7;
+   */
+  heldNano: bigint;
+
+  /**
+   * @generated from field: int64 remaining_nano = 8;
+   */
+  remainingNano: bigint;
+};
+
+/**
+ * Describes the message gateway.v1.BudgetState.
+ * Use `create(BudgetStateSchema)` to create a new message.
+ */
+export declare const BudgetStateSchema: GenMessage<BudgetState>;
+
+/**
+ * @generated from message gateway.v1.SetBudgetRequest
+ */
+export declare type SetBudgetRequest = Message<"gateway.v1.SetBudgetRequest"> & {
+  /**
+   * @generated from field: string organisation_id = 1;
+   */
+  organisationId: string;
+
+  /**
+   * Empty: a new budget.
+   *
+   * @generated from field: string budget_id = 2;
+   */
+  budgetId: string;
+
+  /**
+   * @generated from field: gateway.v1.BudgetSpec spec = 3;
+   */
+  spec?: BudgetSpec | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.SetBudgetRequest.
+ * Use `create(SetBudgetRequestSchema)` to create a new message.
+ */
+export declare const SetBudgetRequestSchema: GenMessage<SetBudgetRequest>;
+
+/**
+ * @generated from message gateway.v1.SetBudgetResponse
+ */
+export declare type SetBudgetResponse = Message<"gateway.v1.SetBudgetResponse"> & {
+  /**
+   * @generated from field: gateway.v1.BudgetState budget = 1;
+   */
+  budget?: BudgetState | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.SetBudgetResponse.
+ * Use `create(SetBudgetResponseSchema)` to create a new message.
+ */
+export declare const SetBudgetResponseSchema: GenMessage<SetBudgetResponse>;
+
+/**
+ * @generated from message gateway.v1.ListBudgetsRequest
+ */
+export declare type ListBudgetsRequest = Message<"gateway.v1.ListBudgetsRequest"> & {
+  /**
+   * @generated from field: string organisation_id = 1;
+   */
+  organisationId: string;
+};
+
+/**
+ * Describes the message gateway.v1.ListBudgetsRequest.
+ * Use `create(ListBudgetsRequestSchema)` to create a new message.
+ */
+export declare const ListBudgetsRequestSchema: GenMessage<ListBudgetsRequest>;
+
+/**
+ * @generated from message gateway.v1.ListBudgetsResponse
+ */
+export declare type ListBudgetsResponse = Message<"gateway.v1.ListBudgetsResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.BudgetState budgets = 1;
+   */
+  budgets: BudgetState[];
+};
+
+/**
+ * Describes the message gateway.v1.ListBudgetsResponse.
+ * Use `create(ListBudgetsResponseSchema)` to create a new message.
+ */
+export declare const ListBudgetsResponseSchema: GenMessage<ListBudgetsResponse>;
+
+/**
+ * @generated from message gateway.v1.DeleteBudgetRequest
+ */
+export declare type DeleteBudgetRequest = Message<"gateway.v1.DeleteBudgetRequest"> & {
+  /**
+   * @generated from field: string organisation_id = 1;
+   */
+  organisationId: string;
+
+  /**
+   * @generated from field: string budget_id = 2;
+   */
+  budgetId: string;
+};
+
+/**
+ * Describes the message gateway.v1.DeleteBudgetRequest.
+ * Use `create(DeleteBudgetRequestSchema)` to create a new message.
+ */
+export declare const DeleteBudgetRequestSchema: GenMessage<DeleteBudgetRequest>;
+
+/**
+ * @generated from message gateway.v1.DeleteBudgetResponse
+ */
+export declare type DeleteBudgetResponse = Message<"gateway.v1.DeleteBudgetResponse"> & {
+  /**
+   * @generated from field: bool deleted = 1;
+   */
+  deleted: boolean;
+};
+
+/**
+ * Describes the message gateway.v1.DeleteBudgetResponse.
+ * Use `create(DeleteBudgetResponseSchema)` to create a new message.
+ */
+export declare const DeleteBudgetResponseSchema: GenMessage<DeleteBudgetResponse>;
+
+/**
  * @generated from enum gateway.v1.Role
  */
 export enum Role {
@@ -2255,6 +2502,35 @@ export declare const OrganisationService: GenService<{
     methodKind: "unary";
     input: typeof CreateMemberSignInLinkRequestSchema;
     output: typeof CreateMemberSignInLinkResponseSchema;
+  },
+  /**
+   * Budgets held like money (docs/budgets.md): a new budget (no budget_id) or a change of one.
+   *
+   * @generated from rpc gateway.v1.OrganisationService.SetBudget
+   */
+  setBudget: {
+    methodKind: "unary";
+    input: typeof SetBudgetRequestSchema;
+    output: typeof SetBudgetResponseSchema;
+  },
+  /**
+   * The organisation's budgets with their current window; a member without budgets.manage sees
+   * those over their own requests.
+   *
+   * @generated from rpc gateway.v1.OrganisationService.ListBudgets
+   */
+  listBudgets: {
+    methodKind: "unary";
+    input: typeof ListBudgetsRequestSchema;
+    output: typeof ListBudgetsResponseSchema;
+  },
+  /**
+   * @generated from rpc gateway.v1.OrganisationService.DeleteBudget
+   */
+  deleteBudget: {
+    methodKind: "unary";
+    input: typeof DeleteBudgetRequestSchema;
+    output: typeof DeleteBudgetResponseSchema;
   },
 }>;
 
