@@ -10,6 +10,7 @@ import { loadBotSettings, type BotSettings } from './bot-config.ts';
 import { logFormat, logLevel, nonEmpty } from './env.ts';
 import { dataDirOf } from './gateway-address.ts';
 import { loadTracingConfig, type TracingConfig } from './tracing-config.ts';
+import type { EnvFileRead } from './start-options.ts';
 
 export type ProviderName = 'openai' | 'anthropic' | 'xai' | 'deepseek' | 'cohere' | 'bfl';
 
@@ -122,6 +123,16 @@ export interface Config {
   bot: BotSettings | undefined;
   /** OpenTelemetry traces over OTLP (tracing-config.ts, docs/observability.md); off unless an endpoint is set. */
   tracing: TracingConfig;
+  /** `npm start -- --demo`: the shipped providers are answered by the built-in demo provider (src/demo/). */
+  demo: boolean;
+  /** The settings file `npm start` read before these settings (./.env or --settings), if any. */
+  envFile: EnvFileRead | undefined;
+}
+
+/** What the command line adds to the environment's settings (start-options.ts). */
+export interface StartedWith {
+  demo?: boolean;
+  envFile?: EnvFileRead | undefined;
 }
 
 export interface VideoConfig {
@@ -262,7 +273,7 @@ export function passwordOf(databaseUrl: string | undefined): string | undefined 
   }
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, startedWith: StartedWith = {}): Config {
   const dataDir = dataDirOf(env);
   const providers = {} as Record<ProviderName, ProviderConfig>;
   for (const name of Object.keys(DEFAULT_BASE_URLS) as ProviderName[]) {
@@ -356,5 +367,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sharedProviderObjects: parseSharedKinds(env.SHARED_PROVIDER_OBJECTS),
     bot: loadBotSettings(env),
     tracing: loadTracingConfig(env),
+    demo: startedWith.demo === true,
+    envFile: startedWith.envFile,
   };
 }

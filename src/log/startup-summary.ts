@@ -50,6 +50,8 @@ export interface StartupSummary {
     | { state: 'on'; protocol: string; endpoint: string; sampler: string; callerContext: string; content: boolean };
   /** Where the operator CLI finds this gateway (written by `npm start`). */
   addressFile: string;
+  /** The settings file read before the settings (./.env or --settings): the variables it set, and those the environment kept (names only). */
+  envFile?: { path: string; set: number; kept: string[] };
 }
 
 export interface StartedParts {
@@ -185,6 +187,9 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
     bot: parts.bot ? { state: 'on', ...parts.bot } : parts.botConfigured ? { state: 'failed' } : { state: 'off' },
     traces: tracesOf(config),
     addressFile: addressFilePath(config.dataDir),
+    ...(config.envFile
+      ? { envFile: { path: config.envFile.path, set: config.envFile.set.length, kept: config.envFile.kept } }
+      : {}),
   };
 }
 
@@ -209,9 +214,17 @@ function reach(l: Listener): string {
   return `address ${l.host} only`;
 }
 
+function envFileLine(f: NonNullable<StartupSummary['envFile']>): string {
+  const relative = path.relative(process.cwd(), f.path);
+  const where = relative.startsWith('..') ? f.path : relative;
+  const kept = f.kept.length > 0 ? `; ${f.kept.join(', ')} kept from the environment, which wins` : '';
+  return `read from ${where}: ${f.set} ${f.set === 1 ? 'variable' : 'variables'}${kept}`;
+}
+
 /** The summary as a title and short lines, for a person at a terminal. */
 export function summaryLines(s: StartupSummary): string[] {
   const rows: [string, string][] = [];
+  if (s.envFile) rows.push(['settings', envFileLine(s.envFile)]);
   // Without a token, /metrics and the Billing/Catalogue RPCs answer loopback callers only (src/config/exposure.ts).
   rows.push([
     'HTTP',

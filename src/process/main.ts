@@ -1,7 +1,10 @@
-// `npm start`: the gateway with configuration from the environment (embedded defaults). Logs
-// are human lines on a terminal and JSON otherwise (LOG_FORMAT); the address it listens on is
-// written to DATA_DIR/gateway.json for the operator CLI while it runs.
+// `npm start`: the gateway with configuration from the environment (embedded defaults), after
+// ./.env or the file of --settings (start-options.ts). Logs are human lines on a terminal and
+// JSON otherwise (LOG_FORMAT); the address it listens on is written to DATA_DIR/gateway.json for
+// the operator CLI while it runs. Ctrl-C, SIGTERM and closing the terminal (SIGHUP) stop it
+// the same way: requests finished, charges written, its own PostgreSQL and Temporal stopped.
 import { loadConfig, type Config } from '../config/config.ts';
+import { parseStartArgs, readEnvFile, START_USAGE } from '../config/start-options.ts';
 import { createLogger } from '../log/logger.ts';
 import { startGateway } from './server.ts';
 import { removeGatewayAddress, writeGatewayAddress } from '../config/gateway-address.ts';
@@ -9,7 +12,14 @@ import { UnsafeExposureError } from '../config/exposure.ts';
 
 let config: Config;
 try {
-  config = loadConfig();
+  const options = parseStartArgs(process.argv.slice(2));
+  if (options.help) {
+    console.log(START_USAGE);
+    process.exit(0);
+  }
+  // Before the settings are read: the file fills in what the environment does not set.
+  const envFile = readEnvFile({ named: options.envFile, cwd: process.cwd(), env: process.env });
+  config = loadConfig(process.env, { demo: options.demo, envFile });
 } catch (err) {
   // A bad setting is one line that names it, not a stack trace.
   console.error(`gateway: ${(err as Error).message}`);
@@ -53,6 +63,12 @@ try {
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGHUP', () => {
+    // The terminal is gone: what is still logged has nowhere to go, and must not stop the shutdown.
+    process.stdout.on('error', () => {});
+    process.stderr.on('error', () => {});
+    stop('SIGHUP');
+  });
 } catch (err) {
   if (err instanceof UnsafeExposureError) log.fatal(`gateway refused to start: ${err.message}`);
   else log.fatal({ err }, 'gateway failed to start');
