@@ -10,7 +10,6 @@ import { loadBotSettings, type BotSettings } from './bot-config.ts';
 import { logFormat, logLevel, nonEmpty } from './env.ts';
 import { dataDirOf } from './gateway-address.ts';
 import { loadTracingConfig, type TracingConfig } from './tracing-config.ts';
-import type { EnvFileRead } from './start-options.ts';
 
 export type ProviderName = 'openai' | 'anthropic' | 'xai' | 'deepseek' | 'cohere' | 'bfl';
 
@@ -127,6 +126,14 @@ export interface Config {
   demo: boolean;
   /** The settings file `npm start` read before these settings (./.env or --settings), if any. */
   envFile: EnvFileRead | undefined;
+}
+
+/** A settings file read at start (start-options.ts): where it is, the variables it set, and those the environment already had. */
+export interface EnvFileRead {
+  path: string;
+  set: string[];
+  /** In the file, but set in the environment already: the environment's value stands. */
+  kept: string[];
 }
 
 /** What the command line adds to the environment's settings (start-options.ts). */
@@ -367,7 +374,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, startedWith: St
     sharedProviderObjects: parseSharedKinds(env.SHARED_PROVIDER_OBJECTS),
     bot: loadBotSettings(env),
     tracing: loadTracingConfig(env),
-    demo: startedWith.demo === true,
-    envFile: startedWith.envFile,
+    ...{ demo: startedWith.demo === true, envFile: startedWith.envFile },
   };
 }

@@ -7,6 +7,7 @@
 import fs from 'node:fs';
 import path from 'node:path';
 import { parseEnv } from 'node:util';
+import { loadConfig, type Config, type EnvFileRead } from './config.ts';
 
 export interface StartOptions {
   /** --demo: the shipped providers answered by the built-in demo provider (src/demo/). */
@@ -43,14 +44,6 @@ export function parseStartArgs(argv: readonly string[]): StartOptions {
   return out;
 }
 
-/** A settings file read at start: where it is, the variables it set, and those the environment already had. */
-export interface EnvFileRead {
-  path: string;
-  set: string[];
-  /** In the file, but set in the environment already: the environment's value stands. */
-  kept: string[];
-}
-
 /**
  * Reads `named` (relative to `cwd`; it must exist) or else `cwd`/.env when there is one, into
  * `env`, leaving every variable `env` already has as it is. Undefined when there was no file to read.
@@ -79,4 +72,20 @@ export function readEnvFile(opts: {
     }
   }
   return read;
+}
+
+/**
+ * `npm start`'s configuration from its command line (`argv` after the script): the options, then
+ * the settings file into `env`, then the settings. Undefined for --help. Throws an Error naming
+ * what it cannot use.
+ */
+export function loadStartConfig(
+  argv: readonly string[],
+  env: NodeJS.ProcessEnv = process.env,
+  cwd: string = process.cwd(),
+): Config | undefined {
+  const options = parseStartArgs(argv);
+  if (options.help) return undefined;
+  const envFile = readEnvFile({ named: options.envFile, cwd, env });
+  return loadConfig(env, { demo: options.demo, envFile });
 }

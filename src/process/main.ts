@@ -3,8 +3,8 @@
 // JSON otherwise (LOG_FORMAT); the address it listens on is written to DATA_DIR/gateway.json for
 // the operator CLI while it runs. Ctrl-C, SIGTERM and closing the terminal (SIGHUP) stop it
 // the same way: requests finished, charges written, its own PostgreSQL and Temporal stopped.
-import { loadConfig, type Config } from '../config/config.ts';
-import { parseStartArgs, readEnvFile, START_USAGE } from '../config/start-options.ts';
+import type { Config } from '../config/config.ts';
+import { loadStartConfig, START_USAGE } from '../config/start-options.ts';
 import { createLogger } from '../log/logger.ts';
 import { startGateway } from './server.ts';
 import { removeGatewayAddress, writeGatewayAddress } from '../config/gateway-address.ts';
@@ -12,14 +12,13 @@ import { UnsafeExposureError } from '../config/exposure.ts';
 
 let config: Config;
 try {
-  const options = parseStartArgs(process.argv.slice(2));
-  if (options.help) {
+  // The options, then ./.env (or --settings) filling in what the environment does not set, then the settings.
+  const loaded = loadStartConfig(process.argv.slice(2));
+  if (!loaded) {
     console.log(START_USAGE);
     process.exit(0);
   }
-  // Before the settings are read: the file fills in what the environment does not set.
-  const envFile = readEnvFile({ named: options.envFile, cwd: process.cwd(), env: process.env });
-  config = loadConfig(process.env, { demo: options.demo, envFile });
+  config = loaded;
 } catch (err) {
   // A bad setting is one line that names it, not a stack trace.
   console.error(`gateway: ${(err as Error).message}`);
