@@ -34,7 +34,11 @@ export interface StartupSummary {
     keyVariable: string;
     baseUrl?: string;
     fallback: boolean;
+    /** Answered by the built-in demo provider (`npm start -- --demo`), not the provider itself. */
+    demo?: true;
   }[];
+  /** `npm start -- --demo`: the shipped providers are answered by the demo provider (src/demo/). */
+  demo?: true;
   /** Where the key that seals provider credentials is (never the key); none: only credentials naming a variable work. */
   credentials: { key: string | 'none' };
   /** Models served on more than one deployment (docs/providers.md), with their deployments' ids. */
@@ -117,6 +121,15 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
   const providers: StartupSummary['providers'] = Object.values(config.providers).map((p) => {
     const baseUrl = withoutSecrets(p.baseUrl);
     const custom = baseUrl !== undefined && new URL(baseUrl).hostname !== DEFAULT_HOSTS[p.name];
+    if (config.demo)
+      return {
+        name: p.name,
+        models: parts.models.filter((m) => m.enabled && m.provider === p.name).length,
+        key: true,
+        keyVariable: `${p.name.toUpperCase()}_API_KEY`,
+        fallback: false,
+        demo: true as const,
+      };
     return {
       name: p.name,
       models: parts.models.filter((m) => m.enabled && m.provider === p.name).length,
@@ -187,6 +200,7 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
     bot: parts.bot ? { state: 'on', ...parts.bot } : parts.botConfigured ? { state: 'failed' } : { state: 'off' },
     traces: tracesOf(config),
     addressFile: addressFilePath(config.dataDir),
+    ...(config.demo ? { demo: true as const } : {}),
     ...(config.envFile
       ? { envFile: { path: config.envFile.path, set: config.envFile.set.length, kept: config.envFile.kept } }
       : {}),
@@ -214,17 +228,29 @@ function reach(l: Listener): string {
   return `address ${l.host} only`;
 }
 
-function envFileLine(f: NonNullable<StartupSummary['envFile']>): string {
-  const relative = path.relative(process.cwd(), f.path);
-  const where = relative.startsWith('..') ? f.path : relative;
-  const kept = f.kept.length > 0 ? `; ${f.kept.join(', ')} kept from the environment, which wins` : '';
-  return `read from ${where}: ${f.set} ${f.set === 1 ? 'variable' : 'variables'}${kept}`;
+/** The first rows: what `npm start` was started with (--demo, a settings file), when anything. */
+function startedWithRows(s: StartupSummary): [string, string][] {
+  const rows: [string, string][] = [];
+  if (s.demo)
+    rows.push([
+      'demo',
+      "every shipped model is answered by the built-in demo provider: made-up answers (your words repeated), billed at the price book's prices; for real ones start without --demo, with a provider key (OPENAI_API_KEY=sk-… npm start)",
+    ]);
+  const f = s.envFile;
+  if (f) {
+    const relative = path.relative(process.cwd(), f.path);
+    const kept = f.kept.length > 0 ? `; ${f.kept.join(', ')} kept from the environment, which wins` : '';
+    rows.push([
+      'settings',
+      `read from ${relative.startsWith('..') ? f.path : relative}: ${f.set} ${f.set === 1 ? 'variable' : 'variables'}${kept}`,
+    ]);
+  }
+  return rows;
 }
 
 /** The summary as a title and short lines, for a person at a terminal. */
 export function summaryLines(s: StartupSummary): string[] {
-  const rows: [string, string][] = [];
-  if (s.envFile) rows.push(['settings', envFileLine(s.envFile)]);
+  const rows: [string, string][] = startedWithRows(s);
   // Without a token, /metrics and the Billing/Catalogue RPCs answer loopback callers only (src/config/exposure.ts).
   rows.push([
     'HTTP',
@@ -254,7 +280,7 @@ export function summaryLines(s: StartupSummary): string[] {
   const nameWidth = Math.max(...s.providers.map((p) => p.name.length));
   const countWidth = Math.max(...s.providers.map((p) => String(p.models).length));
   s.providers.forEach((p, i) => {
-    const facts = [p.key ? 'key set' : `no key (set ${p.keyVariable})`];
+    const facts = p.demo ? ['the demo provider'] : [p.key ? 'key set' : `no key (set ${p.keyVariable})`];
     if (p.baseUrl) facts.push(`at ${p.baseUrl}`);
     if (p.fallback) facts.push('with a fallback');
     rows.push([
@@ -299,5 +325,6 @@ export function summaryLines(s: StartupSummary): string[] {
     `npm run cli -- keys --help  (finds this gateway through ${relative.startsWith('..') ? s.addressFile : relative})`,
   ]);
   const width = Math.max(...rows.map(([label]) => label.length));
-  return ['gateway ready', ...rows.map(([label, text]) => `${label.padEnd(width)}  ${text}`)];
+  const title = s.demo ? 'gateway ready (demo)' : 'gateway ready';
+  return [title, ...rows.map(([label, text]) => `${label.padEnd(width)}  ${text}`)];
 }
