@@ -52,9 +52,12 @@ export function registerConsolePages(app: FastifyInstance, deps: ConsolePagesDep
   });
 }
 
-/** Server-rendered, outside the app's element, so the page's script leaves it be; <mark> shows it without a stylesheet of its own. */
+/**
+ * Server-rendered, outside the app's element, so the page's script leaves it be; a landmark of its
+ * own (every part of a page is in one), and <mark> shows it without a stylesheet of its own.
+ */
 export const DEMO_NOTICE =
-  '<p class="demo-notice" role="note"><mark><strong>Demo gateway.</strong> Started with <code>npm start -- --demo</code>: every model is answered by the built-in demo provider (made-up answers), and requests are charged at the real prices.</mark></p>';
+  '<aside class="demo-notice" aria-label="Demo gateway"><p><mark><strong>Demo gateway.</strong> Started with <code>npm start -- --demo</code>: every model is answered by the built-in demo provider (made-up answers), and requests are charged at the real prices.</mark></p></aside>';
 
 /** The built assets, or undefined after answering 503 (the build failed: the log says why). */
 async function ready(assets: () => Promise<ConsoleAssets>, reply: FastifyReply): Promise<ConsoleAssets | undefined> {

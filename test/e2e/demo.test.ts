@@ -24,6 +24,9 @@ import { videoEnv } from '../support/temporal.ts';
 import { billedNano } from '../support/prices.ts';
 import { gatewayUrl, uniqueMarker } from '../support/context.ts';
 import { until } from '../support/deployments.ts';
+import { axeFindings, withAxe } from '../support/axe.ts';
+import { launchBrowser, screenshot } from '../support/browser.ts';
+import { signIn } from '../support/console.ts';
 
 let gw: GatewayProcess;
 let pool: pg.Pool;
@@ -300,6 +303,34 @@ describe('the demo provider', () => {
     expect(page.indexOf('demo-notice')).toBeLessThan(page.indexOf('<div id="app">'));
     const shared = await (await fetch(`${gatewayUrl()}/console`)).text();
     expect(shared).not.toContain('demo-notice');
+  });
+
+  it('in a browser, the notice stays above the signed-in console at desktop and phone width, and axe finds nothing', {
+    timeout: 120_000,
+  }, async () => {
+    const browser = await launchBrowser();
+    try {
+      for (const [label, viewport] of [
+        ['desktop', { width: 1280, height: 800 }],
+        ['phone', { width: 390, height: 844 }],
+      ] as const) {
+        const context = await browser.newContext({ viewport });
+        await withAxe(context);
+        const page = await context.newPage();
+        await page.goto(`${gw.httpUrl}/console`);
+        await signIn(page, key);
+        const notice = page.getByRole('complementary', { name: 'Demo gateway' });
+        expect(await notice.textContent()).toContain('every model is answered by the built-in demo provider');
+        const box = (await notice.boundingBox())!;
+        expect(box.y).toBeLessThan(50);
+        expect(box.x + box.width).toBeLessThanOrEqual(viewport.width);
+        await screenshot(page, `console-demo-notice-${label}`);
+        expect(await axeFindings(page)).toEqual([]);
+        await context.close();
+      }
+    } finally {
+      await browser.close();
+    }
   });
 
   it('every enabled shipped model answers through the official SDKs and is charged', { timeout: 120_000 }, async () => {
