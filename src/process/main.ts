@@ -25,6 +25,9 @@ try {
   process.exit(1);
 }
 const log = createLogger(config.logLevel, undefined, config.logFormat, config.tracing.enabled);
+// A closed terminal (SIGHUP) takes the output with it, maybe a moment before the signal is
+// handled: what is still written has nowhere to go, and its error must not stop the shutdown.
+for (const out of [process.stdout, process.stderr]) out.on('error', () => {});
 
 try {
   const gateway = await startGateway(config, log);
@@ -62,12 +65,7 @@ try {
   };
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGHUP', () => {
-    // The terminal is gone: what is still logged has nowhere to go, and must not stop the shutdown.
-    process.stdout.on('error', () => {});
-    process.stderr.on('error', () => {});
-    stop('SIGHUP');
-  });
+  process.on('SIGHUP', () => stop('SIGHUP'));
 } catch (err) {
   if (err instanceof UnsafeExposureError) log.fatal(`gateway refused to start: ${err.message}`);
   else log.fatal({ err }, 'gateway failed to start');
