@@ -31,7 +31,8 @@ export const LAYERS: readonly { name: string; parts: readonly string[] }[] = [
   { name: 'inference and video', parts: ['inference', 'video'] },
   { name: 'services', parts: ['services'] },
   { name: 'transport', parts: ['rpc'] },
-  { name: 'edges', parts: ['facade', 'bot', 'cli', 'console'] },
+  // demo: the built-in demo provider (`npm start -- --demo`), a server the process alone imports.
+  { name: 'edges', parts: ['facade', 'bot', 'cli', 'console', 'demo'] },
   { name: 'the process', parts: ['process'] },
 ];
 

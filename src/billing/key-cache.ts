@@ -51,6 +51,13 @@ const MAX_ENTRIES = 100_000;
  */
 const HEARTBEAT_MS = 1_000;
 const HEARTBEAT_LOST_MS = 3_000;
+/**
+ * A heartbeat tick this much later than due means the process itself did not run (a long
+ * synchronous step: the first start unpacks the Temporal CLI; a loaded machine), not that the
+ * listener went quiet: its notices may be waiting unread. Such a tick judges nothing; silence
+ * counts again from it.
+ */
+const LATE_TICK_MS = HEARTBEAT_MS + 1_000;
 
 export class KeyCache {
   private readonly entries = new Map<string, CachedKey & { at: number }>();
@@ -107,7 +114,7 @@ export class KeyCache {
       if (this.closed) return;
       this.log.warn(
         { err: err?.message },
-        'key change listener lost; keys are checked in the database until it is back',
+        'key change listener lost (reconnecting in 1 s): until it is back every key is checked in the database; requests are served and billed as usual',
       );
       this.retry = setTimeout(() => this.start().catch(() => {}), 1000);
       this.retry.unref();
@@ -139,9 +146,16 @@ export class KeyCache {
     // listener notifies itself every second, and if its own notice stops coming back the cache
     // goes off and the listener reconnects. So a live cache has heard the channel recently.
     this.heardSentAt = this.now();
+    // Silence is counted from the newest heartbeat heard, or from the last tick that came late.
+    let lastTick = this.heardSentAt;
+    let silentSince = this.heardSentAt;
     this.heartbeat = setInterval(() => {
-      if (!this.fresh()) return lost(new Error('the listener stopped hearing its own notices'));
-      client.query('SELECT pg_notify($1, $2)', [KEY_CHANNEL, `${this.nonce}@${this.now()}`]).catch(() => {});
+      const now = this.now();
+      if (now - lastTick > LATE_TICK_MS) silentSince = now;
+      lastTick = now;
+      if (now - Math.max(this.heardSentAt, silentSince) > HEARTBEAT_LOST_MS)
+        return lost(new Error('the listener stopped hearing its own notices'));
+      client.query('SELECT pg_notify($1, $2)', [KEY_CHANNEL, `${this.nonce}@${now}`]).catch(() => {});
     }, HEARTBEAT_MS);
     this.heartbeat.unref();
   }

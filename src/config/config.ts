@@ -122,6 +122,24 @@ export interface Config {
   bot: BotSettings | undefined;
   /** OpenTelemetry traces over OTLP (tracing-config.ts, docs/observability.md); off unless an endpoint is set. */
   tracing: TracingConfig;
+  /** `npm start -- --demo`: the shipped providers are answered by the built-in demo provider (src/demo/). */
+  demo: boolean;
+  /** The settings file `npm start` read before these settings (./.env or --settings), if any. */
+  envFile: EnvFileRead | undefined;
+}
+
+/** A settings file read at start (start-options.ts): where it is, the variables it set, and those the environment already had. */
+export interface EnvFileRead {
+  path: string;
+  set: string[];
+  /** In the file, but set in the environment already: the environment's value stands. */
+  kept: string[];
+}
+
+/** What the command line adds to the environment's settings (start-options.ts). */
+export interface StartedWith {
+  demo?: boolean;
+  envFile?: EnvFileRead | undefined;
 }
 
 export interface VideoConfig {
@@ -262,7 +280,7 @@ export function passwordOf(databaseUrl: string | undefined): string | undefined 
   }
 }
 
-export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+export function loadConfig(env: NodeJS.ProcessEnv = process.env, startedWith: StartedWith = {}): Config {
   const dataDir = dataDirOf(env);
   const providers = {} as Record<ProviderName, ProviderConfig>;
   for (const name of Object.keys(DEFAULT_BASE_URLS) as ProviderName[]) {
@@ -356,5 +374,6 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
     sharedProviderObjects: parseSharedKinds(env.SHARED_PROVIDER_OBJECTS),
     bot: loadBotSettings(env),
     tracing: loadTracingConfig(env),
+    ...{ demo: startedWith.demo === true, envFile: startedWith.envFile },
   };
 }

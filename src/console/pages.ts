@@ -12,6 +12,8 @@ import { consoleErrorHandler, consoleNotFound } from './refusals.ts';
 
 export interface ConsolePagesDeps {
   log: Pick<Logger, 'info' | 'error'>;
+  /** `npm start -- --demo`: every page carries a notice, above the app, that the answers are the demo provider's. */
+  demo?: boolean;
   /** What builds the front-end (tests give a failing one); default: esbuild over src/console/web/. */
   build?: () => Promise<ConsoleAssets>;
 }
@@ -29,8 +31,9 @@ export function registerConsolePages(app: FastifyInstance, deps: ConsolePagesDep
     const page = async (req: FastifyRequest, reply: FastifyReply) => {
       const built = await ready(assets, reply);
       if (!built) return reply;
+      const html = deps.demo ? built.indexHtml.replace('<body>\n', `<body>\n${DEMO_NOTICE}\n`) : built.indexHtml;
       // Revalidated every time: it names the current hashed assets.
-      return reply.header('cache-control', 'no-cache').type('text/html; charset=utf-8').send(built.indexHtml);
+      return reply.header('cache-control', 'no-cache').type('text/html; charset=utf-8').send(html);
     };
     scope.get('/console', page);
     scope.get('/console/*', (req, reply) => {
@@ -48,6 +51,13 @@ export function registerConsolePages(app: FastifyInstance, deps: ConsolePagesDep
     });
   });
 }
+
+/**
+ * Server-rendered, outside the app's element, so the page's script leaves it be; a landmark of its
+ * own (every part of a page is in one), and <mark> shows it without a stylesheet of its own.
+ */
+export const DEMO_NOTICE =
+  '<aside class="demo-notice" aria-label="Demo gateway"><p><mark><strong>Demo gateway.</strong> Started with <code>npm start -- --demo</code>: every model is answered by the built-in demo provider (made-up answers), and requests are charged at the real prices.</mark></p></aside>';
 
 /** The built assets, or undefined after answering 503 (the build failed: the log says why). */
 async function ready(assets: () => Promise<ConsoleAssets>, reply: FastifyReply): Promise<ConsoleAssets | undefined> {

@@ -45,6 +45,8 @@ export interface FacadeDeps {
   metricsToken: string | undefined;
   /** The catalogue id that serves a model name (itself, or an alias's model; the book in force), or undefined: the only model names used as metric labels. */
   servedModel: ServedModel;
+  /** Providers the built-in demo provider answers for (`npm start -- --demo`): GET /v1/models labels their models. */
+  demoProviders?: ReadonlySet<string>;
   /** Unary answers carry x-gateway-deployment (DEPLOYMENT_HEADER). */
   deploymentHeader?: boolean;
   /** STREAM_STALL_TIMEOUT_MS: a stream whose client takes in nothing this long is cut; 0 or unset: never. */
@@ -125,6 +127,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
     transport: deps.transport,
     knownCaller: deps.knownCaller,
     authenticate: deps.authenticate,
+    ...(deps.demoProviders ? { demoProviders: deps.demoProviders } : {}),
   });
   app.register(chatRoutes, inferenceOptions);
   app.register(messagesRoutes, inferenceOptions);

@@ -68,7 +68,21 @@ export function createLogger(
           color: !destination && process.stdout.isTTY === true && !process.env.NO_COLOR,
           stacks: level === 'debug' || level === 'trace',
         })
-      : (destination ??
-          pino.destination({ dest: 1, sync: false, minLength: 4096, periodicFlush: 100, maxLength: 16 * 1024 * 1024 })),
+      : (destination ?? stdoutLines()),
   );
+}
+
+/** Batched JSON lines to stdout (see the top of this file). */
+function stdoutLines(): pino.DestinationStream {
+  const out = pino.destination({
+    dest: 1,
+    sync: false,
+    minLength: 4096,
+    periodicFlush: 100,
+    maxLength: 16 * 1024 * 1024,
+  });
+  // A stdout that is gone (a closed terminal: EIO) takes nothing more, and must not stop the
+  // process that is finishing its requests and charges (pino handles EPIPE itself).
+  out.on('error', () => {});
+  return out;
 }

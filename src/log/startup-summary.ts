@@ -39,7 +39,11 @@ export interface StartupSummary {
     keyVariable: string;
     baseUrl?: string;
     fallback: boolean;
+    /** Answered by the built-in demo provider (`npm start -- --demo`), not the provider itself. */
+    demo?: true;
   }[];
+  /** `npm start -- --demo`: the shipped providers are answered by the demo provider (src/demo/). */
+  demo?: true;
   /** Where the key that seals provider credentials is (never the key); none: only credentials naming a variable work. */
   credentials: { key: string | 'none' };
   /**
@@ -58,6 +62,8 @@ export interface StartupSummary {
     | { state: 'on'; protocol: string; endpoint: string; sampler: string; callerContext: string; content: boolean };
   /** Where the operator CLI finds this gateway (written by `npm start`). */
   addressFile: string;
+  /** The settings file read before the settings (./.env or --settings): the variables it set, and those the environment kept (names only). */
+  envFile?: { path: string; set: number; kept: string[] };
 }
 
 export interface StartedParts {
@@ -134,6 +140,17 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
     const baseUrl = withoutSecrets(p.baseUrl);
     const custom = baseUrl !== undefined && new URL(baseUrl).hostname !== DEFAULT_HOSTS[p.name];
     const state = states.get(p.name);
+    if (config.demo)
+      return {
+        name: p.name,
+        models: state?.models ?? 0,
+        served: state?.served ?? 0,
+        key: true,
+        authNone: false,
+        keyVariable: `${p.name.toUpperCase()}_API_KEY`,
+        fallback: false,
+        demo: true as const,
+      };
     return {
       name: p.name,
       models: state?.models ?? 0,
@@ -208,6 +225,10 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
     bot: parts.bot ? { state: 'on', ...parts.bot } : parts.botConfigured ? { state: 'failed' } : { state: 'off' },
     traces: tracesOf(config),
     addressFile: addressFilePath(config.dataDir),
+    ...(config.demo ? { demo: true as const } : {}),
+    ...(config.envFile
+      ? { envFile: { path: config.envFile.path, set: config.envFile.set.length, kept: config.envFile.kept } }
+      : {}),
   };
 }
 
@@ -250,9 +271,29 @@ function reach(l: Listener): string {
   return `address ${l.host} only`;
 }
 
+/** The first rows: what `npm start` was started with (--demo, a settings file), when anything. */
+function startedWithRows(s: StartupSummary): [string, string][] {
+  const rows: [string, string][] = [];
+  if (s.demo)
+    rows.push([
+      'demo',
+      "every shipped model is answered by the built-in demo provider: made-up answers (your words repeated), billed at the price book's prices; for real ones start without --demo, with a provider key (OPENAI_API_KEY=sk-… npm start)",
+    ]);
+  const f = s.envFile;
+  if (f) {
+    const relative = path.relative(process.cwd(), f.path);
+    const kept = f.kept.length > 0 ? `; ${f.kept.join(', ')} kept from the environment, which wins` : '';
+    rows.push([
+      'settings',
+      `read from ${relative.startsWith('..') ? f.path : relative}: ${f.set} ${f.set === 1 ? 'variable' : 'variables'}${kept}`,
+    ]);
+  }
+  return rows;
+}
+
 /** The summary as a title and short lines, for a person at a terminal. */
 export function summaryLines(s: StartupSummary): string[] {
-  const rows: [string, string][] = [];
+  const rows: [string, string][] = startedWithRows(s);
   // Without a token, /metrics and the Billing/Catalogue RPCs answer loopback callers only (src/config/exposure.ts).
   rows.push([
     'HTTP',
@@ -279,39 +320,14 @@ export function summaryLines(s: StartupSummary): string[] {
       ? `credit leases of $${s.billing.sliceUsd} per key and instance`
       : 'a hold and a settlement per request',
   ]);
-  const nameWidth = Math.max(...s.providers.map((p) => p.name.length));
-  const countWidth = Math.max(...s.providers.map((p) => String(p.models).length));
-  s.providers.forEach((p, i) => {
-    const facts = [p.authNone ? 'no credential needed' : p.key ? 'key set' : `no key (set ${p.keyVariable})`];
-    // Without a credential none are served, which "no key" says already.
-    if ((p.key || p.authNone) && p.served !== p.models) facts.push(`${p.served} of them served here`);
-    if (p.baseUrl) facts.push(`at ${p.baseUrl}`);
-    if (p.fallback) facts.push('with a fallback');
-    rows.push([
-      i === 0 ? 'providers' : '',
-      `${p.name.padEnd(nameWidth)} ${String(p.models).padStart(countWidth)} ${(p.models === 1 ? 'model' : 'models').padEnd(6)}  ${facts.join(', ')}`,
-    ]);
-  });
+  rows.push(...providerRows(s.providers));
   rows.push([
     'credentials',
     s.credentials.key === 'none'
       ? 'provider credentials name variables only (set CREDENTIALS_KEY to seal them in the database)'
       : `provider credentials sealed in the database with ${s.credentials.key === 'CREDENTIALS_KEY' ? 'CREDENTIALS_KEY' : `the key in ${s.credentials.key}`}`,
   ]);
-  for (const [i, d] of s.deployments.slice(0, 5).entries()) {
-    const one = d.noCredential.length === 1;
-    const idle =
-      d.noCredential.length === 0
-        ? ''
-        : `; WARN ${d.noCredential.join(', ')} ${one ? 'takes' : 'take'} no traffic: ${one ? 'its' : 'their'} provider has no credential here`;
-    rows.push([i === 0 ? 'deployments' : '', `${d.model} on ${d.deployments.join(', ')} (${d.strategy})${idle}`]);
-  }
-  const idleMore = s.deployments.slice(5).filter((d) => d.noCredential.length > 0).length;
-  if (s.deployments.length > 5)
-    rows.push([
-      '',
-      `and ${s.deployments.length - 5} more models on several deployments${idleMore > 0 ? ` (WARN ${idleMore} with deployments that have no credential here)` : ''}`,
-    ]);
+  rows.push(...deploymentRows(s.deployments));
   const t = s.temporal;
   const worker = t.worker ? '' : '; no video worker here (VIDEO_WORKER=0)';
   rows.push([
@@ -340,5 +356,47 @@ export function summaryLines(s: StartupSummary): string[] {
     `npm run cli -- keys --help  (finds this gateway through ${relative.startsWith('..') ? s.addressFile : relative})`,
   ]);
   const width = Math.max(...rows.map(([label]) => label.length));
-  return ['gateway ready', ...rows.map(([label, text]) => `${label.padEnd(width)}  ${text}`)];
+  const title = s.demo ? 'gateway ready (demo)' : 'gateway ready';
+  return [title, ...rows.map(([label, text]) => `${label.padEnd(width)}  ${text}`)];
+}
+
+/** One row per provider: its models and what stands in the way of serving them. */
+function providerRows(providers: StartupSummary['providers']): [string, string][] {
+  const rows: [string, string][] = [];
+  const nameWidth = Math.max(...providers.map((p) => p.name.length));
+  const countWidth = Math.max(...providers.map((p) => String(p.models).length));
+  providers.forEach((p, i) => {
+    const facts = p.demo
+      ? ['the demo provider']
+      : [p.authNone ? 'no credential needed' : p.key ? 'key set' : `no key (set ${p.keyVariable})`];
+    // Without a credential none are served, which "no key" says already.
+    if (!p.demo && (p.key || p.authNone) && p.served !== p.models) facts.push(`${p.served} of them served here`);
+    if (p.baseUrl) facts.push(`at ${p.baseUrl}`);
+    if (p.fallback) facts.push('with a fallback');
+    rows.push([
+      i === 0 ? 'providers' : '',
+      `${p.name.padEnd(nameWidth)} ${String(p.models).padStart(countWidth)} ${(p.models === 1 ? 'model' : 'models').padEnd(6)}  ${facts.join(', ')}`,
+    ]);
+  });
+  return rows;
+}
+
+/** The models served by several deployments (five, then how many more), and those that take no traffic. */
+function deploymentRows(deployments: StartupSummary['deployments']): [string, string][] {
+  const rows: [string, string][] = [];
+  for (const [i, d] of deployments.slice(0, 5).entries()) {
+    const one = d.noCredential.length === 1;
+    const idle =
+      d.noCredential.length === 0
+        ? ''
+        : `; WARN ${d.noCredential.join(', ')} ${one ? 'takes' : 'take'} no traffic: ${one ? 'its' : 'their'} provider has no credential here`;
+    rows.push([i === 0 ? 'deployments' : '', `${d.model} on ${d.deployments.join(', ')} (${d.strategy})${idle}`]);
+  }
+  const idleMore = deployments.slice(5).filter((d) => d.noCredential.length > 0).length;
+  if (deployments.length > 5)
+    rows.push([
+      '',
+      `and ${deployments.length - 5} more models on several deployments${idleMore > 0 ? ` (WARN ${idleMore} with deployments that have no credential here)` : ''}`,
+    ]);
+  return rows;
 }

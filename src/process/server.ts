@@ -61,6 +61,7 @@ import { startBotIfConfigured } from '../bot/start.ts';
 import { ConsoleSessions } from '../billing/console-sessions.ts';
 import { consoleApi } from '../console/api.ts';
 import { registerConsolePages } from '../console/pages.ts';
+import { DEMO_PROVIDERS, startDemoProvider } from '../demo/demo-provider.ts';
 
 /** How long a console session lasts: 12 h from sign-in at most, 1 h without a request. */
 const CONSOLE_SESSION_LIFETIMES = { absoluteMs: 12 * 3_600_000, idleMs: 3_600_000 };
@@ -75,9 +76,36 @@ export interface Gateway {
 
 /**
  * The gateway on DATABASE_URL, or else on the embedded PostgreSQL server it starts itself in
- * DATA_DIR/postgres (src/db/embedded-postgres.ts) and stops last when it closes.
+ * DATA_DIR/postgres (src/db/embedded-postgres.ts) and stops last when it closes. With --demo, the
+ * demo provider first.
  */
 export async function startGateway(config: Config, log: Logger): Promise<Gateway> {
+  return config.demo ? withDemoProvider(config, log) : startServing(config, log);
+}
+
+/**
+ * `npm start -- --demo`: the shipped providers answered by the built-in demo provider
+ * (src/demo/), started before the gateway and stopped after it. Never on unless asked.
+ */
+async function withDemoProvider(config: Config, log: Logger): Promise<Gateway> {
+  const ignored = DEMO_PROVIDERS.filter((p) => config.providers[p].apiKey || config.providers[p].fallback);
+  if (ignored.length > 0)
+    log.warn(
+      { providers: ignored },
+      'demo: the keys and fallbacks set for these providers are not used; the demo provider answers for them',
+    );
+  const demo = await startDemoProvider();
+  let gateway: Gateway;
+  try {
+    gateway = await startServing(demo.serving(config), log);
+  } catch (err) {
+    await demo.close();
+    throw err;
+  }
+  return { ...gateway, close: () => gateway.close().finally(() => demo.close()) };
+}
+
+async function startServing(config: Config, log: Logger): Promise<Gateway> {
   // Before anything listens (the embedded database included): an open billing port without a
   // token is refused outright.
   const unsafe = unsafeExposure(config);
@@ -453,6 +481,7 @@ async function startHttp(
     metrics: p.metrics,
     metricsToken: config.metricsToken,
     servedModel: (name) => p.catalogue.get(name)?.id,
+    ...(config.demo ? { demoProviders: new Set<string>(DEMO_PROVIDERS) } : {}),
     deploymentHeader: config.routing.deploymentHeader,
     streamStallMs: config.streamStallMs,
     traceCallerContext: config.tracing.callerContext,
@@ -471,7 +500,7 @@ async function startHttp(
         traceUiUrl: config.tracing.uiUrl,
         log,
       }),
-      async (app) => registerConsolePages(app, { log }),
+      async (app) => registerConsolePages(app, { log, demo: config.demo }),
     ],
   });
   await facade.listen({ host: config.host, port: config.port });
@@ -534,7 +563,7 @@ async function announce(
   }
   log.info(
     { http: httpUrl, rpc: rpcUrl, summary },
-    `gateway ready: OpenAI-compatible base URL ${httpUrl}/v1; Connect/gRPC services on ${rpcUrl}`,
+    `gateway ready${config.demo ? ' (demo provider: made-up answers, real charges)' : ''}: OpenAI-compatible base URL ${httpUrl}/v1; Connect/gRPC services on ${rpcUrl}`,
   );
   return { httpUrl, rpcUrl, bot };
 }

@@ -1,8 +1,9 @@
 // The documentation's commands, run as a reader would run them, so the README and docs/ cannot
 // go stale unnoticed:
-// - the README's quick start, with bash, against `npm start` on embedded defaults (its own
-//   PostgreSQL in a fresh DATA_DIR, the simulator as OpenAI): a key, a completion, a balance that
-//   went down by exactly what the call cost;
+// - the README's quick start as written: its start command (`npm start -- --demo`: no provider
+//   key, no simulator, its own PostgreSQL in a fresh DATA_DIR), then its second terminal's block
+//   with bash: a key, the demo's completion, a balance that went down by exactly what the call's
+//   usage costs at the shipped price;
 // - the README's "Point your tools at it": its Claude Code and Codex lines with the real binaries
 //   (Codex with the config.toml of docs/clients.md), and its SDK snippets (and those of
 //   docs/clients.md) with node;
@@ -16,8 +17,10 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { usdToNano } from '../../src/money/money.ts';
 import { formatUsd } from '../../src/money/format.ts';
+import { DEMO_ANSWER_PREFIX } from '../../src/demo/answer.ts';
+import { MODELS } from '../../src/catalogue/shipped-book.ts';
+import { billedNano } from '../support/prices.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
-import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import { db, gatewayUrl, newKey } from '../support/context.ts';
 import {
   CLAUDE_QUIET,
@@ -79,27 +82,26 @@ describe('README quick start', () => {
     const dir = fs.mkdtempSync(path.join(inject('workDir'), 'readme-'));
     fs.chmodSync(dir, 0o755);
     dataDir = path.join(dir, 'data');
+    // A newcomer's machine: no database, no provider key or base URL (so no simulator either).
     delete process.env.DATABASE_URL;
-    // `OPENAI_API_KEY=sk-… npm start`, with the simulator standing in for OpenAI; nothing else set.
+    for (const name of Object.keys(process.env)) if (/_API_KEY$|_BASE_URL$/.test(name)) delete process.env[name];
+    // The README's first terminal, its command as written (the comment after it dropped).
+    const command = markedBlock('README.md', 'as it is').replace(/#.*$/m, '').trim().split(/\s+/);
+    expect(command.slice(0, 2)).toEqual(['npm', 'start']);
     gw = await startGatewayProcess({
-      env: {
-        DATA_DIR: dataDir,
-        OPENAI_API_KEY: UPSTREAM_KEY,
-        OPENAI_BASE_URL: `${inject('simulatorUrl')}/v1`,
-        BILLING_MODE: '',
-      },
+      env: { DATA_DIR: dataDir, BILLING_MODE: '' },
       logFile: path.join(dir, 'gateway.log'),
-      command: ['npm', 'start'],
+      command,
     });
   }, 180_000);
   afterAll(async () => {
     await gw?.stop();
   });
 
-  it('creates a key, gets a completion, and shows a balance that went down by what the call cost', {
+  it('with no provider key: creates a key, gets the demo completion, and shows a balance that went down by what its usage costs', {
     timeout: 120_000,
   }, async () => {
-    const block = markedBlock('README.md', 'against `npm start`');
+    const block = markedBlock('README.md', 'against `npm start -- --demo`');
     expect(block).toContain('http://localhost:8080');
     // The same folder as `npm start` (DATA_DIR stands for its ./data), so the CLI finds the
     // gateway through the gateway.json it wrote; only the HTTP port differs from the default.
@@ -118,9 +120,11 @@ describe('README quick start', () => {
       object: string;
       model: string;
       choices: { message: { content: string } }[];
+      usage: Record<string, unknown>;
     };
     expect(completion).toMatchObject({ object: 'chat.completion', model: 'gpt-5.4-mini' });
-    expect(completion.choices[0]!.message.content).toBe(EIGHT_WORDS);
+    expect(completion.choices[0]!.message.content).toBe(`${DEMO_ANSWER_PREFIX} Hello`);
+    expect(read('README.md')).toContain(`"content":"${DEMO_ANSWER_PREFIX} Hello"`);
 
     const balances = [...r.out.matchAll(/^balance\s+\$([\d.]+)$/gm)].map((m) => usdToNano(m[1]!));
     expect(balances).toHaveLength(2);
@@ -146,6 +150,9 @@ describe('README quick start', () => {
     expect(row).toMatchObject({ model: 'gpt-5.4-mini', route: '/v1/chat/completions', status: 'ok' });
     expect(BigInt(row!.cost_nano)).toBeGreaterThan(0n);
     expect(balances[0]! - balances[1]!).toBe(BigInt(row!.cost_nano));
+    // What the usage the demo reported costs at the shipped price of gpt-5.4-mini.
+    const prices = MODELS.find((m) => m.id === 'gpt-5.4-mini')!.prices as Record<string, string>;
+    expect(BigInt(row!.cost_nano)).toBe(billedNano(prices, '/v1/chat/completions', completion.usage));
   });
   it("makes an organisation, invites a member, and the member's call is charged to the organisation, as its spend shows", {
     timeout: 120_000,

@@ -184,6 +184,34 @@ describe('key cache', () => {
     }
   });
 
+  it('a process too busy to read its notices for longer than 3 s stops serving from the cache meanwhile, without calling the listener lost', async () => {
+    const lines: string[] = [];
+    const cache = new KeyCache({
+      databaseUrl: inject('databaseUrl'),
+      maxAgeMs: 60_000,
+      log: createLogger('info', { write: (line: string) => void lines.push(line) }),
+    });
+    await cache.start();
+    try {
+      await expect.poll(() => cache.usable, { timeout: 5_000 }).toBe(true);
+      // What a first start on a loaded machine does (unpacking the Temporal CLI, synchronously):
+      // the event loop held for 4.5 s, heartbeat ticks and notices waiting.
+      const until = performance.now() + 4_500;
+      while (performance.now() < until) {
+        /* busy */
+      }
+      expect(cache.usable).toBe(false);
+      // The next heartbeat heard back turns it on again, on the same connection.
+      await expect.poll(() => cache.usable, { timeout: 5_000 }).toBe(true);
+      // Two more ticks judged on time: nothing was called lost.
+      await new Promise((r) => setTimeout(r, 2_500));
+      expect(cache.usable).toBe(true);
+      expect(lines.filter((l) => l.includes('listener lost'))).toEqual([]);
+    } finally {
+      await cache.close();
+    }
+  });
+
   it('a key revoked by hand in SQL is refused as soon as the notice arrives', async () => {
     const key = await cachedKey();
     await db().query('UPDATE api_keys SET revoked_at = now() WHERE id = $1', [key.keyId]);

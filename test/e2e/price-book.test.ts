@@ -21,7 +21,7 @@ import { PriceBook } from '../../src/catalogue/price-book.ts';
 import { shippedBook } from '../../src/catalogue/shipped-book.ts';
 import { formatBookDocument } from '../../src/catalogue/book-document.ts';
 import { createDatabase } from '../support/postgres.ts';
-import { db, newKey, openai, uniqueMarker, waitForUsage } from '../support/context.ts';
+import { db, newKey, openai, uniqueMarker, upstreamRequests, waitForUsage } from '../support/context.ts';
 
 const MODEL = 'gpt-4o-mini';
 const opened: Db[] = [];
@@ -148,9 +148,14 @@ describe('the price book', () => {
     const v1 = (await knex.raw(`SELECT id::text AS id, prices FROM price_versions WHERE model_id = ?`, [MODEL]))
       .rows[0];
 
-    // Held at v1, answered after v2 is in force.
-    const held = chat(`slow [sim tokens=5 delay=1500]`);
-    await new Promise((r) => setTimeout(r, 300));
+    // Held at v1, answered after v2 is in force: v2 is written once the request reached the
+    // provider, so after it was priced (a fixed pause was too short for a loaded machine's first request).
+    const marker = uniqueMarker('held');
+    const held = chat(`slow ${marker} [sim tokens=5 delay=1500]`);
+    for (const deadline = Date.now() + 20_000; (await upstreamRequests(marker)).length === 0; ) {
+      if (Date.now() > deadline) throw new Error('the slow request never reached the provider');
+      await new Promise((r) => setTimeout(r, 25));
+    }
     const doubled = { ...v1.prices, input_per_mtok: '0.30', output_per_mtok: '1.20' };
     const v2 = (
       await knex.raw(

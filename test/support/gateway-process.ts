@@ -17,16 +17,21 @@ export interface GatewayProcess {
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 
 export async function startGatewayProcess(
-  opts: { env: Record<string, string>; logFile: string; command?: string[] },
+  opts: { env: Record<string, string>; logFile: string; command?: string[]; cwd?: string },
   attempt = 1,
 ): Promise<GatewayProcess> {
+  // `npm start` reads ./.env before its settings: a developer's would change every test gateway's.
+  if (opts.cwd === undefined && fs.existsSync(path.join(ROOT, '.env')))
+    throw new Error(
+      `${path.join(ROOT, '.env')} would be read by every gateway the tests start: move it away while they run`,
+    );
   const port = Number(opts.env.PORT) || (await freePort());
   const grpcPort = Number(opts.env.GRPC_PORT) || (await freePort());
   const logStart = fs.existsSync(opts.logFile) ? fs.statSync(opts.logFile).size : 0;
   const log = fs.openSync(opts.logFile, 'a');
   const [cmd, ...args] = opts.command ?? [process.execPath, 'src/process/main.ts'];
   const child = spawn(cmd!, args, {
-    cwd: ROOT,
+    cwd: opts.cwd ?? ROOT,
     // A DATA_DIR of its own unless the test names one: a test gateway never writes its address
     // (gateway.json) into the checkout's ./data, where a developer's own gateway keeps it.
     env: {

@@ -1,7 +1,9 @@
 // GET /v1/models and /v1/models/{id}: the models that can serve now, and the aliases that name
 // them (each alias a separate entry with `alias_for`, so a client that looks a name up finds it).
 // OpenAI's list shape by default; Anthropic's when the caller sends anthropic-version (the
-// Anthropic SDK and Claude Code do), listing the models /v1/messages serves.
+// Anthropic SDK and Claude Code do), listing the models /v1/messages serves. A model the demo
+// provider answers (`npm start -- --demo`) says so: `owned_by: "demo"` with `demo: true`, and
+// "(demo)" after Anthropic's display name; both lists keep their shape.
 import type { FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { createClient, type Transport } from '@connectrpc/connect';
 import { CatalogueService, type Model } from '../../gen/gateway/v1/catalogue_pb.js';
@@ -16,6 +18,8 @@ interface Entry {
   id: string;
   model: Model;
   aliasFor?: string;
+  /** Answered by the built-in demo provider, not the model's provider. */
+  demo?: boolean;
 }
 
 const wantsAnthropic = (req: FastifyRequest) => typeof req.headers['anthropic-version'] === 'string';
@@ -25,7 +29,8 @@ function openAIEntry(e: Entry) {
     id: e.id,
     object: 'model',
     created: CREATED,
-    owned_by: e.model.provider,
+    owned_by: e.demo ? 'demo' : e.model.provider,
+    ...(e.demo ? { demo: true } : {}),
     ...(e.aliasFor ? { alias_for: e.aliasFor } : { aliases: [...e.model.aliases].sort() }),
     pricing: pricingOf(e.model),
   };
@@ -42,7 +47,7 @@ function pricingOf(m: Model): Record<string, string> {
 }
 
 function anthropicEntry(e: Entry) {
-  const display = e.aliasFor ? `${e.id} (served by ${e.aliasFor})` : e.id;
+  const display = `${e.aliasFor ? `${e.id} (served by ${e.aliasFor})` : e.id}${e.demo ? ' (demo)' : ''}`;
   return {
     type: 'model',
     id: e.id,
@@ -55,10 +60,13 @@ function anthropicEntry(e: Entry) {
 
 export interface ModelRouteOptions extends AccessDeps {
   transport: Transport;
+  /** Providers the demo provider answers for (FacadeDeps.demoProviders). */
+  demoProviders?: ReadonlySet<string>;
 }
 
 export const modelRoutes: FastifyPluginAsync<ModelRouteOptions> = async (app, deps) => {
   const catalogue = createClient(CatalogueService, deps.transport);
+  const demo = (model: Model) => deps.demoProviders?.has(model.provider) === true;
 
   /** The account group whose prices the caller sees ('' without a live key). */
   const groupOf = async (req: FastifyRequest): Promise<string> => {
@@ -73,8 +81,11 @@ export const modelRoutes: FastifyPluginAsync<ModelRouteOptions> = async (app, de
     const { models, aliases } = await catalogue.listModels({ availableOnly: true, accountGroup: await groupOf(req) });
     const byId = new Map(models.map((m) => [m.id, m]));
     const entries: Entry[] = [
-      ...models.map((model) => ({ id: model.id, model })),
-      ...aliases.map((a) => ({ id: a.alias, model: byId.get(a.modelId)!, aliasFor: a.modelId })),
+      ...models.map((model) => ({ id: model.id, model, demo: demo(model) })),
+      ...aliases.map((a) => {
+        const model = byId.get(a.modelId)!;
+        return { id: a.alias, model, aliasFor: a.modelId, demo: demo(model) };
+      }),
     ];
     if (!wantsAnthropic(req)) return { object: 'list', data: entries.map(openAIEntry) };
     const data = entries.filter((e) => e.model.dialect === 'anthropic').map(anthropicEntry);
@@ -86,7 +97,9 @@ export const modelRoutes: FastifyPluginAsync<ModelRouteOptions> = async (app, de
     try {
       const { model, alias } = await catalogue.getModel({ id: req.params.id, accountGroup: await groupOf(req) });
       if (!model?.available || (anthropic && model.dialect !== 'anthropic')) throw new Error('unavailable');
-      const entry: Entry = alias ? { id: alias, model, aliasFor: model.id } : { id: model.id, model };
+      const entry: Entry = alias
+        ? { id: alias, model, aliasFor: model.id, demo: demo(model) }
+        : { id: model.id, model, demo: demo(model) };
       return anthropic ? anthropicEntry(entry) : openAIEntry(entry);
     } catch {
       const message = `The model '${req.params.id}' does not exist`;

@@ -253,6 +253,32 @@ describe('start-up summary', () => {
     );
   });
 
+  it('with --demo says so in its title and first line, and every shipped provider is the demo provider', () => {
+    const summary = summaryOf(loadConfig({ ...SECRETS }, { demo: true }));
+    expect(summary.demo).toBe(true);
+    const lines = summaryLines(summary);
+    expect(lines[0]).toBe('gateway ready (demo)');
+    expect(lines[1]).toMatch(/^demo\s+every shipped model is answered by the built-in demo provider: made-up answers/);
+    const providers = lines.filter((l) => / \d+ models? /.test(l));
+    expect(providers).toHaveLength(6);
+    for (const l of providers) expect(l).toMatch(/ {2}the demo provider$/);
+    // Without --demo, nothing of it.
+    const plain = summaryLines(summaryOf(loadConfig({ ...SECRETS })));
+    expect(plain[0]).toBe('gateway ready');
+    expect(plain.join('\n')).not.toContain('demo provider');
+    expect(plain.some((l) => l.startsWith('demo'))).toBe(false);
+  });
+
+  it('names the settings file read at start, and the variables the environment kept', () => {
+    const envFile = { path: path.join(process.cwd(), '.env'), set: ['LOG_LEVEL', 'PORT'], kept: ['OPENAI_API_KEY'] };
+    const summary = summaryOf(loadConfig({ ...SECRETS }, { envFile }));
+    expect(summary.envFile).toEqual({ path: envFile.path, set: 2, kept: ['OPENAI_API_KEY'] });
+    expect(summaryLines(summary).find((l) => l.startsWith('settings'))).toMatch(
+      /^settings\s+read from \.env: 2 variables; OPENAI_API_KEY kept from the environment, which wins$/,
+    );
+    expect(summaryLines(summaryOf(loadConfig({ ...SECRETS }))).some((l) => l.startsWith('settings'))).toBe(false);
+  });
+
   it('gives IPv6 listeners a URL a client can use', () => {
     expect(connectableUrl('::1', 8081)).toBe('http://[::1]:8081');
     expect(connectableUrl('::', 8081)).toBe('http://127.0.0.1:8081');
