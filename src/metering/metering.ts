@@ -113,7 +113,8 @@ export class Metering {
       const place = (minNano: bigint) =>
         this.placeHold(plan, { apiKeyHash: keyHash, minNano, maxNano: maxCost, ttlSeconds }, windows);
       hold = await place(cost(input, 1n));
-      if (hold.kind === 'insufficient' && (await this.leasesGaveBack(hold.accountId)))
+      // Instances' credit leases are given back only when the balance, not a budget, stands in the way.
+      if (hold.kind === 'insufficient' && !hold.budget && (await this.leasesGaveBack(hold.accountId)))
         hold = await place(cost(input, 1n));
       if (hold.kind === 'insufficient') {
         // With input the gateway cannot see, the window dominates: the tokenizer would change nothing.
@@ -188,7 +189,8 @@ export class Metering {
           windows,
         );
       hold = await place();
-      if (hold.kind === 'insufficient' && (await this.leasesGaveBack(hold.accountId))) hold = await place();
+      if (hold.kind === 'insufficient' && !hold.budget && (await this.leasesGaveBack(hold.accountId)))
+        hold = await place();
     } catch (err) {
       throw duplicateRequest(err);
     }
