@@ -47,13 +47,16 @@ export class BudgetBook {
   /**
    * The windows of every budget that applies to the caller's request now, sorted by budget, subject
    * and window (the order the statements lock them in). Empty for an account without budgets.
+   * `customer` gives the end customer the request names ('' for none).
    */
-  async windowsFor(caller: Caller, customer: string, now: number): Promise<WindowRef[]> {
+  async windowsFor(caller: Caller, customer: () => string, now: number): Promise<WindowRef[]> {
     const loaded = await this.of(caller.accountId);
     if (loaded.budgets.length === 0) return [];
     const out: WindowRef[] = [];
+    let named: string | undefined;
     for (const b of loaded.budgets) {
-      const subject = subjectOf(b, caller, customer);
+      // The customer is read (and checked) only where a customer budget could use it.
+      const subject = subjectOf(b, caller, b.scope === 'customer' ? (named ??= customer()) : '');
       if (subject === undefined) continue;
       const w = b.clock.at(now);
       out.push({
@@ -80,6 +83,21 @@ export class BudgetBook {
               ? 1
               : 0,
     );
+  }
+
+  /**
+   * Every budget over the caller's requests, with the subject its window is kept under: for a
+   * customer template, the customer `customer` names ('' when none is named: no window of its own).
+   */
+  async budgetsOver(caller: Caller, customer: string): Promise<{ budget: Budget; subject: string }[]> {
+    const loaded = await this.of(caller.accountId);
+    const out: { budget: Budget; subject: string }[] = [];
+    for (const b of loaded.budgets) {
+      // Over the caller at all (a customer template: for any customer its requests name)?
+      if (subjectOf(b, caller, 'any') === undefined) continue;
+      out.push({ budget: b, subject: b.scope === 'customer' ? customer : '' });
+    }
+    return out;
   }
 
   /** An account's budgets changed here: forgotten now (others hear the notice). */

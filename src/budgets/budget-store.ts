@@ -178,17 +178,17 @@ export async function listBudgets(db: Db, accountId: string, applyTo?: { memberI
   return out;
 }
 
-/** A budget's current window ('' subject) and what it spent, holds and has left. */
-export async function figuresOf(db: Runner, b: Budget, now: number): Promise<BudgetFigures> {
+/** A budget's current window (of `subject`: an end customer's, or '') and what it spent, holds and has left. */
+export async function figuresOf(db: Runner, b: Budget, now: number, subject = ''): Promise<BudgetFigures> {
   const w = windowAt(b.period, now);
   const from = b.period.kind === 'rolling' ? w.start - (b.period.hours - 1) * 3_600_000 : w.start;
   const r = rowsOf(
     await db.raw(
       `SELECT COALESCE(sum(spent_nano - forgiven_nano), 0)::text AS spent, COALESCE(sum(held_nano), 0)::text AS held,
               COALESCE(sum(raise_nano) FILTER (WHERE window_start = CAST(? AS timestamptz)), 0)::text AS raise
-       FROM budget_windows WHERE budget_id = ? AND subject = '' AND window_start >= CAST(? AS timestamptz)
+       FROM budget_windows WHERE budget_id = ? AND subject = ? AND window_start >= CAST(? AS timestamptz)
          AND window_start <= CAST(? AS timestamptz)`,
-      [new Date(w.start).toISOString(), b.id, new Date(from).toISOString(), new Date(w.start).toISOString()],
+      [new Date(w.start).toISOString(), b.id, subject, new Date(from).toISOString(), new Date(w.start).toISOString()],
     ),
   )[0]!;
   const spent = BigInt(r.spent as string);

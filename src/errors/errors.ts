@@ -1,10 +1,10 @@
 // One error type for every failure the services report. It travels as a ConnectError with a
 // GatewayError detail, so the HTTP facade can answer in the route's own shape and status and
 // a gRPC caller sees the same facts.
-import { clone, create } from '@bufbuild/protobuf';
+import { clone, create, type MessageInitShape } from '@bufbuild/protobuf';
 import { Code, ConnectError } from '@connectrpc/connect';
 import { codeToHttpStatus, codeToString } from '@connectrpc/connect/protocol-connect';
-import { GatewayErrorSchema, type GatewayError } from '../gen/gateway/v1/errors_pb.js';
+import { BudgetRefusalSchema, GatewayErrorSchema, type GatewayError } from '../gen/gateway/v1/errors_pb.js';
 import { connectionLost } from '../db/connection-errors.ts';
 import { scrub } from '../secrets/scrub.ts';
 
@@ -19,6 +19,8 @@ export interface GatewayErrorInit {
   requestId?: string;
   /** The RPC status, where it is not the one httpStatus maps to (an unknown method: 404, UNIMPLEMENTED). */
   rpcCode?: Code;
+  /** The budget that refused a request (402 budget_exceeded). */
+  budget?: MessageInitShape<typeof BudgetRefusalSchema>;
 }
 
 function connectCode(status: number): Code {
@@ -61,6 +63,7 @@ export function gatewayError(init: GatewayErrorInit): ConnectError {
     upstreamBody: init.upstreamBody ?? new Uint8Array(),
     retryAfterSeconds: init.retryAfterSeconds ?? 0,
     requestId: init.requestId ?? '',
+    ...(init.budget ? { budget: init.budget } : {}),
   });
   return new ConnectError(init.message, init.rpcCode ?? connectCode(init.httpStatus), undefined, [
     { desc: GatewayErrorSchema, value: detail },

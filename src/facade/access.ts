@@ -8,7 +8,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { createContextValues, type ContextValues } from '@connectrpc/connect';
 import { toGatewayError, unauthorized, unexpectedFailure } from '../errors/errors.ts';
 import { keyFromHeaders } from '../billing/keys.ts';
-import { CALLER, type Caller } from '../billing/caller.ts';
+import { CALLER, CUSTOMER_HEADER, type Caller } from '../billing/caller.ts';
 import { errorBody, sendGatewayError, type WireShape } from './errors.ts';
 import { TRACE_CONTEXT } from '../tracing/spans.ts';
 
@@ -93,14 +93,14 @@ export function stampKeyedAnswer(req: FastifyRequest, reply: FastifyReply): void
   }
 }
 
-/** The only caller headers the services see: Anthropic's version and beta flags (never the key). Made once per request. */
+/** The only caller headers the services see: Anthropic's version and beta flags and the end customer (never the key). Made once per request. */
 export function callHeaders(req: FastifyRequest): Headers {
   return (req.callHeaders ??= pickCallHeaders(req));
 }
 
 function pickCallHeaders(req: FastifyRequest): Headers {
   const h = new Headers();
-  for (const name of ['anthropic-version', 'anthropic-beta']) {
+  for (const name of ['anthropic-version', 'anthropic-beta', CUSTOMER_HEADER]) {
     const v = req.headers[name];
     if (typeof v === 'string') h.set(name, v);
   }

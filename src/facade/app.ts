@@ -25,6 +25,7 @@ import { type AccessDeps, drainThenCut, registerAccess, shapeOf, stampKeyedAnswe
 import { createAnswers, modelOf, type ServedModel, servedModelOf } from './answer.ts';
 import { errorBody, shouldRetry } from './errors.ts';
 import { LazyChild } from './lazy-child.ts';
+import { budgetRoutes } from './routes/budgets.ts';
 import { chatRoutes } from './routes/chat.ts';
 import { mediaRoutes } from './routes/media.ts';
 import { messagesRoutes } from './routes/messages.ts';
@@ -134,6 +135,7 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   app.register(responsesRoutes, inferenceOptions);
   app.register(mediaRoutes, { ...inferenceOptions, uploads: deps.uploads });
   app.register(videoRoutes, { transport: deps.transport });
+  app.register(budgetRoutes, { transport: deps.transport });
   const edgeOptions: EdgePluginOptions = { claimPrefix: (prefix, refuse) => void claimed.push({ prefix, refuse }) };
   for (const plugin of deps.plugins ?? []) app.register(plugin, edgeOptions);
 

@@ -1,7 +1,7 @@
 // Error answers in each route's own wire shape: OpenAI's {"error":{message,type,param,code}} and
 // Anthropic's {"type":"error","error":{type,message}}.
 import type { FastifyReply } from 'fastify';
-import type { GatewayError } from '../gen/gateway/v1/errors_pb.js';
+import type { BudgetRefusal, GatewayError } from '../gen/gateway/v1/errors_pb.js';
 import { scrub } from '../secrets/scrub.ts';
 
 export type WireShape = 'openai' | 'anthropic';
@@ -98,6 +98,7 @@ export function sendGatewayError(reply: FastifyReply, ge: GatewayError, shape: W
   const status = ge.httpStatus >= 400 && ge.httpStatus <= 599 ? ge.httpStatus : 500;
   if (ge.retryAfterSeconds > 0) reply.header('retry-after', String(ge.retryAfterSeconds));
   if (ge.requestId) reply.header('x-request-id', ge.requestId).header('request-id', ge.requestId);
+  if (ge.budget) budgetHeaders(reply, ge.budget);
   // Failures are never charged; say so as plainly as on a success.
   reply.header('x-gateway-cost-nano-usd', '0');
   // The last line of defence for provider text (scrubbed where it was read): nothing leaves with a credential in it.
@@ -105,4 +106,15 @@ export function sendGatewayError(reply: FastifyReply, ge: GatewayError, shape: W
     .code(status)
     .type('application/json')
     .send(scrub(errorBodyOf(ge, shape, status)));
+}
+
+/** A budget refusal's facts as headers (docs/budgets.md#refusals): a client reads them without parsing the message. */
+function budgetHeaders(reply: FastifyReply, b: BudgetRefusal): void {
+  reply
+    .header('x-gateway-budget-id', b.budgetId)
+    .header('x-gateway-budget-scope', b.scope)
+    .header('x-gateway-budget-remaining-nano-usd', String(b.remainingNano));
+  if (b.scopeId) reply.header('x-gateway-budget-scope-id', b.scopeId);
+  if (b.resetsAtUnix > 0n)
+    reply.header('x-gateway-budget-reset', new Date(Number(b.resetsAtUnix) * 1000).toISOString());
 }

@@ -32,5 +32,15 @@ export function budgetExceeded(short: BudgetShortfall, needNano: bigint, request
     message: `Budget exceeded: ${scopeName(w)} budget${name} (${w.budgetId}) has $${nanoToUsd(short.roomNano)} left of $${nanoToUsd(w.amountNano)} in this window, and this request needs at least $${nanoToUsd(needNano)}${resets}.`,
     retryAfterSeconds: retry,
     requestId,
+    budget: {
+      budgetId: w.budgetId,
+      scope: w.scope,
+      scopeId: w.scopeId,
+      name: w.name,
+      customer: w.scope === 'customer' ? w.subject : '',
+      amountNano: w.amountNano,
+      remainingNano: short.roomNano,
+      resetsAtUnix: Number.isFinite(w.windowEnd) ? BigInt(Math.floor(w.windowEnd / 1000)) : 0n,
+    },
   });
 }

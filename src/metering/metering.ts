@@ -9,7 +9,7 @@
 // account's bounds on requests in flight (src/billing/in-flight.ts), and the settle gives them back.
 import type { Logger } from 'pino';
 import type { Config } from '../config/config.ts';
-import type { Caller } from '../billing/caller.ts';
+import { customerId, type Caller } from '../billing/caller.ts';
 import type { KeyCheck } from '../billing/key-check.ts';
 import { LedgerError, type HoldResult, type Ledger } from '../billing/ledger.ts';
 import type { WindowRef } from '../billing/budget-holds.ts';
@@ -27,7 +27,15 @@ import { baseWorst } from './bill-policy.ts';
 import { outcomeOf } from './outcomes.ts';
 import { endHoldSpan, endSettleSpan, startHoldSpan, startSettleSpan } from './money-spans.ts';
 import { sampledTraceId } from '../tracing/spans.ts';
-import { zeroUsage, type ChargeInfo, type DeploymentWindow, type Held, type MeterState, type Plan } from './plan.ts';
+import {
+  zeroUsage,
+  type ChargeInfo,
+  type DeploymentWindow,
+  type Held,
+  type Json,
+  type MeterState,
+  type Plan,
+} from './plan.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 
 export interface MeteringDeps {
@@ -47,7 +55,7 @@ export interface MeteringDeps {
    * The budgets a request is under (src/budgets/budget-book.ts); unset: none. A request under a
    * budget is held in the database, its hold checked against every budget in one transaction.
    */
-  budgets?: { windowsFor(caller: Caller, customer: string, now: number): Promise<WindowRef[]> };
+  budgets?: { windowsFor(caller: Caller, customer: () => string, now: number): Promise<WindowRef[]> };
   /**
    * Told, when a request that took from a deployment's shared limits settles: the window it took
    * tokens from at its bound (to set right with the tokens it used), the concurrent slot it held.
@@ -71,7 +79,9 @@ export class Metering {
   async admit(caller: Caller, requestId: string): Promise<RateDecision> {
     const d = await this.deps.limiter.admit(caller.keyHash);
     if (!d) throw unauthorized();
-    this.deps.keys.remember({ ...caller, group: d.group });
+    // The key's caller, as the next request of the key starts from: not this request's end customer.
+    const { customer: _thisRequests, ...key } = caller;
+    this.deps.keys.remember({ ...key, group: d.group });
     if (!d.allowed) throw rateLimited(d, requestId);
     return d;
   }
@@ -204,9 +214,15 @@ export class Metering {
     }
   }
 
-  /** The budget windows the request is under now (none when budgets are off or the account has none). */
-  async budgetWindows(plan: Pick<Plan, 'caller' | 'customer'>): Promise<WindowRef[]> {
-    return this.deps.budgets ? this.deps.budgets.windowsFor(plan.caller, plan.customer ?? '', Date.now()) : [];
+  /**
+   * The budget windows the request is under now (none when budgets are off or the account has
+   * none). Its end customer, asked only when a customer budget could apply: the caller's header,
+   * else the body's `user` (OpenAI) or `metadata.user_id` (Anthropic).
+   */
+  async budgetWindows(plan: { caller: Caller; body?: Json }): Promise<WindowRef[]> {
+    if (!this.deps.budgets) return [];
+    const customer = () => plan.caller.customer ?? bodyCustomer(plan.body) ?? '';
+    return this.deps.budgets.windowsFor(plan.caller, customer, Date.now());
   }
 
   /** One database hold: checked against the budget windows in the same transaction when there are any. */
@@ -505,4 +521,14 @@ function rateLimited(d: RateDecision, requestId: string) {
   err.metadata.set('x-ratelimit-remaining-tokens', String(d.remainingTokens));
   err.metadata.set('x-ratelimit-reset-tokens', `${d.resetSeconds}s`);
   return err;
+}
+
+/** The end customer a body names: OpenAI's `user`, or Anthropic's `metadata.user_id`. */
+function bodyCustomer(body: Json | undefined): string | undefined {
+  if (!body) return undefined;
+  if (body.user !== undefined) return customerId(body.user, 'user');
+  const metadata = body.metadata as Json | undefined;
+  if (metadata && typeof metadata === 'object' && metadata.user_id !== undefined)
+    return customerId(metadata.user_id, 'metadata.user_id');
+  return undefined;
 }

@@ -41,8 +41,6 @@ export interface Plan {
   readonly requestId: string;
   readonly route: string;
   readonly caller: Caller;
-  /** The end customer the request names (x-gateway-customer, or the body's user field); customer budgets hold per customer. */
-  customer?: string;
   readonly model: ResolvedModel;
   readonly prices: TokenPrices;
   /** What the hold must cover beyond the body's own bound (bill-policy.ts); list prices and one pass when unset. */

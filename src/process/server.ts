@@ -47,7 +47,8 @@ import { Router } from '../inference/routing/router.ts';
 import { DeploymentLimits } from '../inference/routing/deployment-limits.ts';
 import { JobRouting } from '../inference/routing/job-routing.ts';
 import type { RouteDeps } from '../inference/deps.ts';
-import { inferenceService } from '../services/inference.ts';
+import { inferenceService, type InferenceRoutes } from '../services/inference.ts';
+import { keyBudgets } from '../budgets/key-budgets.ts';
 import { Upstream } from '../inference/upstream/upstream.ts';
 import { startRpcServer } from '../rpc/server.ts';
 import { directTransport } from '../rpc/direct-transport.ts';
@@ -146,8 +147,14 @@ function credentialStore(config: Config, db: Db, embeddedDir: string | undefined
 }
 
 /** InferenceService over each route family's route. */
-function inferenceRoutes(config: Config, routeDeps: RouteDeps, owners: ResponseOwners) {
+function inferenceRoutes(
+  config: Config,
+  routeDeps: RouteDeps,
+  owners: ResponseOwners,
+  keyBudgets: InferenceRoutes['keyBudgets'] & {},
+) {
   return inferenceService({
+    keyBudgets,
     chat: new ChatRoute(routeDeps),
     messages: new MessagesRoute(routeDeps),
     responses: new ResponsesRoute(routeDeps, owners),
@@ -201,7 +208,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
       deploymentLimits,
       ...routeDeps,
     }),
-    inference: inferenceRoutes(config, routeDeps, owners),
+    inference: inferenceRoutes(config, routeDeps, owners, (c) => keyBudgets(db, billing.budgets, c, Date.now())),
     video: videoService({ config, ledger, catalogue, metering, runtime: video, log }),
     organisations: organisationService({
       db,

@@ -3,7 +3,7 @@
 // the call's context value (src/billing/caller.ts); the key itself is not read again here.
 import type { HandlerContext, ServiceImpl } from '@connectrpc/connect';
 import type { InferenceService } from '../gen/gateway/v1/inference_pb.js';
-import { callerOf, type Caller } from '../billing/caller.ts';
+import { callerOf, requestCallerOf, type Caller } from '../billing/caller.ts';
 import type { ChatRoute } from '../inference/routes/chat.ts';
 import type { MessagesRoute } from '../inference/routes/messages.ts';
 import type { ResponsesRoute } from '../inference/routes/responses.ts';
@@ -14,6 +14,9 @@ import { newRequestId } from '../billing/ids.ts';
 import type { ChargeInfo } from '../metering/plan.ts';
 import type { StreamEvent } from '../inference/streams/stream-types.ts';
 import { scrub } from '../secrets/scrub.ts';
+import { timestampFromMs } from '@bufbuild/protobuf/wkt';
+import type { KeyBudgetFigures } from '../budgets/key-budgets.ts';
+import { periodColumns } from '../budgets/budget.ts';
 
 const encoder = new TextEncoder();
 
@@ -68,6 +71,33 @@ export interface InferenceRoutes {
   embeddings: EmbeddingsRoute;
   images: ImagesRoute;
   audio: AudioRoute;
+  /** The budgets over a caller's requests now (src/budgets/key-budgets.ts); none where budgets are off. */
+  keyBudgets?: (caller: Caller) => Promise<KeyBudgetFigures[]>;
+}
+
+const timestamp = (d: Date) => timestampFromMs(d.getTime());
+
+/** A budget over the caller as ListKeyBudgets answers it. */
+function keyBudgetMessage(b: KeyBudgetFigures) {
+  const p = periodColumns(b.period);
+  return {
+    budgetId: b.id,
+    scope: b.scope,
+    scopeId: b.scopeId,
+    name: b.name,
+    mode: b.mode,
+    period: p.period,
+    timeZone: p.timeZone,
+    startDay: p.startDay,
+    rollingHours: p.rollingHours,
+    customer: b.customer,
+    amountNano: b.amountNano,
+    spentNano: b.spentNano,
+    heldNano: b.heldNano,
+    remainingNano: b.remainingNano,
+    windowStart: timestamp(b.windowStart),
+    ...(b.windowEnd ? { windowEnd: timestamp(b.windowEnd) } : {}),
+  };
 }
 
 /** A unary route as an RPC: the caller the edge authenticated and a request id in; the answer, its charge as a message, out. */
@@ -76,7 +106,7 @@ async function unary<R extends { charge: ChargeInfo }>(
   requestId: string,
   run: (caller: Caller, requestId: string) => Promise<R>,
 ) {
-  const r = await run(callerOf(ctx), requestId || newRequestId());
+  const r = await run(requestCallerOf(ctx), requestId || newRequestId());
   return { ...r, charge: chargeMessage(r.charge) };
 }
 
@@ -86,7 +116,7 @@ function streamed(
   requestId: string,
   run: (caller: Caller, requestId: string) => AsyncGenerator<StreamEvent>,
 ) {
-  return events(run(callerOf(ctx), requestId || newRequestId()));
+  return events(run(requestCallerOf(ctx), requestId || newRequestId()));
 }
 
 export function inferenceService({
@@ -96,8 +126,13 @@ export function inferenceService({
   embeddings,
   images,
   audio,
+  keyBudgets,
 }: InferenceRoutes): ServiceImpl<typeof InferenceService> {
   return {
+    async listKeyBudgets(_req, ctx) {
+      const budgets = keyBudgets ? await keyBudgets(requestCallerOf(ctx)) : [];
+      return { budgets: budgets.map(keyBudgetMessage) };
+    },
     // The edge has answered 401 already for a key that is not live: a call that gets here is authenticated.
     async authenticate(_req, ctx) {
       callerOf(ctx);
@@ -112,7 +147,7 @@ export function inferenceService({
       streamed(ctx, req.requestId, (c, id) => messages.stream(c, req.body, id, anthropicHeaders(ctx), ctx.signal)),
     async countMessageTokens(req, ctx) {
       const r = await messages.countTokens(
-        callerOf(ctx),
+        requestCallerOf(ctx),
         req.body,
         req.requestId || newRequestId(),
         anthropicHeaders(ctx),
@@ -127,7 +162,12 @@ export function inferenceService({
     editImage: (req, ctx) => unary(ctx, req.requestId, (c, id) => images.edit(c, req.parts, id)),
     transcribe: (req, ctx) => unary(ctx, req.requestId, (c, id) => audio.transcribe(c, req.parts, id)),
     async *createSpeech(req, ctx) {
-      for await (const ev of audio.speech(callerOf(ctx), req.body, req.requestId || newRequestId(), ctx.signal)) {
+      for await (const ev of audio.speech(
+        requestCallerOf(ctx),
+        req.body,
+        req.requestId || newRequestId(),
+        ctx.signal,
+      )) {
         if (ev.kind === 'start')
           yield {
             event: {

@@ -14,7 +14,7 @@ import { costNano } from '../money/money.ts';
 import { badRequest, conflict, gatewayError, notFound } from '../errors/errors.ts';
 import type { Metering } from '../metering/metering.ts';
 import { parseBody } from '../inference/request-body.ts';
-import { callerOf, type Caller } from '../billing/caller.ts';
+import { callerOf, requestCallerOf, type Caller } from '../billing/caller.ts';
 import { modelOfKind } from '../inference/media/common.ts';
 import type {
   CancelVideoRequest,
@@ -112,7 +112,7 @@ async function createVideo(deps: VideoServiceDeps, req: CreateVideoRequest, ctx:
 /** The request's fields, its Idempotency-Key, and the model with its per-second price: 400s (and a 500) before anything else. */
 function readCreate(catalogue: Catalogue, req: CreateVideoRequest, ctx: HandlerContext): Create {
   const requestId = req.requestId || newRequestId();
-  const caller = callerOf(ctx);
+  const caller = requestCallerOf(ctx);
   const input = readVideoRequest(parseBody(req.body), req.openaiDefaults);
   const idempotencyKey = readIdempotencyKey(req.idempotencyKey);
   const model = modelOfKind(catalogue, input.model, 'video', VIDEO_ROUTE);
@@ -184,7 +184,15 @@ async function recordJob(
 /** Holds the job's price for its lifetime (402 when the balance cannot cover it: the row is taken back). */
 async function holdCredit(deps: VideoServiceDeps, create: Create, job: JobIdentity, hold: Hold): Promise<void> {
   try {
-    await deps.metering.placeExactHold(create.caller, create.requestId, hold.nano, deps.config.video.holdTtlSeconds);
+    // The job's hold counts against every budget it is under until its workflow settles it.
+    const windows = await deps.metering.budgetWindows({ caller: create.caller });
+    await deps.metering.placeExactHold(
+      create.caller,
+      create.requestId,
+      hold.nano,
+      deps.config.video.holdTtlSeconds,
+      windows,
+    );
     noteJobHold(create.requestId, create.caller.accountId, hold.nano);
   } catch (err) {
     await deps.runtime.jobs.remove(job.id);

@@ -208,14 +208,14 @@ describe('windows on the clock', () => {
           minNano: amount,
           maxNano: amount,
           ttlSeconds: 60,
-          windows: await book.windowsFor(caller, '', Date.parse(at)),
+          windows: await book.windowsFor(caller, () => '', Date.parse(at)),
         });
       // 23:59:59 EST on 7 March fills that day's window; a second hold there does not fit.
       expect((await hold('2026-03-08T04:59:59Z', 1)).kind).toBe('held');
       const second = await hold('2026-03-08T04:59:59.500Z', 2);
       expect(second).toMatchObject({ kind: 'insufficient', availableNano: 0n });
       // 00:00:01 EST on 8 March (the day clocks go forward, 23 hours long) is a new window.
-      const next = await book.windowsFor(caller, '', Date.parse('2026-03-08T05:00:01Z'));
+      const next = await book.windowsFor(caller, () => '', Date.parse('2026-03-08T05:00:01Z'));
       expect(new Date(next[0]!.windowStart).toISOString()).toBe('2026-03-08T05:00:00.000Z');
       expect(next[0]!.windowEnd - next[0]!.windowStart).toBe(23 * 3_600_000);
       expect((await hold('2026-03-08T05:00:01Z', 3)).kind).toBe('held');

@@ -64,6 +64,13 @@ export declare type GatewayError = Message<"gateway.v1.GatewayError"> & {
    * @generated from field: string request_id = 8;
    */
   requestId: string;
+
+  /**
+   * Set on a 402 budget_exceeded: the budget that refused (docs/budgets.md#refusals).
+   *
+   * @generated from field: gateway.v1.BudgetRefusal budget = 9;
+   */
+  budget?: BudgetRefusal | undefined;
 };
 
 /**
@@ -71,4 +78,65 @@ export declare type GatewayError = Message<"gateway.v1.GatewayError"> & {
  * Use `create(GatewayErrorSchema)` to create a new message.
  */
 export declare const GatewayErrorSchema: GenMessage<GatewayError>;
+
+/**
+ * The budget a request did not fit in, what is left of its window and when the window ends.
+ *
+ * @generated from message gateway.v1.BudgetRefusal
+ */
+export declare type BudgetRefusal = Message<"gateway.v1.BudgetRefusal"> & {
+  /**
+   * @generated from field: string budget_id = 1;
+   */
+  budgetId: string;
+
+  /**
+   * organisation, team, member, key or customer.
+   *
+   * @generated from field: string scope = 2;
+   */
+  scope: string;
+
+  /**
+   * The team, member or key id ("" for the organisation; a customer template's "", "key:<id>" or "team:<id>").
+   *
+   * @generated from field: string scope_id = 3;
+   */
+  scopeId: string;
+
+  /**
+   * @generated from field: string name = 4;
+   */
+  name: string;
+
+  /**
+   * The end customer's id, for a customer budget.
+   *
+   * @generated from field: string customer = 5;
+   */
+  customer: string;
+
+  /**
+   * @generated from field: int64 amount_nano = 6;
+   */
+  amountNano: bigint;
+
+  /**
+   * @generated from field: int64 remaining_nano = 7;
+   */
+  remainingNano: bigint;
+
+  /**
+   * When the window ends and the budget has room again (Unix seconds); 0 for a lifetime budget.
+   *
+   * @generated from field: int64 resets_at_unix = 8;
+   */
+  resetsAtUnix: bigint;
+};
+
+/**
+ * Describes the message gateway.v1.BudgetRefusal.
+ * Use `create(BudgetRefusalSchema)` to create a new message.
+ */
+export declare const BudgetRefusalSchema: GenMessage<BudgetRefusal>;
 

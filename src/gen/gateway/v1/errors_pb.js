@@ -8,7 +8,7 @@ import { fileDesc, messageDesc } from "@bufbuild/protobuf/codegenv2";
  * Describes the file gateway/v1/errors.proto.
  */
 export const file_gateway_v1_errors = /*@__PURE__*/
-  fileDesc("ChdnYXRld2F5L3YxL2Vycm9ycy5wcm90bxIKZ2F0ZXdheS52MSKnAQoMR2F0ZXdheUVycm9yEhMKC2h0dHBfc3RhdHVzGAEgASgFEgwKBHR5cGUYAiABKAkSDAoEY29kZRgDIAEoCRINCgVwYXJhbRgEIAEoCRIPCgdtZXNzYWdlGAUgASgJEhUKDXVwc3RyZWFtX2JvZHkYBiABKAwSGwoTcmV0cnlfYWZ0ZXJfc2Vjb25kcxgHIAEoBRISCgpyZXF1ZXN0X2lkGAggASgJYgZwcm90bzM");
+  fileDesc("ChdnYXRld2F5L3YxL2Vycm9ycy5wcm90bxIKZ2F0ZXdheS52MSLSAQoMR2F0ZXdheUVycm9yEhMKC2h0dHBfc3RhdHVzGAEgASgFEgwKBHR5cGUYAiABKAkSDAoEY29kZRgDIAEoCRINCgVwYXJhbRgEIAEoCRIPCgdtZXNzYWdlGAUgASgJEhUKDXVwc3RyZWFtX2JvZHkYBiABKAwSGwoTcmV0cnlfYWZ0ZXJfc2Vjb25kcxgHIAEoBRISCgpyZXF1ZXN0X2lkGAggASgJEikKBmJ1ZGdldBgJIAEoCzIZLmdhdGV3YXkudjEuQnVkZ2V0UmVmdXNhbCKoAQoNQnVkZ2V0UmVmdXNhbBIRCglidWRnZXRfaWQYASABKAkSDQoFc2NvcGUYAiABKAkSEAoIc2NvcGVfaWQYAyABKAkSDAoEbmFtZRgEIAEoCRIQCghjdXN0b21lchgFIAEoCRITCgthbW91bnRfbmFubxgGIAEoAxIWCg5yZW1haW5pbmdfbmFubxgHIAEoAxIWCg5yZXNldHNfYXRfdW5peBgIIAEoA2IGcHJvdG8z");
 
 /**
  * Describes the message gateway.v1.GatewayError.
@@ -16,4 +16,11 @@ export const file_gateway_v1_errors = /*@__PURE__*/
  */
 export const GatewayErrorSchema = /*@__PURE__*/
   messageDesc(file_gateway_v1_errors, 0);
+
+/**
+ * Describes the message gateway.v1.BudgetRefusal.
+ * Use `create(BudgetRefusalSchema)` to create a new message.
+ */
+export const BudgetRefusalSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_errors, 1);
 

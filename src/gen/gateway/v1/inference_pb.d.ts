@@ -4,11 +4,145 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import type { Message } from "@bufbuild/protobuf";
+import type { Timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file gateway/v1/inference.proto.
  */
 export declare const file_gateway_v1_inference: GenFile;
+
+/**
+ * @generated from message gateway.v1.ListKeyBudgetsRequest
+ */
+export declare type ListKeyBudgetsRequest = Message<"gateway.v1.ListKeyBudgetsRequest"> & {
+};
+
+/**
+ * Describes the message gateway.v1.ListKeyBudgetsRequest.
+ * Use `create(ListKeyBudgetsRequestSchema)` to create a new message.
+ */
+export declare const ListKeyBudgetsRequestSchema: GenMessage<ListKeyBudgetsRequest>;
+
+/**
+ * @generated from message gateway.v1.ListKeyBudgetsResponse
+ */
+export declare type ListKeyBudgetsResponse = Message<"gateway.v1.ListKeyBudgetsResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.KeyBudget budgets = 1;
+   */
+  budgets: KeyBudget[];
+};
+
+/**
+ * Describes the message gateway.v1.ListKeyBudgetsResponse.
+ * Use `create(ListKeyBudgetsResponseSchema)` to create a new message.
+ */
+export declare const ListKeyBudgetsResponseSchema: GenMessage<ListKeyBudgetsResponse>;
+
+/**
+ * One budget over a key's requests and its current window (docs/budgets.md).
+ *
+ * @generated from message gateway.v1.KeyBudget
+ */
+export declare type KeyBudget = Message<"gateway.v1.KeyBudget"> & {
+  /**
+   * @generated from field: string budget_id = 1;
+   */
+  budgetId: string;
+
+  /**
+   * organisation, team, member, key or customer.
+   *
+   * @generated from field: string scope = 2;
+   */
+  scope: string;
+
+  /**
+   * @generated from field: string scope_id = 3;
+   */
+  scopeId: string;
+
+  /**
+   * @generated from field: string name = 4;
+   */
+  name: string;
+
+  /**
+   * hard or soft.
+   *
+   * @generated from field: string mode = 5;
+   */
+  mode: string;
+
+  /**
+   * day, week, month, rolling or lifetime, with its time zone, start day or hours.
+   *
+   * @generated from field: string period = 6;
+   */
+  period: string;
+
+  /**
+   * @generated from field: string time_zone = 7;
+   */
+  timeZone: string;
+
+  /**
+   * @generated from field: int32 start_day = 8;
+   */
+  startDay: number;
+
+  /**
+   * @generated from field: int32 rolling_hours = 9;
+   */
+  rollingHours: number;
+
+  /**
+   * The end customer whose window this is (a customer budget's, for the customer the call named).
+   *
+   * @generated from field: string customer = 10;
+   */
+  customer: string;
+
+  /**
+   * @generated from field: int64 amount_nano = 11;
+   */
+  amountNano: bigint;
+
+  /**
+   * @generated from field: int64 spent_nano = 12;
+   */
+  spentNano: bigint;
+
+  /**
+   * @generated from field: int64 held_nano = 13;
+   */
+  heldNano: bigint;
+
+  /**
+   * amount + any raise − spent − held, at least 0.
+   *
+   * @generated from field: int64 remaining_nano = 14;
+   */
+  remainingNano: bigint;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp window_start = 15;
+   */
+  windowStart?: Timestamp | undefined;
+
+  /**
+   * Unset for a lifetime budget.
+   *
+   * @generated from field: google.protobuf.Timestamp window_end = 16;
+   */
+  windowEnd?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.KeyBudget.
+ * Use `create(KeyBudgetSchema)` to create a new message.
+ */
+export declare const KeyBudgetSchema: GenMessage<KeyBudget>;
 
 /**
  * @generated from message gateway.v1.AuthenticateRequest
@@ -525,6 +659,18 @@ export declare const InferenceService: GenService<{
     methodKind: "unary";
     input: typeof AuthenticateRequestSchema;
     output: typeof AuthenticateResponseSchema;
+  },
+  /**
+   * Every budget the call's key is under now (GET /v1/budgets), with its window's spend, what is
+   * left and when the window resets; a customer budget's for the end customer the call names
+   * (x-gateway-customer), if it names one.
+   *
+   * @generated from rpc gateway.v1.InferenceService.ListKeyBudgets
+   */
+  listKeyBudgets: {
+    methodKind: "unary";
+    input: typeof ListKeyBudgetsRequestSchema;
+    output: typeof ListKeyBudgetsResponseSchema;
   },
 }>;
 

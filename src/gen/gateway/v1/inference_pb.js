@@ -3,96 +3,118 @@
 /* eslint-disable */
 
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import { file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 
 /**
  * Describes the file gateway/v1/inference.proto.
  */
 export const file_gateway_v1_inference = /*@__PURE__*/
-  fileDesc("ChpnYXRld2F5L3YxL2luZmVyZW5jZS5wcm90bxIKZ2F0ZXdheS52MSIVChNBdXRoZW50aWNhdGVSZXF1ZXN0IhYKFEF1dGhlbnRpY2F0ZVJlc3BvbnNlIksKEE11bHRpcGFydFJlcXVlc3QSIwoFcGFydHMYASADKAsyFC5nYXRld2F5LnYxLkZvcm1QYXJ0EhIKCnJlcXVlc3RfaWQYAiABKAkiTgoIRm9ybVBhcnQSDAoEbmFtZRgBIAEoCRIQCghmaWxlbmFtZRgCIAEoCRIUCgxjb250ZW50X3R5cGUYAyABKAkSDAoEZGF0YRgEIAEoDCJ3CgtTcGVlY2hFdmVudBIoCgVzdGFydBgBIAEoCzIXLmdhdGV3YXkudjEuU3BlZWNoU3RhcnRIABIPCgVhdWRpbxgCIAEoDEgAEiQKBmNoYXJnZRgDIAEoCzISLmdhdGV3YXkudjEuQ2hhcmdlSABCBwoFZXZlbnQiSgoLU3BlZWNoU3RhcnQSEgoKcmVxdWVzdF9pZBgBIAEoCRIUCgxjb250ZW50X3R5cGUYAiABKAkSEQoJY29zdF9uYW5vGAMgASgDIjQKEEluZmVyZW5jZVJlcXVlc3QSDAoEYm9keRgBIAEoDBISCgpyZXF1ZXN0X2lkGAIgASgJIpcBCgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIVCg1jYWNoZWRfdG9rZW5zGAMgASgDEhoKEmNhY2hlX3dyaXRlX3Rva2VucxgEIAEoAxIRCgllc3RpbWF0ZWQYBSABKAgSDQoFdW5pdHMYBiABKAMSDAoEdW5pdBgHIAEoCSJlCgZDaGFyZ2USEgoKcmVxdWVzdF9pZBgBIAEoCRIRCgljb3N0X25hbm8YAiABKAMSIAoFdXNhZ2UYAyABKAsyES5nYXRld2F5LnYxLlVzYWdlEhIKCmRlcGxveW1lbnQYBCABKAkiWwoRSW5mZXJlbmNlUmVzcG9uc2USDAoEYm9keRgBIAEoDBIiCgZjaGFyZ2UYAiABKAsyEi5nYXRld2F5LnYxLkNoYXJnZRIUCgxjb250ZW50X3R5cGUYAyABKAkiJwoIU3NlRXZlbnQSDQoFZXZlbnQYASABKAkSDAoEZGF0YRgCIAEoDCK2AQoOSW5mZXJlbmNlRXZlbnQSFAoKcmVxdWVzdF9pZBgBIAEoCUgAEiQKBGRhdGEYAiABKAsyFC5nYXRld2F5LnYxLlNzZUV2ZW50SAASJQoFZXJyb3IYAyABKAsyFC5nYXRld2F5LnYxLlNzZUV2ZW50SAASJAoGY2hhcmdlGAQgASgLMhIuZ2F0ZXdheS52MS5DaGFyZ2VIABISCgpkZXBsb3ltZW50GAUgASgJQgcKBWV2ZW50Mo8IChBJbmZlcmVuY2VTZXJ2aWNlEk0KDkNoYXRDb21wbGV0aW9uEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZRJSChRTdHJlYW1DaGF0Q29tcGxldGlvbhIcLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVxdWVzdBoaLmdhdGV3YXkudjEuSW5mZXJlbmNlRXZlbnQwARJMCg1DcmVhdGVNZXNzYWdlEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZRJLCg1TdHJlYW1NZXNzYWdlEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0GhouZ2F0ZXdheS52MS5JbmZlcmVuY2VFdmVudDABElEKEkNvdW50TWVzc2FnZVRva2VucxIcLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVxdWVzdBodLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVzcG9uc2USTQoOQ3JlYXRlUmVzcG9uc2USHC5nYXRld2F5LnYxLkluZmVyZW5jZVJlcXVlc3QaHS5nYXRld2F5LnYxLkluZmVyZW5jZVJlc3BvbnNlEkwKDlN0cmVhbVJlc3BvbnNlEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0GhouZ2F0ZXdheS52MS5JbmZlcmVuY2VFdmVudDABEk4KD0NyZWF0ZUVtYmVkZGluZxIcLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVxdWVzdBodLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVzcG9uc2USTAoNR2VuZXJhdGVJbWFnZRIcLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVxdWVzdBodLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVzcG9uc2USSAoJRWRpdEltYWdlEhwuZ2F0ZXdheS52MS5NdWx0aXBhcnRSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZRJJCgpUcmFuc2NyaWJlEhwuZ2F0ZXdheS52MS5NdWx0aXBhcnRSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZRJHCgxDcmVhdGVTcGVlY2gSHC5nYXRld2F5LnYxLkluZmVyZW5jZVJlcXVlc3QaFy5nYXRld2F5LnYxLlNwZWVjaEV2ZW50MAESUQoMQXV0aGVudGljYXRlEh8uZ2F0ZXdheS52MS5BdXRoZW50aWNhdGVSZXF1ZXN0GiAuZ2F0ZXdheS52MS5BdXRoZW50aWNhdGVSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("ChpnYXRld2F5L3YxL2luZmVyZW5jZS5wcm90bxIKZ2F0ZXdheS52MSIXChVMaXN0S2V5QnVkZ2V0c1JlcXVlc3QiQAoWTGlzdEtleUJ1ZGdldHNSZXNwb25zZRImCgdidWRnZXRzGAEgAygLMhUuZ2F0ZXdheS52MS5LZXlCdWRnZXQi8AIKCUtleUJ1ZGdldBIRCglidWRnZXRfaWQYASABKAkSDQoFc2NvcGUYAiABKAkSEAoIc2NvcGVfaWQYAyABKAkSDAoEbmFtZRgEIAEoCRIMCgRtb2RlGAUgASgJEg4KBnBlcmlvZBgGIAEoCRIRCgl0aW1lX3pvbmUYByABKAkSEQoJc3RhcnRfZGF5GAggASgFEhUKDXJvbGxpbmdfaG91cnMYCSABKAUSEAoIY3VzdG9tZXIYCiABKAkSEwoLYW1vdW50X25hbm8YCyABKAMSEgoKc3BlbnRfbmFubxgMIAEoAxIRCgloZWxkX25hbm8YDSABKAMSFgoOcmVtYWluaW5nX25hbm8YDiABKAMSMAoMd2luZG93X3N0YXJ0GA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp3aW5kb3dfZW5kGBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCIVChNBdXRoZW50aWNhdGVSZXF1ZXN0IhYKFEF1dGhlbnRpY2F0ZVJlc3BvbnNlIksKEE11bHRpcGFydFJlcXVlc3QSIwoFcGFydHMYASADKAsyFC5nYXRld2F5LnYxLkZvcm1QYXJ0EhIKCnJlcXVlc3RfaWQYAiABKAkiTgoIRm9ybVBhcnQSDAoEbmFtZRgBIAEoCRIQCghmaWxlbmFtZRgCIAEoCRIUCgxjb250ZW50X3R5cGUYAyABKAkSDAoEZGF0YRgEIAEoDCJ3CgtTcGVlY2hFdmVudBIoCgVzdGFydBgBIAEoCzIXLmdhdGV3YXkudjEuU3BlZWNoU3RhcnRIABIPCgVhdWRpbxgCIAEoDEgAEiQKBmNoYXJnZRgDIAEoCzISLmdhdGV3YXkudjEuQ2hhcmdlSABCBwoFZXZlbnQiSgoLU3BlZWNoU3RhcnQSEgoKcmVxdWVzdF9pZBgBIAEoCRIUCgxjb250ZW50X3R5cGUYAiABKAkSEQoJY29zdF9uYW5vGAMgASgDIjQKEEluZmVyZW5jZVJlcXVlc3QSDAoEYm9keRgBIAEoDBISCgpyZXF1ZXN0X2lkGAIgASgJIpcBCgVVc2FnZRIUCgxpbnB1dF90b2tlbnMYASABKAMSFQoNb3V0cHV0X3Rva2VucxgCIAEoAxIVCg1jYWNoZWRfdG9rZW5zGAMgASgDEhoKEmNhY2hlX3dyaXRlX3Rva2VucxgEIAEoAxIRCgllc3RpbWF0ZWQYBSABKAgSDQoFdW5pdHMYBiABKAMSDAoEdW5pdBgHIAEoCSJlCgZDaGFyZ2USEgoKcmVxdWVzdF9pZBgBIAEoCRIRCgljb3N0X25hbm8YAiABKAMSIAoFdXNhZ2UYAyABKAsyES5nYXRld2F5LnYxLlVzYWdlEhIKCmRlcGxveW1lbnQYBCABKAkiWwoRSW5mZXJlbmNlUmVzcG9uc2USDAoEYm9keRgBIAEoDBIiCgZjaGFyZ2UYAiABKAsyEi5nYXRld2F5LnYxLkNoYXJnZRIUCgxjb250ZW50X3R5cGUYAyABKAkiJwoIU3NlRXZlbnQSDQoFZXZlbnQYASABKAkSDAoEZGF0YRgCIAEoDCK2AQoOSW5mZXJlbmNlRXZlbnQSFAoKcmVxdWVzdF9pZBgBIAEoCUgAEiQKBGRhdGEYAiABKAsyFC5nYXRld2F5LnYxLlNzZUV2ZW50SAASJQoFZXJyb3IYAyABKAsyFC5nYXRld2F5LnYxLlNzZUV2ZW50SAASJAoGY2hhcmdlGAQgASgLMhIuZ2F0ZXdheS52MS5DaGFyZ2VIABISCgpkZXBsb3ltZW50GAUgASgJQgcKBWV2ZW50MugIChBJbmZlcmVuY2VTZXJ2aWNlEk0KDkNoYXRDb21wbGV0aW9uEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZRJSChRTdHJlYW1DaGF0Q29tcGxldGlvbhIcLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVxdWVzdBoaLmdhdGV3YXkudjEuSW5mZXJlbmNlRXZlbnQwARJMCg1DcmVhdGVNZXNzYWdlEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZRJLCg1TdHJlYW1NZXNzYWdlEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0GhouZ2F0ZXdheS52MS5JbmZlcmVuY2VFdmVudDABElEKEkNvdW50TWVzc2FnZVRva2VucxIcLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVxdWVzdBodLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVzcG9uc2USTQoOQ3JlYXRlUmVzcG9uc2USHC5nYXRld2F5LnYxLkluZmVyZW5jZVJlcXVlc3QaHS5nYXRld2F5LnYxLkluZmVyZW5jZVJlc3BvbnNlEkwKDlN0cmVhbVJlc3BvbnNlEhwuZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXF1ZXN0GhouZ2F0ZXdheS52MS5JbmZlcmVuY2VFdmVudDABEk4KD0NyZWF0ZUVtYmVkZGluZxIcLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVxdWVzdBodLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVzcG9uc2USTAoNR2VuZXJhdGVJbWFnZRIcLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVxdWVzdBodLmdhdGV3YXkudjEuSW5mZXJlbmNlUmVzcG9uc2USSAoJRWRpdEltYWdlEhwuZ2F0ZXdheS52MS5NdWx0aXBhcnRSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZRJJCgpUcmFuc2NyaWJlEhwuZ2F0ZXdheS52MS5NdWx0aXBhcnRSZXF1ZXN0Gh0uZ2F0ZXdheS52MS5JbmZlcmVuY2VSZXNwb25zZRJHCgxDcmVhdGVTcGVlY2gSHC5nYXRld2F5LnYxLkluZmVyZW5jZVJlcXVlc3QaFy5nYXRld2F5LnYxLlNwZWVjaEV2ZW50MAESUQoMQXV0aGVudGljYXRlEh8uZ2F0ZXdheS52MS5BdXRoZW50aWNhdGVSZXF1ZXN0GiAuZ2F0ZXdheS52MS5BdXRoZW50aWNhdGVSZXNwb25zZRJXCg5MaXN0S2V5QnVkZ2V0cxIhLmdhdGV3YXkudjEuTGlzdEtleUJ1ZGdldHNSZXF1ZXN0GiIuZ2F0ZXdheS52MS5MaXN0S2V5QnVkZ2V0c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_timestamp]);
+
+/**
+ * Describes the message gateway.v1.ListKeyBudgetsRequest.
+ * Use `create(ListKeyBudgetsRequestSchema)` to create a new message.
+ */
+export const ListKeyBudgetsRequestSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_inference, 0);
+
+/**
+ * Describes the message gateway.v1.ListKeyBudgetsResponse.
+ * Use `create(ListKeyBudgetsResponseSchema)` to create a new message.
+ */
+export const ListKeyBudgetsResponseSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_inference, 1);
+
+/**
+ * Describes the message gateway.v1.KeyBudget.
+ * Use `create(KeyBudgetSchema)` to create a new message.
+ */
+export const KeyBudgetSchema = /*@__PURE__*/
+  messageDesc(file_gateway_v1_inference, 2);
 
 /**
  * Describes the message gateway.v1.AuthenticateRequest.
  * Use `create(AuthenticateRequestSchema)` to create a new message.
  */
 export const AuthenticateRequestSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 0);
+  messageDesc(file_gateway_v1_inference, 3);
 
 /**
  * Describes the message gateway.v1.AuthenticateResponse.
  * Use `create(AuthenticateResponseSchema)` to create a new message.
  */
 export const AuthenticateResponseSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 1);
+  messageDesc(file_gateway_v1_inference, 4);
 
 /**
  * Describes the message gateway.v1.MultipartRequest.
  * Use `create(MultipartRequestSchema)` to create a new message.
  */
 export const MultipartRequestSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 2);
+  messageDesc(file_gateway_v1_inference, 5);
 
 /**
  * Describes the message gateway.v1.FormPart.
  * Use `create(FormPartSchema)` to create a new message.
  */
 export const FormPartSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 3);
+  messageDesc(file_gateway_v1_inference, 6);
 
 /**
  * Describes the message gateway.v1.SpeechEvent.
  * Use `create(SpeechEventSchema)` to create a new message.
  */
 export const SpeechEventSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 4);
+  messageDesc(file_gateway_v1_inference, 7);
 
 /**
  * Describes the message gateway.v1.SpeechStart.
  * Use `create(SpeechStartSchema)` to create a new message.
  */
 export const SpeechStartSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 5);
+  messageDesc(file_gateway_v1_inference, 8);
 
 /**
  * Describes the message gateway.v1.InferenceRequest.
  * Use `create(InferenceRequestSchema)` to create a new message.
  */
 export const InferenceRequestSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 6);
+  messageDesc(file_gateway_v1_inference, 9);
 
 /**
  * Describes the message gateway.v1.Usage.
  * Use `create(UsageSchema)` to create a new message.
  */
 export const UsageSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 7);
+  messageDesc(file_gateway_v1_inference, 10);
 
 /**
  * Describes the message gateway.v1.Charge.
  * Use `create(ChargeSchema)` to create a new message.
  */
 export const ChargeSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 8);
+  messageDesc(file_gateway_v1_inference, 11);
 
 /**
  * Describes the message gateway.v1.InferenceResponse.
  * Use `create(InferenceResponseSchema)` to create a new message.
  */
 export const InferenceResponseSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 9);
+  messageDesc(file_gateway_v1_inference, 12);
 
 /**
  * Describes the message gateway.v1.SseEvent.
  * Use `create(SseEventSchema)` to create a new message.
  */
 export const SseEventSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 10);
+  messageDesc(file_gateway_v1_inference, 13);
 
 /**
  * Describes the message gateway.v1.InferenceEvent.
  * Use `create(InferenceEventSchema)` to create a new message.
  */
 export const InferenceEventSchema = /*@__PURE__*/
-  messageDesc(file_gateway_v1_inference, 11);
+  messageDesc(file_gateway_v1_inference, 14);
 
 /**
  * Forwards a request to the model's provider and bills the caller's key.
