@@ -132,6 +132,88 @@ export async function holdInWindows(
   );
 }
 
+/** A key for one window, as the slices and the statements name it. */
+export const windowKey = (w: Pick<WindowRef, 'budgetId' | 'subject' | 'windowStart'>) =>
+  `${w.budgetId}\u0000${w.subject}\u0000${w.windowStart}`;
+
+/** The window a key names (windowKey's inverse), as the statements' columns. */
+function keyColumns(keys: readonly string[]): [string[], string[], string[]] {
+  const parts = keys.map((k) => k.split('\u0000'));
+  return [parts.map((p) => p[0]!), parts.map((p) => p[1]!), parts.map((p) => iso(Number(p[2])))];
+}
+
+/**
+ * Adds each window's own amount to its held figure, recorded against `requestId` (an instance's
+ * lease growing its budget slices); the windows were locked by lockWindows in this transaction.
+ */
+export async function holdEachInWindows(
+  trx: Runner,
+  requestId: string,
+  windows: readonly WindowRef[],
+  amounts: readonly bigint[],
+): Promise<void> {
+  const [ids, subjects, starts] = columns(windows);
+  await trx.raw(
+    `WITH s AS (SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS timestamptz[]), CAST(? AS bigint[]))
+                AS s(budget_id, subject, window_start, amount)),
+     w AS (
+       UPDATE budget_windows w SET held_nano = w.held_nano + s.amount FROM s
+       WHERE w.budget_id = s.budget_id AND w.subject = s.subject AND w.window_start = s.window_start
+     )
+     INSERT INTO hold_budgets AS h (request_id, budget_id, subject, window_start, amount_nano)
+     SELECT ?, budget_id, subject, window_start, amount FROM s
+     ON CONFLICT (request_id, budget_id, subject, window_start) DO UPDATE SET amount_nano = h.amount_nano + EXCLUDED.amount_nano`,
+    [ids, subjects, starts, amounts.map(String), requestId],
+  );
+}
+
+/**
+ * What a lease's slices give up, by window key: `charged` moves from held to spent (a batch of
+ * its requests' charges), `released` goes back to the window; both leave the lease's record.
+ * The caller holds the account's row lock, as every statement that moves held money does first.
+ */
+export async function moveSliceMoney(
+  trx: Runner,
+  leaseId: string,
+  moves: ReadonlyMap<string, { charged: bigint; released: bigint }>,
+): Promise<void> {
+  const keys = [...moves.keys()].sort();
+  if (keys.length === 0) return;
+  const [ids, subjects, starts] = keyColumns(keys);
+  const charged = keys.map((k) => String(moves.get(k)!.charged));
+  const released = keys.map((k) => String(moves.get(k)!.released));
+  await trx.raw(
+    `SELECT 1 FROM budget_windows WHERE (budget_id, subject, window_start) IN
+       (SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS timestamptz[])))
+     ORDER BY budget_id, subject, window_start FOR UPDATE`,
+    [ids, subjects, starts],
+  );
+  await trx.raw(
+    `WITH s AS (SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS timestamptz[]), CAST(? AS bigint[]), CAST(? AS bigint[]))
+                AS s(budget_id, subject, window_start, charged, released)),
+     hb AS (
+       UPDATE hold_budgets h SET amount_nano = h.amount_nano - s.charged - s.released FROM s
+       WHERE h.request_id = ? AND h.budget_id = s.budget_id AND h.subject = s.subject AND h.window_start = s.window_start
+       RETURNING h.budget_id, h.subject, h.window_start, s.charged, s.released
+     )
+     UPDATE budget_windows w SET spent_nano = w.spent_nano + hb.charged, held_nano = w.held_nano - hb.charged - hb.released
+     FROM hb WHERE w.budget_id = hb.budget_id AND w.subject = hb.subject AND w.window_start = hb.window_start`,
+    [ids, subjects, starts, charged, released, leaseId],
+  );
+}
+
+/** Whether any instance's lease holds a slice of this window (what a refusal may ask back). */
+export async function windowHasSlices(runner: Runner, w: WindowRef): Promise<boolean> {
+  const r = rowsOf(
+    await runner.raw(
+      `SELECT 1 FROM hold_budgets WHERE budget_id = ? AND subject = ? AND window_start = CAST(? AS timestamptz)
+         AND starts_with(request_id, 'lease_') AND amount_nano > 0 LIMIT 1`,
+      [w.budgetId, w.subject, iso(w.windowStart)],
+    ),
+  );
+  return r.length > 0;
+}
+
 /**
  * The settle's part for budgets, in the settle's statement (a CTE after `h`, the settled hold with
  * its charged_nano): each window the hold took from is charged what was charged, and its hold

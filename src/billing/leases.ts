@@ -15,11 +15,27 @@
 // A lease is the gateway's reservation, not the customer's spending: when money must leave the
 // account (a refund), the instance gives back what its lease holds beyond its requests in flight
 // (giveBack, asked through NOTIFY by Ledger.reclaimLeases).
+//
+// Budgets (docs/budgets.md): a lease on an account under budgets also holds a slice of each
+// budget window its requests are under, held in the window row as a request's hold is (recorded
+// in hold_budgets under the lease's id). A request reserves its amount in the lease and in every
+// slice; the batch that writes its charge moves the charge from held to spent in each window. So
+// every instance's slices plus the window's spend never exceed the budget. A slice takes at most
+// a quarter of what its window has left (at least what the request needs), is given back with the
+// lease, when idle or its window has ended, and when another instance is refused for want of room.
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { retryIfConnectionLost, type Db } from '../db/db.ts';
 import { LEASE_RECLAIM_CHANNEL, storedTraceId, type Balance, type Ledger } from './ledger.ts';
 import { newId } from './ids.ts';
+import {
+  holdEachInWindows,
+  lockWindows,
+  moveSliceMoney,
+  windowKey,
+  EXPIRE_BUDGETS_CTE,
+  type WindowRef,
+} from './budget-holds.ts';
 
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows?: Row[] }).rows ?? [];
@@ -68,6 +84,16 @@ export interface LeasedCharge {
   unit: string;
 }
 
+/** A lease's slice of one budget window: held in the window's row, reserved by requests in memory. */
+interface Slice {
+  key: string;
+  window: WindowRef;
+  /** Not reserved by a request in flight nor charged by one waiting for its batch. */
+  free: bigint;
+  inFlight: number;
+  lastUsed: number;
+}
+
 interface Lease {
   id: string;
   accountId: string;
@@ -77,6 +103,12 @@ interface Lease {
   /** What the requests in flight have reserved: the customer's "held". */
   reserved: bigint;
   pending: LeasedCharge[];
+  /** Its budget slices, by window key. */
+  slices: Map<string, Slice>;
+  /** Whether it ever held a budget slice (its return then releases them, the account locked first). */
+  hadSlices?: boolean;
+  /** What the pending charges charged each window, by window key: the batch moves it to spent. */
+  pendingWindows: Map<string, bigint>;
   lastUsed: number;
   /** Database work on this lease, one statement at a time. */
   queue: Promise<unknown>;
@@ -89,6 +121,8 @@ interface Lease {
 export interface Reservation {
   lease: Lease;
   amountNano: bigint;
+  /** The budget slices it reserved `amountNano` in too. */
+  slices: Slice[];
 }
 
 export class LeaseBook {
@@ -115,21 +149,39 @@ export class LeaseBook {
     this.timer.unref();
   }
 
-  /** Reserves `amountNano` for one request, from this instance's lease on the account; undefined when the balance cannot cover it that way. */
-  async reserve(keyHash: Buffer, accountId: string, amountNano: bigint): Promise<Reservation | undefined> {
+  /**
+   * Reserves `amountNano` for one request, from this instance's lease on the account and its slice
+   * of each budget window in `windows`; undefined when the balance or a budget cannot cover it
+   * that way (the caller then holds in the database, which says which).
+   */
+  async reserve(
+    keyHash: Buffer,
+    accountId: string,
+    amountNano: bigint,
+    windows: readonly WindowRef[] = [],
+  ): Promise<Reservation | undefined> {
     for (let attempt = 0; attempt < 2; attempt++) {
       let lease = this.leases.get(accountId);
       if (!lease || lease.closed) lease = await this.open(keyHash, accountId, amountNano);
       if (!lease) return undefined;
       if (lease.free < amountNano && !(await this.grow(lease, amountNano))) return undefined;
+      if (windows.length > 0 && !(await this.growSlices(lease, windows, amountNano))) return undefined;
       // Retired while we waited: take a fresh lease rather than spend from a returned one.
       if (lease.closed) continue;
-      if (lease.free < amountNano) return undefined;
+      const slices = windows.map((w) => lease.slices.get(windowKey(w)));
+      // Another request took what a grow made free meanwhile: try once more.
+      if (lease.free < amountNano || slices.some((sl) => !sl || sl.free < amountNano)) continue;
+      const now = performance.now();
+      for (const sl of slices as Slice[]) {
+        sl.free -= amountNano;
+        sl.inFlight++;
+        sl.lastUsed = now;
+      }
       lease.free -= amountNano;
       lease.reserved += amountNano;
       lease.inFlight++;
-      lease.lastUsed = performance.now();
-      return { lease, amountNano };
+      lease.lastUsed = now;
+      return { lease, amountNano, slices: slices as Slice[] };
     }
     return undefined;
   }
@@ -140,6 +192,11 @@ export class LeaseBook {
     r.lease.free += r.amountNano - charged;
     r.lease.reserved -= r.amountNano;
     r.lease.inFlight--;
+    for (const sl of r.slices) {
+      sl.free += r.amountNano - charged;
+      sl.inFlight--;
+      if (charged > 0n) r.lease.pendingWindows.set(sl.key, (r.lease.pendingWindows.get(sl.key) ?? 0n) + charged);
+    }
     r.lease.pending.push({ ...charge, costNano: charged, uncoveredNano: costNano - charged });
     if (r.lease.pending.length >= 256)
       this.flush(r.lease).catch((err) =>
@@ -175,20 +232,99 @@ export class LeaseBook {
     await this.serial(lease, async () => {
       const free = lease.free;
       lease.free = 0n;
-      try {
-        await this.db.raw(
+      const release = (runner: Pick<Db, 'raw'>) =>
+        runner.raw(
           `WITH h AS (
              UPDATE holds SET amount_nano = amount_nano - CAST(? AS bigint), reclaimed_at = now() WHERE request_id = ? AND status = 'active' RETURNING account_id
            )
            UPDATE accounts SET held_nano = held_nano - CAST(? AS bigint) FROM h WHERE accounts.id = h.account_id`,
           [free.toString(), lease.id, free.toString()],
         );
+      try {
+        if (lease.slices.size === 0) await release(this.db);
+        else await this.releaseSlices(lease, () => true, release);
       } catch (err) {
         lease.free += free;
         this.log.warn({ err, lease: lease.id }, 'giving a lease back failed');
       }
     });
     if (lease.inFlight === 0) await this.retire(lease);
+  }
+
+  /**
+   * Makes `need` free in the lease's slice of each window, taking each shortfall (at most a
+   * quarter of what the window has left, at least the shortfall) from the window in one
+   * transaction: the lease's hold locked and checked active, then the windows in their order.
+   * False when a hard window has less room than its shortfall (the request goes to a database
+   * hold, whose refusal names the budget).
+   */
+  private growSlices(lease: Lease, windows: readonly WindowRef[], need: bigint): Promise<boolean> {
+    return this.serial(lease, async () => {
+      const freeIn = (w: WindowRef) => lease.slices.get(windowKey(w))?.free ?? 0n;
+      const short = windows.filter((w) => freeIn(w) < need);
+      if (short.length === 0) return true;
+      const taken = await retryIfConnectionLost(() =>
+        this.db.transaction(async (trx) => {
+          const live = rowsOf(
+            await trx.raw(`SELECT 1 FROM holds WHERE request_id = ? AND status = 'active' FOR UPDATE`, [lease.id]),
+          );
+          if (live.length === 0) return null;
+          const rooms = await lockWindows(trx, short);
+          const amounts = short.map((w, i) => sliceSize(w, rooms[i]!, need - freeIn(w), this.config.sliceNano));
+          if (amounts.some((a) => a === undefined)) return null;
+          await holdEachInWindows(trx, lease.id, short, amounts as bigint[]);
+          return amounts as bigint[];
+        }),
+      );
+      if (!taken) return false;
+      lease.hadSlices = true;
+      const now = performance.now();
+      short.forEach((w, i) => {
+        const key = windowKey(w);
+        let slice = lease.slices.get(key);
+        if (!slice) lease.slices.set(key, (slice = { key, window: w, free: 0n, inFlight: 0, lastUsed: now }));
+        slice.free += taken[i]!;
+      });
+      return !lease.closed;
+    });
+  }
+
+  /**
+   * Gives back the free part of the lease's slices that `pick` chooses, with `alsoRun` (the
+   * lease's own release) in the same transaction, the account's row locked first. A slice with
+   * no request in flight is forgotten; on failure each keeps what it had.
+   */
+  private async releaseSlices(
+    lease: Lease,
+    pick: (slice: Slice) => boolean,
+    alsoRun?: (runner: Pick<Db, 'raw'>) => Promise<unknown>,
+  ): Promise<void> {
+    const picked = [...lease.slices.values()].filter(pick);
+    const moves = new Map(picked.map((sl) => [sl.key, { charged: 0n, released: sl.free }]));
+    for (const sl of picked) sl.free = 0n;
+    try {
+      await this.db.transaction(async (trx) => {
+        await trx.raw('SELECT 1 FROM accounts WHERE id = ? FOR UPDATE', [lease.accountId]);
+        await alsoRun?.(trx);
+        await moveSliceMoney(trx, lease.id, moves);
+      });
+    } catch (err) {
+      for (const sl of picked) sl.free += moves.get(sl.key)!.released;
+      throw err;
+    }
+    for (const sl of picked) if (sl.inFlight === 0) lease.slices.delete(sl.key);
+  }
+
+  /** Slices no request used for LEASE_IDLE_MS, or whose window has ended, go back to their windows. */
+  private pruneSlices(lease: Lease): Promise<unknown> {
+    const now = performance.now();
+    const wall = Date.now();
+    const stale = (sl: Slice) =>
+      sl.inFlight === 0 && (sl.window.windowEnd <= wall || now - sl.lastUsed > this.config.idleMs);
+    if (![...lease.slices.values()].some(stale)) return Promise.resolve();
+    return this.serial(lease, () => this.releaseSlices(lease, stale)).catch((err) =>
+      this.log.warn({ err, lease: lease.id }, 'giving budget slices back failed; tried again later'),
+    );
   }
 
   /**
@@ -292,6 +428,8 @@ export class LeaseBook {
         inFlight: 0,
         reserved: 0n,
         pending: [],
+        slices: new Map(),
+        pendingWindows: new Map(),
         lastUsed: performance.now(),
         queue: Promise.resolve(),
         closed: false,
@@ -347,17 +485,157 @@ export class LeaseBook {
     });
   }
 
-  /** One batch: usage rows, ledger charges, the balance and the lease, in one statement. */
+  /**
+   * One batch: usage rows, ledger charges, the balance and the lease, in one statement; with its
+   * budget windows' charges in the same transaction, the account's row locked first.
+   */
   private flush(lease: Lease): Promise<unknown> {
     return this.serial(lease, async () => {
       const batch = lease.pending.splice(0);
       if (batch.length === 0) return;
-      // Every column as text: PostgreSQL parses each array into the type it is cast to.
-      const col = (k: keyof LeasedCharge): string[] => batch.map((c) => String(c[k]));
+      const windows = lease.pendingWindows;
+      lease.pendingWindows = new Map();
       try {
-        const rows = rowsOf(
-          await this.db.raw(
-            `WITH r AS (
+        const applied =
+          windows.size === 0
+            ? await batchStatement(this.db, batch, lease.id)
+            : await this.db.transaction(async (trx) => {
+                await trx.raw('SELECT 1 FROM accounts WHERE id = ? FOR UPDATE', [lease.accountId]);
+                const done = await batchStatement(trx, batch, lease.id);
+                const moves = new Map([...windows].map(([k, charged]) => [k, { charged, released: 0n }]));
+                if (done) await moveSliceMoney(trx, lease.id, moves);
+                return done;
+              });
+        if (!applied) {
+          lease.closed = true;
+          this.log.error(
+            { lease: lease.id, requests: batch.length },
+            'lease no longer active (expired?); its unwritten charges are lost',
+          );
+        }
+      } catch (err) {
+        lease.pending.unshift(...batch); // try again with the next batch
+        for (const [k, v] of windows) lease.pendingWindows.set(k, (lease.pendingWindows.get(k) ?? 0n) + v);
+        throw err;
+      }
+    });
+  }
+
+  /** Flushes and returns a lease: what is left of it is released. Once per lease. */
+  private retire(lease: Lease): Promise<void> {
+    return (lease.returning ??= this.returnLease(lease));
+  }
+
+  private async returnLease(lease: Lease): Promise<void> {
+    lease.closed = true;
+    if (this.leases.get(lease.accountId) === lease) this.leases.delete(lease.accountId);
+    this.retiring.add(lease);
+    await this.flush(lease).catch((err) => this.log.error({ err, lease: lease.id }, 'lease flush failed'));
+    this.retiring.delete(lease);
+    // Its slices go back with it (what hold_budgets keeps under its id), after the account's row lock.
+    const statement = (runner: Pick<Db, 'raw'>) =>
+      runner.raw(
+        `WITH h AS (
+         UPDATE holds SET status = 'settled', charged_nano = 0, closed_at = now() WHERE request_id = ? AND status = 'active'
+         RETURNING request_id, account_id, key_id, amount_nano
+       ), a AS (
+         UPDATE accounts SET held_nano = held_nano - h.amount_nano FROM h WHERE accounts.id = h.account_id
+       ), u AS (
+         INSERT INTO usage_records (request_id, account_id, key_id, model, route, cost_nano, status, http_status, latency_ms)
+         SELECT ?, account_id, key_id, '', '', 0, 'lease_returned', 0, 0 FROM h
+       ), ${EXPIRE_BUDGETS_CTE}
+       SELECT count(*) FROM h`,
+        [lease.id, lease.id],
+      );
+    await this.serial(lease, () =>
+      lease.slices.size === 0 && !lease.hadSlices
+        ? statement(this.db)
+        : this.db.transaction(async (trx) => {
+            await trx.raw('SELECT 1 FROM accounts WHERE id = ? FOR UPDATE', [lease.accountId]);
+            await statement(trx);
+          }),
+    ).catch((err) => this.log.error({ err, lease: lease.id }, 'lease return failed; the sweeper will release it'));
+  }
+
+  private tick(): void {
+    const now = performance.now();
+    const renew =
+      ++this.ticks % Math.max(1, Math.floor((this.config.ttlSeconds * 1000) / 3 / this.config.flushMs)) === 0;
+    // Leases given back still write their requests' charges and stay alive until the last one settles.
+    for (const lease of this.retiring) {
+      if (lease.returning) continue;
+      if (lease.pending.length > 0)
+        this.flush(lease).catch((err) =>
+          this.log.warn({ err, lease: lease.id }, 'lease flush failed; retried next tick'),
+        );
+      if (renew) void this.renew(lease);
+    }
+    for (const lease of this.leases.values()) {
+      if (lease.pending.length > 0)
+        this.flush(lease).catch((err) =>
+          this.log.warn({ err, lease: lease.id }, 'lease flush failed; retried next tick'),
+        );
+      if (lease.inFlight === 0 && now - lease.lastUsed > this.config.idleMs) void this.retire(lease);
+      else if (renew) {
+        void this.renew(lease);
+        if (lease.slices.size > 0) void this.pruneSlices(lease);
+      }
+    }
+  }
+
+  private renew(lease: Lease): Promise<unknown> {
+    return this.serial(lease, () =>
+      this.db.raw(
+        `UPDATE holds SET expires_at = now() + make_interval(secs => ?) WHERE request_id = ? AND status = 'active'`,
+        [this.config.ttlSeconds, lease.id],
+      ),
+    ).catch((err) => this.log.warn({ err, lease: lease.id }, 'lease renewal failed'));
+  }
+
+  private serial<T>(lease: Lease, work: () => Promise<T>): Promise<T> {
+    const next = lease.queue.then(work, work);
+    lease.queue = next.catch(() => {});
+    return next;
+  }
+}
+
+/** One batch of a lease's charges written (usage rows, ledger charges, the balance, the lease); false when the lease is no longer active. */
+async function batchStatement(runner: Pick<Db, 'raw'>, batch: LeasedCharge[], leaseId: string): Promise<boolean> {
+  // Every column as text: PostgreSQL parses each array into the type it is cast to.
+  const col = (k: keyof LeasedCharge): string[] => batch.map((c) => String(c[k]));
+  const rows = rowsOf(
+    await runner.raw(BATCH_SQL, [
+      col('requestId'),
+      col('keyId'),
+      col('model'),
+      col('route'),
+      col('inputTokens'),
+      col('outputTokens'),
+      col('cachedTokens'),
+      col('cacheWriteTokens'),
+      col('usageEstimated'),
+      col('costNano'),
+      col('uncoveredNano'),
+      col('status'),
+      col('httpStatus'),
+      col('latencyMs'),
+      col('units'),
+      col('unit'),
+      col('requestedModel'),
+      col('priceVersion'),
+      col('providerCostNano'),
+      col('markupVersion'),
+      col('deployment'),
+      batch.map((c) => storedTraceId(c.traceId)),
+      col('memberId'),
+      col('teamId'),
+      leaseId,
+    ]),
+  );
+  return rows[0]?.applied === 1;
+}
+
+const BATCH_SQL = `WITH r AS (
              SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[]),
                CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS boolean[]), CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]),
                CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]),
@@ -386,111 +664,17 @@ export class LeaseBook {
                NULLIF(r.trace_id, ''), NULLIF(r.member_id, ''), NULLIF(r.team_id, '')
              FROM r, lease
            )
-           SELECT count(*)::int AS applied FROM lease`,
-            [
-              col('requestId'),
-              col('keyId'),
-              col('model'),
-              col('route'),
-              col('inputTokens'),
-              col('outputTokens'),
-              col('cachedTokens'),
-              col('cacheWriteTokens'),
-              col('usageEstimated'),
-              col('costNano'),
-              col('uncoveredNano'),
-              col('status'),
-              col('httpStatus'),
-              col('latencyMs'),
-              col('units'),
-              col('unit'),
-              col('requestedModel'),
-              col('priceVersion'),
-              col('providerCostNano'),
-              col('markupVersion'),
-              col('deployment'),
-              batch.map((c) => storedTraceId(c.traceId)),
-              col('memberId'),
-              col('teamId'),
-              lease.id,
-            ],
-          ),
-        );
-        if (rows[0]?.applied !== 1) {
-          lease.closed = true;
-          this.log.error(
-            { lease: lease.id, requests: batch.length },
-            'lease no longer active (expired?); its unwritten charges are lost',
-          );
-        }
-      } catch (err) {
-        lease.pending.unshift(...batch); // try again with the next batch
-        throw err;
-      }
-    });
-  }
+           SELECT count(*)::int AS applied FROM lease`;
 
-  /** Flushes and returns a lease: what is left of it is released. Once per lease. */
-  private retire(lease: Lease): Promise<void> {
-    return (lease.returning ??= this.returnLease(lease));
-  }
-
-  private async returnLease(lease: Lease): Promise<void> {
-    lease.closed = true;
-    if (this.leases.get(lease.accountId) === lease) this.leases.delete(lease.accountId);
-    this.retiring.add(lease);
-    await this.flush(lease).catch((err) => this.log.error({ err, lease: lease.id }, 'lease flush failed'));
-    this.retiring.delete(lease);
-    await this.serial(lease, () =>
-      this.db.raw(
-        `WITH h AS (
-         UPDATE holds SET status = 'settled', charged_nano = 0, closed_at = now() WHERE request_id = ? AND status = 'active'
-         RETURNING account_id, key_id, amount_nano
-       ), a AS (
-         UPDATE accounts SET held_nano = held_nano - h.amount_nano FROM h WHERE accounts.id = h.account_id
-       )
-       INSERT INTO usage_records (request_id, account_id, key_id, model, route, cost_nano, status, http_status, latency_ms)
-       SELECT ?, account_id, key_id, '', '', 0, 'lease_returned', 0, 0 FROM h`,
-        [lease.id, lease.id],
-      ),
-    ).catch((err) => this.log.error({ err, lease: lease.id }, 'lease return failed; the sweeper will release it'));
-  }
-
-  private tick(): void {
-    const now = performance.now();
-    const renew =
-      ++this.ticks % Math.max(1, Math.floor((this.config.ttlSeconds * 1000) / 3 / this.config.flushMs)) === 0;
-    // Leases given back still write their requests' charges and stay alive until the last one settles.
-    for (const lease of this.retiring) {
-      if (lease.returning) continue;
-      if (lease.pending.length > 0)
-        this.flush(lease).catch((err) =>
-          this.log.warn({ err, lease: lease.id }, 'lease flush failed; retried next tick'),
-        );
-      if (renew) void this.renew(lease);
-    }
-    for (const lease of this.leases.values()) {
-      if (lease.pending.length > 0)
-        this.flush(lease).catch((err) =>
-          this.log.warn({ err, lease: lease.id }, 'lease flush failed; retried next tick'),
-        );
-      if (lease.inFlight === 0 && now - lease.lastUsed > this.config.idleMs) void this.retire(lease);
-      else if (renew) void this.renew(lease);
-    }
-  }
-
-  private renew(lease: Lease): Promise<unknown> {
-    return this.serial(lease, () =>
-      this.db.raw(
-        `UPDATE holds SET expires_at = now() + make_interval(secs => ?) WHERE request_id = ? AND status = 'active'`,
-        [this.config.ttlSeconds, lease.id],
-      ),
-    ).catch((err) => this.log.warn({ err, lease: lease.id }, 'lease renewal failed'));
-  }
-
-  private serial<T>(lease: Lease, work: () => Promise<T>): Promise<T> {
-    const next = lease.queue.then(work, work);
-    lease.queue = next.catch(() => {});
-    return next;
-  }
+/**
+ * What a slice of window `w` takes to cover `shortfall`: a soft budget's (or a deleted one's,
+ * room < 0) a lease slice's worth; a hard one's at most a quarter of its room, at least the
+ * shortfall, so instances leave each other room; undefined when the room is below the shortfall.
+ */
+function sliceSize(w: WindowRef, room: bigint, shortfall: bigint, sliceNano: bigint): bigint | undefined {
+  if (w.mode === 'soft' || room < 0n) return shortfall > sliceNano ? shortfall : sliceNano;
+  if (room < shortfall) return undefined;
+  const quarter = room / 4n;
+  const want = quarter < sliceNano ? quarter : sliceNano;
+  return want > shortfall ? want : shortfall;
 }

@@ -9,6 +9,7 @@ import {
   holdInWindows,
   lockWindows,
   SETTLE_BUDGETS_CTE,
+  windowHasSlices,
   tightest,
   type BudgetShortfall,
   type WindowRef,
@@ -572,6 +573,11 @@ export class Ledger {
       await this.db.raw(`SELECT cost_nano::text AS c FROM usage_records WHERE request_id = ?`, [s.requestId]),
     )[0];
     return { chargedNano: prior ? big(prior.c) : 0n, firstSettle: false };
+  }
+
+  /** Whether any instance's lease holds a slice of the budget window `w`. */
+  windowHasSlices(w: WindowRef): Promise<boolean> {
+    return windowHasSlices(this.db, w);
   }
 
   /** Whether a hold took from any budget window (a caller that knows says so in SettleInput.budgeted). */

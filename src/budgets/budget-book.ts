@@ -22,10 +22,6 @@ const MAX_ACCOUNTS = 100_000;
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
 
-/** A key for one window, as the slices and the statements name it. */
-export const windowKey = (w: Pick<WindowRef, 'budgetId' | 'subject' | 'windowStart'>) =>
-  `${w.budgetId}\u0000${w.subject}\u0000${w.windowStart}`;
-
 interface Loaded {
   budgets: (Budget & { clock: WindowClock })[];
   at: number;

@@ -12,7 +12,7 @@ import type { Config } from '../config/config.ts';
 import { customerId, type Caller } from '../billing/caller.ts';
 import type { KeyCheck } from '../billing/key-check.ts';
 import { LedgerError, type HoldResult, type Ledger } from '../billing/ledger.ts';
-import type { WindowRef } from '../billing/budget-holds.ts';
+import type { BudgetShortfall, WindowRef } from '../billing/budget-holds.ts';
 import { budgetExceeded } from './budget-refusal.ts';
 import type { LeaseBook } from '../billing/leases.ts';
 import { costRational } from '../money/money.ts';
@@ -116,16 +116,14 @@ export class Metering {
     let input = plan.inputUpper;
     const maxCost = cost(input, plan.maxOutput);
     const windows = await this.budgetWindows(plan);
-    if (windows.length === 0 && (await this.reserveFromLease(plan, maxCost))) return { amountNano: maxCost };
+    if (await this.reserveFromLease(plan, maxCost, windows)) return { amountNano: maxCost };
     const ttlSeconds = this.deps.holds.ttlSeconds;
     let hold: HoldResult;
     try {
       const place = (minNano: bigint) =>
         this.placeHold(plan, { apiKeyHash: keyHash, minNano, maxNano: maxCost, ttlSeconds }, windows);
       hold = await place(cost(input, 1n));
-      // Instances' credit leases are given back only when the balance, not a budget, stands in the way.
-      if (hold.kind === 'insufficient' && !hold.budget && (await this.leasesGaveBack(hold.accountId)))
-        hold = await place(cost(input, 1n));
+      if (hold.kind === 'insufficient' && (await this.leasesGaveBack(hold))) hold = await place(cost(input, 1n));
       if (hold.kind === 'insufficient') {
         // With input the gateway cannot see, the window dominates: the tokenizer would change nothing.
         if (!w.unseen) input = plan.countInput();
@@ -165,7 +163,7 @@ export class Metering {
       await this.takeInFlight(plan, await this.admit(plan.caller, plan.requestId));
       const amountNano = customerNano(providerCost, requestMarkup(plan));
       const windows = await this.budgetWindows(plan);
-      if (windows.length > 0 || !(await this.reserveFromLease(plan, amountNano))) {
+      if (!(await this.reserveFromLease(plan, amountNano, windows))) {
         await this.placeExactHold(plan.caller, plan.requestId, amountNano, this.deps.holds.ttlSeconds, windows);
         if (windows.length > 0) (plan.meter ??= {}).budgeted = true;
         this.keepHold(plan);
@@ -199,8 +197,7 @@ export class Metering {
           windows,
         );
       hold = await place();
-      if (hold.kind === 'insufficient' && !hold.budget && (await this.leasesGaveBack(hold.accountId)))
-        hold = await place();
+      if (hold.kind === 'insufficient' && (await this.leasesGaveBack(hold))) hold = await place();
     } catch (err) {
       throw duplicateRequest(err);
     }
@@ -390,11 +387,14 @@ export class Metering {
     this.deps.inFlight?.release(bounds);
   }
 
-  /** With credit leases on: reserves `amountNano` in memory; false when the lease cannot cover it (the caller then holds in the database). */
-  private async reserveFromLease(plan: Plan, amountNano: bigint): Promise<boolean> {
+  /**
+   * With credit leases on: reserves `amountNano` in memory, in the lease and its slice of each
+   * budget window; false when they cannot cover it (the caller then holds in the database).
+   */
+  private async reserveFromLease(plan: Plan, amountNano: bigint, windows: readonly WindowRef[]): Promise<boolean> {
     const leases = this.deps.leases;
     if (!leases) return false;
-    const r = await leases.reserve(plan.caller.keyHash, plan.caller.accountId, amountNano);
+    const r = await leases.reserve(plan.caller.keyHash, plan.caller.accountId, amountNano, windows);
     if (!r) return false;
     (plan.meter ??= {}).lease = r;
     this.opened();
@@ -402,12 +402,16 @@ export class Metering {
   }
 
   /**
-   * A hold the balance refused while credit leases (this instance's or another's) hold part of
-   * it: a lease is the gateway's reservation, not the customer's spending, so the leases give
-   * back what their requests in flight do not use (a bounded wait) and the hold is tried again.
+   * A hold the balance, or a budget window, refused while credit leases (this instance's or
+   * another's) hold part of it: a lease and its budget slices are the gateway's reservation, not
+   * the customer's spending, so the leases give back what their requests in flight do not use (a
+   * bounded wait) and the hold is tried again. A budget asks only where a lease holds a slice of
+   * its window, so a budget spent to the end asks no instance for anything.
    */
-  private async leasesGaveBack(accountId: string): Promise<boolean> {
-    return (await this.deps.ledger.reclaimLeases(accountId, { waitMs: 1_000, pauseMs: 2_000 })) !== 'none';
+  private async leasesGaveBack(refused: { accountId: string; budget?: BudgetShortfall }): Promise<boolean> {
+    const { ledger, leases } = this.deps;
+    if (refused.budget && (!leases || !(await ledger.windowHasSlices(refused.budget.window)))) return false;
+    return (await ledger.reclaimLeases(refused.accountId, { waitMs: 1_000, pauseMs: 2_000 })) !== 'none';
   }
 
   /** A database hold lives HOLD_TTL_SECONDS unless renewed: a request renews its own until settled, so only a dead process's holds expire. */
