@@ -55,4 +55,28 @@ describe('seeded randomized soak', { timeout: 120_000 }, () => {
       client.release();
     }
   });
+
+  it('the budget checker catches a window spent past its amount and a held figure its holds do not add up to (rolled back)', async () => {
+    const key = await newKey('1');
+    const client = await db().connect();
+    try {
+      await client.query('BEGIN');
+      await client.query(
+        `INSERT INTO budgets (id, account_id, scope, amount_nano, period, mode) VALUES ($1, $2, 'organisation', 100, 'lifetime', 'hard')`,
+        [`bud_check_${key.accountId}`, key.accountId],
+      );
+      await client.query(
+        `INSERT INTO budget_windows (budget_id, subject, window_start, spent_nano, held_nano) VALUES ($1, '', 'epoch', 101, 7)`,
+        [`bud_check_${key.accountId}`],
+      );
+      const found = await violations(client, { holdTtlMs: SOAK_HOLD_TTL_MS, sweepMs: SOAK_SWEEP_MS });
+      const where = `budget bud_check_${key.accountId} (no subject) window 1970-01-01 00:00:00+00`;
+      expect(found).toContain(`${where}: spent 101 past its amount 100`);
+      expect(found).toContain(`${where}: held 7 but its holds and slices add up to 0`);
+      expect(found).toContain(`${where}: a lifetime organisation budget spent 101, its organisation was charged 0`);
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  });
 });

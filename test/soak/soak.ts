@@ -1,13 +1,16 @@
 // A seeded randomized run against real gateway processes over one PostgreSQL: keys, concurrent
 // mixed requests with upstream faults and client aborts, top-ups (some repeated), rotations,
-// dropped database connections, a gateway killed and restarted. After every step the ledger
-// invariants of docs/design.md (Money) are checked straight from the database. The seed decides every
+// dropped database connections, a gateway killed and restarted, and budgets (docs/budgets.md) of
+// random scopes, amounts and periods in random time zones, with requests naming end customers.
+// After every step the ledger invariants of docs/design.md (Money) and the budgets' are checked
+// straight from the database. The seed decides every
 // operation, so a failing seed replays the same run (timing aside).
 import pg from 'pg';
 import OpenAI from 'openai';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../../src/gen/gateway/v1/billing_pb.js';
+import { OrganisationService } from '../../src/gen/gateway/v1/organisations_pb.js';
 import { mulberry32 } from '../support/random.ts';
 
 export interface SoakGateway {
@@ -48,8 +51,31 @@ export function rng(seed: number) {
 
 interface Key {
   apiKey: string;
+  keyId: string;
   accountId: string;
   revoked: string[];
+}
+
+/** End customers a request may name (x-gateway-customer), for the customer budgets. */
+const CUSTOMERS = ['c1', 'c2', 'c3'];
+const ZONES = ['UTC', 'America/New_York', 'Asia/Tokyo', 'Asia/Kolkata', 'Pacific/Chatham', 'Europe/London'];
+
+/** A random budget over a new key, before it spends anything: its scope, amount, period and mode. */
+function randomBudget(r: ReturnType<typeof rng>, key: { keyId: string }) {
+  const scope = r.pick(['organisation', 'key', 'customer'] as const);
+  const period = r.pick(['day', 'week', 'month', 'rolling', 'lifetime'] as const);
+  return {
+    scope,
+    scopeId: scope === 'key' ? key.keyId : scope === 'customer' && r.chance(0.5) ? `key:${key.keyId}` : '',
+    name: '',
+    amountUsd: r.pick(['0', '0.00002', '0.0001', '0.0005', '0.002']),
+    period,
+    timeZone: r.pick(ZONES),
+    startDay: period === 'week' ? r.int(0, 6) : period === 'month' ? r.int(1, 28) : 0,
+    rollingHours: period === 'rolling' ? r.int(1, 48) : 0,
+    mode: r.chance(0.8) ? 'hard' : 'soft',
+    thresholds: [],
+  };
 }
 
 const FAULTS = [
@@ -78,11 +104,15 @@ export async function runSeed(seed: number, env: SoakEnv, steps: number): Promis
     log(`FAIL ${what}`);
   };
   const billing = (g: SoakGateway) => createClient(BillingService, createGrpcTransport({ baseUrl: g.rpcUrl }));
+  const orgs = (g: SoakGateway) => createClient(OrganisationService, createGrpcTransport({ baseUrl: g.rpcUrl }));
 
   const newKey = async (g: SoakGateway) => {
     const credits = r.pick([1_000_000n, 50_000_000n, 2_000_000_000n]); // $0.001 provokes 402s and lowered caps
     const k = await billing(g).createKey({ creditsNano: credits, label: `soak-${seed}` });
-    keys.push({ apiKey: k.apiKey, accountId: k.accountId, revoked: [] });
+    keys.push({ apiKey: k.apiKey, keyId: k.keyId, accountId: k.accountId, revoked: [] });
+    // Most new keys get budgets (up to three) before they spend anything.
+    for (let b = r.int(0, 3); b > 0; b--)
+      await orgs(g).setBudget({ organisationId: k.accountId, spec: randomBudget(r, k) });
   };
 
   try {
@@ -201,7 +231,14 @@ async function request(
   const fault = r.pick(FAULTS);
   const tag = `soak-${step}-${r.int(0, 1e9)}`;
   const directive = `[sim tokens=${r.int(1, 30)}${fault}${fault.endsWith('id=') ? tag : ''}]`;
-  const client = new OpenAI({ apiKey: key.apiKey, baseURL: `${g.httpUrl}/v1`, maxRetries: 0, timeout: 15_000 });
+  const customer = r.chance(0.5) ? { 'x-gateway-customer': r.pick(CUSTOMERS) } : undefined;
+  const client = new OpenAI({
+    apiKey: key.apiKey,
+    baseURL: `${g.httpUrl}/v1`,
+    maxRetries: 0,
+    timeout: 15_000,
+    ...(customer ? { defaultHeaders: customer } : {}),
+  });
   const kind = r.pick(['chat', 'chat-stream', 'chat-stream-abort', 'embeddings', 'claude'] as const);
   try {
     if (kind === 'embeddings') {
@@ -288,5 +325,59 @@ export async function violations(
     [(env.sweepMs + 3_000) / 1000],
   );
   for (const s of stale.rows) out.push(`hold ${s.request_id} outlived its expiry by more than one sweep`);
+  return [...out, ...(await budgetViolations(pool))];
+}
+
+/**
+ * The budgets' invariants (docs/budgets.md), in one snapshot: no hard budget's window (a rolling
+ * one's span) spent past its amount; every window's held figure is what the holds and slices
+ * recorded against it add up to; a lifetime organisation budget set before any spending has spent
+ * exactly what its organisation was charged.
+ */
+async function budgetViolations(pool: Pick<pg.Pool, 'query'>): Promise<string[]> {
+  const out: string[] = [];
+  const snapshot = `
+    WITH w AS (
+      SELECT w.*, b.amount_nano, b.mode, b.period, b.rolling_hours, b.scope, b.account_id
+      FROM budget_windows w JOIN budgets b ON b.id = w.budget_id
+    ), rolling AS (
+      SELECT budget_id, subject, max(window_start) AS latest FROM w WHERE period = 'rolling' GROUP BY 1, 2
+    )
+    SELECT 'over' AS kind, w.budget_id, w.subject, w.window_start::text AS at,
+           (w.spent_nano - w.forgiven_nano)::text AS a, (w.amount_nano + w.raise_nano)::text AS b
+    FROM w WHERE w.mode = 'hard' AND w.period <> 'rolling' AND w.spent_nano - w.forgiven_nano > w.amount_nano + w.raise_nano
+    UNION ALL
+    SELECT 'rolling', w.budget_id, w.subject, r.latest::text, sum(w.spent_nano - w.forgiven_nano)::text, max(w.amount_nano)::text
+    FROM w JOIN rolling r USING (budget_id, subject)
+    WHERE w.mode = 'hard' AND w.window_start > r.latest - make_interval(hours => w.rolling_hours)
+    GROUP BY 1, 2, 3, 4 HAVING sum(w.spent_nano - w.forgiven_nano) > max(w.amount_nano)
+    UNION ALL
+    SELECT 'held', w.budget_id, w.subject, w.window_start::text, w.held_nano::text,
+           COALESCE((SELECT sum(h.amount_nano) FROM hold_budgets h WHERE h.budget_id = w.budget_id AND h.subject = w.subject
+                     AND h.window_start = w.window_start), 0)::text
+    FROM w WHERE w.held_nano <> COALESCE((SELECT sum(h.amount_nano) FROM hold_budgets h WHERE h.budget_id = w.budget_id
+                     AND h.subject = w.subject AND h.window_start = w.window_start), 0)
+    UNION ALL
+    SELECT 'lifetime', w.budget_id, w.subject, w.window_start::text, w.spent_nano::text,
+           (SELECT COALESCE(sum(cost_nano), 0) FROM usage_records u WHERE u.account_id = w.account_id)::text
+    FROM w WHERE w.period = 'lifetime' AND w.scope = 'organisation' AND w.forgiven_nano = 0
+      AND w.spent_nano <> (SELECT COALESCE(sum(cost_nano), 0) FROM usage_records u WHERE u.account_id = w.account_id)
+    LIMIT 10`;
+  const client = pool instanceof pg.Pool ? await pool.connect() : undefined;
+  try {
+    const q = client ?? pool;
+    if (client) await client.query('BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY');
+    const rows = (await q.query(snapshot)).rows as Record<string, string>[];
+    if (client) await client.query('COMMIT');
+    for (const v of rows) {
+      const where = `budget ${v.budget_id} (${v.subject || 'no subject'}) window ${v.at}`;
+      if (v.kind === 'over') out.push(`${where}: spent ${v.a} past its amount ${v.b}`);
+      else if (v.kind === 'rolling') out.push(`${where}: its rolling span spent ${v.a} past its amount ${v.b}`);
+      else if (v.kind === 'held') out.push(`${where}: held ${v.a} but its holds and slices add up to ${v.b}`);
+      else out.push(`${where}: a lifetime organisation budget spent ${v.a}, its organisation was charged ${v.b}`);
+    }
+  } finally {
+    client?.release();
+  }
   return out;
 }
