@@ -6,6 +6,7 @@ import path from 'node:path';
 import { createClient } from '@connectrpc/connect';
 import { createGrpcTransport } from '@connectrpc/connect-node';
 import { BillingService } from '../src/gen/gateway/v1/billing_pb.js';
+import { OrganisationService } from '../src/gen/gateway/v1/organisations_pb.js';
 import { CatalogueService } from '../src/gen/gateway/v1/catalogue_pb.js';
 import { CredentialStore } from '../src/catalogue/credentials.ts';
 import { openDb, type Db } from '../src/db/db.ts';
@@ -70,6 +71,8 @@ export interface GatewayExtras {
   setup?: (gateway: { rpcUrl: string; db: TargetDatabase }) => Promise<void>;
   /** The billing line also counts the usage rows by the deployment that served them. */
   byDeployment?: boolean;
+  /** Makes the bench key (with OPENING_NANO on its account) instead of a plain CreateKey. */
+  makeKey?: (rpcUrl: string) => Promise<{ apiKey: string; accountId: string }>;
 }
 
 export async function gatewayTarget(
@@ -108,8 +111,11 @@ export async function gatewayTarget(
   await extras.setup?.({ rpcUrl: `http://127.0.0.1:${grpcPort}`, db });
   // The database server's processes run at the measured processes' nice level too (later backends inherit it).
   if (NICE) for (const pid of db.pids?.() ?? []) spawnSync('renice', ['-n', String(NICE), '-p', String(pid)]);
-  const billing = createClient(BillingService, createGrpcTransport({ baseUrl: `http://127.0.0.1:${grpcPort}` }));
-  const created = await billing.createKey({ creditsNano: OPENING_NANO, label: 'bench' });
+  const rpcUrl = `http://127.0.0.1:${grpcPort}`;
+  const billing = createClient(BillingService, createGrpcTransport({ baseUrl: rpcUrl }));
+  const created = extras.makeKey
+    ? await extras.makeKey(rpcUrl)
+    : await billing.createKey({ creditsNano: OPENING_NANO, label: 'bench' });
   return {
     url: `http://127.0.0.1:${port}`,
     headers: { Authorization: `Bearer ${created.apiKey}` },
@@ -228,39 +234,26 @@ export const TARGETS: TargetDef[] = [
     // server) stopped, on the same cluster started again the same way.
     name: 'gateway-embedded',
     what: 'this gateway as `npm start` runs it: no DATABASE_URL (its embedded PostgreSQL server in DATA_DIR)',
-    start: (diag) =>
-      gatewayTarget(
-        'gateway-embedded',
-        async () => {
-          const dataDir = fs.mkdtempSync(path.join(state.workDir, 'data-'));
-          fs.chmodSync(dataDir, 0o755); // as root the server runs as another user, who must reach it
-          let server: EmbeddedPostgres | undefined;
-          return {
-            env: { DATA_DIR: dataDir },
-            // The server the gateway started (as root it runs as another user, so it is no child
-            // of the gateway's): its postmaster names the cluster folder; backends are its children.
-            pids: () => processTreesMatching(path.join(dataDir, 'postgres')),
-            open: async () => {
-              server = await startEmbeddedPostgres({
-                dataDir: path.join(dataDir, 'postgres'),
-                durable: true,
-                database: 'gateway',
-              });
-              return openDb({ databaseUrl: server.url, poolMax: 1 });
-            },
-            stop: async () => {
-              await server?.stop();
-            },
-          };
-        },
-        diag,
-      ),
+    start: (diag) => gatewayTarget('gateway-embedded', embeddedDatabase, diag),
   },
   {
     name: 'gateway-postgres',
     what: 'this gateway with DATABASE_URL: a PostgreSQL server of its own (credit leases, key cache)',
     start: (diag) => gatewayTarget('gateway-postgres', postgresDatabase, diag),
   },
+  // Both databases with the bench key under three budgets (its organisation's, its member's and
+  // its own), never reached: what holding a request in every budget window costs (issue 42).
+  ...(['embedded', 'postgres'] as const).map(
+    (db): TargetDef => ({
+      name: `gateway-${db}-3-budgets`,
+      what: `gateway-${db} with the bench key under three budgets (organisation, member, key), none reached`,
+      optional: true,
+      start: (diag) =>
+        gatewayTarget(`gateway-${db}-3-budgets`, db === 'embedded' ? embeddedDatabase : postgresDatabase, diag, {
+          makeKey: keyUnderThreeBudgets,
+        }),
+    }),
+  ),
   {
     // gateway-postgres with the model the bench requests served on three deployments: three
     // providers at the same simulator with the same key (an env-named credential), equal weights.
@@ -352,6 +345,58 @@ export const TARGETS: TargetDef[] = [
     },
   },
 ];
+
+/** gateway-embedded's database: the server the gateway itself starts in its DATA_DIR, reopened the same way for the check. */
+async function embeddedDatabase(): Promise<TargetDatabase> {
+  const dataDir = fs.mkdtempSync(path.join(state.workDir, 'data-'));
+  fs.chmodSync(dataDir, 0o755); // as root the server runs as another user, who must reach it
+  let server: EmbeddedPostgres | undefined;
+  return {
+    env: { DATA_DIR: dataDir },
+    // The server the gateway started (as root it runs as another user, so it is no child
+    // of the gateway's): its postmaster names the cluster folder; backends are its children.
+    pids: () => processTreesMatching(path.join(dataDir, 'postgres')),
+    open: async () => {
+      server = await startEmbeddedPostgres({
+        dataDir: path.join(dataDir, 'postgres'),
+        durable: true,
+        database: 'gateway',
+      });
+      return openDb({ databaseUrl: server.url, poolMax: 1 });
+    },
+    stop: async () => {
+      await server?.stop();
+    },
+  };
+}
+
+/**
+ * The bench key under three budgets: an organisation made for it with the key as its owner's
+ * personal key, with a daily budget on the organisation, a monthly one on the member and a
+ * lifetime one on the key, each far above what the run spends.
+ */
+async function keyUnderThreeBudgets(rpcUrl: string): Promise<{ apiKey: string; accountId: string }> {
+  const transport = createGrpcTransport({ baseUrl: rpcUrl });
+  const orgs = createClient(OrganisationService, transport);
+  const made = await orgs.createOrganisation({ name: 'bench', ownerName: 'bench', createOwnerKey: true });
+  const accountId = made.organisation!.id;
+  await createClient(BillingService, transport).topUp({
+    accountId,
+    amountNano: OPENING_NANO,
+    externalId: 'bench',
+    cause: 'bench',
+  });
+  const keyId = (await orgs.listOrganisationKeys({ organisationId: accountId })).keys[0]!.keyId;
+  const budget = (scope: string, scopeId: string, period: string) =>
+    orgs.setBudget({
+      organisationId: accountId,
+      spec: { scope, scopeId, amountUsd: '1000000', period, timeZone: 'America/New_York', mode: 'hard' },
+    });
+  await budget('organisation', '', 'day');
+  await budget('member', made.ownerMemberId, 'month');
+  await budget('key', keyId, 'lifetime');
+  return { apiKey: made.ownerApiKey, accountId };
+}
 
 /** gateway-postgres's database: a durable PostgreSQL server of its own (counted as the target's CPU). */
 export async function postgresDatabase(): Promise<TargetDatabase> {
