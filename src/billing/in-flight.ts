@@ -1,6 +1,6 @@
-// Bounds on requests in flight at once, per key and per account (docs/security.md#requests-in-flight),
-// held across every instance on the database. A bound is a scope (`key:<id>`, `account:<id>`;
-// teams and members of organisations later) and a number. PostgreSQL keeps, per scope, the slots
+// Bounds on requests in flight at once, per key, team, member and account
+// (docs/security.md#requests-in-flight), held across every instance on the database. A bound is a
+// scope (`key:<id>`, `team:<id>`, `member:<id>`, `account:<id>`) and a number. PostgreSQL keeps, per scope, the slots
 // every instance was granted (in_flight_totals, never above the bound: one conditional upsert
 // takes from it) and each instance's own grant (in_flight_grants). An instance admits requests
 // in memory while it has granted slots free, so a busy key costs no statement per request; it
@@ -25,14 +25,34 @@ import type { Db } from '../db/db.ts';
 export interface InFlightBound {
   scope: string;
   limit: number;
-  code: 'key_concurrency_limit' | 'account_concurrency_limit';
+  code: 'key_concurrency_limit' | 'team_concurrency_limit' | 'member_concurrency_limit' | 'account_concurrency_limit';
 }
 
-/** The bounds of a request by a key: the key's own (its rotation chain's), and its account's; 0 means none. */
-export function boundsOf(key: { windowId: string; maxInFlight: number }, account: { id: string; maxInFlight: number }) {
+/**
+ * The bounds of a request by a key: the key's own (its rotation chain's), its team's or its
+ * member's (an organisation's settings), and its account's; 0 means none.
+ */
+export function boundsOf(
+  key: { windowId: string; maxInFlight: number },
+  account: { id: string; maxInFlight: number },
+  owner: { teamId: string; teamMaxInFlight: number; memberId: string; memberMaxInFlight: number } = {
+    teamId: '',
+    teamMaxInFlight: 0,
+    memberId: '',
+    memberMaxInFlight: 0,
+  },
+) {
   const bounds: InFlightBound[] = [];
   if (key.maxInFlight > 0)
     bounds.push({ scope: `key:${key.windowId}`, limit: key.maxInFlight, code: 'key_concurrency_limit' });
+  if (owner.teamId && owner.teamMaxInFlight > 0)
+    bounds.push({ scope: `team:${owner.teamId}`, limit: owner.teamMaxInFlight, code: 'team_concurrency_limit' });
+  if (owner.memberId && owner.memberMaxInFlight > 0)
+    bounds.push({
+      scope: `member:${owner.memberId}`,
+      limit: owner.memberMaxInFlight,
+      code: 'member_concurrency_limit',
+    });
   if (account.maxInFlight > 0)
     bounds.push({ scope: `account:${account.id}`, limit: account.maxInFlight, code: 'account_concurrency_limit' });
   return bounds;

@@ -35,6 +35,13 @@ export interface CachedKey {
   tpm: number;
   /** Requests in flight at once (src/billing/in-flight.ts). */
   maxInFlight: number;
+  /**
+   * Its team's and member's bounds on requests in flight, and the models it may call: a change
+   * of any announces the keys it concerns on this channel (src/organisations/key-limits.ts).
+   */
+  teamMaxInFlight: number;
+  memberMaxInFlight: number;
+  allowedModels: readonly string[] | null;
 }
 
 export const KEY_CHANNEL = 'api_keys_changed';

@@ -47,6 +47,11 @@ export interface RateDecision {
   resetSeconds: number;
   /** The key's bound on requests in flight at once (its own or the default); 0 means unlimited. */
   maxInFlight: number;
+  /** Its team's and its member's bounds on requests in flight (an organisation's settings); 0: none. */
+  teamMaxInFlight: number;
+  memberMaxInFlight: number;
+  /** The models the key may call (catalogue ids or names asked for); null: any. */
+  allowedModels: readonly string[] | null;
 }
 
 /** Requests one instance takes from a window at a time, at most; and the share of what is left. */
@@ -203,6 +208,9 @@ export class RateLimiter {
       remainingTokens: g.tpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, g.tpm - g.windowTokens - g.localTokens),
       resetSeconds: Math.max(1, Math.ceil((g.endsAt - now) / 1000)),
       maxInFlight: g.maxInFlight,
+      teamMaxInFlight: key.teamMaxInFlight,
+      memberMaxInFlight: key.memberMaxInFlight,
+      allowedModels: key.allowedModels,
     };
   }
 
@@ -274,7 +282,9 @@ export class RateLimiter {
     return this.db.raw(
       `WITH k AS (
          SELECT id, account_id, member_id, team_id, COALESCE(window_key_id, id) AS wid, COALESCE(rpm_limit, ?) AS rpm, COALESCE(tpm_limit, ?) AS tpm,
-                COALESCE(max_in_flight, ?) AS max_in_flight
+                COALESCE(max_in_flight, ?) AS max_in_flight, allowed_models,
+                (SELECT t.max_in_flight FROM teams t WHERE t.id = api_keys.team_id) AS team_max_in_flight,
+                (SELECT m.max_in_flight FROM memberships m WHERE m.account_id = api_keys.account_id AND m.member_id = api_keys.member_id) AS member_max_in_flight
          FROM api_keys WHERE key_hash = ? AND revoked_at IS NULL
        ), w AS (
          INSERT INTO rate_windows AS r (key_id, window_start, requests, last_grant)
@@ -288,7 +298,8 @@ export class RateLimiter {
            AND ((SELECT tpm FROM k) = 0 OR r.tokens < (SELECT tpm FROM k))
          RETURNING r.requests, r.tokens, r.last_grant, r.window_start
        )
-       SELECT k.id AS key_id, k.account_id, k.member_id, k.team_id, k.wid AS window_id, k.rpm, k.tpm::text AS tpm, k.max_in_flight, w.requests, w.tokens::text AS tokens, w.last_grant AS grant,
+       SELECT k.id AS key_id, k.account_id, k.member_id, k.team_id, k.wid AS window_id, k.rpm, k.tpm::text AS tpm, k.max_in_flight,
+              k.allowed_models, k.team_max_in_flight, k.member_max_in_flight, w.requests, w.tokens::text AS tokens, w.last_grant AS grant,
               (SELECT a.price_group FROM accounts a WHERE a.id = k.account_id) AS price_group,
               w.window_start::text AS window_start,
               (SELECT r.requests FROM rate_windows r WHERE r.key_id = k.wid AND r.window_start = date_trunc('minute', now())) AS seen,
@@ -339,6 +350,9 @@ export class RateLimiter {
       remainingTokens: tpm === 0 ? Number.MAX_SAFE_INTEGER : Math.max(0, tpm - tokens),
       resetSeconds: Math.max(1, Math.ceil(Number(r.reset_ms) / 1000)),
       maxInFlight: Number(r.max_in_flight),
+      teamMaxInFlight: Number(r.team_max_in_flight ?? 0),
+      memberMaxInFlight: Number(r.member_max_in_flight ?? 0),
+      allowedModels: (r.allowed_models as string[] | null) ?? null,
     };
   }
 
@@ -402,6 +416,9 @@ function keyOf(d: RateDecision): CachedKey {
     rpm: d.limitRequests,
     tpm: d.limitTokens,
     maxInFlight: d.maxInFlight,
+    teamMaxInFlight: d.teamMaxInFlight,
+    memberMaxInFlight: d.memberMaxInFlight,
+    allowedModels: d.allowedModels,
   };
 }
 
@@ -420,5 +437,8 @@ function unlimited(k: CachedKey): RateDecision {
     remainingTokens: Number.MAX_SAFE_INTEGER,
     resetSeconds: 60,
     maxInFlight: k.maxInFlight,
+    teamMaxInFlight: k.teamMaxInFlight,
+    memberMaxInFlight: k.memberMaxInFlight,
+    allowedModels: k.allowedModels,
   };
 }

@@ -107,7 +107,7 @@ export class Metering {
   }
 
   private async holdWorstCase(plan: Plan): Promise<Held> {
-    await this.takeInFlight(plan, await this.admit(plan.caller, plan.requestId));
+    await this.takeInFlight(plan, allowedModel(plan, await this.admit(plan.caller, plan.requestId)));
     const keyHash = plan.caller.keyHash;
     const markup = requestMarkup(plan);
     const w = (plan.worst ??= baseWorst(plan.model, plan.prices));
@@ -160,7 +160,7 @@ export class Metering {
   async holdExact(plan: Plan, providerCost: ProviderCost): Promise<bigint> {
     const span = startHoldSpan(plan);
     try {
-      await this.takeInFlight(plan, await this.admit(plan.caller, plan.requestId));
+      await this.takeInFlight(plan, allowedModel(plan, await this.admit(plan.caller, plan.requestId)));
       const amountNano = customerNano(providerCost, requestMarkup(plan));
       const windows = await this.budgetWindows(plan);
       if (!(await this.reserveFromLease(plan, amountNano, windows))) {
@@ -369,6 +369,7 @@ export class Metering {
     const bounds = boundsOf(
       { windowId: d.windowId, maxInFlight: d.maxInFlight },
       { id: d.accountId, maxInFlight: this.deps.maxInFlightPerAccount ?? 0 },
+      d,
     );
     if (bounds.length === 0) return;
     const refused = await limits.take(bounds);
@@ -484,9 +485,26 @@ function requestMarkup(plan: Plan): Markup {
 }
 
 /** The name the caller asked for: an alias of the model that served (src/catalogue/aliases.ts), or its own id. */
-function requestedModel(plan: Plan): string {
+function requestedModel(plan: Pick<Plan, 'model' | 'body'>): string {
   const asked = plan.body.model;
   return typeof asked === 'string' && asked !== '' ? asked : plan.model.id;
+}
+
+/**
+ * The decision, when the key may call the request's model: by its catalogue id or by the name
+ * asked for (an alias). Else 403 model_not_allowed, naming what the key may call.
+ */
+export function allowedModel(plan: Pick<Plan, 'model' | 'body' | 'requestId'>, d: RateDecision): RateDecision {
+  const allowed = d.allowedModels;
+  if (!allowed || allowed.includes(plan.model.id) || allowed.includes(requestedModel(plan))) return d;
+  throw gatewayError({
+    httpStatus: 403,
+    type: 'permission_error',
+    code: 'model_not_allowed',
+    param: 'model',
+    requestId: plan.requestId,
+    message: `This key may not call ${plan.model.id}; it may call ${allowed.slice(0, 20).join(', ')}${allowed.length > 20 ? ', …' : ''}.`,
+  });
 }
 
 /** A reused request id is the caller's conflict (409); any other failure passes through. */
@@ -498,7 +516,12 @@ function duplicateRequest(err: unknown): unknown {
 
 /** A bound on requests in flight has none free: 429 naming it, to try again in a second. */
 function concurrencyLimited(b: InFlightBound, requestId: string) {
-  const whose = b.code === 'key_concurrency_limit' ? 'this key' : "this key's account";
+  const whose = {
+    key_concurrency_limit: 'this key',
+    team_concurrency_limit: "this key's team",
+    member_concurrency_limit: "this key's member",
+    account_concurrency_limit: "this key's account",
+  }[b.code];
   return gatewayError({
     httpStatus: 429,
     type: 'rate_limit_error',

@@ -49,6 +49,7 @@ import {
   type OrganisationDeps,
 } from './organisation-access.ts';
 import { budgetMethods } from './organisation-budgets.ts';
+import { limitMethods } from './organisation-limits.ts';
 
 export function organisationService(deps: OrganisationDeps): ServiceImpl<typeof OrganisationService> {
   const c = accessChecks(deps);
@@ -60,6 +61,7 @@ export function organisationService(deps: OrganisationDeps): ServiceImpl<typeof 
     ...keyMethods(deps, c),
     ...spendMethods(deps, c),
     ...budgetMethods(deps, c),
+    ...limitMethods(deps, c),
   };
 }
 

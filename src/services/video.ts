@@ -12,7 +12,7 @@ import { newId, newRequestId } from '../billing/ids.ts';
 import { customerNano, type Markup } from '../billing/markup.ts';
 import { costNano } from '../money/money.ts';
 import { badRequest, conflict, gatewayError, notFound } from '../errors/errors.ts';
-import type { Metering } from '../metering/metering.ts';
+import { allowedModel, type Metering } from '../metering/metering.ts';
 import { parseBody } from '../inference/request-body.ts';
 import { callerOf, requestCallerOf, type Caller } from '../billing/caller.ts';
 import { modelOfKind } from '../inference/media/common.ts';
@@ -82,7 +82,10 @@ interface Hold {
 
 async function createVideo(deps: VideoServiceDeps, req: CreateVideoRequest, ctx: HandlerContext) {
   const create = readCreate(deps.catalogue, req, ctx);
-  await deps.metering.admit(create.caller, create.requestId);
+  allowedModel(
+    { model: create.model, body: { model: create.model.id }, requestId: create.requestId },
+    await deps.metering.admit(create.caller, create.requestId),
+  );
   // No Temporal, no hold: 503 before any money moves.
   const temporal = await deps.runtime.temporal();
   const answer = (row: VideoJobRow) => answerCreate(deps, row, req.waitMs, ctx.signal);

@@ -129,6 +129,9 @@ describe('key cache', () => {
         rpm: 0,
         tpm: 0,
         maxInFlight: 0,
+        teamMaxInFlight: 0,
+        memberMaxInFlight: 0,
+        allowedModels: null,
       };
       cache.fill('aa', entry, cache.mark());
       const before = cache.mark(); // a lookup of the key under way…
@@ -165,6 +168,9 @@ describe('key cache', () => {
         rpm: 0,
         tpm: 0,
         maxInFlight: 0,
+        teamMaxInFlight: 0,
+        memberMaxInFlight: 0,
+        allowedModels: null,
       };
       cache.fill('cc', entry, cache.mark());
       expect(cache.get('cc')).toEqual(expect.objectContaining(entry));

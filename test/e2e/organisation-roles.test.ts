@@ -213,6 +213,28 @@ const ACTIONS_TRIED: { action: string; allowed: RoleName[]; prepare: (c: Ctx) =>
       return () => clientOf(c).createMemberSignInLink({ organisationId: c.org.id, memberId: target });
     },
   },
+  {
+    action: 'set the models a key may call',
+    allowed: managers,
+    prepare: async (c) => {
+      const k = await ownerOf(c.org).createOrganisationKey({ organisationId: c.org.id });
+      return () => clientOf(c).setKeyModels({ organisationId: c.org.id, keyId: k.key!.keyId, models: ['gpt-4o-mini'] });
+    },
+  },
+  {
+    action: "bound a team's requests in flight",
+    allowed: managers,
+    prepare: async (c) => {
+      const t = await ownerOf(c.org).createTeam({ organisationId: c.org.id, name: `Bounded ${c.as}` });
+      return () =>
+        clientOf(c).setInFlightBound({
+          organisationId: c.org.id,
+          scope: 'team',
+          scopeId: t.team!.teamId,
+          maxInFlight: 4,
+        });
+    },
+  },
 ];
 
 const auditCount = async (orgId: string) =>

@@ -2148,6 +2148,103 @@ export declare type DeleteBudgetResponse = Message<"gateway.v1.DeleteBudgetRespo
 export declare const DeleteBudgetResponseSchema: GenMessage<DeleteBudgetResponse>;
 
 /**
+ * @generated from message gateway.v1.SetKeyModelsRequest
+ */
+export declare type SetKeyModelsRequest = Message<"gateway.v1.SetKeyModelsRequest"> & {
+  /**
+   * @generated from field: string organisation_id = 1;
+   */
+  organisationId: string;
+
+  /**
+   * @generated from field: string key_id = 2;
+   */
+  keyId: string;
+
+  /**
+   * At most 200 names of at most 200 characters; empty: any model.
+   *
+   * @generated from field: repeated string models = 3;
+   */
+  models: string[];
+};
+
+/**
+ * Describes the message gateway.v1.SetKeyModelsRequest.
+ * Use `create(SetKeyModelsRequestSchema)` to create a new message.
+ */
+export declare const SetKeyModelsRequestSchema: GenMessage<SetKeyModelsRequest>;
+
+/**
+ * @generated from message gateway.v1.SetKeyModelsResponse
+ */
+export declare type SetKeyModelsResponse = Message<"gateway.v1.SetKeyModelsResponse"> & {
+  /**
+   * @generated from field: repeated string models = 1;
+   */
+  models: string[];
+};
+
+/**
+ * Describes the message gateway.v1.SetKeyModelsResponse.
+ * Use `create(SetKeyModelsResponseSchema)` to create a new message.
+ */
+export declare const SetKeyModelsResponseSchema: GenMessage<SetKeyModelsResponse>;
+
+/**
+ * @generated from message gateway.v1.SetInFlightBoundRequest
+ */
+export declare type SetInFlightBoundRequest = Message<"gateway.v1.SetInFlightBoundRequest"> & {
+  /**
+   * @generated from field: string organisation_id = 1;
+   */
+  organisationId: string;
+
+  /**
+   * team or member.
+   *
+   * @generated from field: string scope = 2;
+   */
+  scope: string;
+
+  /**
+   * The team's or the member's id.
+   *
+   * @generated from field: string scope_id = 3;
+   */
+  scopeId: string;
+
+  /**
+   * Requests in flight at once, 1 to 100000; 0 removes the bound.
+   *
+   * @generated from field: int32 max_in_flight = 4;
+   */
+  maxInFlight: number;
+};
+
+/**
+ * Describes the message gateway.v1.SetInFlightBoundRequest.
+ * Use `create(SetInFlightBoundRequestSchema)` to create a new message.
+ */
+export declare const SetInFlightBoundRequestSchema: GenMessage<SetInFlightBoundRequest>;
+
+/**
+ * @generated from message gateway.v1.SetInFlightBoundResponse
+ */
+export declare type SetInFlightBoundResponse = Message<"gateway.v1.SetInFlightBoundResponse"> & {
+  /**
+   * @generated from field: int32 max_in_flight = 1;
+   */
+  maxInFlight: number;
+};
+
+/**
+ * Describes the message gateway.v1.SetInFlightBoundResponse.
+ * Use `create(SetInFlightBoundResponseSchema)` to create a new message.
+ */
+export declare const SetInFlightBoundResponseSchema: GenMessage<SetInFlightBoundResponse>;
+
+/**
  * @generated from enum gateway.v1.Role
  */
 export enum Role {
@@ -2531,6 +2628,28 @@ export declare const OrganisationService: GenService<{
     methodKind: "unary";
     input: typeof DeleteBudgetRequestSchema;
     output: typeof DeleteBudgetResponseSchema;
+  },
+  /**
+   * The models one of the organisation's keys may call (owners and admins): catalogue ids or the
+   * names callers ask for (aliases); none listed, any model. Holds on every instance within a second.
+   *
+   * @generated from rpc gateway.v1.OrganisationService.SetKeyModels
+   */
+  setKeyModels: {
+    methodKind: "unary";
+    input: typeof SetKeyModelsRequestSchema;
+    output: typeof SetKeyModelsResponseSchema;
+  },
+  /**
+   * A team's or a member's bound on their requests in flight at once, over every instance
+   * (owners and admins); 0 removes it.
+   *
+   * @generated from rpc gateway.v1.OrganisationService.SetInFlightBound
+   */
+  setInFlightBound: {
+    methodKind: "unary";
+    input: typeof SetInFlightBoundRequestSchema;
+    output: typeof SetInFlightBoundResponseSchema;
   },
 }>;
 
