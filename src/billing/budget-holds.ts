@@ -136,7 +136,13 @@ export async function holdInWindows(
 export const windowKey = (w: Pick<WindowRef, 'budgetId' | 'subject' | 'windowStart'>) =>
   `${w.budgetId}\u0000${w.subject}\u0000${w.windowStart}`;
 
-/** The window a key names (windowKey's inverse), as the statements' columns. */
+/** The window a key names (windowKey's inverse). */
+export function windowOfKey(key: string): Pick<WindowRef, 'budgetId' | 'subject' | 'windowStart'> {
+  const [budgetId, subject, start] = key.split('\u0000') as [string, string, string];
+  return { budgetId, subject, windowStart: Number(start) };
+}
+
+/** The windows keys name, as the statements' columns. */
 function keyColumns(keys: readonly string[]): [string[], string[], string[]] {
   const parts = keys.map((k) => k.split('\u0000'));
   return [parts.map((p) => p[0]!), parts.map((p) => p[1]!), parts.map((p) => iso(Number(p[2])))];

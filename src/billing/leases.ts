@@ -33,6 +33,7 @@ import {
   lockWindows,
   moveSliceMoney,
   windowKey,
+  windowOfKey,
   EXPIRE_BUDGETS_CTE,
   type WindowRef,
 } from './budget-holds.ts';
@@ -139,6 +140,8 @@ export class LeaseBook {
   private readonly ledger: Ledger;
   private readonly config: LeaseConfig;
   private readonly log: Logger;
+  /** Told of the budget windows a batch just charged (budget alerts, src/budgets/alerts.ts). */
+  windowsCharged?: (windows: Pick<WindowRef, 'budgetId' | 'subject' | 'windowStart'>[]) => void;
 
   constructor(db: Db, ledger: Ledger, config: LeaseConfig, log: Logger) {
     this.db = db;
@@ -506,6 +509,7 @@ export class LeaseBook {
                 if (done) await moveSliceMoney(trx, lease.id, moves);
                 return done;
               });
+        if (applied && windows.size > 0) this.windowsCharged?.([...windows.keys()].map(windowOfKey));
         if (!applied) {
           lease.closed = true;
           this.log.error(

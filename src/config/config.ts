@@ -122,6 +122,8 @@ export interface Config {
   bot: BotSettings | undefined;
   /** OpenTelemetry traces over OTLP (tracing-config.ts, docs/observability.md); off unless an endpoint is set. */
   tracing: TracingConfig;
+  /** Budget alerts' webhooks (src/budgets/alerts.ts, docs/budgets.md#alerts). */
+  alerts: AlertSettings;
   /** `npm start -- --demo`: the shipped providers are answered by the built-in demo provider (src/demo/). */
   demo: boolean;
   /** The settings file `npm start` read before these settings (./.env or --settings), if any. */
@@ -257,6 +259,30 @@ export function parseModelAliases(raw: string | undefined): ModelAliasSetting {
   return { clearDefaults: false, overrides };
 }
 
+export interface AlertSettings {
+  /** BUDGET_ALERT_WEBHOOK_URL: the operator's webhook, told of every organisation's alerts; '' none. */
+  operatorUrl: string;
+  /** BUDGET_ALERT_WEBHOOK_SECRET: what its deliveries are signed with (required with the URL). */
+  operatorSecret: string;
+  /** ALERT_WEBHOOK_ALLOW_PRIVATE: deliveries may go to loopback and private addresses (and plain http). */
+  allowPrivate: boolean;
+  /** ALERT_RETRY_BASE_MS: a failed delivery is tried again after this, doubling, 8 attempts in all. */
+  retryBaseMs: number;
+}
+
+function alertSettings(env: NodeJS.ProcessEnv): AlertSettings {
+  const operatorUrl = (env.BUDGET_ALERT_WEBHOOK_URL ?? '').trim();
+  const operatorSecret = (env.BUDGET_ALERT_WEBHOOK_SECRET ?? '').trim();
+  if (operatorUrl && operatorSecret.length < 16)
+    throw new Error('BUDGET_ALERT_WEBHOOK_SECRET (at least 16 characters) must be set with BUDGET_ALERT_WEBHOOK_URL');
+  return {
+    operatorUrl,
+    operatorSecret,
+    allowPrivate: /^(1|true|yes)$/i.test(env.ALERT_WEBHOOK_ALLOW_PRIVATE ?? ''),
+    retryBaseMs: int(env, 'ALERT_RETRY_BASE_MS', 30_000),
+  };
+}
+
 /**
  * The values of the settings that are secrets (tokens, keys, the provider keys of
  * `<NAME>_API_KEY` and `<NAME>_FALLBACK_API_KEY`, the database's password): what the process hands
@@ -265,7 +291,12 @@ export function parseModelAliases(raw: string | undefined): ModelAliasSetting {
 export function secretSettings(config: Config): string[] {
   const out = [config.adminToken, config.metricsToken, config.keyHashSecret, config.credentialsKey];
   for (const p of Object.values(config.providers)) out.push(p.apiKey, p.fallback?.apiKey);
-  out.push(config.bot?.token, config.bot?.webhook?.secret, passwordOf(config.databaseUrl));
+  out.push(
+    config.bot?.token,
+    config.bot?.webhook?.secret,
+    passwordOf(config.databaseUrl),
+    config.alerts.operatorSecret,
+  );
   return out.filter((v): v is string => v !== undefined && v !== '');
 }
 
@@ -343,6 +374,7 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env, startedWith: St
     },
     maxInFlightPerAccount: int(env, 'MAX_IN_FLIGHT_PER_ACCOUNT', 256),
     streamStallMs: int(env, 'STREAM_STALL_TIMEOUT_MS', 30_000),
+    alerts: alertSettings(env),
     keyCacheMaxAgeMs: int(env, 'KEY_CACHE_MAX_AGE_MS', 60_000),
     priceBookRefreshMs: int(env, 'PRICE_BOOK_REFRESH_MS', 5_000),
     video: {

@@ -91,6 +91,12 @@ export class Metrics {
     'Requests refused 429 by a bound on requests in flight: key_concurrency_limit, account_concurrency_limit, deployment_share_limit',
     ['bound'],
   );
+  readonly budgetAlerts = new FastCounter(
+    this.registry,
+    'gateway_budget_alerts_total',
+    'Budget alerts fired: a window of a budget reached one of its thresholds (once per window and threshold)',
+    ['scope', 'threshold'],
+  );
   readonly streamStalls = new FastCounter(
     this.registry,
     'gateway_stream_stalls_total',

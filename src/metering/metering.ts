@@ -26,7 +26,7 @@ import { conflict, gatewayError, insufficientQuota, unauthorized } from '../erro
 import { baseWorst } from './bill-policy.ts';
 import { outcomeOf } from './outcomes.ts';
 import { endHoldSpan, endSettleSpan, startHoldSpan, startSettleSpan } from './money-spans.ts';
-import { sampledTraceId } from '../tracing/spans.ts';
+import { sampledTraceId, type Span } from '../tracing/spans.ts';
 import {
   zeroUsage,
   type ChargeInfo,
@@ -56,6 +56,8 @@ export interface MeteringDeps {
    * budget is held in the database, its hold checked against every budget in one transaction.
    */
   budgets?: { windowsFor(caller: Caller, customer: () => string, now: number): Promise<WindowRef[]> };
+  /** Budget alerts (src/budgets/alerts.ts): checked after a charge moved budget windows. */
+  alerts?: { check(windows: readonly WindowRef[], span?: Span): Promise<unknown> };
   /**
    * Told, when a request that took from a deployment's shared limits settles: the window it took
    * tokens from at its bound (to set right with the tokens it used), the concurrent slot it held.
@@ -135,7 +137,7 @@ export class Metering {
     }
     if (hold.kind === 'unknown_key') throw unauthorized();
     if (hold.kind === 'insufficient' && hold.budget) throw budgetExceeded(hold.budget, cost(input, 1n), plan.requestId);
-    if (windows.length > 0) (plan.meter ??= {}).budgeted = true;
+    if (windows.length > 0) (plan.meter ??= {}).budgeted = windows;
     if (hold.kind === 'insufficient') {
       const why = w.unseen
         ? ` It brings in ${w.unseen}, which the provider reads on its side where the gateway cannot see it, so its least cost is the model's full context window (${w.window} tokens${w.passes > 1n ? ` for each of ${w.passes} passes` : ''}) at the input price${w.fees.length ? ', plus the tool call fees' : ''}.`
@@ -165,7 +167,7 @@ export class Metering {
       const windows = await this.budgetWindows(plan);
       if (!(await this.reserveFromLease(plan, amountNano, windows))) {
         await this.placeExactHold(plan.caller, plan.requestId, amountNano, this.deps.holds.ttlSeconds, windows);
-        if (windows.length > 0) (plan.meter ??= {}).budgeted = true;
+        if (windows.length > 0) (plan.meter ??= {}).budgeted = windows;
         this.keepHold(plan);
       }
       endHoldSpan(span, plan, { amountNano });
@@ -352,11 +354,24 @@ export class Metering {
       limiter.addTokens(plan.caller.keyHash, tokens);
       return { charged, billingMode: 'lease' };
     }
-    const r = await ledger.settle({ ...row, costNano: cost, budgeted: plan.meter?.budgeted ?? false });
-    if (r.firstSettle && r.chargedNano > 0n)
+    const windows = plan.meter?.budgeted;
+    const r = await ledger.settle({ ...row, costNano: cost, budgeted: windows !== undefined });
+    if (r.firstSettle && r.chargedNano > 0n) {
       metrics.chargedNanoOf(plan.route, plan.model.id).inc(Number(r.chargedNano));
+      // Thresholds its charge reached fire now, with an event on the request's span.
+      if (windows) await this.alertsAfter(windows, plan.meter?.span);
+    }
     if (r.firstSettle) limiter.addTokens(plan.caller.keyHash, tokens);
     return { charged: r.chargedNano, billingMode: 'hold' };
+  }
+
+  /** Budget alerts for the windows a charge moved (never failing the request that made it). */
+  private async alertsAfter(windows: readonly WindowRef[], span?: Span): Promise<void> {
+    await this.deps.alerts
+      ?.check(windows, span)
+      .catch((err) =>
+        this.deps.log.warn({ err }, 'checking budget alerts failed; the next charge in the window checks again'),
+      );
   }
 
   /**

@@ -7,6 +7,7 @@ import type { Reservation } from '../billing/leases.ts';
 import type { Markup } from '../billing/markup.ts';
 import type { Span } from '../tracing/spans.ts';
 import type { InFlightBound } from '../billing/in-flight.ts';
+import type { WindowRef } from '../billing/budget-holds.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -82,8 +83,8 @@ export interface DeploymentWindow {
 export interface MeterState {
   /** Keeps a database hold from expiring while the request runs; cleared by the settle. */
   renewal?: NodeJS.Timeout;
-  /** The hold took from budget windows: its settle locks as the hold did (Ledger.settle). */
-  budgeted?: boolean;
+  /** The budget windows the hold took from: its settle locks as the hold did (Ledger.settle), then checks their alerts. */
+  budgeted?: readonly WindowRef[];
   /** With credit leases: the in-memory reservation this request spends (instead of a hold). */
   lease?: Reservation;
   /** The one settle of this request: later calls get the same charge. */

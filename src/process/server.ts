@@ -58,6 +58,7 @@ import { VideoRuntime } from '../video/runtime.ts';
 import { videoService } from '../services/video.ts';
 import { organisationService } from '../services/organisations.ts';
 import { BudgetBook } from '../budgets/budget-book.ts';
+import { BudgetAlerts } from '../budgets/alerts.ts';
 import { startBotIfConfigured } from '../bot/start.ts';
 import { ConsoleSessions } from '../billing/console-sessions.ts';
 import { consoleApi } from '../console/api.ts';
@@ -216,6 +217,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
       keys: billing.keys,
       limiter: billing.limiter,
       budgetsChanged: (accountId) => billing.budgets.forget(accountId),
+      alertWebhooksAllowPrivate: config.alerts.allowPrivate,
     }),
   };
   const rpc = await startRpc(config, services, billing.keys, log);
@@ -279,6 +281,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
       await upstream.close();
       await billing.keyCache?.close();
       await billing.budgets.stop();
+      await billing.alerts.stop();
       await video.close(); // the worker finishes its running activities, which need the database
       await db.destroy();
       await runningTracing()?.shutdown(); // the last spans exported (bounded by the export timeout)
@@ -322,6 +325,8 @@ interface BillingParts {
   keys: KeyCheck;
   /** Which budgets each request is under (docs/budgets.md), heard changed on every instance. */
   budgets: BudgetBook;
+  /** Budget alerts fired after charges, and their webhook deliveries. */
+  alerts: BudgetAlerts;
 }
 
 /** The key check, rate limits and (in lease mode) credit leases with the key cache they need. */
@@ -362,7 +367,16 @@ async function startBilling(
   await leases?.listen(p.databaseUrl);
   const budgets = new BudgetBook(p.db, p.log);
   await budgets.listen(p.databaseUrl);
-  return { keyCache, limiter, inFlight, leases, keys: new KeyCheck(p.ledger, keyCache), budgets };
+  const alerts = new BudgetAlerts(p.db, {
+    ...config.alerts,
+    fired: (a) => p.metrics.budgetAlerts.of(a.scope, String(a.threshold)).inc(),
+    log: p.log,
+  });
+  alerts.start();
+  if (leases)
+    leases.windowsCharged = (windows) =>
+      void alerts.check(windows).catch((err) => p.log.warn({ err }, 'checking budget alerts failed'));
+  return { keyCache, limiter, inFlight, leases, keys: new KeyCheck(p.ledger, keyCache), budgets, alerts };
 }
 
 /** The inference routes' parts: metering (holds and settles), upstream calls, stream runs. */
@@ -390,6 +404,7 @@ function inferenceParts(
     inFlight: billing.inFlight,
     maxInFlightPerAccount: config.maxInFlightPerAccount,
     budgets: billing.budgets,
+    alerts: billing.alerts,
     deploymentSettled: ({ window, slot, account, usedTokens }) => {
       if (window)
         p.deploymentLimits

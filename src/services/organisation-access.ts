@@ -40,6 +40,8 @@ export interface OrganisationDeps {
   limiter: RateLimiter;
   /** An organisation's budgets changed here: this instance's budget book forgets them now (others by notice). */
   budgetsChanged?: (accountId: string) => void;
+  /** ALERT_WEBHOOK_ALLOW_PRIVATE: an organisation's webhook may be at a private address (and http). */
+  alertWebhooksAllowPrivate?: boolean;
 }
 
 /** Who may act on one organisation, as the access check found them. */

@@ -26,7 +26,7 @@ import * as m022 from './022_deployment_shares.ts';
 import * as m023 from './023_organisations.ts';
 import * as m024 from './024_video_job_deployments.ts';
 import * as m025 from './025_budgets.ts';
-import * as m029 from './029_key_models_in_flight.ts';
+import * as m029 from './029_key_limits_and_alerts.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -54,7 +54,7 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '023_organisations': m023,
   '024_video_job_deployments': m024,
   '025_budgets': m025,
-  '029_key_models_in_flight': m029,
+  '029_key_limits_and_alerts': m029,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

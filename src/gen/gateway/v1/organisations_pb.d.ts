@@ -2245,6 +2245,174 @@ export declare type SetInFlightBoundResponse = Message<"gateway.v1.SetInFlightBo
 export declare const SetInFlightBoundResponseSchema: GenMessage<SetInFlightBoundResponse>;
 
 /**
+ * @generated from message gateway.v1.SetAlertWebhookRequest
+ */
+export declare type SetAlertWebhookRequest = Message<"gateway.v1.SetAlertWebhookRequest"> & {
+  /**
+   * @generated from field: string organisation_id = 1;
+   */
+  organisationId: string;
+
+  /**
+   * @generated from field: string url = 2;
+   */
+  url: string;
+};
+
+/**
+ * Describes the message gateway.v1.SetAlertWebhookRequest.
+ * Use `create(SetAlertWebhookRequestSchema)` to create a new message.
+ */
+export declare const SetAlertWebhookRequestSchema: GenMessage<SetAlertWebhookRequest>;
+
+/**
+ * @generated from message gateway.v1.SetAlertWebhookResponse
+ */
+export declare type SetAlertWebhookResponse = Message<"gateway.v1.SetAlertWebhookResponse"> & {
+  /**
+   * @generated from field: string url = 1;
+   */
+  url: string;
+
+  /**
+   * Deliveries carry x-gateway-signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of "<t>.<body>"> with it.
+   * Shown only this once.
+   *
+   * @generated from field: string secret = 2;
+   */
+  secret: string;
+};
+
+/**
+ * Describes the message gateway.v1.SetAlertWebhookResponse.
+ * Use `create(SetAlertWebhookResponseSchema)` to create a new message.
+ */
+export declare const SetAlertWebhookResponseSchema: GenMessage<SetAlertWebhookResponse>;
+
+/**
+ * @generated from message gateway.v1.ListAlertDeliveriesRequest
+ */
+export declare type ListAlertDeliveriesRequest = Message<"gateway.v1.ListAlertDeliveriesRequest"> & {
+  /**
+   * @generated from field: string organisation_id = 1;
+   */
+  organisationId: string;
+
+  /**
+   * At most 200 (50 when 0).
+   *
+   * @generated from field: int32 limit = 2;
+   */
+  limit: number;
+};
+
+/**
+ * Describes the message gateway.v1.ListAlertDeliveriesRequest.
+ * Use `create(ListAlertDeliveriesRequestSchema)` to create a new message.
+ */
+export declare const ListAlertDeliveriesRequestSchema: GenMessage<ListAlertDeliveriesRequest>;
+
+/**
+ * @generated from message gateway.v1.AlertDelivery
+ */
+export declare type AlertDelivery = Message<"gateway.v1.AlertDelivery"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string budget_id = 2;
+   */
+  budgetId: string;
+
+  /**
+   * The end customer, for a customer budget's window.
+   *
+   * @generated from field: string customer = 3;
+   */
+  customer: string;
+
+  /**
+   * @generated from field: int32 threshold_percent = 4;
+   */
+  thresholdPercent: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp window_start = 5;
+   */
+  windowStart?: Timestamp | undefined;
+
+  /**
+   * @generated from field: int64 spent_nano = 6;
+   */
+  spentNano: bigint;
+
+  /**
+   * @generated from field: int64 amount_nano = 7;
+   */
+  amountNano: bigint;
+
+  /**
+   * organisation or operator.
+   *
+   * @generated from field: string target = 8;
+   */
+  target: string;
+
+  /**
+   * delivered, pending (to be tried again) or given_up.
+   *
+   * @generated from field: string state = 9;
+   */
+  state: string;
+
+  /**
+   * @generated from field: int32 attempts = 10;
+   */
+  attempts: number;
+
+  /**
+   * The last answer's HTTP status (0: none), or why no answer came.
+   *
+   * @generated from field: int32 last_status = 11;
+   */
+  lastStatus: number;
+
+  /**
+   * @generated from field: string last_error = 12;
+   */
+  lastError: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp fired_at = 13;
+   */
+  firedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.AlertDelivery.
+ * Use `create(AlertDeliverySchema)` to create a new message.
+ */
+export declare const AlertDeliverySchema: GenMessage<AlertDelivery>;
+
+/**
+ * @generated from message gateway.v1.ListAlertDeliveriesResponse
+ */
+export declare type ListAlertDeliveriesResponse = Message<"gateway.v1.ListAlertDeliveriesResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.AlertDelivery deliveries = 1;
+   */
+  deliveries: AlertDelivery[];
+};
+
+/**
+ * Describes the message gateway.v1.ListAlertDeliveriesResponse.
+ * Use `create(ListAlertDeliveriesResponseSchema)` to create a new message.
+ */
+export declare const ListAlertDeliveriesResponseSchema: GenMessage<ListAlertDeliveriesResponse>;
+
+/**
  * @generated from enum gateway.v1.Role
  */
 export enum Role {
@@ -2650,6 +2818,27 @@ export declare const OrganisationService: GenService<{
     methodKind: "unary";
     input: typeof SetInFlightBoundRequestSchema;
     output: typeof SetInFlightBoundResponseSchema;
+  },
+  /**
+   * The webhook the organisation's budget alerts are posted to (owners and admins): https, a public
+   * address; its signing secret is answered once. An empty url removes it.
+   *
+   * @generated from rpc gateway.v1.OrganisationService.SetAlertWebhook
+   */
+  setAlertWebhook: {
+    methodKind: "unary";
+    input: typeof SetAlertWebhookRequestSchema;
+    output: typeof SetAlertWebhookResponseSchema;
+  },
+  /**
+   * The deliveries of the organisation's budget alerts, newest first (owners, admins and billing).
+   *
+   * @generated from rpc gateway.v1.OrganisationService.ListAlertDeliveries
+   */
+  listAlertDeliveries: {
+    methodKind: "unary";
+    input: typeof ListAlertDeliveriesRequestSchema;
+    output: typeof ListAlertDeliveriesResponseSchema;
   },
 }>;
 
