@@ -17,6 +17,8 @@ import type { Logger } from 'pino';
 import { Agent, fetch } from 'undici';
 import type { Db } from '../db/db.ts';
 import type { Span } from '../tracing/spans.ts';
+import { nanoToUsd } from '../money/money.ts';
+import { scrub } from '../secrets/scrub.ts';
 
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
@@ -52,6 +54,8 @@ export interface AlertOptions {
   operatorSecret: string;
   allowPrivate: boolean;
   retryBaseMs: number;
+  /** The bot's token and API root, where this instance runs the Telegram bot: owners' and admins' chats are told. */
+  telegram?: { token: string; apiRoot: string };
   /** Counts each fired alert (gateway_budget_alerts_total). */
   fired?: (a: FiredAlert) => void;
   log?: Logger;
@@ -149,6 +153,7 @@ export class BudgetAlerts {
         windows.map((w) => new Date(w.windowStart).toISOString()),
         this.opts.operatorUrl,
         this.opts.operatorUrl,
+        this.opts.telegram !== undefined,
       ]),
     );
     const fired = rows.map(
@@ -207,11 +212,44 @@ export class BudgetAlerts {
 
   /** Claims the due deliveries (for a minute, so a crash mid-way only delays them) and sends each. */
   private async deliverDue(): Promise<void> {
-    const due = rowsOf(await this.db.raw(CLAIM_SQL, [BATCH]));
+    const due = rowsOf(await this.db.raw(CLAIM_SQL, [this.opts.telegram !== undefined, BATCH]));
     await Promise.all(due.map((d) => this.deliver(d)));
   }
 
   private async deliver(d: Row): Promise<void> {
+    const { status, error } = d.target === 'telegram' ? await this.tell(d) : await this.post(d);
+    const ok = status >= 200 && status < 300;
+    const attempts = Number(d.attempts);
+    await this.db.raw(
+      `UPDATE alert_deliveries SET last_status = ?, last_error = ?, delivered_at = CASE WHEN ? THEN now() END,
+         given_up_at = CASE WHEN NOT ? AND ? THEN now() END,
+         next_attempt_at = now() + make_interval(secs => ?) WHERE id = ?`,
+      [
+        status || null,
+        scrub(error).slice(0, 300) || null,
+        ok,
+        ok,
+        attempts >= MAX_ATTEMPTS,
+        (this.opts.retryBaseMs * 2 ** (attempts - 1)) / 1000,
+        d.id as string,
+      ],
+    );
+  }
+
+  /** An owner's or admin's Telegram chat told, through the Bot API. */
+  private async tell(d: Row): Promise<{ status: number; error: string }> {
+    const t = this.opts.telegram!;
+    const customer = d.subject ? ` for end customer ${d.subject}` : '';
+    const text =
+      `Budget alert: ${d.organisation}'s ${d.scope} budget${d.name ? ` "${d.name}"` : ''}${customer} reached ` +
+      `${d.threshold}%: $${nanoToUsd(BigInt(d.spent as string))} of $${nanoToUsd(BigInt(d.amount as string))} ` +
+      `this ${d.period === 'rolling' ? 'rolling window' : d.period === 'lifetime' ? 'lifetime' : d.period}` +
+      `${d.mode === 'soft' ? ' (a soft budget: nothing is refused)' : ''}.`;
+    return send(`${t.apiRoot}/bot${t.token}/sendMessage`, JSON.stringify({ chat_id: d.chat_id, text }), {}, undefined);
+  }
+
+  /** A webhook's delivery: signed, through the dispatcher that reaches public addresses only. */
+  private async post(d: Row): Promise<{ status: number; error: string }> {
     const secret = d.target === 'operator' ? this.opts.operatorSecret : ((d.secret as string | null) ?? '');
     const body = JSON.stringify({
       type: 'budget.threshold_reached',
@@ -225,42 +263,31 @@ export class BudgetAlerts {
       amount_nano_usd: String(d.amount),
       fired_at: new Date(d.fired_at as string).toISOString(),
     });
-    let status = 0;
-    let error = '';
-    try {
-      const res = await fetch(d.url as string, {
-        method: 'POST',
-        redirect: 'manual',
-        signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
-        headers: {
-          'content-type': 'application/json',
-          'user-agent': 'metered-ai-gateway budget alerts',
-          'x-gateway-signature': signature(secret, body, Math.floor(Date.now() / 1000)),
-        },
-        body,
-        ...(this.dispatcher ? { dispatcher: this.dispatcher } : {}),
-      });
-      status = res.status;
-      await res.body?.cancel().catch(() => {});
-    } catch (err) {
-      error = ((err as Error).cause as Error | undefined)?.message ?? (err as Error).message;
-    }
-    const ok = status >= 200 && status < 300;
-    const attempts = Number(d.attempts);
-    await this.db.raw(
-      `UPDATE alert_deliveries SET last_status = ?, last_error = ?, delivered_at = CASE WHEN ? THEN now() END,
-         given_up_at = CASE WHEN NOT ? AND ? THEN now() END,
-         next_attempt_at = now() + make_interval(secs => ?) WHERE id = ?`,
-      [
-        status || null,
-        error.slice(0, 300) || null,
-        ok,
-        ok,
-        attempts >= MAX_ATTEMPTS,
-        (this.opts.retryBaseMs * 2 ** (attempts - 1)) / 1000,
-        d.id as string,
-      ],
-    );
+    const headers = { 'x-gateway-signature': signature(secret, body, Math.floor(Date.now() / 1000)) };
+    return send(d.url as string, body, headers, this.dispatcher);
+  }
+}
+
+/** One POST of JSON: its status, or why none came. Redirects are not followed; the answer is not read. */
+async function send(
+  url: string,
+  body: string,
+  headers: Record<string, string>,
+  dispatcher: Agent | undefined,
+): Promise<{ status: number; error: string }> {
+  try {
+    const res = await fetch(url, {
+      method: 'POST',
+      redirect: 'manual',
+      signal: AbortSignal.timeout(DELIVERY_TIMEOUT_MS),
+      headers: { 'content-type': 'application/json', 'user-agent': 'metered-ai-gateway budget alerts', ...headers },
+      body,
+      ...(dispatcher ? { dispatcher } : {}),
+    });
+    await res.body?.cancel().catch(() => {});
+    return { status: res.status, error: '' };
+  } catch (err) {
+    return { status: 0, error: ((err as Error).cause as Error | undefined)?.message ?? (err as Error).message };
   }
 }
 
@@ -286,12 +313,15 @@ const FIRE_SQL = `
   ), fired AS (
     SELECT r.* FROM reached r JOIN f USING (budget_id, subject, window_start, threshold)
   ), q AS (
-    INSERT INTO alert_deliveries (account_id, budget_id, subject, window_start, threshold, spent_nano, amount_nano, target, url)
+    INSERT INTO alert_deliveries (account_id, budget_id, subject, window_start, threshold, spent_nano, amount_nano, target, url, chat_id)
     SELECT fired.account_id, fired.budget_id, fired.subject, fired.window_start, fired.threshold, fired.spent, fired.amount,
-           hook.target, hook.url
+           hook.target, hook.url, hook.chat_id
     FROM fired JOIN LATERAL (
-      SELECT 'organisation' AS target, url FROM alert_webhooks WHERE account_id = fired.account_id
-      UNION ALL SELECT 'operator', CAST(? AS text) WHERE CAST(? AS text) <> ''
+      SELECT 'organisation' AS target, url, NULL AS chat_id FROM alert_webhooks WHERE account_id = fired.account_id
+      UNION ALL SELECT 'operator', CAST(? AS text), NULL WHERE CAST(? AS text) <> ''
+      UNION ALL SELECT 'telegram', '', substr(m.telegram_user, 10) FROM memberships ms JOIN members m ON m.id = ms.member_id
+        WHERE CAST(? AS boolean) AND ms.account_id = fired.account_id AND ms.role IN ('owner', 'admin')
+          AND m.telegram_user LIKE 'telegram:%'
     ) hook ON true
   )
   SELECT budget_id, subject, window_start::text, threshold, account_id, scope, scope_id, name, mode,
@@ -303,12 +333,13 @@ const CLAIM_SQL = `
     UPDATE alert_deliveries d SET attempts = d.attempts + 1, next_attempt_at = now() + interval '1 minute'
     WHERE d.id IN (
       SELECT id FROM alert_deliveries WHERE delivered_at IS NULL AND given_up_at IS NULL AND next_attempt_at <= now()
+        AND (target <> 'telegram' OR CAST(? AS boolean))
       ORDER BY next_attempt_at LIMIT ? FOR UPDATE SKIP LOCKED
     )
     RETURNING d.*
   )
-  SELECT c.id, c.account_id, c.budget_id, c.subject, c.window_start::text, c.threshold, c.target, c.url, c.attempts,
-         b.scope, b.scope_id, b.name, b.mode, c.amount_nano::text AS amount, c.spent_nano::text AS spent,
+  SELECT c.id, c.account_id, c.budget_id, c.subject, c.window_start::text, c.threshold, c.target, c.url, c.chat_id, c.attempts,
+         b.scope, b.scope_id, b.name, b.mode, b.period, (SELECT label FROM accounts WHERE id = c.account_id) AS organisation, c.amount_nano::text AS amount, c.spent_nano::text AS spent,
          COALESCE(a.fired_at, c.created_at)::text AS fired_at, h.secret
   FROM c JOIN budgets b ON b.id = c.budget_id
   LEFT JOIN budget_alerts a ON a.budget_id = c.budget_id AND a.subject = c.subject AND a.window_start = c.window_start AND a.threshold = c.threshold

@@ -369,6 +369,7 @@ async function startBilling(
   await budgets.listen(p.databaseUrl);
   const alerts = new BudgetAlerts(p.db, {
     ...config.alerts,
+    ...(config.bot ? { telegram: { token: config.bot.token, apiRoot: config.bot.apiRoot } } : {}),
     fired: (a) => p.metrics.budgetAlerts.of(a.scope, String(a.threshold)).inc(),
     log: p.log,
   });

@@ -11,6 +11,9 @@ import { extraGateway } from '../support/extra-gateway.ts';
 import type { GatewayProcess } from '../support/gateway-process.ts';
 import { newOrganisation, orgs, refused, type TestOrg } from '../support/organisations.ts';
 import { type OtlpReceiver, startOtlpReceiver } from '../support/otlp-receiver.ts';
+import { callsOf, FakeTelegram } from '../support/fake-telegram.ts';
+import { billing } from '../support/context.ts';
+import { usdToNano } from '../../src/money/money.ts';
 
 const OPERATOR_SECRET = 'operator-alert-secret-0123456789';
 /** FLUX.2-pro at 1024 × 1024: held and charged exactly 31,457,280 nano-USD. */
@@ -29,6 +32,7 @@ const received: Received[] = [];
 /** Paths whose next N posts are answered 500. */
 const failNext = new Map<string, number>();
 let otlp: OtlpReceiver;
+let telegram: FakeTelegram;
 let hold: GatewayProcess;
 let lease: GatewayProcess;
 
@@ -45,6 +49,10 @@ const gatewayEnv = (billing: 'hold' | 'lease') => ({
   LEASE_FLUSH_MS: '50',
   OTEL_EXPORTER_OTLP_ENDPOINT: otlp.httpEndpoint,
   OTEL_BSP_SCHEDULE_DELAY: '50',
+  // The gateway runs the Telegram bot: owners and admins tied to Telegram are told too.
+  TELEGRAM_BOT_TOKEN: '333:ALERTS',
+  TELEGRAM_API_ROOT: telegram.url,
+  PUBLIC_BASE_URL: 'https://gateway.example.com',
 });
 
 beforeAll(async () => {
@@ -74,6 +82,7 @@ beforeAll(async () => {
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
   receiverUrl = `http://127.0.0.1:${(receiver.address() as { port: number }).port}`;
   otlp = await startOtlpReceiver();
+  telegram = await FakeTelegram.start();
   [hold, lease] = await Promise.all([
     extraGateway('alerts-hold', gatewayEnv('hold')),
     extraGateway('alerts-lease', gatewayEnv('lease')),
@@ -82,6 +91,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await Promise.all([hold?.stop(), lease?.stop()]);
   await otlp?.close();
+  await telegram?.close();
   receiver?.close();
 });
 
@@ -204,6 +214,30 @@ describe('budget alerts', () => {
         .map((r) => r.body.threshold_percent)
         .sort(),
     ).toEqual([100, 50, 80]);
+  });
+
+  it('owners and admins tied to Telegram are told in their chat by the bot the gateway runs', {
+    timeout: 60_000,
+  }, async () => {
+    const userId = 600_000_000 + Math.floor(Math.random() * 1_000_000);
+    const made = await orgs(undefined, hold.rpcUrl).createOrganisation({
+      name: 'Telegram Acme',
+      ownerTelegramUser: `telegram:${userId}`,
+      createOwnerKey: true,
+    });
+    const orgId = made.organisation!.id;
+    await billing().topUp({ accountId: orgId, amountNano: usdToNano('5'), externalId: `tg-${orgId}`, cause: 'test' });
+    await orgs(undefined, hold.rpcUrl).setBudget({
+      organisationId: orgId,
+      spec: spec({ amountUsd: '0.06291456', name: 'images', thresholds: [100] }),
+    });
+    for (let i = 0; i < 2; i++) expect(await flux(hold, made.ownerApiKey)).toBe(200);
+    const told = await until('the owner told', () =>
+      callsOf(telegram.calls, 'sendMessage').find((c) => String(c.params.chat_id) === String(userId)),
+    );
+    expect(told.params.text).toBe(
+      `Budget alert: Telegram Acme's organisation budget "images" reached 100%: $${'0.06291456'} of $${'0.06291456'} this month.`,
+    );
   });
 
   it('an organisation’s webhook is https at a public address, set by owners and admins only', async () => {

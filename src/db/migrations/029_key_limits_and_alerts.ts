@@ -29,9 +29,11 @@ export async function up(knex: Knex): Promise<void> {
     -- The window's spend and amount (with any raise) when the alert fired.
     spent_nano bigint NOT NULL,
     amount_nano bigint NOT NULL,
-    -- organisation (its webhook) or operator (BUDGET_ALERT_WEBHOOK_URL).
-    target text NOT NULL CHECK (target IN ('organisation', 'operator')),
+    -- organisation (its webhook), operator (BUDGET_ALERT_WEBHOOK_URL), or telegram (an admin's chat).
+    target text NOT NULL CHECK (target IN ('organisation', 'operator', 'telegram')),
+    -- The webhook's URL; '' for Telegram, which names the chat instead.
     url text NOT NULL,
+    chat_id text,
     attempts integer NOT NULL DEFAULT 0,
     next_attempt_at timestamptz NOT NULL DEFAULT now(),
     last_status integer,
