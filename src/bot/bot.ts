@@ -6,6 +6,7 @@ import { Bot } from 'grammy';
 import type { Logger } from 'pino';
 import type { BotConfig } from '../config/bot-config.ts';
 import { balance } from './balance.ts';
+import { budgets } from './budgets.ts';
 import { consoleLink } from './console-link.ts';
 import type { BillingClient, BotContext, BotFlavor, CatalogueClient, OrganisationClient } from './context.ts';
 import { fallbacks } from './fallbacks.ts';
@@ -62,6 +63,7 @@ export function createBot(
     balance,
     consoleLink,
     organisations,
+    budgets,
     inviting,
     topUp,
     payments,

@@ -10,6 +10,7 @@ export const COMMANDS = [
   { command: 'rotate', description: 'Replace a key; the old one stops at once' },
   { command: 'console', description: 'A one-time sign-in link to the web console' },
   { command: 'org', description: 'Your organisations, your role and the balance left' },
+  { command: 'budget', description: 'Your budgets: spent, left and when each resets' },
   { command: 'invite', description: 'An invitation link to your organisation (owners, admins)' },
   { command: 'paysupport', description: 'Help with payments and refunds' },
   { command: 'help', description: 'All commands' },

@@ -27,14 +27,18 @@ export interface BudgetFigures extends Budget {
   spentNano: bigint;
   heldNano: bigint;
   raiseNano: bigint;
+  /** Spend forgiven in the window (a reset); spentNano is net of it. */
+  forgivenNano: bigint;
+  /** Whose window: '' (the budget's one), or a customer budget's end customer. */
+  subject: string;
   /** amount + raise − spent + forgiven − held, at least 0. */
   remainingNano: bigint;
 }
 
-const COLUMNS = `id, account_id, scope, scope_id, name, amount_nano::text AS amount, period, time_zone, start_day, rolling_hours,
+export const COLUMNS = `id, account_id, scope, scope_id, name, amount_nano::text AS amount, period, time_zone, start_day, rolling_hours,
   mode, thresholds`;
 
-function budgetOf(r: Row): Budget {
+export function budgetOf(r: Row): Budget {
   return {
     id: r.id as string,
     accountId: r.account_id as string,
@@ -160,16 +164,18 @@ export async function deleteBudget(db: Db, actor: Actor, accountId: string, id: 
 
 /**
  * The organisation's budgets with their current window's figures; `applyTo` narrows them to those
- * over one member's requests (theirs, their personal keys', and the organisation's).
+ * over one member's requests (theirs, their personal keys', their teams', and the organisation's).
  */
 export async function listBudgets(db: Db, accountId: string, applyTo?: { memberId: string }): Promise<BudgetFigures[]> {
   const rows = rowsOf(
     await db.raw(
       `SELECT ${COLUMNS} FROM budgets WHERE account_id = ? AND deleted_at IS NULL
          AND (CAST(? AS text) IS NULL OR scope = 'organisation' OR (scope = 'member' AND scope_id = CAST(? AS text))
-              OR (scope = 'key' AND scope_id IN (SELECT id FROM api_keys WHERE member_id = CAST(? AS text))))
+              OR (scope = 'key' AND scope_id IN (SELECT id FROM api_keys WHERE member_id = CAST(? AS text)))
+              OR (scope = 'team' AND scope_id IN
+                    (SELECT team_id FROM team_members WHERE account_id = ? AND member_id = CAST(? AS text))))
        ORDER BY created_at, id LIMIT ?`,
-      [accountId, applyTo?.memberId ?? null, applyTo?.memberId ?? null, applyTo?.memberId ?? null, MAX_BUDGETS],
+      [accountId, ...Array(3).fill(applyTo?.memberId ?? null), accountId, applyTo?.memberId ?? null, MAX_BUDGETS],
     ),
   );
   const now = Date.now();
@@ -178,13 +184,14 @@ export async function listBudgets(db: Db, accountId: string, applyTo?: { memberI
   return out;
 }
 
-/** A budget's current window (of `subject`: an end customer's, or '') and what it spent, holds and has left. */
+/** A budget's current window (of `subject`: '' but for a customer budget) and what it spent, holds and has left. */
 export async function figuresOf(db: Runner, b: Budget, now: number, subject = ''): Promise<BudgetFigures> {
   const w = windowAt(b.period, now);
   const from = b.period.kind === 'rolling' ? w.start - (b.period.hours - 1) * 3_600_000 : w.start;
   const r = rowsOf(
     await db.raw(
       `SELECT COALESCE(sum(spent_nano - forgiven_nano), 0)::text AS spent, COALESCE(sum(held_nano), 0)::text AS held,
+              COALESCE(sum(forgiven_nano), 0)::text AS forgiven,
               COALESCE(sum(raise_nano) FILTER (WHERE window_start = CAST(? AS timestamptz)), 0)::text AS raise
        FROM budget_windows WHERE budget_id = ? AND subject = ? AND window_start >= CAST(? AS timestamptz)
          AND window_start <= CAST(? AS timestamptz)`,
@@ -202,6 +209,8 @@ export async function figuresOf(db: Runner, b: Budget, now: number, subject = ''
     spentNano: spent,
     heldNano: held,
     raiseNano: raise,
+    forgivenNano: BigInt(r.forgiven as string),
+    subject,
     remainingNano: left > 0n ? left : 0n,
   };
 }

@@ -75,8 +75,13 @@ export function checkBudget(input: BudgetInput): Omit<Budget, 'id' | 'accountId'
 
 /** A budget's amount: a plain USD decimal, exact to the nano-dollar, from 0 to MAX_BUDGET_NANO. */
 export function amountOf(text: string): bigint {
+  return usdField(text, 'amount_usd');
+}
+
+/** A USD amount of field `param` (a budget's amount, a window's raise), refused naming that field. */
+export function usdField(text: string, param: string): bigint {
   const t = text.trim();
-  const refuse = (why: string) => badRequest(`amount_usd ${why}`, 'invalid_value', 'amount_usd');
+  const refuse = (why: string) => badRequest(`${param} ${why}`, 'invalid_value', param);
   if (t === '') throw refuse('is required (a USD amount such as "20" or "0.50")');
   if (t.length > 32 || !/^\d{1,7}(\.\d{1,9})?$/.test(t))
     throw refuse(
@@ -86,6 +91,24 @@ export function amountOf(text: string): bigint {
   if (nano > MAX_BUDGET_NANO) throw refuse('is at most 1000000 USD');
   return nano;
 }
+
+/** A window's subject as a call names it: '' for a budget's one window, an end customer's id for a customer budget. */
+export function windowSubject(scope: Scope, text: string): string {
+  const refuse = (why: string) => badRequest(`subject ${why}`, 'invalid_value', 'subject');
+  if (scope !== 'customer') {
+    if (text !== '') throw refuse(`names an end customer: only a customer budget has them (this is a ${scope} budget)`);
+    return '';
+  }
+  if (text === '') throw refuse("is required: a customer budget's windows are each an end customer's");
+  // No control characters: an id is shown in the audit log, the console and the bot.
+  const chars = [...text];
+  if (chars.length > MAX_SUBJECT_CHARS || chars.some((c) => c.charCodeAt(0) < 0x20 || c.charCodeAt(0) === 0x7f))
+    throw refuse(`is an end customer's id: at most ${MAX_SUBJECT_CHARS} characters, no control characters`);
+  return text;
+}
+
+/** The longest end customer id a window is kept for. */
+export const MAX_SUBJECT_CHARS = 256;
 
 function periodOf(input: BudgetInput): Period {
   const refuse = (param: string, why: string) => badRequest(why, 'invalid_value', param);

@@ -21,8 +21,9 @@ import { marginTable, type MarginLine } from './margin-table.ts';
 import { MarginGrouping } from '../gen/gateway/v1/billing_pb.js';
 import { OrganisationService } from '../gen/gateway/v1/organisations_pb.js';
 import { ORGANISATION_GROUPS, runOrganisations } from './organisation-commands.ts';
+import { BUDGETS } from './budget-commands.ts';
 
-const USAGE = `usage: npm run cli -- keys|catalogue|providers|deployments|accounts|report|orgs|members|invites|teams <command> [options]
+const USAGE = `usage: npm run cli -- keys|catalogue|providers|deployments|accounts|report|orgs|members|invites|teams|budgets <command> [options]
   keys create --credits <usd> [--label <text>]   create an account and key; prints the key once
   keys balance <key|key_id>                       balance, held and available
   keys topup <key|key_id> --amount <usd> [--external-id <id>]
@@ -95,12 +96,24 @@ const USAGE = `usage: npm run cli -- keys|catalogue|providers|deployments|accoun
   teams delete <org> <team>                       refused while the team has live keys
   teams add <org> <team> <member>
   teams remove <org> <team> <member>
+  budgets set <org> <usd> --period day|week|month|rolling|lifetime [--scope organisation|team|member|key|customer]
+              [--scope-id <id>] [--time-zone <IANA zone>] [--start-day <n>] [--hours <n>] [--mode hard|soft]
+              [--thresholds 50,80,100] [--name <text>] [--budget <id>]
+                                                  a budget (--budget: changes that one, keeping what is not given);
+                                                  prints its id
+  budgets list <org> [--csv]                      budgets with their current window: spent, held, left, when it resets
+  budgets delete <org> <budget>
+  budgets raise <org> <budget> <usd> [--customer <id>]
+                                                  the current window's raise (0 takes it back), until the window ends
+  budgets reset <org> <budget> [--customer <id>]  forgives what was spent in the current window
 options: --json for machine-readable output; -f - reads the file from stdin; -h, --help for this text
 finding the gateway: GATEWAY_RPC_URL, else GRPC_PORT (and GRPC_HOST), else the address a running
   gateway wrote to DATA_DIR/gateway.json (default ./data), else http://127.0.0.1:8081
 env: ADMIN_TOKEN when the gateway requires it`;
 
 const COMMANDS = ['create', 'balance', 'topup', 'rotate', 'revoke', 'usage', 'limits'];
+/** The groups on OrganisationService: organisations, members, invitations, teams and budgets. */
+const ORGANISATION_COMMANDS = { ...ORGANISATION_GROUPS, budgets: BUDGETS };
 
 function fail(msg: string, code = 2): never {
   console.error(msg);
@@ -154,6 +167,15 @@ try {
       hours: { type: 'string' },
       'to-member': { type: 'string' },
       'to-team': { type: 'string' },
+      period: { type: 'string' },
+      scope: { type: 'string' },
+      'scope-id': { type: 'string' },
+      'time-zone': { type: 'string' },
+      'start-day': { type: 'string' },
+      mode: { type: 'string' },
+      thresholds: { type: 'string' },
+      budget: { type: 'string' },
+      customer: { type: 'string' },
       all: { type: 'boolean' },
       csv: { type: 'boolean' },
       json: { type: 'boolean' },
@@ -162,6 +184,9 @@ try {
   });
 } catch (err) {
   const e = err as NodeJS.ErrnoException;
+  // "-1" reads as an option (or an option's missing value): say what it is instead.
+  const negative = process.argv.slice(2).find((a) => /^-[\d.]/.test(a));
+  if (negative) usageError(`${negative} is negative: amounts, hours and days are never negative`);
   if (e.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION')
     usageError(`unknown option ${/'([^']+)'/.exec(e.message)?.[1] ?? ''}`.trim());
   if (e.code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') usageError(e.message.replace(/\.$/, ''));
@@ -245,12 +270,13 @@ async function run(): Promise<void> {
       positionals.slice(2),
     );
   if (group === 'accounts') return runAccounts(cmd, arg, positionals[3]);
-  if (Object.hasOwn(ORGANISATION_GROUPS, group))
+  if (Object.hasOwn(ORGANISATION_COMMANDS, group))
     return runOrganisations(
       { orgs: organisations, billing: client, options: values, out, usageError, consoleUrl: consoleAddress() },
       group,
       cmd,
       positionals.slice(2),
+      ORGANISATION_COMMANDS,
     );
   if (group === 'report') return runReport(cmd);
   if (group !== 'keys')

@@ -33,6 +33,16 @@ export interface OrganisationOptions {
   all?: boolean | undefined;
   csv?: boolean | undefined;
   json?: boolean | undefined;
+  // budgets (budget-commands.ts)
+  period?: string | undefined;
+  scope?: string | undefined;
+  'scope-id'?: string | undefined;
+  'time-zone'?: string | undefined;
+  'start-day'?: string | undefined;
+  mode?: string | undefined;
+  thresholds?: string | undefined;
+  budget?: string | undefined;
+  customer?: string | undefined;
 }
 
 /** What main.ts gives the commands. */
@@ -66,13 +76,13 @@ const BY: Record<string, SpendGrouping> = {
 const when = (t: Timestamp | undefined) => (t ? isoSecond(timestampDate(t)) : '');
 
 /** One result for scripts on stdout, what it means on stderr (or everything as JSON under --json). */
-function result(cli: OrganisationCli, value: string, note: string, json: unknown): void {
+export function result(cli: OrganisationCli, value: string, note: string, json: unknown): void {
   if (cli.options.json) return cli.out('', json);
   console.log(value);
   console.error(note);
 }
 
-function need(cli: OrganisationCli, args: string[], names: string[], command: string): string[] {
+export function need(cli: OrganisationCli, args: string[], names: string[], command: string): string[] {
   const missing = names.filter((_, i) => !args[i]);
   if (missing.length > 0) cli.usageError(`${command} needs ${names.map((n) => `<${n}>`).join(' ')}`);
   return args;
@@ -92,7 +102,7 @@ export function csvCell(v: unknown): string {
   return /[",\r\n]/.test(s) ? `"${s.replaceAll('"', '""')}"` : s;
 }
 
-function table<T>(cli: OrganisationCli, rows: T[], columns: Column<T>[], json: unknown): void {
+export function table<T>(cli: OrganisationCli, rows: T[], columns: Column<T>[], json: unknown): void {
   if (cli.options.csv) {
     console.log(columns.map((c) => csvCell(c.header)).join(','));
     for (const r of rows) console.log(columns.map((c) => csvCell(c.cell(r))).join(','));
@@ -422,8 +432,14 @@ export const ORGANISATION_GROUPS: Record<string, Record<string, Run>> = {
   teams: TEAMS,
 };
 
-export async function runOrganisations(cli: OrganisationCli, group: string, cmd: string | undefined, args: string[]) {
-  const commands = ORGANISATION_GROUPS[group]!;
+export async function runOrganisations(
+  cli: OrganisationCli,
+  group: string,
+  cmd: string | undefined,
+  args: string[],
+  groups: Record<string, Record<string, Run>> = ORGANISATION_GROUPS,
+) {
+  const commands = groups[group]!;
   const run = cmd ? commands[cmd] : undefined;
   if (!run)
     cli.usageError(

@@ -4,6 +4,7 @@
 // page's own shape (web/wire-types.ts). Names are text: the page shows them as text.
 import {
   type AuditEntry,
+  type BudgetState,
   type Invitation,
   type Member,
   type OrganisationKey,
@@ -18,6 +19,9 @@ import { nanoToUsd } from '../money/money.ts';
 import { CSV_HEADER, csvText, invalid, iso } from './wire.ts';
 import type {
   AuditRow,
+  BudgetPeriod,
+  BudgetRow,
+  BudgetScope,
   InvitationRow,
   MemberRow,
   OrgKeyRow,
@@ -129,6 +133,31 @@ export const auditRow = (e: AuditEntry): AuditRow => ({
   before: e.before,
   after: e.after,
   at: iso(e.at),
+});
+
+/** A budget and the figures of its current window (one subject's). */
+export const budgetRow = (b: BudgetState): BudgetRow => ({
+  budget_id: b.budgetId,
+  scope: (b.spec?.scope ?? 'organisation') as BudgetScope,
+  scope_id: b.spec?.scopeId ?? '',
+  scope_name: b.scopeName,
+  name: b.spec?.name ?? '',
+  amount_usd: b.spec?.amountUsd ?? '',
+  period: (b.spec?.period ?? 'day') as BudgetPeriod,
+  time_zone: b.spec?.timeZone ?? '',
+  start_day: b.spec?.startDay ?? 0,
+  rolling_hours: b.spec?.rollingHours ?? 0,
+  mode: b.spec?.mode === 'soft' ? 'soft' : 'hard',
+  thresholds: [...(b.spec?.thresholds ?? [])],
+  amount_nano: b.amountNano.toString(),
+  window_start: iso(b.windowStart),
+  window_end: iso(b.windowEnd),
+  spent_nano: b.spentNano.toString(),
+  held_nano: b.heldNano.toString(),
+  remaining_nano: b.remainingNano.toString(),
+  raise_nano: b.raiseNano.toString(),
+  forgiven_nano: b.forgivenNano.toString(),
+  subject: b.subject,
 });
 
 /** A request of the organisation's log: the request log's row, and whom it was charged to. */

@@ -1,6 +1,7 @@
 // An organisation's pages' routes (docs/console.md#api): its summary and name, spend by team,
 // member, key, model or day, members (roles, removal, sign-in links), invitations, teams and their
-// members, keys (whose each is; create, rotate, revoke) and the audit log (and its CSV).
+// members, keys (whose each is; create, rotate, revoke), budgets (budget-routes.ts) and the audit
+// log (and its CSV).
 //
 // Every route is a call to OrganisationService, made as the session's member or as the operator
 // (the ACTOR context value): the service's one access check decides what each role may do and
@@ -38,6 +39,7 @@ import {
   sendOrgRequestsCsv,
   sendPagedCsv,
 } from './org-money.ts';
+import { registerBudgets } from './budget-routes.ts';
 import { sessionCookieOf } from './sessions.ts';
 import { addDays, endOfUtcDay, intParam, invalid, iso, jsonObject, param, type Query } from './wire.ts';
 import type {
@@ -97,6 +99,7 @@ export function registerOrganisationRoutes(app: FastifyInstance, kit: RouteKit):
     registerInvitations(app, kit, scope);
     registerTeams(app, kit, scope);
     registerKeys(app, kit, scope);
+    registerBudgets(app, kit, scope);
   }
 
   // The operator: every organisation (an id, or text in the name), newest first.

@@ -48,6 +48,7 @@ export const PERMISSIONS = {
   'budgets.read': READERS,
   /** The budgets over the caller's own requests. */
   'budgets.read_own': EVERYONE,
+  /** Set, change and delete budgets; raise a window and reset its spend (RaiseBudget, ResetBudgetSpend). */
   'budgets.manage': MANAGERS,
 } as const satisfies Record<string, readonly Role[]>;
 

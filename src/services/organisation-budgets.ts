@@ -1,18 +1,21 @@
 // OrganisationService's budget methods (docs/budgets.md#seeing-and-managing-them): owners and
-// admins set and delete budgets; owners, admins and billing members see every budget, a member
-// those over their own requests. Every change is in the audit log with the budget before and after.
+// admins set, raise, reset and delete budgets; owners, admins and billing members see every budget,
+// a member those over their own requests (and anyone, asking for them, only those). Every change is
+// in the audit log with the budget or window before and after.
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import type { ServiceImpl } from '@connectrpc/connect';
 import type { BudgetStateSchema, OrganisationService } from '../gen/gateway/v1/organisations_pb.js';
 import { badRequest } from '../errors/errors.ts';
-import { checkBudget, periodColumns } from '../budgets/budget.ts';
+import { checkBudget, periodColumns, usdField } from '../budgets/budget.ts';
 import { deleteBudget, figuresOf, listBudgets, saveBudget, type BudgetFigures } from '../budgets/budget-store.ts';
+import { raiseWindow, resetWindowSpend } from '../budgets/budget-window-changes.ts';
+import { scopeNames } from '../budgets/scope-names.ts';
 import { may } from '../organisations/roles.ts';
 import { nanoToUsd } from '../money/money.ts';
 import type { AccessChecks, OrganisationDeps } from './organisation-access.ts';
 
-function stateOf(b: BudgetFigures): MessageInitShape<typeof BudgetStateSchema> {
+function stateOf(b: BudgetFigures, names?: Map<string, string>): MessageInitShape<typeof BudgetStateSchema> {
   const p = periodColumns(b.period);
   return {
     budgetId: b.id,
@@ -34,13 +37,29 @@ function stateOf(b: BudgetFigures): MessageInitShape<typeof BudgetStateSchema> {
     spentNano: b.spentNano,
     heldNano: b.heldNano,
     remainingNano: b.remainingNano,
+    raiseNano: b.raiseNano,
+    forgivenNano: b.forgivenNano,
+    subject: b.subject,
+    scopeName: names?.get(b.scopeId) ?? '',
   };
+}
+
+const requireBudgetId = (id: string) => {
+  if (!id) throw badRequest('budget_id is required', 'missing_required_parameter', 'budget_id');
+};
+
+/** A budget's state with its scope's name. */
+async function namedState(db: OrganisationDeps['db'], b: BudgetFigures) {
+  return stateOf(b, await scopeNames(db, b.accountId, [b]));
 }
 
 export function budgetMethods(
   deps: OrganisationDeps,
   c: AccessChecks,
-): Pick<ServiceImpl<typeof OrganisationService>, 'setBudget' | 'listBudgets' | 'deleteBudget'> {
+): Pick<
+  ServiceImpl<typeof OrganisationService>,
+  'setBudget' | 'listBudgets' | 'deleteBudget' | 'raiseBudget' | 'resetBudgetSpend'
+> {
   const { db } = deps;
   return {
     async setBudget(req, ctx) {
@@ -61,14 +80,18 @@ export function budgetMethods(
       });
       const id = await saveBudget(db, a.actor, a.accountId, budget, req.budgetId);
       deps.budgetsChanged?.(a.accountId);
-      return { budget: stateOf(await figuresOf(db, { ...budget, id, accountId: a.accountId }, Date.now())) };
+      return {
+        budget: await namedState(db, await figuresOf(db, { ...budget, id, accountId: a.accountId }, Date.now())),
+      };
     },
 
     async listBudgets(req, ctx) {
       const a = await c.access(ctx, req.organisationId, 'budgets.read_own');
-      const all = a.role === 'operator' || may(a.role, 'budgets.read');
+      // The operator makes no requests of its own: "mine" is every budget for them.
+      const all = a.role === 'operator' || (may(a.role, 'budgets.read') && !req.applyingToMe);
       const list = await listBudgets(db, a.accountId, all ? undefined : { memberId: a.memberId });
-      return { budgets: list.map(stateOf) };
+      const names = await scopeNames(db, a.accountId, list);
+      return { budgets: list.map((b) => stateOf(b, names)) };
     },
 
     async deleteBudget(req, ctx) {
@@ -76,6 +99,22 @@ export function budgetMethods(
       await deleteBudget(db, a.actor, a.accountId, req.budgetId);
       deps.budgetsChanged?.(a.accountId);
       return { deleted: true };
+    },
+
+    async raiseBudget(req, ctx) {
+      const a = await c.access(ctx, req.organisationId, 'budgets.manage');
+      requireBudgetId(req.budgetId);
+      const raiseNano = usdField(req.raiseUsd, 'raise_usd');
+      const target = { accountId: a.accountId, budgetId: req.budgetId, subject: req.subject };
+      return { budget: await namedState(db, await raiseWindow(db, a.actor, target, raiseNano)) };
+    },
+
+    async resetBudgetSpend(req, ctx) {
+      const a = await c.access(ctx, req.organisationId, 'budgets.manage');
+      requireBudgetId(req.budgetId);
+      const target = { accountId: a.accountId, budgetId: req.budgetId, subject: req.subject };
+      const r = await resetWindowSpend(db, a.actor, target);
+      return { budget: await namedState(db, r.figures), forgivenNano: r.forgivenNano };
     },
   };
 }

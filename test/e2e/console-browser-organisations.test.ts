@@ -124,6 +124,7 @@ describe('the organisation pages, for each role, in a browser', () => {
       'Members',
       'Teams',
       'Keys',
+      'Budgets',
       'Audit log',
       'Models',
     ]);
@@ -176,7 +177,7 @@ describe('the organisation pages, for each role, in a browser', () => {
     await owner.context.close();
 
     const member = await signedIn(org.people.member.apiKey, '/console/requests');
-    expect(await navOf(member.page)).toEqual(['Overview', 'Requests', 'Teams', 'Keys', 'Models']);
+    expect(await navOf(member.page)).toEqual(['Overview', 'Requests', 'Teams', 'Keys', 'Budgets', 'Models']);
     const own = (
       await gw.db.query(
         'SELECT request_id FROM usage_records WHERE member_id = $1 ORDER BY created_at DESC, request_id',
@@ -398,7 +399,16 @@ describe('the organisation pages, for each role, in a browser', () => {
     await page.waitForSelector('.who[data-role=member]', { state: 'attached' });
     expect(await page.textContent('.who')).toBe('Sam <b>Singh</b> · Billing');
     await loaded(page);
-    expect(await navOf(page)).toEqual(['Overview', 'Requests', 'Billing', 'Members', 'Teams', 'Keys', 'Models']);
+    expect(await navOf(page)).toEqual([
+      'Overview',
+      'Requests',
+      'Billing',
+      'Members',
+      'Teams',
+      'Keys',
+      'Budgets',
+      'Models',
+    ]);
     expect(await page.content()).not.toContain(inv.token);
     // Used: the same link again is refused, and says so.
     const again = await recordingContext(browser);

@@ -317,13 +317,13 @@ describe('docs/rpc.md', () => {
   it('its CLI table lists exactly the commands of npm run cli -- --help', async () => {
     const table = [
       ...read('docs/rpc.md').matchAll(
-        /^\| `(keys|orgs|members|invites|teams|catalogue|accounts|report|providers|deployments) ([\w-]+)/gm,
+        /^\| `(keys|orgs|members|invites|teams|budgets|catalogue|accounts|report|providers|deployments) ([\w-]+)/gm,
       ),
     ].map((m) => `${m[1]} ${m[2]}`);
     const { stdout } = await run('npm', ['run', '-s', 'cli', '--', '--help'], { cwd: ROOT });
     const help = [
       ...stdout.matchAll(
-        /^ {2}(keys|orgs|members|invites|teams|catalogue|accounts|report|providers|deployments) ([\w-]+)/gm,
+        /^ {2}(keys|orgs|members|invites|teams|budgets|catalogue|accounts|report|providers|deployments) ([\w-]+)/gm,
       ),
     ].map((m) => `${m[1]} ${m[2]}`);
     expect(help.length).toBeGreaterThan(5);

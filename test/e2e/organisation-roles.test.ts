@@ -28,6 +28,23 @@ const ownerOf = (org: TestOrg) => org.people.owner.client;
 const clientOf = (c: Ctx) => c.org.people[c.as].client;
 const selfOf = (c: Ctx) => c.org.people[c.as].memberId;
 
+const budgetSpec = (over: Record<string, unknown> = {}) => ({
+  scope: 'organisation',
+  scopeId: '',
+  name: '',
+  amountUsd: '1',
+  period: 'day',
+  timeZone: 'UTC',
+  startDay: 0,
+  rollingHours: 0,
+  mode: 'hard',
+  thresholds: [],
+  ...over,
+});
+/** A budget of the organisation, made by the owner, to act on. */
+const aBudget = async (org: TestOrg) =>
+  (await ownerOf(org).setBudget({ organisationId: org.id, spec: budgetSpec() })).budget!.budgetId;
+
 /** `prepare` sets up what the action needs (as the owner) and returns the call the role makes. */
 type Prepared = () => Promise<unknown>;
 const ACTIONS_TRIED: { action: string; allowed: RoleName[]; prepare: (c: Ctx) => Promise<Prepared> }[] = [
@@ -233,6 +250,55 @@ const ACTIONS_TRIED: { action: string; allowed: RoleName[]; prepare: (c: Ctx) =>
           scopeId: t.team!.teamId,
           maxInFlight: 4,
         });
+    },
+  },
+  {
+    action: 'set a budget',
+    allowed: managers,
+    prepare: async (c) => () =>
+      clientOf(c).setBudget({ organisationId: c.org.id, spec: budgetSpec({ name: `Set by ${c.as}` }) }),
+  },
+  {
+    action: 'change a budget',
+    allowed: managers,
+    prepare: async (c) => {
+      const id = await aBudget(c.org);
+      return () =>
+        clientOf(c).setBudget({ organisationId: c.org.id, budgetId: id, spec: budgetSpec({ amountUsd: '9' }) });
+    },
+  },
+  {
+    action: 'list the budgets (a `member`: those over their own requests)',
+    allowed: all,
+    prepare: async (c) => () => clientOf(c).listBudgets({ organisationId: c.org.id }),
+  },
+  {
+    action: 'list the budgets over their own requests',
+    allowed: all,
+    prepare: async (c) => () => clientOf(c).listBudgets({ organisationId: c.org.id, applyingToMe: true }),
+  },
+  {
+    action: 'delete a budget',
+    allowed: managers,
+    prepare: async (c) => {
+      const id = await aBudget(c.org);
+      return () => clientOf(c).deleteBudget({ organisationId: c.org.id, budgetId: id });
+    },
+  },
+  {
+    action: "raise a budget's window",
+    allowed: managers,
+    prepare: async (c) => {
+      const id = await aBudget(c.org);
+      return () => clientOf(c).raiseBudget({ organisationId: c.org.id, budgetId: id, raiseUsd: '5' });
+    },
+  },
+  {
+    action: "reset a budget's spend",
+    allowed: managers,
+    prepare: async (c) => {
+      const id = await aBudget(c.org);
+      return () => clientOf(c).resetBudgetSpend({ organisationId: c.org.id, budgetId: id });
     },
   },
 ];

@@ -33,6 +33,9 @@ import type {
   OrgRole,
   Page,
   AuditRow,
+  BudgetRequest,
+  BudgetRow,
+  RaiseRequest,
   RedeemAnswer,
   RedeemRequest,
   RemoveMemberAnswer,
@@ -48,6 +51,8 @@ import type {
   RefundAnswer,
   RequestFilters,
   RequestRow,
+  ResetAnswer,
+  ResetRequest,
   RevokeAnswer,
   RotatedKey,
   SessionAnswer,
@@ -277,4 +282,15 @@ export const api = {
   audit: (scope: OrgScope, cursor = '') => read<Page<AuditRow>>(`${org(scope)}/audit${query({ cursor })}`),
   /** The address of the audit log's CSV download (a link's href). */
   auditCsvHref: (scope: OrgScope) => `${API}${org(scope)}/audit.csv`,
+  /** The budgets the session may see: every one, or those over the member's own requests. */
+  budgets: (scope: OrgScope) => read<{ rows: BudgetRow[] }>(`${org(scope)}/budgets`),
+  /** A new budget, or (with its id) a change of one. */
+  setBudget: (scope: OrgScope, body: BudgetRequest, budgetId = '') =>
+    post<BudgetRow>(budgetId ? `${org(scope)}/budgets/${id(budgetId)}/change` : `${org(scope)}/budgets`, body),
+  deleteBudget: (scope: OrgScope, budgetId: string) =>
+    post<{ deleted: boolean }>(`${org(scope)}/budgets/${id(budgetId)}/delete`, {}),
+  raiseBudget: (scope: OrgScope, budgetId: string, body: RaiseRequest) =>
+    post<BudgetRow>(`${org(scope)}/budgets/${id(budgetId)}/raise`, body),
+  resetBudget: (scope: OrgScope, budgetId: string, body: ResetRequest) =>
+    post<ResetAnswer>(`${org(scope)}/budgets/${id(budgetId)}/reset`, body),
 };

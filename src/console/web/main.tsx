@@ -18,6 +18,7 @@ import { Accounts, accountsData } from './pages/accounts.tsx';
 import { Audit, auditData } from './pages/audit.tsx';
 import { Billing, billingData } from './pages/billing.tsx';
 import { Book, bookData } from './pages/book.tsx';
+import { Budgets, budgetsData } from './pages/budgets.tsx';
 import { InvitePage } from './pages/invite.tsx';
 import { KeyPage } from './pages/key.tsx';
 import { Margin, marginData } from './pages/margin.tsx';
@@ -141,6 +142,15 @@ const ROUTES: [RegExp, Route][] = [
     },
   ],
   [
+    /^\/console\/budgets$/,
+    {
+      roles: MEMBER,
+      nav: '/console/budgets',
+      data: budgetsData,
+      view: (ctx) => page('Budgets', <Budgets place={placeOf(ctx)} />),
+    },
+  ],
+  [
     /^\/console\/audit$/,
     { roles: MEMBER, nav: '/console/audit', data: auditData, view: () => page('Audit log', <Audit scope="own" />) },
   ],
@@ -220,6 +230,7 @@ function navOf(me: Me): NavItem[] {
     ...when('members.read', { path: '/console/members', text: 'Members' }),
     ...when('teams.read', { path: '/console/teams', text: 'Teams' }),
     { path: '/console/keys', text: 'Keys' },
+    ...when('budgets.read_own', { path: '/console/budgets', text: 'Budgets' }),
     ...when('audit.read', { path: '/console/audit', text: 'Audit log' }),
     { path: '/console/models', text: 'Models' },
   ];

@@ -352,6 +352,68 @@ export interface AuditRow {
   at: string | null;
 }
 
+/** What a budget is over (docs/budgets.md#what-a-budget-is). */
+export type BudgetScope = 'organisation' | 'team' | 'member' | 'key' | 'customer';
+export type BudgetPeriod = 'day' | 'week' | 'month' | 'rolling' | 'lifetime';
+
+/** A budget as it is set (POST /org/budgets, /org/budgets/:id/change). */
+export interface BudgetRequest {
+  scope: BudgetScope;
+  /** The team, member or key id; '' for the organisation; a customer budget's '', 'key:<id>' or 'team:<id>'. */
+  scope_id: string;
+  name: string;
+  /** USD, a plain decimal string ("20", "0.50"). */
+  amount_usd: string;
+  period: BudgetPeriod;
+  /** An IANA time zone (day, week, month). */
+  time_zone: string;
+  /** A week's (0 Sunday … 6 Saturday) or a month's (1 … 28) first day. */
+  start_day: number;
+  rolling_hours: number;
+  mode: 'hard' | 'soft';
+  /** Alert thresholds in percent ([] for the default 50, 80, 100). */
+  thresholds: number[];
+}
+
+/** A row of GET /org/budgets: the budget and its current window (ListBudgets). */
+export interface BudgetRow extends BudgetRequest {
+  budget_id: string;
+  /** The team's, member's or key's name as it is now ('' for the organisation and customer budgets). */
+  scope_name: string;
+  amount_nano: string;
+  /** The current window; window_end null for a lifetime budget. */
+  window_start: string | null;
+  window_end: string | null;
+  /** Spent in the window, less what a reset forgave. */
+  spent_nano: string;
+  held_nano: string;
+  /** amount + raise − spent − held, at least 0. */
+  remaining_nano: string;
+  /** The window's temporary raise. */
+  raise_nano: string;
+  forgiven_nano: string;
+  /** '' (the budget's one window) or a customer budget's end customer. */
+  subject: string;
+}
+
+/** POST /org/budgets/:id/raise: the current window's raise (replacing the last; "0" takes it back). */
+export interface RaiseRequest {
+  raise_usd: string;
+  /** A customer budget's end customer; '' otherwise. */
+  subject?: string;
+}
+
+/** POST /org/budgets/:id/reset. */
+export interface ResetRequest {
+  subject?: string;
+}
+
+/** What a reset forgave, and the window after. */
+export interface ResetAnswer {
+  budget: BudgetRow;
+  forgiven_nano: string;
+}
+
 /** POST /invitation (no session): redeems an invitation link, making a new member signed in at once. */
 export interface RedeemRequest {
   token: string;

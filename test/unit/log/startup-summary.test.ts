@@ -444,7 +444,7 @@ describe('the CLI command line', () => {
       const r = cli(...args);
       expect(r.code, args.join(' ')).toBe(0);
       expect(r.stdout).toMatch(
-        /^usage: npm run cli -- keys\|catalogue\|providers\|deployments\|accounts\|report\|orgs\|members\|invites\|teams <command>/,
+        /^usage: npm run cli -- keys\|catalogue\|providers\|deployments\|accounts\|report\|orgs\|members\|invites\|teams\|budgets <command>/,
       );
       expect(r.stdout).toContain('catalogue set-price <model>');
       expect(r.stdout).toContain('DATA_DIR/gateway.json');

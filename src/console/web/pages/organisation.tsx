@@ -1,13 +1,14 @@
 // One organisation, for the operator, who acts on it with every permission: its figures and a link
 // to its account's money page, and as tabs the pages its members see: overview (spend by day,
-// team, member, key, model), members and invitations, teams, keys, requests (with whom each was
-// charged to) and the audit log. Each tab is the members' own page over this organisation.
+// team, member, key, model), members and invitations, teams, keys, budgets, requests (with whom
+// each was charged to) and the audit log. Each tab is the members' own page over this organisation.
 import { api, query } from '../api.ts';
 import { ErrorNote, Loading, PageHeader, Segmented } from '../components/ui.tsx';
 import { useApi } from '../data.ts';
 import { canFrom, type OrgPlace } from '../org.ts';
 import { type Location, navigate } from '../router.ts';
 import { Audit } from './audit.tsx';
+import { Budgets } from './budgets.tsx';
 import { Members, searchOf } from './members.tsx';
 import { OrgKeys } from './org-keys.tsx';
 import { OrgOverview } from './org-overview.tsx';
@@ -20,6 +21,7 @@ const TABS = [
   { value: 'members', text: 'Members' },
   { value: 'teams', text: 'Teams' },
   { value: 'keys', text: 'Keys' },
+  { value: 'budgets', text: 'Budgets' },
   { value: 'requests', text: 'Requests' },
   { value: 'audit', text: 'Audit log' },
 ] as const;
@@ -38,6 +40,7 @@ export const organisationData = (loc: Location, id: string) => {
     api.organisation(scope),
     ...(tab === 'members' ? [api.members(scope, searchOf(loc))] : []),
     ...(tab === 'teams' ? [api.teams(scope, searchOf(loc))] : []),
+    ...(tab === 'budgets' ? [api.budgets(scope)] : []),
     ...(tab === 'requests' ? [api.requests(scope, filtersOf(loc))] : []),
     ...(tab === 'audit' ? [api.audit(scope)] : []),
   ];
@@ -81,6 +84,7 @@ export function OrganisationPage(props: { loc: Location; id: string }) {
           {tab === 'members' ? <Members place={place} loc={props.loc} /> : null}
           {tab === 'teams' ? <Teams place={place} loc={props.loc} /> : null}
           {tab === 'keys' ? <OrgKeys place={place} /> : null}
+          {tab === 'budgets' ? <Budgets place={place} /> : null}
           {tab === 'requests' ? (
             <RequestLog scope={scope} loc={props.loc} pagePath={pagePath} keep={{ tab: 'requests' }} models={[]} />
           ) : null}

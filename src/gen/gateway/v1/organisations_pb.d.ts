@@ -2026,6 +2026,34 @@ export declare type BudgetState = Message<"gateway.v1.BudgetState"> & {
    * @generated from field: int64 remaining_nano = 8;
    */
   remainingNano: bigint;
+
+  /**
+   * The current window's temporary raise (RaiseBudget): its amount is amount_nano + raise_nano.
+   *
+   * @generated from field: int64 raise_nano = 9;
+   */
+  raiseNano: bigint;
+
+  /**
+   * Spend forgiven in the current window (ResetBudgetSpend); spent_nano is what is left of it.
+   *
+   * @generated from field: int64 forgiven_nano = 10;
+   */
+  forgivenNano: bigint;
+
+  /**
+   * Whose window these figures are: "" (the budget's one window), or a customer budget's end customer.
+   *
+   * @generated from field: string subject = 11;
+   */
+  subject: string;
+
+  /**
+   * The team's, member's or key's name as it is now ("" for the organisation and customer budgets).
+   *
+   * @generated from field: string scope_name = 12;
+   */
+  scopeName: string;
 };
 
 /**
@@ -2086,6 +2114,14 @@ export declare type ListBudgetsRequest = Message<"gateway.v1.ListBudgetsRequest"
    * @generated from field: string organisation_id = 1;
    */
   organisationId: string;
+
+  /**
+   * Only the budgets over the caller's own requests (theirs, their keys', their teams', the
+   * organisation's), whatever their role may read; the operator, who makes no requests, gets every budget.
+   *
+   * @generated from field: bool applying_to_me = 2;
+   */
+  applyingToMe: boolean;
 };
 
 /**
@@ -2411,6 +2447,112 @@ export declare type ListAlertDeliveriesResponse = Message<"gateway.v1.ListAlertD
  * Use `create(ListAlertDeliveriesResponseSchema)` to create a new message.
  */
 export declare const ListAlertDeliveriesResponseSchema: GenMessage<ListAlertDeliveriesResponse>;
+
+/**
+ * @generated from message gateway.v1.RaiseBudgetRequest
+ */
+export declare type RaiseBudgetRequest = Message<"gateway.v1.RaiseBudgetRequest"> & {
+  /**
+   * @generated from field: string organisation_id = 1;
+   */
+  organisationId: string;
+
+  /**
+   * @generated from field: string budget_id = 2;
+   */
+  budgetId: string;
+
+  /**
+   * "" for an organisation, team, member or key budget; the end customer's id for a customer budget.
+   *
+   * @generated from field: string subject = 3;
+   */
+  subject: string;
+
+  /**
+   * USD, a plain decimal string such as "5" or "0.50" (at most 1000000): the current window's raise.
+   *
+   * @generated from field: string raise_usd = 4;
+   */
+  raiseUsd: string;
+};
+
+/**
+ * Describes the message gateway.v1.RaiseBudgetRequest.
+ * Use `create(RaiseBudgetRequestSchema)` to create a new message.
+ */
+export declare const RaiseBudgetRequestSchema: GenMessage<RaiseBudgetRequest>;
+
+/**
+ * @generated from message gateway.v1.RaiseBudgetResponse
+ */
+export declare type RaiseBudgetResponse = Message<"gateway.v1.RaiseBudgetResponse"> & {
+  /**
+   * The budget with the raised window's figures.
+   *
+   * @generated from field: gateway.v1.BudgetState budget = 1;
+   */
+  budget?: BudgetState | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.RaiseBudgetResponse.
+ * Use `create(RaiseBudgetResponseSchema)` to create a new message.
+ */
+export declare const RaiseBudgetResponseSchema: GenMessage<RaiseBudgetResponse>;
+
+/**
+ * @generated from message gateway.v1.ResetBudgetSpendRequest
+ */
+export declare type ResetBudgetSpendRequest = Message<"gateway.v1.ResetBudgetSpendRequest"> & {
+  /**
+   * @generated from field: string organisation_id = 1;
+   */
+  organisationId: string;
+
+  /**
+   * @generated from field: string budget_id = 2;
+   */
+  budgetId: string;
+
+  /**
+   * As RaiseBudgetRequest.subject.
+   *
+   * @generated from field: string subject = 3;
+   */
+  subject: string;
+};
+
+/**
+ * Describes the message gateway.v1.ResetBudgetSpendRequest.
+ * Use `create(ResetBudgetSpendRequestSchema)` to create a new message.
+ */
+export declare const ResetBudgetSpendRequestSchema: GenMessage<ResetBudgetSpendRequest>;
+
+/**
+ * @generated from message gateway.v1.ResetBudgetSpendResponse
+ */
+export declare type ResetBudgetSpendResponse = Message<"gateway.v1.ResetBudgetSpendResponse"> & {
+  /**
+   * The budget with the reset window's figures.
+   *
+   * @generated from field: gateway.v1.BudgetState budget = 1;
+   */
+  budget?: BudgetState | undefined;
+
+  /**
+   * What this reset forgave (0 when nothing had been spent since the last).
+   *
+   * @generated from field: int64 forgiven_nano = 2;
+   */
+  forgivenNano: bigint;
+};
+
+/**
+ * Describes the message gateway.v1.ResetBudgetSpendResponse.
+ * Use `create(ResetBudgetSpendResponseSchema)` to create a new message.
+ */
+export declare const ResetBudgetSpendResponseSchema: GenMessage<ResetBudgetSpendResponse>;
 
 /**
  * @generated from enum gateway.v1.Role
@@ -2839,6 +2981,30 @@ export declare const OrganisationService: GenService<{
     methodKind: "unary";
     input: typeof ListAlertDeliveriesRequestSchema;
     output: typeof ListAlertDeliveriesResponseSchema;
+  },
+  /**
+   * A temporary raise of one budget's current window, for one subject: until the window ends its
+   * amount is the budget's plus the raise (a new raise replaces the last; "0" takes it back).
+   * Owners and admins; in the audit log.
+   *
+   * @generated from rpc gateway.v1.OrganisationService.RaiseBudget
+   */
+  raiseBudget: {
+    methodKind: "unary";
+    input: typeof RaiseBudgetRequestSchema;
+    output: typeof RaiseBudgetResponseSchema;
+  },
+  /**
+   * Forgives what one subject has spent so far in a budget's current window (a member budget: that
+   * member's spend), so the window starts again from nothing spent; holds in flight stay held.
+   * Owners and admins; in the audit log.
+   *
+   * @generated from rpc gateway.v1.OrganisationService.ResetBudgetSpend
+   */
+  resetBudgetSpend: {
+    methodKind: "unary";
+    input: typeof ResetBudgetSpendRequestSchema;
+    output: typeof ResetBudgetSpendResponseSchema;
   },
 }>;
 
