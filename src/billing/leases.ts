@@ -257,7 +257,9 @@ export class LeaseBook {
   /**
    * Makes `need` free in the lease's slice of each window, taking each shortfall (at most a
    * quarter of what the window has left, at least the shortfall) from the window in one
-   * transaction: the lease's hold locked and checked active, then the windows in their order.
+   * transaction: the account's row locked first (as every statement that moves a window's money
+   * does, so none waits on another in a circle), then the lease's hold, checked active, then the
+   * windows in their order.
    * False when a hard window has less room than its shortfall (the request goes to a database
    * hold, whose refusal names the budget).
    */
@@ -268,6 +270,7 @@ export class LeaseBook {
       if (short.length === 0) return true;
       const taken = await retryIfConnectionLost(() =>
         this.db.transaction(async (trx) => {
+          await trx.raw('SELECT 1 FROM accounts WHERE id = ? FOR UPDATE', [lease.accountId]);
           const live = rowsOf(
             await trx.raw(`SELECT 1 FROM holds WHERE request_id = ? AND status = 'active' FOR UPDATE`, [lease.id]),
           );
