@@ -20,6 +20,7 @@ import type { Logger } from 'pino';
 import { retryIfConnectionLost, type Db } from '../db/db.ts';
 import { LEASE_RECLAIM_CHANNEL, storedTraceId, type Balance, type Ledger } from './ledger.ts';
 import { newId } from './ids.ts';
+import { storedAttempts } from './attempts.ts';
 
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows?: Row[] }).rows ?? [];
@@ -52,6 +53,8 @@ export interface LeasedCharge {
   deployment: string;
   /** The request's trace id (32 lowercase hex) when its trace was sampled; unset or '' otherwise (stored NULL). */
   traceId?: string;
+  /** Its upstream attempts (attempts.ts); unset or '' for none (stored NULL). */
+  attempts?: string;
   route: string;
   inputTokens: bigint;
   outputTokens: bigint;
@@ -347,75 +350,13 @@ export class LeaseBook {
     });
   }
 
-  /** One batch: usage rows, ledger charges, the balance and the lease, in one statement. */
+  /** One batch: usage rows, ledger charges, the balance and the lease, in one statement (FLUSH_SQL). */
   private flush(lease: Lease): Promise<unknown> {
     return this.serial(lease, async () => {
       const batch = lease.pending.splice(0);
       if (batch.length === 0) return;
-      // Every column as text: PostgreSQL parses each array into the type it is cast to.
-      const col = (k: keyof LeasedCharge): string[] => batch.map((c) => String(c[k]));
       try {
-        const rows = rowsOf(
-          await this.db.raw(
-            `WITH r AS (
-             SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[]),
-               CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS boolean[]), CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]),
-               CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]),
-               CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[])) WITH ORDINALITY
-               AS r(request_id, key_id, model, route, input_tokens, output_tokens, cached_tokens, cache_write_tokens, usage_estimated,
-                    cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model, price_version,
-                    provider_cost_nano, markup_version, deployment, trace_id, member_id, team_id, n)
-           ), total AS (
-             SELECT COALESCE(sum(cost_nano), 0) AS t FROM r
-           ), lease AS (
-             UPDATE holds SET amount_nano = amount_nano - (SELECT t FROM total) WHERE request_id = ? AND status = 'active' RETURNING account_id
-           ), a AS (
-             UPDATE accounts SET balance_nano = balance_nano - (SELECT t FROM total), held_nano = held_nano - (SELECT t FROM total)
-             FROM lease WHERE accounts.id = lease.account_id RETURNING accounts.balance_nano + (SELECT t FROM total) AS before
-           ), l AS (
-             INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, request_id, cause)
-             SELECT lease.account_id, -r.cost_nano, 'charge', a.before - sum(r.cost_nano) OVER (ORDER BY r.n), r.request_id, 'request'
-             FROM r, lease, a WHERE r.cost_nano > 0
-           ), u AS (
-             INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
-               cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model,
-               price_version_id, provider_cost_nano, markup_version_id, deployment, trace_id, member_id, team_id)
-             SELECT r.request_id, lease.account_id, r.key_id, r.model, r.route, r.input_tokens, r.output_tokens, r.cached_tokens,
-               r.cache_write_tokens, r.usage_estimated, r.cost_nano, r.uncovered_nano, r.status, r.http_status, r.latency_ms, r.units, r.unit,
-               r.requested_model, NULLIF(r.price_version, 0), r.provider_cost_nano, NULLIF(r.markup_version, 0), NULLIF(r.deployment, ''),
-               NULLIF(r.trace_id, ''), NULLIF(r.member_id, ''), NULLIF(r.team_id, '')
-             FROM r, lease
-           )
-           SELECT count(*)::int AS applied FROM lease`,
-            [
-              col('requestId'),
-              col('keyId'),
-              col('model'),
-              col('route'),
-              col('inputTokens'),
-              col('outputTokens'),
-              col('cachedTokens'),
-              col('cacheWriteTokens'),
-              col('usageEstimated'),
-              col('costNano'),
-              col('uncoveredNano'),
-              col('status'),
-              col('httpStatus'),
-              col('latencyMs'),
-              col('units'),
-              col('unit'),
-              col('requestedModel'),
-              col('priceVersion'),
-              col('providerCostNano'),
-              col('markupVersion'),
-              col('deployment'),
-              batch.map((c) => storedTraceId(c.traceId)),
-              col('memberId'),
-              col('teamId'),
-              lease.id,
-            ],
-          ),
-        );
+        const rows = rowsOf(await this.db.raw(FLUSH_SQL, [...flushColumns(batch), lease.id]));
         if (rows[0]?.applied !== 1) {
           lease.closed = true;
           this.log.error(
@@ -493,4 +434,73 @@ export class LeaseBook {
     lease.queue = next.catch(() => {});
     return next;
   }
+}
+
+/**
+ * A lease's batch in one statement: its charges as rows (each column an array, unnested), the
+ * lease shrunk and the balance charged by their total, a ledger row per charge and a usage row per
+ * request. Applied only while the lease is active (`applied` 1).
+ */
+const FLUSH_SQL = `WITH r AS (
+   SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[]),
+     CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS boolean[]), CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]),
+     CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]),
+     CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]),
+     CAST(? AS text[])) WITH ORDINALITY
+     AS r(request_id, key_id, model, route, input_tokens, output_tokens, cached_tokens, cache_write_tokens, usage_estimated,
+          cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model, price_version,
+          provider_cost_nano, markup_version, deployment, trace_id, attempts, member_id, team_id, n)
+ ), total AS (
+   SELECT COALESCE(sum(cost_nano), 0) AS t FROM r
+ ), lease AS (
+   UPDATE holds SET amount_nano = amount_nano - (SELECT t FROM total) WHERE request_id = ? AND status = 'active' RETURNING account_id
+ ), a AS (
+   UPDATE accounts SET balance_nano = balance_nano - (SELECT t FROM total), held_nano = held_nano - (SELECT t FROM total)
+   FROM lease WHERE accounts.id = lease.account_id RETURNING accounts.balance_nano + (SELECT t FROM total) AS before
+ ), l AS (
+   INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, request_id, cause)
+   SELECT lease.account_id, -r.cost_nano, 'charge', a.before - sum(r.cost_nano) OVER (ORDER BY r.n), r.request_id, 'request'
+   FROM r, lease, a WHERE r.cost_nano > 0
+ ), u AS (
+   INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
+     cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model,
+     price_version_id, provider_cost_nano, markup_version_id, deployment, trace_id, attempts, member_id, team_id)
+   SELECT r.request_id, lease.account_id, r.key_id, r.model, r.route, r.input_tokens, r.output_tokens, r.cached_tokens,
+     r.cache_write_tokens, r.usage_estimated, r.cost_nano, r.uncovered_nano, r.status, r.http_status, r.latency_ms, r.units, r.unit,
+     r.requested_model, NULLIF(r.price_version, 0), r.provider_cost_nano, NULLIF(r.markup_version, 0), NULLIF(r.deployment, ''),
+     NULLIF(r.trace_id, ''), NULLIF(r.attempts, ''), NULLIF(r.member_id, ''), NULLIF(r.team_id, '')
+   FROM r, lease
+ )
+ SELECT count(*)::int AS applied FROM lease`;
+
+/** FLUSH_SQL's arrays, in its order: every column as text, which PostgreSQL parses into the type it is cast to. */
+function flushColumns(batch: readonly LeasedCharge[]): string[][] {
+  const col = (k: keyof LeasedCharge): string[] => batch.map((c) => String(c[k]));
+  return [
+    col('requestId'),
+    col('keyId'),
+    col('model'),
+    col('route'),
+    col('inputTokens'),
+    col('outputTokens'),
+    col('cachedTokens'),
+    col('cacheWriteTokens'),
+    col('usageEstimated'),
+    col('costNano'),
+    col('uncoveredNano'),
+    col('status'),
+    col('httpStatus'),
+    col('latencyMs'),
+    col('units'),
+    col('unit'),
+    col('requestedModel'),
+    col('priceVersion'),
+    col('providerCostNano'),
+    col('markupVersion'),
+    col('deployment'),
+    batch.map((c) => storedTraceId(c.traceId)),
+    batch.map((c) => storedAttempts(c.attempts)),
+    col('memberId'),
+    col('teamId'),
+  ];
 }

@@ -26,6 +26,7 @@ import * as m022 from './022_deployment_shares.ts';
 import * as m023 from './023_organisations.ts';
 import * as m024 from './024_video_job_deployments.ts';
 import * as m025 from './025_budgets.ts';
+import * as m026 from './026_usage_attempts.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -53,6 +54,7 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '023_organisations': m023,
   '024_video_job_deployments': m024,
   '025_budgets': m025,
+  '026_usage_attempts': m026,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
