@@ -1,11 +1,13 @@
-// What the money path adds to a request's log line (docs/operations.md#logs): the deployment that
-// answered, the attempts, the provider's cost and the charge. The facade writes the line but holds
-// no money, and the settle, which knows these, writes no line: this is where they meet. The facade
-// opens a note for each request it will log, the metering marks the note held when it holds and
-// fills it when it settles, and the line is written once the answer is sent and the note settled,
-// at once for a request that never held (a 401, a bad body). Notes are kept by request id (the
-// facade's own, which it hands the services); one for a request nobody opened is not kept, so calls
-// on the RPC port cost a map lookup. Bounded: at most MAX_OPEN notes, none kept past OPEN_TTL_MS.
+// What the money path adds to a request's log line (docs/operations.md#log-formats): the
+// deployment that answered, the attempts, the provider's cost and the charge. The facade writes
+// the line but holds no money, and the settle, which knows these, writes no line: this is where
+// they meet. The facade opens a note for each keyed request, the metering marks the note held
+// when it holds and fills it when it settles, and the line is written once the answer is sent and
+// the note settled, at once for a request that never held (a 401, a bad body). Notes are kept by
+// request id (the facade's own, which it hands the services); one nobody opened is not kept, so
+// calls on the RPC port cost a map lookup. Bounded: at most MAX_OPEN notes, none kept past
+// OPEN_TTL_MS (an answer that never finished, a stream whose caller left, gets no onResponse from
+// Fastify and so no line: its note goes with age).
 export interface SettledFacts {
   /** `<model>/<deployment>`; '' when no deployment answered. */
   deployment: string;
@@ -19,7 +21,7 @@ interface Note {
   openedAt: number;
   held: boolean;
   facts?: SettledFacts;
-  /** The line, waiting for the settle of a request whose answer was sent first (a caller who left). */
+  /** The line, waiting for the settle of a request whose answer ended first. */
   write?: (facts: SettledFacts | undefined) => void;
   timer?: NodeJS.Timeout;
 }

@@ -1,6 +1,6 @@
 // What the settle tells a request's log line (src/log/request-lines.ts): written once, with the
 // facts when the request settled, at once when it never held, after the settle when the answer
-// went first (a caller who left), and never waiting forever; notes nobody opened are not kept.
+// ended first, and never waiting forever; notes nobody opened are not kept.
 import { describe, expect, it } from 'vitest';
 import { RequestLines, type SettledFacts } from '../../../src/log/request-lines.ts';
 
@@ -38,7 +38,7 @@ describe('request lines', () => {
     expect(notes.size).toBe(0);
   });
 
-  it('an answer that went before the settle (a caller who left): the line waits for the settle', () => {
+  it('an answer that ended before the settle: the line waits for the settle', () => {
     const notes = new RequestLines();
     const w = writer();
     notes.open('req_3');
