@@ -37,6 +37,7 @@ import {
   EXPIRE_BUDGETS_CTE,
   type WindowRef,
 } from './budget-holds.ts';
+import { storedAttempts } from './attempts.ts';
 
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows?: Row[] }).rows ?? [];
@@ -69,6 +70,8 @@ export interface LeasedCharge {
   deployment: string;
   /** The request's trace id (32 lowercase hex) when its trace was sampled; unset or '' otherwise (stored NULL). */
   traceId?: string;
+  /** Its upstream attempts (attempts.ts); unset or '' for none (stored NULL). */
+  attempts?: string;
   route: string;
   inputTokens: bigint;
   outputTokens: bigint;
@@ -504,10 +507,10 @@ export class LeaseBook {
       try {
         const applied =
           windows.size === 0
-            ? await batchStatement(this.db, batch, lease.id)
+            ? await flushStatement(this.db, batch, lease.id)
             : await this.db.transaction(async (trx) => {
                 await trx.raw('SELECT 1 FROM accounts WHERE id = ? FOR UPDATE', [lease.accountId]);
-                const done = await batchStatement(trx, batch, lease.id);
+                const done = await flushStatement(trx, batch, lease.id);
                 const moves = new Map([...windows].map(([k, charged]) => [k, { charged, released: 0n }]));
                 if (done) await moveSliceMoney(trx, lease.id, moves);
                 return done;
@@ -606,73 +609,6 @@ export class LeaseBook {
   }
 }
 
-/** One batch of a lease's charges written (usage rows, ledger charges, the balance, the lease); false when the lease is no longer active. */
-async function batchStatement(runner: Pick<Db, 'raw'>, batch: LeasedCharge[], leaseId: string): Promise<boolean> {
-  // Every column as text: PostgreSQL parses each array into the type it is cast to.
-  const col = (k: keyof LeasedCharge): string[] => batch.map((c) => String(c[k]));
-  const rows = rowsOf(
-    await runner.raw(BATCH_SQL, [
-      col('requestId'),
-      col('keyId'),
-      col('model'),
-      col('route'),
-      col('inputTokens'),
-      col('outputTokens'),
-      col('cachedTokens'),
-      col('cacheWriteTokens'),
-      col('usageEstimated'),
-      col('costNano'),
-      col('uncoveredNano'),
-      col('status'),
-      col('httpStatus'),
-      col('latencyMs'),
-      col('units'),
-      col('unit'),
-      col('requestedModel'),
-      col('priceVersion'),
-      col('providerCostNano'),
-      col('markupVersion'),
-      col('deployment'),
-      batch.map((c) => storedTraceId(c.traceId)),
-      col('memberId'),
-      col('teamId'),
-      leaseId,
-    ]),
-  );
-  return rows[0]?.applied === 1;
-}
-
-const BATCH_SQL = `WITH r AS (
-             SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[]),
-               CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS boolean[]), CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]),
-               CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]),
-               CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[])) WITH ORDINALITY
-               AS r(request_id, key_id, model, route, input_tokens, output_tokens, cached_tokens, cache_write_tokens, usage_estimated,
-                    cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model, price_version,
-                    provider_cost_nano, markup_version, deployment, trace_id, member_id, team_id, n)
-           ), total AS (
-             SELECT COALESCE(sum(cost_nano), 0) AS t FROM r
-           ), lease AS (
-             UPDATE holds SET amount_nano = amount_nano - (SELECT t FROM total) WHERE request_id = ? AND status = 'active' RETURNING account_id
-           ), a AS (
-             UPDATE accounts SET balance_nano = balance_nano - (SELECT t FROM total), held_nano = held_nano - (SELECT t FROM total)
-             FROM lease WHERE accounts.id = lease.account_id RETURNING accounts.balance_nano + (SELECT t FROM total) AS before
-           ), l AS (
-             INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, request_id, cause)
-             SELECT lease.account_id, -r.cost_nano, 'charge', a.before - sum(r.cost_nano) OVER (ORDER BY r.n), r.request_id, 'request'
-             FROM r, lease, a WHERE r.cost_nano > 0
-           ), u AS (
-             INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
-               cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model,
-               price_version_id, provider_cost_nano, markup_version_id, deployment, trace_id, member_id, team_id)
-             SELECT r.request_id, lease.account_id, r.key_id, r.model, r.route, r.input_tokens, r.output_tokens, r.cached_tokens,
-               r.cache_write_tokens, r.usage_estimated, r.cost_nano, r.uncovered_nano, r.status, r.http_status, r.latency_ms, r.units, r.unit,
-               r.requested_model, NULLIF(r.price_version, 0), r.provider_cost_nano, NULLIF(r.markup_version, 0), NULLIF(r.deployment, ''),
-               NULLIF(r.trace_id, ''), NULLIF(r.member_id, ''), NULLIF(r.team_id, '')
-             FROM r, lease
-           )
-           SELECT count(*)::int AS applied FROM lease`;
-
 /**
  * What a slice of window `w` takes to cover `shortfall`: a soft budget's (or a deleted one's,
  * room < 0) a lease slice's worth; a hard one's at most a quarter of its room, at least the
@@ -684,4 +620,83 @@ function sliceSize(w: WindowRef, room: bigint, shortfall: bigint, sliceNano: big
   const quarter = room / 4n;
   const want = quarter < sliceNano ? quarter : sliceNano;
   return want > shortfall ? want : shortfall;
+}
+
+/**
+ * A lease's batch in one statement: its charges as rows (each column an array, unnested), the
+ * lease shrunk and the balance charged by their total, a ledger row per charge and a usage row per
+ * request. Applied only while the lease is active (`applied` 1).
+ */
+const FLUSH_SQL = `WITH r AS (
+   SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]), CAST(? AS bigint[]),
+     CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS boolean[]), CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]),
+     CAST(? AS int[]), CAST(? AS int[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS bigint[]),
+     CAST(? AS bigint[]), CAST(? AS bigint[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]), CAST(? AS text[]),
+     CAST(? AS text[])) WITH ORDINALITY
+     AS r(request_id, key_id, model, route, input_tokens, output_tokens, cached_tokens, cache_write_tokens, usage_estimated,
+          cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model, price_version,
+          provider_cost_nano, markup_version, deployment, trace_id, attempts, member_id, team_id, n)
+ ), total AS (
+   SELECT COALESCE(sum(cost_nano), 0) AS t FROM r
+ ), lease AS (
+   UPDATE holds SET amount_nano = amount_nano - (SELECT t FROM total) WHERE request_id = ? AND status = 'active' RETURNING account_id
+ ), a AS (
+   UPDATE accounts SET balance_nano = balance_nano - (SELECT t FROM total), held_nano = held_nano - (SELECT t FROM total)
+   FROM lease WHERE accounts.id = lease.account_id RETURNING accounts.balance_nano + (SELECT t FROM total) AS before
+ ), l AS (
+   INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, request_id, cause)
+   SELECT lease.account_id, -r.cost_nano, 'charge', a.before - sum(r.cost_nano) OVER (ORDER BY r.n), r.request_id, 'request'
+   FROM r, lease, a WHERE r.cost_nano > 0
+ ), u AS (
+   INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
+     cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model,
+     price_version_id, provider_cost_nano, markup_version_id, deployment, trace_id, attempts, member_id, team_id)
+   SELECT r.request_id, lease.account_id, r.key_id, r.model, r.route, r.input_tokens, r.output_tokens, r.cached_tokens,
+     r.cache_write_tokens, r.usage_estimated, r.cost_nano, r.uncovered_nano, r.status, r.http_status, r.latency_ms, r.units, r.unit,
+     r.requested_model, NULLIF(r.price_version, 0), r.provider_cost_nano, NULLIF(r.markup_version, 0), NULLIF(r.deployment, ''),
+     NULLIF(r.trace_id, ''), NULLIF(r.attempts, ''), NULLIF(r.member_id, ''), NULLIF(r.team_id, '')
+   FROM r, lease
+ )
+ SELECT count(*)::int AS applied FROM lease`;
+
+/** One batch written (FLUSH_SQL); false when the lease is no longer active (expired). */
+async function flushStatement(
+  runner: Pick<Db, 'raw'>,
+  batch: readonly LeasedCharge[],
+  leaseId: string,
+): Promise<boolean> {
+  const rows = rowsOf(await runner.raw(FLUSH_SQL, [...flushColumns(batch), leaseId]));
+  return rows[0]?.applied === 1;
+}
+
+/** FLUSH_SQL's arrays, in its order: every column as text, which PostgreSQL parses into the type it is cast to. */
+function flushColumns(batch: readonly LeasedCharge[]): string[][] {
+  const col = (k: keyof LeasedCharge): string[] => batch.map((c) => String(c[k]));
+  return [
+    col('requestId'),
+    col('keyId'),
+    col('model'),
+    col('route'),
+    col('inputTokens'),
+    col('outputTokens'),
+    col('cachedTokens'),
+    col('cacheWriteTokens'),
+    col('usageEstimated'),
+    col('costNano'),
+    col('uncoveredNano'),
+    col('status'),
+    col('httpStatus'),
+    col('latencyMs'),
+    col('units'),
+    col('unit'),
+    col('requestedModel'),
+    col('priceVersion'),
+    col('providerCostNano'),
+    col('markupVersion'),
+    col('deployment'),
+    batch.map((c) => storedTraceId(c.traceId)),
+    batch.map((c) => storedAttempts(c.attempts)),
+    col('memberId'),
+    col('teamId'),
+  ];
 }

@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { retryIfConnectionLost, type Db } from '../db/db.ts';
 import { generateKey, hashKey, visiblePrefix } from './keys.ts';
 import { newId } from './ids.ts';
+import { storedAttempts } from './attempts.ts';
 import {
   EXPIRE_BUDGETS_CTE,
   holdInWindows,
@@ -62,6 +63,8 @@ export interface SettleInput {
   deployment?: string;
   /** The request's trace id (32 lowercase hex) when its trace was sampled; unset or '' otherwise (stored NULL). */
   traceId?: string;
+  /** Its upstream attempts as attempts.ts writes them (`<model>/<deployment>=<outcome> …`); unset or '' for none (stored NULL). */
+  attempts?: string;
   /** Whether its hold took from budget windows; unknown (undefined): looked up. */
   budgeted?: boolean;
   /** The price book version the request was priced at (0: none). */
@@ -520,10 +523,10 @@ export class Ledger {
          ), u AS (
            INSERT INTO usage_records (request_id, account_id, key_id, model, route, input_tokens, output_tokens, cached_tokens,
              cache_write_tokens, usage_estimated, cost_nano, uncovered_nano, status, http_status, latency_ms, units, unit, requested_model,
-             price_version_id, provider_cost_nano, markup_version_id, deployment, trace_id, member_id, team_id)
+             price_version_id, provider_cost_nano, markup_version_id, deployment, trace_id, attempts, member_id, team_id)
            SELECT ?, h.account_id, h.key_id, ?, ?, CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), CAST(? AS bigint), ?,
              h.charged_nano, CAST(? AS bigint) - h.charged_nano, ?, ?, ?, CAST(? AS bigint), ?, ?, NULLIF(CAST(? AS bigint), 0),
-             CAST(? AS bigint), NULLIF(CAST(? AS bigint), 0), ?, NULLIF(CAST(? AS text), ''), h.member_id, h.team_id FROM h
+             CAST(? AS bigint), NULLIF(CAST(? AS bigint), 0), ?, NULLIF(CAST(? AS text), ''), NULLIF(CAST(? AS text), ''), h.member_id, h.team_id FROM h
          ), ${SETTLE_BUDGETS_CTE}
          SELECT charged_nano::text AS charged FROM h`,
         [
@@ -550,6 +553,7 @@ export class Ledger {
           (s.markupVersion ?? 0n).toString(),
           s.deployment || null,
           storedTraceId(s.traceId),
+          storedAttempts(s.attempts),
         ],
       );
     // A hold under budgets settles with its account's row locked first, as the hold was placed

@@ -13,6 +13,7 @@ import type {
   UsageRecordSchema,
 } from '../gen/gateway/v1/billing_pb.js';
 import { badRequest } from '../errors/errors.ts';
+import { parseAttempts } from './attempts.ts';
 
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
@@ -148,7 +149,7 @@ export async function usagePage(
               u.http_status, u.latency_ms, (extract(epoch FROM u.created_at) * 1000000)::bigint::text AS at_us, u.requested_model,
               COALESCE(u.provider_cost_nano, u.cost_nano + u.uncovered_nano)::text AS provider_cost,
               COALESCE(u.price_version_id, 0)::text AS price_version, COALESCE(u.markup_version_id, 0)::text AS markup_version,
-              u.trace_id, u.member_id, u.team_id
+              u.trace_id, u.member_id, u.team_id, u.deployment, u.attempts
        FROM usage_records u JOIN api_keys k ON k.id = u.key_id
        WHERE ${where.join(' AND ')}
        ORDER BY u.created_at DESC, u.request_id LIMIT ?`,
@@ -158,33 +159,45 @@ export async function usagePage(
   const page = rows.slice(0, opts.limit);
   const last = page.at(-1);
   return {
-    records: page.map((r) => ({
-      requestId: r.request_id as string,
-      keyId: r.key_id as string,
-      keyPrefix: r.prefix as string,
-      model: r.model as string,
-      requestedModel: r.requested_model == null || r.requested_model === r.model ? '' : (r.requested_model as string),
-      route: r.route as string,
-      inputTokens: big(r.i),
-      outputTokens: big(r.o),
-      cachedTokens: big(r.c),
-      cacheWriteTokens: big(r.w),
-      costNano: big(r.cost),
-      providerCostNano: big(r.provider_cost),
-      priceVersionId: big(r.price_version),
-      markupVersionId: big(r.markup_version),
-      status: r.status as string,
-      httpStatus: Number(r.http_status),
-      latencyMs: Number(r.latency_ms),
-      createdAt: timestampFromMicros(big(r.at_us)),
-      traceId: (r.trace_id as string | null) ?? '',
-      memberId: (r.member_id as string | null) ?? '',
-      teamId: (r.team_id as string | null) ?? '',
-    })),
+    records: page.map(usageRecord),
     nextCursor:
       rows.length > opts.limit && last
         ? encodeCursor({ atMicros: big(last.at_us), requestId: last.request_id as string })
         : '',
+  };
+}
+
+/** A row of usagePage's statement as a UsageRecord: the margin is the charge less the provider's cost, signed. */
+function usageRecord(r: Row): MessageInitShape<typeof UsageRecordSchema> {
+  const costNano = big(r.cost);
+  const providerCostNano = big(r.provider_cost);
+  const { attempts, omitted } = parseAttempts(r.attempts as string | null);
+  return {
+    requestId: r.request_id as string,
+    keyId: r.key_id as string,
+    keyPrefix: r.prefix as string,
+    model: r.model as string,
+    requestedModel: r.requested_model == null || r.requested_model === r.model ? '' : (r.requested_model as string),
+    route: r.route as string,
+    inputTokens: big(r.i),
+    outputTokens: big(r.o),
+    cachedTokens: big(r.c),
+    cacheWriteTokens: big(r.w),
+    costNano,
+    providerCostNano,
+    marginNano: costNano - providerCostNano,
+    priceVersionId: big(r.price_version),
+    markupVersionId: big(r.markup_version),
+    status: r.status as string,
+    httpStatus: Number(r.http_status),
+    latencyMs: Number(r.latency_ms),
+    createdAt: timestampFromMicros(big(r.at_us)),
+    traceId: (r.trace_id as string | null) ?? '',
+    memberId: (r.member_id as string | null) ?? '',
+    teamId: (r.team_id as string | null) ?? '',
+    deployment: (r.deployment as string | null) ?? '',
+    attempts,
+    attemptsOmitted: omitted,
   };
 }
 

@@ -15,6 +15,7 @@ import { usdToNano } from '../money/money.ts';
 import { formatUsd } from '../money/format.ts';
 import { loadCliConfig } from '../config/cli-config.ts';
 import { usageTable } from './usage-table.ts';
+import { OPERATOR_USAGE_CSV_HEADER, operatorUsageCsvLine } from '../billing/usage-csv.ts';
 import { CATALOGUE_COMMANDS, runCatalogue } from './catalogue-commands.ts';
 import { DEPLOYMENT_COMMANDS, PROVIDER_COMMANDS, runProviders } from './provider-commands.ts';
 import { marginTable, type MarginLine } from './margin-table.ts';
@@ -29,7 +30,8 @@ const USAGE = `usage: npm run cli -- keys|catalogue|providers|deployments|accoun
   keys topup <key|key_id> --amount <usd> [--external-id <id>]
   keys rotate <key|key_id>                        new key on the same balance; the old one dies now
   keys revoke <key|key_id>
-  keys usage <key|key_id> [--limit <n>]           the last requests (default 20), newest first
+  keys usage <key|key_id> [--limit <n>] [--csv]   the last requests (default 20), newest first: cost, provider
+                                                  cost, margin, the deployment and its attempts
   keys limits <key|key_id> [--rpm <n>] [--tpm <n>] [--in-flight <n>]
                                                   per-key rate limits and requests in flight at once
                                                   (0 = unlimited; omitted = default)
@@ -363,12 +365,15 @@ async function createKey(): Promise<void> {
   }
 }
 
-/** keys usage: a key's latest usage rows. */
+/** keys usage: a key's latest usage rows (its account's), as the operator's request log has them. */
 async function keyUsage(arg: string | undefined): Promise<void> {
   const key = keyRef(arg, 'usage');
   const limit = count(values.limit, 'limit') ?? 20;
   if (limit < 1 || limit > 1000) usageError('--limit must be between 1 and 1000');
   const r = await client.listUsage({ key, limit });
+  // The console operator's CSV, line for line (src/billing/usage-csv.ts).
+  if (values.csv)
+    return void process.stdout.write(OPERATOR_USAGE_CSV_HEADER + r.records.map(operatorUsageCsvLine).join(''));
   out(
     usageTable(r.records.map((u) => ({ ...u, createdAt: u.createdAt ? timestampDate(u.createdAt) : undefined }))),
     r.records.map((u) => ({
@@ -379,6 +384,12 @@ async function keyUsage(arg: string | undefined): Promise<void> {
       cost_nano: u.costNano,
       input_tokens: u.inputTokens,
       output_tokens: u.outputTokens,
+      provider_cost_nano: u.providerCostNano,
+      margin_nano: u.marginNano,
+      deployment: u.deployment,
+      attempts: u.attempts.map((a) => ({ deployment: a.deployment, outcome: a.outcome })),
+      attempts_omitted: u.attemptsOmitted,
+      trace_id: u.traceId,
     })),
   );
 }

@@ -34,6 +34,13 @@ export interface TracingConfig {
   content: { capture: boolean; maxBytes: number };
   /** TRACE_UI_URL: a trace's address in the operator's trace UI, `{trace_id}` standing for its id; the console links request rows there. */
   uiUrl: string | undefined;
+  /**
+   * TRACE_RESPONSE_HEADER: every answer of a sampled request tells its caller the request's trace
+   * (W3C Trace Context Level 2's `traceresponse`, and the same on the RPC port's response
+   * metadata). Off by default: the trace ids are the operator's, and a customer who quotes one
+   * learns nothing else from it only where the operator says so.
+   */
+  responseHeader: boolean;
 }
 
 const SAMPLERS = [
@@ -83,6 +90,15 @@ function callerContextOf(v: string | undefined): TracingConfig['callerContext'] 
   return mode;
 }
 
+/** An on/off setting: unset is `fallback`; anything but the usual words for on and off is refused, naming it. */
+function onOff(env: NodeJS.ProcessEnv, name: string, fallback: boolean): boolean {
+  const v = (nonEmpty(env[name]) ?? '').toLowerCase();
+  if (v === '') return fallback;
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['0', 'false', 'no', 'off'].includes(v)) return false;
+  throw new Error(`${name} must be 1 or 0 (true/false, yes/no, on/off), got ${JSON.stringify(env[name])}`);
+}
+
 function uiUrlOf(v: string | undefined): string | undefined {
   const url = nonEmpty(v);
   if (url === undefined) return undefined;
@@ -117,5 +133,6 @@ export function loadTracingConfig(env: NodeJS.ProcessEnv): TracingConfig {
       maxBytes: positiveInt(env, 'TRACE_CONTENT_MAX_BYTES', 4096),
     },
     uiUrl: uiUrlOf(env.TRACE_UI_URL),
+    responseHeader: onOff(env, 'TRACE_RESPONSE_HEADER', false),
   };
 }

@@ -168,10 +168,15 @@ export async function requestsPage(
   return { rows: page.records.map((r) => row(r)), next_cursor: page.nextCursor };
 }
 
-/** Every row the filters select, as CSV, streamed page by page (sendPagedCsv). */
-export async function sendRequestsCsv(billing: Billing, reply: FastifyReply, ask: UsageAsk) {
+/** Every row the filters select, as CSV, streamed page by page (sendPagedCsv): a key holder's columns, or `columns`. */
+export async function sendRequestsCsv(
+  billing: Billing,
+  reply: FastifyReply,
+  ask: UsageAsk,
+  columns: { header: string; line: (r: UsageRecord) => string } = { header: CSV_HEADER, line: csvLine },
+) {
   const filters = { ...ask, cursor: '', limit: CSV_PAGE };
-  return sendPagedCsv(reply, 'requests.csv', CSV_HEADER, csvLine, async (cursor) => {
+  return sendPagedCsv(reply, 'requests.csv', columns.header, columns.line, async (cursor) => {
     const page = await billing.listUsage({ ...filters, cursor });
     return { rows: page.records, next: page.nextCursor };
   });

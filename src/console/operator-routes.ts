@@ -4,10 +4,11 @@
 // (with a test call) and the models' deployments with their live state, and video jobs.
 // Only an operator session reaches them (api.ts); what each does is the RPC's, as the CLI's is.
 // Each answers a shape of web/wire-types.ts, the page's own.
-import type { FastifyInstance } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { MarginGrouping } from '../gen/gateway/v1/billing_pb.js';
 import { usdToNano } from '../money/money.ts';
+import { OPERATOR_USAGE_CSV_HEADER, operatorUsageCsvLine } from '../billing/usage-csv.ts';
 import { API, access, type RouteKit } from './kit.ts';
 import { dailyUsage, ledgerPage, requestsPage, sendRequestsCsv } from './holder-routes.ts';
 import type {
@@ -70,6 +71,23 @@ const BY: Record<string, MarginGrouping> = {
   deployment: MarginGrouping.DEPLOYMENT,
 };
 
+/**
+ * An account's request log as the operator reads it: each row with its trace, the deployment that
+ * answered, the attempts, the provider's cost and the margin, on the page and in the CSV (the trace
+ * UI, the suppliers and the costs are the operator's: docs/console.md#the-operators-request-log).
+ */
+function registerAccountRequestLog(app: FastifyInstance, kit: RouteKit): void {
+  const operator = access('operator');
+  type WithId = { Params: { id: string } };
+  const ask = (req: FastifyRequest<WithId>) => ({ ...usageQuery(req.query as Query), accountId: req.params.id });
+  app.get<WithId>(`${API}/admin/accounts/:id/requests`, operator, async (req) =>
+    requestsPage(kit.billing, ask(req), (r) => operatorRequestRow(r, kit.deps.traceUiUrl)),
+  );
+  app.get<WithId>(`${API}/admin/accounts/:id/requests.csv`, operator, async (req, reply) =>
+    sendRequestsCsv(kit.billing, reply, ask(req), { header: OPERATOR_USAGE_CSV_HEADER, line: operatorUsageCsvLine }),
+  );
+}
+
 export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): void {
   const { billing, catalogue } = kit;
   const operator = access('operator');
@@ -98,16 +116,7 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     ledgerPage(billing, req.params.id, req.query as Query),
   );
 
-  // The operator's rows carry their traces (the trace UI is the operator's: docs/console.md#the-trace-link).
-  app.get<WithId>(`${API}/admin/accounts/:id/requests`, operator, async (req) =>
-    requestsPage(billing, { ...usageQuery(req.query as Query), accountId: req.params.id }, (r) =>
-      operatorRequestRow(r, kit.deps.traceUiUrl),
-    ),
-  );
-
-  app.get<WithId>(`${API}/admin/accounts/:id/requests.csv`, operator, async (req, reply) =>
-    sendRequestsCsv(billing, reply, { ...usageQuery(req.query as Query), accountId: req.params.id }),
-  );
+  registerAccountRequestLog(app, kit);
 
   app.get<WithId>(`${API}/admin/accounts/:id/usage/daily`, operator, async (req) =>
     dailyUsage(billing, { accountId: req.params.id }, req.query as Query),

@@ -29,7 +29,6 @@ import {
 } from '../gen/gateway/v1/catalogue_pb.js';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { ListUsageRequestSchema } from '../gen/gateway/v1/billing_pb.js';
-import { nanoToUsd } from '../money/money.ts';
 import type {
   AccountRow,
   BookChange as BookChangeJson,
@@ -171,11 +170,19 @@ export function traceUrl(template: string | undefined, traceId: string): string 
   return template.split('{trace_id}').join(traceId);
 }
 
-/** The operator's request row: the holder's, with the request's trace id and its trace's address ('' for none). */
+/**
+ * The operator's request row: the holder's, with the request's trace id and its trace's address
+ * ('' for none), the deployment that answered, the attempts, the provider's cost and the margin.
+ */
 export const operatorRequestRow = (r: UsageRecord, traceUiUrl: string | undefined): RequestRow => ({
   ...requestRow(r),
   trace_id: r.traceId,
   trace_url: traceUrl(traceUiUrl, r.traceId),
+  deployment: r.deployment,
+  attempts: r.attempts.map((a) => ({ deployment: a.deployment, outcome: a.outcome })),
+  attempts_omitted: r.attemptsOmitted,
+  provider_cost_nano: r.providerCostNano.toString(),
+  margin_nano: r.marginNano.toString(),
 });
 
 export const dailyUsageRow = (row: UsageSummaryRow): DailyUsageRow => ({
@@ -188,33 +195,8 @@ export const dailyUsageRow = (row: UsageSummaryRow): DailyUsageRow => ({
   cost_nano: row.costNano.toString(),
 });
 
-export const CSV_HEADER =
-  'created_at,request_id,route,model,requested_model,input_tokens,output_tokens,cached_tokens,cost_nano,cost_usd,status,http_status,latency_ms,key_prefix\n';
-
-/** A CSV field: quoted when it must be, and text a spreadsheet would run as a formula made inert. */
-export function csvText(s: string): string {
-  const inert = /^[=+\-@\t\r]/.test(s) ? `'${s}` : s;
-  return /[",\n\r]/.test(inert) ? `"${inert.replace(/"/g, '""')}"` : inert;
-}
-
-export function csvLine(r: UsageRecord): string {
-  return `${[
-    iso(r.createdAt) ?? '',
-    csvText(r.requestId),
-    csvText(r.route),
-    csvText(r.model),
-    csvText(r.requestedModel),
-    r.inputTokens,
-    r.outputTokens,
-    r.cachedTokens,
-    r.costNano,
-    nanoToUsd(r.costNano),
-    csvText(r.status),
-    r.httpStatus,
-    r.latencyMs,
-    csvText(r.keyPrefix),
-  ].join(',')}\n`;
-}
+// The request log's CSV (src/billing/usage-csv.ts), under the names the console's files use.
+export { USAGE_CSV_HEADER as CSV_HEADER, usageCsvLine as csvLine, csvText } from '../billing/usage-csv.ts';
 
 export const ledgerRow = (e: LedgerEntry): LedgerRow => ({
   id: e.id,

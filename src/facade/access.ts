@@ -11,6 +11,7 @@ import { keyFromHeaders } from '../billing/keys.ts';
 import { CALLER, CUSTOMER_HEADER, type Caller } from '../billing/caller.ts';
 import { errorBody, sendGatewayError, type WireShape } from './errors.ts';
 import { TRACE_CONTEXT } from '../tracing/spans.ts';
+import type { RequestLines } from '../log/request-lines.ts';
 
 /** Keyed routes: everything under /v1/ but the model list, which is public. */
 export const isKeyedRoute = (url: string): boolean => url.startsWith('/v1/') && !url.startsWith('/v1/models');
@@ -25,6 +26,8 @@ export interface AccessDeps {
   knownCaller: (apiKey: string | undefined) => Caller | undefined;
   /** Any other key: asked of the key check, which may need the database (KeyCheck.authenticate). */
   authenticate: (apiKey: string | undefined) => Promise<Caller | undefined>;
+  /** A keyed request's line will carry what its settle wrote: its note is opened here (src/log/request-lines.ts). */
+  requestLines?: Pick<RequestLines, 'open'>;
 }
 
 export function registerAccess(app: FastifyInstance, deps: AccessDeps): void {
@@ -44,6 +47,7 @@ export function registerAccess(app: FastifyInstance, deps: AccessDeps): void {
       return;
     }
     if (!isKeyedRoute(route)) return done();
+    deps.requestLines?.open(req.id);
     const key = keyFromHeaders(headerText(req, 'authorization'), headerText(req, 'x-api-key'));
     const known = deps.knownCaller(key);
     if (known) {

@@ -21,6 +21,7 @@ import type { Transport } from '@connectrpc/connect';
 import { newRequestId } from '../billing/ids.ts';
 import type { Config } from '../config/config.ts';
 import type { Metrics } from '../log/metrics.ts';
+import type { RequestLines, SettledFacts } from '../log/request-lines.ts';
 import { type AccessDeps, drainThenCut, registerAccess, shapeOf, stampKeyedAnswer, unknownRoute } from './access.ts';
 import { createAnswers, modelOf, type ServedModel, servedModelOf } from './answer.ts';
 import { errorBody, shouldRetry } from './errors.ts';
@@ -54,6 +55,10 @@ export interface FacadeDeps {
   streamStallMs?: number;
   /** What a keyed caller's traceparent does (TRACE_CALLER_CONTEXT; tracing-config.ts). */
   traceCallerContext?: 'link' | 'continue' | 'ignore';
+  /** A sampled request's answers carry `traceresponse` (TRACE_RESPONSE_HEADER; tracing-config.ts). */
+  traceResponseHeader?: boolean;
+  /** Where the settle tells each request's line its deployment, attempts and money (src/log/request-lines.ts); unset: the line has none. */
+  requestLines?: RequestLines;
   knownCaller: AccessDeps['knownCaller'];
   authenticate: AccessDeps['authenticate'];
   /** Throws when a dependency (database, …) is not reachable. */
@@ -101,9 +106,13 @@ export function buildFacade(deps: FacadeDeps): FastifyInstance {
   app.decorateRequest('modelName', null);
 
   // The server span first, so a refusal is traced too (nothing is registered while tracing is off).
-  registerTracing(app, deps.traceCallerContext ?? 'link');
+  registerTracing(app, deps.traceCallerContext ?? 'link', deps.traceResponseHeader);
   // Keys are confirmed before any body is read; every keyed answer carries its cost.
-  registerAccess(app, { knownCaller: deps.knownCaller, authenticate: deps.authenticate });
+  registerAccess(app, {
+    knownCaller: deps.knownCaller,
+    authenticate: deps.authenticate,
+    ...(deps.requestLines ? { requestLines: deps.requestLines } : {}),
+  });
 
   // Bodies stay bytes: the services parse them once, and forward them untouched.
   app.removeAllContentTypeParsers();
@@ -163,8 +172,13 @@ const stampAnswer: onSendHookHandler = (req, reply, payload, done) => {
   done(null, payload);
 };
 
-/** The onResponse hook: the request's metric, and one log line per request. */
-function countAndLog(deps: Pick<FacadeDeps, 'log' | 'metrics' | 'servedModel'>): onResponseHookHandler {
+/**
+ * The onResponse hook: the request's metric, and one log line per request; a keyed request's line
+ * waits for its settle (src/log/request-lines.ts) and carries what it wrote.
+ */
+function countAndLog(
+  deps: Pick<FacadeDeps, 'log' | 'metrics' | 'servedModel' | 'requestLines'>,
+): onResponseHookHandler {
   return (req, reply, done) => {
     const route = req.routeOptions.url; // a getter that builds an object: read once
     if (route?.startsWith('/v1/'))
@@ -176,23 +190,38 @@ function countAndLog(deps: Pick<FacadeDeps, 'log' | 'metrics' | 'servedModel'>):
         )
         .inc();
     // The same line req.log would write: the request id first, as a child logger's binding.
-    deps.log.info(
-      {
-        requestId: req.id,
-        method: req.method,
-        url: route ?? req.url.split('?')[0],
-        status: reply.statusCode,
-        ms: Math.round(reply.elapsedTime),
-        ...traceIds(req.traceContext),
-      },
-      'request',
-    );
+    const line = {
+      requestId: req.id,
+      method: req.method,
+      url: route ?? req.url.split('?')[0],
+      status: reply.statusCode,
+      ms: Math.round(reply.elapsedTime),
+      ...traceIds(req.traceContext),
+    };
+    if (deps.requestLines)
+      deps.requestLines.close(req.id, (facts) => deps.log.info({ ...line, ...money(facts) }, 'request'));
+    else deps.log.info(line, 'request');
     done();
   };
 }
 
 /** The request line's trace and span ids (it is written outside the request's context). */
 const traceIds = (ctx: Context | null) => (ctx ? spanIdsOf(ctx) : undefined);
+
+/**
+ * What the settle wrote, on the request line: the deployment and the attempts when there were
+ * some (the usage row's words: `gpt-4o/azure=429 gpt-4o/openai=ok`), the provider's cost and the
+ * charge in nano-USD, as decimal strings (exact, as every amount the gateway logs).
+ */
+function money(facts: SettledFacts | undefined) {
+  if (!facts) return undefined;
+  return {
+    ...(facts.deployment ? { deployment: facts.deployment } : {}),
+    ...(facts.attempts ? { attempts: facts.attempts } : {}),
+    providerCostNano: facts.providerCostNano.toString(),
+    chargeNano: facts.chargeNano.toString(),
+  };
+}
 
 /** The facade's error handler (and its answer to what Fastify cannot route), in the shape of the path's route family. */
 function errorAnswer(bodyLimitBytes: number) {

@@ -2,7 +2,8 @@
 // a request (so a 401 is traced too), ended when its response closes (a caller that leaves
 // included). A keyed caller's traceparent continues, links or is ignored as TRACE_CALLER_CONTEXT
 // says; the span travels to the service in the call's context values (callValues). Nothing is
-// registered while tracing is off. Scrapes of /metrics and the health routes are not traced.
+// registered while tracing is off. Scrapes of /metrics and the health routes are not traced. With
+// TRACE_RESPONSE_HEADER on, a sampled request's answer names its trace (`traceresponse`).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TracingConfig } from '../config/tracing-config.ts';
 import {
@@ -15,6 +16,7 @@ import {
   type Span,
   SpanKind,
   startSpan,
+  traceresponseOf,
   tracingOn,
 } from '../tracing/spans.ts';
 
@@ -27,7 +29,12 @@ declare module 'fastify' {
   }
 }
 
-export function registerTracing(app: FastifyInstance, callerContext: TracingConfig['callerContext']): void {
+/** `responseHeader` (TRACE_RESPONSE_HEADER): every answer of a sampled request carries its `traceresponse`. */
+export function registerTracing(
+  app: FastifyInstance,
+  callerContext: TracingConfig['callerContext'],
+  responseHeader = false,
+): void {
   app.decorateRequest('traceContext', null);
   if (!tracingOn()) return;
   app.addHook('onRequest', (req, reply, done) => {
@@ -54,8 +61,12 @@ export function registerTracing(app: FastifyInstance, callerContext: TracingConf
       links,
     );
     req.traceContext = contextWith(span, parent);
-    // An unsampled request's span records nothing: nothing to end.
-    if (span.isRecording()) reply.raw.once('close', () => endServerSpan(span, req, reply));
+    // An unsampled request's span records nothing: nothing to end, and no trace to tell of.
+    if (span.isRecording()) {
+      reply.raw.once('close', () => endServerSpan(span, req, reply));
+      // On the raw response: a stream's answer (written on it directly) carries it too.
+      if (responseHeader) reply.raw.setHeader('traceresponse', traceresponseOf(span)!);
+    }
     done();
   });
   // The handler runs in the span's context (the body was read in the socket's): what it calls in

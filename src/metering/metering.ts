@@ -22,6 +22,7 @@ import { markupFor } from '../catalogue/catalogue.ts';
 import type { RateDecision, RateLimiter } from '../billing/rate-limits.ts';
 import { boundsOf, type InFlightBound, type InFlightLimits } from '../billing/in-flight.ts';
 import type { Metrics } from '../log/metrics.ts';
+import type { RequestLines } from '../log/request-lines.ts';
 import { conflict, gatewayError, insufficientQuota, unauthorized } from '../errors/errors.ts';
 import { baseWorst } from './bill-policy.ts';
 import { outcomeOf } from './outcomes.ts';
@@ -63,6 +64,8 @@ export interface MeteringDeps {
    * tokens from at its bound (to set right with the tokens it used), the concurrent slot it held.
    */
   deploymentSettled?: (done: { window?: DeploymentWindow; slot?: string; account: string; usedTokens: bigint }) => void;
+  /** The facade's request lines (src/log/request-lines.ts): told when a request holds and what its settle wrote. */
+  requestLines?: Pick<RequestLines, 'held' | 'settled'>;
 }
 
 /** A provider cost at a price map: the model's for the customer's charge, the serving deployment's for the operator's cost. */
@@ -100,6 +103,7 @@ export class Metering {
     try {
       const held = await this.holdWorstCase(plan);
       endHoldSpan(span, plan, held);
+      this.deps.requestLines?.held(plan.requestId);
       return held;
     } catch (err) {
       this.releaseInFlight(plan);
@@ -171,6 +175,7 @@ export class Metering {
         this.keepHold(plan);
       }
       endHoldSpan(span, plan, { amountNano });
+      this.deps.requestLines?.held(plan.requestId);
       return amountNano;
     } catch (err) {
       this.releaseInFlight(plan);
@@ -332,6 +337,8 @@ export class Metering {
       ...(served ? { deployment: served.key } : {}),
     };
     endSettleSpan(span, plan, { charge, ...row, billingMode });
+    const { deployment, attempts, providerCostNano } = row;
+    this.deps.requestLines?.settled(plan.requestId, { deployment, attempts, providerCostNano, chargeNano: charged });
     return charge;
   }
 
@@ -477,6 +484,7 @@ function usageRow(
     priceVersion: plan.model.priceVersion,
     providerCostNano,
     deployment: plan.servedBy?.key ?? '',
+    attempts: plan.attempts?.text() ?? '',
     // The request's trace, when it was sampled: the console links the row to it (TRACE_UI_URL).
     traceId: plan.meter?.span ? sampledTraceId(plan.meter.span) : '',
     markupVersion,

@@ -8,6 +8,7 @@ import type { Markup } from '../billing/markup.ts';
 import type { Span } from '../tracing/spans.ts';
 import type { InFlightBound } from '../billing/in-flight.ts';
 import type { WindowRef } from '../billing/budget-holds.ts';
+import type { AttemptLog } from '../billing/attempts.ts';
 
 export type Json = Record<string, unknown>;
 
@@ -63,6 +64,8 @@ export interface Plan {
    * answer (docs/providers.md#deployments). Its usage row names it and its prices are the provider cost.
    */
   servedBy?: ResolvedDeployment;
+  /** The upstream attempts so far, in order and bounded (set by the upstream calls): the usage row and the request line carry them. */
+  attempts?: AttemptLog;
   /** What the request took from that deployment's shared limits window, at its bound; set right at the settle. */
   deploymentWindow?: DeploymentWindow;
   /** The deployment whose concurrent slot the request holds (a deployment with a concurrency limit); given back at the settle. */

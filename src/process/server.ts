@@ -22,6 +22,7 @@ import { runningTracing, startTracing } from '../tracing/tracing.ts';
 import { captureContent } from '../inference/upstream/attempt-spans.ts';
 import { usdToNano } from '../money/money.ts';
 import { Metrics } from '../log/metrics.ts';
+import { RequestLines } from '../log/request-lines.ts';
 import { connectableUrl, startupSummary } from '../log/startup-summary.ts';
 import { billingService } from '../services/billing.ts';
 import { Catalogue } from '../catalogue/catalogue.ts';
@@ -223,16 +224,7 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
   const rpc = await startRpc(config, services, billing.keys, log);
   // The browser console (docs/console.md): its API and pages on the HTTP port, its sessions in the database.
   const consoleSessions = new ConsoleSessions(db, CONSOLE_SESSION_LIFETIMES);
-  const facade = await startHttp(config, {
-    services,
-    catalogue,
-    keys: billing.keys,
-    db,
-    video,
-    consoleSessions,
-    metrics,
-    log,
-  });
+  const facade = await startHttp(config, { services, catalogue, billing, db, video, consoleSessions, metrics, log });
   // Holds of a crashed process are released here; safe with many instances (see Ledger.expireHolds).
   const stopSweeper = startSweeper(config.holds.sweepIntervalMs, log, [
     [
@@ -327,6 +319,8 @@ interface BillingParts {
   budgets: BudgetBook;
   /** Budget alerts fired after charges, and their webhook deliveries. */
   alerts: BudgetAlerts;
+  /** What each settle tells the facade's request line (the deployment, the attempts, the money). */
+  requestLines: RequestLines;
 }
 
 /** The key check, rate limits and (in lease mode) credit leases with the key cache they need. */
@@ -377,7 +371,17 @@ async function startBilling(
   if (leases)
     leases.windowsCharged = (windows) =>
       void alerts.check(windows).catch((err) => p.log.warn({ err }, 'checking budget alerts failed'));
-  return { keyCache, limiter, inFlight, leases, keys: new KeyCheck(p.ledger, keyCache), budgets, alerts };
+  const requestLines = new RequestLines();
+  return {
+    keyCache,
+    limiter,
+    inFlight,
+    leases,
+    keys: new KeyCheck(p.ledger, keyCache),
+    budgets,
+    alerts,
+    requestLines,
+  };
 }
 
 /** The inference routes' parts: metering (holds and settles), upstream calls, stream runs. */
@@ -406,6 +410,7 @@ function inferenceParts(
     maxInFlightPerAccount: config.maxInFlightPerAccount,
     budgets: billing.budgets,
     alerts: billing.alerts,
+    requestLines: billing.requestLines,
     deploymentSettled: ({ window, slot, account, usedTokens }) => {
       if (window)
         p.deploymentLimits
@@ -472,6 +477,7 @@ async function startRpc(config: Config, services: Services, keys: KeyCheck, log:
     readMaxBytes: Math.max(config.bodyLimitBytes, config.media.uploadTotalLimitBytes) + 64 * 1024,
     authenticate: (apiKey) => keys.authenticate(apiKey),
     traceCallerContext: config.tracing.callerContext,
+    traceResponseHeader: config.tracing.responseHeader,
   });
   const sessions = new Set<http2.ServerHttp2Session>();
   server.on('session', (session) => {
@@ -487,7 +493,7 @@ async function startHttp(
   p: {
     services: Services;
     catalogue: Catalogue;
-    keys: KeyCheck;
+    billing: BillingParts;
     db: Db;
     video: VideoRuntime;
     consoleSessions: ConsoleSessions;
@@ -495,7 +501,8 @@ async function startHttp(
     log: Logger;
   },
 ): Promise<FastifyInstance> {
-  const { keys, log } = p;
+  const { log } = p;
+  const { keys, requestLines } = p.billing;
   const facade = buildFacade({
     transport: directTransport(p.services, log),
     log,
@@ -508,6 +515,8 @@ async function startHttp(
     deploymentHeader: config.routing.deploymentHeader,
     streamStallMs: config.streamStallMs,
     traceCallerContext: config.tracing.callerContext,
+    traceResponseHeader: config.tracing.responseHeader,
+    requestLines,
     knownCaller: (apiKey) => keys.known(apiKey),
     authenticate: (apiKey) => keys.authenticate(apiKey),
     ready: async () => {

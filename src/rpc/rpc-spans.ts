@@ -26,6 +26,7 @@ import {
   SpanKind,
   spanIds,
   startSpan,
+  traceresponseOf,
   tracingOn,
 } from '../tracing/spans.ts';
 
@@ -78,19 +79,26 @@ export function endRpcSpan(span: Span, err?: unknown): void {
   span.end();
 }
 
-/** The network port's interceptor: each call's span, its handler (and a stream's every step) run under it. */
-export function rpcTracing(callerContext: TracingConfig['callerContext']): Interceptor {
+/**
+ * The network port's interceptor: each call's span, its handler (and a stream's every step) run
+ * under it. `responseHeader` (TRACE_RESPONSE_HEADER): a sampled call's response metadata, or its
+ * error's, carries `traceresponse`, as the HTTP port's answers do.
+ */
+export function rpcTracing(callerContext: TracingConfig['callerContext'], responseHeader = false): Interceptor {
   return (next) => async (req) => {
     const mode = KEYED_SERVICES.has(req.service.typeName) ? callerContext : 'continue';
     const { parent, links } = callerParent(req.header, mode);
     const { span, ctx } = startRpcSpan(req.method, 'network', parent, links);
+    const traceresponse = responseHeader ? traceresponseOf(span) : undefined;
     let res: Awaited<ReturnType<typeof next>>;
     try {
       res = await runIn(ctx, () => next(req));
     } catch (err) {
       endRpcSpan(span, err);
+      if (traceresponse && err instanceof ConnectError) err.metadata.set('traceresponse', traceresponse);
       throw err;
     }
+    if (traceresponse) res.header.set('traceresponse', traceresponse);
     if (!res.stream) {
       endRpcSpan(span);
       return res;

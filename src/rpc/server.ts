@@ -344,6 +344,8 @@ export interface RpcServerOptions extends RpcAccess {
   log?: Logger;
   /** What a keyed caller's traceparent does (TRACE_CALLER_CONTEXT). */
   traceCallerContext?: 'link' | 'continue' | 'ignore';
+  /** A sampled call's response metadata carries `traceresponse` (TRACE_RESPONSE_HEADER). */
+  traceResponseHeader?: boolean;
 }
 
 export function startRpcServer(s: Services, opts: RpcServerOptions): Promise<http2.Http2Server> {
@@ -351,7 +353,7 @@ export function startRpcServer(s: Services, opts: RpcServerOptions): Promise<htt
     routes: routes(s, opts.readMaxBytes),
     // The span first, so it sees the call's final error (nothing while tracing is off).
     interceptors: [
-      ...(tracingOn() ? [rpcTracing(opts.traceCallerContext ?? 'link')] : []),
+      ...(tracingOn() ? [rpcTracing(opts.traceCallerContext ?? 'link', opts.traceResponseHeader)] : []),
       gatewayErrorDetails(opts.log),
     ],
     requestGate: callRequestIds(opts.log),

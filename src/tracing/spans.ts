@@ -145,6 +145,17 @@ export function traceparentOf(span: Span): string | undefined {
   return `00-${sc.traceId}-${sc.spanId}-0${(sc.traceFlags & 0xff).toString(16)}`;
 }
 
+/**
+ * The W3C Trace Context Level 2 `traceresponse` of a request's span (`00-<trace id>-<span id>-<flags>`),
+ * telling its caller the trace it is in; undefined unless the span is sampled (an unsampled trace
+ * is nowhere to be found).
+ */
+export function traceresponseOf(span: Span): string | undefined {
+  const sc = span.spanContext();
+  if ((sc.traceFlags & TraceFlags.SAMPLED) === 0 || !isSpanContextValid(sc)) return undefined;
+  return `00-${sc.traceId}-${sc.spanId}-${(sc.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
+}
+
 /** Trace and span ids for a log line (pino's mixin), when a sampled span is in force (an unsampled trace is nowhere to be found). */
 export function logIds(): { trace_id: string; span_id: string } | undefined {
   if (!on) return undefined;

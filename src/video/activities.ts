@@ -24,7 +24,10 @@ export const VIDEO_ROUTE = '/v1/videos';
 /** Settles a video request at zero: its whole hold goes back, and its usage row says why. */
 export function releaseVideoHold(
   ledger: Ledger,
-  r: Pick<SettleInput, 'requestId' | 'model' | 'status' | 'httpStatus' | 'latencyMs' | 'units' | 'unit' | 'deployment'>,
+  r: Pick<
+    SettleInput,
+    'requestId' | 'model' | 'status' | 'httpStatus' | 'latencyMs' | 'units' | 'unit' | 'deployment' | 'attempts'
+  >,
 ): Promise<SettleResult> {
   return ledger.settle({
     ...r,
@@ -180,6 +183,7 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
         costNano: customerNano(cost, markup),
         providerCostNano: providerCost,
         ...(a.deployment ? { deployment: a.deployment } : {}),
+        attempts: await deps.jobs.attemptsOf({ requestId: a.requestId }),
         markupVersion: markup.versionId,
         model: a.model,
         route: VIDEO_ROUTE,
@@ -217,6 +221,7 @@ export function videoActivities(deps: ActivityDeps): VideoActivities {
         requestId: a.requestId,
         model: a.model,
         ...(deployment ? { deployment } : {}),
+        attempts: await deps.jobs.attemptsOf({ requestId: a.requestId }),
         units: 0n,
         unit: 'video_ms',
         status: a.reason,

@@ -10,6 +10,7 @@ import type { Catalogue, ResolvedDeployment, ResolvedModel } from '../catalogue/
 import { FAILURE } from '../../workflows/video-types.ts';
 import type { VideoJobs } from './jobs.ts';
 import { answerOf, type VideoTarget, type VideoUpstream } from './upstream.ts';
+import { outcomeOfStatus } from '../billing/attempts.ts';
 
 /** An attempt at one deployment, as its passive health records it. */
 export interface DeploymentAttempt {
@@ -118,6 +119,7 @@ async function createOn(deps: CreateDeps, a: CreateAsk, d: ResolvedDeployment, a
     });
     deps.routing.succeeded(d, attempt, performance.now() - started);
     await deps.jobs.recordDeployment(a.jobId, d.key, d.provider.id);
+    await deps.jobs.recordAttempt(a.jobId, d.key, 'ok');
     return {
       upstreamId: r.upstreamId,
       deployment: d.key,
@@ -131,6 +133,7 @@ async function createOn(deps: CreateDeps, a: CreateAsk, d: ResolvedDeployment, a
     if (final && status !== undefined && status < 500) deps.routing.succeeded(d, attempt, performance.now() - started);
     else deps.routing.failed(d, attempt, status === undefined ? 'connection' : String(status), retryAfterMs);
     if (status !== undefined) await deps.jobs.recordDeployment(a.jobId, d.key, d.provider.id);
+    await deps.jobs.recordAttempt(a.jobId, d.key, status === undefined ? 'connection' : outcomeOfStatus(status));
     if (!final)
       deps.log.warn(
         { videoId: a.jobId, deployment: d.key, status: status ?? 'no answer' },

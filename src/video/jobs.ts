@@ -3,6 +3,7 @@
 // after a restart. A deleted job keeps its row (deleted_at set), hidden from its owner.
 import type { Db } from '../db/db.ts';
 import { scrub } from '../secrets/scrub.ts';
+import { AttemptLog } from '../billing/attempts.ts';
 import type { JobOutcome, VideoStatus } from '../../workflows/video-types.ts';
 
 export interface VideoJobRow {
@@ -38,6 +39,8 @@ export interface VideoJobRow {
    */
   deployment: string | null;
   providerId: string | null;
+  /** The create's attempts so far (src/billing/attempts.ts): the job's usage row keeps them. Null before the first. */
+  attempts: string | null;
 }
 
 type Row = Record<string, unknown>;
@@ -45,7 +48,7 @@ const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
 
 const COLUMNS = `id, request_id, account_id, key_id, model, prompt, seconds, size, hold_nano::text AS hold_nano, status, progress, upstream_id,
   produced_ms::text AS produced_ms, cost_nano::text AS cost_nano, content_key, content_bytes::text AS content_bytes, error_code, error_message,
-  created_at, completed_at, idempotency_key, request_hash, deleted_at, deployment, provider_id`;
+  created_at, completed_at, idempotency_key, request_hash, deleted_at, deployment, provider_id, attempts`;
 
 function toRow(r: Row): VideoJobRow {
   return {
@@ -74,6 +77,7 @@ function toRow(r: Row): VideoJobRow {
     deletedAt: r.deleted_at ? new Date(r.deleted_at as string) : null,
     deployment: (r.deployment as string | null) ?? null,
     providerId: (r.provider_id as string | null) ?? null,
+    attempts: (r.attempts as string | null) ?? null,
   };
 }
 
@@ -234,6 +238,28 @@ export class VideoJobs {
   async deploymentOf(id: string): Promise<string | undefined> {
     const r = rowsOf(await this.db.raw('SELECT deployment FROM video_jobs WHERE id = ?', [id]))[0];
     return (r?.deployment as string | null | undefined) ?? undefined;
+  }
+
+  /**
+   * One attempt of the job's create at a deployment, added to those of its earlier tries (a retried
+   * create goes over the deployments again), bounded as a usage row's attempts are; the job's
+   * usage row is written with them. The row is locked meanwhile, so two tries add both.
+   */
+  async recordAttempt(id: string, deployment: string, outcome: string): Promise<void> {
+    await this.db.transaction(async (trx) => {
+      const r = rowsOf(await trx.raw('SELECT attempts FROM video_jobs WHERE id = ? FOR UPDATE', [id]))[0];
+      if (!r) return;
+      const log = AttemptLog.of(r.attempts as string | null);
+      log.add(deployment, outcome);
+      await trx.raw('UPDATE video_jobs SET attempts = ? WHERE id = ?', [log.text() || null, id]);
+    });
+  }
+
+  /** The attempts of a job's create, by the job's id or its hold's request id ('' for none). */
+  async attemptsOf(by: { id: string } | { requestId: string }): Promise<string> {
+    const [column, value] = 'id' in by ? ['id', by.id] : ['request_id', by.requestId];
+    const r = rowsOf(await this.db.raw(`SELECT attempts FROM video_jobs WHERE ${column} = ?`, [value]))[0];
+    return (r?.attempts as string | null | undefined) ?? '';
   }
 
   /** Progress of a running job; never overwrites an outcome. */

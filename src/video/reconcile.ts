@@ -45,6 +45,7 @@ async function failLostJob(
     requestId: row.requestId,
     model: row.model,
     ...(row.deployment ? { deployment: row.deployment } : {}),
+    attempts: row.attempts ?? '',
     status: reason,
     httpStatus: 502,
     latencyMs: 0,

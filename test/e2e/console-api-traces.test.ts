@@ -102,9 +102,22 @@ describe('the trace of a request in the console', () => {
         // The trace UI is the operator's: a key holder's row names no trace.
         expect(holder).not.toHaveProperty('trace_id');
         expect(holder).not.toHaveProperty('trace_url');
+        // Nor where it was served or what it earned: the operator's alone (request-log.test.ts).
+        for (const field of ['deployment', 'attempts', 'attempts_omitted', 'provider_cost_nano', 'margin_nano'])
+          expect(holder).not.toHaveProperty(field);
+        expect(operator.attempts).toEqual([{ deployment: operator.deployment, outcome: 'ok' }]);
         // Otherwise the holder's row is the operator's, with whom the request was charged to (the
         // key's member: a key's holder is its organisation's member, whose log says so).
-        const { trace_id: _id, trace_url: _url, ...rest } = operator;
+        const {
+          trace_id: _id,
+          trace_url: _url,
+          deployment: _deployment,
+          attempts: _attempts,
+          attempts_omitted: _omitted,
+          provider_cost_nano: _providerCost,
+          margin_nano: _margin,
+          ...rest
+        } = operator;
         const { member_id, member_name, team_id, team_name, ...common } = holder;
         expect(common).toEqual(rest);
         expect(member_id).toMatch(/^mem_/);

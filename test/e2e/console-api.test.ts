@@ -413,13 +413,38 @@ describe('the console API for the operator', () => {
 
   it("an account's ledger, request log, CSV and daily usage for the operator are the holder's own", async () => {
     const acct = `/admin/accounts/${alice.accountId}`;
-    // The operator's rows add the request's trace: none here, where tracing is off (console-api-traces.test.ts).
+    // The operator's rows add the request's trace (none here, where tracing is off:
+    // console-api-traces.test.ts) and where it was served and what it earned (request-log.test.ts).
     const operatorRows = await allPages(operator, `${acct}/requests?limit=4`);
+    const operatorOnly = ['trace_id', 'trace_url', 'deployment', 'attempts', 'attempts_omitted'];
+    const holderPart = (r: Row) =>
+      Object.fromEntries(
+        Object.entries(r).filter(
+          ([k]) => !operatorOnly.includes(k) && k !== 'provider_cost_nano' && k !== 'margin_nano',
+        ),
+      );
     // The member's rows (their organisation's log) add whom each request was charged to.
-    expect(operatorRows.map(({ trace_id, trace_url, ...row }) => row)).toEqual(
-      (await allPages(aliceConsole, '/requests')).map(withoutChargedTo),
-    );
+    expect(operatorRows.map(holderPart)).toEqual((await allPages(aliceConsole, '/requests')).map(withoutChargedTo));
     expect(new Set(operatorRows.map((r) => `${r.trace_id}|${r.trace_url}`))).toEqual(new Set(['|']));
+    const usage = (
+      await db().query(
+        `SELECT request_id, COALESCE(deployment, '') AS deployment, COALESCE(attempts, '') AS attempts,
+                cost_nano::text AS cost, COALESCE(provider_cost_nano, cost_nano + uncovered_nano)::text AS provider_cost
+           FROM usage_records WHERE account_id = $1`,
+        [alice.accountId],
+      )
+    ).rows as Record<string, string>[];
+    for (const r of operatorRows) {
+      const u = usage.find((x) => x.request_id === r.request_id)!;
+      const attempts = r.attempts as { deployment: string; outcome: string }[];
+      expect([r.deployment, attempts.map((a) => `${a.deployment}=${a.outcome}`).join(' '), r.attempts_omitted]).toEqual(
+        [u.deployment, u.attempts, 0],
+      );
+      expect([r.provider_cost_nano, r.margin_nano]).toEqual([
+        u.provider_cost,
+        (BigInt(u.cost!) - BigInt(u.provider_cost!)).toString(),
+      ]);
+    }
     expect(await allPages(operator, `${acct}/ledger`)).toEqual(await allPages(aliceConsole, '/ledger'));
     const firstColumns = (csv: string) =>
       csv
@@ -430,6 +455,15 @@ describe('the console API for the operator', () => {
     expect(firstColumns(operatorCsv)).toEqual(
       firstColumns((await aliceConsole.get('/requests.csv?status=error')).text),
     );
+    expect(operatorCsv.split('\n')[0]!.split(',').slice(14)).toEqual([
+      'deployment',
+      'attempts',
+      'provider_cost_nano',
+      'provider_cost_usd',
+      'margin_nano',
+      'margin_usd',
+      'trace_id',
+    ]);
     expect(operatorCsv.trimEnd().split('\n').length).toBeGreaterThan(1);
     expect((await operator.get(`${acct}/usage/daily?days=90`)).body).toEqual(
       (await aliceConsole.get('/usage/daily?days=90')).body,

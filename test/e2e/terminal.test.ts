@@ -211,26 +211,39 @@ describe('npm start at a terminal', () => {
     );
 
     const table = (await cli(cliEnv, 'keys', 'usage', key)).stdout.trimEnd().split('\n');
-    expect(table[0]).toMatch(/^TIME \(UTC\) +MODEL +ROUTE +IN +OUT +COST USD +STATUS +REQUEST$/);
+    expect(table[0]).toMatch(
+      /^TIME \(UTC\) +MODEL +ROUTE +IN +OUT +COST USD +PROVIDER USD +MARGIN USD +STATUS +DEPLOYMENT +REQUEST$/,
+    );
     expect(table).toHaveLength(3);
     for (const line of table.slice(1)) {
+      // Served at once by the model's own deployment: named within the model, one attempt.
       expect(line).toMatch(
-        /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  gpt-5\.4-(nano|mini) +\/v1\/chat\/completions +\d+ +\d+ +0\.\d+ +ok 200 +req_\w+$/,
+        /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ  gpt-5\.4-(nano|mini) +\/v1\/chat\/completions +\d+ +\d+ +0\.\d+ +0\.\d+ +-?0(\.\d+)? +ok 200 +openai +req_\w+$/,
       );
       expect(line.indexOf('/v1/chat')).toBe(table[0]!.indexOf('ROUTE'));
+      expect(line.indexOf('openai')).toBe(table[0]!.indexOf('DEPLOYMENT'));
       expect(line.indexOf('req_')).toBe(table[0]!.indexOf('REQUEST'));
     }
     const json = JSON.parse((await cli(cliEnv, 'keys', 'usage', key, '--json')).stdout);
     expect(json).toHaveLength(2);
     expect(Object.keys(json[0]).sort()).toEqual([
+      'attempts',
+      'attempts_omitted',
       'cost_nano',
+      'deployment',
       'input_tokens',
+      'margin_nano',
       'model',
       'output_tokens',
+      'provider_cost_nano',
       'request_id',
       'route',
       'status',
+      'trace_id',
     ]);
+    expect(json[0]).toMatchObject({ deployment: `${json[0].model}/openai`, attempts_omitted: 0 });
+    expect(json[0].attempts).toEqual([{ deployment: `${json[0].model}/openai`, outcome: 'ok' }]);
+    expect(BigInt(json[0].margin_nano)).toBe(BigInt(json[0].cost_nano) - BigInt(json[0].provider_cost_nano));
 
     // Without the admin token: one line that says what to set.
     const refused = await cli(baseEnv({ DATA_DIR: dataDir }), 'keys', 'balance', key);

@@ -146,7 +146,7 @@ async function usageOf(requestId: string): Promise<Json> {
   return until(`the usage row of ${requestId}`, async () => {
     const [row] = (
       await knex.raw(
-        `SELECT deployment, status, cost_nano::text AS cost, provider_cost_nano::text AS provider_cost
+        `SELECT deployment, attempts, status, cost_nano::text AS cost, provider_cost_nano::text AS provider_cost
          FROM usage_records WHERE request_id = ?`,
         [requestId],
       )
@@ -200,9 +200,11 @@ describe('video jobs on the deployments of the book', () => {
       expect((atB[0]!.body as Json).model).toBe('sora-2-at-b');
       expect(new Set(atB.map(bearer))).toEqual(new Set(['Bearer key-video-b']));
 
-      // Charged the model's price; the usage row names b and what b costs the operator.
+      // Charged the model's price; the usage row names b, the create's attempts (a refused it, b
+      // made it: docs/providers.md#the-attempts-of-a-request) and what b costs the operator.
       expect(await usageOf(done.x_gateway.request_id)).toEqual({
         deployment: `${MODEL}/b`,
+        attempts: `${MODEL}/a=503 ${MODEL}/b=ok`,
         status: 'ok',
         cost: String(4n * PRICE_NANO),
         provider_cost: String(4n * B_PRICE_NANO),
@@ -230,8 +232,11 @@ describe('video jobs on the deployments of the book', () => {
     expect(cancelAtB).toHaveLength(1);
     expect(bearer(cancelAtB[0]!)).toBe('Bearer key-video-b');
     expect(callsFor(simA, running).filter((r) => r.method !== 'POST')).toEqual([]);
+    // The released job's row has its create's attempts too: at a when a got the create (it may be cooling by now).
+    const triedA = callsFor(simA, running).some((r) => r.method === 'POST');
     expect(await usageOf(job.x_gateway.request_id)).toMatchObject({
       deployment: `${MODEL}/b`,
+      attempts: `${triedA ? `${MODEL}/a=503 ` : ''}${MODEL}/b=ok`,
       status: 'cancelled',
       cost: '0',
     });

@@ -100,3 +100,23 @@ export function since(iso: string | null | undefined): string {
   if (!iso) return '—';
   return Date.parse(iso) <= 0 ? 'the start' : time(iso);
 }
+
+/** A deployment key (`<model>/<deployment>`) as a row of `model` shows it: the deployment's own id, or the whole key for another model's. */
+export function deploymentName(key: string, model: string): string {
+  return key.startsWith(`${model}/`) ? key.slice(model.length + 1) : key;
+}
+
+/**
+ * A request's attempts as words, in order: "plain 429", "third ok"; the ones left out of a long
+ * record as "+3 more" before the last. The CLI joins the same words with arrows
+ * (src/billing/attempts.ts); the page with "›", which its one font has.
+ */
+export function attemptWords(
+  attempts: readonly { deployment: string; outcome: string }[],
+  omitted: number,
+  model: string,
+): string[] {
+  const words = attempts.map((a) => `${deploymentName(a.deployment, model)} ${a.outcome.replace('_', ' ')}`);
+  if (omitted > 0) words.splice(Math.max(0, words.length - 1), 0, `+${omitted} more`);
+  return words;
+}

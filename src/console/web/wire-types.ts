@@ -126,6 +126,18 @@ export interface RequestRow {
   trace_id?: string;
   trace_url?: string;
   /**
+   * The operator's rows only too: the deployment whose answer decided the request
+   * (`<model>/<deployment>`, '' when none answered), its upstream attempts in order (at most 8: the
+   * first 7 and the last, `attempts_omitted` left out between them), what the provider bills for
+   * it and the margin (the cost less that; negative for a loss), nano-USD. A key holder's rows
+   * have none of these: the operator's suppliers and costs are not theirs to see.
+   */
+  deployment?: string;
+  attempts?: RequestAttempt[];
+  attempts_omitted?: number;
+  provider_cost_nano?: string;
+  margin_nano?: string;
+  /**
    * An organisation's rows only (a member's session, the operator's view of an organisation): whom
    * the request was charged to, the member and team of its key when it was made ('' for none),
    * with their names as they are now.
@@ -142,6 +154,12 @@ export interface OrganisationRequestRow extends RequestRow {
   member_name: string;
   team_id: string;
   team_name: string;
+}
+
+/** One upstream attempt of a request: the deployment tried and how it ended (`ok`, an HTTP status, `timeout`, `connection`, `caller_left`). */
+export interface RequestAttempt {
+  deployment: string;
+  outcome: string;
 }
 
 /** A row of GET /ledger. */

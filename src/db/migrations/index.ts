@@ -26,7 +26,8 @@ import * as m022 from './022_deployment_shares.ts';
 import * as m023 from './023_organisations.ts';
 import * as m024 from './024_video_job_deployments.ts';
 import * as m025 from './025_budgets.ts';
-import * as m029 from './029_key_limits_and_alerts.ts';
+import * as m026 from './026_usage_attempts.ts';
+import * as m027 from './027_key_limits_and_alerts.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -54,7 +55,8 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '023_organisations': m023,
   '024_video_job_deployments': m024,
   '025_budgets': m025,
-  '029_key_limits_and_alerts': m029,
+  '026_usage_attempts': m026,
+  '027_key_limits_and_alerts': m027,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {

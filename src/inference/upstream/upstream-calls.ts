@@ -24,6 +24,7 @@ import { upstreamRedirect } from './replies.ts';
 import { failSpan, traceparentOf } from '../../tracing/spans.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { FormData } from 'undici';
+import { AttemptLog, outcomeOfStatus } from '../../billing/attempts.ts';
 
 type Outcome = 'upstream_timeout' | 'upstream_unreachable' | 'upstream_error';
 
@@ -252,12 +253,12 @@ export class UpstreamCalls {
     } catch (err) {
       if (isAbort(err)) {
         if (pass.trial) this.health.releaseTrial(pass);
-        endFailedAttempt(span, 'caller_left');
+        endFailedAttempt(span, noteAttempt(plan, d, 'caller_left'));
         throw err;
       }
       const failure = upstreamFailure(err, plan.requestId);
       const timedOut = failure.code === Code.DeadlineExceeded;
-      const reason = timedOut ? 'timeout' : 'connection';
+      const reason = noteAttempt(plan, d, timedOut ? 'timeout' : 'connection');
       endFailedAttempt(span, reason);
       this.failed(d, pass, reason, undefined);
       this.metrics.upstreamRetries.inc({ provider, reason });
@@ -269,6 +270,7 @@ export class UpstreamCalls {
     // A redirect is the deployment's fault too (a moved or misconfigured endpoint): it fails over
     // and counts against the deployment's health, as a 5xx does; the gateway follows none.
     const redirect = res.statusCode >= 300 && res.statusCode < 400;
+    noteAttempt(plan, d, outcomeOfStatus(res.statusCode));
     if (res.statusCode === 429 || res.statusCode >= 500 || redirect) {
       endFailedAttempt(span, String(res.statusCode), res.statusCode);
       const retryAfter = retryAfterMs(res.headers['retry-after']);
@@ -299,6 +301,12 @@ export class UpstreamCalls {
     this.metrics.deploymentRequestsOf(d.key, d.provider.id, reason).inc();
     this.health.failed(pass, reason, retryAfter);
   }
+}
+
+/** Records an attempt at `d` on the request's plan (its usage row's attempts); the outcome, for the attempt's span. */
+function noteAttempt(plan: Plan, d: ResolvedDeployment, outcome: string): string {
+  (plan.attempts ??= new AttemptLog()).add(d.key, outcome);
+  return outcome;
 }
 
 /** The body for `d`: the route's, with the upstream model id swapped where the deployment names the model otherwise. */

@@ -515,10 +515,15 @@ describe('keys usage table', () => {
     status: 'ok',
     httpStatus: 200,
     requestId: 'req_a',
+    providerCostNano: 1_000n,
+    marginNano: 234n,
+    deployment: 'gpt-5.4-nano/openai',
+    attempts: [{ deployment: 'gpt-5.4-nano/openai', outcome: 'ok' }],
+    attemptsOmitted: 0,
     ...over,
   });
 
-  it('has a header, aligned columns, UTC times to the second and exact costs on one decimal point', () => {
+  it('has a header, aligned columns, UTC times to the second, exact costs and a signed margin on one decimal point, and the deployment or the attempts', () => {
     const table = usageTable([
       row({}),
       row({
@@ -528,13 +533,21 @@ describe('keys usage table', () => {
         inputTokens: 1_200n,
         outputTokens: 0n,
         costNano: 2_500_000_000n,
+        providerCostNano: 3_000_000_000n,
+        marginNano: -500_000_000n,
         status: 'upstream_error',
         httpStatus: 502,
         requestId: 'req_b',
+        deployment: 'claude-haiku-4-5/bedrock',
+        attempts: [
+          { deployment: 'claude-haiku-4-5/anthropic', outcome: '500' },
+          { deployment: 'claude-haiku-4-5/bedrock', outcome: '502' },
+        ],
       }),
-      row({ costNano: 0n, requestId: 'req_c' }),
+      row({ costNano: 0n, providerCostNano: 0n, marginNano: 0n, requestId: 'req_c', deployment: '', attempts: [] }),
     ]);
     const lines = table.split('\n');
+    const failover = 'anthropic 500 → bedrock 502';
     expect(lines).toEqual([
       [
         'TIME (UTC)          ',
@@ -543,7 +556,10 @@ describe('keys usage table', () => {
         '  IN',
         'OUT',
         '   COST USD',
+        'PROVIDER USD',
+        '  MARGIN USD',
         'STATUS            ',
+        'DEPLOYMENT'.padEnd(failover.length),
         'REQUEST',
       ].join('  '),
       [
@@ -553,7 +569,10 @@ describe('keys usage table', () => {
         '  12',
         '  6',
         '0.000001234',
+        '    0.000001',
+        ' 0.000000234',
         'ok 200            ',
+        'openai'.padEnd(failover.length),
         'req_a',
       ].join('  '),
       [
@@ -563,7 +582,10 @@ describe('keys usage table', () => {
         '1200',
         '  0',
         '2.5        ',
+        '    3       ',
+        '-0.5        ',
         'upstream_error 502',
+        failover,
         'req_b',
       ].join('  '),
       [
@@ -573,7 +595,10 @@ describe('keys usage table', () => {
         '  12',
         '  6',
         '0          ',
+        '    0       ',
+        ' 0          ',
         'ok 200            ',
+        ''.padEnd(failover.length),
         'req_c',
       ].join('  '),
     ]);

@@ -28,7 +28,19 @@ describe('tracing settings', () => {
       upstreamTraceparent: false,
       content: { capture: false, maxBytes: 4096 },
       uiUrl: undefined,
+      responseHeader: false,
     });
+  });
+
+  it('TRACE_RESPONSE_HEADER: off unless the operator turns it on, and a value that is neither on nor off refused naming it', () => {
+    for (const on of ['1', 'true', 'YES', ' on '])
+      expect(loadTracingConfig({ ...ENDPOINT, TRACE_RESPONSE_HEADER: on }).responseHeader).toBe(true);
+    for (const off of ['0', 'false', 'no', 'OFF', ''])
+      expect(loadTracingConfig({ ...ENDPOINT, TRACE_RESPONSE_HEADER: off }).responseHeader).toBe(false);
+    for (const bad of ['maybe', '2', 'enabled'])
+      expect(() => loadTracingConfig({ ...ENDPOINT, TRACE_RESPONSE_HEADER: bad })).toThrow(
+        `TRACE_RESPONSE_HEADER must be 1 or 0 (true/false, yes/no, on/off), got "${bad}"`,
+      );
   });
 
   it('read the protocol, the signal-specific variable first', () => {

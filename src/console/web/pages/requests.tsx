@@ -1,13 +1,15 @@
 // The request log: one row per request (time, route, model asked for and served, tokens, cost,
-// status, latency, request id, and for the operator the request's trace), filtered by model,
+// status, latency, request id, and for the operator the deployment that answered with the attempts
+// before it, the provider's cost, the margin and the request's trace), filtered by model,
 // route, status and UTC date, newest first, in keyset pages (the server's cursor), and the same
 // filters as a CSV download. The filters live in the address (?model=…&status=…), so a filtered
 // view can be reloaded and shared.
+import { Fragment } from 'preact';
 import { useEffect, useState } from 'preact/hooks';
 import { type AccountScope, api, query } from '../api.ts';
 import { Badge, Card, PagedRows, PageHeader, Table } from '../components/ui.tsx';
 import { useApi, usePaged } from '../data.ts';
-import { big, grouped, time, usd } from '../format.ts';
+import { attemptWords, big, deploymentName, grouped, time, usd } from '../format.ts';
 import { type Location, navigate } from '../router.ts';
 import type { RequestFilters, RequestRow } from '../wire-types.ts';
 
@@ -160,8 +162,10 @@ function FilterFields(props: { field: (name: keyof RequestFilters) => FieldProps
 }
 
 export function RequestTable(props: { rows: RequestRow[] }) {
-  // An organisation's rows say whom each request was charged to.
+  // An organisation's rows say whom each request was charged to; the operator's, where each was
+  // served and what it earned (in the room of the latency, which goes under the status).
   const charged = props.rows.some((r) => r.member_id !== undefined);
+  const operator = props.rows.some((r) => r.deployment !== undefined);
   return (
     <Table stack label="Requests" id="request-rows">
       <thead>
@@ -170,54 +174,118 @@ export function RequestTable(props: { rows: RequestRow[] }) {
           {charged ? <th>Charged to</th> : null}
           <th>Route</th>
           <th>Model</th>
+          {operator ? <th>Deployment</th> : null}
           <th class="num">Input</th>
           <th class="num">Output</th>
           <th class="num">Cost</th>
           <th>Status</th>
-          <th class="num">Latency</th>
+          {operator ? null : <th class="num">Latency</th>}
           <th>Request id</th>
         </tr>
       </thead>
       <tbody>
         {props.rows.map((r) => (
-          <tr key={r.request_id} data-request-id={r.request_id}>
-            <td class="nowrap">{time(r.created_at)}</td>
-            {charged ? (
-              <td data-charged-to={r.member_id || r.team_id}>
-                {r.team_id ? `Team ${r.team_name}` : r.member_name || '—'}
-                <div class="muted small mono">{r.key_prefix}…</div>
-              </td>
-            ) : null}
-            <td class="mono nowrap">{r.route}</td>
-            <td class="mono">
-              {r.model}
-              {r.requested_model && r.requested_model !== r.model ? (
-                <div class="muted small">asked for {r.requested_model}</div>
-              ) : null}
-            </td>
-            <td class="num">
-              {grouped(r.input_tokens)}
-              {big(r.cached_tokens) > 0n ? <div class="muted small">{grouped(r.cached_tokens)} cached</div> : null}
-            </td>
-            <td class="num">{grouped(r.output_tokens)}</td>
-            <td class="num nowrap" data-figure="cost">
-              {usd(r.cost_nano)}
-            </td>
-            <td>
-              <Badge tone={r.status === 'ok' ? 'ok' : 'error'}>
-                {r.status === 'ok' ? 'ok' : r.status}
-                {Number(r.http_status) ? ` ${r.http_status}` : ''}
-              </Badge>
-            </td>
-            <td class="num nowrap">{grouped(r.latency_ms)} ms</td>
-            <td class="mono small">
-              {r.request_id}
-              <TraceOf row={r} />
-            </td>
-          </tr>
+          <RequestLine key={r.request_id} row={r} charged={charged} operator={operator} />
         ))}
       </tbody>
     </Table>
+  );
+}
+
+/**
+ * One request's row. The operator's has its deployment (and the attempts before it), under the
+ * charge what the provider bills and the margin, and the latency under the status.
+ */
+function RequestLine(props: { row: RequestRow; charged: boolean; operator: boolean }) {
+  const r = props.row;
+  const latency = `${grouped(r.latency_ms)} ms`;
+  return (
+    <tr data-request-id={r.request_id}>
+      {/* The operator's time may take two lines: the room is the money's. */}
+      <td class={props.operator ? undefined : 'nowrap'}>{time(r.created_at)}</td>
+      {props.charged ? (
+        <td data-charged-to={r.member_id || r.team_id}>
+          {r.team_id ? `Team ${r.team_name}` : r.member_name || '—'}
+          <div class="muted small mono">{r.key_prefix}…</div>
+        </td>
+      ) : null}
+      <td class="mono nowrap">{r.route}</td>
+      <td class="mono">
+        {r.model}
+        {r.requested_model && r.requested_model !== r.model ? (
+          <div class="muted small">asked for {r.requested_model}</div>
+        ) : null}
+      </td>
+      {props.operator ? <DeploymentOf row={r} /> : null}
+      <td class="num">
+        {grouped(r.input_tokens)}
+        {big(r.cached_tokens) > 0n ? <div class="muted small">{grouped(r.cached_tokens)} cached</div> : null}
+      </td>
+      <td class="num">{grouped(r.output_tokens)}</td>
+      {props.operator ? (
+        <MoneyOf row={r} />
+      ) : (
+        <td class="num nowrap" data-figure="cost">
+          {usd(r.cost_nano)}
+        </td>
+      )}
+      <td>
+        <Badge tone={r.status === 'ok' ? 'ok' : 'error'}>
+          {r.status === 'ok' ? 'ok' : r.status}
+          {Number(r.http_status) ? ` ${r.http_status}` : ''}
+        </Badge>
+        {props.operator ? <div class="muted small nowrap">{latency}</div> : null}
+      </td>
+      {props.operator ? null : <td class="num nowrap">{latency}</td>}
+      <td class="mono small">
+        {r.request_id}
+        <TraceOf row={r} />
+      </td>
+    </tr>
+  );
+}
+
+/** The operator's money of a request: the charge, and under it what the provider bills and the margin (red for a loss). */
+function MoneyOf(props: { row: RequestRow }) {
+  const r = props.row;
+  const loss = big(r.margin_nano) < 0n;
+  return (
+    <td class="num nowrap">
+      <div data-figure="cost">{usd(r.cost_nano)}</div>
+      <div class="muted small">
+        provider <span data-figure="provider-cost">{usd(r.provider_cost_nano ?? '0')}</span>
+      </div>
+      <div class={loss ? 'small negative' : 'muted small'}>
+        margin <span data-figure="margin">{usd(r.margin_nano ?? '0')}</span>
+      </div>
+    </td>
+  );
+}
+
+/**
+ * The deployment that answered (named within its model, as the book names it), and under it the
+ * attempts when there was more than the one: "plain 429 › third ok", each attempt kept whole when
+ * the line wraps. A request no deployment answered shows "—" with the attempts that failed.
+ */
+function DeploymentOf(props: { row: RequestRow }) {
+  const r = props.row;
+  const attempts = r.attempts ?? [];
+  const omitted = r.attempts_omitted ?? 0;
+  const words = attemptWords(attempts, omitted, r.model);
+  return (
+    <td class="deployment" data-deployment={r.deployment ?? ''}>
+      <span class="mono">{r.deployment ? deploymentName(r.deployment, r.model) : '—'}</span>
+      {attempts.length > 1 || omitted > 0 ? (
+        <div class="muted small attempts" data-attempts={attempts.length + omitted}>
+          {words.map((w, i) => (
+            <Fragment key={`${i}-${w}`}>
+              {i > 0 ? ' › ' : null}
+              <span class="attempt">{w}</span>
+            </Fragment>
+          ))}
+        </div>
+      ) : null}
+    </td>
   );
 }
 

@@ -512,6 +512,36 @@ export declare type UsageRecord = Message<"gateway.v1.UsageRecord"> & {
    * @generated from field: string team_id = 21;
    */
   teamId: string;
+
+  /**
+   * The deployment whose answer decided the request (`<model>/<deployment>`,
+   * docs/providers.md#deployments); empty when no deployment answered.
+   *
+   * @generated from field: string deployment = 22;
+   */
+  deployment: string;
+
+  /**
+   * The upstream attempts, in the order they were made (docs/providers.md#the-attempts-of-a-request):
+   * at most 8, the first 7 and the last; attempts_omitted says how many between them were left out.
+   * Empty for a request that made none, and for rows from before attempts were recorded.
+   *
+   * @generated from field: repeated gateway.v1.UsageAttempt attempts = 23;
+   */
+  attempts: UsageAttempt[];
+
+  /**
+   * @generated from field: int32 attempts_omitted = 24;
+   */
+  attemptsOmitted: number;
+
+  /**
+   * cost_nano minus provider_cost_nano: what the operator keeps of the charge; negative when the
+   * provider cost more than the customer was charged.
+   *
+   * @generated from field: int64 margin_nano = 25;
+   */
+  marginNano: bigint;
 };
 
 /**
@@ -519,6 +549,36 @@ export declare type UsageRecord = Message<"gateway.v1.UsageRecord"> & {
  * Use `create(UsageRecordSchema)` to create a new message.
  */
 export declare const UsageRecordSchema: GenMessage<UsageRecord>;
+
+/**
+ * One upstream attempt of a request.
+ *
+ * @generated from message gateway.v1.UsageAttempt
+ */
+export declare type UsageAttempt = Message<"gateway.v1.UsageAttempt"> & {
+  /**
+   * The deployment tried, `<model>/<deployment>`.
+   *
+   * @generated from field: string deployment = 1;
+   */
+  deployment: string;
+
+  /**
+   * How it ended: "ok" (its answer is the request's), the HTTP status the deployment answered with
+   * otherwise ("429", "500", "307"; a "400" is passed to the caller as it came), "timeout",
+   * "connection" (no answer), or "caller_left" (the caller went away while it ran). Never a
+   * provider's own words.
+   *
+   * @generated from field: string outcome = 2;
+   */
+  outcome: string;
+};
+
+/**
+ * Describes the message gateway.v1.UsageAttempt.
+ * Use `create(UsageAttemptSchema)` to create a new message.
+ */
+export declare const UsageAttemptSchema: GenMessage<UsageAttempt>;
 
 /**
  * @generated from message gateway.v1.ListUsageResponse
