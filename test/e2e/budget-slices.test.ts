@@ -94,8 +94,11 @@ const leaseSlices = async (org: TestOrg) =>
   );
 
 describe('budget slices with credit leases', () => {
-  it('a request under three budgets takes no hold of its own; each charge moves from held to spent in every window; the returned lease gives its slices back', async () => {
-    const g = await leaseGateway();
+  it('a request under three budgets takes no hold of its own; each charge moves from held to spent in every window; the returned lease gives its slices back', {
+    timeout: 60_000,
+  }, async () => {
+    // Idle for 4 s, the lease is returned: time enough to see its slices first on a loaded machine.
+    const g = await leaseGateway({ LEASE_IDLE_MS: '4000' });
     const org = await newOrganisation('5');
     const admin = org.people.admin.client;
     for (const s of [
@@ -115,7 +118,7 @@ describe('budget slices with credit leases', () => {
     expect(own.rows[0].n).toBe(0);
     expect(await leaseSlices(org)).toBeGreaterThanOrEqual(3);
     // Idle, the lease is returned: every window has spent exactly the charges and holds nothing.
-    await until('the lease to be returned', async () => (await leaseSlices(org)) === 0);
+    await until('the lease to be returned', async () => (await leaseSlices(org)) === 0, 30_000);
     await until('no active holds', async () => {
       const r = await db().query(`SELECT count(*)::int AS n FROM holds WHERE account_id = $1 AND status = 'active'`, [
         org.id,
@@ -133,7 +136,11 @@ describe('budget slices with credit leases', () => {
   it('two instances spend a budget to its end and never past it: the one refused for want of room gets back what the slices hold, then no more passes', {
     timeout: 60_000,
   }, async () => {
-    const [a, b] = await Promise.all([leaseGateway(), leaseGateway()]);
+    // Leases that stay open while the test runs (not returned idle): only a refusal takes their slices back.
+    const [a, b] = await Promise.all([
+      leaseGateway({ LEASE_IDLE_MS: '120000' }),
+      leaseGateway({ LEASE_IDLE_MS: '120000' }),
+    ]);
     const org = await newOrganisation('5');
     // Learn what one request is charged, then budget exactly eight of them on a fresh key's budget.
     const probe = await chat(a, org.people.owner.apiKey, 3);
@@ -152,7 +159,9 @@ describe('budget slices with credit leases', () => {
     for (let i = 0; i < 14; i++) outcomes.push(await chat(b, org.people.member.apiKey, 3));
     const served = outcomes.filter((o) => o.status === 200).length;
     expect(outcomes.filter((o) => o.status !== 200).every((o) => o.code === 'budget_exceeded')).toBe(true);
-    await until('every charge written', async () => (await leaseSlices(org)) === 0);
+    // Stopped, each instance writes its charges and returns its lease with its slices.
+    await Promise.all([a.stop(), b.stop()]);
+    expect(await leaseSlices(org)).toBe(0);
     const spent = (await windowsOf(org)).find((w) => w.id === budget.budget!.budgetId)!;
     // Never above the budget; and the slices A held did not keep B from reaching its end.
     expect(BigInt(spent.spent)).toBeLessThanOrEqual(eight);
