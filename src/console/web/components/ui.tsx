@@ -197,6 +197,8 @@ export function ConfirmDialog(props: {
   busy?: boolean;
   /** The confirm button only (the dialog's form is not complete yet); Cancel stays. */
   confirmDisabled?: boolean;
+  /** Room for a form and a table (a change of the book and its preview). */
+  wide?: boolean;
   onConfirm: () => void;
   onCancel: () => void;
 }) {
@@ -211,7 +213,7 @@ export function ConfirmDialog(props: {
   return (
     <dialog
       ref={ref}
-      class="dialog"
+      class={props.wide ? 'dialog dialog-wide' : 'dialog'}
       aria-labelledby={titleId}
       onCancel={(e) => {
         e.preventDefault();
