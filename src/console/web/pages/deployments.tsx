@@ -212,7 +212,8 @@ function ErrorRate(props: { deployment: DeploymentRow }) {
       <span class="nowrap">{percentOf(d.error_rate)}</span>
       <div class="muted small" data-figure="error-count">
         {grouped(d.recent_failures)} of {grouped(d.recent_answers)} failed
-        {d.recent_since ? `, since ${time(d.recent_since).slice(11)} UTC` : ''}
+        {d.recent_since ? ', ' : ''}
+        {d.recent_since ? <span class="nowrap">since {time(d.recent_since).slice(11)} UTC</span> : null}
       </div>
     </>
   );
