@@ -4,7 +4,7 @@
 // leaves one out is refused; `enabled: false` retires it.
 import type { BookDocument, BookMarkup } from './book-document.ts';
 import type { CatalogueEntry } from './models.ts';
-import type { ProviderDefinition } from './providers.ts';
+import { deploymentsOf, type ProviderDefinition } from './providers.ts';
 
 export type ModelDefinition = Omit<CatalogueEntry, 'prices'>;
 
@@ -212,13 +212,42 @@ export function describeChange(c: Change): { kind: string; subject: string; deta
   }
 }
 
-/** `field: before -> after` for each top-level field that differs, sorted by field. */
+/**
+ * `field: before -> after` for each top-level field that differs, sorted by field; a model's
+ * deployments deployment by deployment and field by field (deploymentChanges).
+ */
 function fieldChanges(before: object, after: object): string {
   const b = before as Record<string, unknown>;
   const a = after as Record<string, unknown>;
   return [...new Set([...Object.keys(a), ...Object.keys(b)])]
     .filter((k) => !same(b[k], a[k]))
     .sort()
-    .map((k) => `${k}: ${JSON.stringify(b[k]) ?? 'unset'} -> ${JSON.stringify(a[k]) ?? 'unset'}`)
+    .flatMap((k) =>
+      k === 'deployments'
+        ? deploymentChanges(before as ModelDefinition, after as ModelDefinition)
+        : [`${k}: ${JSON.stringify(b[k]) ?? 'unset'} -> ${JSON.stringify(a[k]) ?? 'unset'}`],
+    )
     .join('; ');
+}
+
+/**
+ * `deployments[east].weight: 1 -> 3`, `deployments[west]: added {…}`, `deployments[old]: removed`:
+ * what a model's deployments change, the one a model without a list has (its own provider) counted as listed.
+ */
+function deploymentChanges(before: ModelDefinition, after: ModelDefinition): string[] {
+  const was = new Map(deploymentsOf(before).map((d) => [d.id, d as unknown as Record<string, unknown>]));
+  const will = new Map(deploymentsOf(after).map((d) => [d.id, d as unknown as Record<string, unknown>]));
+  const out: string[] = [];
+  for (const id of new Set([...will.keys(), ...was.keys()])) {
+    const b = was.get(id);
+    const a = will.get(id);
+    if (!a) out.push(`deployments[${id}]: removed`);
+    else if (!b) out.push(`deployments[${id}]: added ${JSON.stringify(a)}`);
+    else
+      for (const k of [...new Set([...Object.keys(a), ...Object.keys(b)])].sort())
+        if (!same(b[k], a[k]))
+          out.push(`deployments[${id}].${k}: ${JSON.stringify(b[k]) ?? 'unset'} -> ${JSON.stringify(a[k]) ?? 'unset'}`);
+  }
+  // Listing the deployment a model had without a list changes how the book says it, not what it serves.
+  return out.length > 0 ? out : [`deployments: listed (${[...will.keys()].join(', ')}, as served before)`];
 }

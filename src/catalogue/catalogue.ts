@@ -50,6 +50,8 @@ export interface ResolvedDeployment {
   providerPrices: Readonly<Record<string, string>>;
   /** Its prices differ from the model's. */
   ownPrices: boolean;
+  /** The book drains it: tried only after every other deployment of its model. */
+  draining?: true;
 }
 
 export interface ResolvedModel extends CatalogueEntry {
@@ -200,7 +202,9 @@ export class Catalogue {
           ? 'no price in force in the price book'
           : served.length > 0
             ? ''
-            : this.missingCredential(e);
+            : deploymentsOf(e).every((d) => d.state === 'disabled')
+              ? ALL_DISABLED
+              : this.missingCredential(e);
       byId.set(e.id, {
         ...e,
         prices: { ...e.prices },
@@ -260,7 +264,7 @@ export class Catalogue {
     const out: ResolvedDeployment[] = [];
     for (const d of all) {
       const provider = providers.get(d.provider);
-      if (!provider || (provider.auth !== 'none' && !this.secrets.has(d.provider))) continue;
+      if (!provider || (provider.auth !== 'none' && !this.secrets.has(d.provider)) || d.state === 'disabled') continue;
       out.push({
         key: `${e.id}/${d.id}`,
         id: d.id,
@@ -271,14 +275,15 @@ export class Catalogue {
         ...(d.limits ? { limits: d.limits } : {}),
         providerPrices: { ...e.prices, ...d.prices },
         ownPrices: d.prices !== undefined && Object.keys(d.prices).length > 0,
+        ...(d.state === 'draining' ? { draining: true as const } : {}),
       });
     }
     return out;
   }
 
-  /** Why no deployment of `e` can serve: the setting or credential each of its providers lacks. */
+  /** Why no deployment of `e` can serve: the setting or credential each provider of a deployment in traffic lacks. */
   private missingCredential(e: CatalogueEntry): string {
-    const names = [...new Set(deploymentsOf(e).map((d) => d.provider))];
+    const names = [...new Set(deploymentsOf(e).flatMap((d) => (d.state === 'disabled' ? [] : [d.provider])))];
     return names
       .map((p) =>
         Object.hasOwn(this.config.providers, p)
@@ -320,10 +325,13 @@ function markupTable(model: CatalogueEntry, markups: readonly MarkupVersion[]): 
  * setting that is missing (error bodies carry no configuration).
  */
 export function unavailableToCallers(model: ResolvedModel): string {
-  return model.enabled
-    ? `The model '${model.id}' is not available on this gateway right now: its provider is not configured.`
-    : `The model '${model.id}' is disabled on this gateway.`;
+  if (!model.enabled) return `The model '${model.id}' is disabled on this gateway.`;
+  const why = model.unavailableReason === ALL_DISABLED ? 'it is out of service' : 'its provider is not configured';
+  return `The model '${model.id}' is not available on this gateway right now: ${why}.`;
 }
+
+/** Why a model with deployments serves none: the book disabled every one of them. */
+const ALL_DISABLED = 'every deployment is disabled in the book';
 
 /** The 400 for a request naming a model that cannot serve now (`prefix`: the route's own message style, e.g. "model: "). */
 export function modelNotAvailable(model: ResolvedModel, prefix = '') {

@@ -22,7 +22,7 @@ export const credentialHint = (providerId: string) =>
 /**
  * One warning per provider without a usable credential here (`hasCredential`) that the enabled
  * models of `proposed` deploy on where `current` did not (a new model, a new deployment, one moved
- * to it). A provider the book says needs no credential (`"auth": "none"`) is always usable.
+ * to it or enabled again; a disabled one takes no traffic either way). A provider the book says needs no credential (`"auth": "none"`) is always usable.
  */
 export function idleDeployments(
   current: BookDocument,
@@ -31,12 +31,17 @@ export function idleDeployments(
 ): BookWarning[] {
   const keyless = new Set((proposed.providers ?? []).filter((p) => p.auth === 'none').map((p) => p.id));
   const before = new Set(
-    current.models.flatMap((m) => (m.enabled ? deploymentsOf(m).map((d) => `${m.id}/${d.id}@${d.provider}`) : [])),
+    current.models.flatMap((m) =>
+      m.enabled
+        ? deploymentsOf(m).flatMap((d) => (d.state === 'disabled' ? [] : [`${m.id}/${d.id}@${d.provider}`]))
+        : [],
+    ),
   );
   const idle = new Map<string, string[]>();
   for (const m of proposed.models) {
     if (!m.enabled) continue;
     for (const d of deploymentsOf(m)) {
+      if (d.state === 'disabled') continue; // it takes no traffic by the operator's word
       if (before.has(`${m.id}/${d.id}@${d.provider}`) || keyless.has(d.provider) || hasCredential(d.provider)) continue;
       idle.set(d.provider, [...(idle.get(d.provider) ?? []), `${m.id}/${d.id}`]);
     }

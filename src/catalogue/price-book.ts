@@ -42,6 +42,40 @@ export interface MarkupVersion extends MarkupScope {
   reason: string;
 }
 
+/** The kinds of version the book writes, each in a table of its own. */
+export type BookVersionKind = 'provider' | 'model' | 'prices' | 'alias' | 'markup';
+
+export const BOOK_VERSION_KINDS: readonly BookVersionKind[] = ['provider', 'model', 'prices', 'alias', 'markup'];
+
+/** One version written to the book, of any kind (BookHistory). */
+export interface WrittenVersion {
+  kind: BookVersionKind;
+  id: bigint;
+  /** The provider, model, alias or markup scope ("model:gpt-4o@bot") it is of. */
+  subject: string;
+  createdAt: Date;
+  source: string;
+  reason: string;
+  /** What it holds (a definition, prices with their date, a target, a markup with its date); null for a removal. */
+  value: unknown;
+}
+
+/** Each kind's versions as one row shape: the newest `limit` of each, the union sorted afterwards. */
+const VERSIONS_OF: Record<BookVersionKind, string> = {
+  provider: `SELECT 'provider' AS kind, id, provider_id AS subject, created_at, source, reason, definition AS value
+    FROM provider_versions`,
+  model: `SELECT 'model' AS kind, id, model_id AS subject, created_at, source, reason, definition AS value FROM model_versions`,
+  prices: `SELECT 'prices' AS kind, id, model_id AS subject, created_at, source, reason,
+    jsonb_build_object('prices', prices, 'effectiveFrom', effective_from) AS value FROM price_versions`,
+  alias: `SELECT 'alias' AS kind, id, alias AS subject, created_at, source, reason, to_jsonb(target) AS value FROM alias_versions`,
+  markup: `SELECT 'markup' AS kind, id,
+    CASE WHEN model_id <> '' THEN 'model:' || model_id WHEN provider <> '' THEN 'provider:' || provider ELSE 'default' END
+      || CASE WHEN account_group <> '' THEN '@' || account_group ELSE '' END AS subject,
+    created_at, source, reason,
+    CASE WHEN markup IS NULL THEN NULL ELSE jsonb_build_object('markup', markup, 'effectiveFrom', effective_from) END AS value
+    FROM markup_versions`,
+};
+
 export interface DefinitionVersion {
   id: bigint;
   definition: ModelDefinition;
@@ -260,6 +294,30 @@ export class PriceBook {
       createdAt: new Date(r.created_at as string),
       source: r.source as string,
       reason: r.reason as string,
+    }));
+  }
+
+  /** The newest `limit` versions written to the book, of the `kinds` asked for, newest first (ties: the later id). */
+  async versionsWritten(
+    limit: number,
+    kinds: readonly BookVersionKind[] = BOOK_VERSION_KINDS,
+  ): Promise<WrittenVersion[]> {
+    const parts = kinds.map((k) => `(${VERSIONS_OF[k]} ORDER BY id DESC LIMIT ${Number(limit)})`);
+    if (parts.length === 0) return [];
+    const rows = rowsOf(
+      await this.db.raw(
+        `SELECT kind, id::text AS id, subject, created_at, source, reason, value FROM (${parts.join(' UNION ALL ')}) v
+         ORDER BY v.created_at DESC, v.id DESC LIMIT ${Number(limit)}`,
+      ),
+    );
+    return rows.map((r) => ({
+      kind: r.kind as BookVersionKind,
+      id: BigInt(r.id as string),
+      subject: r.subject as string,
+      createdAt: new Date(r.created_at as string),
+      source: r.source as string,
+      reason: r.reason as string,
+      value: r.value ?? null,
     }));
   }
 

@@ -51,12 +51,23 @@ export interface DeploymentLimits {
   concurrency?: number;
 }
 
+/**
+ * A deployment taken out of traffic by the operator: `draining` is tried only after every other
+ * deployment of its model (so its traffic moves off it without a request turned away), `disabled`
+ * takes none. Left out, it takes its share.
+ */
+export type DeploymentTraffic = 'draining' | 'disabled';
+
+export const DEPLOYMENT_TRAFFIC: Record<DeploymentTraffic, true> = { draining: true, disabled: true };
+
 export interface Deployment {
   /** Unique within its model: `azure-east`, `openai-key-2`. */
   id: string;
   provider: string;
   /** The provider's name for the model (Azure: the deployment name); the model's upstreamId when absent. */
   upstreamId?: string;
+  /** Out of traffic (draining or disabled); left out: in traffic. */
+  state?: DeploymentTraffic;
   /** Share of traffic within its priority (default 1); 0 takes traffic only when the others of its priority cannot. */
   weight?: number;
   /** 0 (the default) is tried first; 1 only when no deployment of priority 0 can serve, and so on. */

@@ -3,14 +3,16 @@
 // and the console, so they never disagree about a provider that serves only as a deployment, or a
 // deployment that takes no traffic for want of a credential.
 import type { Catalogue, ResolvedModel } from './catalogue.ts';
-import { deploymentsOf } from './providers.ts';
+import { deploymentsOf, type DeploymentTraffic } from './providers.ts';
 
 /** One deployment of a model, and whether this instance can call it now. */
 export interface DeploymentServing {
   id: string;
   provider: string;
-  /** Its provider has a credential here (or needs none): it takes traffic. */
+  /** Its provider has a credential here (or needs none), and the book has not disabled it: it takes traffic. */
   served: boolean;
+  /** The book took it out of traffic. */
+  state?: DeploymentTraffic;
   /** Added by this instance's `<NAME>_FALLBACK_*` setting, not the book. */
   fromSetting?: true;
 }
@@ -19,7 +21,12 @@ export interface DeploymentServing {
 export function deploymentsServing(m: ResolvedModel): DeploymentServing[] {
   const served = new Set(m.served.map((d) => d.id));
   const listed = deploymentsOf(m);
-  const inBook = listed.map((d) => ({ id: d.id, provider: d.provider, served: served.has(d.id) }));
+  const inBook = listed.map((d) => ({
+    id: d.id,
+    provider: d.provider,
+    served: served.has(d.id),
+    ...(d.state ? { state: d.state } : {}),
+  }));
   const added = m.served
     .filter((d) => !listed.some((x) => x.id === d.id))
     .map((d) => ({ id: d.id, provider: d.provider.id, served: true, fromSetting: true as const }));

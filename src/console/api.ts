@@ -24,6 +24,7 @@ import { type ClaimPrefix, consoleErrorHandler, registerConsoleFallback } from '
 import { ConsoleError, jsonObject } from './wire.ts';
 import { registerHolderRoutes } from './holder-routes.ts';
 import { registerOperatorRoutes } from './operator-routes.ts';
+import { registerProviderRoutes } from './provider-routes.ts';
 import { registerOrganisationRoutes } from './organisation-routes.ts';
 import { registerInvitationRedeem } from './invitation-route.ts';
 import { roleName } from './org-wire.ts';
@@ -180,6 +181,7 @@ export function consoleApi(deps: ConsoleApiDeps): FastifyPluginAsync<{ claimPref
     const kit: RouteKit = { billing, catalogue, orgs, deps, sessionOf };
     registerHolderRoutes(app, kit);
     registerOperatorRoutes(app, kit);
+    registerProviderRoutes(app, kit);
     registerOrganisationRoutes(app, kit);
     registerInvitationRedeem(app, kit, throttle);
   };

@@ -14,6 +14,9 @@ import type { SignInThrottle } from './throttle.ts';
 
 export const API = '/console/api';
 
+/** Ledger rows and changes the operator makes in the console name this cause (the book's versions: their source). */
+export const OPERATOR_CAUSE = 'console:operator';
+
 export interface ConsoleApiDeps {
   transport: Transport;
   /** The sessions and one-time links (PostgreSQL), from server.ts. */

@@ -1,7 +1,7 @@
 // The operator's routes (docs/console.md#api): accounts and their keys, ledgers and request
 // logs, top-ups and refunds, rate limits and revocation, the margin report, the price book
-// (with a model's history, a proposed document's preview and its application), the providers
-// (with a test call) and the models' deployments with their live state, and video jobs.
+// (with a model's history, a proposed document's preview and its application), and video jobs.
+// The providers and deployments are provider-routes.ts's.
 // Only an operator session reaches them (api.ts); what each does is the RPC's, as the CLI's is.
 // Each answers a shape of web/wire-types.ts, the page's own.
 import type { FastifyInstance, FastifyRequest } from 'fastify';
@@ -9,7 +9,8 @@ import { timestampFromDate } from '@bufbuild/protobuf/wkt';
 import { MarginGrouping } from '../gen/gateway/v1/billing_pb.js';
 import { usdToNano } from '../money/money.ts';
 import { OPERATOR_USAGE_CSV_HEADER, operatorUsageCsvLine } from '../billing/usage-csv.ts';
-import { API, access, type RouteKit } from './kit.ts';
+import { API, access, OPERATOR_CAUSE, type RouteKit } from './kit.ts';
+import { writeOptions } from './book-actions.ts';
 import { dailyUsage, ledgerPage, requestsPage, sendRequestsCsv } from './holder-routes.ts';
 import type {
   AccountDetail,
@@ -19,14 +20,11 @@ import type {
   BookApplyRequest,
   BookPreview,
   BookPreviewRequest,
-  DeploymentList,
   LimitsAnswer,
   LimitsRequest,
   MarginReport,
   Page,
   PriceHistory,
-  ProviderList,
-  ProviderTest,
   RefundAnswer,
   RefundRequest,
   RevokeAnswer,
@@ -36,8 +34,8 @@ import type {
 } from './web/wire-types.ts';
 import {
   accountRow,
+  applyAnswer,
   addDays,
-  bookChange,
   ConsoleError,
   endOfUtcDay,
   intParam,
@@ -48,21 +46,15 @@ import {
   marginRow,
   markupRow,
   modelDefinition,
-  modelDeployments,
   operatorRequestRow,
   param,
   previewRow,
   priceVersion,
-  providerRow,
-  providerTest,
   type Query,
   timeParam,
   usageQuery,
   videoRow,
 } from './wire.ts';
-
-/** Ledger rows and changes the operator makes here name this cause. */
-export const OPERATOR_CAUSE = 'console:operator';
 
 const BY: Record<string, MarginGrouping> = {
   day: MarginGrouping.DAY,
@@ -204,6 +196,7 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     const [book, markups] = await Promise.all([catalogue.exportBook({}), catalogue.listMarkups({})]);
     return {
       document: book.document,
+      version: book.version,
       markups: { in_force: markups.inForce.map(markupRow), scheduled: markups.scheduled.map(markupRow) },
     };
   });
@@ -231,9 +224,6 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
   app.post(`${API}/admin/book/apply`, operatorDocument, async (req): Promise<ApplyAnswer> => {
     const body = jsonObject<BookApplyRequest>(req.body);
     const document = bookDocument(body);
-    if (body.dry_run !== undefined && typeof body.dry_run !== 'boolean') throw invalid('dry_run', 'true or false');
-    if (body.reason !== undefined && (typeof body.reason !== 'string' || body.reason.length > 500))
-      throw invalid('reason', 'a string of at most 500 characters');
     let effectiveFrom: Date | undefined;
     if (body.effective_from !== undefined && body.effective_from !== null) {
       if (typeof body.effective_from !== 'string') throw invalid('effective_from', 'an ISO 8601 time');
@@ -241,34 +231,10 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     }
     const r = await catalogue.applyBook({
       document,
-      dryRun: body.dry_run === true,
-      reason: typeof body.reason === 'string' ? body.reason : '',
-      source: OPERATOR_CAUSE,
+      ...writeOptions(body),
       ...(effectiveFrom ? { effectiveFrom: timestampFromDate(effectiveFrom) } : {}),
     });
-    return {
-      applied: r.applied,
-      changes: r.changes.map(bookChange),
-    };
-  });
-
-  // Providers and deployments (docs/providers.md). No answer carries a credential: the RPCs give
-  // a credential's form and state only, and the mappers (wire.ts) leave out headers and definitions.
-  app.get(`${API}/admin/providers`, operator, async (): Promise<ProviderList> => {
-    const r = await catalogue.listProviders({});
-    return { providers: r.providers.map(providerRow) };
-  });
-
-  // One authenticated GET to the provider with its credential on this instance (at most 10 s).
-  app.post<WithId>(
-    `${API}/admin/providers/:id/test`,
-    operator,
-    async (req): Promise<ProviderTest> => providerTest(await catalogue.testProvider({ providerId: req.params.id })),
-  );
-
-  app.get(`${API}/admin/deployments`, operator, async (req): Promise<DeploymentList> => {
-    const r = await catalogue.listDeployments({ modelId: param(req.query as Query, 'model') ?? '' });
-    return { models: r.models.map(modelDeployments) };
+    return applyAnswer(r);
   });
 
   app.get(`${API}/admin/videos`, operator, async (req): Promise<Page<VideoRow>> => {

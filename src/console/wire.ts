@@ -14,7 +14,9 @@ import type {
   VideoJobSummary,
 } from '../gen/gateway/v1/billing_pb.js';
 import {
+  type ApplyBookResponse,
   type BookChange,
+  type BookVersion,
   type Deployment,
   type Markup,
   type Model,
@@ -31,7 +33,10 @@ import type { MessageInitShape } from '@bufbuild/protobuf';
 import type { ListUsageRequestSchema } from '../gen/gateway/v1/billing_pb.js';
 import type {
   AccountRow,
+  ApplyAnswer,
   BookChange as BookChangeJson,
+  BookVersionRow,
+  DeploymentTraffic,
   DailyUsageRow,
   KeyRow,
   LedgerRow,
@@ -311,6 +316,23 @@ export const modelDefinition = (d: ModelDefinitionVersion): ModelDefinition => (
 
 export const bookChange = (c: BookChange): BookChangeJson => ({ kind: c.kind, subject: c.subject, detail: c.detail });
 
+export const applyAnswer = (r: ApplyBookResponse): ApplyAnswer => ({
+  applied: r.applied,
+  changes: r.changes.map(bookChange),
+  warnings: r.warnings.map((w) => ({ subject: w.subject, message: w.message })),
+  version: r.version,
+});
+
+export const bookVersionRow = (v: BookVersion): BookVersionRow => ({
+  kind: v.kind,
+  id: Number(v.id),
+  subject: v.subject,
+  created_at: iso(v.createdAt),
+  source: v.source,
+  reason: v.reason,
+  value_json: v.valueJson,
+});
+
 /** A video job, with its workflow's page in the Temporal UI ('' when unknown). */
 export const videoRow = (j: VideoJobSummary, temporalUrl: string): VideoRow => ({
   id: j.id,
@@ -401,6 +423,10 @@ export const deploymentRow = (d: Deployment): DeploymentRow => ({
   window_tokens: Number(d.windowTokens),
   concurrency: d.concurrency,
   in_flight: d.inFlight,
+  state: (d.state || 'enabled') as DeploymentTraffic,
+  recent_answers: d.recentAnswers,
+  recent_failures: d.recentFailures,
+  recent_since: iso(d.recentSince),
 });
 
 export const modelDeployments = (m: ModelDeployments): ModelDeploymentsJson => ({

@@ -76,7 +76,7 @@ export interface StartedParts {
     strategy: string;
     /** The book lists its deployments (else it is served on its own provider as one). */
     listsDeployments: boolean;
-    deployments: readonly { id: string; provider: string; served: boolean }[];
+    deployments: readonly { id: string; provider: string; served: boolean; state?: string }[];
   }[];
   /** Every provider of the catalogue, with its credential here and its models (catalogue/serving.ts). */
   providers: readonly {
@@ -237,15 +237,15 @@ export function startupSummary(config: Config, parts: StartedParts): StartupSumm
  * for want of a credential here; those first, so the five shown never hide one.
  */
 function deploymentsOf(models: StartedParts['models']): StartupSummary['deployments'] {
+  // A deployment the book disabled takes no traffic by the operator's word, not for want of a credential.
+  const idle = (d: StartedParts['models'][number]['deployments'][number]) => !d.served && d.state !== 'disabled';
   const out = models
-    .filter(
-      (m) => m.enabled && (m.deployments.length > 1 || (m.listsDeployments && m.deployments.some((d) => !d.served))),
-    )
+    .filter((m) => m.enabled && (m.deployments.length > 1 || (m.listsDeployments && m.deployments.some(idle))))
     .map((m) => ({
       model: m.id,
       deployments: m.deployments.map((d) => d.id),
       strategy: m.strategy,
-      noCredential: m.deployments.filter((d) => !d.served).map((d) => d.id),
+      noCredential: m.deployments.filter(idle).map((d) => d.id),
     }));
   return [...out.filter((d) => d.noCredential.length > 0), ...out.filter((d) => d.noCredential.length === 0)];
 }

@@ -47,6 +47,7 @@ import { DeploymentHealth } from '../inference/routing/deployment-health.ts';
 import { Router } from '../inference/routing/router.ts';
 import { DeploymentLimits } from '../inference/routing/deployment-limits.ts';
 import { JobRouting } from '../inference/routing/job-routing.ts';
+import { CooldownEnds } from '../inference/routing/cooldown-ends.ts';
 import type { RouteDeps } from '../inference/deps.ts';
 import { inferenceService, type InferenceRoutes } from '../services/inference.ts';
 import { keyBudgets } from '../budgets/key-budgets.ts';
@@ -203,11 +204,15 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
   });
   const owners = new ResponseOwners(db);
   const video = videoRuntime(config, { log, db, ledger, metrics, catalogue, health: routeDeps.calls.health });
+  // A cooldown ended by hand reaches every instance's health (NOTIFY).
+  const cooldowns = new CooldownEnds(db, routeDeps.calls.health, log);
+  await cooldowns.listen(databaseUrl);
   const services: Services = {
     billing: billingService(ledger, billing.limiter, billing.keys, billing.leases),
     catalogue: catalogueService(catalogue, priceBook, new UsagePreview(db), {
       credentials,
       deploymentLimits,
+      cooldowns,
       ...routeDeps,
     }),
     inference: inferenceRoutes(config, routeDeps, owners, (c) => keyBudgets(db, billing.budgets, c, Date.now())),
@@ -224,23 +229,17 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
   const rpc = await startRpc(config, services, billing.keys, log);
   // The browser console (docs/console.md): its API and pages on the HTTP port, its sessions in the database.
   const consoleSessions = new ConsoleSessions(db, CONSOLE_SESSION_LIFETIMES);
-  const facade = await startHttp(config, { services, catalogue, billing, db, video, consoleSessions, metrics, log });
-  // Holds of a crashed process are released here; safe with many instances (see Ledger.expireHolds).
-  const stopSweeper = startSweeper(config.holds.sweepIntervalMs, log, [
-    [
-      'hold sweep',
-      () =>
-        ledger.expireHolds().then(
-          (n) => {
-            if (n > 0) log.warn({ released: n }, 'released expired holds');
-          },
-          (err) => log.error({ err }, 'hold sweep failed'),
-        ),
-    ],
-    ['rate window prune', () => billing.limiter.prune()],
-    ['response owner prune', () => owners.prune()],
-    ['console session prune', () => consoleSessions.prune()],
-  ]);
+  const facade = await startHttp(config, {
+    services,
+    catalogue,
+    billing,
+    db,
+    video,
+    consoleSessions,
+    metrics,
+    log,
+  });
+  const stopSweeper = startSweepers(config, log, { ledger, limiter: billing.limiter, owners, consoleSessions });
   const { httpUrl, rpcUrl, bot } = await announce(config, {
     facade,
     rpc: rpc.server,
@@ -274,11 +273,36 @@ async function startOn(config: Config, log: Logger, databaseUrl: string, embedde
       await billing.keyCache?.close();
       await billing.budgets.stop();
       await billing.alerts.stop();
+      await cooldowns.stop();
       await video.close(); // the worker finishes its running activities, which need the database
       await db.destroy();
       await runningTracing()?.shutdown(); // the last spans exported (bounded by the export timeout)
     }),
   };
+}
+
+/** The periodic sweeps of every instance; each is safe with many instances. */
+function startSweepers(
+  config: Config,
+  log: Logger,
+  p: { ledger: Ledger; limiter: RateLimiter; owners: ResponseOwners; consoleSessions: ConsoleSessions },
+): () => void {
+  return startSweeper(config.holds.sweepIntervalMs, log, [
+    // Holds of a crashed process are released here (see Ledger.expireHolds).
+    [
+      'hold sweep',
+      () =>
+        p.ledger.expireHolds().then(
+          (n) => {
+            if (n > 0) log.warn({ released: n }, 'released expired holds');
+          },
+          (err) => log.error({ err }, 'hold sweep failed'),
+        ),
+    ],
+    ['rate window prune', () => p.limiter.prune()],
+    ['response owner prune', () => p.owners.prune()],
+    ['console session prune', () => p.consoleSessions.prune()],
+  ]);
 }
 
 /**

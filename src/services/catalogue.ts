@@ -8,9 +8,19 @@ import type { ServiceImpl } from '@connectrpc/connect';
 import type { MessageInitShape } from '@bufbuild/protobuf';
 import { ModelKind, type CatalogueService, type ModelSchema } from '../gen/gateway/v1/catalogue_pb.js';
 import { gatewayError, notFound } from '../errors/errors.ts';
+import { Code } from '@connectrpc/connect';
 import { customerPrice, markupPpm } from '../billing/markup.ts';
 import { markupFor, type Catalogue, type ResolvedModel } from '../catalogue/catalogue.ts';
-import { PriceBook, type MarkupVersion, type PriceVersion, type WriteMeta } from '../catalogue/price-book.ts';
+import {
+  BOOK_VERSION_KINDS,
+  PriceBook,
+  type BookState,
+  type BookVersionKind,
+  type MarkupVersion,
+  type PriceVersion,
+  type WriteMeta,
+} from '../catalogue/price-book.ts';
+import { bookVersion, versionOfText } from '../catalogue/book-version.ts';
 import {
   BOOK_LIMITS,
   bookProblems,
@@ -178,6 +188,93 @@ function effectiveFromOf(t: Timestamp | undefined, subjects: readonly string[] =
   return at;
 }
 
+/** An apply based on a book version that is no longer in force: what was previewed is not what would be applied. */
+const bookChanged = (basedOn: string, now: string) =>
+  gatewayError({
+    httpStatus: 409,
+    rpcCode: Code.FailedPrecondition,
+    type: 'invalid_request_error',
+    code: 'book_changed',
+    param: 'based_on',
+    message: `The book changed since version ${clip(basedOn, 32)} (another change was applied; it is ${now} now): nothing was written. Preview the change again.`,
+  });
+
+/** The book in force as ExportBook answers it: its canonical document and that document's version. */
+function exported(state: BookState) {
+  const document = formatBookDocument(PriceBook.documentOf(state));
+  return { document, version: versionOfText(document) };
+}
+
+/** ListBookHistory: the newest versions of the kinds asked for (all when none is named). */
+async function bookHistory(book: PriceBook, req: { limit: number; kinds: readonly string[] }) {
+  const limit = req.limit === 0 ? 50 : req.limit;
+  if (!Number.isInteger(limit) || limit < 1 || limit > 200)
+    throw refused('invalid_request', 'limit', `limit must be 1 to 200, not ${req.limit}`);
+  const unknown = req.kinds.find((k) => !BOOK_VERSION_KINDS.includes(k as BookVersionKind));
+  if (unknown !== undefined)
+    throw refused(
+      'invalid_request',
+      'kinds',
+      `${clip(unknown)} is not a kind of version (${BOOK_VERSION_KINDS.join(', ')})`,
+    );
+  const kinds = req.kinds.length > 0 ? (req.kinds as BookVersionKind[]) : BOOK_VERSION_KINDS;
+  const versions = await book.versionsWritten(limit, kinds);
+  return {
+    versions: versions.map((v) => ({
+      kind: v.kind,
+      id: v.id,
+      subject: v.subject,
+      createdAt: timestampFromDate(v.createdAt),
+      source: v.source,
+      reason: v.reason,
+      valueJson: JSON.stringify(v.value),
+    })),
+  };
+}
+
+/** Reads the book in force and serves it here at once. */
+async function serveBookIn(catalogue: Catalogue, book: PriceBook): Promise<BookState> {
+  const state = await book.read();
+  catalogue.load(state);
+  return state;
+}
+
+/**
+ * The one way the book is changed: `change(edit, meta, dryRun, basedOn)` makes `edit` on the book
+ * in force and writes what it changes (nothing on a dry run), or refuses the whole edit with every
+ * problem the proposed book has; or, `basedOn` a version the book no longer is, refuses it unseen.
+ * The warnings: deployments it adds that no credential here serves (credential-warnings.ts). The
+ * version: the book's now, or on a dry run the one it was seen against.
+ */
+function bookChange(catalogue: Catalogue, book: PriceBook) {
+  return async (
+    edit: (doc: BookDocument) => void,
+    meta: WriteMeta,
+    dryRun = false,
+    basedOn = '',
+  ): Promise<{ changes: Change[]; warnings: BookWarning[]; version: string }> => {
+    let warnings: BookWarning[] = [];
+    let version = '';
+    const decided = await book.change(
+      (state) => {
+        const current = PriceBook.documentOf(state);
+        version = bookVersion(current);
+        if (basedOn !== '' && basedOn !== version) throw bookChanged(basedOn, version);
+        const proposed = structuredClone(current);
+        edit(proposed);
+        const checked = checkedChanges(current, proposed);
+        warnings = idleDeployments(current, proposed, (id) => catalogue.secretOf(id) !== undefined);
+        return checked;
+      },
+      meta,
+      dryRun,
+    );
+    if (!dryRun && decided.changes.length > 0)
+      version = bookVersion(PriceBook.documentOf(await serveBookIn(catalogue, book)));
+    return { changes: decided.changes, warnings, version };
+  };
+}
+
 /** The providers a document without its own is checked against: the book's, as the catalogue serves them. */
 function providersInForce(catalogue: Catalogue) {
   return catalogue
@@ -207,34 +304,8 @@ export function catalogueService(
     return m;
   };
 
-  const serveBook = async () => catalogue.load(await book.read());
-
-  /**
-   * Makes `edit` on the book in force and writes what it changes (nothing on a dry run), or
-   * refuses the whole edit with every problem the proposed book has. The warnings: deployments it
-   * adds that no credential here serves (credential-warnings.ts).
-   */
-  const change = async (
-    edit: (doc: BookDocument) => void,
-    meta: WriteMeta,
-    dryRun = false,
-  ): Promise<{ changes: Change[]; warnings: BookWarning[] }> => {
-    let warnings: BookWarning[] = [];
-    const decided = await book.change(
-      (state) => {
-        const current = PriceBook.documentOf(state);
-        const proposed = structuredClone(current);
-        edit(proposed);
-        const checked = checkedChanges(current, proposed);
-        warnings = idleDeployments(current, proposed, (id) => catalogue.secretOf(id) !== undefined);
-        return checked;
-      },
-      meta,
-      dryRun,
-    );
-    if (!dryRun && decided.changes.length > 0) await serveBook();
-    return { changes: decided.changes, warnings };
-  };
+  const serveBook = () => serveBookIn(catalogue, book);
+  const change = bookChange(catalogue, book);
 
   const metaOf = (req: { source: string; reason: string }, effectiveFrom?: Date): WriteMeta => ({
     source: req.source || 'catalogue-rpc',
@@ -393,8 +464,10 @@ export function catalogueService(
     },
 
     async exportBook() {
-      return { document: formatBookDocument(PriceBook.documentOf(await book.read())) };
+      return exported(await book.read());
     },
+
+    listBookHistory: (req) => bookHistory(book, req),
 
     async applyBook(req) {
       checkLengths('invalid_book', metaFields(req));
@@ -419,10 +492,10 @@ export function catalogueService(
                 : [],
         );
       const effectiveFrom = req.effectiveFrom
-        ? effectiveFromOf(req.effectiveFrom, dated((await change(edit, metaOf(req), true)).changes))
+        ? effectiveFromOf(req.effectiveFrom, dated((await change(edit, metaOf(req), true, req.basedOn)).changes))
         : undefined;
-      const { changes, warnings } = await change(edit, metaOf(req, effectiveFrom), req.dryRun);
-      return { changes: changes.map(describeChange), applied: !req.dryRun && changes.length > 0, warnings };
+      const { changes, warnings, version } = await change(edit, metaOf(req, effectiveFrom), req.dryRun, req.basedOn);
+      return { changes: changes.map(describeChange), applied: !req.dryRun && changes.length > 0, warnings, version };
     },
 
     async previewBook(req) {

@@ -30,7 +30,7 @@ import {
 import { describeChange, type Change } from '../catalogue/book-diff.ts';
 import { credentialHint, type BookWarning } from '../catalogue/credential-warnings.ts';
 import { CredentialError, type CredentialInfo, type CredentialStore } from '../catalogue/credentials.ts';
-import { deploymentsOf, type ProviderDefinition } from '../catalogue/providers.ts';
+import { deploymentsOf, type DeploymentTraffic, type ProviderDefinition } from '../catalogue/providers.ts';
 import { providerModels } from '../catalogue/serving.ts';
 import type { DeploymentHealth } from '../inference/routing/deployment-health.ts';
 import type { Upstream } from '../inference/upstream/upstream.ts';
@@ -46,6 +46,8 @@ export interface ProviderParts {
   testTimeoutMs?: number;
   /** The deployments' shared windows, for their limit use. */
   deploymentLimits?: { current(): Promise<Map<string, { requests: number; tokens: bigint; inFlight: number }>> };
+  /** Ends a cooldown on every instance (inference/routing/cooldown-ends.ts); without it, on this one only. */
+  cooldowns?: { end(key: string, source: string): Promise<boolean> };
 }
 
 /** A request's string and its limit: `[field, value, limit, what it is]` (services/catalogue.ts). */
@@ -56,7 +58,10 @@ export interface BookWrites {
   catalogue: Catalogue;
   book: PriceBook;
   /** Makes `edit` on the book in force and writes what it changes (serving it here at once), or refuses it whole. */
-  change(edit: (doc: BookDocument) => void, meta: WriteMeta): Promise<{ changes: Change[]; warnings: BookWarning[] }>;
+  change(
+    edit: (doc: BookDocument) => void,
+    meta: WriteMeta,
+  ): Promise<{ changes: Change[]; warnings: BookWarning[]; version: string }>;
   metaOf(req: { source: string; reason: string }): WriteMeta;
   metaFields(req: { source: string; reason: string }): Bounded[];
   checkLengths(code: string, fields: readonly Bounded[]): void;
@@ -73,6 +78,7 @@ type ProviderMethods = Pick<
   | 'removeProviderCredential'
   | 'testProvider'
   | 'listDeployments'
+  | 'endDeploymentCooldown'
 >;
 type CredentialInit = MessageInitShape<typeof ProviderCredentialSchema>;
 type ProviderInit = MessageInitShape<typeof ProviderSchema>;
@@ -91,6 +97,8 @@ interface DeploymentBase {
   served: boolean;
   fromSetting?: boolean;
   limits?: { rpm?: number; tpm?: number; concurrency?: number };
+  /** The book's word on its traffic. */
+  state: 'enabled' | DeploymentTraffic;
 }
 
 /** Each deployment's use of its current minute window, on every instance. */
@@ -256,6 +264,9 @@ export function providerMethods(w: BookWrites, parts: ProviderParts): ProviderMe
       consecutiveFails: h.consecutiveFails,
       ...(h.latencyMs !== undefined ? { latencyMs: BigInt(h.latencyMs) } : {}),
       ...(h.errorRate !== undefined ? { errorRate: h.errorRate } : {}),
+      recentAnswers: h.recentAnswers,
+      recentFailures: h.recentFailures,
+      ...(h.recentSince ? { recentSince: timestampFromDate(h.recentSince) } : {}),
       cooldowns: h.cooldowns,
     };
   };
@@ -276,6 +287,7 @@ export function providerMethods(w: BookWrites, parts: ProviderParts): ProviderMe
           ownPrices: d.prices !== undefined && Object.keys(d.prices).length > 0,
           served: served.has(d.id),
           ...(d.limits ? { limits: d.limits } : {}),
+          state: d.state ?? 'enabled',
         },
         windows,
       ),
@@ -294,6 +306,7 @@ export function providerMethods(w: BookWrites, parts: ProviderParts): ProviderMe
             ownPrices: d.ownPrices,
             served: true,
             fromSetting: true,
+            state: 'enabled',
           },
           windows,
         ),
@@ -424,6 +437,27 @@ export function providerMethods(w: BookWrites, parts: ProviderParts): ProviderMe
       const p = catalogue.providers().find((x) => x.id === id);
       if (!p) throw unknownProvider(id, "this instance's catalogue");
       return probe(p);
+    },
+
+    async endDeploymentCooldown(req) {
+      w.checkLengths('deployment_not_found', [
+        ['model_id', req.modelId, BOOK_LIMITS.name, 'a model id'],
+        ['deployment_id', req.deploymentId, BOOK_LIMITS.name, 'a deployment id'],
+        ['source', req.source, BOOK_LIMITS.source, 'who'],
+      ]);
+      const m = catalogue.get(req.modelId);
+      if (!m)
+        throw notFound('model_not_found', `No model '${clip(req.modelId)}' in the catalogue.`, { param: 'model_id' });
+      const row = deploymentsOfModel(m, new Map()).find((d) => d.id === req.deploymentId);
+      if (!row)
+        throw notFound('deployment_not_found', `${m.id} has no deployment '${clip(req.deploymentId)}'.`, {
+          param: 'deployment_id',
+        });
+      const key = row.key as string;
+      const source = req.source || 'catalogue-rpc';
+      const wasCooling = parts.cooldowns ? await parts.cooldowns.end(key, source) : health.endCooldown(key);
+      const windows: WindowUse = (await parts.deploymentLimits?.current()) ?? new Map();
+      return { wasCooling, deployment: deploymentsOfModel(m, windows).find((d) => d.key === key)! };
     },
 
     async listDeployments(req) {

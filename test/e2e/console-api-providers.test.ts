@@ -239,6 +239,10 @@ describe('the console API: deployments', () => {
         window_tokens: Number(d.windowTokens),
         concurrency: d.concurrency,
         in_flight: d.inFlight,
+        state: d.state,
+        recent_answers: d.recentAnswers,
+        recent_failures: d.recentFailures,
+        recent_since: d.recentSince ? expect.any(String) : null,
       })),
     });
     // Nothing calls this gateway meanwhile; the minute's window may roll over between two answers, so up to three tries.
@@ -269,10 +273,14 @@ describe('the console API: deployments', () => {
     // The three requests went to the priority-0 deployment: measured, healthy, counted in its window.
     const env = routed.deployments[0]!;
     expect(env).toMatchObject({ admission: 'open', error_rate: 0, rpm: 500, tpm: 200_000, cool_until: null });
+    // The error rate says what it counts: the three answers, none failed, since the first was sent.
+    expect(env).toMatchObject({ state: 'enabled', recent_answers: 3, recent_failures: 0 });
+    expect(Date.parse(env.recent_since as string)).toBeLessThanOrEqual(Date.now());
     expect(env.p50_latency_ms).toEqual(expect.any(Number));
     expect(env.window_requests).toBeLessThanOrEqual(3); // the minute may have turned since
     const sealed = routed.deployments[1]!;
     expect(sealed).toMatchObject({ p50_latency_ms: null, error_rate: null, rpm: 0, window_requests: 0 });
+    expect(sealed).toMatchObject({ recent_answers: 0, recent_failures: 0, recent_since: null });
 
     const missing = saw(await operator.get(`/admin/deployments?model=cpx-no-model-${RUN}`));
     expect([missing.status, missing.body]).toEqual([

@@ -160,7 +160,13 @@ describe('the Providers page, for the operator, in a browser', () => {
           String(d.priority),
         ]);
         expect(state!.startsWith(expectedState(d)), `${d.key}: ${state}`).toBe(true);
-        expect(errorRate).toBe(d.errorRate === undefined ? '—' : `${Math.round(d.errorRate * 1000) / 10}%`);
+        // The rate, then what it counts: how many of its last answers here failed, since when.
+        const since = d.recentSince ? new Date(Number(d.recentSince.seconds) * 1000).toISOString().slice(11, 19) : '';
+        expect(errorRate).toBe(
+          d.errorRate === undefined
+            ? '—'
+            : `${Math.round(d.errorRate * 1000) / 10}% ${d.recentFailures} of ${d.recentAnswers} failed, since ${since} UTC`,
+        );
         expect(p50).toBe(d.p50LatencyMs === undefined ? '—' : `${Number(d.p50LatencyMs).toLocaleString('en-US')} ms`);
         const rpm = d.rpm > 0 ? `${d.windowRequests} / ${d.rpm} rpm` : '';
         const tpm =
@@ -173,7 +179,7 @@ describe('the Providers page, for the operator, in a browser', () => {
     // The failover's primary refused every connection: cooling, all its calls failed; the standby answered.
     const primary = await deploymentCells(page, `${FAILOVER}/primary`);
     expect(primary[5]).toMatch(/^cooling until \d\d:\d\d:\d\d UTC 3 failures in a row 1 cooldown$/);
-    expect(primary[6]).toBe('100%');
+    expect(primary[6]).toMatch(/^100% 3 of 3 failed, since \d\d:\d\d:\d\d UTC$/);
     const standby = await deploymentCells(page, `${FAILOVER}/standby`);
     expect(standby[5]).toBe('healthy');
     expect(standby[8]).toMatch(/^[1-5] \/ 100 rpm$/);

@@ -23,8 +23,12 @@ import packagedChromium from '@sparticuz/chromium';
 import { type Browser, chromium, type Page } from 'playwright-core';
 import { userCacheDir } from '../../src/video/temporal-cli.ts';
 
-/** Where screenshot() writes: test-results/screenshots/ in the repository (gitignored). */
-export const SCREENSHOT_DIR = fileURLToPath(new URL('../../test-results/screenshots/', import.meta.url));
+/**
+ * Where screenshot() writes: test-results/screenshots/ in the repository (gitignored), or the
+ * folder SCREENSHOT_DIR names (a run that keeps its pictures outside the checkout).
+ */
+export const SCREENSHOT_DIR =
+  process.env.SCREENSHOT_DIR || fileURLToPath(new URL('../../test-results/screenshots/', import.meta.url));
 
 /**
  * The package's recommended flags that are not taken, and why. The sandbox is Playwright's
@@ -54,13 +58,17 @@ export async function launchBrowser(): Promise<Browser> {
   });
 }
 
-/** The page, whole (not only the viewport), as test-results/screenshots/<name>.png; returns that path. */
-export async function screenshot(page: Page, name: string): Promise<string> {
+/**
+ * The page, whole (not only the viewport), as test-results/screenshots/<name>.png; returns that
+ * path. `viewport`: what the window shows only (a modal dialog, which a whole-page picture
+ * draws at the scroll position it was opened at).
+ */
+export async function screenshot(page: Page, name: string, opts: { viewport?: boolean } = {}): Promise<string> {
   if (!/^[A-Za-z0-9][A-Za-z0-9._-]*$/.test(name))
     throw new Error(`screenshot name ${JSON.stringify(name)}: use letters, digits, . _ -`);
   fs.mkdirSync(SCREENSHOT_DIR, { recursive: true });
   const file = path.join(SCREENSHOT_DIR, `${name}.png`);
-  await page.screenshot({ path: file, fullPage: true });
+  await page.screenshot({ path: file, fullPage: opts.viewport !== true });
   return file;
 }
 

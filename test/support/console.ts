@@ -22,6 +22,9 @@ export interface ConsoleGateway {
   gateway: GatewayProcess;
   url: string;
   db: pg.Pool;
+  /** Its database, and every setting it started with: another instance of it starts on them. */
+  databaseUrl: string;
+  env: Record<string, string>;
   billing: ReturnType<typeof createClient<typeof BillingService>>;
   catalogue: ReturnType<typeof createClient<typeof CatalogueService>>;
   openai: (apiKey: string) => OpenAI;
@@ -36,17 +39,15 @@ export async function startConsoleGateway(label: string, env: Record<string, str
   const dbUrl = new URL(admin);
   dbUrl.pathname = `/${name}`;
   const sim = inject('simulatorUrl');
-  const gateway = await startGatewayProcess({
-    logFile: path.join(inject('workDir'), `${name}.log`),
-    env: {
-      DATABASE_URL: dbUrl.toString(),
-      OPENAI_API_KEY: UPSTREAM_KEY,
-      OPENAI_BASE_URL: `${sim}/v1`,
-      ANTHROPIC_API_KEY: UPSTREAM_KEY,
-      ANTHROPIC_BASE_URL: sim,
-      ...env,
-    },
-  });
+  const settings = {
+    DATABASE_URL: dbUrl.toString(),
+    OPENAI_API_KEY: UPSTREAM_KEY,
+    OPENAI_BASE_URL: `${sim}/v1`,
+    ANTHROPIC_API_KEY: UPSTREAM_KEY,
+    ANTHROPIC_BASE_URL: sim,
+    ...env,
+  };
+  const gateway = await startGatewayProcess({ logFile: path.join(inject('workDir'), `${name}.log`), env: settings });
   const bearer: Interceptor = (next) => (req) => {
     if (env.ADMIN_TOKEN) req.header.set('authorization', `Bearer ${env.ADMIN_TOKEN}`);
     return next(req);
@@ -57,6 +58,8 @@ export async function startConsoleGateway(label: string, env: Record<string, str
     gateway,
     url: gateway.httpUrl,
     db,
+    databaseUrl: dbUrl.toString(),
+    env: settings,
     billing: createClient(BillingService, transport),
     catalogue: createClient(CatalogueService, transport),
     openai: (apiKey) => new OpenAI({ apiKey, baseURL: `${gateway.httpUrl}/v1`, maxRetries: 0 }),
@@ -65,6 +68,14 @@ export async function startConsoleGateway(label: string, env: Record<string, str
       await db.end();
     },
   };
+}
+
+/** A second gateway instance of `gw`: its database and settings, a log of its own; stop() it when done. */
+export async function anotherInstanceOf(gw: ConsoleGateway, label: string): Promise<GatewayProcess> {
+  return startGatewayProcess({
+    logFile: path.join(inject('workDir'), `${label}-${uniqueMarker().replace(/[^a-z0-9]/g, '')}.log`),
+    env: gw.env,
+  });
 }
 
 /** What went wrong in the pages of a context: script errors, console errors, CSP violations. */

@@ -41,6 +41,7 @@ const DEPLOYMENT_FIELD_ORDER = Object.keys({
   id: true,
   provider: true,
   upstreamId: true,
+  state: true,
   weight: true,
   priority: true,
   limits: true,

@@ -3,6 +3,7 @@
 
 import type { CatalogueEntry, ModelKindName, PatchBudget, ToolUseTokens, VisionBilling } from '../models.ts';
 import {
+  DEPLOYMENT_TRAFFIC,
   DIALECTS,
   headerProblem,
   PROVIDER_AUTHS,
@@ -204,6 +205,7 @@ const DEPLOYMENT_FIELDS: { [K in keyof Deployment]-?: FieldSpec } = {
   id: { check: aString(BOOK_LIMITS.name, 'a deployment id') },
   provider: { check: aProviderId },
   upstreamId: { optional: true, check: aString(BOOK_LIMITS.upstreamId, "the provider's name for the model") },
+  state: { optional: true, check: oneOf(DEPLOYMENT_TRAFFIC) },
   // A whole number out of range is of the right type: bookProblems names it.
   weight: {
     optional: true,

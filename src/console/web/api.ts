@@ -11,6 +11,14 @@ import type {
   ApplyAnswer,
   Balance,
   BookAnswer,
+  BookHistory,
+  CooldownEndAnswer,
+  CooldownEndRequest,
+  CredentialAnswer,
+  CredentialRequest,
+  DeploymentChangeRequest,
+  NewDeploymentRequest,
+  NewProviderRequest,
   BookPreview,
   BookPreviewRequest,
   DailyUsage,
@@ -227,13 +235,28 @@ export const api = {
   book: () => read<BookAnswer>('/admin/book'),
   priceHistory: (modelId: string) => read<PriceHistory>(`/admin/models/${encodeURIComponent(modelId)}/history`),
   previewBook: (body: BookPreviewRequest) => post<BookPreview>('/admin/book/preview', body),
-  /** Applies the book document, or with `dryRun` only says what it would change. */
-  applyBook: (document: string, dryRun: boolean) =>
-    post<ApplyAnswer>('/admin/book/apply', { document, dry_run: dryRun }),
+  /**
+   * Applies the book document, or with `dryRun` only says what it would change (and the version it
+   * saw); `basedOn` that version refuses the apply once the book is another.
+   */
+  applyBook: (document: string, dryRun: boolean, basedOn = '') =>
+    post<ApplyAnswer>('/admin/book/apply', { document, dry_run: dryRun, based_on: basedOn }),
+  /** The book's versions, newest first, of the kinds named (a comma list). */
+  bookHistory: (kinds: string, limit: number) =>
+    read<BookHistory>(`/admin/book/history${query({ kind: kinds, limit })}`),
   providers: () => read<ProviderList>('/admin/providers'),
   /** One authenticated call to the provider with its credential on the gateway that answers. */
   testProvider: (id: string) => post<ProviderTest>(`/admin/providers/${encodeURIComponent(id)}/test`, {}),
+  /** A change of the book (a dry run: its preview). */
+  addProvider: (body: NewProviderRequest) => post<ApplyAnswer>('/admin/providers', body),
+  /** The secret travels once, to be sealed; the answer is the credential's state only. */
+  setCredential: (providerId: string, body: CredentialRequest) =>
+    post<CredentialAnswer>(`/admin/providers/${encodeURIComponent(providerId)}/credential`, body),
   deployments: () => read<DeploymentList>('/admin/deployments'),
+  addDeployment: (body: NewDeploymentRequest) => post<ApplyAnswer>('/admin/deployments/add', body),
+  changeDeployment: (body: DeploymentChangeRequest) => post<ApplyAnswer>('/admin/deployments/change', body),
+  /** Not a book change: the cooldown ends on every instance. */
+  endCooldown: (body: CooldownEndRequest) => post<CooldownEndAnswer>('/admin/deployments/end-cooldown', body),
   videos: (cursor = '') => read<Page<VideoRow>>(`/admin/videos${query({ cursor })}`),
   organisations: (q: string, cursor = '') => read<Page<Organisation>>(`/admin/organisations${query({ q, cursor })}`),
 

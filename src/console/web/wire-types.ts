@@ -555,9 +555,11 @@ export interface Markup {
   reason: string;
 }
 
-/** GET /admin/book: the book document as JSON text, and the markups. */
+/** GET /admin/book: the book document as JSON text, its version, and the markups. */
 export interface BookAnswer {
   document: string;
+  /** The book in force's version (ExportBook's): a change based on it is refused once the book is another. */
+  version: string;
   markups: { in_force: Markup[]; scheduled: Markup[] };
 }
 
@@ -607,12 +609,21 @@ export interface BookPreview {
   total: PreviewRow | null;
 }
 
-/** POST /admin/book/apply. */
-export interface BookApplyRequest {
-  document: string;
+/**
+ * What every change of the book made here takes besides its own fields: a dry run says what it
+ * would change (the preview), `based_on` the version that preview answered (refused with 409
+ * book_changed once the book is another), `reason` is kept with each version it writes.
+ */
+export interface BookWriteOptions {
   dry_run?: boolean;
-  effective_from?: string | null;
+  based_on?: string;
   reason?: string;
+}
+
+/** POST /admin/book/apply. */
+export interface BookApplyRequest extends BookWriteOptions {
+  document: string;
+  effective_from?: string | null;
 }
 
 export interface BookChange {
@@ -621,9 +632,40 @@ export interface BookChange {
   detail: string;
 }
 
+/** Something a change leaves to do (a deployment whose provider has no credential here); written all the same. */
+export interface BookWarning {
+  subject: string;
+  message: string;
+}
+
+/**
+ * The answer of every change of the book (the book page's Apply, the Providers page's actions):
+ * what it changes (a dry run: would change), what it leaves to do, and the book's version (a dry
+ * run: the one it was worked out against, for `based_on`; applied: the book's now).
+ */
 export interface ApplyAnswer {
   applied: boolean;
   changes: BookChange[];
+  warnings: BookWarning[];
+  version: string;
+}
+
+/** A row of GET /admin/book/history: one version written to the book. */
+export interface BookVersionRow {
+  /** provider, model (a definition), prices, alias or markup. */
+  kind: string;
+  id: number;
+  subject: string;
+  created_at: string | null;
+  source: string;
+  reason: string;
+  /** What it holds, as JSON text ("null": a removal). */
+  value_json: string;
+}
+
+/** GET /admin/book/history?kind=provider,model&limit=50: the newest first. */
+export interface BookHistory {
+  versions: BookVersionRow[];
 }
 
 /** A row of GET /admin/videos: `temporal_url` '' when the gateway does not know the UI's address. */
@@ -738,6 +780,80 @@ export interface DeploymentRow {
   /** Its concurrency limit (0: none), and its requests in flight on every instance now. */
   concurrency: number;
   in_flight: number;
+  /** The book's word on its traffic: "enabled", "draining" (tried after every other) or "disabled". */
+  state: DeploymentTraffic;
+  /** What error_rate counts: its last answers on this instance (at most 50), the failed ones, when the oldest was sent. */
+  recent_answers: number;
+  recent_failures: number;
+  recent_since: string | null;
+}
+
+export type DeploymentTraffic = 'enabled' | 'draining' | 'disabled';
+
+/** POST /admin/providers: a provider added to the book (a book change: dry run, based_on, reason). */
+export interface NewProviderRequest extends BookWriteOptions {
+  provider: {
+    id: string;
+    /** openai, azure-openai, anthropic, cohere or bfl. */
+    dialect: string;
+    base_url: string;
+    /** azure-openai only (and required there). */
+    api_version?: string;
+    /** Time to the response headers; null or left out: the gateway's UPSTREAM_HEADERS_TIMEOUT_MS. */
+    timeout_ms?: number | null;
+    /** "none": a server that checks no credential. */
+    auth?: 'none' | '';
+  };
+}
+
+/** POST /admin/providers/:id/credential: exactly one; the secret is sealed and never sent back. */
+export type CredentialRequest = { secret: string } | { env_name: string };
+
+export interface CredentialAnswer {
+  provider_id: string;
+  credential: ProviderCredential;
+}
+
+/** The limits of an upstream key, each a whole number above 0, or null (or left out) for none. */
+export interface DeploymentLimitsJson {
+  rpm?: number | null;
+  tpm?: number | null;
+  concurrency?: number | null;
+}
+
+/**
+ * POST /admin/deployments/change: one deployment of one model, the fields given changed (at least
+ * one). `limits` and `prices` replace the deployment's own whole (null: none, the model's prices);
+ * `upstream_id` "" is the model's.
+ */
+export interface DeploymentChangeRequest extends BookWriteOptions {
+  model: string;
+  deployment: string;
+  weight?: number;
+  priority?: number;
+  upstream_id?: string;
+  limits?: DeploymentLimitsJson | null;
+  /** USD per unit as decimal strings, keys of the model's prices. */
+  prices?: Record<string, string> | null;
+  state?: DeploymentTraffic;
+}
+
+/** POST /admin/deployments/add: a deployment added to a model. */
+export interface NewDeploymentRequest extends BookWriteOptions {
+  model: string;
+  deployment: { id: string; provider: string; upstream_id?: string; weight?: number; priority?: number };
+}
+
+/** POST /admin/deployments/end-cooldown: not a book change. */
+export interface CooldownEndRequest {
+  model: string;
+  deployment: string;
+}
+
+export interface CooldownEndAnswer {
+  /** The answering instance had it cooling (or waiting for its trial); every instance is told either way. */
+  was_cooling: boolean;
+  deployment: DeploymentRow;
 }
 
 export interface ModelDeployments {

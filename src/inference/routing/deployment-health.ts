@@ -71,6 +71,8 @@ interface State extends Cooling {
   latencyMs: number | undefined;
   /** The last answers (true: ok), for the error rate shown to operators. */
   recent: boolean[];
+  /** When each of `recent` was sent (epoch ms), so the error rate can say since when it counts. */
+  recentSentAt: number[];
   /** The last times to the response headers (ms), for the median shown to operators. */
   latencies: number[];
   cooldowns: number;
@@ -91,13 +93,19 @@ export interface DeploymentState {
   latencyMs?: number;
   /** Failures among the last RECENT answers, 0..1; undefined before any. */
   errorRate?: number;
+  /** The answers errorRate counts (at most RECENT), how many of them failed, and when the oldest was sent. */
+  recentAnswers: number;
+  recentFailures: number;
+  recentSince?: Date;
   /** The median of the last RECENT successful answers' times to headers (ms). */
   p50LatencyMs?: number;
   /** Cooldowns for everyone. */
   cooldowns: number;
 }
 
-const RECENT = 50;
+/** The answers the error rate shown to operators is worked out from: the last this many, however old. */
+export const RECENT_ANSWERS = 50;
+const RECENT = RECENT_ANSWERS;
 /** The weight of a new latency sample in the smoothed figure. */
 const SMOOTHING = 0.2;
 /** Accounts remembered per deployment among its failures in a row, and among those that cooled it. */
@@ -141,6 +149,7 @@ export class DeploymentHealth {
         accounts: undefined,
         latencyMs: undefined,
         recent: [],
+        recentSentAt: [],
         latencies: [],
         cooldowns: 0,
       };
@@ -228,7 +237,7 @@ export class DeploymentHealth {
     s.latencyMs = s.latencyMs === undefined ? latencyMs : s.latencyMs + SMOOTHING * (latencyMs - s.latencyMs);
     s.latencies.push(latencyMs);
     if (s.latencies.length > RECENT) s.latencies.shift();
-    remember(s, true);
+    remember(s, true, a.sentAt);
     if (s.servedAccount !== a.account) {
       s.otherServedAccount = s.servedAccount;
       s.otherServedAt = s.servedAt;
@@ -263,7 +272,7 @@ export class DeploymentHealth {
   failed(a: Attempt, reason: string, retryAfterMs?: number): void {
     const s = this.state(a.key);
     s.consecutiveFails++;
-    remember(s, false);
+    remember(s, false, a.sentAt);
     const v = this.viewOf(a.account, s);
     if (a.trial === 'shared') s.trialInFlight = false;
     if (a.trial === 'own' && v) v.trialInFlight = false;
@@ -345,6 +354,24 @@ export class DeploymentHealth {
     this.onCooldown?.(key, c.coolUntil, reason, account);
   }
 
+  /**
+   * Ends the deployment's cooldown for everyone by hand (the operator's word that it is back): it
+   * takes requests at once, its failures in a row are forgotten (every account's count there too),
+   * its next cooldown is the first one's length again, and a provider's retry-after in force is
+   * lifted. An account's own cooldown there stays (it follows that account's bodies, not the
+   * deployment). Whether it was cooling or waiting for its trial.
+   */
+  endCooldown(key: string): boolean {
+    const s = this.states.get(key);
+    if (!s) return false;
+    const was = episode(s);
+    Object.assign(s, this.notCooling(), { consecutiveFails: 0, retryAfterUntil: 0, othersWaiting: false });
+    s.failing.length = 0;
+    s.causers.length = 0;
+    for (const v of [...(s.accounts?.values() ?? [])]) if (!episode(v)) this.forget(v);
+    return was;
+  }
+
   /** Account views held now (bounded by MAX_ACCOUNT_VIEWS). */
   get accountViews(): number {
     return this.views.size;
@@ -359,8 +386,10 @@ export class DeploymentHealth {
   stateOf(key: string): DeploymentState {
     const s = this.states.get(key);
     const admission = this.admission(key);
-    if (!s) return { key, admission, consecutiveFails: 0, cooldowns: 0 };
+    if (!s) return { key, admission, consecutiveFails: 0, cooldowns: 0, recentAnswers: 0, recentFailures: 0 };
     const fails = s.recent.filter((ok) => !ok).length;
+    // The oldest answer kept may be of a request sent later than a newer one's (answers arrive out of order).
+    const since = s.recentSentAt.length > 0 ? Math.min(...s.recentSentAt) : undefined;
     return {
       key,
       admission,
@@ -368,6 +397,9 @@ export class DeploymentHealth {
       consecutiveFails: s.consecutiveFails,
       ...(s.latencyMs !== undefined ? { latencyMs: Math.round(s.latencyMs) } : {}),
       ...(s.recent.length > 0 ? { errorRate: fails / s.recent.length } : {}),
+      recentAnswers: s.recent.length,
+      recentFailures: fails,
+      ...(since !== undefined ? { recentSince: new Date(since) } : {}),
       ...(s.latencies.length > 0 ? { p50LatencyMs: Math.round(median(s.latencies)) } : {}),
       cooldowns: s.cooldowns,
     };
@@ -397,9 +429,13 @@ function addAccount(list: string[], account: string): void {
   if (list.length > MAX_ACCOUNTS) list.shift();
 }
 
-function remember(s: State, ok: boolean): void {
+function remember(s: State, ok: boolean, sentAt: number): void {
   s.recent.push(ok);
-  if (s.recent.length > RECENT) s.recent.shift();
+  s.recentSentAt.push(sentAt);
+  if (s.recent.length > RECENT) {
+    s.recent.shift();
+    s.recentSentAt.shift();
+  }
 }
 
 function median(values: readonly number[]): number {

@@ -1,7 +1,8 @@
 // Which deployment serves a request, and in what order the others are tried when it fails before
 // the caller got anything (docs/providers.md#routing). Per model a strategy: `weighted` (weighted
 // random within the first priority that has a deployment able to serve), `cheapest` (lowest
-// provider cost for this request), `fastest` (lowest recent time to first byte). A deployment that
+// provider cost for this request), `fastest` (lowest recent time to first byte); a deployment the
+// book drains comes after all the others, whatever the strategy. A deployment that
 // is cooling down takes nothing; one whose cooldown is over takes one trial request. Health is
 // judged for the caller's account: a deployment cooling for that account alone takes nothing of it.
 import type { ResolvedDeployment, ResolvedModel } from '../../catalogue/catalogue.ts';
@@ -43,6 +44,10 @@ export class Router {
         { requestId, retryAfterSeconds: Math.max(1, Math.ceil((soonest - now) / 1000)) },
       );
     }
+    return drainingLast(this.byStrategy(model, able, shape));
+  }
+
+  private byStrategy(model: ResolvedModel, able: ResolvedDeployment[], shape: RequestShape): ResolvedDeployment[] {
     switch (model.strategy) {
       case 'cheapest':
         return this.byScore(able, (d) => costScore(model, d, shape));
@@ -80,6 +85,13 @@ export class Router {
     scored.sort((a, b) => (a.s < b.s ? -1 : a.s > b.s ? 1 : a.i - b.i));
     return scored.map((x) => x.d);
   }
+}
+
+/** A draining deployment is the last resort: its traffic moves off it, and no request is turned away for it. */
+function drainingLast(order: ResolvedDeployment[]): ResolvedDeployment[] {
+  return order.some((d) => d.draining)
+    ? [...order.filter((d) => !d.draining), ...order.filter((d) => d.draining)]
+    : order;
 }
 
 /**

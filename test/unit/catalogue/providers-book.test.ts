@@ -10,7 +10,8 @@ import {
   parseBookDocument,
   type BookProblem,
 } from '../../../src/catalogue/book-document.ts';
-import { diffBooks } from '../../../src/catalogue/book-diff.ts';
+import { describeChange, diffBooks } from '../../../src/catalogue/book-diff.ts';
+import { idleDeployments } from '../../../src/catalogue/credential-warnings.ts';
 import { shippedBook } from '../../../src/catalogue/shipped-book.ts';
 
 /** A document under test: any JSON, to break at will. */
@@ -168,6 +169,12 @@ const CASES: { name: string; edit: (d: Json) => void; field: string; message: Re
     message: /auth must be one of none, not "bearer"/,
   },
   {
+    name: 'a deployment state other than draining or disabled',
+    edit: (d) => (model(d, 'gpt-4o').deployments[0].state = 'enabled'),
+    field: 'models[gpt-4o].deployments[openai].state',
+    message: /state must be one of draining, disabled, not "enabled"/,
+  },
+  {
     name: 'a markup for a provider not in the book',
     edit: (d) => d.markups.push({ provider: 'groq', markup: '0.1' }),
     field: 'markups[provider:groq].provider',
@@ -277,5 +284,79 @@ describe('providers and deployments in the book', () => {
     if (!('doc' in before) || !('doc' in after)) throw new Error('parse');
     const kinds = diffBooks(before.doc, after.doc).changes.map((c) => c.kind);
     expect(kinds).toEqual(['add_provider', 'remove_provider', 'change_provider', 'change_model']);
+  });
+
+  it('takes a deployment out of traffic ("state": "draining" or "disabled"), written after its upstream model, and the schema agrees', () => {
+    const doc = withDeployments();
+    model(doc, 'gpt-4o').deployments[1].state = 'draining';
+    model(doc, 'gpt-4o').deployments[0].state = 'disabled';
+    expect(problemsOf(doc)).toEqual([]);
+    const parsed = parseBookDocument(JSON.stringify(doc));
+    if (!('doc' in parsed)) throw new Error('parse');
+    const written = JSON.parse(formatBookDocument(parsed.doc));
+    expect(Object.keys(model(written, 'gpt-4o').deployments[1])).toEqual([
+      'id',
+      'provider',
+      'upstreamId',
+      'state',
+      'weight',
+      'limits',
+      'prices',
+    ]);
+    const schema = JSON.parse(
+      fs.readFileSync(new URL('../../../src/catalogue/book.schema.json', import.meta.url), 'utf8'),
+    );
+    const valid = new Ajv2020({ allErrors: true }).compile(schema);
+    expect(valid(doc), JSON.stringify(valid.errors)).toBe(true);
+    model(doc, 'gpt-4o').deployments[1].state = 'paused';
+    expect(valid(doc)).toBe(false);
+  });
+
+  it('describes a change of deployments deployment by deployment, field by field', () => {
+    const parse = (d: Json) => {
+      const p = parseBookDocument(JSON.stringify(d));
+      if (!('doc' in p)) throw new Error(JSON.stringify(p.problems));
+      return p.doc;
+    };
+    const before = withDeployments();
+    const after = withDeployments();
+    const [openai, azure] = model(after, 'gpt-4o').deployments;
+    openai.weight = 5;
+    azure.state = 'draining';
+    azure.limits = { rpm: 600 };
+    delete azure.prices;
+    model(after, 'gpt-4o').deployments.push({ id: 'spare', provider: 'openai', priority: 2 });
+    const [change] = diffBooks(parse(before), parse(after)).changes;
+    expect(describeChange(change!)).toEqual({
+      kind: 'change_model',
+      subject: 'gpt-4o',
+      detail: [
+        'deployments[openai].weight: 3 -> 5',
+        'deployments[azure].limits: {"rpm":500,"tpm":200000} -> {"rpm":600}',
+        'deployments[azure].prices: {"input_per_mtok":"2.25"} -> unset',
+        'deployments[azure].state: unset -> "draining"',
+        'deployments[spare]: added {"id":"spare","provider":"openai","priority":2}',
+      ].join('; '),
+    });
+    // A model that listed none, its one deployment now listed and weighted.
+    const plain = base();
+    const listed = base();
+    model(listed, 'gpt-4o-mini').deployments = [{ id: 'openai', provider: 'openai', weight: 2 }];
+    const [c] = diffBooks(parse(plain), parse(listed)).changes;
+    expect(describeChange(c!).detail).toBe('deployments[openai].weight: unset -> 2');
+  });
+
+  it('warns of a deployment enabled again on a provider with no credential here, not of one disabled', () => {
+    const parse = (d: Json) => {
+      const p = parseBookDocument(JSON.stringify(d));
+      if (!('doc' in p)) throw new Error(JSON.stringify(p.problems));
+      return p.doc;
+    };
+    const off = withDeployments();
+    model(off, 'gpt-4o').deployments[1].state = 'disabled';
+    const on = withDeployments();
+    const noAzureKey = (id: string) => id !== 'azure-east';
+    expect(idleDeployments(parse(base()), parse(off), noAzureKey)).toEqual([]);
+    expect(idleDeployments(parse(off), parse(on), noAzureKey).map((w) => w.subject)).toEqual(['azure-east']);
   });
 });

@@ -153,6 +153,41 @@ describe('the router', () => {
     expect(refusal(ONE)).toMatchObject({ code: 'deployments_cooling', retryAfterSeconds: 1 });
   });
 
+  it('tries a draining deployment after every other, whatever the strategy, and only when they cannot serve; a disabled one never', () => {
+    const c = clock();
+    const health = new DeploymentHealth(settings, c.now);
+    const deployments: Deployment[] = [
+      { id: 'a', provider: 'openai', weight: 1000 },
+      { id: 'b', provider: 'az', upstreamId: 'dep-b', weight: 1, state: 'draining' },
+      { id: 'c', provider: 'third', priority: 1 },
+      { id: 'off', provider: 'third', weight: 1000, state: 'disabled' },
+    ];
+    const router = new Router(health, mulberry32(3));
+    for (const routing of ['weighted', 'cheapest', 'fastest'] as const) {
+      const model = modelOn(deployments, routing);
+      // Disabled: not served at all.
+      expect(model.served.map((d) => d.id)).toEqual(['a', 'b', 'c']);
+      for (let i = 0; i < 50; i++) {
+        const order = router.order(model, shape, 'r', ONE).map((d) => d.id);
+        expect(order.at(-1), routing).toBe('b');
+        expect(order).toHaveLength(3);
+      }
+    }
+    // When every other deployment cools, the draining one serves: no request is turned away for it.
+    const model = modelOn(deployments);
+    for (const id of ['a', 'c']) for (let i = 0; i < 3; i++) health.failed(sent(health, `gpt-4o-mini/${id}`), '500');
+    expect(router.order(model, shape, 'r', 'acct_other').map((d) => d.id)).toEqual(['b']);
+  });
+
+  it('a model whose every deployment is disabled is not available, and says why', () => {
+    const model = modelOn([
+      { id: 'a', provider: 'openai', state: 'disabled' },
+      { id: 'b', provider: 'third', state: 'disabled' },
+    ]);
+    expect(model.served).toEqual([]);
+    expect(model).toMatchObject({ available: false, unavailableReason: 'every deployment is disabled in the book' });
+  });
+
   it('never cools a model on one deployment down to nothing', () => {
     const health = new DeploymentHealth(settings);
     const model = modelOn([{ id: 'only', provider: 'openai' }]);
@@ -215,6 +250,68 @@ describe("a deployment's passive health", () => {
     for (let i = 0; i < 3; i++) h.failed(sent(h, key, 'acct_5'), '500');
     expect(h.coolingUntil(key)).toBe(c.now() + 1000);
     expect(h.stateOf(key)).toMatchObject({ admission: 'cooling', cooldowns: 6 });
+  });
+
+  it('ends a cooldown by hand: open at once, failures in a row forgotten, the next cooldown the first length, a retry-after lifted', () => {
+    const c = clock();
+    const h = new DeploymentHealth(settings, c.now);
+    const key = 'm/hand';
+    expect(h.endCooldown(key)).toBe(false); // never called: nothing to end
+    for (let i = 0; i < 3; i++) h.failed(sent(h, key), '500');
+    c.advance(1000);
+    expect(h.claimTrial(key, OTHER)).toBe('shared');
+    h.failed(sent(h, key, OTHER, 'shared'), '500'); // cooling for 2 s now
+    expect(h.coolingUntil(key)).toBe(c.now() + 2000);
+    expect(h.endCooldown(key)).toBe(true);
+    expect(h.admission(key, ONE)).toBe('open');
+    expect(h.admission(key, OTHER)).toBe('open');
+    expect(h.stateOf(key)).toMatchObject({ admission: 'open', consecutiveFails: 0, cooldowns: 2 });
+    expect(h.stateOf(key).coolUntil).toBeUndefined();
+    // Three more failures cool it for the first length again, not the doubled one.
+    for (let i = 0; i < 3; i++) h.failed(sent(h, key), '500');
+    expect(h.coolingUntil(key)).toBe(c.now() + 1000);
+    // A provider's retry-after, which no success lifts, is lifted by hand.
+    h.failed(sent(h, key), '429', 60_000);
+    expect(h.admission(key, ONE)).toBe('cooling');
+    expect(h.endCooldown(key)).toBe(true);
+    expect(h.admission(key, ONE)).toBe('open');
+    h.succeeded(sent(h, key), 10);
+    expect(h.admission(key, ONE)).toBe('open');
+    expect(h.endCooldown(key)).toBe(false); // not cooling: nothing changes
+  });
+
+  it("an account's own cooldown is not the deployment's: ending the deployment's by hand leaves it", () => {
+    const c = clock();
+    const h = new DeploymentHealth(settings, c.now);
+    const key = 'm/own';
+    h.succeeded(sent(h, key, OTHER), 10);
+    for (let i = 0; i < 3; i++) h.failed(sent(h, key, ONE), '500');
+    expect([h.admission(key, ONE), h.admission(key, OTHER)]).toEqual(['cooling', 'open']);
+    expect(h.endCooldown(key)).toBe(false);
+    expect(h.admission(key, ONE)).toBe('cooling');
+  });
+
+  it('says what its error rate counts: the last 50 answers, how many failed, and when the oldest was sent', () => {
+    const c = clock();
+    const h = new DeploymentHealth({ ...settings, allowedFails: 1000 }, c.now);
+    const key = 'm/rate';
+    expect(h.stateOf(key)).toMatchObject({ recentAnswers: 0, recentFailures: 0 });
+    expect(h.stateOf(key).errorRate).toBeUndefined();
+    const first = c.now();
+    for (let i = 0; i < 10; i++) {
+      if (i % 5 === 0) h.failed(sent(h, key), '500');
+      else h.succeeded(sent(h, key), 10);
+      c.advance(1000);
+    }
+    expect(h.stateOf(key)).toMatchObject({ errorRate: 0.2, recentAnswers: 10, recentFailures: 2 });
+    expect(h.stateOf(key).recentSince).toEqual(new Date(first));
+    // Past 50 the oldest answers drop out, and "since" moves with them.
+    for (let i = 0; i < 50; i++) {
+      h.succeeded(sent(h, key), 10);
+      c.advance(1000);
+    }
+    expect(h.stateOf(key)).toMatchObject({ errorRate: 0, recentAnswers: 50, recentFailures: 0 });
+    expect(h.stateOf(key).recentSince).toEqual(new Date(first + 10_000));
   });
 
   it("honours a provider's retry-after at once, for exactly that long, and a later one that ends later", () => {

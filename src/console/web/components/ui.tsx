@@ -197,7 +197,7 @@ export function ConfirmDialog(props: {
   busy?: boolean;
   /** The confirm button only (the dialog's form is not complete yet); Cancel stays. */
   confirmDisabled?: boolean;
-  /** Wider, for a form of many fields (laid out in two columns where the screen has room). */
+  /** Wider: a form of many fields (two columns where the screen has room), or a form and a table (a change of the book and its preview). */
   wide?: boolean;
   onConfirm: () => void;
   onCancel: () => void;

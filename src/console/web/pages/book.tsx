@@ -197,15 +197,16 @@ function pretty(text: string): string {
 
 /**
  * Preview (a dry-run apply, for what the document changes, and the usage priced again under it,
- * together) and Apply, with one error shown: the last step's.
+ * together) and Apply, with one error shown: the last step's. The apply is based on the version
+ * the preview saw: a book changed since (another operator's apply) refuses it, nothing undone.
  */
 function useBookChange(onApplied: () => void) {
   const check = useAction(async (document: string, days: number) => {
     const [dry, preview] = await Promise.all([api.applyBook(document, true), api.previewBook({ document, days })]);
-    return { text: document, changes: dry.changes, preview };
+    return { text: document, changes: dry.changes, preview, version: dry.version };
   });
-  const apply = useAction(async (document: string) => {
-    const r = await api.applyBook(document, false);
+  const apply = useAction(async (document: string, basedOn: string) => {
+    const r = await api.applyBook(document, false, basedOn);
     check.reset();
     onApplied();
     return r.changes;
@@ -223,13 +224,13 @@ function Editor(props: { book: BookAnswer; onApplied: () => void }) {
   const [confirming, setConfirming] = useState(false);
   useEffect(() => setText(pretty(props.book.document)), [props.book.document]);
   const { check, apply, preview, busy, error } = useBookChange(props.onApplied);
-  const confirmApply = async () => {
-    await apply.run(text);
-    setConfirming(false);
-  };
   const checked = check.done;
   const applied = apply.done;
   const current = checked && checked.text === text ? checked : undefined;
+  const confirmApply = async () => {
+    await apply.run(text, current?.version ?? '');
+    setConfirming(false);
+  };
 
   return (
     <>

@@ -1,46 +1,100 @@
 // The providers the gateway calls and the models' deployments (docs/providers.md): each provider
 // with its base URL, its credential's form and state on this instance (never the credential) and
 // a test call; each model's routing and deployments with their live state on the instance that
-// answers (health, recent error rate, median latency, limit use this minute), asked again every
-// few seconds while the page is shown. Changes are made with the CLI or the price book.
+// answers (health, the error rate of its last answers, median latency, limit use this minute),
+// asked again every few seconds while the page is shown. And the changes an operator makes to
+// them: a provider or a deployment added, a deployment's weight, priority, upstream model, limits,
+// prices or traffic (enabled, draining, disabled), each a change of the book previewed and applied
+// as the price book page does it (components/book-change.tsx); a credential set or rotated (sealed,
+// never shown again); a cooldown ended by hand on every instance. The book's history of providers
+// and model definitions is below them.
 import { useState } from 'preact/hooks';
 import { useAction } from '../action.ts';
 import { api } from '../api.ts';
-import { Badge, Card, Empty, ErrorNote, Loading, PageHeader, Segmented, Table } from '../components/ui.tsx';
-import { useApi, useLive } from '../data.ts';
+import { appliedText } from '../components/book-change.tsx';
+import { Badge, Card, Empty, ErrorNote, Loading, Note, PageHeader, Table } from '../components/ui.tsx';
+import { type Loaded, useApi } from '../data.ts';
 import { grouped, time } from '../format.ts';
 import type { Location } from '../router.ts';
-import type { DeploymentRow, ModelDeployments, ProviderCredential, ProviderRow } from '../wire-types.ts';
+import type { ApplyAnswer, BookHistory, ProviderCredential, ProviderRow } from '../wire-types.ts';
+import { Deployments } from './deployments.tsx';
+import { AddProviderDialog, CredentialDialog } from './provider-actions.tsx';
 
-/** How often the deployments' live state is asked again. */
-export const REFRESH_MS = 5_000;
+export { REFRESH_MS } from './deployments.tsx';
 
-export const providersData = (_loc: Location) => [api.providers(), api.deployments()];
+/** The history's kinds shown here: providers and model definitions (a model's deployments are in its definition). */
+const HISTORY_KINDS = 'provider,model';
+const HISTORY_ROWS = 10;
+
+export const providersData = (_loc: Location) => [
+  api.providers(),
+  api.deployments(),
+  api.bookHistory(HISTORY_KINDS, HISTORY_ROWS),
+];
 
 export function Providers() {
-  const providers = useApi(api.providers());
+  // Each change of the book shows in the history: asked again after one.
+  const history = useApi(api.bookHistory(HISTORY_KINDS, HISTORY_ROWS));
   return (
     <>
       <PageHeader title="Providers" />
       <p class="muted lead">
         The endpoints the gateway calls, each with its credential as this instance sees it (its form and state, never
-        the credential), and each model’s deployments with their live state on this instance. They are price-book data:
-        change them with the operator CLI (<code>providers …</code>) or the price book.
+        the credential), and each model’s deployments with their live state on this instance. Each change here is
+        previewed, then applied as a new version of the price book.
       </p>
-      <Card title="Providers">
-        {providers.error ? <ErrorNote error={providers.error} /> : null}
-        {providers.loading && !providers.data ? <Loading /> : null}
-        {providers.data && providers.data.providers.length === 0 ? <Empty>The book has no providers.</Empty> : null}
-        {providers.data && providers.data.providers.length > 0 ? (
-          <ProviderTable providers={providers.data.providers} />
-        ) : null}
-      </Card>
-      <Deployments />
+      <ProvidersCard onBookChanged={history.reload} />
+      <Deployments onBookChanged={history.reload} />
+      <BookHistoryCard history={history} />
     </>
   );
 }
 
-function ProviderTable(props: { providers: ProviderRow[] }) {
+function ProvidersCard(props: { onBookChanged: () => void }) {
+  const providers = useApi(api.providers());
+  const [adding, setAdding] = useState(false);
+  const [crediting, setCrediting] = useState<ProviderRow | undefined>();
+  const [outcome, setOutcome] = useState<string | undefined>();
+  const added = (a: ApplyAnswer, id: string) => {
+    setAdding(false);
+    setOutcome(appliedText(a, `Provider ${id} added`));
+    providers.reload();
+    props.onBookChanged();
+  };
+  return (
+    <Card
+      title="Providers"
+      id="providers"
+      actions={
+        <button type="button" class="button button-small" id="add-provider" onClick={() => setAdding(true)}>
+          Add provider…
+        </button>
+      }
+    >
+      {outcome ? <Note kind="ok">{outcome}</Note> : null}
+      {providers.error ? <ErrorNote error={providers.error} /> : null}
+      {providers.loading && !providers.data ? <Loading /> : null}
+      {providers.data && providers.data.providers.length === 0 ? <Empty>The book has no providers.</Empty> : null}
+      {providers.data && providers.data.providers.length > 0 ? (
+        <ProviderTable providers={providers.data.providers} onCredential={setCrediting} />
+      ) : null}
+      <AddProviderDialog open={adding} onCancel={() => setAdding(false)} onApplied={added} />
+      <CredentialDialog
+        provider={crediting}
+        onCancel={() => setCrediting(undefined)}
+        onSet={(r) => {
+          setCrediting(undefined);
+          setOutcome(
+            `Credential of ${r.provider_id} stored: ${credentialText(r.credential)}. It is never shown again.`,
+          );
+          providers.reload();
+        }}
+      />
+    </Card>
+  );
+}
+
+function ProviderTable(props: { providers: ProviderRow[]; onCredential: (p: ProviderRow) => void }) {
   return (
     <Table stack label="Providers" id="provider-rows">
       <thead>
@@ -51,21 +105,23 @@ function ProviderTable(props: { providers: ProviderRow[] }) {
           <th>Credential</th>
           <th class="num">Models</th>
           <th>Connection</th>
+          <th class="row-action">Actions</th>
         </tr>
       </thead>
       <tbody>
         {props.providers.map((p) => (
-          <ProviderLine key={p.id} provider={p} />
+          <ProviderLine key={p.id} provider={p} onCredential={() => props.onCredential(p)} />
         ))}
       </tbody>
     </Table>
   );
 }
 
-function ProviderLine(props: { provider: ProviderRow }) {
+function ProviderLine(props: { provider: ProviderRow; onCredential: () => void }) {
   const p = props.provider;
   const test = useAction(() => api.testProvider(p.id));
   const moved = p.served_base_url !== '' && p.served_base_url !== p.base_url;
+  const stored = p.credential.form === 'sealed' || p.credential.form === 'env';
   return (
     <tr data-provider={p.id}>
       <td class="mono">{p.id}</td>
@@ -95,21 +151,36 @@ function ProviderLine(props: { provider: ProviderRow }) {
               <Badge tone={test.done.ok ? 'ok' : 'error'}>{test.done.ok ? 'ok' : 'failed'}</Badge>{' '}
               <span>{test.done.message}</span>
               {test.done.latency_ms > 0 || test.done.http_status > 0 ? (
-                <span class="muted"> · {grouped(test.done.latency_ms)} ms</span>
+                <span class="muted"> · {grouped(test.done.latency_ms)} ms</span>
               ) : null}
               {test.done.url ? <div class="muted small mono url">GET {test.done.url}</div> : null}
             </div>
           ) : null}
         </div>
       </td>
+      <td class="row-action">
+        {p.credential.form === 'not_needed' ? (
+          <span class="muted small">needs no credential</span>
+        ) : (
+          <button type="button" class="button button-small" onClick={props.onCredential}>
+            {stored ? 'Rotate credential…' : 'Set credential…'}
+          </button>
+        )}
+      </td>
     </tr>
   );
+}
+
+/** "sealed v3", "env OPENAI_KEY v1": what a credential's state says in a sentence. */
+function credentialText(c: ProviderCredential): string {
+  const form = c.form === 'env' ? `the variable ${c.env_name}` : c.form;
+  return `${form}, version ${c.version}${c.usable ? '' : ` (not usable here${c.problem ? `: ${c.problem}` : ''})`}`;
 }
 
 /** "sealed", "env OPENAI_KEY", "setting", "none" or "unreadable", coloured by whether it can be used here. */
 function CredentialState(props: { credential: ProviderCredential }) {
   const c = props.credential;
-  const text = c.unreadable ? 'unreadable' : c.form === 'env' ? `env ${c.env_name}` : c.form;
+  const text = c.unreadable ? 'unreadable' : c.form === 'env' ? `env ${c.env_name}` : c.form.replace('_', ' ');
   const tone = c.usable ? 'ok' : c.unreadable ? 'error' : c.form === 'none' ? 'neutral' : 'warn';
   const stored = c.form === 'sealed' || c.form === 'env';
   return (
@@ -128,174 +199,42 @@ function CredentialState(props: { credential: ProviderCredential }) {
   );
 }
 
-function Deployments() {
-  const live = useLive(api.deployments(), REFRESH_MS);
-  const [all, setAll] = useState(false);
-  const models = live.data?.models ?? [];
-  const shown = all ? models : models.filter((m) => m.deployments.length > 1);
+/** The book's versions of providers and model definitions, newest first: who changed what, when and why. */
+function BookHistoryCard(props: { history: Loaded<BookHistory> }) {
+  const h = props.history;
   return (
-    <Card
-      title="Deployments"
-      id="deployments"
-      actions={
-        <div class="page-actions">
-          <Segmented
-            label="Which models"
-            options={[
-              { value: 'several', text: 'Several deployments' },
-              { value: 'all', text: 'All models' },
-            ]}
-            value={all ? 'all' : 'several'}
-            onChange={(v) => setAll(v === 'all')}
-          />
-          <button type="button" class="button button-small" onClick={live.reload}>
-            Refresh
-          </button>
-        </div>
-      }
-    >
-      <p class="muted small" id="deployments-updated">
-        Live state on this gateway instance, asked again every {REFRESH_MS / 1000} s
-        {live.at ? `; last at ${time(live.at.toISOString()).slice(11)} UTC` : ''}.
-      </p>
-      {live.error ? <ErrorNote error={live.error} /> : null}
-      {live.loading && !live.data ? <Loading /> : null}
-      {live.data && shown.length === 0 ? (
-        <Empty>
-          {all ? 'The book has no models.' : 'No model has more than one deployment: choose All models to see each.'}
-        </Empty>
+    <Card title="Changes to providers and models" id="book-history">
+      <p class="muted small">The newest versions of providers and model definitions (which hold the deployments).</p>
+      {h.error ? <ErrorNote error={h.error} /> : null}
+      {h.loading && !h.data ? <Loading /> : null}
+      {h.data && h.data.versions.length === 0 ? <Empty>None yet.</Empty> : null}
+      {h.data && h.data.versions.length > 0 ? (
+        <Table stack label="Changes to providers and models" id="book-history-rows">
+          <thead>
+            <tr>
+              <th>When (UTC)</th>
+              <th>Version</th>
+              <th>Of</th>
+              <th>By</th>
+              <th>Reason</th>
+            </tr>
+          </thead>
+          <tbody>
+            {h.data.versions.map((v) => (
+              <tr key={`${v.kind}-${v.id}`} data-kind={v.kind} data-subject={v.subject}>
+                <td class="nowrap">{v.created_at ? time(v.created_at) : '—'}</td>
+                <td class="nowrap">
+                  {v.kind === 'model' ? 'model definition' : v.kind} #{v.id}
+                  {v.value_json === 'null' ? <div class="muted small">removed</div> : null}
+                </td>
+                <td class="mono">{v.subject}</td>
+                <td class="small">{v.source}</td>
+                <td class="small">{v.reason || '—'}</td>
+              </tr>
+            ))}
+          </tbody>
+        </Table>
       ) : null}
-      {shown.length > 0 ? <DeploymentTable models={shown} /> : null}
     </Card>
   );
-}
-
-const COLUMNS = 9;
-
-function DeploymentTable(props: { models: ModelDeployments[] }) {
-  return (
-    <Table label="Deployments by model" id="deployment-rows">
-      <thead>
-        <tr>
-          <th>Deployment</th>
-          <th>Provider</th>
-          <th>Upstream model</th>
-          <th class="num">Weight</th>
-          <th class="num">Priority</th>
-          <th>State</th>
-          <th class="num">Error rate</th>
-          <th class="num">p50 latency</th>
-          <th>Limit use this minute</th>
-        </tr>
-      </thead>
-      {props.models.map((m) => (
-        <tbody key={m.model_id} data-model={m.model_id}>
-          <tr class="group-row">
-            <th colSpan={COLUMNS} scope="rowgroup">
-              <span class="mono">{m.model_id}</span> <span class="muted">·</span>{' '}
-              <span data-figure="strategy">{m.strategy}</span> <span class="muted">routing</span>
-              {!m.enabled ? (
-                <>
-                  {' '}
-                  <Badge tone="neutral">disabled</Badge>
-                </>
-              ) : !m.available ? (
-                <>
-                  {' '}
-                  <Badge tone="warn">not available here</Badge>
-                </>
-              ) : null}
-            </th>
-          </tr>
-          {m.deployments.map((d) => (
-            <DeploymentLine key={d.key} deployment={d} />
-          ))}
-        </tbody>
-      ))}
-    </Table>
-  );
-}
-
-function DeploymentLine(props: { deployment: DeploymentRow }) {
-  const d = props.deployment;
-  return (
-    <tr data-deployment={d.key} data-provider={d.provider} data-admission={d.admission}>
-      <td class="mono">
-        {d.id}
-        {d.from_setting ? <div class="muted small">from a setting</div> : null}
-        {d.own_prices ? <div class="muted small">own prices</div> : null}
-      </td>
-      <td class="mono">{d.provider}</td>
-      <td class="mono">{d.upstream_id}</td>
-      <td class="num">{d.weight}</td>
-      <td class="num">{d.priority}</td>
-      <td data-figure="state">
-        <DeploymentState deployment={d} />
-      </td>
-      <td class="num nowrap" data-figure="error-rate">
-        {d.error_rate === null ? '—' : percentOf(d.error_rate)}
-      </td>
-      <td class="num nowrap" data-figure="p50">
-        {d.p50_latency_ms === null ? '—' : `${grouped(d.p50_latency_ms)} ms`}
-      </td>
-      <td class="nowrap" data-figure="limits">
-        <LimitUse deployment={d} />
-      </td>
-    </tr>
-  );
-}
-
-/** Healthy, trial, or cooling until a time (UTC); and whether this instance can call it at all. */
-function DeploymentState(props: { deployment: DeploymentRow }) {
-  const d = props.deployment;
-  const badge =
-    d.admission === 'cooling' ? (
-      <Badge tone="error">
-        cooling until {d.cool_until ? `${time(d.cool_until).slice(11)} UTC` : 'further notice'}
-      </Badge>
-    ) : d.admission === 'trial' ? (
-      <Badge tone="warn">trial</Badge>
-    ) : (
-      <Badge tone="ok">healthy</Badge>
-    );
-  return (
-    <>
-      {d.served ? badge : <Badge tone="neutral">not served here</Badge>}
-      {d.admission === 'trial' ? <div class="muted small">one request let through</div> : null}
-      {d.consecutive_fails > 0 ? (
-        <div class="muted small">
-          {d.consecutive_fails} failure{d.consecutive_fails === 1 ? '' : 's'} in a row
-        </div>
-      ) : null}
-      {d.cooldowns > 0 ? (
-        <div class="muted small">
-          {d.cooldowns} cooldown{d.cooldowns === 1 ? '' : 's'}
-        </div>
-      ) : null}
-    </>
-  );
-}
-
-/** "12 / 500 rpm" and "3,400 / 200,000 tpm": this minute's window on every instance. */
-function LimitUse(props: { deployment: DeploymentRow }) {
-  const d = props.deployment;
-  if (d.rpm === 0 && d.tpm === 0 && d.concurrency === 0) return <span class="muted">no limits</span>;
-  const line = (used: number, limit: number, unit: string) => (
-    <div class={used >= limit * 0.9 ? 'near-limit' : ''}>
-      {grouped(used)} / {grouped(limit)} {unit}
-    </div>
-  );
-  return (
-    <>
-      {d.rpm > 0 ? line(d.window_requests, d.rpm, 'rpm') : null}
-      {d.tpm > 0 ? line(d.window_tokens, d.tpm, 'tpm') : null}
-      {d.concurrency > 0 ? line(d.in_flight, d.concurrency, 'in flight') : null}
-    </>
-  );
-}
-
-/** 0.25 -> "25%", 1/3 -> "33.3%" (a rate shown, not money: a float is fine). */
-function percentOf(rate: number): string {
-  const tenths = Math.round(rate * 1000);
-  return `${tenths / 10}%`;
 }

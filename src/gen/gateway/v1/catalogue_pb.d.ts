@@ -821,6 +821,14 @@ export declare type ExportBookResponse = Message<"gateway.v1.ExportBookResponse"
    * @generated from field: string document = 1;
    */
   document: string;
+
+  /**
+   * The book in force's version: the first 16 hex characters of the SHA-256 of its canonical
+   * document. ApplyBook's based_on takes it.
+   *
+   * @generated from field: string version = 2;
+   */
+  version: string;
 };
 
 /**
@@ -859,6 +867,15 @@ export declare type ApplyBookRequest = Message<"gateway.v1.ApplyBookRequest"> & 
    * @generated from field: string source = 5;
    */
   source: string;
+
+  /**
+   * The book version (ExportBook's, or a dry run's) the document was made from, or its changes
+   * seen against: refused with FAILED_PRECONDITION book_changed, nothing written, when the book in
+   * force is another by now. Empty: applied to whatever is in force.
+   *
+   * @generated from field: string based_on = 6;
+   */
+  basedOn: string;
 };
 
 /**
@@ -952,6 +969,14 @@ export declare type ApplyBookResponse = Message<"gateway.v1.ApplyBookResponse"> 
    * @generated from field: repeated gateway.v1.BookWarning warnings = 3;
    */
   warnings: BookWarning[];
+
+  /**
+   * A dry run: the version of the book the changes were worked out against (based_on for the
+   * apply that follows it). Applied: the book's version now.
+   *
+   * @generated from field: string version = 4;
+   */
+  version: string;
 };
 
 /**
@@ -1686,6 +1711,32 @@ export declare type Deployment = Message<"gateway.v1.Deployment"> & {
    * @generated from field: int32 in_flight = 22;
    */
   inFlight: number;
+
+  /**
+   * The book's word on its traffic: "enabled", "draining" (tried only after every other
+   * deployment of its model) or "disabled" (takes none).
+   *
+   * @generated from field: string state = 23;
+   */
+  state: string;
+
+  /**
+   * The answers error_rate is worked out from: its last ones on the answering instance (at most
+   * 50), how many of them failed, and when the oldest of them was sent.
+   *
+   * @generated from field: int32 recent_answers = 24;
+   */
+  recentAnswers: number;
+
+  /**
+   * @generated from field: int32 recent_failures = 25;
+   */
+  recentFailures: number;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp recent_since = 26;
+   */
+  recentSince?: Timestamp | undefined;
 };
 
 /**
@@ -1747,6 +1798,159 @@ export declare type ListDeploymentsResponse = Message<"gateway.v1.ListDeployment
  * Use `create(ListDeploymentsResponseSchema)` to create a new message.
  */
 export declare const ListDeploymentsResponseSchema: GenMessage<ListDeploymentsResponse>;
+
+/**
+ * @generated from message gateway.v1.EndDeploymentCooldownRequest
+ */
+export declare type EndDeploymentCooldownRequest = Message<"gateway.v1.EndDeploymentCooldownRequest"> & {
+  /**
+   * @generated from field: string model_id = 1;
+   */
+  modelId: string;
+
+  /**
+   * @generated from field: string deployment_id = 2;
+   */
+  deploymentId: string;
+
+  /**
+   * Who ends it (e.g. "console:operator"); empty: "catalogue-rpc". Logged.
+   *
+   * @generated from field: string source = 3;
+   */
+  source: string;
+};
+
+/**
+ * Describes the message gateway.v1.EndDeploymentCooldownRequest.
+ * Use `create(EndDeploymentCooldownRequestSchema)` to create a new message.
+ */
+export declare const EndDeploymentCooldownRequestSchema: GenMessage<EndDeploymentCooldownRequest>;
+
+/**
+ * @generated from message gateway.v1.EndDeploymentCooldownResponse
+ */
+export declare type EndDeploymentCooldownResponse = Message<"gateway.v1.EndDeploymentCooldownResponse"> & {
+  /**
+   * The answering instance had it cooling (or waiting for its trial) until now.
+   *
+   * @generated from field: bool was_cooling = 1;
+   */
+  wasCooling: boolean;
+
+  /**
+   * Its state on the answering instance now.
+   *
+   * @generated from field: gateway.v1.Deployment deployment = 2;
+   */
+  deployment?: Deployment | undefined;
+};
+
+/**
+ * Describes the message gateway.v1.EndDeploymentCooldownResponse.
+ * Use `create(EndDeploymentCooldownResponseSchema)` to create a new message.
+ */
+export declare const EndDeploymentCooldownResponseSchema: GenMessage<EndDeploymentCooldownResponse>;
+
+/**
+ * @generated from message gateway.v1.ListBookHistoryRequest
+ */
+export declare type ListBookHistoryRequest = Message<"gateway.v1.ListBookHistoryRequest"> & {
+  /**
+   * At most this many (1-200; 0: 50).
+   *
+   * @generated from field: int32 limit = 1;
+   */
+  limit: number;
+
+  /**
+   * Only versions of these kinds (provider, model, prices, alias, markup); empty: all.
+   *
+   * @generated from field: repeated string kinds = 2;
+   */
+  kinds: string[];
+};
+
+/**
+ * Describes the message gateway.v1.ListBookHistoryRequest.
+ * Use `create(ListBookHistoryRequestSchema)` to create a new message.
+ */
+export declare const ListBookHistoryRequestSchema: GenMessage<ListBookHistoryRequest>;
+
+/**
+ * One version written to the book.
+ *
+ * @generated from message gateway.v1.BookVersion
+ */
+export declare type BookVersion = Message<"gateway.v1.BookVersion"> & {
+  /**
+   * provider, model (a definition), prices, alias or markup.
+   *
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * Its id in that kind's versions.
+   *
+   * @generated from field: int64 id = 2;
+   */
+  id: bigint;
+
+  /**
+   * The provider, model, alias or markup scope it is of.
+   *
+   * @generated from field: string subject = 3;
+   */
+  subject: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 4;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * Who wrote it and why.
+   *
+   * @generated from field: string source = 5;
+   */
+  source: string;
+
+  /**
+   * @generated from field: string reason = 6;
+   */
+  reason: string;
+
+  /**
+   * What it holds, as JSON (a provider's or model's definition, prices, an alias's target, a
+   * markup); "null" for a removal.
+   *
+   * @generated from field: string value_json = 7;
+   */
+  valueJson: string;
+};
+
+/**
+ * Describes the message gateway.v1.BookVersion.
+ * Use `create(BookVersionSchema)` to create a new message.
+ */
+export declare const BookVersionSchema: GenMessage<BookVersion>;
+
+/**
+ * @generated from message gateway.v1.ListBookHistoryResponse
+ */
+export declare type ListBookHistoryResponse = Message<"gateway.v1.ListBookHistoryResponse"> & {
+  /**
+   * @generated from field: repeated gateway.v1.BookVersion versions = 1;
+   */
+  versions: BookVersion[];
+};
+
+/**
+ * Describes the message gateway.v1.ListBookHistoryResponse.
+ * Use `create(ListBookHistoryResponseSchema)` to create a new message.
+ */
+export declare const ListBookHistoryResponseSchema: GenMessage<ListBookHistoryResponse>;
 
 /**
  * @generated from enum gateway.v1.ModelKind
@@ -2014,6 +2218,31 @@ export declare const CatalogueService: GenService<{
     methodKind: "unary";
     input: typeof ListDeploymentsRequestSchema;
     output: typeof ListDeploymentsResponseSchema;
+  },
+  /**
+   * Ends a deployment's cooldown for everyone by hand, on every instance: this one at once, the
+   * others when they hear of it (PostgreSQL NOTIFY). Its failures in a row are forgotten and its
+   * next cooldown is the first one's length again; a provider's retry-after is lifted too. Not a
+   * change of the book. FAILED_PRECONDITION deployment_not_found for a deployment the catalogue
+   * does not serve the model on.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.EndDeploymentCooldown
+   */
+  endDeploymentCooldown: {
+    methodKind: "unary";
+    input: typeof EndDeploymentCooldownRequestSchema;
+    output: typeof EndDeploymentCooldownResponseSchema;
+  },
+  /**
+   * The book's versions, newest first: each provider, model definition, price, alias and markup
+   * version written, with who wrote it and why.
+   *
+   * @generated from rpc gateway.v1.CatalogueService.ListBookHistory
+   */
+  listBookHistory: {
+    methodKind: "unary";
+    input: typeof ListBookHistoryRequestSchema;
+    output: typeof ListBookHistoryResponseSchema;
   },
 }>;
 
