@@ -27,6 +27,7 @@ import { baseWorst } from '../../src/metering/bill-policy.ts';
 import type { Plan } from '../../src/metering/plan.ts';
 import { Metrics } from '../../src/log/metrics.ts';
 import { videoActivities, type ActivityDeps } from '../../src/video/activities.ts';
+import { VideoJobs } from '../../src/video/jobs.ts';
 import { startGatewayProcess, type GatewayProcess } from '../support/gateway-process.ts';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import { createDatabase } from '../support/postgres.ts';
@@ -238,7 +239,8 @@ describe('the money path with a markup, against the real ledger', () => {
 
   it('a video job settles at the markup its hold was taken at, carried in its workflow input; a job started before markups settles at the provider price', async () => {
     const key = await newKey('5');
-    const activities = videoActivities({ config, ledger, log } as unknown as ActivityDeps);
+    // The job's attempts are read from its row at the settle: a job made before there were any has none.
+    const activities = videoActivities({ config, ledger, log, jobs: new VideoJobs(knex) } as unknown as ActivityDeps);
     const price = '0.123456789';
     const produced = [{ quantity: 3333n, priceUsd: price, perUnits: 1000n }];
     const settle = async (markup: { markupVersion: string; markupRate: string } | undefined) => {
