@@ -171,7 +171,9 @@ export class LeaseBook {
       if (!lease || lease.closed) lease = await this.open(keyHash, accountId, amountNano);
       if (!lease) return undefined;
       if (lease.free < amountNano && !(await this.grow(lease, amountNano))) return undefined;
-      if (windows.length > 0 && !(await this.growSlices(lease, windows, amountNano))) return undefined;
+      // Only a slice short of the amount waits in the lease's queue (behind a batch being written).
+      if (windows.some((w) => (lease.slices.get(windowKey(w))?.free ?? 0n) < amountNano))
+        if (!(await this.growSlices(lease, windows, amountNano))) return undefined;
       // Retired while we waited: take a fresh lease rather than spend from a returned one.
       if (lease.closed) continue;
       const slices = windows.map((w) => lease.slices.get(windowKey(w)));
