@@ -14,7 +14,7 @@ import { networkTransport, startBot, type RunningBot } from '../../src/bot/start
 import { createLogger } from '../../src/log/logger.ts';
 import { FakeTelegram, callsOf, textsOf, tgUser, type TgUser } from '../support/fake-telegram.ts';
 import { billing, db, openai, uniqueMarker } from '../support/context.ts';
-import { orgs } from '../support/organisations.ts';
+import { budgetSpec, orgs } from '../support/organisations.ts';
 
 const base = 600_000_000 + Math.floor(Math.random() * 1_000_000) * 20;
 let nextUser = 0;
@@ -44,19 +44,7 @@ afterAll(async () => {
 
 const say = (user: TgUser, text: string) => fake.deliver(fake.text(user, text));
 
-const spec = (over: Record<string, unknown>) => ({
-  scope: 'organisation',
-  scopeId: '',
-  name: '',
-  amountUsd: '10',
-  period: 'day',
-  timeZone: 'UTC',
-  startDay: 0,
-  rollingHours: 0,
-  mode: 'hard',
-  thresholds: [],
-  ...over,
-});
+const spec = (over: Record<string, unknown>) => budgetSpec({ amountUsd: '10', ...over });
 
 const memberOf = async (user: TgUser) =>
   (await db().query('SELECT id FROM members WHERE telegram_user = $1', [ownerOf(user.id)])).rows[0].id as string;

@@ -9,7 +9,7 @@ import OpenAI from 'openai';
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import { extraGateway } from '../support/extra-gateway.ts';
 import type { GatewayProcess } from '../support/gateway-process.ts';
-import { newOrganisation, orgs, refused, type TestOrg } from '../support/organisations.ts';
+import { budgetSpec, newOrganisation, orgs, refused, type TestOrg } from '../support/organisations.ts';
 import { type OtlpReceiver, startOtlpReceiver } from '../support/otlp-receiver.ts';
 import { callsOf, FakeTelegram } from '../support/fake-telegram.ts';
 import { billing } from '../support/context.ts';
@@ -103,19 +103,7 @@ const flux = (g: GatewayProcess, apiKey: string) =>
       (e: { status?: number }) => e.status ?? 0,
     );
 
-const spec = (over: Record<string, unknown>) => ({
-  scope: 'organisation',
-  scopeId: '',
-  name: 'monthly',
-  amountUsd: '1',
-  period: 'month',
-  timeZone: 'UTC',
-  startDay: 1,
-  rollingHours: 0,
-  mode: 'hard',
-  thresholds: [],
-  ...over,
-});
+const spec = (over: Record<string, unknown>) => budgetSpec({ name: 'monthly', period: 'month', startDay: 1, ...over });
 
 async function until<T>(what: string, f: () => T | Promise<T>, timeoutMs = 10_000): Promise<NonNullable<T>> {
   const deadline = Date.now() + timeoutMs;

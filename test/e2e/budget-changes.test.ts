@@ -12,7 +12,7 @@ import { openDb } from '../../src/db/db.ts';
 import { Ledger } from '../../src/billing/ledger.ts';
 import { BudgetBook } from '../../src/budgets/budget-book.ts';
 import { db, openai } from '../support/context.ts';
-import { newOrganisation, refused, type TestOrg } from '../support/organisations.ts';
+import { budgetSpec, newOrganisation, refused, type TestOrg } from '../support/organisations.ts';
 
 const ask = (apiKey: string, tokens = 8) =>
   openai(apiKey)
@@ -26,19 +26,7 @@ const ask = (apiKey: string, tokens = 8) =>
       (e: { status?: number; code?: string }) => ({ status: e.status ?? 0, code: e.code ?? '' }),
     );
 
-const spec = (over: Record<string, unknown>) => ({
-  scope: 'organisation',
-  scopeId: '',
-  name: '',
-  amountUsd: '1',
-  period: 'day',
-  timeZone: 'UTC',
-  startDay: 0,
-  rollingHours: 0,
-  mode: 'hard',
-  thresholds: [],
-  ...over,
-});
+const spec = budgetSpec;
 
 /** Every window row of the organisation's budgets, and its audit log's length: what "nothing written" compares. */
 async function writtenFor(orgId: string) {

@@ -11,21 +11,9 @@ import OpenAI from 'openai';
 import Anthropic from '@anthropic-ai/sdk';
 import { usdToNano } from '../../src/money/money.ts';
 import { db, gatewayUrl, openai } from '../support/context.ts';
-import { newOrganisation, type TestOrg } from '../support/organisations.ts';
+import { budgetSpec, newOrganisation, type TestOrg } from '../support/organisations.ts';
 
-const spec = (over: Record<string, unknown>) => ({
-  scope: 'organisation',
-  scopeId: '',
-  name: '',
-  amountUsd: '1',
-  period: 'day',
-  timeZone: 'UTC',
-  startDay: 0,
-  rollingHours: 0,
-  mode: 'hard',
-  thresholds: [],
-  ...over,
-});
+const spec = budgetSpec;
 
 /** FLUX.2-pro at 1024 × 1024: held and charged exactly $0.03 a megapixel (31,457,280 nano-USD). */
 const FLUX_NANO = 31_457_280n;

@@ -9,21 +9,9 @@ import { openDb } from '../../src/db/db.ts';
 import { Ledger } from '../../src/billing/ledger.ts';
 import { BudgetBook } from '../../src/budgets/budget-book.ts';
 import { db, openai, uniqueMarker, upstreamRequests } from '../support/context.ts';
-import { newOrganisation, type TestOrg } from '../support/organisations.ts';
+import { budgetSpec, newOrganisation, type TestOrg } from '../support/organisations.ts';
 
-const spec = (over: Record<string, unknown>) => ({
-  scope: 'organisation',
-  scopeId: '',
-  name: '',
-  amountUsd: '1',
-  period: 'day',
-  timeZone: 'UTC',
-  startDay: 0,
-  rollingHours: 0,
-  mode: 'hard',
-  thresholds: [],
-  ...over,
-});
+const spec = budgetSpec;
 
 /** A Ledger and a BudgetBook on a pool of their own: an instance, as far as the money is concerned. */
 async function instance(): Promise<{ ledger: Ledger; book: BudgetBook; knex: Knex }> {

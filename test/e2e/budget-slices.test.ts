@@ -9,7 +9,7 @@ import OpenAI from 'openai';
 import { checkInvariants, db } from '../support/context.ts';
 import { extraGateway } from '../support/extra-gateway.ts';
 import type { GatewayProcess } from '../support/gateway-process.ts';
-import { newOrganisation, type TestOrg } from '../support/organisations.ts';
+import { budgetSpec, newOrganisation, type TestOrg } from '../support/organisations.ts';
 
 const started: GatewayProcess[] = [];
 afterEach(async () => {
@@ -30,19 +30,7 @@ async function leaseGateway(env: Record<string, string> = {}): Promise<GatewayPr
   return g;
 }
 
-const spec = (over: Record<string, unknown>) => ({
-  scope: 'organisation',
-  scopeId: '',
-  name: '',
-  amountUsd: '1',
-  period: 'day',
-  timeZone: 'UTC',
-  startDay: 0,
-  rollingHours: 0,
-  mode: 'hard',
-  thresholds: [],
-  ...over,
-});
+const spec = budgetSpec;
 
 const chat = (g: GatewayProcess, apiKey: string, tokens: number) =>
   new OpenAI({ apiKey, baseURL: `${g.httpUrl}/v1`, maxRetries: 0 }).chat.completions

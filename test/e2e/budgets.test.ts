@@ -9,7 +9,7 @@ import { Ledger } from '../../src/billing/ledger.ts';
 import { BudgetBook } from '../../src/budgets/budget-book.ts';
 import { db, openai } from '../support/context.ts';
 import { gatewayForFile } from '../support/extra-gateway.ts';
-import { newOrganisation, refused, type TestOrg } from '../support/organisations.ts';
+import { budgetSpec, newOrganisation, refused, type TestOrg } from '../support/organisations.ts';
 
 const MODEL = 'gpt-4o-mini';
 const ask = (apiKey: string, baseURL?: string, tokens = 8) =>
@@ -28,19 +28,7 @@ const ask = (apiKey: string, baseURL?: string, tokens = 8) =>
       }),
     );
 
-const spec = (over: Record<string, unknown>) => ({
-  scope: 'key',
-  scopeId: '',
-  name: '',
-  amountUsd: '1',
-  period: 'day',
-  timeZone: 'UTC',
-  startDay: 0,
-  rollingHours: 0,
-  mode: 'hard',
-  thresholds: [],
-  ...over,
-});
+const spec = (over: Record<string, unknown>) => budgetSpec({ scope: 'key', ...over });
 
 async function keyOf(org: TestOrg, role: 'owner' | 'member'): Promise<string> {
   const keys = await org.people.owner.client.listOrganisationKeys({

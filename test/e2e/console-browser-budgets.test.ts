@@ -24,7 +24,7 @@ import {
   startConsoleGateway,
   VIEWPORTS,
 } from '../support/console.ts';
-import { newOrganisation, operatorClients, type TestOrg } from '../support/organisations.ts';
+import { budgetSpec, newOrganisation, operatorClients, type TestOrg } from '../support/organisations.ts';
 
 const ADMIN_TOKEN = `console-browser-budgets-${'c'.repeat(16)}`;
 
@@ -41,19 +41,7 @@ const chat = (apiKey: string, tokens: number) =>
     messages: [{ role: 'user', content: `budget page [sim tokens=${tokens}]` }],
   });
 
-const spec = (over: Record<string, unknown>) => ({
-  scope: 'organisation',
-  scopeId: '',
-  name: '',
-  amountUsd: '20',
-  period: 'day',
-  timeZone: 'UTC',
-  startDay: 0,
-  rollingHours: 0,
-  mode: 'hard',
-  thresholds: [],
-  ...over,
-});
+const spec = (over: Record<string, unknown>) => budgetSpec({ amountUsd: '20', ...over });
 
 beforeAll(async () => {
   [gw, browser] = await Promise.all([startConsoleGateway('console_budgets', { ADMIN_TOKEN }), launchBrowser()]);

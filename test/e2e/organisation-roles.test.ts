@@ -7,7 +7,15 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { Role } from '../../src/gen/gateway/v1/organisations_pb.js';
 import { ACTIONS, PERMISSIONS } from '../../src/organisations/roles.ts';
 import { db } from '../support/context.ts';
-import { newOrganisation, orgs, refused, ROLE_NAMES, type RoleName, type TestOrg } from '../support/organisations.ts';
+import {
+  budgetSpec,
+  newOrganisation,
+  orgs,
+  refused,
+  ROLE_NAMES,
+  type RoleName,
+  type TestOrg,
+} from '../support/organisations.ts';
 
 const all: RoleName[] = ['owner', 'admin', 'billing', 'member'];
 const managers: RoleName[] = ['owner', 'admin'];
@@ -28,19 +36,6 @@ const ownerOf = (org: TestOrg) => org.people.owner.client;
 const clientOf = (c: Ctx) => c.org.people[c.as].client;
 const selfOf = (c: Ctx) => c.org.people[c.as].memberId;
 
-const budgetSpec = (over: Record<string, unknown> = {}) => ({
-  scope: 'organisation',
-  scopeId: '',
-  name: '',
-  amountUsd: '1',
-  period: 'day',
-  timeZone: 'UTC',
-  startDay: 0,
-  rollingHours: 0,
-  mode: 'hard',
-  thresholds: [],
-  ...over,
-});
 /** A budget of the organisation, made by the owner, to act on. */
 const aBudget = async (org: TestOrg) =>
   (await ownerOf(org).setBudget({ organisationId: org.id, spec: budgetSpec() })).budget!.budgetId;

@@ -113,3 +113,18 @@ export async function refused(p: Promise<unknown>): Promise<{ code: string; stat
   }
   throw new Error('expected the call to be refused, and it succeeded');
 }
+
+/** A budget's fields as SetBudget takes them: an organisation's 1 USD a day in UTC, hard, unless `over` says otherwise. */
+export const budgetSpec = (over: Record<string, unknown> = {}) => ({
+  scope: 'organisation',
+  scopeId: '',
+  name: '',
+  amountUsd: '1',
+  period: 'day',
+  timeZone: 'UTC',
+  startDay: 0,
+  rollingHours: 0,
+  mode: 'hard',
+  thresholds: [],
+  ...over,
+});
