@@ -241,8 +241,11 @@ describe('embedded database and the server user', { timeout: 180_000 }, () => {
       logFile: path.join(inject('workDir'), 'embedded-private.log'),
     });
     cleanups.push(() => gw.stop('SIGKILL').then(() => {}));
+    // The logger writes its queue asynchronously: /readyz can answer before the line lands.
+    const readLine = () => /embedded PostgreSQL ready: cluster (\S+),/.exec(fs.readFileSync(gw.logFile, 'utf8'));
+    await expect.poll(readLine, { timeout: 10_000 }).not.toBeNull();
     const log = fs.readFileSync(gw.logFile, 'utf8');
-    const cluster = /embedded PostgreSQL ready: cluster (\S+),/.exec(log)![1]!;
+    const cluster = readLine()![1]!;
     if (process.getuid?.() === 0) {
       expect(path.dirname(cluster)).toBe(ROOT_STATE_DIR);
       cleanups.push(() => fs.rmSync(cluster, { recursive: true, force: true }));

@@ -48,7 +48,7 @@ describe('seeded randomized soak', { timeout: 120_000 }, () => {
         `INSERT INTO ledger (account_id, amount_nano, kind, balance_after_nano, cause, external_id) VALUES ($1, 5, 'topup', 5, 'soak-check', $2)`,
         [key.accountId, `soak-check-${key.accountId}`],
       );
-      const found = await violations(client, { holdTtlMs: SOAK_HOLD_TTL_MS, sweepMs: SOAK_SWEEP_MS });
+      const found = await violations(client, { holdTtlMs: SOAK_HOLD_TTL_MS, sweepMs: SOAK_SWEEP_MS }, [key.accountId]);
       expect(found).toContain(`account ${key.accountId}: ledger sum 1000000005 != balance 1000000000`);
     } finally {
       await client.query('ROLLBACK');
@@ -69,7 +69,7 @@ describe('seeded randomized soak', { timeout: 120_000 }, () => {
         `INSERT INTO budget_windows (budget_id, subject, window_start, spent_nano, held_nano) VALUES ($1, '', 'epoch', 101, 7)`,
         [`bud_check_${key.accountId}`],
       );
-      const found = await violations(client, { holdTtlMs: SOAK_HOLD_TTL_MS, sweepMs: SOAK_SWEEP_MS });
+      const found = await violations(client, { holdTtlMs: SOAK_HOLD_TTL_MS, sweepMs: SOAK_SWEEP_MS }, [key.accountId]);
       const where = `budget bud_check_${key.accountId} (no subject) window 1970-01-01 00:00:00+00`;
       expect(found).toContain(`${where}: spent 101 past its amount 100`);
       expect(found).toContain(`${where}: held 7 but its holds and slices add up to 0`);
