@@ -4,6 +4,7 @@ import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
 import { formatSummary, summarise } from './profile-summary.ts';
+import { formatStages, stagesOf } from './profile-stages.ts';
 import { streamProbe, wrk } from './load.ts';
 import { CHAT, QUIET_WAIT_S, REPS, SECONDS, STREAM, STREAM_SECONDS, state, values, WARMUP } from './options.ts';
 import { cpuMsOf, ensureStrace, machineTimes } from './servers.ts';
@@ -20,6 +21,8 @@ export interface Rep {
   othersBusy: number;
   /** Cores' worth of time the hypervisor took from this VM during the measurement. */
   steal: number;
+  /** Of cpuUsPerReq, what the target's Node process used (the rest is its database server's). */
+  nodeUsPerReq?: number;
   /** The CPU per request of the target's side processes (the OTLP sink), when it has any. */
   sideUsPerReq?: number;
 }
@@ -70,6 +73,7 @@ export async function measureChat(
   window?.begin();
   const pids = t.pids();
   const cpu0 = cpuMsOf(pids);
+  const node0 = t.nodePid ? cpuMsOf([t.nodePid]) : 0;
   const sim0 = cpuMsOf([state.simPid]);
   const sidePids = t.sidePids?.() ?? [];
   const side0 = cpuMsOf(sidePids);
@@ -77,6 +81,7 @@ export async function measureChat(
   const w = await wrk(t, '/v1/chat/completions', CHAT, connections, SECONDS);
   window?.end();
   const cpu = cpuMsOf(pids) - cpu0;
+  const node = t.nodePid ? cpuMsOf([t.nodePid]) - node0 : 0;
   const sim = t.pids().includes(state.simPid) ? 0 : cpuMsOf([state.simPid]) - sim0;
   const side = cpuMsOf(sidePids) - side0;
   const times1 = machineTimes();
@@ -94,6 +99,7 @@ export async function measureChat(
     othersBusy:
       Math.max(0, busy - cpu - sim - side - w.wrkCpuMs * (w.durationS / (w.durationS + WARMUP))) / (w.durationS * 1000),
     steal: (times1.steal - times0.steal) / (w.durationS * 1000),
+    ...(t.nodePid && pids.length > 1 ? { nodeUsPerReq: (node * 1000) / Math.max(1, ok) } : {}),
     ...(sidePids.length ? { sideUsPerReq: (side * 1000) / Math.max(1, ok) } : {}),
   };
 }
@@ -139,7 +145,12 @@ export interface TargetResult {
   spans?: SpanCounts;
 }
 
-export async function diagnose(t: Running, diag: Diagnose, window: { from: bigint; to: bigint }): Promise<string> {
+export async function diagnose(
+  t: Running,
+  diag: Diagnose,
+  window: { from: bigint; to: bigint },
+  nodeUsPerReq?: number,
+): Promise<string> {
   const lines: string[] = [];
   const probe = fs.existsSync(diag.probeFile) ? JSON.parse(fs.readFileSync(diag.probeFile, 'utf8')) : undefined;
   if (probe)
@@ -153,7 +164,11 @@ export async function diagnose(t: Running, diag: Diagnose, window: { from: bigin
     // Profile times are CLOCK_MONOTONIC microseconds, as process.hrtime is.
     const from = Number(window.from / 1000n) - p.startTime;
     const to = Number(window.to / 1000n) - p.startTime;
-    lines.push(`  CPU profile of the c=32 window (${prof}):`, formatSummary(summarise(p, 30, from / 1000, to / 1000)));
+    lines.push(
+      `  CPU profile of the c=32 window (${prof}):`,
+      formatStages(stagesOf(p, from / 1000, to / 1000), nodeUsPerReq),
+      formatSummary(summarise(p, 30, from / 1000, to / 1000)),
+    );
   }
   return lines.join('\n');
 }
@@ -221,7 +236,7 @@ export async function runTarget(def: TargetDef): Promise<TargetResult> {
         r.chat[c].push(rep);
         console.log(
           `  ${def.name} chat c=${c} rep ${i + 1}: ${rep.rps.toFixed(0)} req/s, p50 ${rep.p50.toFixed(2)} ms, p99 ${rep.p99.toFixed(2)} ms, errors ${rep.errors}, ` +
-            `${rep.cpuUsPerReq.toFixed(0)} µs CPU/req, wrk ${(rep.wrkCpuShare * 100).toFixed(0)}% of a core, others ${rep.othersBusy.toFixed(2)} cores, steal ${rep.steal.toFixed(2)} cores` +
+            `${rep.cpuUsPerReq.toFixed(0)} µs CPU/req${rep.nodeUsPerReq === undefined ? '' : ` (gateway ${rep.nodeUsPerReq.toFixed(0)}, database ${(rep.cpuUsPerReq - rep.nodeUsPerReq).toFixed(0)})`}, wrk ${(rep.wrkCpuShare * 100).toFixed(0)}% of a core, others ${rep.othersBusy.toFixed(2)} cores, steal ${rep.steal.toFixed(2)} cores` +
             (before ? `${spanDelta(before, await t.spans!())}, sink ${rep.sideUsPerReq!.toFixed(0)} µs CPU/req` : ''),
         );
       }
@@ -310,9 +325,9 @@ export async function diagnoseTarget(def: TargetDef): Promise<string> {
     });
     await new Promise((res) => setTimeout(res, 300));
     lines.push(
-      `  profiled run: ${rep.rps.toFixed(0)} req/s at c=32, p50 ${rep.p50.toFixed(2)} ms, p99 ${rep.p99.toFixed(2)} ms, ${rep.cpuUsPerReq.toFixed(0)} µs CPU/req, others ${rep.othersBusy.toFixed(2)} cores`,
+      `  profiled run: ${rep.rps.toFixed(0)} req/s at c=32, p50 ${rep.p50.toFixed(2)} ms, p99 ${rep.p99.toFixed(2)} ms, ${rep.cpuUsPerReq.toFixed(0)} µs CPU/req${rep.nodeUsPerReq === undefined ? '' : ` (gateway ${rep.nodeUsPerReq.toFixed(0)})`}, others ${rep.othersBusy.toFixed(2)} cores`,
     );
-    lines.push(await diagnose(t, diag, { from, to }));
+    lines.push(await diagnose(t, diag, { from, to }, rep.nodeUsPerReq ?? rep.cpuUsPerReq));
   } finally {
     await t.stop();
     const books = await checkBooks(t);

@@ -241,6 +241,17 @@ export const TARGETS: TargetDef[] = [
     what: 'this gateway with DATABASE_URL: a PostgreSQL server of its own (credit leases, key cache)',
     start: (diag) => gatewayTarget('gateway-postgres', postgresDatabase, diag),
   },
+  // The same organisation owner's key without budgets: what the key's organisation costs apart
+  // from its budgets.
+  {
+    name: 'gateway-postgres-member-key',
+    what: 'gateway-postgres with the bench key an organisation owner’s personal key, no budgets',
+    optional: true,
+    start: (diag) =>
+      gatewayTarget('gateway-postgres-member-key', postgresDatabase, diag, {
+        makeKey: (rpcUrl) => organisationOwnerKey(rpcUrl, false),
+      }),
+  },
   // Both databases with the bench key under three budgets (its organisation's, its member's and
   // its own), never reached: what holding a request in every budget window costs (issue 42).
   ...(['embedded', 'postgres'] as const).map(
@@ -250,7 +261,7 @@ export const TARGETS: TargetDef[] = [
       optional: true,
       start: (diag) =>
         gatewayTarget(`gateway-${db}-3-budgets`, db === 'embedded' ? embeddedDatabase : postgresDatabase, diag, {
-          makeKey: keyUnderThreeBudgets,
+          makeKey: (rpcUrl) => organisationOwnerKey(rpcUrl, true),
         }),
     }),
   ),
@@ -371,11 +382,11 @@ async function embeddedDatabase(): Promise<TargetDatabase> {
 }
 
 /**
- * The bench key under three budgets: an organisation made for it with the key as its owner's
- * personal key, with a daily budget on the organisation, a monthly one on the member and a
- * lifetime one on the key, each far above what the run spends.
+ * The bench key as an organisation's owner's personal key; `budgets`: under three of them, a
+ * daily budget on the organisation, a monthly one on the member and a lifetime one on the key,
+ * each far above what the run spends.
  */
-async function keyUnderThreeBudgets(rpcUrl: string): Promise<{ apiKey: string; accountId: string }> {
+async function organisationOwnerKey(rpcUrl: string, budgets: boolean): Promise<{ apiKey: string; accountId: string }> {
   const transport = createGrpcTransport({ baseUrl: rpcUrl });
   const orgs = createClient(OrganisationService, transport);
   const made = await orgs.createOrganisation({ name: 'bench', ownerName: 'bench', createOwnerKey: true });
@@ -386,6 +397,7 @@ async function keyUnderThreeBudgets(rpcUrl: string): Promise<{ apiKey: string; a
     externalId: 'bench',
     cause: 'bench',
   });
+  if (!budgets) return { apiKey: made.ownerApiKey, accountId };
   const keyId = (await orgs.listOrganisationKeys({ organisationId: accountId })).keys[0]!.keyId;
   const budget = (scope: string, scopeId: string, period: string) =>
     orgs.setBudget({
