@@ -26,6 +26,8 @@ export interface WindowRef {
   name: string;
   /** The amount as the instance read it; the statements read it again. */
   amountNano: bigint;
+  /** windowKey's value, where whoever made the reference worked it out once. */
+  key?: string;
 }
 
 /** The window that refused, and the room it had. */
@@ -133,8 +135,8 @@ export async function holdInWindows(
 }
 
 /** A key for one window, as the slices and the statements name it. */
-export const windowKey = (w: Pick<WindowRef, 'budgetId' | 'subject' | 'windowStart'>) =>
-  `${w.budgetId}\u0000${w.subject}\u0000${w.windowStart}`;
+export const windowKey = (w: Pick<WindowRef, 'budgetId' | 'subject' | 'windowStart'> & { key?: string }) =>
+  w.key ?? `${w.budgetId}\u0000${w.subject}\u0000${w.windowStart}`;
 
 /** The window a key names (windowKey's inverse). */
 export function windowOfKey(key: string): Pick<WindowRef, 'budgetId' | 'subject' | 'windowStart'> {
@@ -206,6 +208,59 @@ export async function moveSliceMoney(
      FROM hb WHERE w.budget_id = hb.budget_id AND w.subject = hb.subject AND w.window_start = hb.window_start`,
     [ids, subjects, starts, charged, released, leaseId],
   );
+}
+
+/**
+ * A lease batch's budget windows, as CTEs for the batch's own statement (their parameters, in the
+ * order of their `?`, from sliceChargeParams): `lk` locks the account's row and then the windows in
+ * key order, as every statement that moves a window's money takes them (the batch's `lease`
+ * update waits on `lk` as an InitPlan, and everything else it writes follows `lease`). `sbw`
+ * charges each window what its slice paid (after `lease`, so nothing moves unless the lease is
+ * active), returning each window's spend for BUDGET_ALERT_DUE.
+ */
+export const SLICE_LOCKS_CTE = `lka AS (SELECT 1 FROM accounts WHERE id = ? FOR UPDATE),
+  lk AS (
+    SELECT 1 FROM budget_windows WHERE EXISTS (SELECT 1 FROM lka) AND (budget_id, subject, window_start) IN
+      (SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS timestamptz[])))
+    ORDER BY budget_id, subject, window_start FOR UPDATE
+  )`;
+export const SLICE_CHARGES_CTE = `sc AS (
+    SELECT * FROM unnest(CAST(? AS text[]), CAST(? AS text[]), CAST(? AS timestamptz[]), CAST(? AS bigint[]))
+      AS sc(budget_id, subject, window_start, charged)
+  ), shb AS (
+    UPDATE hold_budgets h SET amount_nano = h.amount_nano - sc.charged FROM sc, lease
+    WHERE h.request_id = ? AND h.budget_id = sc.budget_id AND h.subject = sc.subject AND h.window_start = sc.window_start
+    RETURNING h.budget_id, h.subject, h.window_start, sc.charged
+  ), sbw AS (
+    UPDATE budget_windows w SET spent_nano = w.spent_nano + shb.charged, held_nano = w.held_nano - shb.charged
+    FROM shb WHERE w.budget_id = shb.budget_id AND w.subject = shb.subject AND w.window_start = shb.window_start
+    RETURNING w.budget_id, w.subject, w.window_start, w.spent_nano - w.forgiven_nano AS spent, w.raise_nano
+  )`;
+
+/**
+ * Whether a window `sbw` charged has reached a threshold that has not fired yet (the alerts'
+ * own statement then runs: src/budgets/alerts.ts, whose rule this is). Checked on every batch, so
+ * a check that failed is made again by the next one.
+ */
+export const BUDGET_ALERT_DUE = `EXISTS (
+    SELECT 1 FROM sbw JOIN budgets b ON b.id = sbw.budget_id AND b.deleted_at IS NULL
+    CROSS JOIN LATERAL unnest(b.thresholds) AS t(threshold)
+    WHERE sbw.spent > 0 AND CAST(sbw.spent AS numeric) * 100 >= CAST(b.amount_nano + sbw.raise_nano AS numeric) * t.threshold
+      AND NOT EXISTS (SELECT 1 FROM budget_alerts ba WHERE ba.budget_id = sbw.budget_id AND ba.subject = sbw.subject
+                      AND ba.window_start = sbw.window_start AND ba.threshold = t.threshold))`;
+
+/** SLICE_LOCKS_CTE's parameters (before the batch's own) and SLICE_CHARGES_CTE's (after them). */
+export function sliceChargeParams(
+  accountId: string,
+  leaseId: string,
+  charged: ReadonlyMap<string, bigint>,
+): { locks: (string | string[])[]; charges: (string | string[])[] } {
+  const keys = [...charged.keys()].sort();
+  const [ids, subjects, starts] = keyColumns(keys);
+  return {
+    locks: [accountId, ids, subjects, starts],
+    charges: [ids, subjects, starts, keys.map((k) => String(charged.get(k)!)), leaseId],
+  };
 }
 
 /** Whether any instance's lease holds a slice of this window (what a refusal may ask back). */

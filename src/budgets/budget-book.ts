@@ -10,7 +10,7 @@ import type { Db } from '../db/db.ts';
 import type { Caller } from '../billing/caller.ts';
 
 export type { WindowRef } from '../billing/budget-holds.ts';
-import type { WindowRef } from '../billing/budget-holds.ts';
+import { windowKey, type WindowRef } from '../billing/budget-holds.ts';
 import { periodFromColumns, type Budget, type Mode, type Scope } from './budget.ts';
 import { WindowClock, type Period } from './windows.ts';
 
@@ -25,7 +25,17 @@ const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
 interface Loaded {
   budgets: (Budget & { clock: WindowClock })[];
   at: number;
+  /** Whether a customer template is among them (a request's windows then depend on its customer). */
+  customers: boolean;
+  /**
+   * Each caller's windows (by key, team and member) while none of them has ended: a busy key's
+   * requests share one list, made once (read only: nothing changes a WindowRef once made).
+   */
+  windows: Map<string, { from: number; until: number; list: WindowRef[] }>;
 }
+
+/** Callers whose windows an account's Loaded keeps at most (it is read again within 5 s anyway). */
+const MAX_CACHED_CALLERS = 1_000;
 
 export class BudgetBook {
   private readonly db: Db;
@@ -48,6 +58,9 @@ export class BudgetBook {
   async windowsFor(caller: Caller, customer: () => string, now: number): Promise<WindowRef[]> {
     const loaded = await this.of(caller.accountId);
     if (loaded.budgets.length === 0) return [];
+    const who = loaded.customers ? undefined : `${caller.keyId}\u0000${caller.teamId}\u0000${caller.memberId}`;
+    const cached = who === undefined ? undefined : loaded.windows.get(who);
+    if (cached && now >= cached.from && now < cached.until) return cached.list;
     const out: WindowRef[] = [];
     let named: string | undefined;
     for (const b of loaded.budgets) {
@@ -68,7 +81,8 @@ export class BudgetBook {
         amountNano: b.amountNano,
       });
     }
-    return out.sort((a, b) =>
+    for (const w of out) w.key = windowKey(w);
+    out.sort((a, b) =>
       a.budgetId < b.budgetId
         ? -1
         : a.budgetId > b.budgetId
@@ -79,6 +93,17 @@ export class BudgetBook {
               ? 1
               : 0,
     );
+    if (who !== undefined) {
+      if (loaded.windows.size >= MAX_CACHED_CALLERS) loaded.windows.clear();
+      let from = Number.NEGATIVE_INFINITY;
+      let until = Number.POSITIVE_INFINITY;
+      for (const w of out) {
+        if (w.windowStart > from) from = w.windowStart;
+        if (w.windowEnd < until) until = w.windowEnd;
+      }
+      loaded.windows.set(who, { from, until, list: out });
+    }
+    return out;
   }
 
   /**
@@ -122,6 +147,8 @@ export class BudgetBook {
     );
     const loaded: Loaded = {
       at: performance.now(),
+      customers: rows.some((r) => r.scope === 'customer'),
+      windows: new Map(),
       budgets: rows.map((r) => {
         const period: Period = periodFromColumns(r as never);
         return {

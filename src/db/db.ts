@@ -36,7 +36,7 @@ export async function openDb(opts: DbOptions): Promise<Db> {
       validate: (conn: PooledConnection) => conn.openedInEra === era,
     },
   });
-  // Statements knex runs itself (transactions) report a lost connection here.
+  // Statements knex runs itself (BEGIN, COMMIT, ROLLBACK) report a lost connection here.
   db.on('query-error', (err: unknown) => noteIfLost(err));
   // Single statements are retried when PostgreSQL says it ended the session (a failover, a
   // restart, pg_terminate_backend) or the connection never formed: the statement was then
@@ -45,27 +45,64 @@ export async function openDb(opts: DbOptions): Promise<Db> {
   // And every statement runs as a named prepared statement: PostgreSQL plans it once per
   // connection instead of on every request (the hot path's CTE statements spent more time
   // being planned than run), and knex's query building is skipped.
-  const prepared = preparedStatements(db);
+  const prepared = preparedStatements();
   Object.defineProperty(db, 'raw', {
-    value: (sql: string, bindings?: readonly unknown[]) => retryWhenDisconnected(() => prepared(sql, bindings ?? [])),
+    value: (sql: string, bindings?: readonly unknown[]) =>
+      retryWhenDisconnected(() => prepared(db, sql, bindings ?? [])),
+    configurable: true,
+  });
+  // A transaction's statements too, on the transaction's own connection (a lease's batch with its
+  // budget windows is one: planned on every flush, it cost more than the batch itself).
+  const transaction = db.transaction.bind(db);
+  Object.defineProperty(db, 'transaction', {
+    value: (work: unknown, config?: Knex.TransactionConfig) =>
+      typeof work === 'function'
+        ? transaction(
+            (trx) => (work as (trx: Knex.Transaction) => Promise<unknown>)(withPreparedRaw(trx, prepared)),
+            config,
+          )
+        : transaction(work as never, config),
     configurable: true,
   });
   urls.set(db, opts.databaseUrl);
   return db;
 }
 
-/** `?` placeholders become `$n`; each distinct SQL text gets one statement name. */
-function preparedStatements(db: Knex) {
-  const statements = new Map<string, { name: string; text: string }>();
-  return async (sql: string, bindings: readonly unknown[]) => {
+type Prepared = ReturnType<typeof preparedStatements>;
+
+function withPreparedRaw(trx: Knex.Transaction, prepared: Prepared): Knex.Transaction {
+  Object.defineProperty(trx, 'raw', {
+    value: (sql: string, bindings?: readonly unknown[]) => {
+      // knex refuses a statement after the end; its connection may be serving someone else by now.
+      if (trx.isCompleted())
+        return Promise.reject(new Error(`statement after its transaction ended: ${sql.slice(0, 80)}`));
+      return prepared(trx, sql, bindings ?? []);
+    },
+    configurable: true,
+  });
+  return trx;
+}
+
+/** At most this many distinct statements are prepared; past it (SQL built per call) they run unnamed. */
+const MAX_PREPARED = 1_000;
+
+/**
+ * `?` placeholders become `$n`; each distinct SQL text gets one statement name. The connection
+ * is the pool's (released after) or, for a transaction, the transaction's own (knex hands that
+ * one out and its release does nothing).
+ */
+function preparedStatements() {
+  const statements = new Map<string, { name?: string; text: string }>();
+  return async (runner: Knex, sql: string, bindings: readonly unknown[]) => {
     let st = statements.get(sql);
     if (!st) {
       let n = 0;
-      st = { name: `gw_${statements.size + 1}`, text: sql.replace(/\?/g, () => `$${++n}`) };
-      statements.set(sql, st);
+      const text = sql.replace(/\?/g, () => `$${++n}`);
+      st = statements.size < MAX_PREPARED ? { name: `gw_${statements.size + 1}`, text } : { text };
+      if (st.name) statements.set(sql, st);
     }
-    const conn = (await db.client.acquireConnection()) as PooledConnection & {
-      query(q: { name: string; text: string; values: unknown[] }): Promise<unknown>;
+    const conn = (await runner.client.acquireConnection()) as PooledConnection & {
+      query(q: { name?: string; text: string; values: unknown[] }): Promise<unknown>;
     };
     try {
       return await conn.query({ name: st.name, text: st.text, values: [...bindings] });
@@ -73,7 +110,7 @@ function preparedStatements(db: Knex) {
       noteIfLost(err);
       throw err;
     } finally {
-      await db.client.releaseConnection(conn);
+      await runner.client.releaseConnection(conn);
     }
   };
 }
@@ -125,10 +162,13 @@ const MIGRATION_LOCK = 7_303_211_924;
 export async function migrate(db: Db): Promise<void> {
   const lock = new pg.Client({ connectionString: urls.get(db) });
   await lock.connect();
+  // Migrations run on plain knex: their DDL is not for prepared statements.
+  const plain = knexFactory({ client: 'pg', connection: urls.get(db), pool: { min: 0, max: 1 } });
   try {
     await lock.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK]);
-    await db.migrate.latest({ migrationSource });
+    await plain.migrate.latest({ migrationSource });
   } finally {
+    await plain.destroy().catch(() => {});
     // Ending the session releases the lock too, should the unlock itself fail.
     await lock.query('SELECT pg_advisory_unlock($1)', [MIGRATION_LOCK]).catch(() => {});
     await lock.end().catch(() => {});
