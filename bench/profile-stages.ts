@@ -3,7 +3,7 @@
 // rule below names (our file, or the package doing the work), so a library's or the runtime's
 // work counts for the stage of ours that asked for it. Samples no rule names are Node's own
 // sockets, timers and streams between stages.
-import type { Profile } from './profile-summary.ts';
+import { samplesIn, type Profile } from './profile-summary.ts';
 
 /** The stages in the order a request meets them; each rule is a test on a frame's file and function. */
 const STAGES: { stage: string; match: (url: string, fn: string) => boolean }[] = [
@@ -103,9 +103,7 @@ export interface StageShare {
 
 /** Busy samples (idle and `(program)` left out) by stage, within [fromMs, toMs] of the profile's start; GC is a stage of its own. */
 export function stagesOf(profile: Profile, fromMs = 0, toMs = Infinity): { busy: number; stages: StageShare[] } {
-  const byId = new Map(profile.nodes.map((n) => [n.id, n]));
-  const parent = new Map<number, number>();
-  for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
+  const { byId, parent, samples } = samplesIn(profile, fromMs, toMs);
   const stageOfNode = new Map<number, string>();
   const stageOf = (id: number): string => {
     const known = stageOfNode.get(id);
@@ -124,12 +122,7 @@ export function stagesOf(profile: Profile, fromMs = 0, toMs = Infinity): { busy:
   };
   const counts = new Map<string, number>();
   let busy = 0;
-  let t = 0;
-  for (let i = 0; i < profile.samples.length; i++) {
-    t += profile.timeDeltas[i]! / 1000;
-    if (t < fromMs || t > toMs) continue;
-    const node = byId.get(profile.samples[i]!);
-    if (!node) continue;
+  for (const node of samples) {
     const fn = node.callFrame.functionName;
     if (fn === '(idle)' || fn === '(program)') continue;
     const stage = fn === '(garbage collector)' ? 'garbage collector' : stageOf(node.id);

@@ -43,22 +43,31 @@ function placeOf(url: string, fn: string): string {
   return path.basename(url);
 }
 
-/** Only samples taken within [fromMs, toMs] of the profile's start count (both optional). */
-export function summarise(profile: Profile, top = 25, fromMs = 0, toMs = Infinity): ProfileSummary {
+/** A profile's call tree (node by id, each node's parent) and the nodes of its samples taken within [fromMs, toMs] of its start. */
+export function samplesIn(profile: Profile, fromMs = 0, toMs = Infinity) {
   const byId = new Map(profile.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of profile.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
-  const ownCount = new Map<string, number>();
-  let busy = 0;
-  const fnCount = new Map<string, number>();
-  const placeCount = new Map<string, number>();
+  const samples: ProfileNode[] = [];
   let t = 0;
-  let counted = 0;
   for (let i = 0; i < profile.samples.length; i++) {
     t += profile.timeDeltas[i]! / 1000;
     if (t < fromMs || t > toMs) continue;
     const node = byId.get(profile.samples[i]!);
-    if (!node) continue;
+    if (node) samples.push(node);
+  }
+  return { byId, parent, samples };
+}
+
+/** Only samples taken within [fromMs, toMs] of the profile's start count (both optional). */
+export function summarise(profile: Profile, top = 25, fromMs = 0, toMs = Infinity): ProfileSummary {
+  const { byId, parent, samples } = samplesIn(profile, fromMs, toMs);
+  const ownCount = new Map<string, number>();
+  let busy = 0;
+  const fnCount = new Map<string, number>();
+  const placeCount = new Map<string, number>();
+  let counted = 0;
+  for (const node of samples) {
     const { functionName, url, lineNumber } = node.callFrame;
     const file = url ? url.replace(/^.*node_modules\//, '').replace(/^file:\/\/.*?\/(src|bench|test)\//, '$1/') : '';
     const name = `${functionName || '(anonymous)'}${file ? ` ${file}:${lineNumber + 1}` : ''}`;

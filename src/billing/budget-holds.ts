@@ -238,14 +238,22 @@ export const SLICE_CHARGES_CTE = `sc AS (
   )`;
 
 /**
+ * When a window has reached a threshold (a percentage of its amount), in SQL over the given
+ * expressions: the one rule of the alerts' statement (src/budgets/alerts.ts) and of a lease
+ * batch's check below.
+ */
+export const thresholdReached = (spent: string, amount: string, threshold: string) =>
+  `${spent} > 0 AND CAST(${spent} AS numeric) * 100 >= CAST(${amount} AS numeric) * ${threshold}`;
+
+/**
  * Whether a window `sbw` charged has reached a threshold that has not fired yet (the alerts'
- * own statement then runs: src/budgets/alerts.ts, whose rule this is). Checked on every batch, so
- * a check that failed is made again by the next one.
+ * own statement then runs). Checked on every batch, so a check that failed is made again by the
+ * next one.
  */
 export const BUDGET_ALERT_DUE = `EXISTS (
     SELECT 1 FROM sbw JOIN budgets b ON b.id = sbw.budget_id AND b.deleted_at IS NULL
     CROSS JOIN LATERAL unnest(b.thresholds) AS t(threshold)
-    WHERE sbw.spent > 0 AND CAST(sbw.spent AS numeric) * 100 >= CAST(b.amount_nano + sbw.raise_nano AS numeric) * t.threshold
+    WHERE ${thresholdReached('sbw.spent', 'b.amount_nano + sbw.raise_nano', 't.threshold')}
       AND NOT EXISTS (SELECT 1 FROM budget_alerts ba WHERE ba.budget_id = sbw.budget_id AND ba.subject = sbw.subject
                       AND ba.window_start = sbw.window_start AND ba.threshold = t.threshold))`;
 

@@ -19,6 +19,7 @@ import type { Db } from '../db/db.ts';
 import type { Span } from '../tracing/spans.ts';
 import { nanoToUsd } from '../money/money.ts';
 import { scrub } from '../secrets/scrub.ts';
+import { thresholdReached } from '../billing/budget-holds.ts';
 
 type Row = Record<string, unknown>;
 const rowsOf = (r: unknown): Row[] => (r as { rows: Row[] }).rows;
@@ -303,8 +304,7 @@ const FIRE_SQL = `
     FROM s JOIN budget_windows w USING (budget_id, subject, window_start)
     JOIN budgets b ON b.id = w.budget_id AND b.deleted_at IS NULL
     CROSS JOIN LATERAL unnest(b.thresholds) AS t(threshold)
-    WHERE w.spent_nano - w.forgiven_nano > 0
-      AND CAST(w.spent_nano - w.forgiven_nano AS numeric) * 100 >= CAST(b.amount_nano + w.raise_nano AS numeric) * t.threshold
+    WHERE ${thresholdReached('(w.spent_nano - w.forgiven_nano)', 'b.amount_nano + w.raise_nano', 't.threshold')}
   ), f AS (
     INSERT INTO budget_alerts (budget_id, subject, window_start, threshold)
     SELECT budget_id, subject, window_start, threshold FROM reached
