@@ -145,12 +145,16 @@ export interface TargetResult {
   spans?: SpanCounts;
 }
 
-export async function diagnose(
-  t: Running,
-  diag: Diagnose,
-  window: { from: bigint; to: bigint },
-  nodeUsPerReq?: number,
-): Promise<string> {
+/** A profiled window: what ran in it, when (process.hrtime), and the gateway's CPU per request (or per stream) in it. */
+export interface ProfiledWindow {
+  label: string;
+  from: bigint;
+  to: bigint;
+  usPerUnit?: number;
+  unit: string;
+}
+
+export async function diagnose(t: Running, diag: Diagnose, windows: readonly ProfiledWindow[]): Promise<string> {
   const lines: string[] = [];
   const probe = fs.existsSync(diag.probeFile) ? JSON.parse(fs.readFileSync(diag.probeFile, 'utf8')) : undefined;
   if (probe)
@@ -161,16 +165,31 @@ export async function diagnose(
   const prof = fs.readdirSync(diag.profDir).find((f) => f.endsWith('.cpuprofile'));
   if (prof) {
     const p = JSON.parse(fs.readFileSync(path.join(diag.profDir, prof), 'utf8'));
-    // Profile times are CLOCK_MONOTONIC microseconds, as process.hrtime is.
-    const from = Number(window.from / 1000n) - p.startTime;
-    const to = Number(window.to / 1000n) - p.startTime;
-    lines.push(
-      `  CPU profile of the c=32 window (${prof}):`,
-      formatStages(stagesOf(p, from / 1000, to / 1000), nodeUsPerReq),
-      formatSummary(summarise(p, 30, from / 1000, to / 1000)),
-    );
+    for (const w of windows) {
+      // Profile times are CLOCK_MONOTONIC microseconds, as process.hrtime is.
+      const from = (Number(w.from / 1000n) - p.startTime) / 1000;
+      const to = (Number(w.to / 1000n) - p.startTime) / 1000;
+      lines.push(
+        `  CPU profile of the ${w.label} window (${prof}):`,
+        formatStages(stagesOf(p, from, to), w.usPerUnit, w.unit),
+        formatSummary(summarise(p, 30, from, to)),
+      );
+    }
   }
   return lines.join('\n');
+}
+
+/** c=32 streams (wrk) in a window of their own, for the profile: when it ran and the gateway's CPU per stream. */
+async function profiledStreams(t: Running) {
+  await awaitQuiet();
+  await wrk(t, '/v1/chat/completions', STREAM, 32, WARMUP);
+  const from = process.hrtime.bigint();
+  const node0 = cpuMsOf([t.nodePid!]);
+  const w = await wrk(t, '/v1/chat/completions', STREAM, 32, STREAM_SECONDS);
+  const node = cpuMsOf([t.nodePid!]) - node0;
+  const to = process.hrtime.bigint();
+  await new Promise((res) => setTimeout(res, 300));
+  return { from, to, streamsPerS: w.rps, usPerStream: (node * 1000) / Math.max(1, w.rps * w.durationS) };
 }
 
 /** strace -c -f attached to the running Node process for one wrk run: syscalls per request. */
@@ -327,7 +346,17 @@ export async function diagnoseTarget(def: TargetDef): Promise<string> {
     lines.push(
       `  profiled run: ${rep.rps.toFixed(0)} req/s at c=32, p50 ${rep.p50.toFixed(2)} ms, p99 ${rep.p99.toFixed(2)} ms, ${rep.cpuUsPerReq.toFixed(0)} µs CPU/req${rep.nodeUsPerReq === undefined ? '' : ` (gateway ${rep.nodeUsPerReq.toFixed(0)})`}, others ${rep.othersBusy.toFixed(2)} cores`,
     );
-    lines.push(await diagnose(t, diag, { from, to }, rep.nodeUsPerReq ?? rep.cpuUsPerReq));
+    const windows: ProfiledWindow[] = [
+      { label: 'c=32 unstreamed', from, to, usPerUnit: rep.nodeUsPerReq ?? rep.cpuUsPerReq, unit: 'req' },
+    ];
+    if (!values['no-streams']) {
+      const s = await profiledStreams(t);
+      lines.push(
+        `  profiled streams: ${s.streamsPerS.toFixed(0)} streams/s at c=32, ${s.usPerStream.toFixed(0)} µs of the gateway's CPU per stream`,
+      );
+      windows.push({ label: 'c=32 streamed', from: s.from, to: s.to, usPerUnit: s.usPerStream, unit: 'stream' });
+    }
+    lines.push(await diagnose(t, diag, windows));
   } finally {
     await t.stop();
     const books = await checkBooks(t);

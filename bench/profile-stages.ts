@@ -70,17 +70,10 @@ const STAGES: { stage: string; match: (url: string, fn: string) => boolean }[] =
       ),
   },
   { stage: 'deployment choice and limits', match: (u) => has(u, 'src/inference/routing/') },
+  { stage: 'stream relay (stream run, SSE)', match: (u) => has(u, 'src/inference/streams/') },
   {
     stage: 'upstream call and reply',
-    match: (u) =>
-      has(
-        u,
-        'src/inference/upstream/',
-        'src/inference/streams/',
-        'src/secrets/',
-        'undici/',
-        'node:internal/deps/undici',
-      ),
+    match: (u) => has(u, 'src/inference/upstream/', 'src/secrets/', 'undici/', 'node:internal/deps/undici'),
   },
   {
     stage: 'in-process RPC (Connect, protobuf)',
@@ -134,12 +127,12 @@ export function stagesOf(profile: Profile, fromMs = 0, toMs = Infinity): { busy:
 }
 
 /** The stages as lines, with each one's µs per request where the node process's CPU per request is known. */
-export function formatStages(s: { busy: number; stages: StageShare[] }, nodeUsPerReq?: number): string {
+export function formatStages(s: { busy: number; stages: StageShare[] }, nodeUsPerUnit?: number, unit = 'req'): string {
   return [
     `  busy samples by stage (${s.busy}; the innermost frame a stage names):`,
     ...s.stages.map(
       (x) =>
-        `    ${(x.share * 100).toFixed(1).padStart(5)}%${nodeUsPerReq === undefined ? '' : ` ${(x.share * nodeUsPerReq).toFixed(0).padStart(4)} µs/req`}  ${x.stage}`,
+        `    ${(x.share * 100).toFixed(1).padStart(5)}%${nodeUsPerUnit === undefined ? '' : ` ${(x.share * nodeUsPerUnit).toFixed(0).padStart(4)} µs/${unit}`}  ${x.stage}`,
     ),
   ].join('\n');
 }
