@@ -11,8 +11,8 @@ afterEach(() => {
   for (const dir of trees.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
 });
 
-/** The functions of one file, measured in a project of its own. */
-function lengthsOf(code: string): Record<string, FunctionLength> {
+/** The functions of one file, measured in a project of its own (as src/a.ts), longest own first. */
+function measured(code: string): FunctionLength[] {
   const root = fs.mkdtempSync(path.join(os.tmpdir(), 'function-lines-'));
   trees.push(root);
   fs.mkdirSync(path.join(root, 'src'));
@@ -21,8 +21,12 @@ function lengthsOf(code: string): Record<string, FunctionLength> {
     JSON.stringify({ include: ['src'], compilerOptions: { noEmit: true } }),
   );
   fs.writeFileSync(path.join(root, 'src/a.ts'), code);
-  return Object.fromEntries(allFunctionLengths(root, ['tsconfig.json']).map((f) => [f.name, f]));
+  return allFunctionLengths(root, ['tsconfig.json']);
 }
+
+/** The functions of one file by name. */
+const lengthsOf = (code: string): Record<string, FunctionLength> =>
+  Object.fromEntries(measured(code).map((f) => [f.name, f]));
 
 const lines = (n: number, text = 'x++;') => Array.from({ length: n }, () => `  ${text}`).join('\n');
 
@@ -76,6 +80,31 @@ describe('function lines', () => {
     expect(found.handler).toMatchObject({ line: 2, lines: 19, own: 19 - 13 });
     expect(found['(anonymous)']).toMatchObject({ line: 3, lines: 13, own: 13 });
     expect(Object.keys(found).sort()).toEqual(['(anonymous)', 'handler']);
+  });
+
+  it('reports a planted 130-line function, and reads a 95-line one by its 55 own lines less a nested 40', () => {
+    const code = [
+      'let x = 0;',
+      'export function planted(): number {', // 2
+      lines(127), // 3-129
+      '  return x;', // 130
+      '}', // 131: 130 lines
+      'export function outer(): number {', // 132
+      '  const nested = () => {', // 133
+      lines(37, '  x++;'), // 134-170
+      '    return x;', // 171
+      '  };', // 172: nested is 40 lines
+      lines(52), // 173-224
+      '  return nested();', // 225
+      '}', // 226: outer is 95 lines, 55 of its own
+    ].join('\n');
+    const all = measured(code);
+    const found = Object.fromEntries(all.map((f) => [f.name, f]));
+    expect(found.planted).toMatchObject({ file: 'src/a.ts', line: 2, lines: 130, own: 130 });
+    expect(found.outer).toMatchObject({ line: 132, lines: 95, own: 95 - 40 });
+    expect(found.nested).toMatchObject({ line: 133, lines: 40, own: 40 });
+    expect(all.map((f) => f.name)).toEqual(['planted', 'outer', 'nested']);
+    expect(lengthProblems(all)).toEqual(['src/a.ts:2 planted: 130 lines of its own (at most 100)']);
   });
 
   it('breaks the rules past 100 lines of its own, or with more than 10 past 80', () => {
