@@ -26,6 +26,9 @@ const LIMITED = `limited-${RUN}`;
 const ROTATED = `rotated-${RUN}`;
 const CONCURRENT = `concurrent-${RUN}`;
 const CONCURRENCY = 2;
+/** Models on one deployment, with an rpm of 1 or a tpm below a request's bound: the second request of a minute finds them full. */
+const RPM_ONE = `rpm-one-${RUN}`;
+const TPM_TINY = `tpm-tiny-${RUN}`;
 const REFRESH_MS = 200;
 
 const env = {
@@ -98,12 +101,24 @@ beforeAll(async () => {
         { id: 'spare', provider: 'spare', priority: 1 },
       ],
     },
+    {
+      ...template,
+      id: RPM_ONE,
+      provider: 'spare',
+      deployments: [{ id: 'only', provider: 'spare', limits: { rpm: 1 } }],
+    },
+    {
+      ...template,
+      id: TPM_TINY,
+      provider: 'spare',
+      deployments: [{ id: 'only', provider: 'spare', limits: { tpm: 10 } }],
+    },
   );
   expect((await catalogue.applyBook({ document: JSON.stringify(doc), reason: 'limits test' })).applied).toBe(true);
   for (const g of [a, b]) {
     const c = createClient(CatalogueService, createGrpcTransport({ baseUrl: g.rpcUrl }));
     // Not in that instance's catalogue (NOT_FOUND) until its next refresh reads the book.
-    for (const id of [LIMITED, ROTATED, CONCURRENT])
+    for (const id of [LIMITED, ROTATED, CONCURRENT, RPM_ONE, TPM_TINY])
       await until(`${id} available on ${g.httpUrl}`, async () =>
         (await c.getModel({ id }).catch(() => undefined))?.model?.available ? true : undefined,
       );
@@ -271,5 +286,36 @@ describe('a provider credential replaced under load', () => {
     // Both instances served through the rotation.
     expect(rotatedSim.requests.some((r) => keyOf(r) === 'Bearer key-old')).toBe(true);
     await sleep(0);
+  });
+});
+
+describe('a model whose every deployment is at its limit for the minute', () => {
+  it('refuses with 429 deployments_at_limit naming the limit (rpm or tpm), retry-after when the next minute begins', async () => {
+    for (const [model, words] of [
+      [RPM_ONE, 'requests per minute (rpm)'],
+      [TPM_TINY, 'tokens per minute (tpm)'],
+    ] as const) {
+      // The first request of a window goes through (however large, alone in it); the second is
+      // refused, or the third if a minute began between them.
+      let refused: InstanceType<typeof OpenAI.APIError> | undefined;
+      for (let i = 0; i < 3 && !refused; i++)
+        refused = await chat(i % 2 === 0 ? a : b, model).then(
+          () => undefined,
+          (e: unknown) => {
+            if (e instanceof OpenAI.APIError) return e;
+            throw e;
+          },
+        );
+      expect(refused, model).toBeDefined();
+      const e = refused!;
+      expect([e.status, e.type, e.code], model).toEqual([429, 'rate_limit_error', 'deployments_at_limit']);
+      expect(e.message, model).toContain(words);
+      const retryAfter = Number(e.headers?.get('retry-after'));
+      expect(retryAfter, model).toBeGreaterThanOrEqual(1);
+      expect(retryAfter, model).toBeLessThanOrEqual(60);
+      expect(e.message, model).toContain(`try again in ${retryAfter} s`);
+      expect(e.headers?.get('x-should-retry'), model).toBe('true');
+      expect(e.headers?.get('x-gateway-cost-nano-usd'), model).toBe('0');
+    }
   });
 });

@@ -357,9 +357,18 @@ describe("a deployment's concurrency shared fairly between accounts", () => {
     ];
     await until('three streams at the provider', () => (fairSim.counts().inFlight === 3 ? true : undefined));
 
-    // The other account finds it full (and is remembered as waiting).
+    // The other account finds it full (and is remembered as waiting): 429 naming the bound, with when to retry.
     const full = await failureOf(chat(b, patient, FAIR));
-    expect(full === 'ok' ? 'ok' : [full.status, full.code]).toEqual([503, 'deployments_at_limit']);
+    expect(full === 'ok' ? 'ok' : [full.status, full.code, full.type]).toEqual([
+      429,
+      'deployments_at_limit',
+      'rate_limit_error',
+    ]);
+    if (full === 'ok') return;
+    expect(full.message).toContain('concurrent requests (concurrency)');
+    expect(full.headers?.get('retry-after')).toBe('1');
+    expect(full.headers?.get('x-should-retry')).toBe('true');
+    expect(full.headers?.get('x-gateway-cost-nano-usd')).toBe('0');
 
     // A slot comes free: the greedy account, holding 2 of 3 while another waits, is refused it...
     await short;
@@ -387,6 +396,11 @@ describe("a deployment's concurrency shared fairly between accounts", () => {
     );
     // A request refused before any upstream call that got a hold settles at zero with its reason.
     expect(statuses.rows).toEqual([{ status: 'deployment_share_limit', http_status: 429 }]);
+    const patients = await knex.raw(
+      `SELECT status, http_status FROM usage_records WHERE account_id = ? AND model = ? AND status <> 'ok'`,
+      [patient.accountId, FAIR],
+    );
+    expect(patients.rows).toEqual([{ status: 'deployment_limits', http_status: 429 }]);
   });
 });
 
@@ -407,7 +421,8 @@ describe('a client that reads nothing of its stream', () => {
         'the other account served',
         async () => {
           const r = await chat(b, victim, STALL).catch((err: unknown) => {
-            if (err instanceof OpenAI.APIError && err.status === 503) return undefined;
+            if (err instanceof OpenAI.APIError && err.status === 429 && err.code === 'deployments_at_limit')
+              return undefined;
             throw err;
           });
           return r?.choices[0]?.message.content ?? undefined;

@@ -2,9 +2,9 @@
 // request's headers in its errors. A simulator instance of this file's own answers in that way on
 // cue (test/upstream/echo-headers.ts): every status, JSON and text/plain bodies, streams with the
 // error event first or after some text, the headers as they are, percent-encoded or JSON-escaped.
-// It stands for the shipped providers (OPENAI_API_KEY, ANTHROPIC_API_KEY settings) and for book
-// providers with sealed credentials in each form (bearer, Azure's api-key, Anthropic's x-api-key,
-// BFL's x-key). Then every byte the gateway answered (raw, and as the official SDKs and a gRPC
+// It stands for the shipped providers (OPENAI_API_KEY, ANTHROPIC_API_KEY, COHERE_API_KEY settings)
+// and for book providers with sealed credentials in each form (bearer, Azure's api-key, Anthropic's
+// x-api-key, BFL's x-key), on every route with every dialect it serves. Then every byte the gateway answered (raw, and as the official SDKs and a gRPC
 // client surface it), logged (its log file) and exported (an OTLP receiver) is searched for the
 // credentials: none may be there, while the provider's words around them are.
 //
@@ -42,10 +42,12 @@ const secret = (prefix: string) =>
 const SECRETS = {
   openaiSetting: secret('sk-proj-'),
   anthropicSetting: secret('sk-ant-api03-'),
+  cohereSetting: secret('co-'),
   sealedOpenai: secret('sk-sealed-'),
   sealedAzure: randomBytes(16).toString('hex'),
   sealedAnthropic: secret('sk-ant-sealed-'),
   sealedBfl: randomUUID(),
+  sealedCohere: secret('co-sealed-'),
   /** What sealedOpenai is replaced with in the rotation test. */
   rotatedOpenai: secret('sk-rotated-'),
 };
@@ -68,6 +70,7 @@ const M = {
   azure: `echo-azure-${RUN}`,
   claude: `echo-claude-${RUN}`,
   embed: `echo-embed-${RUN}`,
+  cohere: `echo-cohere-${RUN}`,
   flux: `echo-flux-${RUN}`,
 };
 
@@ -96,6 +99,8 @@ beforeAll(async () => {
     OPENAI_BASE_URL: `${sim.url}/v1`,
     ANTHROPIC_API_KEY: SECRETS.anthropicSetting,
     ANTHROPIC_BASE_URL: sim.url,
+    COHERE_API_KEY: SECRETS.cohereSetting,
+    COHERE_BASE_URL: `${sim.url}/cohere`,
     // The provider's own answer goes to the caller at once (a retry would send the same echo).
     UPSTREAM_RETRIES: '0',
     PRICE_BOOK_REFRESH_MS: '200',
@@ -114,6 +119,7 @@ beforeAll(async () => {
   await store.setSecret('echo-azure', SECRETS.sealedAzure, 'echo test');
   await store.setSecret('echo-anthropic', SECRETS.sealedAnthropic, 'echo test');
   await store.setSecret('echo-bfl', SECRETS.sealedBfl, 'echo test');
+  await store.setSecret('echo-cohere', SECRETS.sealedCohere, 'echo test');
 
   const catalogue = createClient(CatalogueService, createGrpcTransport({ baseUrl: gw.rpcUrl }));
   const doc = JSON.parse((await catalogue.exportBook({})).document);
@@ -123,6 +129,7 @@ beforeAll(async () => {
     { id: 'echo-azure', dialect: 'azure-openai', baseUrl: sim.url, apiVersion: AZURE_API_VERSION },
     { id: 'echo-anthropic', dialect: 'anthropic', baseUrl: sim.url },
     { id: 'echo-bfl', dialect: 'bfl', baseUrl: `${sim.url}/bfl/v1` },
+    { id: 'echo-cohere', dialect: 'cohere', baseUrl: `${sim.url}/cohere` },
   );
   doc.models.push(
     { ...like('gpt-4o-mini'), id: M.chat, provider: 'echo-openai' },
@@ -130,6 +137,7 @@ beforeAll(async () => {
     { ...like('claude-haiku-4-5'), id: M.claude, provider: 'echo-anthropic' },
     { ...like('text-embedding-3-small'), id: M.embed, provider: 'echo-openai' },
     { ...like('FLUX.2-pro'), id: M.flux, provider: 'echo-bfl' },
+    { ...like('Cohere-embed-v3-multilingual'), id: M.cohere, provider: 'echo-cohere' },
   );
   expect((await catalogue.applyBook({ document: JSON.stringify(doc), reason: 'echo test' })).applied).toBe(true);
   for (const id of Object.values(M))
@@ -243,9 +251,12 @@ const STATUSES = [400, 404, 409, 422, 429, 500, 503];
 describe('a provider that quotes the request headers in its error answers', () => {
   const shipped: [string, string, string][] = [
     ['chat completions', CHAT, 'gpt-4o-mini'],
+    ['chat completions with a Claude model', CHAT, 'claude-haiku-4-5'],
     ['Responses', RESPONSES, 'gpt-5.5'],
+    ['Responses through chat completions', RESPONSES, 'gpt-4o'],
     ['Messages', MESSAGES, 'claude-haiku-4-5'],
     ['embeddings', EMBEDDINGS, 'text-embedding-3-small'],
+    ['embeddings with Cohere', EMBEDDINGS, 'Cohere-embed-v3-multilingual'],
   ];
   for (const [name, path, model] of shipped)
     it(`never shows the caller the operator's key on ${name}, for any status, JSON or text`, async () => {
@@ -253,17 +264,55 @@ describe('a provider that quotes the request headers in its error answers', () =
         for (const body of ['json', 'text'] as const) await expectScrubbedStatus(path, model, status, { body });
     });
 
-  it("never shows a sealed credential of a book's provider, in each provider's header (bearer, api-key, x-api-key, x-key)", async () => {
-    const sealed: [string, string][] = [
-      [CHAT, M.chat],
-      [CHAT, M.azure],
-      [MESSAGES, M.claude],
-      [EMBEDDINGS, M.embed],
-      [IMAGES, M.flux],
-    ];
-    for (const [path, model] of sealed)
-      for (const status of [400, 422, 500])
-        for (const body of ['json', 'text'] as const) await expectScrubbedStatus(path, model, status, { body });
+  // Every route with every dialect it serves: Messages serves Claude models only, and Responses
+  // refuses them (the test below), so those two combinations have no upstream to echo.
+  const sealed: [string, [string, string][]][] = [
+    [
+      'chat completions (bearer, api-key, x-api-key)',
+      [
+        [CHAT, M.chat],
+        [CHAT, M.azure],
+        [CHAT, M.claude],
+      ],
+    ],
+    [
+      'Responses (bearer, api-key)',
+      [
+        [RESPONSES, M.chat],
+        [RESPONSES, M.azure],
+      ],
+    ],
+    ['Messages (x-api-key)', [[MESSAGES, M.claude]]],
+    [
+      'embeddings, OpenAI and Cohere (bearer)',
+      [
+        [EMBEDDINGS, M.embed],
+        [EMBEDDINGS, M.cohere],
+      ],
+    ],
+    ['images (x-key)', [[IMAGES, M.flux]]],
+  ];
+  for (const [name, combos] of sealed)
+    it(`never shows a sealed credential of a book's provider on ${name}, for any status, JSON or text`, async () => {
+      for (const [path, model] of combos)
+        for (const status of STATUSES)
+          for (const body of ['json', 'text'] as const) await expectScrubbedStatus(path, model, status, { body });
+    });
+
+  it('has no upstream to echo for Messages with an OpenAI or Azure model, nor Responses with a Claude model', async () => {
+    sim.setMode({ status: 400, echoHeaders: { body: 'json' } });
+    const last = sim.requests.at(-1);
+    for (const [path, model] of [
+      [MESSAGES, M.chat],
+      [MESSAGES, M.azure],
+      [RESPONSES, M.claude],
+      [RESPONSES, 'claude-haiku-4-5'],
+    ] as const) {
+      const a = await raw(path, bodyFor(path, model));
+      expect(a.status, `${path} ${model}`).toBe(400);
+      expect(a.body, `${path} ${model}`).not.toContain(ECHO_PHRASE);
+    }
+    expect(sim.requests.at(-1)).toBe(last);
   });
 
   it('never shows a key quoted percent-encoded or JSON-escaped', async () => {

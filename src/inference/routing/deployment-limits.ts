@@ -23,7 +23,11 @@ export interface WindowTaken {
   tokens: bigint;
 }
 
-export type Take = { taken: WindowTaken } | { full: true; retryAfterMs: number };
+/** The limit of a deployment that refused a request: its minute's requests or tokens, or its requests in flight. */
+export type DeploymentBound = 'rpm' | 'tpm' | 'concurrency';
+
+/** What a request took from a deployment's window, or which of its minute's limits is used up and when it has room again. */
+export type Take = { taken: WindowTaken } | { full: true; bound: 'rpm' | 'tpm'; retryAfterMs: number };
 
 /** How long a window's row is kept after it ends (for operators reading it). */
 const KEEP_MINUTES = 10;
@@ -123,12 +127,19 @@ export class DeploymentLimits {
     );
     const row = rows[0];
     if (row) return { taken: { deployment: d.key, windowStart: row.window_start as string, tokens } };
+    // Refused: which limit is used up, read from the window's request count (rpm when it is at
+    // its rpm, else the tokens).
     const left = rowsOf(
       await this.db.raw(
-        `SELECT EXTRACT(EPOCH FROM (date_trunc('minute', now()) + interval '1 minute' - now())) * 1000 AS left_ms`,
+        `SELECT EXTRACT(EPOCH FROM (date_trunc('minute', now()) + interval '1 minute' - now())) * 1000 AS left_ms,
+           (SELECT requests FROM deployment_windows
+            WHERE deployment = ? AND window_start = date_trunc('minute', now())) AS requests`,
+        [d.key],
       ),
     )[0]!;
-    return { full: true, retryAfterMs: Math.max(1, Math.ceil(Number(left.left_ms))) };
+    const requests = left.requests === null || left.requests === undefined ? 0 : Number(left.requests);
+    const bound = tpm === undefined || (d.limits?.rpm !== undefined && requests >= rpm) ? 'rpm' : 'tpm';
+    return { full: true, bound, retryAfterMs: Math.max(1, Math.ceil(Number(left.left_ms))) };
   }
 
   /** Sets a taken window right: the tokens the request really used instead of its bound. */

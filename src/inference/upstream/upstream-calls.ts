@@ -18,7 +18,7 @@ import { upstreamFailure, type Upstream, type UpstreamBody, type UpstreamRespons
 import { targetOf, type Endpoint, type Target } from '../providers/target.ts';
 import type { Attempt, DeploymentHealth } from '../routing/deployment-health.ts';
 import type { Router } from '../routing/router.ts';
-import type { DeploymentLimits } from '../routing/deployment-limits.ts';
+import type { DeploymentBound, DeploymentLimits } from '../routing/deployment-limits.ts';
 import { endFailedAttempt, notePrompt, startAttemptSpan } from './attempt-spans.ts';
 import { upstreamRedirect } from './replies.ts';
 import { failSpan, traceparentOf } from '../../tracing/spans.ts';
@@ -112,9 +112,10 @@ export class UpstreamCalls {
     /** The last deployment that gave an HTTP answer (a 429 or 5xx): the one a failed request's usage row names. */
     let lastAnswered: ResolvedDeployment | undefined;
     let waitMs = 0;
-    /** Set while every deployment tried was at its limits: when the soonest has room again (and whether a fair share refused it). */
+    /** Set while every deployment tried was at its limits: when the soonest has room again, and which limits refused it. */
     let fullForMs: number | undefined;
     let overShare = false;
+    const bounds = new Set<DeploymentBound>();
     for (let attempt = 0; attempt < attempts; attempt++) {
       const d = order[attempt % order.length]!;
       if (attempt > 0 && callerGone?.aborted) throw callerGone.reason;
@@ -134,6 +135,7 @@ export class UpstreamCalls {
           this.metrics.deploymentLimitWaits.of(d.key).inc();
           fullForMs = Math.min(fullForMs ?? Infinity, full.waitMs);
           overShare ||= full.share;
+          bounds.add(full.bound);
           continue;
         }
       }
@@ -155,7 +157,7 @@ export class UpstreamCalls {
       if (result.outcome === 'upstream_error') lastAnswered = d;
       if (result.retryAfterMs) waitMs = Math.max(waitMs, result.retryAfterMs);
     }
-    if (!last && fullForMs !== undefined) throw this.atLimits(plan, fullForMs, overShare);
+    if (!last && fullForMs !== undefined) throw this.atLimits(plan, fullForMs, overShare, bounds);
     if (!last) throw withOutcome(noDeployment(plan), 'upstream_unreachable', 503);
     if (lastAnswered) plan.servedBy = lastAnswered;
     throw withOutcome(last.failure, last.outcome, toGatewayError(last.failure).httpStatus);
@@ -176,11 +178,13 @@ export class UpstreamCalls {
   }
 
   /**
-   * Every deployment tried was at its limits: 429 when one refused the caller's account for
-   * holding its fair share while others wait (its own doing), else 503 (the deployments are full).
+   * Every deployment tried was at its limits, a 429 either way (issue 39: a refusal says which
+   * bound and when to retry): `deployment_share_limit` when one refused the caller's account for
+   * holding its fair share while others wait (its own doing), else `deployments_at_limit` naming
+   * the limits that refused it.
    */
-  private atLimits(plan: Plan, fullForMs: number, overShare: boolean) {
-    if (!overShare) return withOutcome(atLimits(plan, fullForMs), 'deployment_limits', 503);
+  private atLimits(plan: Plan, fullForMs: number, overShare: boolean, bounds: ReadonlySet<DeploymentBound>) {
+    if (!overShare) return withOutcome(atLimits(plan, fullForMs, bounds), 'deployment_limits', 429);
     this.metrics.concurrencyRefusals.of('deployment_share_limit').inc();
     return withOutcome(overItsShare(plan), 'deployment_share_limit', 429);
   }
@@ -190,18 +194,21 @@ export class UpstreamCalls {
    * others wait), then the minute window (rpm, and tpm at the request's bound). Undefined when it
    * took them; else in how many ms the deployment has room, and whether the share refused it.
    */
-  private async takeLimits(plan: Plan, d: ResolvedDeployment): Promise<{ waitMs: number; share: boolean } | undefined> {
+  private async takeLimits(
+    plan: Plan,
+    d: ResolvedDeployment,
+  ): Promise<{ waitMs: number; share: boolean; bound: DeploymentBound } | undefined> {
     const limits = this.limits!;
     if (d.limits?.concurrency !== undefined) {
       const slot = await limits.acquire(d, plan.caller.accountId);
-      if (slot !== 'take') return { waitMs: 1000, share: slot === 'share' };
+      if (slot !== 'take') return { waitMs: 1000, share: slot === 'share', bound: 'concurrency' };
       plan.deploymentSlot = d.key;
     }
     if (d.limits?.rpm === undefined && d.limits?.tpm === undefined) return undefined;
     const took = await limits.take(d, plan.inputUpper + plan.maxOutput * plan.choices);
     if ('full' in took) {
       this.giveBackLimits(plan);
-      return { waitMs: took.retryAfterMs, share: false };
+      return { waitMs: took.retryAfterMs, share: false, bound: took.bound };
     }
     plan.deploymentWindow = took.taken;
     return undefined;
@@ -349,14 +356,25 @@ function noDeployment(plan: Plan) {
   });
 }
 
-/** Every deployment of the model used its rpm / tpm for this minute: nothing was sent, nothing is charged. */
-function atLimits(plan: Plan, retryAfterMs: number) {
+const BOUND_WORDS: Record<DeploymentBound, string> = {
+  concurrency: 'concurrent requests (concurrency)',
+  rpm: 'requests per minute (rpm)',
+  tpm: 'tokens per minute (tpm)',
+};
+
+/**
+ * Every deployment of the model is at its limits (its requests in flight, or its rpm / tpm for
+ * this minute): 429 naming them and when the soonest has room; nothing was sent, nothing is charged.
+ */
+function atLimits(plan: Plan, retryAfterMs: number, bounds: ReadonlySet<DeploymentBound>) {
+  const retryAfterSeconds = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  const named = (['concurrency', 'rpm', 'tpm'] as const).filter((b) => bounds.has(b)).map((b) => BOUND_WORDS[b]);
   return gatewayError({
-    httpStatus: 503,
-    type: 'server_error',
+    httpStatus: 429,
+    type: 'rate_limit_error',
     code: 'deployments_at_limit',
-    message: `Every deployment of '${plan.model.id}' is at its request or token limit for this minute; try again shortly.`,
-    retryAfterSeconds: Math.max(1, Math.ceil(retryAfterMs / 1000)),
+    message: `Every deployment of '${plan.model.id}' is at its limit of ${named.join(' or ')} (deployments_at_limit); try again in ${retryAfterSeconds} s.`,
+    retryAfterSeconds,
     requestId: plan.requestId,
   });
 }
