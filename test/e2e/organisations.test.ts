@@ -8,6 +8,7 @@ import { usdToNano } from '../../src/money/money.ts';
 import { billing, db, openai, uniqueMarker, waitForUsage } from '../support/context.ts';
 import { newOrganisation, orgs, refused, ROLE } from '../support/organisations.ts';
 import { gatewayForFile } from '../support/extra-gateway.ts';
+import { ConsoleClient } from '../support/console-api.ts';
 
 const auditCount = async (orgId: string) =>
   Number((await db().query('SELECT count(*)::int AS n FROM audit_log WHERE account_id = $1', [orgId])).rows[0].n);
@@ -281,14 +282,22 @@ describe('a removal on every instance', () => {
           () => 200,
           (e: { status?: number }) => e.status ?? 0,
         );
-    // B knows the key (its cache holds it) before the removal.
+    // B knows the key (its cache holds it) before the removal, and the member is signed in to B's console.
     expect(await ask()).toBe(200);
     expect(await ask()).toBe(200);
-    await org.people.owner.client.removeMember({ organisationId: org.id, memberId: leaver.memberId });
+    const session = await new ConsoleClient(b.httpUrl).signedIn({ key: leaver.apiKey });
+    expect((await session.get('/me')).status).toBe(200);
+    const removed = await org.people.owner.client.removeMember({ organisationId: org.id, memberId: leaver.memberId });
+    expect(removed.sessionsEnded).toBe(1);
     const removedAt = Date.now();
     let status = 200;
     while (status === 200 && Date.now() - removedAt < 1000) status = await ask();
     expect(status).toBe(401);
+    let signedIn = 200;
+    while (signedIn === 200 && Date.now() - removedAt < 1000) signedIn = (await session.get('/me')).status;
+    expect(signedIn).toBe(401);
+    const me = await session.get<{ error: { code: string } }>('/me');
+    expect([me.status, me.body.error.code]).toEqual([401, 'no_session']);
     const rows = await db().query(
       `SELECT count(*)::int AS n FROM usage_records WHERE account_id = $1 AND member_id = $2 AND created_at > to_timestamp($3 / 1000.0)`,
       [org.id, leaver.memberId, removedAt + 1000],
