@@ -13,6 +13,17 @@ import { ConsoleClient } from '../support/console-api.ts';
 const auditCount = async (orgId: string) =>
   Number((await db().query('SELECT count(*)::int AS n FROM audit_log WHERE account_id = $1', [orgId])).rows[0].n);
 
+/** A request with `apiKey` and its usage row, once written. */
+async function chargedRow(apiKey: string, tokens = 2): Promise<Record<string, string>> {
+  const r = await openai(apiKey)
+    .chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: `hi ${uniqueMarker()} [sim tokens=${tokens}]` }],
+    })
+    .withResponse();
+  return waitForUsage(r.response.headers.get('x-request-id')!);
+}
+
 describe('an organisation: one balance, many people', () => {
   it('every member calls with their own key from the one balance, and each usage row names the member who made it', async () => {
     const org = await newOrganisation('10');
@@ -209,6 +220,57 @@ describe('removing a member', () => {
       await org.people.owner.client.listOrganisationKeys({ organisationId: org.id, memberId: heir.memberId })
     ).keys;
     expect(keys.map((k) => k.memberName)).toEqual(['Pat billing', 'Pat billing']);
+  });
+});
+
+describe("a leaver's past spend", () => {
+  it("stays theirs after their keys are handed over to a team: its old usage rows still name the member (and no team), the key's new ones the team", async () => {
+    const org = await newOrganisation('5');
+    const owner = org.people.owner.client;
+    const leaver = org.people.member;
+    const team = (await owner.createTeam({ organisationId: org.id, name: `Heirs ${uniqueMarker()}` })).team!;
+    await owner.addTeamMember({ organisationId: org.id, teamId: team.teamId, memberId: leaver.memberId });
+    const old = await chargedRow(leaver.apiKey, 3);
+    expect([old.member_id, old.team_id]).toEqual([leaver.memberId, null]);
+
+    const r = await owner.removeMember({
+      organisationId: org.id,
+      memberId: leaver.memberId,
+      handKeysToTeamId: team.teamId,
+    });
+    expect([r.keysHandedOver, r.keysRevoked]).toEqual([1, 0]);
+    const keys = (await owner.listOrganisationKeys({ organisationId: org.id, teamId: team.teamId })).keys;
+    expect(keys.map((k) => [k.keyId, k.teamName, k.memberId])).toEqual([[leaver.keyId, team.name, '']]);
+    // The same key, now the team's: its new rows are the team's, its old row is still the leaver's.
+    const later = await chargedRow(leaver.apiKey, 2);
+    expect([later.member_id, later.team_id]).toEqual([null, team.teamId]);
+    const rows = await db().query(
+      `SELECT request_id, member_id, team_id FROM usage_records WHERE account_id = $1 AND key_id = $2 ORDER BY created_at`,
+      [org.id, leaver.keyId],
+    );
+    expect(rows.rows).toEqual([
+      { request_id: old.request_id, member_id: leaver.memberId, team_id: null },
+      { request_id: later.request_id, member_id: null, team_id: team.teamId },
+    ]);
+    // And so the spend and the request listing say.
+    const byMember = await owner.getSpend({ organisationId: org.id, by: SpendGrouping.MEMBER });
+    expect(byMember.rows.find((x) => x.key === leaver.memberId)).toMatchObject({
+      requests: 1n,
+      costNano: BigInt(old.cost_nano!),
+    });
+    const byTeam = await owner.getSpend({ organisationId: org.id, by: SpendGrouping.TEAM });
+    expect(byTeam.rows.find((x) => x.key === team.teamId)).toMatchObject({
+      requests: 1n,
+      costNano: BigInt(later.cost_nano!),
+    });
+    const listed = new Map(
+      (await owner.listOrganisationUsage({ organisationId: org.id, keyId: leaver.keyId })).records.map((u) => [
+        u.requestId,
+        [u.memberId, u.teamId],
+      ]),
+    );
+    expect(listed.get(old.request_id!)).toEqual([leaver.memberId, '']);
+    expect(listed.get(later.request_id!)).toEqual(['', team.teamId]);
   });
 });
 
