@@ -6,7 +6,7 @@ import { describe, expect, it } from 'vitest';
 import { Role, SpendGrouping } from '../../src/gen/gateway/v1/organisations_pb.js';
 import { usdToNano } from '../../src/money/money.ts';
 import { billing, db, openai, uniqueMarker, waitForUsage } from '../support/context.ts';
-import { newOrganisation, orgs, refused, ROLE } from '../support/organisations.ts';
+import { newOrganisation, orgs, refused, ROLE, type Orgs, type TestOrg } from '../support/organisations.ts';
 import { gatewayForFile } from '../support/extra-gateway.ts';
 import { ConsoleClient } from '../support/console-api.ts';
 
@@ -22,6 +22,57 @@ async function chargedRow(apiKey: string, tokens = 2): Promise<Record<string, st
     })
     .withResponse();
   return waitForUsage(r.response.headers.get('x-request-id')!);
+}
+
+/** One page of one of an organisation's paged listings: the ids it holds and the next page's cursor. */
+type Lister = (
+  client: Orgs,
+  organisationId: string,
+  cursor: string,
+  pageSize: number,
+) => Promise<{ ids: string[]; next: string }>;
+const LISTINGS: Record<string, Lister> = {
+  members: async (cl, organisationId, cursor, pageSize) => {
+    const r = await cl.listMembers({ organisationId, cursor, pageSize });
+    return { ids: r.members.map((m) => m.memberId), next: r.nextCursor };
+  },
+  teams: async (cl, organisationId, cursor, pageSize) => {
+    const r = await cl.listTeams({ organisationId, cursor, pageSize });
+    return { ids: r.teams.map((t) => t.teamId), next: r.nextCursor };
+  },
+  keys: async (cl, organisationId, cursor, pageSize) => {
+    const r = await cl.listOrganisationKeys({ organisationId, cursor, pageSize, includeRevoked: true });
+    return { ids: r.keys.map((k) => k.keyId), next: r.nextCursor };
+  },
+  invitations: async (cl, organisationId, cursor, pageSize) => {
+    const r = await cl.listInvitations({ organisationId, cursor, pageSize });
+    return { ids: r.invitations.map((i) => i.id), next: r.nextCursor };
+  },
+  usage: async (cl, organisationId, cursor, pageSize) => {
+    const r = await cl.listOrganisationUsage({ organisationId, cursor, pageSize });
+    return { ids: r.records.map((u) => u.requestId), next: r.nextCursor };
+  },
+  ledger: async (cl, organisationId, cursor, pageSize) => {
+    const r = await cl.listOrganisationLedger({ organisationId, cursor, pageSize });
+    return { ids: r.entries.map((e) => e.id), next: r.nextCursor };
+  },
+  audit: async (cl, organisationId, cursor, pageSize) => {
+    const r = await cl.listAuditLog({ organisationId, cursor, pageSize });
+    return { ids: r.entries.map((e) => e.id), next: r.nextCursor };
+  },
+};
+
+/** Every id of a listing, page after page, as the operator reads it. */
+async function everyId(list: Lister, organisationId: string): Promise<Set<string>> {
+  const ids = new Set<string>();
+  let cursor = '';
+  for (let pages = 0; pages < 100; pages++) {
+    const r = await list(orgs(), organisationId, cursor, 200);
+    for (const id of r.ids) ids.add(id);
+    if (!r.next) return ids;
+    cursor = r.next;
+  }
+  throw new Error('more than 100 pages');
 }
 
 describe('an organisation: one balance, many people', () => {
@@ -312,6 +363,50 @@ describe('isolation between organisations', () => {
     expect(bMembers).toHaveLength(4);
     const bKey = await billing().getBalance({ key: { ref: { case: 'apiKey', value: b.people.member.apiKey } } });
     expect(bKey.accountId).toBe(b.id);
+  });
+});
+
+describe('isolation by cursor', () => {
+  it("a member of A passing a cursor from B's listings gets nothing of B: members, teams, keys, invitations, usage, ledger, audit log, organisations", async () => {
+    const a = await newOrganisation('1');
+    const b = await newOrganisation('1');
+    // The two made in turns, so B's cursors fall between A's rows as well as after them.
+    const both: TestOrg[] = [a, b];
+    for (const name of ['One', 'Two'])
+      for (const o of both) {
+        const owner = o.people.owner.client;
+        await owner.createTeam({ organisationId: o.id, name });
+        await owner.createInvitation({ organisationId: o.id, role: Role.MEMBER });
+        await chargedRow(o.people.member.apiKey);
+        await chargedRow(o.people.billing.apiKey);
+      }
+    let ofAGot = 0;
+    for (const [name, list] of Object.entries(LISTINGS)) {
+      const first = await list(b.people.owner.client, b.id, '', 1);
+      expect(first.next, `${name}: B has a second page`).not.toBe('');
+      const second = await list(b.people.owner.client, b.id, first.next, 1);
+      // B's cursors as A's owner pages A's list.
+      const got: string[] = [];
+      for (const cursor of [first.next, second.next].filter(Boolean))
+        got.push(...(await list(a.people.owner.client, a.id, cursor, 200)).ids);
+      // Read after, so a row written meanwhile is in them: what A's owner got is A's rows only, or none.
+      const [ofA, ofB] = await Promise.all([everyId(list, a.id), everyId(list, b.id)]);
+      for (const id of got) {
+        expect(ofB.has(id), `${name}: ${id} is B's`).toBe(false);
+        expect(ofA.has(id), `${name}: ${id} is A's`).toBe(true);
+      }
+      ofAGot += got.length;
+    }
+    expect(ofAGot).toBeGreaterThan(0); // the cursors positioned within A's lists; they were not merely refused
+    // A `member` of A with B's usage cursor reads their own requests only.
+    const usageOfB = await LISTINGS.usage!(b.people.owner.client, b.id, '', 1);
+    const own = await a.people.member.client.listOrganisationUsage({ organisationId: a.id, cursor: usageOfB.next });
+    expect(new Set(own.records.map((u) => u.memberId))).toEqual(new Set([a.people.member.memberId]));
+    // A cursor of the operator's list of every organisation, passed by A's owner: A alone, or nothing.
+    const opPage = await orgs().listOrganisations({ pageSize: 1 });
+    expect(opPage.nextCursor).not.toBe('');
+    const mine = await a.people.owner.client.listOrganisations({ cursor: opPage.nextCursor, pageSize: 200 });
+    expect(mine.organisations.every((o) => o.id === a.id)).toBe(true);
   });
 });
 
