@@ -424,6 +424,67 @@ describe('names', () => {
   });
 });
 
+describe('names of organisations, members and keys', () => {
+  it("are checked as a team's are: markup kept as text; 1 MB, control characters and direction overrides refused with a clear error, nothing written", async () => {
+    const org = await newOrganisation('0');
+    const admin = org.people.admin.client;
+    const markup = `<b onclick="x()">Acme</b> & 'Co' ${uniqueMarker()}`;
+    expect((await admin.renameOrganisation({ organisationId: org.id, name: markup })).organisation?.name).toBe(markup);
+    expect((await admin.createOrganisationKey({ organisationId: org.id, name: markup })).key?.name).toBe(markup);
+    const joined = await orgs().redeemInvitation({
+      token: (await admin.createInvitation({ organisationId: org.id, role: Role.MEMBER })).token,
+      name: markup,
+    });
+    const members = (await admin.listMembers({ organisationId: org.id, pageSize: 200 })).members;
+    expect(members.find((m) => m.memberId === joined.memberId)?.name).toBe(markup);
+
+    const open = await admin.createInvitation({ organisationId: org.id, role: Role.MEMBER });
+    const owner = `Olive ${uniqueMarker()}`;
+    const counts = async () =>
+      (
+        await db().query(
+          `SELECT (SELECT count(*) FROM audit_log WHERE account_id = $1)::int AS audit,
+                  (SELECT count(*) FROM api_keys WHERE account_id = $1)::int AS keys,
+                  (SELECT count(*) FROM memberships WHERE account_id = $1)::int AS members,
+                  (SELECT count(*) FROM members WHERE name = $2)::int AS owners`,
+          [org.id, owner],
+        )
+      ).rows[0];
+    const before = await counts();
+    const bad: [string, string][] = [
+      ['x'.repeat(1_000_000), 'is far longer than 200 characters'],
+      ['y'.repeat(201), 'is longer than 200 characters'],
+      ['bad\u0000name', 'contains a control or invisible formatting character'],
+      ['two\nlines', 'contains a control or invisible formatting character'],
+      ['evil\u202eeman', 'contains a control or invisible formatting character'], // right-to-left override
+      ['\u2067isolated\u2069', 'contains a control or invisible formatting character'], // right-to-left isolate
+      ['zero\u200bwidth', 'contains a control or invisible formatting character'],
+    ];
+    for (const [name, says] of bad) {
+      const tries: [string, () => Promise<unknown>][] = [
+        ['name', () => orgs().createOrganisation({ name, ownerName: owner })],
+        ['owner_name', () => orgs().createOrganisation({ name: 'Fine', ownerName: name })],
+        ['name', () => admin.renameOrganisation({ organisationId: org.id, name })],
+        ['name', () => orgs().redeemInvitation({ token: open.token, name, createKey: true })],
+        ['name', () => admin.createOrganisationKey({ organisationId: org.id, name })],
+        ['name', () => admin.createOrganisationKey({ organisationId: org.id, memberId: joined.memberId, name })],
+      ];
+      for (const [param, call] of tries) {
+        const r = await refused(call());
+        expect(r, `${param} ${JSON.stringify(name.slice(0, 20))}`).toMatchObject({
+          status: 400,
+          code: 'invalid_value',
+        });
+        expect(r.message).toBe(`${param} ${says}${says.startsWith('contains') ? '; use plain text' : ''}`);
+      }
+    }
+    expect(await counts()).toEqual(before);
+    expect((await admin.getOrganisation({ organisationId: org.id })).organisation?.name).toBe(markup);
+    const invitations = (await admin.listInvitations({ organisationId: org.id })).invitations;
+    expect(invitations.find((i) => i.id === open.invitation!.id)?.state).toBe('open');
+  });
+});
+
 describe('a removal on every instance', () => {
   const gatewayB = gatewayForFile('orgs-b', {});
 
