@@ -77,7 +77,8 @@ const USAGE = `usage: npm run cli -- keys|catalogue|providers|deployments|accoun
                                                   who spent what (default: by member, the last 30 days)
   orgs usage <org> [--member <id>] [--team <id>] [--key-id <id>] [--limit <n>] [--csv]
                                                   requests, newest first, with the team, member and key of each
-  orgs audit <org> [--limit <n>] [--csv]          the organisation's audit log, newest first
+  orgs audit <org> [--limit <n>] [--csv]          the organisation's whole audit log (or its newest n entries),
+                                                  newest first: who, through what, from where, what
   orgs keys <org> [--member <id> | --team <id>] [--all]
                                                   the organisation's keys and whose each is
   orgs add-key <org> --member <id> | --team <id> [--name <text>]

@@ -6,7 +6,7 @@
 import { timestampDate, timestampFromDate, type Timestamp } from '@bufbuild/protobuf/wkt';
 import type { Client } from '@connectrpc/connect';
 import type { BillingService } from '../gen/gateway/v1/billing_pb.js';
-import { Role, SpendGrouping, type OrganisationService } from '../gen/gateway/v1/organisations_pb.js';
+import { Role, SpendGrouping, type AuditEntry, type OrganisationService } from '../gen/gateway/v1/organisations_pb.js';
 import { formatUsd } from '../money/format.ts';
 import { usdToNano } from '../money/money.ts';
 import { textTable, type Column } from './table.ts';
@@ -72,6 +72,9 @@ const BY: Record<string, SpendGrouping> = {
   model: SpendGrouping.MODEL,
   day: SpendGrouping.DAY,
 };
+
+/** The audit log's largest page (ListAuditLog). */
+const AUDIT_PAGE = 500;
 
 const when = (t: Timestamp | undefined) => (t ? isoSecond(timestampDate(t)) : '');
 
@@ -218,20 +221,32 @@ const ORGS: Record<string, Run> = {
   },
   async audit(cli, args) {
     const [id] = need(cli, args, ['organisation'], 'orgs audit');
-    const r = await cli.orgs.listAuditLog({ organisationId: id!, pageSize: Number(cli.options.limit ?? 50) });
+    // The whole log, page after page (--limit: its newest n entries).
+    const limit = cli.options.limit === undefined ? Number.POSITIVE_INFINITY : Number(cli.options.limit);
+    if (limit !== Number.POSITIVE_INFINITY && !(Number.isInteger(limit) && limit >= 1))
+      cli.usageError('--limit must be a whole number of entries, 1 or more');
+    const entries: AuditEntry[] = [];
+    let cursor = '';
+    do {
+      const pageSize = Math.min(AUDIT_PAGE, limit - entries.length);
+      const r = await cli.orgs.listAuditLog({ organisationId: id!, pageSize, cursor });
+      entries.push(...r.entries);
+      cursor = r.nextCursor;
+    } while (cursor && entries.length < limit);
     table(
       cli,
-      r.entries,
+      entries,
       [
         { header: 'time', align: 'left', cell: (e) => when(e.at) },
         { header: 'who', align: 'left', cell: (e) => e.actor },
         { header: 'via', align: 'left', cell: (e) => e.via },
+        { header: 'from', align: 'left', cell: (e) => e.fromAddress },
         { header: 'action', align: 'left', cell: (e) => e.action },
         { header: 'target', align: 'left', cell: (e) => e.target },
         { header: 'before', align: 'left', cell: (e) => e.before },
         { header: 'after', align: 'left', cell: (e) => e.after },
       ],
-      r.entries,
+      entries,
     );
   },
   async keys(cli, args) {

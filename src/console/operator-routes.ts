@@ -61,6 +61,9 @@ const BY: Record<string, MarginGrouping> = {
   model: MarginGrouping.MODEL,
   account: MarginGrouping.ACCOUNT,
   deployment: MarginGrouping.DEPLOYMENT,
+  team: MarginGrouping.TEAM,
+  member: MarginGrouping.MEMBER,
+  key: MarginGrouping.KEY,
 };
 
 /**
@@ -181,7 +184,7 @@ export function registerOperatorRoutes(app: FastifyInstance, kit: RouteKit): voi
     const from = timeParam(q, 'from', false) ?? addDays(to, -30);
     const by = param(q, 'by', 10) ?? 'day';
     const grouping = BY[by];
-    if (grouping === undefined) throw invalid('by', 'day, model, account or deployment');
+    if (grouping === undefined) throw invalid('by', 'day, model, account, deployment, team, member or key');
     const r = await billing.getMarginReport({ from: timestampFromDate(from), to: timestampFromDate(to), by: grouping });
     return {
       from: from.toISOString(),

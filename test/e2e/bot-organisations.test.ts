@@ -15,7 +15,8 @@ import { networkTransport, startBot, type RunningBot } from '../../src/bot/start
 import { createLogger } from '../../src/log/logger.ts';
 import { FakeTelegram, callsOf, textsOf, tgUser, type ApiCall, type TgUser } from '../support/fake-telegram.ts';
 import { balanceOf, billing, checkInvariants, db, openai, uniqueMarker } from '../support/context.ts';
-import { orgs, refused } from '../support/organisations.ts';
+import { orgs, refused, ROLE_NAMES, type RoleName } from '../support/organisations.ts';
+import { may } from '../../src/organisations/roles.ts';
 import { extraGateway } from '../support/extra-gateway.ts';
 import { NO_TEMPORAL_CLI } from '../support/temporal.ts';
 import { freePort } from '../support/ports.ts';
@@ -114,6 +115,9 @@ const roleIn = async (orgId: string, user: TgUser): Promise<string | undefined> 
 const ledgerRows = async (externalId: string) =>
   (await db().query('SELECT account_id, amount_nano::text AS amount FROM ledger WHERE external_id = $1', [externalId]))
     .rows;
+
+const ledgerCount = async (accountId: string) =>
+  Number((await db().query('SELECT count(*)::int AS n FROM ledger WHERE account_id = $1', [accountId])).rows[0].n);
 
 /** Pre-checkout of an invoice's payload by `payer`: Telegram's question before it takes the Stars. */
 async function preCheckout(payer: TgUser, invoice: ApiCall) {
@@ -304,6 +308,127 @@ describe('organisations in the Telegram bot', () => {
     expect(refusedCheckout).toMatchObject({ ok: false });
     expect(refusedCheckout.error_message).toContain('your role there is member');
     expect((await balanceOf(acme.id)).balance).toBe(usdToNano('1'));
+  });
+
+  it('a top-up tried by every role: owners and billing members get the invoice and pay it; admins and members are refused at /topup, on the button and at pre-checkout, and nothing is credited', async () => {
+    const users: Record<RoleName, TgUser> = {
+      owner: newUser('Olive'),
+      admin: newUser('Adam'),
+      billing: newUser('Bill'),
+      member: newUser('Mia'),
+    };
+    const acme = await organisationOf(users.owner, '1');
+    for (const role of ['admin', 'billing', 'member'] as const) await inviteAndJoin(users.owner, role, users[role]);
+    const ownersInvoice = callsOf(await say(users.owner, '/topup 100'), 'sendInvoice')[0]!;
+    let expected = usdToNano('1');
+    for (const role of ROLE_NAMES) {
+      const user = users[role];
+      const ledgerBefore = await ledgerCount(acme.id);
+      const topup = await say(user, '/topup 100');
+      const someMessage = firstMessage(await say(user, '/help')).result;
+      const pressed = await press(user, someMessage, `oa:${acme.id}:100`);
+      const checkout = await preCheckout(user, ownersInvoice);
+      if (may(role, 'billing.top_up')) {
+        const invoices = [...callsOf(topup, 'sendInvoice'), ...callsOf(pressed, 'sendInvoice')];
+        expect(
+          invoices.map((i) => i.params.payload),
+          role,
+        ).toEqual([`o1:${acme.id}:${NANO_PER_STAR}`, `o1:${acme.id}:${NANO_PER_STAR}`]);
+        expect(checkout.ok, role).toBe(true);
+        expect(textsOf(await pay(user, invoices[0]!, `chg-roles-${base}-${role}`))).toContain('$1.30 credited');
+        expected += 100n * NANO_PER_STAR;
+        expect(await ledgerCount(acme.id)).toBe(ledgerBefore + 1);
+      } else {
+        expect(callsOf(topup, 'sendInvoice'), role).toHaveLength(0);
+        expect(textsOf(topup)).toContain(`Only owners and billing members may top up "Acme`);
+        expect(textsOf(topup)).toContain(`; your role there is ${role}.`);
+        expect(alertOf(pressed), role).toMatchObject({
+          show_alert: true,
+          text: expect.stringContaining(`your role there is ${role}.`),
+        });
+        expect(callsOf(pressed, 'sendInvoice'), role).toHaveLength(0);
+        expect(checkout, role).toMatchObject({
+          ok: false,
+          error_message: expect.stringContaining(`your role there is ${role}`),
+        });
+        expect(await ledgerCount(acme.id)).toBe(ledgerBefore);
+      }
+      expect((await balanceOf(acme.id)).balance, role).toBe(expected);
+    }
+    await checkInvariants(acme.id);
+  });
+
+  it('a member of one organisation reaches nothing of another through the bot: its top-ups, invitations, keys and invoices are refused, and nothing of it is written', async () => {
+    const olive = newUser('Olive');
+    const bea = newUser('Bea');
+    const a = await organisationOf(olive, '1');
+    // B: Bea's account from /newkey, an organisation of one she owns, with her key.
+    await say(bea, '/newkey');
+    const [bKey] = (await billing().listKeys({ owner: ownerOf(bea.id) })).keys;
+    const b = bKey!.accountId;
+    expect(b).not.toBe(a.id);
+    await billing().topUp({ accountId: b, amountNano: usdToNano('1'), externalId: `seed-${b}`, cause: 'test' });
+    const written = async () =>
+      (
+        await db().query(
+          `SELECT (SELECT count(*) FROM invitations WHERE account_id = $1)::int AS invitations,
+                  (SELECT count(*) FROM api_keys WHERE account_id = $1)::int AS keys,
+                  (SELECT count(*) FROM memberships WHERE account_id = $1)::int AS members,
+                  (SELECT count(*) FROM ledger WHERE account_id = $1)::int AS ledger,
+                  (SELECT count(*) FROM audit_log WHERE account_id = $1)::int AS audit`,
+          [b],
+        )
+      ).rows[0];
+    const before = await written();
+
+    // Olive, owner of A (she may top up and invite there), with B's ids on buttons she forges.
+    const someMessage = firstMessage(await say(olive, '/help')).result;
+    for (const data of [`to:${b}`, `oa:${b}:100`, `okey:${b}`]) {
+      const calls = await press(olive, someMessage, data);
+      expect(alertOf(calls), data).toMatchObject({
+        show_alert: true,
+        text: 'That organisation is not one of yours (any more).',
+      });
+      expect(
+        calls.filter((c) => c.method !== 'answerCallbackQuery'),
+        data,
+      ).toEqual([]);
+    }
+    for (const role of ['owner', 'member']) {
+      const calls = await press(olive, someMessage, `inv:${b}:${role}`);
+      expect(textsOf(calls)).toContain('That organisation is not one of yours');
+      expect(textsOf(calls)).not.toContain('inv-');
+      expect(callsOf(calls, 'sendInvoice')).toHaveLength(0);
+    }
+    for (const data of [`rot:${bKey!.keyId}`, `hist:${bKey!.keyId}:`, `tk:${bKey!.keyId}`, `ta:${bKey!.keyId}:100`]) {
+      const calls = await press(olive, someMessage, data);
+      expect(alertOf(calls), data).toMatchObject({
+        show_alert: true,
+        text: 'That key is not one of your active keys.',
+      });
+      expect(
+        calls.filter((c) => c.method !== 'answerCallbackQuery'),
+        data,
+      ).toEqual([]);
+    }
+    // Invoices for B (Bea's, or made up with B's ids): Olive's pre-checkout is refused.
+    const beasInvoice = callsOf(await say(bea, '/topup 100'), 'sendInvoice')[0]!;
+    for (const payload of [
+      beasInvoice.params.payload,
+      `o1:${b}:${NANO_PER_STAR}`,
+      `t1:${bKey!.keyId}:${NANO_PER_STAR}`,
+    ]) {
+      const answer = callsOf(
+        await fake.deliver(fake.preCheckout(olive, { total_amount: 100, invoice_payload: payload })),
+        'answerPreCheckoutQuery',
+      )[0]!.params;
+      expect(answer.ok, payload).toBe(false);
+    }
+    // /org, /topup and /invite show her only A.
+    for (const cmd of ['/org', '/topup', '/invite member'])
+      expect(textsOf(await say(olive, cmd)), cmd).not.toContain(b);
+    expect(await written()).toEqual(before);
+    expect((await balanceOf(b)).balance).toBe(usdToNano('1'));
   });
 
   it("a removed member's bot commands reach nothing of the organisation they left, though its keys live on", async () => {

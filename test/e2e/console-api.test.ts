@@ -470,7 +470,7 @@ describe('the console API for the operator', () => {
     );
   });
 
-  it("the margin report by day, model, account and deployment is GetMarginReport's", async () => {
+  it("the margin report by day, model, account, deployment, team, member and key is GetMarginReport's", async () => {
     // On a closed range of the past, so requests of tests running meanwhile do not move it.
     const key = await newKey('2');
     await chat(key.apiKey, 'gpt-4o-mini', 'tokens=5');
@@ -485,6 +485,9 @@ describe('the console API for the operator', () => {
       ['model', MarginGrouping.MODEL],
       ['account', MarginGrouping.ACCOUNT],
       ['deployment', MarginGrouping.DEPLOYMENT],
+      ['team', MarginGrouping.TEAM],
+      ['member', MarginGrouping.MEMBER],
+      ['key', MarginGrouping.KEY],
     ] as const) {
       const r = await operator.get<{ rows: Row[]; total: Row; from: string; to: string }>(
         `/admin/margin?from=${day}&to=${day}&by=${by}`,

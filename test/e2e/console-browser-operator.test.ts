@@ -272,7 +272,7 @@ describe('the console, for the operator, in a browser', () => {
     await context.close();
   });
 
-  it('the margin page’s revenue, provider cost and margin, in total, by day, by model and by deployment, are the sums of the usage rows', async () => {
+  it('the margin page’s revenue, provider cost and margin, in total, by day, model, deployment, organisation, team, member and key, are the sums of the usage rows', async () => {
     const { context, page, problems } = await operatorPage('/console/admin/margin');
     const q = async (key: string) =>
       (
@@ -300,15 +300,26 @@ describe('the console, for the operator, in a browser', () => {
     // With a 25% markup the margin is a fifth of revenue (each charge rounded up once).
     expect(total.revenue - total.cost).toBeGreaterThan(0n);
 
-    for (const [table, want] of [
+    // Whom each request was charged to: the customers' keys here are each their organisation's owner's.
+    const byOrganisation = await q('account_id');
+    const byTeam = await q(`COALESCE(team_id, '')`);
+    const byMember = await q(`COALESCE(member_id, '')`);
+    const byKey = await q('key_id');
+    expect(byOrganisation.length).toBeGreaterThan(1);
+    for (const [table, want, blank = ''] of [
       ['#margin-by-day', byDay],
       ['#margin-by-model', byModel],
       ['#margin-by-deployment', byDeployment],
+      ['#margin-by-organisation', byOrganisation],
+      ['#margin-by-team', byTeam, '(no team)'],
+      ['#margin-by-member', byMember, '(a team’s key)'],
+      ['#margin-by-key', byKey],
     ] as const) {
       const rows = await tableRows(page, table);
-      expect(new Set(rows.map((r) => r[0]))).toEqual(new Set(want.map((w) => w.key)));
+      const shown = (key: string) => key || blank;
+      expect(new Set(rows.map((r) => r[0])), table).toEqual(new Set(want.map((w) => shown(w.key))));
       for (const w of want) {
-        const [, requests, revenue, cost, margin] = rows.find((r) => r[0] === w.key)!;
+        const [, requests, revenue, cost, margin] = rows.find((r) => r[0] === shown(w.key))!;
         expect([countOf(requests!), nanoOf(revenue!), nanoOf(cost!), nanoOf(margin!)]).toEqual([
           BigInt(w.requests),
           BigInt(w.revenue),

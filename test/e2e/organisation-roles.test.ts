@@ -2,11 +2,14 @@
 // table below allows succeeds, what it does not is refused with 403 not_allowed and writes nothing
 // (the audit log, which every change appends to in its own transaction, is unchanged). The table
 // is the policy stated a second time, apart from the code's (src/organisations/roles.ts), so a
-// change to either that the other does not share fails here.
+// change to either that the other does not share fails here. Reading spend is allowed to every
+// role, and what each reads is checked too: the whole organisation's with `spend.read`, else only
+// the caller's own (`spend.read_own`). A top-up (`billing.top_up`) is no OrganisationService call:
+// it is paid in the bot, where every role tries it (bot-organisations.test.ts).
 import { beforeAll, describe, expect, it } from 'vitest';
-import { Role } from '../../src/gen/gateway/v1/organisations_pb.js';
-import { ACTIONS, PERMISSIONS } from '../../src/organisations/roles.ts';
-import { db } from '../support/context.ts';
+import { Role, SpendGrouping } from '../../src/gen/gateway/v1/organisations_pb.js';
+import { ACTIONS, PERMISSIONS, may } from '../../src/organisations/roles.ts';
+import { db, openai, waitForUsage } from '../support/context.ts';
 import {
   budgetSpec,
   newOrganisation,
@@ -35,6 +38,11 @@ async function someoneNew(org: TestOrg): Promise<string> {
 const ownerOf = (org: TestOrg) => org.people.owner.client;
 const clientOf = (c: Ctx) => c.org.people[c.as].client;
 const selfOf = (c: Ctx) => c.org.people[c.as].memberId;
+
+/** Whether the role reads the whole organisation's spend (else only the caller's own). */
+const readsAll = (c: Ctx) => may(c.as, 'spend.read');
+/** The members whose spend the role sees: the four who made requests (beforeAll), or only the caller. */
+const spendersSeen = (c: Ctx) => (readsAll(c) ? ROLE_NAMES.map((r) => c.org.people[r].memberId).sort() : [selfOf(c)]);
 
 /** A budget of the organisation, made by the owner, to act on. */
 const aBudget = async (org: TestOrg) =>
@@ -213,6 +221,51 @@ const ACTIONS_TRIED: { action: string; allowed: RoleName[]; prepare: (c: Ctx) =>
     prepare: async (c) => () => clientOf(c).listAuditLog({ organisationId: c.org.id }),
   },
   {
+    action: 'read the spend by team, member, key, model and day (a `member`: only their own)',
+    allowed: all,
+    prepare: async (c) => async () => {
+      for (const by of [SpendGrouping.TEAM, SpendGrouping.KEY, SpendGrouping.MODEL, SpendGrouping.DAY])
+        await clientOf(c).getSpend({ organisationId: c.org.id, by });
+      const r = await clientOf(c).getSpend({ organisationId: c.org.id, by: SpendGrouping.MEMBER });
+      expect(r.rows.map((row) => row.key).sort()).toEqual(spendersSeen(c));
+    },
+  },
+  {
+    action: 'list the requests (a `member`: only their own, whoever they ask for)',
+    allowed: all,
+    prepare: async (c) => async () => {
+      const r = await clientOf(c).listOrganisationUsage({ organisationId: c.org.id });
+      expect([...new Set(r.records.map((u) => u.memberId))].sort()).toEqual(spendersSeen(c));
+      const owner = c.org.people.owner.memberId;
+      const asked = await clientOf(c).listOrganisationUsage({ organisationId: c.org.id, memberId: owner });
+      expect([...new Set(asked.records.map((u) => u.memberId))]).toEqual([readsAll(c) ? owner : selfOf(c)]);
+    },
+  },
+  {
+    action: 'read the ledger',
+    allowed: readers,
+    prepare: async (c) => () => clientOf(c).listOrganisationLedger({ organisationId: c.org.id }),
+  },
+  {
+    action: "set the budget alerts' webhook",
+    allowed: managers,
+    prepare: async (c) => () =>
+      clientOf(c).setAlertWebhook({ organisationId: c.org.id, url: `https://example.com/alerts/${c.as}` }),
+  },
+  {
+    action: "remove the budget alerts' webhook",
+    allowed: managers,
+    prepare: async (c) => {
+      await ownerOf(c.org).setAlertWebhook({ organisationId: c.org.id, url: 'https://example.com/alerts' });
+      return () => clientOf(c).setAlertWebhook({ organisationId: c.org.id, url: '' });
+    },
+  },
+  {
+    action: "list the budget alerts' deliveries",
+    allowed: readers,
+    prepare: async (c) => () => clientOf(c).listAlertDeliveries({ organisationId: c.org.id }),
+  },
+  {
     action: 'get a sign-in link for themselves',
     allowed: all,
     prepare: async (c) => () => clientOf(c).createMemberSignInLink({ organisationId: c.org.id }),
@@ -303,7 +356,14 @@ const auditCount = async (orgId: string) =>
 
 let org: TestOrg;
 beforeAll(async () => {
-  org = await newOrganisation('0');
+  org = await newOrganisation('1');
+  // One request by each member, so each role's reading of the spend shows whose it sees.
+  for (const role of ROLE_NAMES) {
+    const r = await openai(org.people[role].apiKey)
+      .chat.completions.create({ model: 'gpt-4o-mini', messages: [{ role: 'user', content: 'hi [sim tokens=2]' }] })
+      .withResponse();
+    await waitForUsage(r.response.headers.get('x-request-id')!);
+  }
 });
 
 describe('what each role may do: every action tried with every role', () => {

@@ -1,12 +1,13 @@
 // The operator CLI's organisation commands as an operator runs them (`npm run cli -- orgs …`): an
 // organisation made with its owner and credit, a member invited and their first key, a call with
-// it, the spend by member (also as CSV), a team and its key, a member removed, the audit log. Each
-// one-result command prints that result alone on stdout, as the README's quick start uses it.
+// it, the spend by member (also as CSV), a team and its key, a member removed, the audit log (all
+// of it, page after page, with where each change came from). Each one-result command prints that
+// result alone on stdout, as the README's quick start uses it.
 import { execFile } from 'node:child_process';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { describe, expect, inject, it } from 'vitest';
-import { openai } from '../support/context.ts';
+import { db, openai } from '../support/context.ts';
 
 const ROOT = path.resolve(import.meta.dirname, '..', '..');
 
@@ -76,7 +77,7 @@ describe('the organisation commands of the operator CLI', () => {
     expect(refused).toBe(401);
 
     const audit = (await cli('orgs', 'audit', org, '--csv')).stdout;
-    expect(audit.split('\n')[0]).toBe('time,who,via,action,target,before,after');
+    expect(audit.split('\n')[0]).toBe('time,who,via,from,action,target,before,after');
     for (const action of [
       'organisation.created',
       'invitation.created',
@@ -86,7 +87,33 @@ describe('the organisation commands of the operator CLI', () => {
       'member.removed',
     ])
       expect(audit).toContain(action);
-    expect(audit).toContain(',operator,cli,member.removed,');
+    // Where each change came from: the CLI's address as the gateway saw it.
+    const removal = await db().query(
+      `SELECT from_address FROM audit_log WHERE account_id = $1 AND action = 'member.removed'`,
+      [org],
+    );
+    const from = removal.rows[0].from_address as string;
+    expect(from).toMatch(/127\.0\.0\.1|::1/);
+    expect(audit).toContain(`,operator,cli,${from},member.removed,`);
+
+    // The whole log, past the first page (500 entries), newest first: every entry once; --limit its newest n.
+    await db().query(
+      `INSERT INTO audit_log (account_id, actor, via, from_address, action, target)
+       SELECT $1, 'system', 'test', '', 'test.filler', 'filler-' || g FROM generate_series(1, 520) g`,
+      [org],
+    );
+    const total = Number(
+      (await db().query('SELECT count(*)::int AS n FROM audit_log WHERE account_id = $1', [org])).rows[0].n,
+    );
+    expect(total).toBeGreaterThan(520);
+    const whole = (await cli('orgs', 'audit', org, '--csv')).stdout.trim().split('\n');
+    expect(whole).toHaveLength(1 + total);
+    expect(whole[1]).toContain(',test.filler,filler-520,');
+    expect(whole.filter((l) => l.includes(',test.filler,'))).toHaveLength(520);
+    expect(whole.at(-1)).toContain(',organisation.created,');
+    const newest = (await cli('orgs', 'audit', org, '--csv', '--limit', '3')).stdout.trim().split('\n');
+    expect(newest.slice(1).map((l) => l.split(',')[5])).toEqual(['filler-520', 'filler-519', 'filler-518']);
+    expect((await failure(cli('orgs', 'audit', org, '--limit', '0')))?.code).toBe(2);
 
     // Wrong usage is one line and exit 2; a refusal from the gateway exit 1.
     expect((await failure(cli('orgs', 'create', 'No owner')))?.code).toBe(2);

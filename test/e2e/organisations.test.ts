@@ -6,11 +6,74 @@ import { describe, expect, it } from 'vitest';
 import { Role, SpendGrouping } from '../../src/gen/gateway/v1/organisations_pb.js';
 import { usdToNano } from '../../src/money/money.ts';
 import { billing, db, openai, uniqueMarker, waitForUsage } from '../support/context.ts';
-import { newOrganisation, orgs, refused, ROLE } from '../support/organisations.ts';
+import { newOrganisation, orgs, refused, ROLE, type Orgs, type TestOrg } from '../support/organisations.ts';
 import { gatewayForFile } from '../support/extra-gateway.ts';
+import { ConsoleClient } from '../support/console-api.ts';
 
 const auditCount = async (orgId: string) =>
   Number((await db().query('SELECT count(*)::int AS n FROM audit_log WHERE account_id = $1', [orgId])).rows[0].n);
+
+/** A request with `apiKey` and its usage row, once written. */
+async function chargedRow(apiKey: string, tokens = 2): Promise<Record<string, string>> {
+  const r = await openai(apiKey)
+    .chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: `hi ${uniqueMarker()} [sim tokens=${tokens}]` }],
+    })
+    .withResponse();
+  return waitForUsage(r.response.headers.get('x-request-id')!);
+}
+
+/** One page of one of an organisation's paged listings: the ids it holds and the next page's cursor. */
+type Lister = (
+  client: Orgs,
+  organisationId: string,
+  cursor: string,
+  pageSize: number,
+) => Promise<{ ids: string[]; next: string }>;
+const LISTINGS: Record<string, Lister> = {
+  members: async (cl, organisationId, cursor, pageSize) => {
+    const r = await cl.listMembers({ organisationId, cursor, pageSize });
+    return { ids: r.members.map((m) => m.memberId), next: r.nextCursor };
+  },
+  teams: async (cl, organisationId, cursor, pageSize) => {
+    const r = await cl.listTeams({ organisationId, cursor, pageSize });
+    return { ids: r.teams.map((t) => t.teamId), next: r.nextCursor };
+  },
+  keys: async (cl, organisationId, cursor, pageSize) => {
+    const r = await cl.listOrganisationKeys({ organisationId, cursor, pageSize, includeRevoked: true });
+    return { ids: r.keys.map((k) => k.keyId), next: r.nextCursor };
+  },
+  invitations: async (cl, organisationId, cursor, pageSize) => {
+    const r = await cl.listInvitations({ organisationId, cursor, pageSize });
+    return { ids: r.invitations.map((i) => i.id), next: r.nextCursor };
+  },
+  usage: async (cl, organisationId, cursor, pageSize) => {
+    const r = await cl.listOrganisationUsage({ organisationId, cursor, pageSize });
+    return { ids: r.records.map((u) => u.requestId), next: r.nextCursor };
+  },
+  ledger: async (cl, organisationId, cursor, pageSize) => {
+    const r = await cl.listOrganisationLedger({ organisationId, cursor, pageSize });
+    return { ids: r.entries.map((e) => e.id), next: r.nextCursor };
+  },
+  audit: async (cl, organisationId, cursor, pageSize) => {
+    const r = await cl.listAuditLog({ organisationId, cursor, pageSize });
+    return { ids: r.entries.map((e) => e.id), next: r.nextCursor };
+  },
+};
+
+/** Every id of a listing, page after page, as the operator reads it. */
+async function everyId(list: Lister, organisationId: string): Promise<Set<string>> {
+  const ids = new Set<string>();
+  let cursor = '';
+  for (let pages = 0; pages < 100; pages++) {
+    const r = await list(orgs(), organisationId, cursor, 200);
+    for (const id of r.ids) ids.add(id);
+    if (!r.next) return ids;
+    cursor = r.next;
+  }
+  throw new Error('more than 100 pages');
+}
 
 describe('an organisation: one balance, many people', () => {
   it('every member calls with their own key from the one balance, and each usage row names the member who made it', async () => {
@@ -211,6 +274,57 @@ describe('removing a member', () => {
   });
 });
 
+describe("a leaver's past spend", () => {
+  it("stays theirs after their keys are handed over to a team: its old usage rows still name the member (and no team), the key's new ones the team", async () => {
+    const org = await newOrganisation('5');
+    const owner = org.people.owner.client;
+    const leaver = org.people.member;
+    const team = (await owner.createTeam({ organisationId: org.id, name: `Heirs ${uniqueMarker()}` })).team!;
+    await owner.addTeamMember({ organisationId: org.id, teamId: team.teamId, memberId: leaver.memberId });
+    const old = await chargedRow(leaver.apiKey, 3);
+    expect([old.member_id, old.team_id]).toEqual([leaver.memberId, null]);
+
+    const r = await owner.removeMember({
+      organisationId: org.id,
+      memberId: leaver.memberId,
+      handKeysToTeamId: team.teamId,
+    });
+    expect([r.keysHandedOver, r.keysRevoked]).toEqual([1, 0]);
+    const keys = (await owner.listOrganisationKeys({ organisationId: org.id, teamId: team.teamId })).keys;
+    expect(keys.map((k) => [k.keyId, k.teamName, k.memberId])).toEqual([[leaver.keyId, team.name, '']]);
+    // The same key, now the team's: its new rows are the team's, its old row is still the leaver's.
+    const later = await chargedRow(leaver.apiKey, 2);
+    expect([later.member_id, later.team_id]).toEqual([null, team.teamId]);
+    const rows = await db().query(
+      `SELECT request_id, member_id, team_id FROM usage_records WHERE account_id = $1 AND key_id = $2 ORDER BY created_at`,
+      [org.id, leaver.keyId],
+    );
+    expect(rows.rows).toEqual([
+      { request_id: old.request_id, member_id: leaver.memberId, team_id: null },
+      { request_id: later.request_id, member_id: null, team_id: team.teamId },
+    ]);
+    // And so the spend and the request listing say.
+    const byMember = await owner.getSpend({ organisationId: org.id, by: SpendGrouping.MEMBER });
+    expect(byMember.rows.find((x) => x.key === leaver.memberId)).toMatchObject({
+      requests: 1n,
+      costNano: BigInt(old.cost_nano!),
+    });
+    const byTeam = await owner.getSpend({ organisationId: org.id, by: SpendGrouping.TEAM });
+    expect(byTeam.rows.find((x) => x.key === team.teamId)).toMatchObject({
+      requests: 1n,
+      costNano: BigInt(later.cost_nano!),
+    });
+    const listed = new Map(
+      (await owner.listOrganisationUsage({ organisationId: org.id, keyId: leaver.keyId })).records.map((u) => [
+        u.requestId,
+        [u.memberId, u.teamId],
+      ]),
+    );
+    expect(listed.get(old.request_id!)).toEqual([leaver.memberId, '']);
+    expect(listed.get(later.request_id!)).toEqual(['', team.teamId]);
+  });
+});
+
 describe('isolation between organisations', () => {
   it("a member of A reaches nothing of B by id: B's organisation, members, teams, keys, invitations and usage are not found", async () => {
     const [a, b] = await Promise.all([newOrganisation('0'), newOrganisation('0')]);
@@ -252,6 +366,50 @@ describe('isolation between organisations', () => {
   });
 });
 
+describe('isolation by cursor', () => {
+  it("a member of A passing a cursor from B's listings gets nothing of B: members, teams, keys, invitations, usage, ledger, audit log, organisations", async () => {
+    const a = await newOrganisation('1');
+    const b = await newOrganisation('1');
+    // The two made in turns, so B's cursors fall between A's rows as well as after them.
+    const both: TestOrg[] = [a, b];
+    for (const name of ['One', 'Two'])
+      for (const o of both) {
+        const owner = o.people.owner.client;
+        await owner.createTeam({ organisationId: o.id, name });
+        await owner.createInvitation({ organisationId: o.id, role: Role.MEMBER });
+        await chargedRow(o.people.member.apiKey);
+        await chargedRow(o.people.billing.apiKey);
+      }
+    let ofAGot = 0;
+    for (const [name, list] of Object.entries(LISTINGS)) {
+      const first = await list(b.people.owner.client, b.id, '', 1);
+      expect(first.next, `${name}: B has a second page`).not.toBe('');
+      const second = await list(b.people.owner.client, b.id, first.next, 1);
+      // B's cursors as A's owner pages A's list.
+      const got: string[] = [];
+      for (const cursor of [first.next, second.next].filter(Boolean))
+        got.push(...(await list(a.people.owner.client, a.id, cursor, 200)).ids);
+      // Read after, so a row written meanwhile is in them: what A's owner got is A's rows only, or none.
+      const [ofA, ofB] = await Promise.all([everyId(list, a.id), everyId(list, b.id)]);
+      for (const id of got) {
+        expect(ofB.has(id), `${name}: ${id} is B's`).toBe(false);
+        expect(ofA.has(id), `${name}: ${id} is A's`).toBe(true);
+      }
+      ofAGot += got.length;
+    }
+    expect(ofAGot).toBeGreaterThan(0); // the cursors positioned within A's lists; they were not merely refused
+    // A `member` of A with B's usage cursor reads their own requests only.
+    const usageOfB = await LISTINGS.usage!(b.people.owner.client, b.id, '', 1);
+    const own = await a.people.member.client.listOrganisationUsage({ organisationId: a.id, cursor: usageOfB.next });
+    expect(new Set(own.records.map((u) => u.memberId))).toEqual(new Set([a.people.member.memberId]));
+    // A cursor of the operator's list of every organisation, passed by A's owner: A alone, or nothing.
+    const opPage = await orgs().listOrganisations({ pageSize: 1 });
+    expect(opPage.nextCursor).not.toBe('');
+    const mine = await a.people.owner.client.listOrganisations({ cursor: opPage.nextCursor, pageSize: 200 });
+    expect(mine.organisations.every((o) => o.id === a.id)).toBe(true);
+  });
+});
+
 describe('names', () => {
   it('are kept as text, markup and all; a 1 MB name, an empty one and one with control characters are refused and nothing is written', async () => {
     const org = await newOrganisation('0');
@@ -263,6 +421,67 @@ describe('names', () => {
     for (const name of ['x'.repeat(1_000_000), '   ', 'bad\u0000name', 'evil\u202eeman'])
       expect((await refused(admin.createTeam({ organisationId: org.id, name }))).status).toBe(400);
     expect(await auditCount(org.id)).toBe(before);
+  });
+});
+
+describe('names of organisations, members and keys', () => {
+  it("are checked as a team's are: markup kept as text; 1 MB, control characters and direction overrides refused with a clear error, nothing written", async () => {
+    const org = await newOrganisation('0');
+    const admin = org.people.admin.client;
+    const markup = `<b onclick="x()">Acme</b> & 'Co' ${uniqueMarker()}`;
+    expect((await admin.renameOrganisation({ organisationId: org.id, name: markup })).organisation?.name).toBe(markup);
+    expect((await admin.createOrganisationKey({ organisationId: org.id, name: markup })).key?.name).toBe(markup);
+    const joined = await orgs().redeemInvitation({
+      token: (await admin.createInvitation({ organisationId: org.id, role: Role.MEMBER })).token,
+      name: markup,
+    });
+    const members = (await admin.listMembers({ organisationId: org.id, pageSize: 200 })).members;
+    expect(members.find((m) => m.memberId === joined.memberId)?.name).toBe(markup);
+
+    const open = await admin.createInvitation({ organisationId: org.id, role: Role.MEMBER });
+    const owner = `Olive ${uniqueMarker()}`;
+    const counts = async () =>
+      (
+        await db().query(
+          `SELECT (SELECT count(*) FROM audit_log WHERE account_id = $1)::int AS audit,
+                  (SELECT count(*) FROM api_keys WHERE account_id = $1)::int AS keys,
+                  (SELECT count(*) FROM memberships WHERE account_id = $1)::int AS members,
+                  (SELECT count(*) FROM members WHERE name = $2)::int AS owners`,
+          [org.id, owner],
+        )
+      ).rows[0];
+    const before = await counts();
+    const bad: [string, string][] = [
+      ['x'.repeat(1_000_000), 'is far longer than 200 characters'],
+      ['y'.repeat(201), 'is longer than 200 characters'],
+      ['bad\u0000name', 'contains a control or invisible formatting character'],
+      ['two\nlines', 'contains a control or invisible formatting character'],
+      ['evil\u202eeman', 'contains a control or invisible formatting character'], // right-to-left override
+      ['\u2067isolated\u2069', 'contains a control or invisible formatting character'], // right-to-left isolate
+      ['zero\u200bwidth', 'contains a control or invisible formatting character'],
+    ];
+    for (const [name, says] of bad) {
+      const tries: [string, () => Promise<unknown>][] = [
+        ['name', () => orgs().createOrganisation({ name, ownerName: owner })],
+        ['owner_name', () => orgs().createOrganisation({ name: 'Fine', ownerName: name })],
+        ['name', () => admin.renameOrganisation({ organisationId: org.id, name })],
+        ['name', () => orgs().redeemInvitation({ token: open.token, name, createKey: true })],
+        ['name', () => admin.createOrganisationKey({ organisationId: org.id, name })],
+        ['name', () => admin.createOrganisationKey({ organisationId: org.id, memberId: joined.memberId, name })],
+      ];
+      for (const [param, call] of tries) {
+        const r = await refused(call());
+        expect(r, `${param} ${JSON.stringify(name.slice(0, 20))}`).toMatchObject({
+          status: 400,
+          code: 'invalid_value',
+        });
+        expect(r.message).toBe(`${param} ${says}${says.startsWith('contains') ? '; use plain text' : ''}`);
+      }
+    }
+    expect(await counts()).toEqual(before);
+    expect((await admin.getOrganisation({ organisationId: org.id })).organisation?.name).toBe(markup);
+    const invitations = (await admin.listInvitations({ organisationId: org.id })).invitations;
+    expect(invitations.find((i) => i.id === open.invitation!.id)?.state).toBe('open');
   });
 });
 
@@ -281,14 +500,22 @@ describe('a removal on every instance', () => {
           () => 200,
           (e: { status?: number }) => e.status ?? 0,
         );
-    // B knows the key (its cache holds it) before the removal.
+    // B knows the key (its cache holds it) before the removal, and the member is signed in to B's console.
     expect(await ask()).toBe(200);
     expect(await ask()).toBe(200);
-    await org.people.owner.client.removeMember({ organisationId: org.id, memberId: leaver.memberId });
+    const session = await new ConsoleClient(b.httpUrl).signedIn({ key: leaver.apiKey });
+    expect((await session.get('/me')).status).toBe(200);
+    const removed = await org.people.owner.client.removeMember({ organisationId: org.id, memberId: leaver.memberId });
+    expect(removed.sessionsEnded).toBe(1);
     const removedAt = Date.now();
     let status = 200;
     while (status === 200 && Date.now() - removedAt < 1000) status = await ask();
     expect(status).toBe(401);
+    let signedIn = 200;
+    while (signedIn === 200 && Date.now() - removedAt < 1000) signedIn = (await session.get('/me')).status;
+    expect(signedIn).toBe(401);
+    const me = await session.get<{ error: { code: string } }>('/me');
+    expect([me.status, me.body.error.code]).toEqual([401, 'no_session']);
     const rows = await db().query(
       `SELECT count(*)::int AS n FROM usage_records WHERE account_id = $1 AND member_id = $2 AND created_at > to_timestamp($3 / 1000.0)`,
       [org.id, leaver.memberId, removedAt + 1000],

@@ -29,6 +29,7 @@ import type {
   InvitationRow,
   LimitsAnswer,
   LimitsRequest,
+  MarginBy,
   MarginReport,
   Me,
   MemberRow,
@@ -230,7 +231,7 @@ export const api = {
   setKeyLimits: (keyId: string, limits: LimitsRequest) =>
     post<LimitsAnswer>(`/admin/keys/${encodeURIComponent(keyId)}/limits`, limits),
   revokeKey: (keyId: string) => post<RevokeAnswer>(`/admin/keys/${encodeURIComponent(keyId)}/revoke`, {}),
-  margin: (range: { from: string; to: string }, by: 'day' | 'model' | 'deployment') =>
+  margin: (range: { from: string; to: string }, by: MarginBy) =>
     read<MarginReport>(`/admin/margin${query({ ...range, by })}`),
   book: () => read<BookAnswer>('/admin/book'),
   priceHistory: (modelId: string) => read<PriceHistory>(`/admin/models/${encodeURIComponent(modelId)}/history`),

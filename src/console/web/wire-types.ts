@@ -534,6 +534,9 @@ export interface MarginRow {
   margin_nano: string;
 }
 
+/** What GET /admin/margin groups by (`account`: the organisation; `team`, `member`, `key`: whom each request was charged to). */
+export type MarginBy = 'day' | 'model' | 'account' | 'deployment' | 'team' | 'member' | 'key';
+
 /** GET /admin/margin: `to` exclusive. */
 export interface MarginReport {
   from: string;

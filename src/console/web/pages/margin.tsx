@@ -1,27 +1,60 @@
 // Revenue (what customers were charged), provider cost and margin, from the usage rows the price
-// book priced: by UTC day as a chart and a table, by model and by the deployment that answered,
+// book priced: by UTC day as a chart and a table, by model, by the deployment that answered, and
+// by organisation, team, member and key (whom each request was charged to, docs/organisations.md),
 // over a date range (default: the last 30 UTC days).
 import { useEffect, useState } from 'preact/hooks';
 import { api, query } from '../api.ts';
 import { StackedBars, type StackSeries, usdTick } from '../components/chart.tsx';
 import { Card, Empty, ErrorNote, Loading, PageHeader, Table, Tiles } from '../components/ui.tsx';
-import { type Loaded, useApi } from '../data.ts';
+import { useApi } from '../data.ts';
 import { big, grouped, usd, usdFloat, utcDate } from '../format.ts';
 import { type Location, navigate } from '../router.ts';
-import type { MarginReport, MarginRow } from '../wire-types.ts';
+import type { MarginBy, MarginReport, MarginRow } from '../wire-types.ts';
+
+/** The tables under the chart: one grouping each, with what a row's first cell says. */
+const GROUPED: {
+  by: MarginBy;
+  title: string;
+  first: string;
+  note?: string;
+  /** A row of no such thing (a team's request has no member; a member's no team). */
+  blank?: string;
+  /** Where a row's id leads. */
+  href?: (key: string) => string;
+}[] = [
+  { by: 'model', title: 'By model', first: 'Model' },
+  {
+    by: 'deployment',
+    title: 'By deployment',
+    first: 'Deployment',
+    note: 'The deployment that answered (model/deployment), its provider cost at that deployment’s prices. Requests from before deployments, and those no deployment answered, are under the model’s id.',
+  },
+  {
+    by: 'account',
+    title: 'By organisation',
+    first: 'Organisation',
+    href: (id) => `/console/admin/accounts/${encodeURIComponent(id)}`,
+  },
+  {
+    by: 'team',
+    title: 'By team',
+    first: 'Team',
+    blank: '(no team)',
+    note: 'The team whose key made the request; a member’s own keys belong to no team.',
+  },
+  { by: 'member', title: 'By member', first: 'Member', blank: '(a team’s key)' },
+  { by: 'key', title: 'By key', first: 'Key' },
+];
 
 const rangeOf = (loc: Location) => ({ from: loc.query.get('from') ?? '', to: loc.query.get('to') ?? '' });
 export const marginData = (loc: Location) => [
   api.margin(rangeOf(loc), 'day'),
-  api.margin(rangeOf(loc), 'model'),
-  api.margin(rangeOf(loc), 'deployment'),
+  ...GROUPED.map((g) => api.margin(rangeOf(loc), g.by)),
 ];
 
 export function Margin(props: { loc: Location }) {
   const range = rangeOf(props.loc);
   const byDay = useApi(api.margin(range, 'day'));
-  const byModel = useApi(api.margin(range, 'model'));
-  const byDeployment = useApi(api.margin(range, 'deployment'));
   return (
     <>
       <PageHeader title="Margin" />
@@ -29,24 +62,20 @@ export function Margin(props: { loc: Location }) {
       {byDay.error ? <ErrorNote error={byDay.error} /> : null}
       {byDay.loading && !byDay.data ? <Loading /> : null}
       {byDay.data ? <MarginByDay report={byDay.data} range={range} /> : null}
-      <Grouped title="By model" first="Model" id="margin-by-model" report={byModel} />
-      <Grouped
-        title="By deployment"
-        first="Deployment"
-        id="margin-by-deployment"
-        report={byDeployment}
-        note="The deployment that answered (model/deployment), its provider cost at that deployment’s prices. Requests from before deployments, and those no deployment answered, are under the model’s id."
-      />
+      {GROUPED.map((g) => (
+        <Grouped key={g.by} grouping={g} range={range} />
+      ))}
     </>
   );
 }
 
 /** One grouping's table, largest revenue first, with its total. */
-function Grouped(props: { title: string; first: string; id: string; report: Loaded<MarginReport>; note?: string }) {
-  const { data, error, loading } = props.report;
+function Grouped(props: { grouping: (typeof GROUPED)[number]; range: Range }) {
+  const g = props.grouping;
+  const { data, error, loading } = useApi(api.margin(props.range, g.by));
   return (
-    <Card title={props.title}>
-      {props.note ? <p class="muted small">{props.note}</p> : null}
+    <Card title={g.title}>
+      {g.note ? <p class="muted small">{g.note}</p> : null}
       {error ? <ErrorNote error={error} /> : null}
       {loading && !data ? <Loading /> : null}
       {data && data.rows.length === 0 ? <Empty>No priced usage in this period.</Empty> : null}
@@ -54,8 +83,10 @@ function Grouped(props: { title: string; first: string; id: string; report: Load
         <MarginTable
           rows={[...data.rows].sort((a, b) => (big(b.revenue_nano) > big(a.revenue_nano) ? 1 : -1))}
           total={data.total}
-          first={props.first}
-          id={props.id}
+          first={g.first}
+          id={`margin-by-${g.first.toLowerCase()}`}
+          {...(g.blank ? { blank: g.blank } : {})}
+          {...(g.href ? { href: g.href } : {})}
         />
       ) : null}
     </Card>
@@ -170,7 +201,14 @@ function MarginByDay(props: { report: MarginReport; range: Range }) {
   );
 }
 
-function MarginTable(props: { rows: MarginRow[]; total?: MarginRow | null; first: string; id: string }) {
+function MarginTable(props: {
+  rows: MarginRow[];
+  total?: MarginRow | null;
+  first: string;
+  id: string;
+  blank?: string;
+  href?: (key: string) => string;
+}) {
   return (
     <Table stack label={`Margin by ${props.first.toLowerCase()}`} id={props.id}>
       <thead>
@@ -186,7 +224,15 @@ function MarginTable(props: { rows: MarginRow[]; total?: MarginRow | null; first
       <tbody>
         {props.rows.map((r) => (
           <tr key={r.key} data-key={r.key}>
-            <td class="mono">{r.key}</td>
+            <td class="mono">
+              {r.key === '' ? (
+                <span class="muted">{props.blank ?? '—'}</span>
+              ) : props.href ? (
+                <a href={props.href(r.key)}>{r.key}</a>
+              ) : (
+                r.key
+              )}
+            </td>
             <td class="num">{grouped(r.requests)}</td>
             <td class="num nowrap" data-figure="revenue">
               {usd(r.revenue_nano)}
