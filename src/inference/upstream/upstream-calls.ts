@@ -113,9 +113,7 @@ export class UpstreamCalls {
     let lastAnswered: ResolvedDeployment | undefined;
     let waitMs = 0;
     /** Set while every deployment tried was at its limits: when the soonest has room again, and which limits refused it. */
-    let fullForMs: number | undefined;
-    let overShare = false;
-    const bounds = new Set<DeploymentBound>();
+    let full: Full | undefined;
     for (let attempt = 0; attempt < attempts; attempt++) {
       const d = order[attempt % order.length]!;
       if (attempt > 0 && callerGone?.aborted) throw callerGone.reason;
@@ -129,13 +127,11 @@ export class UpstreamCalls {
       const pass = this.admit(plan, d, account);
       if (!pass) continue;
       if (d.limits && this.limits) {
-        const full = await this.takeLimits(plan, d);
-        if (full !== undefined) {
+        const refused = await this.takeLimits(plan, d);
+        if (refused !== undefined) {
           if (pass.trial) this.health.releaseTrial(pass);
           this.metrics.deploymentLimitWaits.of(d.key).inc();
-          fullForMs = Math.min(fullForMs ?? Infinity, full.waitMs);
-          overShare ||= full.share;
-          bounds.add(full.bound);
+          full = addRefusal(full, refused);
           continue;
         }
       }
@@ -157,7 +153,7 @@ export class UpstreamCalls {
       if (result.outcome === 'upstream_error') lastAnswered = d;
       if (result.retryAfterMs) waitMs = Math.max(waitMs, result.retryAfterMs);
     }
-    if (!last && fullForMs !== undefined) throw this.atLimits(plan, fullForMs, overShare, bounds);
+    if (!last && full !== undefined) throw this.atLimits(plan, full);
     if (!last) throw withOutcome(noDeployment(plan), 'upstream_unreachable', 503);
     if (lastAnswered) plan.servedBy = lastAnswered;
     throw withOutcome(last.failure, last.outcome, toGatewayError(last.failure).httpStatus);
@@ -183,8 +179,8 @@ export class UpstreamCalls {
    * holding its fair share while others wait (its own doing), else `deployments_at_limit` naming
    * the limits that refused it.
    */
-  private atLimits(plan: Plan, fullForMs: number, overShare: boolean, bounds: ReadonlySet<DeploymentBound>) {
-    if (!overShare) return withOutcome(atLimits(plan, fullForMs, bounds), 'deployment_limits', 429);
+  private atLimits(plan: Plan, full: Full) {
+    if (!full.share) return withOutcome(atLimits(plan, full.ms, full.bounds), 'deployment_limits', 429);
     this.metrics.concurrencyRefusals.of('deployment_share_limit').inc();
     return withOutcome(overItsShare(plan), 'deployment_share_limit', 429);
   }
@@ -354,6 +350,18 @@ function noDeployment(plan: Plan) {
     retryAfterSeconds: 1,
     requestId: plan.requestId,
   });
+}
+
+/** The deployments that refused a request for their limits: when the soonest has room (ms), whether a fair share refused it, which limits did. */
+type Full = { ms: number; share: boolean; bounds: Set<DeploymentBound> };
+
+/** One more deployment's refusal, added to those before it (made at the first: a request served at once allocates nothing). */
+function addRefusal(full: Full | undefined, r: { waitMs: number; share: boolean; bound: DeploymentBound }): Full {
+  const f = full ?? { ms: Infinity, share: false, bounds: new Set() };
+  f.ms = Math.min(f.ms, r.waitMs);
+  f.share ||= r.share;
+  f.bounds.add(r.bound);
+  return f;
 }
 
 const BOUND_WORDS: Record<DeploymentBound, string> = {
