@@ -8,7 +8,14 @@ import { formatStages, stagesOf } from './profile-stages.ts';
 import { streamProbe, wrk } from './load.ts';
 import { CHAT, QUIET_WAIT_S, REPS, SECONDS, STREAM, STREAM_SECONDS, state, values, WARMUP } from './options.ts';
 import { cpuMsOf, ensureStrace, machineTimes } from './servers.ts';
-import { TRACE_QUEUE, type Diagnose, type Running, type SpanCounts, type TargetDef } from './targets.ts';
+import {
+  TRACE_QUEUE,
+  type DbCounters,
+  type Diagnose,
+  type Running,
+  type SpanCounts,
+  type TargetDef,
+} from './targets.ts';
 
 export interface Rep {
   rps: number;
@@ -179,6 +186,12 @@ export async function diagnose(t: Running, diag: Diagnose, windows: readonly Pro
   return lines.join('\n');
 }
 
+/** What the database did per request in the window (pg_stat_database's counters, each backend's flushed about once a second). */
+function databasePerRequest(a: DbCounters, b: DbCounters, requests: number): string {
+  const per = (k: keyof DbCounters) => ((b[k] - a[k]) / Math.max(1, requests)).toFixed(3);
+  return `  database per request (pg_stat_database): ${per('commits')} transactions, ${per('inserted')} rows inserted, ${per('updated')} updated, ${per('deleted')} deleted, ${per('read')} read`;
+}
+
 /** c=32 streams (wrk) in a window of their own, for the profile: when it ran and the gateway's CPU per stream. */
 async function profiledStreams(t: Running) {
   await awaitQuiet();
@@ -332,20 +345,25 @@ export async function diagnoseTarget(def: TargetDef): Promise<string> {
     await firstAnswer(t);
     let from = 0n;
     let to = 0n;
+    let db0: Promise<DbCounters> | undefined;
+    let db1: Promise<DbCounters> | undefined;
     const rep = await measureChat(t, 32, {
       begin: () => {
         process.kill(t.nodePid!, 'SIGUSR2');
         from = process.hrtime.bigint();
+        db0 = t.dbCounters?.();
       },
       end: () => {
         to = process.hrtime.bigint();
         process.kill(t.nodePid!, 'SIGUSR2');
+        db1 = t.dbCounters?.();
       },
     });
     await new Promise((res) => setTimeout(res, 300));
     lines.push(
       `  profiled run: ${rep.rps.toFixed(0)} req/s at c=32, p50 ${rep.p50.toFixed(2)} ms, p99 ${rep.p99.toFixed(2)} ms, ${rep.cpuUsPerReq.toFixed(0)} µs CPU/req${rep.nodeUsPerReq === undefined ? '' : ` (gateway ${rep.nodeUsPerReq.toFixed(0)})`}, others ${rep.othersBusy.toFixed(2)} cores`,
     );
+    if (db0 && db1) lines.push(databasePerRequest(await db0, await db1, rep.rps * SECONDS));
     const windows: ProfiledWindow[] = [
       { label: 'c=32 unstreamed', from, to, usPerUnit: rep.nodeUsPerReq ?? rep.cpuUsPerReq, unit: 'req' },
     ];

@@ -33,6 +33,17 @@ export interface Running {
   sidePids?: () => number[];
   /** The trace targets: the gateway's span counts (/metrics) and what the sink received. */
   spans?: () => Promise<SpanCounts>;
+  /** The database targets: their database's counters (pg_stat_database), read for --diagnose's window. */
+  dbCounters?: () => Promise<DbCounters>;
+}
+
+/** What a database did, as pg_stat_database counts it (flushed by each backend about once a second). */
+export interface DbCounters {
+  commits: number;
+  inserted: number;
+  updated: number;
+  deleted: number;
+  read: number;
 }
 
 export interface SpanCounts {
@@ -122,6 +133,26 @@ export async function gatewayTarget(
     pids: () => [child.pid!, ...(db.pids?.() ?? [])],
     nodePid: child.pid!,
     stop: () => stopChild(child),
+    async dbCounters() {
+      const d = await db.open();
+      try {
+        const [r] = (
+          (await d.raw(
+            `SELECT xact_commit AS commits, tup_inserted AS inserted, tup_updated AS updated, tup_deleted AS deleted,
+               tup_returned + tup_fetched AS read FROM pg_stat_database WHERE datname = current_database()`,
+          )) as { rows: Record<keyof DbCounters, string>[] }
+        ).rows;
+        return {
+          commits: Number(r!.commits),
+          inserted: Number(r!.inserted),
+          updated: Number(r!.updated),
+          deleted: Number(r!.deleted),
+          read: Number(r!.read),
+        };
+      } finally {
+        await d.destroy();
+      }
+    },
     async check() {
       // After the gateway stopped: with credit leases, charges are written in batches and the
       // lease is returned at shutdown, so only now is everything in the database.
