@@ -254,7 +254,8 @@ export async function firstAnswer(t: Running): Promise<void> {
   }
 }
 
-export async function runTarget(def: TargetDef): Promise<TargetResult> {
+/** `diagnosis`: run --diagnose's profile and syscalls after the measurements (when asked for). */
+export async function runTarget(def: TargetDef, diagnosis = true): Promise<TargetResult> {
   const r: TargetResult = { name: def.name, chat: {}, stream: {} };
   let t: Running | undefined;
   try {
@@ -299,11 +300,31 @@ export async function runTarget(def: TargetDef): Promise<TargetResult> {
   }
   r.check = t && (await checkBooks(t));
   if (r.check) console.log(`  ${def.name} ${r.check}`);
-  if (values.diagnose && (def.name.startsWith('gateway') || def.name === 'bare')) {
+  if (diagnosis && values.diagnose && (def.name.startsWith('gateway') || def.name === 'bare')) {
     r.diagnosis = await diagnoseTarget(def).catch((err) => `diagnosis failed: ${(err as Error).message}`);
     console.log(r.diagnosis);
   }
   return r;
+}
+
+/** One target's results of two rounds (--rounds) as one: every repetition, each round's books and errors. */
+export function mergeResults(a: TargetResult, b: TargetResult): TargetResult {
+  const joined = (x: string | undefined, y: string | undefined) => (x && y ? `${x}\n${y}` : (x ?? y));
+  const cells = <T>(x: Record<number, T[]>, y: Record<number, T[]>) =>
+    Object.fromEntries([1, 32].filter((c) => x[c] || y[c]).map((c) => [c, [...(x[c] ?? []), ...(y[c] ?? [])]]));
+  const check = joined(a.check, b.check);
+  const error = joined(a.error, b.error);
+  const diagnosis = joined(a.diagnosis, b.diagnosis);
+  const spans = b.spans ?? a.spans;
+  return {
+    name: a.name,
+    chat: cells(a.chat, b.chat),
+    stream: cells(a.stream, b.stream),
+    ...(check ? { check } : {}),
+    ...(error ? { error } : {}),
+    ...(diagnosis ? { diagnosis } : {}),
+    ...(spans ? { spans } : {}),
+  };
 }
 
 /** A trace target's span counts: exported, dropped, per request served, what the sink received. */

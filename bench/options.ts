@@ -7,6 +7,7 @@ import type { TestPostgres } from '../test/support/postgres.ts';
 export const { values } = parseArgs({
   options: {
     reps: { type: 'string' },
+    rounds: { type: 'string' },
     seconds: { type: 'string' },
     warmup: { type: 'string' },
     targets: { type: 'string' },
@@ -26,6 +27,8 @@ export const USAGE = `npm run bench [-- options]: what this gateway costs, measu
                       also, only when named: raw, raw-fastify, gateway-3-deployments,
                       gateway-trace-100, gateway-trace-1
   --reps N            repetitions per cell (3; --quick: 1)
+  --rounds N          go over all the targets N times, --reps repetitions each time, and report them
+                      together: a machine whose speed drifts during the run weighs on every target alike (1)
   --seconds N         seconds per repetition (10; --quick: 3)
   --warmup N          seconds of warm-up before each measurement (2)
   --no-streams        chat only, no stream measurements
@@ -36,6 +39,7 @@ export const USAGE = `npm run bench [-- options]: what this gateway costs, measu
   --quick             1 x 3 s per cell, to see that it works
   --help              this text`;
 export const REPS = Number(values.reps ?? (values.quick ? 1 : 3));
+export const ROUNDS = Math.max(1, Number(values.rounds ?? 1));
 export const SECONDS = Number(values.seconds ?? (values.quick ? 3 : 10));
 export const WARMUP = Number(values.warmup ?? 2);
 export const STREAM_SECONDS = Math.max(2, Math.min(SECONDS, 5));

@@ -1,6 +1,6 @@
 // The report: one table per measure over every target, medians and spreads, and what it means.
 import { median, spanLine, spread, type Rep, type StreamRep, type TargetResult } from './measure.ts';
-import { LOG_LEVEL, NICE, REPS, SECONDS, state, values, WARMUP } from './options.ts';
+import { LOG_LEVEL, NICE, REPS, ROUNDS, SECONDS, state, values, WARMUP } from './options.ts';
 import { TRACE_SAMPLING } from './targets.ts';
 
 const f = (n: number, d = 2) => (Number.isFinite(n) ? n.toFixed(d) : '-');
@@ -26,7 +26,7 @@ export function report(results: TargetResult[], machine: string): string {
   const figures: Figures = { results, byName, med, direct: { p50c1: med('direct', 1, 'p50') }, nameWidth };
   out.push(`machine: ${machine}`);
   out.push(
-    `wrk ${state.wrk} (1 thread), ${REPS} x ${SECONDS} s per cell after a ${WARMUP} s warm-up; unstreamed chat (16 output tokens); billing on, rate limits off; gateway log level ${LOG_LEVEL} (to a file)${NICE ? `; measured processes at nice ${NICE}` : ''}`,
+    `wrk ${state.wrk} (1 thread), ${REPS * ROUNDS} x ${SECONDS} s per cell${ROUNDS > 1 ? ` (${ROUNDS} rounds over the targets)` : ''} after a ${WARMUP} s warm-up; unstreamed chat (16 output tokens); billing on, rate limits off; gateway log level ${LOG_LEVEL} (to a file)${NICE ? `; measured processes at nice ${NICE}` : ''}`,
   );
   out.push('');
   out.push(
@@ -41,7 +41,7 @@ export function report(results: TargetResult[], machine: string): string {
   out.push(...chatTable(figures), '', ...comparisons(figures));
   if (!values['no-streams']) out.push('', ...streamTable(figures));
   out.push('');
-  for (const r of results) if (r.check) out.push(`${r.name} ${r.check}`);
+  for (const r of results) for (const line of r.check?.split('\n') ?? []) out.push(`${r.name} ${line}`);
   for (const r of results) if (r.spans) out.push(`${r.name} ${spanLine(r.spans)}`);
   return out.join('\n');
 }

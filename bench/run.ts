@@ -20,8 +20,8 @@
 import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
-import { runTarget, type TargetResult } from './measure.ts';
-import { LOG_LEVEL, NICE, REPS, ROOT, SECONDS, state, UPSTREAM_KEY, USAGE, values } from './options.ts';
+import { mergeResults, runTarget, type TargetResult } from './measure.ts';
+import { LOG_LEVEL, NICE, REPS, ROOT, ROUNDS, SECONDS, state, UPSTREAM_KEY, USAGE, values } from './options.ts';
 import { report } from './report.ts';
 import { children, findWrk, startChild, stopChild } from './servers.ts';
 import { TARGETS } from './targets.ts';
@@ -54,16 +54,21 @@ async function main() {
   });
   state.simUrl = sim.line.trim();
   state.simPid = sim.child.pid!;
-  const results: TargetResult[] = [];
+  const byName = new Map<string, TargetResult>();
   try {
-    for (const def of TARGETS.filter((t) => wanted.includes(t.name))) {
-      console.log(`\n${def.name}: ${def.what}`);
-      results.push(await runTarget(def));
-    }
+    // Rounds over the targets (--rounds): each target alone each time, its diagnosis in the last.
+    for (let round = 1; round <= ROUNDS; round++)
+      for (const def of TARGETS.filter((t) => wanted.includes(t.name))) {
+        console.log(`\n${def.name}${ROUNDS > 1 ? ` (round ${round} of ${ROUNDS})` : ''}: ${def.what}`);
+        const r = await runTarget(def, round === ROUNDS);
+        const had = byName.get(def.name);
+        byName.set(def.name, had ? mergeResults(had, r) : r);
+      }
   } finally {
     await stopChild(sim.child);
     await state.pgServer?.stop();
   }
+  const results = [...byName.values()];
   const text = report(results, machine);
   console.log('\n' + text);
   for (const r of results) if (r.diagnosis) console.log(`\n${r.name} diagnosis:\n${r.diagnosis}`);
@@ -71,7 +76,7 @@ async function main() {
   const file = path.join(ROOT, 'bench', 'results', `${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   fs.writeFileSync(
     file,
-    JSON.stringify({ machine, reps: REPS, seconds: SECONDS, logLevel: LOG_LEVEL, results }, null, 2),
+    JSON.stringify({ machine, reps: REPS, rounds: ROUNDS, seconds: SECONDS, logLevel: LOG_LEVEL, results }, null, 2),
   );
   console.log(`\nresults: ${path.relative(ROOT, file)}; logs: ${state.workDir}`);
   if (!state.exactAll) process.exitCode = 1;
