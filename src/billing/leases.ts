@@ -26,6 +26,7 @@
 import pg from 'pg';
 import type { Logger } from 'pino';
 import { retryIfConnectionLost, type Db } from '../db/db.ts';
+import { plainArray, textArray } from '../db/array-literal.ts';
 import { LEASE_RECLAIM_CHANNEL, storedTraceId, type Balance, type Ledger } from './ledger.ts';
 import { newId } from './ids.ts';
 import {
@@ -684,34 +685,37 @@ async function flushStatement(
   return { applied: rows[0]?.applied === 1, alertDue: rows[0]?.alert_due === true };
 }
 
-/** FLUSH_SQL's arrays, in its order: every column as text, which PostgreSQL parses into the type it is cast to. */
-function flushColumns(batch: readonly LeasedCharge[]): string[][] {
-  const col = (k: keyof LeasedCharge): string[] => batch.map((c) => String(c[k]));
+/** FLUSH_SQL's arrays, in its order: each column one array literal, which PostgreSQL parses into the type it is cast to. */
+function flushColumns(batch: readonly LeasedCharge[]): string[] {
+  type Text = { [K in keyof LeasedCharge]-?: LeasedCharge[K] extends string ? K : never }[keyof LeasedCharge];
+  type Plain = Exclude<keyof LeasedCharge, Text | 'traceId' | 'attempts'>;
+  const text = (k: Text) => textArray(batch.map((c) => c[k]));
+  const plain = (k: Plain) => plainArray(batch.map((c) => c[k]));
   return [
-    col('requestId'),
-    col('keyId'),
-    col('model'),
-    col('route'),
-    col('inputTokens'),
-    col('outputTokens'),
-    col('cachedTokens'),
-    col('cacheWriteTokens'),
-    col('usageEstimated'),
-    col('costNano'),
-    col('uncoveredNano'),
-    col('status'),
-    col('httpStatus'),
-    col('latencyMs'),
-    col('units'),
-    col('unit'),
-    col('requestedModel'),
-    col('priceVersion'),
-    col('providerCostNano'),
-    col('markupVersion'),
-    col('deployment'),
-    batch.map((c) => storedTraceId(c.traceId)),
-    batch.map((c) => storedAttempts(c.attempts)),
-    col('memberId'),
-    col('teamId'),
+    text('requestId'),
+    text('keyId'),
+    text('model'),
+    text('route'),
+    plain('inputTokens'),
+    plain('outputTokens'),
+    plain('cachedTokens'),
+    plain('cacheWriteTokens'),
+    plain('usageEstimated'),
+    plain('costNano'),
+    plain('uncoveredNano'),
+    text('status'),
+    plain('httpStatus'),
+    plain('latencyMs'),
+    plain('units'),
+    text('unit'),
+    text('requestedModel'),
+    plain('priceVersion'),
+    plain('providerCostNano'),
+    plain('markupVersion'),
+    text('deployment'),
+    textArray(batch.map((c) => storedTraceId(c.traceId))),
+    textArray(batch.map((c) => storedAttempts(c.attempts))),
+    text('memberId'),
+    text('teamId'),
   ];
 }
