@@ -49,6 +49,10 @@ describe('migration 023: every account becomes an organisation of one', () => {
       `SELECT id, label, owner, balance_nano::text, held_nano::text, price_group FROM accounts ORDER BY id`,
     );
     const ledgerBefore = await rows(db, `SELECT * FROM ledger ORDER BY id`);
+    // What makes a key the key it is: its hash, prefix, account and revocation (the limits too).
+    const KEYS = `SELECT id, account_id, key_hash, prefix, created_at, revoked_at, replaced_by, rpm_limit, tpm_limit
+      FROM api_keys ORDER BY id`;
+    const keysBefore = await rows(db, KEYS);
 
     await migrate(db);
 
@@ -59,6 +63,7 @@ describe('migration 023: every account becomes an organisation of one', () => {
       ),
     ).toEqual(before);
     expect(await rows(db, `SELECT * FROM ledger ORDER BY id`)).toEqual(ledgerBefore);
+    expect(await rows(db, KEYS)).toEqual(keysBefore);
     const memberships = await rows(
       db,
       `SELECT m.account_id, m.role, p.name, p.telegram_user, p.id AS member FROM memberships m JOIN members p ON p.id = m.member_id
