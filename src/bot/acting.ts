@@ -54,9 +54,10 @@ export const ROLES_BY_NAME: ReadonlyMap<string, Role> = new Map([
 ]);
 
 /** What the bot asks the service to allow, and who may, in the user's words. */
-export type BotAction = 'billing.top_up' | 'invitations.create';
+export type BotAction = 'billing.top_up' | 'billing.refund' | 'invitations.create';
 const WHO_MAY: Record<BotAction, string> = {
   'billing.top_up': 'Only owners and billing members may top up',
+  'billing.refund': 'Only owners and billing members may refund top-ups of',
   'invitations.create': 'Only owners and admins may invite people to',
 };
 

@@ -9,6 +9,21 @@ export const CAUSES = {
   refund: 'telegram-bot:refund',
 } as const;
 
+/**
+ * A Stars payment's cause names its payer (`telegram-bot:payment:telegram:<user id>`): a refund
+ * by an organisation's member finds there whom Telegram gives the Stars back to.
+ */
+export const paymentCause = (payer: string): string => `${CAUSES.payment}:${payer}`;
+
+/** The Telegram user id a payment's cause names; undefined for a top-up paid before payers were named, or not with Stars. */
+export function payerOf(cause: string): number | undefined {
+  const m = /^telegram-bot:payment:telegram:(\d{1,15})$/.exec(cause);
+  return m ? Number(m[1]) : undefined;
+}
+
+/** A refund asked for by an organisation's member names them (the operator's and Telegram's are `telegram-bot:refund`). */
+export const memberRefundCause = (by: string): string => `${CAUSES.refund}:${by}`;
+
 /** A key named to the service together with its owner: the service refuses another owner's key. */
 export const keyRef = (keyId: string, owner: string) => ({ ref: { case: 'keyId' as const, value: keyId }, owner });
 

@@ -12,6 +12,7 @@ export const COMMANDS = [
   { command: 'org', description: 'Your organisations, your role and the balance left' },
   { command: 'budget', description: 'Your budgets: spent, left and when each resets' },
   { command: 'invite', description: 'An invitation link to your organisation (owners, admins)' },
+  { command: 'refund', description: 'Refund a Stars top-up of your organisation (owners, billing)' },
   { command: 'paysupport', description: 'Help with payments and refunds' },
   { command: 'help', description: 'All commands' },
 ];

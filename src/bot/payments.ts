@@ -1,11 +1,12 @@
 // Telegram Stars payments: the pre-checkout answer refuses an invoice that is not ours, whose
 // rate is no longer current, out of bounds, for a key the payer does not hold, or for an
 // organisation the payer may not top up (any more); a successful payment credits Stars x the
-// invoice's rate to the key's account or the organisation, once per Telegram payment id.
+// invoice's rate to the key's account or the organisation, once per Telegram payment id, the
+// ledger row's cause naming the payer (whom a refund gives the Stars back to).
 import { Composer } from 'grammy';
 import type { PreCheckoutQuery } from 'grammy/types';
 import { formatUsd } from '../money/format.ts';
-import { CAUSES, keyRef, withRetries } from './billing-calls.ts';
+import { keyRef, paymentCause, withRetries } from './billing-calls.ts';
 import type { BotContext } from './context.ts';
 import { organisationWhere } from './acting.ts';
 import { ownedKey, requireOwner } from './owner.ts';
@@ -69,7 +70,7 @@ payments.on('message:successful_payment', async (ctx) => {
         ...('keyId' in p ? { key: keyRef(p.keyId, owner) } : { accountId: p.organisationId }),
         amountNano,
         externalId: paymentExternalId(charge),
-        cause: CAUSES.payment,
+        cause: paymentCause(owner),
       }),
     );
     ctx.log.info(
@@ -86,7 +87,7 @@ payments.on('message:successful_payment', async (ctx) => {
     await tellPayer(
       ctx,
       r.applied
-        ? `Thank you! ${pay.total_amount} Stars: ${formatUsd(amountNano)} credited. Balance: ${formatUsd(r.balanceNano)}.`
+        ? `Thank you! ${pay.total_amount} Stars: ${formatUsd(amountNano)} credited. Balance: ${formatUsd(r.balanceNano)}. Payment id: ${charge}`
         : `This payment (${pay.total_amount} Stars) was already credited. Balance: ${formatUsd(r.balanceNano)}.`,
     );
   } catch (err) {

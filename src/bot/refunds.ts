@@ -1,17 +1,18 @@
-// Refunds: the Stars go back (by an operator's /refund, or any refund Telegram reports with a
-// refunded_payment message), and RefundTopUp takes back what that payment credited, once, never
-// more than the customer has not spent.
-import { Composer, GrammyError } from 'grammy';
+// Refunds: the Stars go back (by an operator's /refund <user id> <payment id>, an organisation's
+// owner or billing member's /refund <payment id> (org-refunds.ts), or any refund Telegram reports
+// with a refunded_payment message), and RefundTopUp takes back what that payment credited, once,
+// never more than the customer has not spent.
+import { Composer } from 'grammy';
 import { formatUsd } from '../money/format.ts';
-import { CAUSES, isNotFound, isTransient, withRetries } from './billing-calls.ts';
+import { CAUSES, isNotFound, isTransient } from './billing-calls.ts';
 import type { BotContext } from './context.ts';
+import { organisationRefund } from './org-refunds.ts';
 import { tellPayer } from './private-chat.ts';
-import { paymentExternalId } from './stars.ts';
+import { creditBack, starsBack } from './stars-back.ts';
 
 export const refunds = new Composer<BotContext>();
 
-const takeBack = (ctx: BotContext, charge: string) =>
-  withRetries(() => ctx.billing.refundTopUp({ externalId: paymentExternalId(charge), cause: CAUSES.refund }));
+const takeBack = (ctx: BotContext, charge: string) => creditBack(ctx, charge, CAUSES.refund);
 
 // Telegram tells both sides when Stars go back (our /refund or otherwise): take back that payment's credit, once.
 refunds.on('message:refunded_payment', async (ctx) => {
@@ -44,26 +45,33 @@ function refundText(stars: number, topupNano: bigint, refundedNano: bigint, bala
   return `Your payment of ${stars} Stars was refunded: ${formatUsd(refundedNano)} of credit taken back${spent}. Balance: ${formatUsd(balanceNano)}.`;
 }
 
-// /refund <user id> <payment id>: operators only. Stars first; the credit follows (also via refunded_payment).
+const MEMBERS_REFUND =
+  "usage: /refund <payment id>: an owner or billing member of an organisation refunds a Stars top-up that credited it (the payment id is in the payment's receipt). Any other refund is made by the gateway's operators.";
+
+// /refund <payment id>: anyone, refunded when their role in the organisation the payment
+// credited allows it. /refund <user id> <payment id>: operators only, any payment. Stars first;
+// the credit follows (also via refunded_payment).
 refunds.command('refund', async (ctx) => {
+  const args = ctx.match
+    .trim()
+    .split(/\s+/)
+    .filter((a) => a !== '');
+  if (args.length === 1) return organisationRefund(ctx, args[0]!);
   if (!ctx.from || !ctx.config.adminIds.has(ctx.from.id))
-    return void (await ctx.reply(`Refunds are made by the gateway's operators. ${ctx.config.supportText}`));
+    return void (await ctx.reply(`${MEMBERS_REFUND} ${ctx.config.supportText}`));
   const m = /^(\d+)\s+(\S+)$/.exec(ctx.match.trim());
   if (!m) return void (await ctx.reply('usage: /refund <user id> <telegram payment charge id>'));
-  const [userId, charge] = [Number(m[1]), m[2]!];
-  try {
-    await ctx.api.refundStarPayment(userId, charge);
-  } catch (err) {
-    const already = err instanceof GrammyError && /ALREADY_REFUNDED/i.test(err.description);
-    if (!already)
-      return void (await ctx.reply(
-        `Telegram refused the refund: ${err instanceof GrammyError ? err.description : String(err)}`,
-      ));
-  }
+  await operatorRefund(ctx, Number(m[1]), m[2]!);
+});
+
+async function operatorRefund(ctx: BotContext, userId: number, charge: string): Promise<void> {
+  const by = ctx.from!.id;
+  const problem = await starsBack(ctx, userId, charge);
+  if (problem) return void (await ctx.reply(problem));
   try {
     const r = await takeBack(ctx, charge);
     ctx.log.info(
-      { charge, by: ctx.from.id, applied: r.applied, refundedNano: r.refundedNano.toString() },
+      { charge, by, applied: r.applied, refundedNano: r.refundedNano.toString() },
       'stars refund by operator',
     );
     await ctx.reply(
@@ -74,9 +82,9 @@ refunds.command('refund', async (ctx) => {
       return void (await ctx.reply(`Stars refunded for ${charge}; no credit had been applied for this payment.`));
     if (!isTransient(err)) throw err;
     // Nothing was taken back nor recorded (e.g. a lease held by an instance that did not answer): asking again repeats it.
-    ctx.log.error({ err, charge, by: ctx.from.id }, 'stars refunded but the credit NOT taken back yet');
+    ctx.log.error({ err, charge, by }, 'stars refunded but the credit NOT taken back yet');
     await ctx.reply(
       `Stars refunded for ${charge}, but the credit could not be taken back yet: ${err.rawMessage} Send /refund ${userId} ${charge} again in a minute.`,
     );
   }
-});
+}

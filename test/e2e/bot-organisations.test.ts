@@ -277,6 +277,130 @@ describe('organisations in the Telegram bot', () => {
     expect(r).toMatchObject({ accountId: acme.id, refundedNano: 100n * NANO_PER_STAR });
   });
 
+  it("a billing member refunds the organisation's Stars top-up: the Stars go back to whoever paid, the credit is taken back exactly, once", async () => {
+    const olive = newUser('Olive');
+    const bill = newUser('Bill');
+    const acme = await organisationOf(olive, '1');
+    await inviteAndJoin(olive, 'billing', bill);
+    // Olive pays; the receipt names the payment, and its ledger row names her as the payer.
+    const charge = `chg-refund-${base}-olive`;
+    const paid = await pay(olive, callsOf(await say(olive, '/topup 100'), 'sendInvoice')[0]!, charge);
+    expect(textsOf(paid)).toContain(`Payment id: ${charge}`);
+    const paidBalance = usdToNano('1') + 100n * NANO_PER_STAR;
+    expect((await balanceOf(acme.id)).balance).toBe(paidBalance);
+
+    // Bill refunds it: the Stars go back to Olive, who paid; the credit leaves the organisation.
+    const done = await say(bill, `/refund ${charge}`);
+    expect(callsOf(done, 'refundStarPayment').map((c) => c.params)).toEqual([
+      { user_id: olive.id, telegram_payment_charge_id: charge },
+    ]);
+    expect(textsOf(done)).toContain(`Refunded: the Stars of payment ${charge} went back to the one who paid`);
+    expect(textsOf(done)).toContain('$1.30 of the $1.30 it credited was taken back from "Acme');
+    expect((await balanceOf(acme.id)).balance).toBe(usdToNano('1'));
+    const rows = async () =>
+      (
+        await db().query(
+          `SELECT account_id, kind, amount_nano::text AS amount, cause FROM ledger WHERE external_id = $1 ORDER BY id`,
+          [paymentExternalId(charge)],
+        )
+      ).rows;
+    expect(await rows()).toEqual([
+      { account_id: acme.id, kind: 'topup', amount: '1300000000', cause: `telegram-bot:payment:telegram:${olive.id}` },
+      { account_id: acme.id, kind: 'refund', amount: '-1300000000', cause: `telegram-bot:refund:telegram:${bill.id}` },
+    ]);
+
+    // A second refund, by Bill or by the owner (the console's external id too): refused, no Stars, nothing written.
+    const ledgerBefore = await ledgerCount(acme.id);
+    for (const [user, arg] of [
+      [bill, charge],
+      [olive, paymentExternalId(charge)],
+    ] as const) {
+      const again = await say(user, `/refund ${arg}`);
+      expect(callsOf(again, 'refundStarPayment')).toHaveLength(0);
+      expect(textsOf(again)).toContain(`The payment ${charge} was already refunded`);
+    }
+    expect(await ledgerCount(acme.id)).toBe(ledgerBefore);
+    expect(await rows()).toHaveLength(2);
+    expect((await balanceOf(acme.id)).balance).toBe(usdToNano('1'));
+    await checkInvariants(acme.id);
+  });
+
+  it('a refund is refused, with no Stars refunded and nothing written, to a member or admin, a member of another organisation, for an unknown payment, for a personal top-up of someone else, and once the credit is spent', async () => {
+    const olive = newUser('Olive');
+    const adam = newUser('Adam');
+    const mia = newUser('Mia');
+    const bea = newUser('Bea');
+    const carl = newUser('Carl');
+    const acme = await organisationOf(olive, '1');
+    await inviteAndJoin(olive, 'admin', adam);
+    await inviteAndJoin(olive, 'member', mia);
+    await organisationOf(bea, '1'); // Bea: owner (so she may refund) of another organisation
+    const acmeCharge = `chg-refuse-${base}-acme`;
+    await pay(olive, callsOf(await say(olive, '/topup 100'), 'sendInvoice')[0]!, acmeCharge);
+    // Carl's own account (from /newkey) and a top-up of it.
+    await say(carl, '/newkey');
+    const [carlKey] = (await billing().listKeys({ owner: ownerOf(carl.id) })).keys;
+    const carlCharge = `chg-refuse-${base}-carl`;
+    await pay(carl, callsOf(await say(carl, '/topup 50'), 'sendInvoice')[0]!, carlCharge);
+
+    const written = async () =>
+      (
+        await db().query(
+          `SELECT a.id, a.balance_nano::text AS balance,
+                  (SELECT count(*) FROM ledger l WHERE l.account_id = a.id)::int AS ledger,
+                  (SELECT count(*) FROM refunds r WHERE r.account_id = a.id)::int AS refunds,
+                  (SELECT count(*) FROM audit_log g WHERE g.account_id = a.id)::int AS audit
+           FROM accounts a WHERE a.id = ANY($1) ORDER BY a.id`,
+          [[acme.id, carlKey!.accountId]],
+        )
+      ).rows;
+    const before = await written();
+    const tries: [TgUser, string, string][] = [
+      [mia, acmeCharge, 'Only owners and billing members may refund top-ups of "Acme'],
+      [mia, acmeCharge, '; your role there is member.'],
+      [adam, acmeCharge, '; your role there is admin.'],
+      [
+        bea,
+        acmeCharge,
+        `No Stars top-up with the payment id ${acmeCharge} credited an organisation where you may refund`,
+      ],
+      [olive, `chg-no-such-${base}`, 'No Stars top-up with the payment id chg-no-such-'],
+      [olive, carlCharge, `No Stars top-up with the payment id ${carlCharge}`],
+      [bea, carlCharge, `No Stars top-up with the payment id ${carlCharge}`],
+    ];
+    for (const [user, charge, answer] of tries) {
+      const calls = await say(user, `/refund ${charge}`);
+      expect(callsOf(calls, 'refundStarPayment'), `${user.first_name} ${charge}`).toHaveLength(0);
+      expect(textsOf(calls), `${user.first_name} ${charge}`).toContain(answer);
+    }
+    // The operator's form is not theirs: no user id may be named by a member.
+    const named = await say(olive, `/refund ${olive.id} ${acmeCharge}`);
+    expect(callsOf(named, 'refundStarPayment')).toHaveLength(0);
+    expect(textsOf(named)).toContain('usage: /refund <payment id>');
+    expect(await written()).toEqual(before);
+
+    // Once requests have spent part of what the payment credited, Stars (which go back whole) are the operator's to refund.
+    const spent = await organisationOf(olive, '0');
+    const spentCharge = `chg-refuse-${base}-spent`;
+    const picker = firstMessage(await say(olive, '/topup 100'));
+    const invoice = callsOf(await press(olive, picker.result, `oa:${spent.id}:100`), 'sendInvoice')[0]!;
+    await pay(olive, invoice, spentCharge);
+    const { apiKey } = await asTelegram(olive).createOrganisationKey({ organisationId: spent.id });
+    await openai(apiKey).chat.completions.create({
+      model: 'gpt-4o-mini',
+      messages: [{ role: 'user', content: 'hi [sim tokens=3]' }],
+    });
+    const left = (await balanceOf(spent.id)).balance;
+    expect(left).toBeLessThan(100n * NANO_PER_STAR);
+    const ledgerBefore = await ledgerCount(spent.id);
+    const refused = await say(olive, `/refund ${spentCharge}`);
+    expect(callsOf(refused, 'refundStarPayment')).toHaveLength(0);
+    expect(textsOf(refused)).toContain('the rest has been spent');
+    expect(textsOf(refused)).toContain("only the gateway's operators refund it now");
+    expect(await ledgerCount(spent.id)).toBe(ledgerBefore);
+    expect((await balanceOf(spent.id)).balance).toBe(left);
+  });
+
   it('a member may not top up the organisation: refused with a clear message at /topup, on a forged button and at pre-checkout, and nothing is credited', async () => {
     const olive = newUser('Olive');
     const mia = newUser('Mia');

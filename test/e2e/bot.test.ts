@@ -201,7 +201,7 @@ describe('telegram bot', () => {
     const afterTopUp = (await balanceOf(key!.accountId)).balance;
     expect(afterTopUp).toBe(afterCall + 100n * NANO_PER_STAR);
     expect(await ledgerRows(paymentExternalId(`chg-alice-${base}`))).toEqual([
-      { kind: 'topup', amount: '1300000000', cause: 'telegram-bot:payment' },
+      { kind: 'topup', amount: '1300000000', cause: `telegram-bot:payment:telegram:${alice.id}` }, // names the payer
     ]);
 
     // /balance shows the credit, exactly.
@@ -286,7 +286,7 @@ describe('telegram bot', () => {
     expect((await balanceOf(k.accountId)).balance).toBe(WELCOME);
   });
 
-  it('a refund debits the credit that payment bought, once; only operators can refund', async () => {
+  it('a refund debits the credit that payment bought, once; only operators refund by naming the payer', async () => {
     const user = tgUser(base + 5, 'Erin');
     const k = await newKeyFor(user);
     const charge = `chg-erin-${base}`;
@@ -294,7 +294,8 @@ describe('telegram bot', () => {
     const paidBalance = (await balanceOf(k.accountId)).balance;
     expect(paidBalance).toBe(WELCOME + 200n * NANO_PER_STAR);
 
-    // A user cannot refund (not even their own payment): no call to Telegram.
+    // A user cannot use the operator's form (not even for their own payment): no call to Telegram.
+    // (An owner's /refund <payment id> is test/e2e/bot-organisations.test.ts's.)
     const refused = await say(user, `/refund ${user.id} ${charge}`);
     expect(callsOf(refused, 'refundStarPayment')).toHaveLength(0);
     expect((await balanceOf(k.accountId)).balance).toBe(paidBalance);
@@ -315,7 +316,7 @@ describe('telegram bot', () => {
     expect(textsOf(again)).toContain('Had already taken back $2.60');
     const rows = await ledgerRows(paymentExternalId(charge));
     expect(rows).toEqual([
-      { kind: 'topup', amount: '2600000000', cause: 'telegram-bot:payment' },
+      { kind: 'topup', amount: '2600000000', cause: `telegram-bot:payment:telegram:${user.id}` },
       { kind: 'refund', amount: '-2600000000', cause: 'telegram-bot:refund' },
     ]);
     expect((await balanceOf(k.accountId)).balance).toBe(WELCOME);
@@ -539,11 +540,16 @@ describe('telegram bot', () => {
       [k.accountId],
     );
     expect(seen).toEqual(table.rows);
-    expect(seen.map((e) => e.cause)).toEqual(['request', 'telegram-bot:payment', 'request', 'telegram-bot:newkey']);
+    expect(seen.map((e) => e.cause)).toEqual([
+      'request',
+      `telegram-bot:payment:telegram:${user.id}`,
+      'request',
+      'telegram-bot:newkey',
+    ]);
 
     // Through the bot: the newest page with an "Older" button; pressing it shows the rest.
     const first = callsOf(await say(user, '/history'), 'sendMessage')[0]!;
-    expect(first.params.text).toContain('+$0.26 top-up (telegram-bot:payment)');
+    expect(first.params.text).toContain(`+$0.26 top-up (telegram-bot:payment:telegram:${user.id})`);
     expect(first.params.text).not.toContain('telegram-bot:newkey');
     const older = buttons(first).find((b) => b.text === 'Older ›')!;
     expect(older.callback_data).toBe(`hist:${k.keyId}:${seen[1]!.id}`);
