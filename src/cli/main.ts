@@ -1,5 +1,5 @@
 // Operator CLI: `npm run cli -- keys <command>`, `orgs|members|invites|teams <command>`,
-// `catalogue <command>`, `providers <command>`, `deployments list`, `accounts set-group` and
+// `catalogue <command>`, `providers <command>`, `deployments <command>`, `accounts set-group` and
 // `report margin`. Talks to the Billing, Organisation and Catalogue services over the RPC port,
 // never to the database directly; finds the gateway as src/config/gateway-address.ts says. Every
 // failure is one line on stderr (exit 2: wrong usage; exit 1: the call failed).
@@ -65,6 +65,9 @@ const USAGE = `usage: npm run cli -- keys|catalogue|providers|deployments|accoun
   providers remove-credential <id>                removes the provider's stored credential
   providers test <id>                             one authenticated GET to the provider with its credential; exit 1 if refused
   deployments list [--model <id>]                 each model's deployments, with their health on the instance that answers
+  deployments state <model>/<deployment> enabled|draining|disabled [--reason <text>]
+                                                  its traffic, as the console sets it (a book change, in its history)
+  deployments end-cooldown <model>/<deployment>   ends its cooldown on every instance
   accounts set-group <key|key_id> <group>         the account's price group for markups ('' = the default)
   report margin [--from <date>] [--to <date>] [--by model|day|account|deployment|team|member|key]
                                                   revenue, provider cost and margin of the requests in [from, to), UTC

@@ -1,9 +1,9 @@
-// `npm run cli -- providers <command>` and `deployments list` (docs/providers.md): the book's
-// providers, their credentials, and each model's deployments with their health on the instance
-// that answers. A secret is never a command-line argument (ps and shell history show those):
-// `--from-env VAR` sends the value of this process's variable VAR, `--stdin` reads it from
-// standard input, `--env-name NAME` stores only the name of the gateway's own variable. Nothing
-// here prints a secret: the gateway never answers with one.
+// `npm run cli -- providers <command>` and `deployments <command>` (docs/providers.md): the book's
+// providers, their credentials, each model's deployments with their health on the instance that
+// answers, a deployment's traffic and the end of its cooldown. A secret is never a command-line
+// argument (ps and shell history show those): `--from-env VAR` sends the value of this process's
+// variable VAR, `--stdin` reads it from standard input, `--env-name NAME` stores only the name of
+// the gateway's own variable. Nothing here prints a secret: the gateway never answers with one.
 import { timestampDate, type Timestamp } from '@bufbuild/protobuf/wkt';
 import type { Client } from '@connectrpc/connect';
 import type {
@@ -64,7 +64,11 @@ const PROVIDERS: Record<string, Run> = {
   'remove-credential': removeCredential,
   test: testProvider,
 };
-const DEPLOYMENTS: Record<string, Run> = { list: listDeployments };
+const DEPLOYMENTS: Record<string, Run> = {
+  list: listDeployments,
+  state: setDeploymentState,
+  'end-cooldown': endCooldown,
+};
 
 /** The commands of each group, in the order help and errors list them. */
 export const PROVIDER_COMMANDS = Object.keys(PROVIDERS);
@@ -249,6 +253,69 @@ async function listDeployments(cli: ProviderCli, args: string[]): Promise<void> 
       deployments: m.deployments.map(deploymentJson),
     })),
   });
+}
+
+/** `<model>/<deployment>`, as `deployments list` names it (a model id may hold '/': the last one splits). */
+function deploymentArg(cli: ProviderCli, cmd: string, arg: string | undefined): { model: string; id: string } {
+  const at = arg?.lastIndexOf('/') ?? -1;
+  if (!arg || at <= 0 || at === arg.length - 1)
+    cli.usageError(`deployments ${cmd} needs a deployment as <model>/<deployment> (deployments list names them)`);
+  return { model: arg.slice(0, at), id: arg.slice(at + 1) };
+}
+
+const TRAFFIC = ['enabled', 'draining', 'disabled'] as const;
+
+/**
+ * `deployments state <model>/<deployment> enabled|draining|disabled`: its traffic, as the console's
+ * Providers page sets it: the book in force with that one edit, applied by ApplyBook on the
+ * version it was read at (refused, nothing written, when the book changed in between), in the
+ * book's history with --reason.
+ */
+async function setDeploymentState(cli: ProviderCli, args: string[]): Promise<void> {
+  const { model, id } = deploymentArg(cli, 'state', args[0]);
+  const state = args[1] as (typeof TRAFFIC)[number] | undefined;
+  if (args.length !== 2 || !state || !TRAFFIC.includes(state))
+    cli.usageError(`deployments state takes <model>/<deployment> and one of ${TRAFFIC.join(', ')}`);
+  const book = await cli.catalogue.exportBook({});
+  const doc = JSON.parse(book.document) as {
+    models?: { id: string; deployments?: { id: string; state?: string }[] }[];
+  };
+  const d = doc.models?.find((m) => m.id === model)?.deployments?.find((x) => x.id === id);
+  if (!d) cli.fail(`error: no deployment ${model}/${id} in the book (deployments list names them)`, 1);
+  if (state === 'enabled') delete d.state;
+  else d.state = state;
+  const r = await cli.catalogue.applyBook({
+    document: JSON.stringify(doc),
+    basedOn: book.version,
+    reason: cli.options.reason ?? `cli: deployment ${model}/${id} ${state}`,
+    source: SOURCE,
+  });
+  const lines = r.changes.map((c) => `${c.kind} ${c.subject} ${c.detail}`);
+  cli.out(lines.length > 0 ? lines.join('\n') : `no changes: ${model}/${id} is ${state} already`, {
+    deployment: `${model}/${id}`,
+    state,
+    applied: r.applied,
+    changes: r.changes.map((c) => ({ kind: c.kind, subject: c.subject, detail: c.detail })),
+    warnings: warningsJson(r.warnings),
+  });
+  warn(r.warnings);
+}
+
+/** `deployments end-cooldown <model>/<deployment>`: ends its cooldown on every instance, as the console's button does. */
+async function endCooldown(cli: ProviderCli, args: string[]): Promise<void> {
+  if (args.length !== 1) cli.usageError('deployments end-cooldown takes one <model>/<deployment>');
+  const { model, id } = deploymentArg(cli, 'end-cooldown', args[0]);
+  const r = await cli.catalogue.endDeploymentCooldown({ modelId: model, deploymentId: id, source: SOURCE });
+  cli.out(
+    r.wasCooling
+      ? `ended the cooldown of ${model}/${id}: it takes traffic again on every instance`
+      : `${model}/${id} was not cooling on the instance that answered; any cooldown elsewhere is ended too`,
+    {
+      deployment: `${model}/${id}`,
+      was_cooling: r.wasCooling,
+      ...(r.deployment ? { state: deploymentJson(r.deployment) } : {}),
+    },
+  );
 }
 
 const when = (t: Timestamp | undefined) => (t ? isoSecond(timestampDate(t)) : '');

@@ -496,6 +496,49 @@ describe('the CLI against the main test gateway', () => {
     expect(unknown.stderr).toContain('no-such-model');
   });
 
+  it('deployments state drains, disables and enables a deployment as a book change; end-cooldown ends its cooldown', {
+    timeout: 60_000,
+  }, async () => {
+    const stateOf = async () =>
+      (await main.listDeployments({ modelId: MODEL })).models[0]!.deployments.find((d) => d.id === 'spare')!.state;
+    const versions = async () => Number((await db().query('SELECT count(*)::int AS n FROM model_versions')).rows[0].n);
+    expect(await stateOf()).toBe('enabled');
+    const drained = await mainCli(['deployments', 'state', `${MODEL}/spare`, 'draining', '--reason', 'cli test']);
+    expect(drained.code, drained.stderr).toBe(0);
+    expect(drained.stdout).toMatch(/^change_model /m);
+    expect(drained.stdout).toContain('spare');
+    expect(await stateOf()).toBe('draining');
+    const again = await mainCli(['deployments', 'state', `${MODEL}/spare`, 'draining']);
+    expect(again.code, again.stderr).toBe(0);
+    expect(again.stdout.trim()).toBe(`no changes: ${MODEL}/spare is draining already`);
+    const disabled = JSON.parse(
+      (await mainCli(['deployments', 'state', `${MODEL}/spare`, 'disabled', '--json'])).stdout,
+    );
+    expect(disabled).toMatchObject({ deployment: `${MODEL}/spare`, state: 'disabled', applied: true });
+    expect(await stateOf()).toBe('disabled');
+    const enabled = await mainCli(['deployments', 'state', `${MODEL}/spare`, 'enabled']);
+    expect(enabled.code, enabled.stderr).toBe(0);
+    expect(await stateOf()).toBe('enabled');
+    // Bad input: refused, nothing written.
+    const before = await versions();
+    const word = await mainCli(['deployments', 'state', `${MODEL}/spare`, 'sideways']);
+    expect(word.code).toBe(2);
+    expect(word.stderr).toContain('enabled, draining, disabled');
+    const bare = await mainCli(['deployments', 'state', 'spare', 'draining']);
+    expect(bare.code).toBe(2);
+    expect(bare.stderr).toContain('<model>/<deployment>');
+    const none = await mainCli(['deployments', 'state', `${MODEL}/no-such`, 'draining']);
+    expect(none.code).toBe(1);
+    expect(none.stderr).toContain(`no deployment ${MODEL}/no-such`);
+    expect(await versions()).toBe(before);
+
+    const ended = JSON.parse((await mainCli(['deployments', 'end-cooldown', `${MODEL}/main`, '--json'])).stdout);
+    expect(ended).toMatchObject({ deployment: `${MODEL}/main`, was_cooling: false });
+    const unknown = await mainCli(['deployments', 'end-cooldown', `${MODEL}/no-such`]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('no-such');
+  });
+
   it('set-credential takes a secret only from a variable or stdin, and no refusal repeats it', {
     timeout: 60_000,
   }, async () => {
