@@ -460,7 +460,7 @@ describe('the CLI command line', () => {
       ],
       [
         ['key', 'create'],
-        'error: unknown command "key" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits, catalogue history, catalogue set-price, catalogue export, catalogue schema, catalogue diff, catalogue apply, catalogue preview, catalogue upsert, catalogue enable, catalogue disable, catalogue alias, catalogue unalias, catalogue markup, catalogue markups, providers list, providers add, providers remove, providers set-credential, providers remove-credential, providers test, deployments list, accounts set-group, report margin); see npm run cli -- --help',
+        'error: unknown command "key" (the commands are keys create, keys balance, keys topup, keys rotate, keys revoke, keys usage, keys limits, catalogue history, catalogue set-price, catalogue export, catalogue schema, catalogue diff, catalogue apply, catalogue preview, catalogue upsert, catalogue enable, catalogue disable, catalogue alias, catalogue unalias, catalogue markup, catalogue markups, providers list, providers add, providers remove, providers set-credential, providers remove-credential, providers test, deployments list, deployments state, deployments end-cooldown, accounts set-group, report margin); see npm run cli -- --help',
       ],
       [
         ['catalogue', 'nope'],
