@@ -258,6 +258,11 @@ export class InFlightLimits {
   /** Gives `n` of this instance's slots of `scope` back to the bound. */
   private async handBack(scope: string, p: Pool, n: number): Promise<void> {
     if (n <= 0) return;
+    // Out of the grant before the statement is sent: once the database has them another instance
+    // may be granted them, so a request admitted here meanwhile must not count on them. Should the
+    // statement fail, the grant is only smaller here than the database's count until the heartbeat.
+    p.granted -= n;
+    p.version++;
     const r = rowsOf(await this.db.raw(HAND_BACK, [scope, this.instance, n]))[0];
     p.version++;
     // No row to take them from: the grant was lost (a stale row deleted); the database counts none.
