@@ -72,6 +72,8 @@ export interface Diagnose {
 export interface TargetDatabase {
   env: Record<string, string>;
   open: () => Promise<Db>;
+  /** A connection while the gateway runs, where open() would start a server of its own (the embedded one's). */
+  connect?: () => Promise<Db>;
   stop: () => Promise<void>;
   pids?: () => number[];
 }
@@ -134,7 +136,7 @@ export async function gatewayTarget(
     nodePid: child.pid!,
     stop: () => stopChild(child),
     async dbCounters() {
-      const d = await db.open();
+      const d = await (db.connect ?? db.open)();
       try {
         const [r] = (
           (await d.raw(
@@ -406,6 +408,12 @@ async function embeddedDatabase(): Promise<TargetDatabase> {
       });
       return openDb({ databaseUrl: server.url, poolMax: 1 });
     },
+    // The gateway's own server, through its socket in the cluster's folder (the bench runs as its user or root).
+    connect: () =>
+      openDb({
+        databaseUrl: `postgres://postgres@localhost/gateway?host=${encodeURIComponent(path.join(dataDir, 'postgres'))}`,
+        poolMax: 1,
+      }),
     stop: async () => {
       await server?.stop();
     },

@@ -26,4 +26,24 @@ describe('migrations', () => {
     );
     expect(ran).toEqual(await migrationSource.getMigrations([]));
   });
+
+  it('accounts and keys are never deleted (the usage and ledger rows that name them have no foreign key to keep them)', async () => {
+    const db = opened[0]!;
+    await db.raw(`INSERT INTO accounts (id) VALUES ('acc_never_deleted')`);
+    await db.raw(`INSERT INTO members (id, name) VALUES ('mem_never_deleted', 'm')`);
+    await db.raw(
+      `INSERT INTO api_keys (id, account_id, key_hash, prefix, member_id) VALUES ('key_never_deleted', 'acc_never_deleted', '\\x02', 'prx-', 'mem_never_deleted')`,
+    );
+    await expect(db.raw(`DELETE FROM api_keys WHERE id = 'key_never_deleted'`)).rejects.toThrow(
+      /api_keys rows are never deleted/,
+    );
+    await expect(db.raw(`DELETE FROM accounts WHERE id = 'acc_never_deleted'`)).rejects.toThrow(
+      /accounts rows are never deleted/,
+    );
+    const keys = await db.raw(
+      `SELECT conname FROM pg_constraint WHERE contype = 'f' AND conrelid::regclass::text IN ('usage_records', 'ledger')`,
+    );
+    expect(keys.rows).toEqual([]);
+    expect((await db.raw(`SELECT count(*)::int AS n FROM accounts WHERE id = 'acc_never_deleted'`)).rows[0].n).toBe(1);
+  });
 });

@@ -28,6 +28,7 @@ import * as m024 from './024_video_job_deployments.ts';
 import * as m025 from './025_budgets.ts';
 import * as m026 from './026_usage_attempts.ts';
 import * as m027 from './027_key_limits_and_alerts.ts';
+import * as m028 from './028_append_rows_without_foreign_keys.ts';
 
 const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Promise<void> }> = {
   '001_ledger': m001,
@@ -57,6 +58,7 @@ const migrations: Record<string, { up(k: Knex): Promise<void>; down(k: Knex): Pr
   '025_budgets': m025,
   '026_usage_attempts': m026,
   '027_key_limits_and_alerts': m027,
+  '028_append_rows_without_foreign_keys': m028,
 };
 
 export const migrationSource: Knex.MigrationSource<string> = {
