@@ -670,7 +670,7 @@ const FLUSH_WITH_SLICES_SQL = `WITH ${SLICE_LOCKS_CTE}, ${FLUSH_CTES.replace('$L
  * `applied` false when the lease is no longer active (expired); `alertDue` when a window it
  * charged reached a threshold not yet fired.
  */
-async function flushStatement(
+export async function flushStatement(
   runner: Pick<Db, 'raw'>,
   batch: readonly LeasedCharge[],
   lease: Pick<Lease, 'id' | 'accountId'>,

@@ -1,5 +1,6 @@
 // A few seeds of the randomized soak (test/soak/) on every test run, over one gateway billing by
 // holds and one by credit leases (as `npm run soak` does, which runs many).
+import fs from 'node:fs';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inject } from 'vitest';
@@ -35,6 +36,8 @@ afterAll(async () => {
 describe('seeded randomized soak', { timeout: 120_000 }, () => {
   it.each([1, 2, 3])('seed %i keeps every ledger invariant after every step', async (seed) => {
     const r = await runSeed(seed, env, 15);
+    // A failure's cause is in the gateways' logs, which a test run deletes: its errors go with it.
+    if (r.failures.length > 0) r.failures.push(...gatewayErrors());
     expect(r.failures).toEqual([]);
     expect(r.requests).toBeGreaterThan(0);
   });
@@ -80,3 +83,19 @@ describe('seeded randomized soak', { timeout: 120_000 }, () => {
     }
   });
 });
+
+/** The soak gateways' logged errors (errors, and warnings with an error), the last 30, each shortened. */
+function gatewayErrors(): string[] {
+  const dir = inject('workDir');
+  return fs
+    .readdirSync(dir)
+    .filter((f) => /^soak-.*\.log$/.test(f))
+    .flatMap((f) =>
+      fs
+        .readFileSync(path.join(dir, f), 'utf8')
+        .split('\n')
+        .filter((l) => /"level":(5|6)0/.test(l) || (/"level":40/.test(l) && l.includes('"err"')))
+        .map((l) => `${f}: ${l.slice(0, 600)}`),
+    )
+    .slice(-30);
+}

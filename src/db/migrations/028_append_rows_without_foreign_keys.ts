@@ -22,7 +22,9 @@ export async function up(knex: Knex): Promise<void> {
     RAISE EXCEPTION '% rows are never deleted (usage and ledger rows name them)', TG_TABLE_NAME;
   END $$`);
   for (const table of ['accounts', 'api_keys'])
-    await knex.raw(`CREATE TRIGGER ${table}_never_deleted BEFORE DELETE ON ${table} FOR EACH ROW EXECUTE FUNCTION never_deleted()`);
+    await knex.raw(
+      `CREATE TRIGGER ${table}_never_deleted BEFORE DELETE ON ${table} FOR EACH ROW EXECUTE FUNCTION never_deleted()`,
+    );
 }
 
 export async function down(knex: Knex): Promise<void> {
