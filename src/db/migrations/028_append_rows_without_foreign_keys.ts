@@ -1,6 +1,6 @@
 // The rows every request appends (its usage row and its ledger charge) name their account and key
 // without a foreign key. Each foreign key's check locks the row it points at, once per row: a
-// batch of 150 charges took 450 row locks on one account and one key, 10–25 µs of the database's
+// batch of 150 charges took 450 row locks on one account and one key, 7–25 µs of the database's
 // time per request (docs/benchmark.md), as much as the rows themselves. The names stay right by
 // construction: a charge's account is its hold's (holds keep their foreign key, and the batch is
 // applied only while that hold is active), its key the one the request was authenticated with,
