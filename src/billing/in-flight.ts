@@ -65,6 +65,8 @@ const GRANT_SHARE = 8;
 const HEARTBEAT_MS = 5_000;
 const STALE_MS = 30_000;
 const TICK_MS = 250;
+/** How often rows that count nothing any more are deleted. */
+const PRUNE_MS = 60_000;
 /** A bound the database just found full is not asked again for this long by the same scope's requests: each is refused at once. */
 const REFUSED_MS = 50;
 
@@ -103,7 +105,7 @@ export class InFlightLimits {
   /** This process, in in_flight_grants. */
   private readonly instance = randomUUID();
   private readonly pools = new Map<string, Pool>();
-  private timer: NodeJS.Timeout | undefined;
+  private timers: NodeJS.Timeout[] = [];
 
   /** `heartbeatMs` and `staleMs` are there for tests; an instance's own are the defaults. */
   constructor(db: Db, opts: { idleMs?: number; log?: Logger; heartbeatMs?: number; staleMs?: number } = {}) {
@@ -151,21 +153,18 @@ export class InFlightLimits {
 
   /** Starts the heartbeat, the sweep of dead instances' rows and the hand-back of unused slots. */
   start(): void {
-    let ticks = 0;
-    const tick = Math.min(TICK_MS, this.heartbeatMs);
-    const beat = Math.max(1, Math.round(this.heartbeatMs / tick));
-    this.timer = setInterval(() => {
-      ticks++;
-      this.handBackIdle();
-      if (ticks % beat === 0) void this.heartbeat();
-      if (ticks % Math.round(60_000 / tick) === 0) void this.prune();
-    }, tick);
-    this.timer.unref();
+    // Each on its own interval: no tick arithmetic to keep in step.
+    this.timers = [
+      setInterval(() => this.handBackIdle(), Math.min(TICK_MS, this.heartbeatMs)),
+      setInterval(() => void this.heartbeat(), this.heartbeatMs),
+      setInterval(() => void this.prune(), PRUNE_MS),
+    ];
+    for (const t of this.timers) t.unref();
   }
 
   /** Shutdown: every slot this instance was granted goes back at once. */
   async close(): Promise<void> {
-    clearInterval(this.timer);
+    for (const t of this.timers) clearInterval(t);
     await this.db
       .raw(giveBack('g.instance = CAST($1 AS text)'), [this.instance])
       .catch((err) =>
