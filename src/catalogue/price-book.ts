@@ -180,8 +180,13 @@ export class PriceBook {
   }
 
   private async readWith(trx: Executor): Promise<BookState> {
-    // First, so the snapshot is taken here (repeatable read takes it at the first statement).
-    const takenAt = rowsOf(await trx.raw('SELECT now() AS taken_at'))[0]!.taken_at as Date;
+    // First, so the snapshot is taken here (repeatable read takes it at the first statement). The
+    // clock is read as that statement runs, after the snapshot: every change the snapshot holds
+    // was written before it. now() (the transaction's start, a round trip earlier) would leave out
+    // a price committed in between while its model's definition is in, and serve the model unpriced.
+    const [clock] = rowsOf(await trx.raw('SELECT t AS taken_at, t::text AS at FROM (SELECT clock_timestamp() AS t) c'));
+    const takenAt = clock!.taken_at as Date;
+    const at = clock!.at as string; // text keeps the microseconds a Date would drop
     const definitions = rowsOf(
       await trx.raw(
         'SELECT DISTINCT ON (model_id) model_id, definition FROM model_versions ORDER BY model_id, id DESC',
@@ -190,7 +195,8 @@ export class PriceBook {
     const prices = rowsOf(
       await trx.raw(
         `SELECT DISTINCT ON (model_id) id::text AS id, model_id, prices, effective_from FROM price_versions
-             WHERE effective_from <= now() ORDER BY model_id, effective_from DESC, price_versions.id DESC`,
+             WHERE effective_from <= CAST(? AS timestamptz) ORDER BY model_id, effective_from DESC, price_versions.id DESC`,
+        [at],
       ),
     );
     const aliases = rowsOf(
@@ -211,7 +217,7 @@ export class PriceBook {
       definitions: new Map(definitions.map((r) => [r.model_id as string, r.definition as ModelDefinition])),
       prices: new Map(prices.map((r) => [r.model_id as string, versionOf(r)])),
       aliases: new Map(aliases.map((r) => [r.alias as string, r.target as string])),
-      markups: await markupsInForce(trx),
+      markups: await markupsInForce(trx, at),
     };
   }
 
@@ -323,7 +329,7 @@ export class PriceBook {
 
   /** Markup versions in force now (cleared scopes left out) and those still to come. */
   async markupVersions(): Promise<{ inForce: MarkupVersion[]; scheduled: MarkupVersion[] }> {
-    const inForce = await markupsInForce(this.db);
+    const inForce = await markupsInForce(this.db, null);
     const scheduled = rowsOf(
       await this.db.raw(
         `SELECT ${MARKUP_COLUMNS} FROM markup_versions WHERE effective_from > now() ORDER BY effective_from, markup_versions.id`,
@@ -350,7 +356,7 @@ export class PriceBook {
     const r = rowsOf(
       await trx.raw(
         `INSERT INTO price_versions (model_id, prices, effective_from, source, reason)
-         VALUES (?, CAST(? AS jsonb), COALESCE(CAST(? AS timestamptz), now()), ?, ?)
+         VALUES (?, CAST(? AS jsonb), COALESCE(CAST(? AS timestamptz), clock_timestamp()), ?, ?)
          RETURNING id::text AS id, model_id, prices, effective_from, created_at, source, reason`,
         [modelId, JSON.stringify(prices), from, meta.source, meta.reason],
       ),
@@ -382,7 +388,7 @@ export class PriceBook {
   private async writeMarkup(trx: Executor, s: MarkupScope, markup: string | null, meta: WriteMeta): Promise<void> {
     await trx.raw(
       `INSERT INTO markup_versions (provider, model_id, account_group, markup, effective_from, source, reason)
-       VALUES (?, ?, ?, ?, COALESCE(CAST(? AS timestamptz), now()), ?, ?)`,
+       VALUES (?, ?, ?, ?, COALESCE(CAST(? AS timestamptz), clock_timestamp()), ?, ?)`,
       [
         s.provider,
         s.modelId,
@@ -399,13 +405,15 @@ export class PriceBook {
 const MARKUP_COLUMNS =
   'id::text AS id, provider, model_id, account_group, markup, effective_from, created_at, source, reason';
 
-/** Each scope's markup in force now (cleared scopes left out). */
-async function markupsInForce(db: Executor): Promise<MarkupVersion[]> {
+/** Each scope's markup in force at `at` (the database's text of a time; null: now), cleared scopes left out. */
+async function markupsInForce(db: Executor, at: string | null): Promise<MarkupVersion[]> {
   return rowsOf(
     await db.raw(
       `SELECT * FROM (SELECT DISTINCT ON (provider, model_id, account_group) ${MARKUP_COLUMNS} FROM markup_versions
-       WHERE effective_from <= now() ORDER BY provider, model_id, account_group, effective_from DESC, markup_versions.id DESC) m
+       WHERE effective_from <= COALESCE(CAST(? AS timestamptz), now())
+       ORDER BY provider, model_id, account_group, effective_from DESC, markup_versions.id DESC) m
        WHERE markup IS NOT NULL`,
+      [at],
     ),
   ).map(markupVersionOf);
 }

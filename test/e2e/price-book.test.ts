@@ -17,7 +17,9 @@ import { startGatewayProcess, type GatewayProcess } from '../support/gateway-pro
 import { UPSTREAM_KEY } from '../support/global-setup.ts';
 import { openDb, migrate, type Db } from '../../src/db/db.ts';
 import { MODELS } from '../../src/catalogue/shipped-book.ts';
-import { PriceBook } from '../../src/catalogue/price-book.ts';
+import { PriceBook, type BookState } from '../../src/catalogue/price-book.ts';
+import { definitionOf } from '../../src/catalogue/book-diff.ts';
+import type { Knex } from 'knex';
 import { shippedBook } from '../../src/catalogue/shipped-book.ts';
 import { formatBookDocument } from '../../src/catalogue/book-document.ts';
 import { createDatabase } from '../support/postgres.ts';
@@ -391,4 +393,58 @@ describe('the price book', () => {
     );
     expect((await book.definitionHistory('x-order')).map((v) => v.id)).toEqual([100000n, 99999n]);
   });
+  it('a read begun before a change and snapshotted after it serves the new model with its price; of two changes, the one decided last is in force', async () => {
+    const { knex } = await freshDatabase();
+    await migrate(knex);
+    const book = new PriceBook(knex);
+    await book.seed(shippedBook());
+    const meta = { source: 'test', reason: 'race' };
+    const template = MODELS.find((m) => m.id === MODEL)!;
+    const prices = (input: string) => ({ ...template.prices, input_per_mtok: input });
+    const add = () => ({
+      changes: [
+        {
+          kind: 'add_model' as const,
+          definition: definitionOf({ ...template, id: 'race-new' }),
+          prices: prices('0.31'),
+        },
+      ],
+    });
+    const seen: string[] = [];
+    const setPrice = (input: string) => (current: BookState) => {
+      const before = current.prices.get('race-new')!.prices;
+      seen.push(before.input_per_mtok!);
+      return { changes: [{ kind: 'set_prices' as const, modelId: 'race-new', prices: prices(input), before }] };
+    };
+    // The reader's transaction has begun (its now() is fixed) when the model is added and
+    // committed; only then does the reader run its first statement, which takes its snapshot.
+    const reader = new PriceBook(afterBegin(knex, () => book.change(add, meta)));
+    const state = await reader.read();
+    expect(state.definitions.has('race-new')).toBe(true);
+    expect(state.prices.get('race-new')?.prices.input_per_mtok).toBe('0.31');
+    // A change begun before another, that waits for the write lock until the other committed, is
+    // decided on the other's prices and written after it: it is the one in force.
+    const late = new PriceBook(afterBegin(knex, () => book.change(setPrice('0.66'), meta)));
+    expect((await late.change(setPrice('0.55'), meta)).written).toHaveLength(1);
+    expect(seen).toEqual(['0.31', '0.66']);
+    expect((await book.read()).prices.get('race-new')?.prices.input_per_mtok).toBe('0.55');
+    expect((await book.history('race-new')).map((v) => v.prices.input_per_mtok)).toEqual(['0.55', '0.66', '0.31']);
+  });
 });
+
+/** `db`, whose next transaction runs `between` after its BEGIN and before its first statement. */
+function afterBegin(db: Db, between: () => Promise<unknown>): Db {
+  let hook: (() => Promise<unknown>) | undefined = between;
+  return new Proxy(db, {
+    get(target, prop, receiver) {
+      if (prop !== 'transaction') return Reflect.get(target, prop, receiver);
+      return (handler: (trx: Knex.Transaction) => unknown, options?: Knex.TransactionConfig) =>
+        target.transaction(async (trx) => {
+          const run = hook;
+          hook = undefined;
+          if (run) await run();
+          return handler(trx);
+        }, options);
+    },
+  });
+}
