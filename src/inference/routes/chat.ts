@@ -25,6 +25,7 @@ import { chargeField, type ChargeInfo, type Json, type Plan } from '../../meteri
 import { type OutEvent, type StepResult, type StreamEvent, type StreamProcessor } from '../streams/stream-types.ts';
 import { chatPolicy, messagesPolicy } from '../../metering/bill-policy.ts';
 import { errorMessage, providerErrorFields, readJson, readUpstreamError } from '../upstream/replies.ts';
+import { replyNamingModel, withTopLevelMember } from '../upstream/reply-text.ts';
 import { parseBody } from '../request-body.ts';
 import { BodyRewrite, preparePriced, refuseIfRefused } from '../../metering/priced-request.ts';
 import type { RouteDeps } from '../deps.ts';
@@ -60,17 +61,15 @@ export class ChatRoute {
       if (viaMessages) return this.completeViaMessages(plan, upstreamBody as string);
       const res = await calls.post(plan, CHAT_COMPLETIONS, upstreamBody);
       if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
-      const { bytes, json } = await readJson(res, plan.requestId);
+      const reply = await readJson(res, plan.requestId);
+      const { json } = reply;
       const usage =
         json.usage && typeof json.usage === 'object'
           ? { ...usageFromOpenAI(json.usage as Json, json.service_tier), estimated: false }
           : { ...countedUsage(plan, outputTextOfReply(json)), estimated: true };
       const charge = await metering.settle(plan, usage, 'ok', 200);
       // The caller sees the model as they named it; everything else as the upstream sent it.
-      return {
-        body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })),
-        charge,
-      };
+      return { body: replyNamingModel(reply, plan.model.id), charge };
     });
   }
 
@@ -333,7 +332,12 @@ export class ChatChunkProcessor implements StreamProcessor {
     const choices = Array.isArray(chunk.choices) ? (chunk.choices as Json[]) : [];
     if (typeof chunk.service_tier === 'string') this.serviceTier = chunk.service_tier;
     for (const c of choices) this.delivered += deltaText(c.delta as Json | undefined);
-    if (chunk.model !== undefined) chunk.model = this.model;
+    // The chunk's own text goes on where the gateway's changes can be made in it (one SSE line).
+    let text = ev.data.includes('\n') || ev.data.includes('\r') ? undefined : ev.data;
+    if (chunk.model !== undefined && chunk.model !== this.model) {
+      if (text !== undefined) text = withTopLevelMember(text, chunk, 'model', this.model);
+      chunk.model = this.model;
+    }
     this.meta ??= {
       id: chunk.id,
       object: chunk.object,
@@ -350,11 +354,16 @@ export class ChatChunkProcessor implements StreamProcessor {
     const finalUsage = hasUsage && (choices.length === 0 || finishing);
 
     if (!this.clientWantsUsage) {
-      if ('usage' in chunk) delete chunk.usage;
       if (choices.length === 0) return { usage, finalUsage }; // the usage-only chunk they did not ask for
+      if ('usage' in chunk) {
+        if (text !== undefined) text = withTopLevelMember(text, chunk, 'usage', undefined);
+        delete chunk.usage;
+      }
     }
-    const carriesCharge = this.clientWantsUsage ? finalUsage : finishing;
-    return { usage, finalUsage, out: [{ data: chunk, ...(carriesCharge ? { needsCharge: true } : {}) }] };
+    const out: OutEvent = { data: chunk };
+    if (text !== undefined) out.text = text;
+    if (this.clientWantsUsage ? finalUsage : finishing) out.needsCharge = true;
+    return { usage, finalUsage, out: [out] };
   }
 
   /** The caller asked for usage and the upstream sent none: give them our count. */

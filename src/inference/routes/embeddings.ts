@@ -8,6 +8,7 @@ import { cohere, COHERE_MAX_TEXTS, embedReply, embedRequest } from '../providers
 import { zeroUsage, type ChargeInfo, type Json } from '../../metering/plan.ts';
 import { badUpstreamReply, mediaPlan, modelOfKind } from '../media/common.ts';
 import { readJson, readUpstreamError } from '../upstream/replies.ts';
+import { replyNamingModel } from '../upstream/reply-text.ts';
 import { parseBody } from '../request-body.ts';
 import type { RouteDeps } from '../deps.ts';
 import { tokenCostNano, type TokenPrices } from '../../billing/pricing.ts';
@@ -121,13 +122,13 @@ export class EmbeddingsRoute {
         body.model === model.upstreamId ? Buffer.from(raw) : JSON.stringify({ ...body, model: model.upstreamId });
       const res = await calls.post(plan, EMBEDDINGS, upstreamBody);
       if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
-      const { text, json } = await readJson(res, plan.requestId);
+      const reply = await readJson(res, plan.requestId);
+      const { json } = reply;
       const prompt = (json.usage as Json | undefined)?.prompt_tokens;
       const charge = await settleTokens(
         typeof prompt === 'number' && Number.isSafeInteger(prompt) && prompt >= 0 ? BigInt(prompt) : undefined,
       );
-      const reply = json.model === model.id ? text : JSON.stringify({ ...json, model: model.id });
-      return { body: encoder.encode(reply), charge };
+      return { body: replyNamingModel(reply, model.id), charge };
     });
   }
 }

@@ -15,6 +15,7 @@ import type { StepResult, StreamEvent, StreamProcessor } from '../streams/stream
 import { messagesPolicy } from '../../metering/bill-policy.ts';
 import { operatorObjectRefusal } from '../../tenancy/operator-objects.ts';
 import { errorMessage, readJson, readUpstreamError, upstreamErrorOf } from '../upstream/replies.ts';
+import { replyNamingModel } from '../upstream/reply-text.ts';
 import { parseBody } from '../request-body.ts';
 import { BodyRewrite, preparePriced, refusal, refuseIfRefused } from '../../metering/priced-request.ts';
 import type { RouteDeps } from '../deps.ts';
@@ -47,16 +48,14 @@ export class MessagesRoute {
     return metering.run(plan, async () => {
       const res = await calls.post(plan, messagesEndpoint(h), upstreamBody);
       if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, plan.requestId);
-      const { bytes, json } = await readJson(res, plan.requestId);
+      const reply = await readJson(res, plan.requestId);
+      const { json } = reply;
       const usage =
         json.usage && typeof json.usage === 'object'
           ? { ...usageFromAnthropic(json.usage as Json), estimated: false }
           : { ...countedUsage(plan, outputTextOfMessage(json)), estimated: true };
       const charge = await metering.settle(plan, usage, 'ok', 200);
-      return {
-        body: json.model === plan.model.id ? bytes : encoder.encode(JSON.stringify({ ...json, model: plan.model.id })),
-        charge,
-      };
+      return { body: replyNamingModel(reply, plan.model.id), charge };
     });
   }
 

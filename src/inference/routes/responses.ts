@@ -25,6 +25,7 @@ import type { ChargeInfo, Json, Plan } from '../../metering/plan.ts';
 import type { OutEvent, StepResult, StreamEvent, StreamProcessor } from '../streams/stream-types.ts';
 import { chatPolicy, responsesPolicy } from '../../metering/bill-policy.ts';
 import { errorMessage, readJson, readUpstreamError } from '../upstream/replies.ts';
+import { replyNamingModel } from '../upstream/reply-text.ts';
 import { parseBody } from '../request-body.ts';
 import { BodyRewrite, preparePriced, refuseIfRefused } from '../../metering/priced-request.ts';
 import type { RouteDeps } from '../deps.ts';
@@ -82,7 +83,8 @@ export class ResponsesRoute {
     const { metering, calls } = this.deps;
     const res = await calls.post(p.plan, p.endpoint, p.upstreamBody);
     if (res.statusCode < 200 || res.statusCode >= 300) throw await readUpstreamError(res, p.plan.requestId);
-    const { bytes, json } = await readJson(res, p.plan.requestId);
+    const reply = await readJson(res, p.plan.requestId);
+    const { json } = reply;
     const model = p.plan.model.id;
 
     if (p.passthrough) {
@@ -92,7 +94,7 @@ export class ResponsesRoute {
           : { ...countedUsage(p.plan, outputTextOfResponse(json)), estimated: true };
       const charge = await metering.settle(p.plan, usage, 'ok', 200);
       if (p.stores) await this.recordStored(p.plan, json);
-      return { body: json.model === model ? bytes : encoder.encode(JSON.stringify({ ...json, model })), charge };
+      return { body: replyNamingModel(reply, model), charge };
     }
 
     const usage =

@@ -211,7 +211,7 @@ export class StreamRun {
   }
 
   private send(e: OutEvent): void {
-    this.emit({ kind: 'data', ...(e.event ? { event: e.event } : {}), json: JSON.stringify(e.data) });
+    this.emit({ kind: 'data', ...(e.event ? { event: e.event } : {}), json: e.text ?? JSON.stringify(e.data) });
   }
 
   /** The upstream's answer when it is a stream to read; otherwise the outcome and failure are set. */
@@ -388,7 +388,9 @@ export class StreamRun {
 /** Marks the last of `events` that waits for the charge with it (`x_gateway`). */
 function stamp(events: OutEvent[], c: ChargeInfo): void {
   const last = [...events].reverse().find((e) => e.needsCharge);
-  if (last) last.data.x_gateway = chargeField(c);
+  if (!last) return;
+  last.data.x_gateway = chargeField(c);
+  delete last.text; // no longer its data's text
 }
 
 /**

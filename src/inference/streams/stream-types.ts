@@ -15,6 +15,8 @@ export type StreamEvent =
 export interface OutEvent {
   event?: string;
   data: Json;
+  /** `data` as JSON text already (the upstream's own, changed in place): written as is. Dropped when `data` changes. */
+  text?: string;
   needsCharge?: boolean;
 }
 
