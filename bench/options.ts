@@ -17,6 +17,7 @@ export const { values } = parseArgs({
     'quiet-wait': { type: 'string' },
     nice: { type: 'string' },
     quick: { type: 'boolean' },
+    baseline: { type: 'string' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -37,6 +38,10 @@ export const USAGE = `npm run bench [-- options]: what this gateway costs, measu
   --quiet-wait N      seconds to wait for a quiet machine before each target (15)
   --nice=N            run every measured process at this nice level (root for a negative one)
   --quick             1 x 3 s per cell, to see that it works
+  --baseline DIR      also gateway-embedded@baseline and gateway-postgres@baseline: the gateway run from
+                      DIR, a checkout of other code (a git worktree with node_modules), in the same run
+                      (with --rounds, taken in turn with this code's targets: two versions compared
+                      on one machine phase)
   --help              this text`;
 export const REPS = Number(values.reps ?? (values.quick ? 1 : 3));
 export const ROUNDS = Math.max(1, Number(values.rounds ?? 1));
@@ -49,6 +54,8 @@ export const QUIET_WAIT_S = Number(values['quiet-wait'] ?? 15);
 // level (negative = ahead of the rest; root only), so the figures are closer to "alone".
 export const NICE = Number(values.nice ?? 0);
 export const ROOT = path.resolve(import.meta.dirname, '..');
+/** Another checkout whose gateway the @baseline targets run (--baseline). */
+export const BASELINE = values.baseline ? path.resolve(values.baseline) : undefined;
 export const CACHE = path.join(process.env.XDG_CACHE_HOME ?? path.join(os.homedir(), '.cache'), 'gateway-bench');
 export const UPSTREAM_KEY = 'sk-bench-upstream';
 export const OPENING_NANO = 1_000_000_000_000n; // $1,000

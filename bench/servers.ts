@@ -13,12 +13,12 @@ export const children = new Set<ChildProcess>();
 export function startChild(
   command: string,
   commandArgs: string[],
-  opts: { env?: Record<string, string>; logFile?: string; readyLine?: RegExp },
+  opts: { env?: Record<string, string>; logFile?: string; readyLine?: RegExp; cwd?: string },
 ): Promise<{ child: ChildProcess; line: string }> {
   const [cmd, args] = NICE ? ['nice', ['-n', String(NICE), command, ...commandArgs]] : [command, commandArgs];
   const out = opts.logFile ? fs.openSync(opts.logFile, 'a') : 'pipe';
   const child = spawn(cmd, args, {
-    cwd: ROOT,
+    cwd: opts.cwd ?? ROOT,
     env: { ...process.env, ...opts.env },
     stdio: ['ignore', opts.readyLine || !opts.logFile ? 'pipe' : out, opts.logFile ? out : 'inherit'],
     detached: true,

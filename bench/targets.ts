@@ -13,7 +13,7 @@ import { openDb, type Db } from '../src/db/db.ts';
 import { startEmbeddedPostgres, type EmbeddedPostgres } from '../src/db/embedded-postgres.ts';
 import { createDatabase, startPostgres } from '../test/support/postgres.ts';
 import { freePort } from '../test/support/ports.ts';
-import { LITELLM_MASTER_KEY, LOG_LEVEL, NICE, OPENING_NANO, UPSTREAM_KEY, state } from './options.ts';
+import { BASELINE, LITELLM_MASTER_KEY, LOG_LEVEL, NICE, OPENING_NANO, ROOT, UPSTREAM_KEY, state } from './options.ts';
 import { litellmBin, startChild, stopChild, treeOf, waitHttp } from './servers.ts';
 
 export interface Running {
@@ -84,6 +84,8 @@ export interface GatewayExtras {
   setup?: (gateway: { rpcUrl: string; db: TargetDatabase }) => Promise<void>;
   /** The billing line also counts the usage rows by the deployment that served them. */
   byDeployment?: boolean;
+  /** The checkout whose src/process/main.ts runs (--baseline); this one when unset. */
+  cwd?: string;
   /** Makes the bench key (with OPENING_NANO on its account) instead of a plain CreateKey. */
   makeKey?: (rpcUrl: string) => Promise<{ apiKey: string; accountId: string }>;
 }
@@ -98,8 +100,10 @@ export async function gatewayTarget(
   const port = await freePort();
   const grpcPort = await freePort();
   const logFile = path.join(state.workDir, `${name}.log`);
-  const nodeArgs = diag ? ['--cpu-prof', `--cpu-prof-dir=${diag.profDir}`, '--import', './bench/loop-probe.ts'] : [];
+  const probe = path.join(ROOT, 'bench/loop-probe.ts'); // this checkout's, whichever runs the gateway
+  const nodeArgs = diag ? ['--cpu-prof', `--cpu-prof-dir=${diag.profDir}`, '--import', probe] : [];
   const { child } = await startChild(process.execPath, [...nodeArgs, 'src/process/main.ts'], {
+    ...(extras.cwd ? { cwd: extras.cwd } : {}),
     logFile,
     env: {
       ...db.env,
@@ -388,6 +392,24 @@ export const TARGETS: TargetDef[] = [
       };
     },
   },
+  // --baseline DIR: the same two gateway targets run from another checkout, to compare two
+  // versions of the code in one run.
+  ...(BASELINE
+    ? [
+        {
+          name: 'gateway-embedded@baseline',
+          what: `gateway-embedded run from ${BASELINE}`,
+          start: (diag: Diagnose | undefined) =>
+            gatewayTarget('gateway-embedded@baseline', embeddedDatabase, diag, { cwd: BASELINE }),
+        },
+        {
+          name: 'gateway-postgres@baseline',
+          what: `gateway-postgres run from ${BASELINE}`,
+          start: (diag: Diagnose | undefined) =>
+            gatewayTarget('gateway-postgres@baseline', postgresDatabase, diag, { cwd: BASELINE }),
+        },
+      ]
+    : []),
 ];
 
 /** gateway-embedded's database: the server the gateway itself starts in its DATA_DIR, reopened the same way for the check. */

@@ -29,7 +29,7 @@ import { replyNamingModel, withTopLevelMember } from '../upstream/reply-text.ts'
 import { parseBody } from '../request-body.ts';
 import { BodyRewrite, preparePriced, refuseIfRefused } from '../../metering/priced-request.ts';
 import type { RouteDeps } from '../deps.ts';
-import type { SseEvent } from '../streams/sse.ts';
+import { oneLine, type SseEvent } from '../streams/sse.ts';
 
 export const CHAT_ROUTE = '/v1/chat/completions';
 const encoder = new TextEncoder();
@@ -333,7 +333,7 @@ export class ChatChunkProcessor implements StreamProcessor {
     if (typeof chunk.service_tier === 'string') this.serviceTier = chunk.service_tier;
     for (const c of choices) this.delivered += deltaText(c.delta as Json | undefined);
     // The chunk's own text goes on where the gateway's changes can be made in it (one SSE line).
-    let text = ev.data.includes('\n') || ev.data.includes('\r') ? undefined : ev.data;
+    let text = oneLine(ev.data);
     if (chunk.model !== undefined && chunk.model !== this.model) {
       if (text !== undefined) text = withTopLevelMember(text, chunk, 'model', this.model);
       chunk.model = this.model;

@@ -11,7 +11,7 @@ import { anthropicInputUpperBound, countAnthropicInput, countedUsage } from '../
 import { anthropic, messagesEndpoint } from '../providers/anthropic.ts';
 import { upstreamFailure } from '../upstream/upstream.ts';
 import type { ChargeInfo, Json, Plan } from '../../metering/plan.ts';
-import type { StepResult, StreamEvent, StreamProcessor } from '../streams/stream-types.ts';
+import { asIs, type StepResult, type StreamEvent, type StreamProcessor } from '../streams/stream-types.ts';
 import { messagesPolicy } from '../../metering/bill-policy.ts';
 import { operatorObjectRefusal } from '../../tenancy/operator-objects.ts';
 import { errorMessage, readJson, readUpstreamError, upstreamErrorOf } from '../upstream/replies.ts';
@@ -239,12 +239,12 @@ export class AnthropicEventProcessor implements StreamProcessor {
         const d = (data.delta ?? {}) as Json;
         for (const k of ['text', 'partial_json', 'thinking'] as const)
           if (typeof d[k] === 'string') this.delivered += d[k] as string;
-        return { out: [{ event, data }] };
+        return { out: [asIs(event, data, ev)] };
       }
       case 'content_block_start': {
         const b = (data.content_block ?? {}) as Json;
         if (typeof b.text === 'string') this.delivered += b.text;
-        return { out: [{ event, data }] };
+        return { out: [asIs(event, data, ev)] };
       }
       case 'message_delta': {
         // message_delta usage is cumulative; fields it carries replace those from message_start
@@ -259,9 +259,9 @@ export class AnthropicEventProcessor implements StreamProcessor {
         };
       }
       case 'message_stop':
-        return { out: [{ event, data }], done: true };
+        return { out: [asIs(event, data, ev)], done: true };
       default:
-        return { out: [{ event, data }] };
+        return { out: [asIs(event, data, ev)] };
     }
   }
 }

@@ -22,7 +22,13 @@ import { capFieldsOf, CHAT_COMPLETIONS, RESPONSES } from '../providers/openai-co
 import type { Endpoint } from '../providers/target.ts';
 import { outputTextOfReply, deltaText } from './chat.ts';
 import type { ChargeInfo, Json, Plan } from '../../metering/plan.ts';
-import type { OutEvent, StepResult, StreamEvent, StreamProcessor } from '../streams/stream-types.ts';
+import {
+  asIs,
+  type OutEvent,
+  type StepResult,
+  type StreamEvent,
+  type StreamProcessor,
+} from '../streams/stream-types.ts';
 import { chatPolicy, responsesPolicy } from '../../metering/bill-policy.ts';
 import { errorMessage, readJson, readUpstreamError } from '../upstream/replies.ts';
 import { replyNamingModel } from '../upstream/reply-text.ts';
@@ -414,7 +420,7 @@ class ResponsesEventProcessor implements StreamProcessor {
       const usage = u && typeof u === 'object' ? usageFromOpenAIResponses(u as Json, response) : undefined;
       return { usage, finalUsage: usage !== undefined, out: [{ event, data, needsCharge: true }], done: true };
     }
-    return { out: [{ event, data }] };
+    return { out: [response ? { event, data } : asIs(event, data, ev)] };
   }
 }
 

@@ -7,6 +7,14 @@ export interface SseEvent {
 }
 
 /**
+ * An event's data as the one line it can be written again as, unchanged (OutEvent.text); undefined
+ * when it came on several lines (joined by "\n"), which the caller writes again from its JSON.
+ */
+export function oneLine(data: string): string | undefined {
+  return data.includes('\n') || data.includes('\r') ? undefined : data;
+}
+
+/**
  * Push parser: `push` takes the bytes as they arrive and returns the events they complete, all
  * at once (the stream run handles a network read's events in one step, not one promise per event).
  */

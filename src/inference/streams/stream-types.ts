@@ -2,7 +2,7 @@
 // streaming format and writes the caller's (stream-run.ts drives it).
 import type { TokenUsage } from '../../billing/pricing.ts';
 import type { ChargeInfo, Json } from '../../metering/plan.ts';
-import type { SseEvent } from './sse.ts';
+import { oneLine, type SseEvent } from './sse.ts';
 
 /** What the facade writes, in order. `event` is the SSE event name where the format has one. */
 export type StreamEvent =
@@ -39,4 +39,10 @@ export interface StreamProcessor {
   deliveredText(): string;
   /** Events to send once the charge is known (e.g. a usage chunk the upstream never sent). */
   finish?(charge: ChargeInfo, usageReported: boolean): OutEvent[];
+}
+
+/** An event passed on unchanged: written as the upstream's own text where that is one line. */
+export function asIs(event: string | undefined, data: Json, ev: SseEvent): OutEvent {
+  const text = oneLine(ev.data);
+  return { ...(event ? { event } : {}), data, ...(text !== undefined ? { text } : {}) };
 }
