@@ -100,7 +100,7 @@ export async function startDevServer(
   opts: { port: number; uiPort: number; namespace: string; stateDir: string; timeoutMs?: number; headless?: boolean },
 ): Promise<DevServer> {
   fs.mkdirSync(opts.stateDir, { recursive: true });
-  const logFile = path.join(opts.stateDir, 'dev-server.log');
+  const logFile = path.join(opts.stateDir, DEV_SERVER_LOG);
   const out = fs.openSync(logFile, 'a');
   const args = [
     'server',
@@ -312,6 +312,27 @@ async function lockFolder(stateDir: string): Promise<() => void> {
  * Each preferred port that 127.0.0.1 has free, else one the system picks; all distinct (each is
  * held until every one is found).
  */
+/** The dev server's own log, in its state folder (appended to by every start). */
+const DEV_SERVER_LOG = 'dev-server.log';
+
+/** Whether the dev server's log, from byte `from` on, says a port it was to listen on was taken. */
+function lostAPort(logFile: string, from: number): boolean {
+  try {
+    const fd = fs.openSync(logFile, 'r');
+    try {
+      const size = Math.min(fs.fstatSync(fd).size - from, 64 * 1024);
+      if (size <= 0) return false;
+      const buf = Buffer.alloc(size);
+      fs.readSync(fd, buf, 0, size, from);
+      return buf.toString('utf8').includes('address already in use');
+    } finally {
+      fs.closeSync(fd);
+    }
+  } catch {
+    return false;
+  }
+}
+
 async function pickPorts(preferred: number[]): Promise<number[]> {
   const held: net.Server[] = [];
   const listen = (port: number) =>
@@ -367,13 +388,20 @@ export async function resolveTemporal(cfg: VideoConfig, stateDir: string, log: L
             `this folder's dev server uses port ${port}, web UI ${uiPort}`,
         );
       log.info({ cli }, 'starting a local Temporal dev server for video jobs');
+      const logFile = path.join(stateDir, DEV_SERVER_LOG);
+      const logFrom = fs.existsSync(logFile) ? fs.statSync(logFile).size : 0;
       let devServer: DevServer;
       try {
         devServer = await startDevServer(cli, { port, uiPort, namespace: cfg.temporalNamespace, stateDir });
       } catch (err) {
-        // Another program took a port between the check and the start: once more, on others.
-        const [p, u] = await pickPorts([port, uiPort]);
-        if (attempt < 3 && (p !== port || u !== uiPort)) continue;
+        // Another program took one of its ports between the check and the bind (often only for a
+        // moment: an outgoing connection's ephemeral port): once more, on the ports free now.
+        if (attempt < 3 && lostAPort(logFile, logFrom)) {
+          log.warn(
+            `the Temporal dev server lost a port to another program as it started; starting it again (attempt ${attempt + 1} of 3)`,
+          );
+          continue;
+        }
         throw err;
       }
       writeRecord(stateDir, {

@@ -288,4 +288,57 @@ describe('Temporal for npm start', () => {
     await again.stop('SIGTERM');
     expect(await tryConnect(now.address!, 1_000)).toBeUndefined();
   });
+  it('a dev server that loses its web UI port to another program as it binds (the port free again a moment later) is started again, and video jobs run', {
+    timeout: 300_000,
+  }, async () => {
+    const dir = fs.mkdtempSync(path.join(inject('workDir'), 'lost-port-'));
+    // The real CLI, behind a script whose first `server start-dev` finds its web UI port held by
+    // another process while the CLI binds it, and free again once the CLI has failed on it: a
+    // port an outgoing connection used for a moment.
+    const real = await fetchTemporalCli();
+    const mark = path.join(dir, 'blocked-once');
+    const ready = path.join(dir, 'blocker-ready');
+    const blocker = path.join(dir, 'hold-port.cjs');
+    fs.writeFileSync(
+      blocker,
+      `const s = require('node:net').createServer();
+s.listen(Number(process.argv[2]), '127.0.0.1', () => require('node:fs').writeFileSync(${JSON.stringify(ready)}, ''));`,
+    );
+    const cli = path.join(dir, 'temporal-holding-its-ui-port-once');
+    fs.writeFileSync(
+      cli,
+      `#!/bin/sh
+if [ "$1" = server ] && [ ! -e '${mark}' ]; then
+  : > '${mark}'
+  ui=; prev=
+  for a in "$@"; do if [ "$prev" = --ui-port ]; then ui=$a; fi; prev=$a; done
+  '${process.execPath}' '${blocker}' "$ui" &
+  holder=$!
+  while [ ! -e '${ready}' ]; do sleep 0.05; done
+  '${real}' "$@"
+  code=$?
+  kill $holder; wait $holder 2>/dev/null
+  exit $code
+fi
+exec '${real}' "$@"
+`,
+      { mode: 0o755 },
+    );
+    const k = await newKey('5');
+    const g = await devGateway(dir, {
+      TEMPORAL_CLI: cli,
+      TEMPORAL_DEV_PORT: String(await freePort()),
+      TEMPORAL_UI_PORT: String(await freePort()),
+    });
+    const id = await video(g, k);
+    const now = await settled(g);
+    expect(now.disabled).toBe(false);
+    expect(await hasWorkflow(now.address!, id)).toBe(true);
+    // The first start failed on the taken port (the CLI's own words), and the gateway said it started again.
+    expect(fs.existsSync(mark)).toBe(true);
+    expect(fs.readFileSync(path.join(dir, 'temporal', 'dev-server.log'), 'utf8')).toContain('address already in use');
+    expect(fs.readFileSync(g.logFile, 'utf8')).toContain('lost a port to another program as it started');
+    await g.stop('SIGTERM');
+    expect(await tryConnect(now.address!, 1_000)).toBeUndefined();
+  });
 });
