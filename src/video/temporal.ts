@@ -308,10 +308,6 @@ async function lockFolder(stateDir: string): Promise<() => void> {
   }
 }
 
-/**
- * Each preferred port that 127.0.0.1 has free, else one the system picks; all distinct (each is
- * held until every one is found).
- */
 /** The dev server's own log, in its state folder (appended to by every start). */
 const DEV_SERVER_LOG = 'dev-server.log';
 
@@ -333,6 +329,16 @@ function lostAPort(logFile: string, from: number): boolean {
   }
 }
 
+/** Whether another program holds one of `ports` now. */
+async function portsTaken(ports: number[]): Promise<boolean> {
+  const free = await pickPorts(ports);
+  return free.some((p, i) => p !== ports[i]);
+}
+
+/**
+ * Each preferred port that 127.0.0.1 has free, else one the system picks; all distinct (each is
+ * held until every one is found).
+ */
 async function pickPorts(preferred: number[]): Promise<number[]> {
   const held: net.Server[] = [];
   const listen = (port: number) =>
@@ -395,8 +401,9 @@ export async function resolveTemporal(cfg: VideoConfig, stateDir: string, log: L
         devServer = await startDevServer(cli, { port, uiPort, namespace: cfg.temporalNamespace, stateDir });
       } catch (err) {
         // Another program took one of its ports between the check and the bind (often only for a
-        // moment: an outgoing connection's ephemeral port): once more, on the ports free now.
-        if (attempt < 3 && lostAPort(logFile, logFrom)) {
+        // moment: an outgoing connection's ephemeral port), or holds one still: once more, on the
+        // ports free now.
+        if (attempt < 3 && (lostAPort(logFile, logFrom) || (await portsTaken([port, uiPort])))) {
           log.warn(
             `the Temporal dev server lost a port to another program as it started; starting it again (attempt ${attempt + 1} of 3)`,
           );
