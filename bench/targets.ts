@@ -395,20 +395,16 @@ export const TARGETS: TargetDef[] = [
   // --baseline DIR: the same two gateway targets run from another checkout, to compare two
   // versions of the code in one run.
   ...(BASELINE
-    ? [
-        {
-          name: 'gateway-embedded@baseline',
-          what: `gateway-embedded run from ${BASELINE}`,
-          start: (diag: Diagnose | undefined) =>
-            gatewayTarget('gateway-embedded@baseline', embeddedDatabase, diag, { cwd: BASELINE }),
-        },
-        {
-          name: 'gateway-postgres@baseline',
-          what: `gateway-postgres run from ${BASELINE}`,
-          start: (diag: Diagnose | undefined) =>
-            gatewayTarget('gateway-postgres@baseline', postgresDatabase, diag, { cwd: BASELINE }),
-        },
-      ]
+    ? (['embedded', 'postgres'] as const).map(
+        (db): TargetDef => ({
+          name: `gateway-${db}@baseline`,
+          what: `gateway-${db} run from ${BASELINE}`,
+          start: (diag) =>
+            gatewayTarget(`gateway-${db}@baseline`, db === 'embedded' ? embeddedDatabase : postgresDatabase, diag, {
+              cwd: BASELINE,
+            }),
+        }),
+      )
     : []),
 ];
 

@@ -314,16 +314,7 @@ const DEV_SERVER_LOG = 'dev-server.log';
 /** Whether the dev server's log, from byte `from` on, says a port it was to listen on was taken. */
 function lostAPort(logFile: string, from: number): boolean {
   try {
-    const fd = fs.openSync(logFile, 'r');
-    try {
-      const size = Math.min(fs.fstatSync(fd).size - from, 64 * 1024);
-      if (size <= 0) return false;
-      const buf = Buffer.alloc(size);
-      fs.readSync(fd, buf, 0, size, from);
-      return buf.toString('utf8').includes('address already in use');
-    } finally {
-      fs.closeSync(fd);
-    }
+    return fs.readFileSync(logFile).subarray(from).toString('utf8').includes('address already in use');
   } catch {
     return false;
   }
