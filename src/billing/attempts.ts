@@ -112,9 +112,19 @@ export function parseAttempts(stored: string | null | undefined): { attempts: Up
  */
 export function storedAttempts(text: string | undefined): string {
   if (!text || text.length > MAX_ATTEMPTS_CHARS) return '';
-  const { attempts, omitted } = parseAttempts(text);
-  return attemptsText(attempts, omitted) === text ? text : '';
+  let stored = checkedRecords.get(text);
+  if (stored === undefined) {
+    const { attempts, omitted } = parseAttempts(text);
+    stored = attemptsText(attempts, omitted) === text ? text : '';
+    if (checkedRecords.size < MAX_CHECKED) checkedRecords.set(text, stored);
+  }
+  return stored;
 }
+
+// Records repeat (a few deployments, a few outcomes): each is checked once, not on every row of
+// every lease batch (a parse and a format per request; docs/benchmark.md).
+const checkedRecords = new Map<string, string>();
+const MAX_CHECKED = 1_000;
 
 /** A deployment key (`<model>/<deployment>`) as a row of `model` shows it: the deployment's own id, or the whole key for another model's. */
 export function deploymentName(key: string, model: string): string {

@@ -22,6 +22,7 @@ import { newRequestId } from '../billing/ids.ts';
 import type { Config } from '../config/config.ts';
 import type { Metrics } from '../log/metrics.ts';
 import type { RequestLines, SettledFacts } from '../log/request-lines.ts';
+import { type RequestLine, writeRequestLine } from '../log/request-line.ts';
 import { type AccessDeps, drainThenCut, registerAccess, shapeOf, stampKeyedAnswer, unknownRoute } from './access.ts';
 import { createAnswers, modelOf, type ServedModel, servedModelOf } from './answer.ts';
 import { errorBody, shouldRetry } from './errors.ts';
@@ -35,7 +36,7 @@ import { opsRoutes } from './routes/ops.ts';
 import { responsesRoutes } from './routes/responses.ts';
 import { videoRoutes } from './routes/video.ts';
 import { registerTracing } from './tracing.ts';
-import { type Context, spanIdsOf } from '../tracing/spans.ts';
+import { spanIdsOf } from '../tracing/spans.ts';
 
 export interface FacadeDeps {
   transport: Transport;
@@ -190,37 +191,38 @@ function countAndLog(
         )
         .inc();
     // The same line req.log would write: the request id first, as a child logger's binding.
-    const line = {
+    const line: RequestLine = {
       requestId: req.id,
       method: req.method,
-      url: route ?? req.url.split('?')[0],
+      url: route ?? req.url.split('?')[0]!,
       status: reply.statusCode,
       ms: Math.round(reply.elapsedTime),
-      ...traceIds(req.traceContext),
     };
+    // Its own trace's ids: the line is written outside the request's context.
+    const ids = req.traceContext ? spanIdsOf(req.traceContext) : undefined;
+    if (ids) {
+      line.trace_id = ids.trace_id;
+      line.span_id = ids.span_id;
+    }
     if (deps.requestLines)
-      deps.requestLines.close(req.id, (facts) => deps.log.info({ ...line, ...money(facts) }, 'request'));
-    else deps.log.info(line, 'request');
+      deps.requestLines.close(req.id, (facts) => writeRequestLine(deps.log, withMoney(line, facts)));
+    else writeRequestLine(deps.log, line);
     done();
   };
 }
-
-/** The request line's trace and span ids (it is written outside the request's context). */
-const traceIds = (ctx: Context | null) => (ctx ? spanIdsOf(ctx) : undefined);
 
 /**
  * What the settle wrote, on the request line: the deployment and the attempts when there were
  * some (the usage row's words: `gpt-4o/azure=429 gpt-4o/openai=ok`), the provider's cost and the
  * charge in nano-USD, as decimal strings (exact, as every amount the gateway logs).
  */
-function money(facts: SettledFacts | undefined) {
-  if (!facts) return undefined;
-  return {
-    ...(facts.deployment ? { deployment: facts.deployment } : {}),
-    ...(facts.attempts ? { attempts: facts.attempts } : {}),
-    providerCostNano: facts.providerCostNano.toString(),
-    chargeNano: facts.chargeNano.toString(),
-  };
+function withMoney(line: RequestLine, facts: SettledFacts | undefined): RequestLine {
+  if (!facts) return line;
+  if (facts.deployment) line.deployment = facts.deployment;
+  if (facts.attempts) line.attempts = facts.attempts;
+  line.providerCostNano = facts.providerCostNano.toString();
+  line.chargeNano = facts.chargeNano.toString();
+  return line;
 }
 
 /** The facade's error handler (and its answer to what Fastify cannot route), in the shape of the path's route family. */

@@ -58,8 +58,7 @@ export function createLogger(
         // Last line of defence: a key inside a message or an error text is masked too, and any
         // credential this process holds or shaped like one (src/secrets/scrub.ts: a few string
         // searches on a line without any).
-        streamWrite: (s) =>
-          scrub(s.includes('prx-') ? s.replace(KEY_PATTERN, (k) => `${k.slice(0, 8)}…[redacted]`) : s),
+        streamWrite: cleanLine,
       },
     },
     pretty
@@ -70,6 +69,11 @@ export function createLogger(
         })
       : (destination ?? stdoutLines()),
   );
+}
+
+/** A log line's last pass: gateway keys masked, credentials scrubbed (every line, pino's and the request line's). */
+export function cleanLine(s: string): string {
+  return scrub(s.includes('prx-') ? s.replace(KEY_PATTERN, (k) => `${k.slice(0, 8)}…[redacted]`) : s);
 }
 
 /** Batched JSON lines to stdout (see the top of this file). */

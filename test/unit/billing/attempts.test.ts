@@ -66,6 +66,9 @@ describe('the attempts of a request', () => {
     expect(storedAttempts(`${A}=429  ${B}=ok`)).toBe('');
     expect(storedAttempts(`${A}=429 sk-live-0123456789 ${B}=ok`)).toBe('');
     expect(storedAttempts(undefined)).toBe('');
+    // Asked again (the answer is remembered per record), each answer is the same.
+    expect(storedAttempts(`${A}=429 ${B}=ok`)).toBe(`${A}=429 ${B}=ok`);
+    expect(storedAttempts(`${A}=429 sk-live-0123456789 ${B}=ok`)).toBe('');
     // The longest record the log can write fits the column.
     const longest = `${'m'.repeat(128)}/${'d'.repeat(64)}`;
     const log = new AttemptLog();
