@@ -5,6 +5,7 @@ import { inject } from 'vitest';
 import OpenAI from 'openai';
 import { openDb } from '../../src/db/db.ts';
 import { Ledger } from '../../src/billing/ledger.ts';
+import { flushStatement, type LeasedCharge } from '../../src/billing/leases.ts';
 import { newId } from '../../src/billing/ids.ts';
 import { MODELS } from '../../src/catalogue/shipped-book.ts';
 import { tokenCostNano, type TokenPrices } from '../../src/billing/pricing.ts';
@@ -132,6 +133,57 @@ describe('ledger rules', () => {
     await expect(
       ledger.placeHold({ apiKeyHash: ledger.hash(key.apiKey), requestId, minNano: 1n, maxNano: 5n, ttlSeconds: 60 }),
     ).rejects.toThrow(/already used/);
+  });
+
+  it('a lease batch naming a request already charged is refused whole: nothing of it is written, the balance unchanged', async () => {
+    const key = await newKey('1');
+    const lease = { id: newId('lease'), accountId: key.accountId };
+    await knex.raw(
+      `WITH h AS (INSERT INTO holds (request_id, account_id, key_id, amount_nano, expires_at)
+         VALUES (?, ?, ?, 100000, now() + interval '1 hour') RETURNING amount_nano)
+       UPDATE accounts SET held_nano = held_nano + (SELECT amount_nano FROM h) WHERE id = ?`,
+      [lease.id, key.accountId, key.keyId, key.accountId],
+    );
+    const charge = (requestId: string): LeasedCharge => ({
+      requestId,
+      keyId: key.keyId,
+      memberId: '',
+      teamId: '',
+      model: 'gpt-4o-mini',
+      requestedModel: 'gpt-4o-mini',
+      priceVersion: 0n,
+      providerCostNano: 900n,
+      markupVersion: 0n,
+      deployment: '',
+      route: '/v1/chat/completions',
+      inputTokens: 1n,
+      outputTokens: 1n,
+      cachedTokens: 0n,
+      cacheWriteTokens: 0n,
+      usageEstimated: false,
+      costNano: 1_000n,
+      uncoveredNano: 0n,
+      status: 'ok',
+      httpStatus: 200,
+      latencyMs: 1,
+      units: 0n,
+      unit: '',
+    });
+    const first = newId('req');
+    expect(await flushStatement(knex, [charge(first)], lease, new Map())).toEqual({ applied: true, alertDue: false });
+    const after = await balanceOf(key.accountId);
+    expect(after.balance).toBe(1_000_000_000n - 1_000n);
+    // The same request again, beside a new one: nothing of the batch is written.
+    const other = newId('req');
+    await expect(flushStatement(knex, [charge(other), charge(first)], lease, new Map())).rejects.toThrow(
+      /duplicate key/,
+    );
+    expect(await balanceOf(key.accountId)).toEqual(after);
+    const rows = async (table: string, id: string) =>
+      Number((await db().query(`SELECT count(*)::int AS n FROM ${table} WHERE request_id = $1`, [id])).rows[0].n);
+    expect([await rows('ledger', first), await rows('usage_records', first)]).toEqual([1, 1]);
+    expect([await rows('ledger', other), await rows('usage_records', other)]).toEqual([0, 0]);
+    await checkInvariants(key.accountId);
   });
 
   it('holds left by a crashed process expire and are released by the sweeper; a late settle charges nothing', async () => {
