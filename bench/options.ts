@@ -18,6 +18,7 @@ export const { values } = parseArgs({
     nice: { type: 'string' },
     quick: { type: 'boolean' },
     baseline: { type: 'string' },
+    'side-by-side': { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -42,6 +43,10 @@ export const USAGE = `npm run bench [-- options]: what this gateway costs, measu
                       DIR, a checkout of other code (a git worktree with node_modules), in the same run
                       (with --rounds, taken in turn with this code's targets: two versions compared
                       on one machine phase)
+  --side-by-side      the two --targets measured at the same time, each under its own wrk (c=16,
+                      unstreamed chat), --reps windows of --seconds: the second's req/s and CPU per
+                      request over the first's, window by window (for a small difference between two
+                      versions, e.g. gateway-embedded,gateway-embedded@baseline)
   --help              this text`;
 export const REPS = Number(values.reps ?? (values.quick ? 1 : 3));
 export const ROUNDS = Math.max(1, Number(values.rounds ?? 1));
@@ -83,8 +88,8 @@ export const state = {
   /** The upstream simulator, and its process (counted apart from every target). */
   simUrl: '',
   simPid: 0,
-  /** gateway-postgres's server while it runs. */
-  pgServer: undefined as TestPostgres | undefined,
+  /** The PostgreSQL servers of the targets running (gateway-postgres's; two side by side). */
+  pgServers: new Set<TestPostgres>(),
   /** Every gateway target's billing added up exactly (a failure makes the run exit 1). */
   exactAll: true,
 };

@@ -23,6 +23,7 @@ import path from 'node:path';
 import { mergeResults, runTarget, type TargetResult } from './measure.ts';
 import { LOG_LEVEL, NICE, REPS, ROOT, ROUNDS, SECONDS, state, UPSTREAM_KEY, USAGE, values } from './options.ts';
 import { report } from './report.ts';
+import { sideBySide } from './side-by-side.ts';
 import { children, findWrk, startChild, stopChild } from './servers.ts';
 import { TARGETS } from './targets.ts';
 
@@ -54,6 +55,19 @@ async function main() {
   });
   state.simUrl = sim.line.trim();
   state.simPid = sim.child.pid!;
+  if (values['side-by-side']) {
+    const defs = wanted.map((n) => TARGETS.find((t) => t.name === n)!);
+    if (defs.length !== 2) throw new Error('--side-by-side takes two --targets');
+    try {
+      console.log(`\n${defs[0]!.name} and ${defs[1]!.name}, side by side`);
+      console.log(`\n${await sideBySide(defs[0]!, defs[1]!)}`);
+    } finally {
+      await stopChild(sim.child);
+      for (const s of state.pgServers) await s.stop();
+    }
+    if (!state.exactAll) process.exitCode = 1;
+    return;
+  }
   const byName = new Map<string, TargetResult>();
   try {
     // Rounds over the targets (--rounds): each target alone each time, its diagnosis in the last.
@@ -66,7 +80,7 @@ async function main() {
       }
   } finally {
     await stopChild(sim.child);
-    await state.pgServer?.stop();
+    for (const s of state.pgServers) await s.stop();
   }
   const results = [...byName.values()];
   const text = report(results, machine);
@@ -96,7 +110,7 @@ async function cleanup() {
       /* gone */
     }
   }
-  await state.pgServer?.stop().catch(() => {});
+  for (const s of state.pgServers) await s.stop().catch(() => {});
 }
 
 if (values.help) {

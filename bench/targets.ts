@@ -469,16 +469,19 @@ async function organisationOwnerKey(rpcUrl: string, budgets: boolean): Promise<{
 
 /** gateway-postgres's database: a durable PostgreSQL server of its own (counted as the target's CPU). */
 export async function postgresDatabase(): Promise<TargetDatabase> {
-  state.pgServer = await startPostgres({ durable: true }); // fsync on, as a production server runs
-  await createDatabase(state.pgServer.url(), 'bench');
-  const url = state.pgServer.url('bench');
+  const server = await startPostgres({ durable: true }); // fsync on, as a production server runs
+  state.pgServers.add(server);
+  await createDatabase(server.url(), 'bench');
+  const url = server.url('bench');
   return {
     env: { DATABASE_URL: url },
-    pids: pgProcesses,
+    // The postmaster (started with `-c port=N …`, as another user when we are root); its backends
+    // and background workers are its children.
+    pids: () => processTreesMatching(`-c port=${server.port} `),
     open: () => openDb({ databaseUrl: url, poolMax: 1 }),
     stop: async () => {
-      await state.pgServer?.stop();
-      state.pgServer = undefined;
+      await server.stop();
+      state.pgServers.delete(server);
     },
   };
 }
@@ -581,12 +584,6 @@ export async function threeDeployments({ rpcUrl, db }: { rpcUrl: string; db: Tar
     if (Date.now() > until) throw new Error(`gpt-4o-mini: ${served.length} of 3 deployments served after 30 s`);
     await new Promise((r) => setTimeout(r, 200));
   }
-}
-
-export function pgProcesses(): number[] {
-  // The postmaster (started with `-c port=N …`, as another user when we are root); its backends
-  // and background workers are its children.
-  return state.pgServer ? processTreesMatching(`-c port=${state.pgServer.port} `) : [];
 }
 
 /** The processes whose command line contains `pattern`, with all their descendants. */

@@ -1,0 +1,88 @@
+// --side-by-side: two targets measured at the same time, for a difference of a few percent that
+// this machine's drift hides when they are measured one after the other (the same code measured a
+// minute apart differs by 10–30 %: docs/benchmark.md). Both run for the whole measurement, each
+// loaded by its own wrk (c=16, unstreamed chat) in the same windows, so a slow phase of the VM
+// weighs on both alike. Each window gives both targets' requests per second and CPU per request
+// (gateway and database), and the second's over the first's; the summary is the median of those
+// ratios and their range. The two share the machine, so their absolute figures are not those of a
+// target alone: the ratio is the measure. Meant for two versions of the gateway (--baseline).
+import { awaitQuiet, checkBooks, firstAnswer, median } from './measure.ts';
+import { wrk } from './load.ts';
+import { CHAT, REPS, SECONDS, WARMUP } from './options.ts';
+import { cpuMsOf, machineTimes } from './servers.ts';
+import type { Running, TargetDef } from './targets.ts';
+
+const CONNECTIONS = 16;
+
+interface Side {
+  rps: number;
+  cpuUsPerReq: number;
+  /** The gateway process alone (its database's processes left out). */
+  nodeUsPerReq?: number;
+}
+
+/** Runs `a` and `b` together for REPS windows of SECONDS; prints each window and the ratios' medians. */
+export async function sideBySide(a: TargetDef, b: TargetDef): Promise<string> {
+  const started: Running[] = [];
+  const windows: [Side, Side][] = [];
+  let failure: string | undefined;
+  try {
+    for (const def of [a, b]) started.push(await def.start(undefined));
+    for (const t of started) await firstAnswer(t);
+    const [ta, tb] = started as [Running, Running];
+    for (let i = 0; i < REPS; i++) {
+      await awaitQuiet();
+      await Promise.all([ta, tb].map((t) => wrk(t, '/v1/chat/completions', CHAT, CONNECTIONS, WARMUP)));
+      const before = [ta, tb].map(cpuOf);
+      const steal0 = machineTimes().steal;
+      const runs = await Promise.all([ta, tb].map((t) => wrk(t, '/v1/chat/completions', CHAT, CONNECTIONS, SECONDS)));
+      const steal = (machineTimes().steal - steal0) / (SECONDS * 1000);
+      const sides = [ta, tb].map((t, k): Side => {
+        const after = cpuOf(t);
+        const ok = Math.max(1, runs[k]!.rps * runs[k]!.durationS);
+        return {
+          rps: runs[k]!.rps,
+          cpuUsPerReq: ((after.all - before[k]!.all) * 1000) / ok,
+          ...(t.nodePid ? { nodeUsPerReq: ((after.node - before[k]!.node) * 1000) / ok } : {}),
+        };
+      }) as [Side, Side];
+      windows.push(sides);
+      const errors = runs.map((r) => r.errors);
+      console.log(
+        `  window ${i + 1}: ${a.name} ${line(sides[0])}; ${b.name} ${line(sides[1])}; ` +
+          `${b.name} / ${a.name}: req/s ${ratio(sides[1].rps, sides[0].rps)}, CPU/req ${ratio(sides[1].cpuUsPerReq, sides[0].cpuUsPerReq)}; ` +
+          `errors ${errors.join(' and ')}, steal ${steal.toFixed(2)} cores`,
+      );
+    }
+  } catch (err) {
+    failure = (err as Error).message;
+    console.log(`  side by side: ${failure}`);
+  } finally {
+    for (const t of started) await t.stop();
+  }
+  const books = [];
+  for (const [k, t] of started.entries()) books.push(`${[a, b][k]!.name} ${await checkBooks(t)}`);
+  for (const line of books) console.log(`  ${line}`);
+  return failure ? `side by side failed: ${failure}` : summary(a.name, b.name, windows);
+}
+
+function cpuOf(t: Running): { all: number; node: number } {
+  return { all: cpuMsOf(t.pids()), node: t.nodePid ? cpuMsOf([t.nodePid]) : 0 };
+}
+
+const line = (s: Side) =>
+  `${s.rps.toFixed(0)} req/s, ${s.cpuUsPerReq.toFixed(0)} µs CPU/req` +
+  (s.nodeUsPerReq === undefined ? '' : ` (gateway ${s.nodeUsPerReq.toFixed(0)})`);
+
+const ratio = (x: number, y: number) => (x / y).toFixed(3);
+
+function summary(a: string, b: string, windows: [Side, Side][]): string {
+  const of = (f: (s: Side) => number | undefined) => {
+    const rs = windows.map(([x, y]) => f(y)! / f(x)!).filter((r) => Number.isFinite(r));
+    return rs.length ? `${median(rs).toFixed(3)} (${Math.min(...rs).toFixed(3)}–${Math.max(...rs).toFixed(3)})` : '-';
+  };
+  return (
+    `side by side, ${windows.length} windows of ${SECONDS} s, c=${CONNECTIONS} each, unstreamed chat: ${b} / ${a}, median (range) of the windows' ratios:\n` +
+    `  req/s ${of((s) => s.rps)}; CPU per request ${of((s) => s.cpuUsPerReq)}; gateway process alone ${of((s) => s.nodeUsPerReq)}`
+  );
+}
