@@ -42,7 +42,7 @@ export async function sideBySide(a: TargetDef, b: TargetDef): Promise<string> {
         const ok = Math.max(1, runs[k]!.rps * runs[k]!.durationS);
         return {
           rps: runs[k]!.rps,
-          cpuUsPerReq: ((after.all - before[k]!.all) * 1000) / ok,
+          cpuUsPerReq: (cpuBetween(before[k]!.all, after.all) * 1000) / ok,
           ...(t.nodePid ? { nodeUsPerReq: ((after.node - before[k]!.node) * 1000) / ok } : {}),
         };
       }) as [Side, Side];
@@ -66,8 +66,16 @@ export async function sideBySide(a: TargetDef, b: TargetDef): Promise<string> {
   return failure ? `side by side failed: ${failure}` : summary(a.name, b.name, windows);
 }
 
-function cpuOf(t: Running): { all: number; node: number } {
-  return { all: cpuMsOf(t.pids()), node: t.nodePid ? cpuMsOf([t.nodePid]) : 0 };
+/** CPU so far by process: a process that ends during a window (a database backend) must not take its past CPU with it. */
+function cpuOf(t: Running): { all: Map<number, number>; node: number } {
+  return { all: new Map(t.pids().map((p) => [p, cpuMsOf([p])])), node: t.nodePid ? cpuMsOf([t.nodePid]) : 0 };
+}
+
+/** CPU ms between two snapshots, over the processes alive at the second (a new one's CPU is all the window's). */
+function cpuBetween(before: Map<number, number>, after: Map<number, number>): number {
+  let ms = 0;
+  for (const [pid, now] of after) ms += now - (before.get(pid) ?? 0);
+  return ms;
 }
 
 const line = (s: Side) =>

@@ -39,6 +39,17 @@ describe('logger', () => {
     expect(lines.at(-1)!.msg).toBe('last words');
   });
 
+  it('writes every line, in order, when the process ends by itself with lines still queued', async () => {
+    // More than one batch, the last one still queued when nothing else is left to run.
+    const out = await run(`const log = createLogger('info');
+      for (let i = 0; i < 3000; i++) log.info({ i }, 'line');`);
+    const lines = out
+      .trim()
+      .split('\n')
+      .map((l) => JSON.parse(l) as { i: number });
+    expect(lines.map((l) => l.i)).toEqual(Array.from({ length: 3000 }, (_, i) => i));
+  });
+
   it('writes a lone line while the process keeps running, and still masks keys', async () => {
     // The process stays up until its stdout file has the line (10 s at most), then kills itself
     // (no exit handler runs): the batch went out without an exit or more lines to push it.
