@@ -21,23 +21,52 @@ import type { Ledger } from './ledger.ts';
  */
 const CONFIRMED_MS = 5_000;
 const MAX_CONFIRMED = 10_000;
+const MAX_SHAPES = 10_000;
+
+type Shaped = { hash: Buffer; hex: string; prefix: string };
+/** A key hash's hex, by the hash (the ledger hands out one Buffer per key text while it keeps it). */
+const hexes = new WeakMap<Buffer, string>();
+function hexOf(hash: Buffer): string {
+  let hex = hexes.get(hash);
+  if (hex === undefined) hexes.set(hash, (hex = hash.toString('hex')));
+  return hex;
+}
 
 export class KeyCheck {
   private readonly ledger: Ledger;
   private readonly cache: KeyCache | undefined;
   private readonly confirmed = new Map<string, { caller: Caller; at: number }>();
+  private readonly shapes = new Map<string, Shaped>();
 
   constructor(ledger: Ledger, cache?: KeyCache) {
     this.ledger = ledger;
     this.cache = cache;
   }
 
+  /**
+   * A well-formed key's hash, its hex and its visible prefix, made once per key text: a key's
+   * requests come again and again, and each used to check the checksum and write the hash in hex
+   * anew. Bounded as the ledger's own hashes are; a malformed key is never kept.
+   */
+  private shaped(apiKey: string | undefined): Shaped | undefined {
+    if (!apiKey) return undefined;
+    let s = this.shapes.get(apiKey);
+    if (!s) {
+      if (!isWellFormedKey(apiKey)) return undefined;
+      const hash = this.ledger.hash(apiKey);
+      s = { hash, hex: hexOf(hash), prefix: visiblePrefix(apiKey) };
+      if (this.shapes.size >= MAX_SHAPES) this.shapes.clear();
+      this.shapes.set(apiKey, s);
+    }
+    return s;
+  }
+
   /** The caller of a live key, or undefined (missing, malformed, unknown or revoked key). */
   async authenticate(apiKey: string | undefined): Promise<Caller | undefined> {
-    if (!apiKey || !isWellFormedKey(apiKey)) return undefined;
-    const keyHash = this.ledger.hash(apiKey);
-    const hex = keyHash.toString('hex');
-    const known = this.remembered(apiKey, keyHash, hex);
+    const shaped = this.shaped(apiKey);
+    if (!shaped) return undefined;
+    const { hash: keyHash, hex } = shaped;
+    const known = this.remembered(shaped);
     if (known) return known;
     this.cache?.noteDatabaseLookup();
     const row = await this.ledger.findKey({ apiKey });
@@ -64,19 +93,18 @@ export class KeyCheck {
    * so the HTTP facade lets a known key's request through without a promise.
    */
   known(apiKey: string | undefined): Caller | undefined {
-    if (!apiKey || !isWellFormedKey(apiKey)) return undefined;
-    const keyHash = this.ledger.hash(apiKey);
-    return this.remembered(apiKey, keyHash, keyHash.toString('hex'));
+    const shaped = this.shaped(apiKey);
+    return shaped && this.remembered(shaped);
   }
 
-  private remembered(apiKey: string, keyHash: Buffer, hex: string): Caller | undefined {
+  private remembered({ hash: keyHash, hex, prefix }: Shaped): Caller | undefined {
     const cached = this.cache?.peek(hex);
     if (cached)
       return {
         keyHash,
         keyId: cached.keyId,
         accountId: cached.accountId,
-        prefix: visiblePrefix(apiKey),
+        prefix,
         group: cached.group,
         memberId: cached.memberId,
         teamId: cached.teamId,
@@ -100,6 +128,6 @@ export class KeyCheck {
    */
   remember(caller: Caller): void {
     if (this.confirmed.size >= MAX_CONFIRMED) this.confirmed.clear();
-    this.confirmed.set(caller.keyHash.toString('hex'), { caller, at: performance.now() });
+    this.confirmed.set(hexOf(caller.keyHash), { caller, at: performance.now() });
   }
 }
