@@ -11,7 +11,7 @@
 // within the bounds below, not at once on every instance.
 import type { Caller } from './caller.ts';
 import type { KeyCache } from './key-cache.ts';
-import { isWellFormedKey, visiblePrefix } from './keys.ts';
+import { isWellFormedKey, keyHashHex, visiblePrefix } from './keys.ts';
 import type { Ledger } from './ledger.ts';
 
 /**
@@ -24,13 +24,6 @@ const MAX_CONFIRMED = 10_000;
 const MAX_SHAPES = 10_000;
 
 type Shaped = { hash: Buffer; hex: string; prefix: string };
-/** A key hash's hex, by the hash (the ledger hands out one Buffer per key text while it keeps it). */
-const hexes = new WeakMap<Buffer, string>();
-function hexOf(hash: Buffer): string {
-  let hex = hexes.get(hash);
-  if (hex === undefined) hexes.set(hash, (hex = hash.toString('hex')));
-  return hex;
-}
 
 export class KeyCheck {
   private readonly ledger: Ledger;
@@ -48,13 +41,12 @@ export class KeyCheck {
    * requests come again and again, and each used to check the checksum and write the hash in hex
    * anew. Bounded as the ledger's own hashes are; a malformed key is never kept.
    */
-  private shaped(apiKey: string | undefined): Shaped | undefined {
-    if (!apiKey) return undefined;
+  private shaped(apiKey: string): Shaped | undefined {
     let s = this.shapes.get(apiKey);
     if (!s) {
       if (!isWellFormedKey(apiKey)) return undefined;
       const hash = this.ledger.hash(apiKey);
-      s = { hash, hex: hexOf(hash), prefix: visiblePrefix(apiKey) };
+      s = { hash, hex: keyHashHex(hash), prefix: visiblePrefix(apiKey) };
       if (this.shapes.size >= MAX_SHAPES) this.shapes.clear();
       this.shapes.set(apiKey, s);
     }
@@ -63,6 +55,7 @@ export class KeyCheck {
 
   /** The caller of a live key, or undefined (missing, malformed, unknown or revoked key). */
   async authenticate(apiKey: string | undefined): Promise<Caller | undefined> {
+    if (!apiKey) return undefined;
     const shaped = this.shaped(apiKey);
     if (!shaped) return undefined;
     const { hash: keyHash, hex } = shaped;
@@ -93,7 +86,7 @@ export class KeyCheck {
    * so the HTTP facade lets a known key's request through without a promise.
    */
   known(apiKey: string | undefined): Caller | undefined {
-    const shaped = this.shaped(apiKey);
+    const shaped = apiKey ? this.shaped(apiKey) : undefined;
     return shaped && this.remembered(shaped);
   }
 
@@ -128,6 +121,6 @@ export class KeyCheck {
    */
   remember(caller: Caller): void {
     if (this.confirmed.size >= MAX_CONFIRMED) this.confirmed.clear();
-    this.confirmed.set(hexOf(caller.keyHash), { caller, at: performance.now() });
+    this.confirmed.set(keyHashHex(caller.keyHash), { caller, at: performance.now() });
   }
 }

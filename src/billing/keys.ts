@@ -65,6 +65,14 @@ export function hashKey(key: string, secret: string): Buffer {
   return createHmac('sha256', secret).update(key).digest();
 }
 
+/** A key hash's hex, remembered by the hash (the ledger hands out one Buffer per key text while it keeps it): the key cache, the limiter and the key check each look keys up by it on every request. */
+export function keyHashHex(hash: Buffer): string {
+  let hex = hexes.get(hash);
+  if (hex === undefined) hexes.set(hash, (hex = hash.toString('hex')));
+  return hex;
+}
+const hexes = new WeakMap<Buffer, string>();
+
 /**
  * The caller's key from either header every route accepts. Returns undefined when neither
  * carries one; the caller answers 401 for that and for a malformed key alike.

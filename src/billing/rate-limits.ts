@@ -17,6 +17,7 @@
 import type { Logger } from 'pino';
 import { retryIfConnectionLost, type Db } from '../db/db.ts';
 import type { CachedKey, KeyCache } from './key-cache.ts';
+import { keyHashHex } from './keys.ts';
 
 export interface RateLimitDefaults {
   /** 0 means unlimited. */
@@ -109,7 +110,7 @@ export class RateLimiter {
    * so a burst of in-flight requests can pass the token limit by what they use; requests cannot.
    */
   async admit(keyHash: Buffer): Promise<RateDecision | undefined> {
-    const hex = keyHash.toString('hex');
+    const hex = keyHashHex(keyHash);
     for (let round = 0; ; round++) {
       const cached = this.cache?.get(hex);
       // A cached key without limits needs nothing from the database.
@@ -140,7 +141,7 @@ export class RateLimiter {
   /** Counts a finished request's tokens in its key's window (written with the next batch). */
   addTokens(keyHash: Buffer, tokens: bigint): void {
     if (tokens <= 0n) return;
-    const hex = keyHash.toString('hex');
+    const hex = keyHashHex(keyHash);
     const cached = this.cache?.peek(hex);
     const key =
       this.known.get(hex) ?? (cached && { windowId: cached.windowId ?? cached.keyId, tokenLimited: cached.tpm !== 0 });

@@ -35,9 +35,10 @@ export function registerAccess(app: FastifyInstance, deps: AccessDeps): void {
   app.decorateRequest('callHeaders', null);
   app.decorateRequest('caller', null);
   app.decorateRequest('callValues', null);
+  app.decorateRequest('routePattern', null);
   // A callback hook, not an async one: a known key's request goes on in the same tick.
   app.addHook('onRequest', (req, reply, done) => {
-    const route = req.routeOptions.url;
+    const route = routeOf(req);
     // No such route: answered now, or Fastify would read the body first to answer 404. By the
     // not-found handler of the path's scope: unknownRoute, or another edge's under its prefix
     // (the console's under /console). Those answer synchronously.
@@ -119,7 +120,19 @@ declare module 'fastify' {
     caller: Caller | null;
     /** callValues' answer, once asked. */
     callValues: ContextValues | null;
+
+    /** routeOf's answer, once asked (null until then; '' for a request no route has). */
+    routePattern: string | null;
   }
+}
+
+/**
+ * The request's route pattern (`/v1/chat/completions`), or '' when no route has it: read once per
+ * request, by whichever hook asks first (Fastify's routeOptions is a getter that builds an object
+ * of the route's options each time it is read).
+ */
+export function routeOf(req: FastifyRequest): string {
+  return (req.routePattern ??= req.routeOptions.url ?? '');
 }
 
 /**

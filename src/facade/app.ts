@@ -23,7 +23,15 @@ import type { Config } from '../config/config.ts';
 import type { Metrics } from '../log/metrics.ts';
 import type { RequestLines, SettledFacts } from '../log/request-lines.ts';
 import { type RequestLine, writeRequestLine } from '../log/request-line.ts';
-import { type AccessDeps, drainThenCut, registerAccess, shapeOf, stampKeyedAnswer, unknownRoute } from './access.ts';
+import {
+  type AccessDeps,
+  drainThenCut,
+  registerAccess,
+  routeOf,
+  shapeOf,
+  stampKeyedAnswer,
+  unknownRoute,
+} from './access.ts';
 import { createAnswers, modelOf, type ServedModel, servedModelOf } from './answer.ts';
 import { errorBody, shouldRetry } from './errors.ts';
 import { LazyChild } from './lazy-child.ts';
@@ -181,7 +189,7 @@ function countAndLog(
   deps: Pick<FacadeDeps, 'log' | 'metrics' | 'servedModel' | 'requestLines'>,
 ): onResponseHookHandler {
   return (req, reply, done) => {
-    const route = req.routeOptions.url; // a getter that builds an object: read once
+    const route = routeOf(req) || undefined;
     if (route?.startsWith('/v1/'))
       deps.metrics
         .requestsOf(

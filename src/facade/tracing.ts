@@ -6,6 +6,7 @@
 // TRACE_RESPONSE_HEADER on, a sampled request's answer names its trace (`traceresponse`).
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { TracingConfig } from '../config/tracing-config.ts';
+import { routeOf } from './access.ts';
 import {
   type Context,
   callerParent,
@@ -38,7 +39,7 @@ export function registerTracing(
   app.decorateRequest('traceContext', null);
   if (!tracingOn()) return;
   app.addHook('onRequest', (req, reply, done) => {
-    const route = req.routeOptions.url;
+    const route = routeOf(req) || undefined;
     if (route !== undefined && UNTRACED.has(route)) return done();
     // The HTTP port's callers are the operator's customers (the console's key holders too): TRACE_CALLER_CONTEXT decides.
     const { parent, links } = callerParent(req.headers, callerContext);

@@ -4,7 +4,7 @@
 // line passes the credential scrubber (provider credentials and the instance's secrets). The
 // human lines are made from the JSON after both steps, so they inherit them.
 //
-// JSON lines go to stdout in batches: a line waits in memory until 12 KiB are queued or 100 ms have
+// JSON lines go to stdout in batches: a line waits in memory until 4 KiB are queued or 100 ms have
 // passed, then the batch is written by libuv's thread pool, off the event loop. On this kind of
 // machine (2 vCPUs) a write per request line, synchronous or handed to a thread, was a large
 // share of the gateway's CPU per request (a system call, or a wake-up of another thread; figures
@@ -78,67 +78,15 @@ export function cleanLine(s: string): string {
 
 /** Batched JSON lines to stdout (see the top of this file). */
 function stdoutLines(): pino.DestinationStream {
-  // Writes each batch it is handed at once (one at a time); pino flushes it at exit.
-  const out = pino.destination({ dest: 1, sync: false, minLength: 0, maxLength: 16 * 1024 * 1024 });
+  const out = pino.destination({
+    dest: 1,
+    sync: false,
+    minLength: 4096,
+    periodicFlush: 100,
+    maxLength: 16 * 1024 * 1024,
+  });
   // A stdout that is gone (a closed terminal: EIO) takes nothing more, and must not stop the
   // process that is finishing its requests and charges (pino handles EPIPE itself).
   out.on('error', () => {});
-  return new LineBatches(out);
-}
-
-/** A batch is handed on at this many characters (below the writer's 16 KiB per write). */
-const BATCH_CHARS = 12 * 1024;
-const BATCH_MS = 100;
-
-/**
- * Lines kept as a list until a batch is full or BATCH_MS have passed, then handed to the writer
- * as one string. SonicBoom itself appends each line to its pending text and measures that text's
- * UTF-8 length again on every line (a copy of up to a batch per line, flattening the joined
- * string): most of what a request's line cost (docs/benchmark.md).
- */
-class LineBatches implements pino.DestinationStream {
-  private readonly out: pino.DestinationStream & { flushSync(): void };
-  private lines: string[] = [];
-  private chars = 0;
-
-  constructor(out: pino.DestinationStream & { flushSync(): void }) {
-    this.out = out;
-    setInterval(() => this.handOn(), BATCH_MS).unref();
-    // Before the process ends (process.exit, a fatal error, the loop's end), the lines still
-    // here go too, written at once: whichever of this and pino's own flush of the writer runs first.
-    const last = () => {
-      try {
-        this.handOn();
-        out.flushSync();
-      } catch {
-        /* stdout gone, or the writer not open yet: nothing more can be done */
-      }
-    };
-    process.once('exit', last);
-    process.on('beforeExit', () => this.handOn());
-  }
-
-  /** pino's logger.flush(): what is queued goes to the writer now (which writes it at once). */
-  flush(done?: (err?: Error) => void): void {
-    this.handOn();
-    done?.();
-  }
-
-  write(line: string): void {
-    this.lines.push(line);
-    this.chars += line.length;
-    if (this.chars >= BATCH_CHARS) this.handOn();
-  }
-
-  private handOn(): void {
-    if (this.lines.length === 0) return;
-    const batch = this.lines.length === 1 ? this.lines[0]! : this.lines.join('');
-    this.lines = [];
-    this.chars = 0;
-    try {
-      this.out.write(batch);
-    } catch {
-      /* the writer is closed (pino ends it when the loop has nothing left): the process is ending */
-    }
-  }
+  return out;
 }
