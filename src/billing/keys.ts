@@ -65,7 +65,10 @@ export function hashKey(key: string, secret: string): Buffer {
   return createHmac('sha256', secret).update(key).digest();
 }
 
-/** A key hash's hex, remembered by the hash (the ledger hands out one Buffer per key text while it keeps it): the key cache, the limiter and the key check each look keys up by it on every request. */
+/**
+ * A key hash's hex, remembered by the hash (the ledger hands out one Buffer per key text while it
+ * keeps it): the key check and the limiter look keys up by it on every request.
+ */
 export function keyHashHex(hash: Buffer): string {
   let hex = hexes.get(hash);
   if (hex === undefined) hexes.set(hash, (hex = hash.toString('hex')));

@@ -120,7 +120,6 @@ declare module 'fastify' {
     caller: Caller | null;
     /** callValues' answer, once asked. */
     callValues: ContextValues | null;
-
     /** routeOf's answer, once asked (null until then; '' for a request no route has). */
     routePattern: string | null;
   }
