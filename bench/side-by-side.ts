@@ -40,10 +40,11 @@ export async function sideBySide(a: TargetDef, b: TargetDef): Promise<string> {
       const sides = [ta, tb].map((t, k): Side => {
         const after = cpuOf(t);
         const ok = Math.max(1, runs[k]!.rps * runs[k]!.durationS);
+        const node = t.nodePid;
         return {
           rps: runs[k]!.rps,
-          cpuUsPerReq: (cpuBetween(before[k]!.all, after.all) * 1000) / ok,
-          ...(t.nodePid ? { nodeUsPerReq: ((after.node - before[k]!.node) * 1000) / ok } : {}),
+          cpuUsPerReq: (cpuBetween(before[k]!, after) * 1000) / ok,
+          ...(node ? { nodeUsPerReq: (((after.get(node) ?? 0) - (before[k]!.get(node) ?? 0)) * 1000) / ok } : {}),
         };
       }) as [Side, Side];
       windows.push(sides);
@@ -67,8 +68,8 @@ export async function sideBySide(a: TargetDef, b: TargetDef): Promise<string> {
 }
 
 /** CPU so far by process: a process that ends during a window (a database backend) must not take its past CPU with it. */
-function cpuOf(t: Running): { all: Map<number, number>; node: number } {
-  return { all: new Map(t.pids().map((p) => [p, cpuMsOf([p])])), node: t.nodePid ? cpuMsOf([t.nodePid]) : 0 };
+function cpuOf(t: Running): Map<number, number> {
+  return new Map(t.pids().map((p) => [p, cpuMsOf([p])]));
 }
 
 /** CPU ms between two snapshots, over the processes alive at the second (a new one's CPU is all the window's). */

@@ -21,45 +21,23 @@ import type { Ledger } from './ledger.ts';
  */
 const CONFIRMED_MS = 5_000;
 const MAX_CONFIRMED = 10_000;
-const MAX_SHAPES = 10_000;
-
-type Shaped = { hash: Buffer; hex: string; prefix: string };
 
 export class KeyCheck {
   private readonly ledger: Ledger;
   private readonly cache: KeyCache | undefined;
   private readonly confirmed = new Map<string, { caller: Caller; at: number }>();
-  private readonly shapes = new Map<string, Shaped>();
 
   constructor(ledger: Ledger, cache?: KeyCache) {
     this.ledger = ledger;
     this.cache = cache;
   }
 
-  /**
-   * A well-formed key's hash, its hex and its visible prefix, made once per key text: a key's
-   * requests come again and again, and each used to check the checksum and write the hash in hex
-   * anew. Bounded as the ledger's own hashes are; a malformed key is never kept.
-   */
-  private shaped(apiKey: string): Shaped | undefined {
-    let s = this.shapes.get(apiKey);
-    if (!s) {
-      if (!isWellFormedKey(apiKey)) return undefined;
-      const hash = this.ledger.hash(apiKey);
-      s = { hash, hex: keyHashHex(hash), prefix: visiblePrefix(apiKey) };
-      if (this.shapes.size >= MAX_SHAPES) this.shapes.clear();
-      this.shapes.set(apiKey, s);
-    }
-    return s;
-  }
-
   /** The caller of a live key, or undefined (missing, malformed, unknown or revoked key). */
   async authenticate(apiKey: string | undefined): Promise<Caller | undefined> {
-    if (!apiKey) return undefined;
-    const shaped = this.shaped(apiKey);
-    if (!shaped) return undefined;
-    const { hash: keyHash, hex } = shaped;
-    const known = this.remembered(shaped);
+    if (!apiKey || !isWellFormedKey(apiKey)) return undefined;
+    const keyHash = this.ledger.hash(apiKey);
+    const hex = keyHashHex(keyHash);
+    const known = this.remembered(apiKey, keyHash, hex);
     if (known) return known;
     this.cache?.noteDatabaseLookup();
     const row = await this.ledger.findKey({ apiKey });
@@ -86,18 +64,19 @@ export class KeyCheck {
    * so the HTTP facade lets a known key's request through without a promise.
    */
   known(apiKey: string | undefined): Caller | undefined {
-    const shaped = apiKey ? this.shaped(apiKey) : undefined;
-    return shaped && this.remembered(shaped);
+    if (!apiKey || !isWellFormedKey(apiKey)) return undefined;
+    const keyHash = this.ledger.hash(apiKey);
+    return this.remembered(apiKey, keyHash, keyHashHex(keyHash));
   }
 
-  private remembered({ hash: keyHash, hex, prefix }: Shaped): Caller | undefined {
+  private remembered(apiKey: string, keyHash: Buffer, hex: string): Caller | undefined {
     const cached = this.cache?.peek(hex);
     if (cached)
       return {
         keyHash,
         keyId: cached.keyId,
         accountId: cached.accountId,
-        prefix,
+        prefix: visiblePrefix(apiKey),
         group: cached.group,
         memberId: cached.memberId,
         teamId: cached.teamId,

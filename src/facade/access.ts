@@ -126,12 +126,12 @@ declare module 'fastify' {
 }
 
 /**
- * The request's route pattern (`/v1/chat/completions`), or '' when no route has it: read once per
- * request, by whichever hook asks first (Fastify's routeOptions is a getter that builds an object
- * of the route's options each time it is read).
+ * The request's route pattern (`/v1/chat/completions`), or undefined when no route has it: read
+ * once per request, by whichever hook asks first (Fastify's routeOptions is a getter that builds an
+ * object of the route's options each time it is read).
  */
-export function routeOf(req: FastifyRequest): string {
-  return (req.routePattern ??= req.routeOptions.url ?? '');
+export function routeOf(req: FastifyRequest): string | undefined {
+  return (req.routePattern ??= req.routeOptions.url ?? '') || undefined;
 }
 
 /**

@@ -189,7 +189,7 @@ function countAndLog(
   deps: Pick<FacadeDeps, 'log' | 'metrics' | 'servedModel' | 'requestLines'>,
 ): onResponseHookHandler {
   return (req, reply, done) => {
-    const route = routeOf(req) || undefined;
+    const route = routeOf(req);
     if (route?.startsWith('/v1/'))
       deps.metrics
         .requestsOf(

@@ -39,7 +39,7 @@ export function registerTracing(
   app.decorateRequest('traceContext', null);
   if (!tracingOn()) return;
   app.addHook('onRequest', (req, reply, done) => {
-    const route = routeOf(req) || undefined;
+    const route = routeOf(req);
     if (route !== undefined && UNTRACED.has(route)) return done();
     // The HTTP port's callers are the operator's customers (the console's key holders too): TRACE_CALLER_CONTEXT decides.
     const { parent, links } = callerParent(req.headers, callerContext);
