@@ -4,19 +4,14 @@
 // line passes the credential scrubber (provider credentials and the instance's secrets). The
 // human lines are made from the JSON after both steps, so they inherit them.
 //
-// JSON lines go to stdout in batches: a line waits in memory until 4 KiB are queued or 100 ms have
-// passed, then the batch is written by libuv's thread pool, off the event loop. On this kind of
-// machine (2 vCPUs) a write per request line, synchronous or handed to a thread, was a large
-// share of the gateway's CPU per request (a system call, or a wake-up of another thread; figures
-// in docs/benchmark.md); a batch pays that once per many lines, and a slow disk or pipe never
-// stalls a request. Queued lines
-// are written when the process exits (process.exit, a fatal error); a SIGKILL loses at most
-// the last 100 ms. A stdout that stops taking lines (a dead pipe reader) drops lines past 16 MiB
-// queued instead of growing without bound.
+// JSON lines go to stdout in batches, written by a thread of their own (src/log/stdout-lines.ts):
+// none is lost or reordered when the process exits, and a stdout that stops taking lines holds
+// neither requests nor memory.
 import pino, { type Logger } from 'pino';
 import { prettyDestination } from './pretty.ts';
 import { logIds } from '../tracing/spans.ts';
 import { scrub } from '../secrets/scrub.ts';
+import { StdoutLines } from './stdout-lines.ts';
 
 const KEY_PATTERN = /prx-[0-9A-Za-z]{6,}/g;
 
@@ -67,26 +62,11 @@ export function createLogger(
           color: !destination && process.stdout.isTTY === true && !process.env.NO_COLOR,
           stacks: level === 'debug' || level === 'trace',
         })
-      : (destination ?? stdoutLines()),
+      : (destination ?? new StdoutLines()),
   );
 }
 
 /** A log line's last pass: gateway keys masked, credentials scrubbed (every line, pino's and the request line's). */
 export function cleanLine(s: string): string {
   return scrub(s.includes('prx-') ? s.replace(KEY_PATTERN, (k) => `${k.slice(0, 8)}…[redacted]`) : s);
-}
-
-/** Batched JSON lines to stdout (see the top of this file). */
-function stdoutLines(): pino.DestinationStream {
-  const out = pino.destination({
-    dest: 1,
-    sync: false,
-    minLength: 4096,
-    periodicFlush: 100,
-    maxLength: 16 * 1024 * 1024,
-  });
-  // A stdout that is gone (a closed terminal: EIO) takes nothing more, and must not stop the
-  // process that is finishing its requests and charges (pino handles EPIPE itself).
-  out.on('error', () => {});
-  return out;
 }
