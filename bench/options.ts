@@ -19,6 +19,7 @@ export const { values } = parseArgs({
     quick: { type: 'boolean' },
     baseline: { type: 'string' },
     'side-by-side': { type: 'boolean' },
+    streamed: { type: 'boolean' },
     help: { type: 'boolean', short: 'h' },
   },
 });
@@ -47,6 +48,7 @@ export const USAGE = `npm run bench [-- options]: what this gateway costs, measu
                       unstreamed chat), --reps windows of --seconds: the second's req/s and CPU per
                       request over the first's, window by window (for a small difference between two
                       versions, e.g. gateway-embedded,gateway-embedded@baseline)
+  --streamed          with --side-by-side: streamed chat (16 chunks, 2 ms apart) instead, CPU per stream
   --help              this text`;
 export const REPS = Number(values.reps ?? (values.quick ? 1 : 3));
 export const ROUNDS = Math.max(1, Number(values.rounds ?? 1));

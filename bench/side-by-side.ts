@@ -1,18 +1,21 @@
 // --side-by-side: two targets measured at the same time, for a difference of a few percent that
 // this machine's drift hides when they are measured one after the other (the same code measured a
 // minute apart differs by 10–30 %: docs/benchmark.md). Both run for the whole measurement, each
-// loaded by its own wrk (c=16, unstreamed chat) in the same windows, so a slow phase of the VM
+// loaded by its own wrk (c=16, unstreamed chat, or streams with --streamed) in the same windows, so a slow phase of the VM
 // weighs on both alike. Each window gives both targets' requests per second and CPU per request
 // (gateway and database), and the second's over the first's; the summary is the median of those
 // ratios and their range. The two share the machine, so their absolute figures are not those of a
 // target alone: the ratio is the measure. Meant for two versions of the gateway (--baseline).
 import { awaitQuiet, checkBooks, firstAnswer, median } from './measure.ts';
 import { wrk } from './load.ts';
-import { CHAT, REPS, SECONDS, WARMUP } from './options.ts';
+import { CHAT, REPS, SECONDS, STREAM, values, WARMUP } from './options.ts';
 import { cpuMsOf, machineTimes } from './servers.ts';
 import type { Running, TargetDef } from './targets.ts';
 
 const CONNECTIONS = 16;
+// --streamed: each request a 16-chunk stream; its figures are then per stream.
+const BODY = values.streamed ? STREAM : CHAT;
+const KIND = values.streamed ? 'streamed chat (16 chunks), per stream' : 'unstreamed chat';
 
 interface Side {
   rps: number;
@@ -32,10 +35,10 @@ export async function sideBySide(a: TargetDef, b: TargetDef): Promise<string> {
     const [ta, tb] = started as [Running, Running];
     for (let i = 0; i < REPS; i++) {
       await awaitQuiet();
-      await Promise.all([ta, tb].map((t) => wrk(t, '/v1/chat/completions', CHAT, CONNECTIONS, WARMUP)));
+      await Promise.all([ta, tb].map((t) => wrk(t, '/v1/chat/completions', BODY, CONNECTIONS, WARMUP)));
       const before = [ta, tb].map(cpuOf);
       const steal0 = machineTimes().steal;
-      const runs = await Promise.all([ta, tb].map((t) => wrk(t, '/v1/chat/completions', CHAT, CONNECTIONS, SECONDS)));
+      const runs = await Promise.all([ta, tb].map((t) => wrk(t, '/v1/chat/completions', BODY, CONNECTIONS, SECONDS)));
       const steal = (machineTimes().steal - steal0) / (SECONDS * 1000);
       const sides = [ta, tb].map((t, k): Side => {
         const after = cpuOf(t);
@@ -91,7 +94,7 @@ function summary(a: string, b: string, windows: [Side, Side][]): string {
     return rs.length ? `${median(rs).toFixed(3)} (${Math.min(...rs).toFixed(3)}–${Math.max(...rs).toFixed(3)})` : '-';
   };
   return (
-    `side by side, ${windows.length} windows of ${SECONDS} s, c=${CONNECTIONS} each, unstreamed chat: ${b} / ${a}, median (range) of the windows' ratios:\n` +
+    `side by side, ${windows.length} windows of ${SECONDS} s, c=${CONNECTIONS} each, ${KIND}: ${b} / ${a}, median (range) of the windows' ratios:\n` +
     `  req/s ${of((s) => s.rps)}; CPU per request ${of((s) => s.cpuUsPerReq)}; gateway process alone ${of((s) => s.nodeUsPerReq)}`
   );
 }
