@@ -44,7 +44,7 @@ function writeAll(from, to) {
 }
 for (;;) {
   const end = Atomics.load(state, ${IN});
-  let at = Atomics.load(state, ${OUT});
+  const at = Atomics.load(state, ${OUT});
   if (at === end) {
     Atomics.wait(state, ${IN}, end);
     continue;
@@ -126,7 +126,7 @@ export class StdoutLines {
     const lost = this.dropped;
     if (lost > this.droppedSaid) {
       this.lines.unshift(
-        `{"level":40,"time":${Date.now()},"msg":"stdout did not take ${lost - this.droppedSaid} bytes of log lines; they were dropped"}\n`,
+        `{"level":40,"time":${Date.now()},"service":"gateway","msg":"stdout did not take ${lost - this.droppedSaid} bytes of log lines; they were dropped"}\n`,
       );
     }
     const text = this.lines.length === 1 ? this.lines[0]! : this.lines.join('');

@@ -111,11 +111,15 @@ function escapedForms(value: string): string {
 const CRED = `[^\\s"'\\\\,;&<>{}()\\[\\]]`;
 /** A value that looks like a credential, not a word: 8+ characters with a digit, or 20+. */
 const CRED_VALUE = `(?:(?=${CRED}*\\d)${CRED}{8,}|${CRED}{20,})`;
-/** Spaces as quoted (bounded: a run of them costs no more than its length). */
+/**
+ * Spaces as quoted (bounded: a run of them costs no more than its length). Taken lazily: a `+`
+ * is a space in a form-encoded dump but also a base64 token's first character, and what the
+ * spaces take stays unredacted, so they take no more than the match needs.
+ */
 const SPACE = '(?:\\s|%20|\\+)';
-const SPACES = `${SPACE}{0,8}`;
+const SPACES = `${SPACE}{0,8}?`;
 const QUOTE = `(?:\\\\?["']|%22|%27)?`;
-const SCHEME = `(?:${anyCase('bearer')}|${anyCase('basic')})${SPACE}{1,8}`;
+const SCHEME = `(?:${anyCase('bearer')}|${anyCase('basic')})${SPACE}{1,8}?`;
 const HEADER_NAMES = [
   'proxy-authorization',
   'authorization',
@@ -132,6 +136,6 @@ const HEADER = `(?:${HEADER_NAMES.map(anyCase).join('|')})${SEPARATOR}`;
  * credential-like value), and a bare `Bearer sk-…`. Group 1, 2 or 3 is what stays of the match.
  */
 const SHAPED = new RegExp(
-  `(${HEADER}${SCHEME})${CRED}{6,}|(${HEADER})${CRED_VALUE}|((?<![A-Za-z])${anyCase('bearer')}${SPACE}{1,8})${CRED_VALUE}`,
+  `(${HEADER}${SCHEME})${CRED}{6,}|(${HEADER})${CRED_VALUE}|((?<![A-Za-z])${anyCase('bearer')}${SPACE}{1,8}?)${CRED_VALUE}`,
   'g',
 );

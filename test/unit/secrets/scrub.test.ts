@@ -102,6 +102,12 @@ describe('credentials by their shape', () => {
       [`\\"authorization\\":\\"Bearer ${json(token)}\\"`, `\\"authorization\\":\\"Bearer ${REDACTED}\\"`],
       [`authorization%3A%20Bearer%20${encodeURIComponent(token)}`, `authorization%3A%20Bearer%20${REDACTED}`],
       [`X-API-KEY:${AZURE}`, `X-API-KEY:${REDACTED}`],
+      // base64 may begin with '+', which a form-encoded dump also uses for a space: none of it stays
+      [`authorization=Bearer +${token}`, `authorization=Bearer ${REDACTED}`],
+      [`authorization=Bearer+${token}`, `authorization=Bearer+${REDACTED}`],
+      [`authorization=Bearer++${token}`, `authorization=Bearer+${REDACTED}`],
+      [`api_key=+${AZURE}&model=gpt`, `api_key=${REDACTED}&model=gpt`],
+      [`a bare Bearer +${token}`, `a bare Bearer ${REDACTED}`],
     ];
     for (const [text, want] of cases) expect(scrub(text), text).toBe(want);
   });
