@@ -1,8 +1,8 @@
 // --side-by-side: two targets measured at the same time, for a difference of a few percent that
 // this machine's drift hides when they are measured one after the other (the same code measured a
 // minute apart differs by 10–30 %: docs/benchmark.md). Both run for the whole measurement, each
-// loaded by its own wrk (c=16, unstreamed chat, or streams with --streamed) in the same windows, so a slow phase of the VM
-// weighs on both alike. Each window gives both targets' requests per second and CPU per request
+// loaded by its own wrk (c=16, unstreamed chat, or streams with --streamed) in the same windows,
+// so a slow phase of the VM weighs on both alike. Each window gives both targets' requests per second and CPU per request
 // (gateway and database), and the second's over the first's; the summary is the median of those
 // ratios and their range. The two share the machine, so their absolute figures are not those of a
 // target alone: the ratio is the measure. Meant for two versions of the gateway (--baseline).
