@@ -67,9 +67,8 @@ export class StdoutLines {
   private chars = 0;
   private readonly state = new Int32Array(new SharedArrayBuffer(8));
   private ring: Buffer<ArrayBufferLike> = Buffer.alloc(0);
-  /** Bytes of lines dropped because stdout did not take them (the ring was full). */
-  dropped = 0;
-  private droppedSaid = 0;
+  /** Bytes of lines dropped (the ring was full) that no line written since has told of. */
+  private lostUntold = 0;
 
   private started = false;
   /** Set when the writer thread could not start or ended: batches are then written here, synchronously. */
@@ -98,20 +97,20 @@ export class StdoutLines {
     if (!this.started) this.start();
     this.lines.push(line);
     this.chars += line.length;
-    if (this.chars >= BATCH_CHARS) this.handOver(false);
+    if (this.chars >= BATCH_CHARS) this.handOver();
     return true;
   }
 
   /** pino's `logger.flush()`: the queued lines go to the writer now. */
   flush(cb?: (err?: Error) => void): void {
-    if (this.lines.length > 0) this.handOver(false);
+    if (this.lines.length > 0) this.handOver();
     if (cb) process.nextTick(cb);
   }
 
   /** Everything queued written before this returns (waits for the writer, 5 s at most). */
   flushSync(): void {
     const until = Date.now() + EXIT_WAIT_MS;
-    if (this.lines.length > 0) this.handOver(true, until);
+    if (this.lines.length > 0) this.handOver(until);
     while (!this.writerGone) {
       const done = Atomics.load(this.state, OUT);
       const left = until - Date.now();
@@ -120,13 +119,12 @@ export class StdoutLines {
     }
   }
 
-  /** Copies the queued lines into the ring; when full, waits (at exit) or drops them. */
-  private handOver(wait: boolean, until = 0): void {
+  /** Copies the queued lines into the ring; when it is full, waits until `until` (the exit's deadline) or drops them. */
+  private handOver(until = 0): void {
     // The first batch stdout takes after a loss says how much was lost.
-    const lost = this.dropped;
-    if (lost > this.droppedSaid) {
+    if (this.lostUntold > 0) {
       this.lines.unshift(
-        `{"level":40,"time":${Date.now()},"service":"gateway","msg":"stdout did not take ${lost - this.droppedSaid} bytes of log lines; they were dropped"}\n`,
+        `{"level":40,"time":${Date.now()},"service":"gateway","msg":"stdout did not take ${this.lostUntold} bytes of log lines; they were dropped"}\n`,
       );
     }
     const text = this.lines.length === 1 ? this.lines[0]! : this.lines.join('');
@@ -139,8 +137,8 @@ export class StdoutLines {
       const free = RING - ((end - Atomics.load(this.state, OUT)) | 0);
       if (bytes <= free) break;
       const left = until - Date.now();
-      if (!wait || bytes > RING || left <= 0) {
-        this.dropped += bytes;
+      if (bytes > RING || left <= 0) {
+        this.lostUntold += bytes;
         return;
       }
       Atomics.wait(this.state, OUT, Atomics.load(this.state, OUT), left);
@@ -154,7 +152,7 @@ export class StdoutLines {
     }
     Atomics.store(this.state, IN, (end + bytes) | 0);
     Atomics.notify(this.state, IN);
-    this.droppedSaid = lost;
+    this.lostUntold = 0;
   }
 }
 
